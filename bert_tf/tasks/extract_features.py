@@ -1,0 +1,132 @@
+"""Feature extraction (the original extract_features.py): per-token activations of chosen encoder layers.
+
+Input: one example per line, `text_a` or `text_a ||| text_b`. Output: JSON lines in the original's form,
+`{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]}, ...]}, ...]}`
+with every value rounded to 6 decimals.
+"""
+import collections
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tqdm import tqdm
+
+from bert_tf import tokenization
+from bert_tf.text import truncate_seq_pair
+
+InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
+InputFeatures = collections.namedtuple(
+    "InputFeatures", ["unique_id", "tokens", "input_ids", "input_mask", "input_type_ids"])
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def read_examples(input_file):
+    """Reads `input_file` (one example per line; `a ||| b` for pairs) like the original: every line, stripped."""
+    if not tf.io.gfile.exists(input_file):
+        raise FileNotFoundError(f"Input file not found: {input_file}")
+    examples = []
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        for unique_id, raw in enumerate(reader):
+            line = tokenization.convert_to_unicode(raw).strip()
+            match = _PAIR.match(line)
+            text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
+            examples.append(InputExample(unique_id, text_a, text_b))
+    return examples
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+    """Tokenizes and packs examples as the original: [CLS] a [SEP] (b [SEP]), truncated, zero-padded."""
+    if seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {seq_length}.")
+    features = []
+    for example in examples:
+        tokens_a = tokenizer.tokenize(example.text_a)
+        tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+        if tokens_b:
+            truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+        else:
+            tokens_a = tokens_a[:seq_length - 2]
+        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+        input_type_ids = [0] * len(tokens)
+        if tokens_b:
+            tokens += tokens_b + ["[SEP]"]
+            input_type_ids += [1] * (len(tokens_b) + 1)
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+        padding = [0] * (seq_length - len(input_ids))
+        features.append(InputFeatures(example.unique_id, tokens, input_ids + padding,
+                                      [1] * len(input_ids) + padding, input_type_ids + padding))
+        if len(features) <= 5:
+            logging.info("unique_id: %s tokens: %s", example.unique_id,
+                         " ".join(tokenization.printable_text(t) for t in tokens))
+    return features
+
+
+def parse_layers(layers, num_hidden_layers):
+    """"-1,-2,-3,-4" -> [-1, -2, -3, -4], checked against the model depth."""
+    try:
+        indexes = [int(x) for x in layers.split(",")]
+    except ValueError:
+        raise ValueError(f"--layers must be comma-separated integers, got {layers!r}.") from None
+    for index in indexes:
+        if not -num_hidden_layers <= index < num_hidden_layers:
+            raise ValueError(f"Layer index {index} is out of range for a model with {num_hidden_layers} layers "
+                             f"(valid: {-num_hidden_layers}..{num_hidden_layers - 1}).")
+    return indexes
+
+
+def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=False):
+    """Yields (feature, [layer activations [seq, H] for each index]) in input order."""
+    @tf.function(jit_compile=jit_compile, reduce_retracing=True)
+    def forward(batch):
+        outputs = model(batch, training=False)
+        return [outputs["encoder_outputs"][i] for i in layer_indexes]
+
+    for start in tqdm(range(0, len(features), batch_size), desc="extract_features", unit="batch",
+                      disable=len(features) <= batch_size):
+        chunk = features[start:start + batch_size]
+        batch = {"input_ids": np.array([f.input_ids for f in chunk], np.int32),
+                 "input_mask": np.array([f.input_mask for f in chunk], np.int32),
+                 "segment_ids": np.array([f.input_type_ids for f in chunk], np.int32)}
+        layer_outputs = [o.numpy() for o in forward(batch)]
+        for row, feature in enumerate(chunk):
+            yield feature, [o[row] for o in layer_outputs]
+
+
+def feature_json(feature, layer_indexes, layer_values):
+    """One output line's object, with the original's key order and 6-decimal rounding."""
+    return collections.OrderedDict([
+        ("linex_index", feature.unique_id),
+        ("features", [collections.OrderedDict([
+            ("token", token),
+            ("layers", [collections.OrderedDict([("index", index), ("values", [round(float(x), 6) for x in v[i]])])
+                        for index, v in zip(layer_indexes, layer_values)]),
+        ]) for i, token in enumerate(feature.tokens)]),
+    ])
+
+
+def write_jsonl(output_file, objects):
+    """Writes JSON lines to a temporary name and renames it to `output_file` when complete."""
+    tmp = output_file + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as writer:
+        for obj in objects:
+            writer.write(json.dumps(obj) + "\n")
+    tf.io.gfile.rename(tmp, output_file, overwrite=True)
+
+
+def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,
+                     batch_size=32, jit_compile=False):
+    """The whole job: read, featurize, run the encoder, write the JSONL. Returns the number of examples."""
+    config = model.config
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length ({max_seq_length}) exceeds the model's max_position_embeddings "
+                         f"({config.max_position_embeddings}).")
+    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+    features = convert_examples_to_features(read_examples(input_file), max_seq_length, tokenizer)
+    results = predict_layers(model, features, layer_indexes, batch_size, jit_compile)
+    write_jsonl(output_file, (feature_json(f, layer_indexes, values) for f, values in results))
+    return len(features)

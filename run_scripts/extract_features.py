@@ -1,0 +1,54 @@
+"""Extract pre-computed per-token feature vectors from BERT (the original extract_features.py, same flags).
+
+Example:
+  python run_scripts/extract_features.py --input_file=input.txt --output_file=output.jsonl \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
+"""
+from absl import app, flags, logging
+
+from bert_tf import checkpoints, tokenization
+from bert_tf.config import BertConfig
+from bert_tf.tasks import extract_features
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")
+flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes to output (negative counts "
+                    "from the top).")
+flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained model.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length after WordPiece tokenization; longer inputs "
+                     "are truncated, shorter ones padded.")
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint to load: an original BERT checkpoint "
+                    "(.../bert_model.ckpt) or a directory holding one.")
+flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility with the original; use --distribution_strategy "
+                  "in the training scripts for TPUs.")
+flags.DEFINE_string("master", None, "Accepted for compatibility with the original (TPU master); unused.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility with the original; unused.")
+flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility with the original; the lookup "
+                  "is the same either way.")
+flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
+
+
+def main(_):
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    checkpoints.check_vocab_size(config, tokenizer.vocab, FLAGS.vocab_file)
+    model = checkpoints.build_bert_model(config)
+    if FLAGS.init_checkpoint:
+        checkpoints.load_original_checkpoint(model, FLAGS.init_checkpoint)
+    else:
+        logging.warning("No --init_checkpoint: the features come from a randomly initialized model.")
+    count = extract_features.extract_features(
+        model, tokenizer, FLAGS.input_file, FLAGS.output_file, FLAGS.layers, FLAGS.max_seq_length,
+        FLAGS.batch_size, FLAGS.use_xla)
+    logging.info("Wrote features of %d examples to %s", count, FLAGS.output_file)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file"])
+    app.run(main)

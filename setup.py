@@ -1,0 +1,29 @@
+"""bert-tf: a faithful TensorFlow 2 / Keras 3 reproduction of google-research/bert."""
+import setuptools
+
+# One TensorFlow family: tensorflow-text must match tensorflow's minor version, and the optional
+# tf-models-official 2.20 (the `compare` extra) pins tensorflow 2.20, so the whole family is pinned to 2.20.x.
+TF_FAMILY = ["tensorflow==2.20.*", "tensorflow-text==2.20.*"]
+
+setuptools.setup(
+    name="bert-tf",
+    version="0.1.0",
+    description="Original BERT (google-research/bert) in TensorFlow 2 / Keras 3: checkpoints, tokenization, scripts.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
+    install_requires=TF_FAMILY + [
+        "keras>=3.10,<4",
+        "absl-py>=1.0",
+        "numpy>=1.26",
+        "tqdm>=4.60",
+        "safetensors>=0.4",
+    ],
+    extras_require={
+        "dev": ["pytest>=8", "gensim>=4.3"],
+        "compare": ["tf-models-official==2.20.*", "transformers>=4.40", "torch==2.13.0", "tokenizers>=0.19",
+                    "safetensors>=0.4"],
+        "beam": ["apache-beam>=2.60"],
+    },
+)

@@ -1,0 +1,101 @@
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf import checkpoints, resources, tokenization
+from bert_tf.tasks import extract_features as ef
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "run_scripts", "extract_features.py")
+
+
+@pytest.fixture(scope="module")
+def minilm_release(tmp_path_factory):
+    """The real MiniLM converted by our converter into an original-format release directory. The golden output
+    was made with the original code and a bert_config.json saying "gelu" (the original's tanh form)."""
+    out = checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path_factory.mktemp("minilm")))
+    with open(os.path.join(out, "bert_config.json")) as f:
+        assert json.load(f)["hidden_act"] == "gelu_exact"  # what Hugging Face's "gelu" computes
+    return out
+
+
+def _run_script(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
+
+
+def test_matches_the_original_golden_output(minilm_release, data_dir, tmp_path):
+    output = str(tmp_path / "out.jsonl")
+    result = _run_script(
+        f"--input_file={os.path.join(data_dir, 'extract_input.txt')}", f"--output_file={output}",
+        f"--vocab_file={minilm_release}/vocab.txt", f"--init_checkpoint={minilm_release}/bert_model.ckpt",
+        f"--bert_config_file={os.path.join(data_dir, 'minilm_golden_bert_config.json')}",
+        "--layers=-1,-2,-3,-4", "--max_seq_length=128", "--do_lower_case=True", "--batch_size=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with gzip.open(os.path.join(data_dir, "extract_features_minilm.jsonl.gz"), "rt") as f:
+        golden = [json.loads(line) for line in f]
+    with open(output) as f:
+        ours = [json.loads(line) for line in f]
+    assert len(ours) == len(golden) == 5
+    worst = 0.0
+    for g, o in zip(golden, ours):
+        assert list(o) == ["linex_index", "features"] and o["linex_index"] == g["linex_index"]
+        assert [f["token"] for f in o["features"]] == [f["token"] for f in g["features"]]
+        for gf, of in zip(g["features"], o["features"]):
+            assert [layer["index"] for layer in of["layers"]] == [-1, -2, -3, -4]
+            for gl, ol in zip(gf["layers"], of["layers"]):
+                worst = max(worst, float(np.abs(np.array(gl["values"]) - np.array(ol["values"])).max()))
+    assert worst <= 1e-4, worst
+
+
+def test_help_lists_the_original_flags():
+    result = _run_script("--helpfull")
+    for flag in ("input_file", "output_file", "layers", "bert_config_file", "init_checkpoint", "vocab_file",
+                 "do_lower_case", "max_seq_length", "batch_size", "use_tpu", "use_one_hot_embeddings"):
+        assert f"--{flag}" in result.stdout, flag
+
+
+def test_read_examples_splits_pairs_like_the_original(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"  one sentence \na ||| b\nx|||y\n\nbad \xff byte\n")
+    examples = ef.read_examples(str(path))
+    assert [(e.unique_id, e.text_a, e.text_b) for e in examples] == [
+        (0, "one sentence", None), (1, "a", "b"), (2, "x|||y", None), (3, "", None), (4, "bad  byte", None)]
+
+
+def test_features_follow_the_original_packing(uncased_vocab_file):
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    examples = [ef.InputExample(0, "hello world " * 10, "goodbye moon"), ef.InputExample(1, "hello", None)]
+    long_pair, single = ef.convert_examples_to_features(examples, 10, tokenizer)
+    assert long_pair.tokens == ["[CLS]", "hello", "world", "hello", "world", "[SEP]", "goodbye", "moon", "[SEP]"]
+    assert long_pair.input_type_ids == [0] * 6 + [1] * 3 + [0]
+    assert long_pair.input_mask == [1] * 9 + [0]
+    assert single.tokens == ["[CLS]", "hello", "[SEP]"] and single.input_ids[3:] == [0] * 7
+
+
+def test_bad_input_errors(tmp_path, tiny_config):
+    with pytest.raises(FileNotFoundError, match="Input file not found: .*missing.txt"):
+        ef.read_examples(str(tmp_path / "missing.txt"))
+    with pytest.raises(ValueError, match="Layer index -3 is out of range for a model with 2 layers"):
+        ef.parse_layers("-1,-3", tiny_config.num_hidden_layers)
+    with pytest.raises(ValueError, match="comma-separated integers"):
+        ef.parse_layers("-1;-2", 2)
+    model = checkpoints.build_bert_model(tiny_config)
+    (tmp_path / "in.txt").write_text("hello\n")
+    with pytest.raises(ValueError, match=r"max_seq_length \(64\) exceeds the model's max_position_embeddings"):
+        ef.extract_features(model, None, str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), max_seq_length=64)
+
+
+def test_script_reports_vocab_mismatch(tmp_path, data_dir, uncased_vocab_file, tiny_config):
+    config = tmp_path / "bert_config.json"
+    config.write_text(tiny_config.to_json_string())
+    result = _run_script(f"--input_file={os.path.join(data_dir, 'extract_input.txt')}",
+                         f"--output_file={tmp_path / 'o.jsonl'}", f"--vocab_file={uncased_vocab_file}",
+                         f"--bert_config_file={config}")
+    assert result.returncode != 0
+    assert "has 30522 tokens but bert_config.json says vocab_size=99" in result.stderr
+    assert not (tmp_path / "o.jsonl").exists()

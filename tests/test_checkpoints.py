@@ -1,0 +1,169 @@
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import numpy_bert
+from bert_tf import checkpoints
+from bert_tf.config import BertConfig
+from bert_tf.heads import BertPretrainer, ClassifierHead, SpanHead
+
+
+class TaskModel:
+    """A stand-in for a fine-tuning model: the attribute convention checkpoints.py documents."""
+
+    def __init__(self, config, num_labels):
+        self.bert = checkpoints.build_bert_model(config)
+        self.classifier = ClassifierHead(num_labels)
+        self.classifier(np.zeros((1, config.hidden_size), np.float32))
+        self.span = SpanHead()
+        self.span(np.zeros((1, 2, config.hidden_size), np.float32))
+
+
+@pytest.fixture
+def original_checkpoint(tiny_config, tmp_path):
+    """A TF1 checkpoint as the original scripts write it, with optimizer slots and global_step."""
+    weights = numpy_bert.random_weights(tiny_config, seed=7, heads=True, num_labels=3)
+    slots = {f"{name}/adam_m": np.zeros_like(v) for name, v in list(weights.items())[:4]}
+    slots["global_step"] = np.array(1000, np.int64)
+    prefix = numpy_bert.write_tf1_checkpoint({**weights, **slots}, str(tmp_path / "orig" / "bert_model.ckpt"))
+    return prefix, weights
+
+
+def test_load_original_checkpoint_matches_reference(tiny_config, tiny_batch, original_checkpoint):
+    prefix, weights = original_checkpoint
+    model = checkpoints.build_bert_model(tiny_config)
+    report = checkpoints.load_original_checkpoint(model, prefix)
+    assert report.missing == []
+    assert sorted(report.unused) == sorted(n for n in weights if not n.startswith("bert/"))  # heads, no slots
+    ref = numpy_bert.forward(weights, tiny_config, **tiny_batch)
+    np.testing.assert_allclose(model(tiny_batch)["sequence_output"], ref["sequence_output"], atol=2e-5)
+
+
+def test_heads_load_by_their_original_names(tiny_config, original_checkpoint):
+    prefix, weights = original_checkpoint
+    task = TaskModel(tiny_config, num_labels=3)
+    report = checkpoints.load_original_checkpoint(task, os.path.dirname(prefix))  # a directory works too
+    assert {"output_weights", "cls/squad/output_bias"} <= set(report.loaded)
+    assert report.unused == sorted(n for n in weights if n.startswith("cls/") and "squad" not in n)
+    np.testing.assert_array_equal(task.classifier.projection.output_weights.numpy(), weights["output_weights"])
+    np.testing.assert_array_equal(task.span.projection.output_bias.numpy(), weights["cls/squad/output_bias"])
+    pretrainer = BertPretrainer(tiny_config)
+    pretrainer({"input_ids": np.zeros((1, 2), np.int32), "input_mask": np.ones((1, 2), np.int32),
+                "segment_ids": np.zeros((1, 2), np.int32), "masked_lm_positions": np.zeros((1, 1), np.int32)})
+    report = checkpoints.load_original_checkpoint(pretrainer, prefix, strict=True)
+    assert "cls/predictions/output_bias" in report.loaded and report.missing == []
+
+
+def test_missing_head_is_reported(tiny_config, tmp_path):
+    weights = numpy_bert.random_weights(tiny_config, seed=8)
+    prefix = numpy_bert.write_tf1_checkpoint(weights, str(tmp_path / "bert_model.ckpt"))
+    task = TaskModel(tiny_config, num_labels=2)
+    report = checkpoints.load_original_checkpoint(task, prefix)
+    assert set(report.missing) == {"output_weights", "output_bias", "cls/squad/output_weights",
+                                   "cls/squad/output_bias"}
+    with pytest.raises(ValueError, match="lacks 4 variables"):
+        checkpoints.load_original_checkpoint(task, prefix, strict=True)
+
+
+def test_saved_original_checkpoint_loads_in_a_tf1_graph(tiny_config, original_checkpoint, tmp_path):
+    """What the original code does with an init_checkpoint: restore variables by name in a TF1 graph."""
+    prefix, weights = original_checkpoint
+    task = TaskModel(tiny_config, num_labels=3)
+    checkpoints.load_original_checkpoint(task, prefix)
+    out = checkpoints.save_original_checkpoint(task, str(tmp_path / "out" / "model.ckpt"))
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt")
+    assert not [f for f in os.listdir(tmp_path / "out") if f.startswith(".tmp")]
+    task_weights = {n: v for n, v in weights.items() if not n.startswith(("cls/predictions", "cls/seq"))}
+    assert dict(tf.train.list_variables(out)) == {n: list(v.shape) for n, v in task_weights.items()}
+    with tf.Graph().as_default():
+        variables = {n: tf.compat.v1.get_variable(n, shape=v.shape, dtype=tf.float32)
+                     for n, v in task_weights.items()}
+        tf.compat.v1.train.init_from_checkpoint(out, {n: n for n in variables})
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for name, value in session.run(variables).items():
+                np.testing.assert_array_equal(value, weights[name], err_msg=name)
+
+
+def test_vocab_size_mismatch_is_named(tiny_config, original_checkpoint):
+    prefix, _ = original_checkpoint
+    bigger = BertConfig.from_dict({**tiny_config.to_dict(), "vocab_size": 120})
+    with pytest.raises(ValueError, match="vocab_size mismatch: .* 99 rows but the model's config says "
+                                         "vocab_size=120"):
+        checkpoints.load_original_checkpoint(checkpoints.build_bert_model(bigger), prefix)
+    wider = BertConfig.from_dict({**tiny_config.to_dict(), "intermediate_size": 40})
+    with pytest.raises(ValueError, match="Shape mismatch for bert/encoder/layer_0/intermediate/dense/kernel"):
+        checkpoints.load_original_checkpoint(checkpoints.build_bert_model(wider), prefix)
+
+
+def test_missing_checkpoint_is_clear(tiny_config, tmp_path):
+    model = checkpoints.build_bert_model(tiny_config)
+    with pytest.raises(FileNotFoundError, match="No TensorFlow checkpoint at .*nowhere/bert_model.ckpt"):
+        checkpoints.load_original_checkpoint(model, str(tmp_path / "nowhere" / "bert_model.ckpt"))
+
+
+def test_checkpoint_without_bert_variables_is_rejected(tiny_config, tmp_path):
+    prefix = numpy_bert.write_tf1_checkpoint({"dense/kernel": np.zeros((2, 2), np.float32)},
+                                             str(tmp_path / "other.ckpt"))
+    with pytest.raises(ValueError, match="holds no variable of a BERT model"):
+        checkpoints.load_original_checkpoint(checkpoints.build_bert_model(tiny_config), prefix)
+
+
+def test_check_vocab_size(tiny_config):
+    with pytest.raises(ValueError, match="vocab.txt has 100 tokens but bert_config.json says vocab_size=99"):
+        checkpoints.check_vocab_size(tiny_config, {str(i): i for i in range(100)}, "vocab.txt")
+    checkpoints.check_vocab_size(tiny_config, {str(i): i for i in range(99)}, "vocab.txt")
+
+
+def _hf_state_dict(weights, config):
+    """The original-name weights renamed and laid out as a Hugging Face BertModel state dict."""
+    out = {"embeddings.position_ids": np.arange(config.max_position_embeddings)[None]}
+    for name, value in weights.items():
+        hf = name.replace("bert/", "").replace("/", ".").replace("layer_", "layer.")
+        if hf.endswith(".kernel"):
+            out[hf[:-len("kernel")] + "weight"] = np.ascontiguousarray(value.T)
+        elif hf.endswith(".gamma"):
+            out[hf[:-len("gamma")] + "weight"] = value
+        elif hf.endswith(".beta"):
+            out[hf[:-len("beta")] + "bias"] = value
+        elif hf.endswith("_embeddings"):
+            out[hf + ".weight"] = value
+        else:
+            out[hf] = value
+    return out
+
+
+def test_hugging_face_safetensors_import(tiny_config, tiny_batch, tmp_path):
+    from safetensors.numpy import save_file
+    config = BertConfig.from_dict({**tiny_config.to_dict(), "hidden_act": "gelu_exact"})
+    weights = numpy_bert.random_weights(config, seed=9)
+    path = str(tmp_path / "model.safetensors")
+    save_file(_hf_state_dict(weights, config), path)
+    hf_config = {**config.to_dict(), "hidden_act": "gelu", "layer_norm_eps": 1e-12, "model_type": "bert"}
+    assert checkpoints.bert_config_from_hf(hf_config) == config  # HF "gelu" is the exact erf form
+    model = checkpoints.build_bert_model(config)
+    report = checkpoints.load_hf_safetensors(model, path, strict=True)
+    assert report.unused == []
+    ref = numpy_bert.forward(weights, config, **tiny_batch)
+    np.testing.assert_allclose(model(tiny_batch)["pooled_output"], ref["pooled_output"], atol=2e-5)
+
+
+def test_hugging_face_config_errors():
+    with pytest.raises(ValueError, match="unsupported hidden_act 'silu'"):
+        checkpoints.bert_config_from_hf({"vocab_size": 10, "hidden_act": "silu"})
+    with pytest.raises(ValueError, match="layer_norm_eps=1e-05"):
+        checkpoints.bert_config_from_hf({"vocab_size": 10, "layer_norm_eps": 1e-5})
+
+
+def test_export_original_writes_a_release_directory(tiny_config, tmp_path, uncased_vocab_file):
+    model = checkpoints.build_bert_model(tiny_config)
+    out = checkpoints.export_original(model, str(tmp_path / "release"), vocab_file=uncased_vocab_file)
+    assert sorted(os.listdir(out)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                                       "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
+    assert BertConfig.from_json_file(os.path.join(out, "bert_config.json")) == tiny_config
+    again = checkpoints.build_bert_model(tiny_config)
+    checkpoints.load_original_checkpoint(again, out, strict=True)
+    for a, b in zip(model.weights, again.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
