@@ -2,8 +2,8 @@
 
 The name map is a table: each row pairs an original variable name with the path of our variable. A model
 provides its parts by attribute: a `BertModel` itself, or any model with `.bert` (a BertModel) and optional heads
-`.masked_lm` (MaskedLMHead), `.next_sentence` (OutputProjection), `.classifier` (ClassifierHead) and
-`.span` (SpanHead).
+`.masked_lm` (MaskedLMHead), `.next_sentence` (OutputProjection), `.classifier` (ClassifierHead),
+`.span` (SpanHead), `.tagger` (NER) and `.choice` (multiple choice): the task models of `bert_tf.heads`.
 """
 import dataclasses
 import json
@@ -69,6 +69,15 @@ _HEADS = {
     "span": [
         ("cls/squad/output_weights", "projection.output_weights"),
         ("cls/squad/output_bias", "projection.output_bias"),
+    ],
+    # Heads the original never had, under names in its style.
+    "tagger": [
+        ("cls/ner/output_weights", "projection.output_weights"),
+        ("cls/ner/output_bias", "projection.output_bias"),
+    ],
+    "choice": [
+        ("cls/swag/output_weights", "projection.output_weights"),
+        ("cls/swag/output_bias", "projection.output_bias"),
     ],
 }
 # Variables that only optimizers and loss scaling write: never reported as unused.

@@ -7,6 +7,11 @@
 | ClassifierHead    | output_weights [L,H], output_bias [L] (run_classifier.py)       | pooled [B,H] -> [B,L]             |
 | SpanHead          | cls/squad/output_weights [2,H], output_bias [2] (run_squad.py)  | [B,S,H] -> start, end [B,S]       |
 
+Task models (a `.bert` BertModel plus named heads, the convention `bert_tf.checkpoints` maps by name):
+BertPretrainer (`.masked_lm`, `.next_sentence`), BertClassifier (`.classifier`), BertSpanLabeler (`.span`),
+BertTokenClassifier (`.tagger`: `cls/ner/output_weights` [L,H], new) and BertMultipleChoice
+(`.choice`: `cls/swag/output_weights` [1,H], new).
+
 The `output_weights` of the original are stored [num_outputs, H] (transposed relative to a Keras Dense kernel), so
 these heads keep that layout: logits = x @ output_weights^T + output_bias.
 """
@@ -145,6 +150,123 @@ class SpanHead(layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "initializer_range": self.initializer_range}
+
+
+@_serializable
+class FlattenChoices(layers.Layer):
+    """[B, C, S] -> [B * C, S], with S known only when called."""
+
+    def call(self, x):
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
+
+    def compute_output_shape(self, input_shape):
+        return (None, input_shape[-1])
+
+
+class _TaskModel(keras.Model):
+    """A functional task model on a shared `BertModel` (`.bert`); subclasses add their heads and outputs.
+
+    Serializes as its BertConfig plus the task's own keyword arguments (`_task_kwargs`).
+    """
+    _task_kwargs = ()
+
+    def _init_task(self, config, kwargs):
+        """Pops the encoder and dtype from kwargs; returns (bert, policy, encoder input dict)."""
+        bert = kwargs.pop("bert", None) or BertModel(config, dtype=kwargs.pop("dtype", None))
+        self.bert = bert
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        return bert, bert.dtype_policy, inputs
+
+    def get_config(self):
+        return {"config": self.bert.config.to_dict(), "name": self.name,
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+                **{key: getattr(self, key) for key in self._task_kwargs}}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+@_serializable
+class BertClassifier(_TaskModel):
+    """run_classifier.py's model: [CLS] pooled output -> dropout -> `output_weights`/`output_bias`.
+
+    Inputs: input_ids, input_mask, segment_ids [B, S] int32. Outputs (float32): logits [B, L] and
+    probabilities [B, L] (softmax), or with `regression=True` (STS-B) logits [B, 1] and predictions [B].
+    """
+    _task_kwargs = ("num_labels", "regression")
+
+    def __init__(self, config, num_labels, regression=False, **kwargs):
+        kwargs.setdefault("name", "bert_classifier")
+        bert, policy, inputs = self._init_task(config, kwargs)
+        if regression and num_labels != 1:
+            raise ValueError(f"A regression task has one output, got num_labels={num_labels}.")
+        self.classifier = ClassifierHead(num_labels, bert.config.hidden_dropout_prob,
+                                         bert.config.initializer_range, name="classifier", dtype=policy)
+        logits = self.classifier(bert(inputs)["pooled_output"])
+        outputs = {"logits": logits}
+        if regression:
+            outputs["predictions"] = ops.squeeze(logits, -1)
+        else:
+            outputs["probabilities"] = ops.softmax(logits, axis=-1)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
+        self.num_labels, self.regression = num_labels, regression
+
+
+@_serializable
+class BertSpanLabeler(_TaskModel):
+    """run_squad.py's model: sequence_output -> `cls/squad/output_weights` -> start_logits, end_logits [B, S]."""
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "bert_span_labeler")
+        bert, policy, inputs = self._init_task(config, kwargs)
+        self.span = SpanHead(bert.config.initializer_range, name="span", dtype=policy)
+        start_logits, end_logits = self.span(bert(inputs)["sequence_output"])
+        super().__init__(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits},
+                         dtype=policy, **kwargs)
+
+
+@_serializable
+class BertTokenClassifier(_TaskModel):
+    """A tagging model (NER): dropout + `cls/ner/output_weights` on every token -> logits [B, S, L] (float32)."""
+    _task_kwargs = ("num_labels",)
+
+    def __init__(self, config, num_labels, **kwargs):
+        kwargs.setdefault("name", "bert_token_classifier")
+        bert, policy, inputs = self._init_task(config, kwargs)
+        self.tagger = ClassifierHead(num_labels, bert.config.hidden_dropout_prob, bert.config.initializer_range,
+                                     name="tagger", dtype=policy)
+        logits = self.tagger(bert(inputs)["sequence_output"])
+        super().__init__(inputs=inputs, outputs={"logits": logits,
+                                                 "probabilities": ops.softmax(logits, axis=-1)},
+                         dtype=policy, **kwargs)
+        self.num_labels = num_labels
+
+
+@_serializable
+class BertMultipleChoice(_TaskModel):
+    """The paper's SWAG setup: each choice packed as a pair, one score from its [CLS] vector, softmax over choices.
+
+    Inputs: input_ids, input_mask, segment_ids [B, C, S] int32. Outputs: logits, probabilities [B, C] (float32).
+    Head variables: `cls/swag/output_weights` [1, H], `cls/swag/output_bias` [1].
+    """
+    _task_kwargs = ("num_choices",)
+
+    def __init__(self, config, num_choices=4, **kwargs):
+        kwargs.setdefault("name", "bert_multiple_choice")
+        bert, policy, _ = self._init_task(config, kwargs)
+        inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        self.choice = ClassifierHead(1, bert.config.hidden_dropout_prob, bert.config.initializer_range,
+                                     name="choice", dtype=policy)
+        flatten = FlattenChoices(name="flatten_choices")
+        flat = {name: flatten(x) for name, x in inputs.items()}
+        scores = self.choice(bert(flat)["pooled_output"])  # [B * C, 1]
+        logits = ops.reshape(scores, (-1, num_choices))
+        super().__init__(inputs=inputs, outputs={"logits": logits, "probabilities": ops.softmax(logits, axis=-1)},
+                         dtype=policy, **kwargs)
+        self.num_choices = num_choices
 
 
 @_serializable

@@ -38,3 +38,39 @@ def tiny_batch():
     segment_ids = np.zeros((3, 9), np.int32)
     segment_ids[0, 5:] = 1
     return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+
+
+@pytest.fixture(scope="session")
+def golden_checkpoint(tmp_path_factory):
+    """The checkpoint the goldens in tests/data were made with: the real MiniLM under the original variable names,
+    `bert_config.json` saying "gelu" (tanh, as the original computes it), plus fixed task heads drawn like the
+    golden tool draws them (NumPy RandomState(17), normal(0, 0.2): output_weights [2, H], output_bias [2],
+    cls/squad/output_weights [2, H], cls/squad/output_bias [2]). Returns the release directory."""
+    import json
+    import shutil
+
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf import checkpoints, resources
+
+    out = str(tmp_path_factory.mktemp("golden_ckpt"))
+    source = resources.minilm_dir()
+    model = checkpoints.from_hf_directory(source)
+    tensors = {name: var.numpy() for name, var in checkpoints.original_variable_map(model).items()}
+    rng = np.random.RandomState(17)
+    hidden = model.config.hidden_size
+    tensors["output_weights"] = rng.normal(0, 0.2, (2, hidden)).astype(np.float32)
+    tensors["output_bias"] = rng.normal(0, 0.2, (2,)).astype(np.float32)
+    tensors["cls/squad/output_weights"] = rng.normal(0, 0.2, (2, hidden)).astype(np.float32)
+    tensors["cls/squad/output_bias"] = rng.normal(0, 0.2, (2,)).astype(np.float32)
+    names = sorted(tensors)
+    prefix = os.path.join(out, "bert_model.ckpt")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(tensors[n]) for n in names])
+    with open(os.path.join(DATA_DIR, "minilm_golden_bert_config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(out, "bert_config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    shutil.copyfile(os.path.join(source, "vocab.txt"), os.path.join(out, "vocab.txt"))
+    return out
