@@ -1,0 +1,56 @@
+"""absl flags shared by the run scripts, defined once, with the original scripts' names and defaults.
+
+A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults (e.g.
+run_squad.py's max_seq_length 384).
+"""
+from absl import flags
+
+
+def define_model_flags():
+    """The flags naming a pre-trained model, as in the original scripts."""
+    flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained BERT model.")
+    flags.DEFINE_string("vocab_file", None, "The vocab.txt the BERT model was trained on.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: an original BERT checkpoint "
+                        "(.../bert_model.ckpt), a directory holding one, or a bert-tf checkpoint.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece tokenization; longer "
+                         "inputs are truncated, shorter ones padded.")
+
+
+def define_run_flags():
+    """Training/eval/predict flags of run_classifier.py and run_squad.py, plus bert-tf's own."""
+    flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results are written.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.")
+    define_distribution_flags()
+
+
+def define_distribution_flags():
+    """Devices, precision and compilation: the original's TPU flags plus bert-tf's tf.distribute flags."""
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
+    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training (name or grpc:// address).")
+    flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
+    flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.")
+    flags.DEFINE_string("master", None, "TensorFlow master URL (original flag; same as --tpu_name).")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU system reports its cores.")
+    flags.DEFINE_enum("distribution_strategy", "auto",
+                      ["auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                      "tf.distribute strategy. auto: tpu with --use_tpu, mirrored with several GPUs, else one_device.")
+    flags.DEFINE_integer("num_gpus", None, "GPUs to use with mirrored (default: all visible).")
+    flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                      "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
+    flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches whose gradients are summed per update; "
+                         "train_batch_size is the batch of one update and must be divisible by this.")
+    flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
+                      "AdamWeightDecayOptimizer has none.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.")

@@ -1,0 +1,1 @@
+"""Training: the original optimizer, tf.distribute strategies, and the training loop shared by every script."""

@@ -1,0 +1,27 @@
+"""A tiny, learnable classification task for trainer tests: the label is whether token 1 is in the top half."""
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+
+CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                    max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
+_rng = np.random.RandomState(0)
+IDS = _rng.randint(5, 50, (64, 8)).astype(np.int32)
+LABELS = (IDS[:, 1] > 27).astype(np.int32)
+
+
+def features(ids=IDS):
+    return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+
+
+def dataset_fn(batch_size, ctx=None):
+    ds = tf.data.Dataset.from_tensor_slices((features(), {"label_ids": LABELS}))
+    if ctx is not None and ctx.num_input_pipelines > 1:
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    return ds.repeat().batch(batch_size, drop_remainder=True)
+
+
+def loss_fn(labels, outputs):
+    return tf.keras.losses.sparse_categorical_crossentropy(labels["label_ids"], outputs["logits"], from_logits=True)
