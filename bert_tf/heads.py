@@ -270,7 +270,7 @@ class BertMultipleChoice(_TaskModel):
 
 
 @_serializable
-class BertPretrainer(keras.Model):
+class BertPretrainer(_TaskModel):
     """BERT with the pretraining heads (the original run_pretraining.py model).
 
     Inputs (dict): input_ids, input_mask, segment_ids [B, S] int32, masked_lm_positions [B, P] int32.
@@ -279,14 +279,13 @@ class BertPretrainer(keras.Model):
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
-        self.bert = kwargs.pop("bert", None) or BertModel(config, dtype=kwargs.pop("dtype", None))
-        config, policy = self.bert.config, self.bert.dtype_policy
-        self.masked_lm = MaskedLMHead(self.bert.embeddings, config.hidden_act, config.initializer_range,
+        bert, policy, inputs = self._init_task(config, kwargs)
+        config = bert.config
+        self.masked_lm = MaskedLMHead(bert.embeddings, config.hidden_act, config.initializer_range,
                                       name="predictions", dtype=policy)
         self.next_sentence = OutputProjection(2, config.initializer_range, name="seq_relationship", dtype=policy)
-        inputs = dict(self.bert.input)
+        encoder = bert(inputs)
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
-        encoder = self.bert({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
         outputs = {
             "masked_lm_logits": self.masked_lm(encoder["sequence_output"], inputs["masked_lm_positions"]),
             "next_sentence_logits": ops.cast(self.next_sentence(encoder["pooled_output"]), "float32"),
@@ -294,12 +293,3 @@ class BertPretrainer(keras.Model):
             "pooled_output": encoder["pooled_output"],
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
-        self.config = config
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)

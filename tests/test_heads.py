@@ -1,9 +1,11 @@
 import keras
 import numpy as np
+import pytest
 
 import numpy_bert
 from bert_tf import checkpoints
-from bert_tf.heads import BertPretrainer, ClassifierHead, SpanHead
+from bert_tf.heads import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTokenClassifier,
+                           ClassifierHead, SpanHead)
 
 
 def _pretrainer(config, weights):
@@ -67,3 +69,51 @@ def test_classifier_and_span_heads_use_the_original_layout(tiny_config):
     np.testing.assert_allclose(start, sequence @ w[0] + b[0], atol=1e-5)
     np.testing.assert_allclose(end, sequence @ w[1] + b[1], atol=1e-5)
     assert ClassifierHead.from_config(head.get_config()).num_labels == 3
+
+
+def _task_batch(tiny_batch, choices=None):
+    if choices is None:
+        return tiny_batch
+    return {k: np.stack([np.roll(v, i, axis=1) for i in range(choices)], axis=1) for k, v in tiny_batch.items()}
+
+
+@pytest.mark.parametrize("build, head_names, outputs", [
+    (lambda c: BertClassifier(c, 3), {"output_weights", "output_bias"}, {"logits": (3, 3), "probabilities": (3, 3)}),
+    (lambda c: BertClassifier(c, 1, regression=True), {"output_weights", "output_bias"},
+     {"logits": (3, 1), "predictions": (3,)}),
+    (lambda c: BertSpanLabeler(c), {"cls/squad/output_weights", "cls/squad/output_bias"},
+     {"start_logits": (3, 9), "end_logits": (3, 9)}),
+    (lambda c: BertTokenClassifier(c, 5), {"cls/ner/output_weights", "cls/ner/output_bias"},
+     {"logits": (3, 9, 5), "probabilities": (3, 9, 5)}),
+])
+def test_task_models(tiny_config, tiny_batch, tmp_path, build, head_names, outputs):
+    model = build(tiny_config)
+    result = model(tiny_batch)
+    assert {k: tuple(v.shape) for k, v in result.items()} == outputs
+    names = set(checkpoints.original_variable_map(model))
+    assert {n for n in names if not n.startswith("bert/")} == head_names
+    model.save(str(tmp_path / "m.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "m.keras"))
+    for key in outputs:
+        np.testing.assert_allclose(loaded(tiny_batch)[key], result[key], atol=1e-6)
+
+
+def test_multiple_choice_scores_each_choice_from_its_cls_vector(tiny_config, tiny_batch, tmp_path):
+    model = BertMultipleChoice(tiny_config, num_choices=3)
+    batch = _task_batch(tiny_batch, choices=3)
+    logits = model(batch)["logits"].numpy()
+    assert logits.shape == (3, 3)
+    head = model.choice.projection
+    for c in range(3):
+        pooled = model.bert({k: v[:, c] for k, v in batch.items()})["pooled_output"].numpy()
+        expected = pooled @ head.output_weights.numpy().T + head.output_bias.numpy()
+        np.testing.assert_allclose(logits[:, c], expected[:, 0], atol=1e-5)
+    assert "cls/swag/output_weights" in checkpoints.original_variable_map(model)
+    model.save(str(tmp_path / "mc.keras"))
+    np.testing.assert_allclose(keras.models.load_model(str(tmp_path / "mc.keras"))(batch)["logits"], logits,
+                               atol=1e-6)
+
+
+def test_regression_needs_one_output(tiny_config):
+    with pytest.raises(ValueError, match="regression task has one output"):
+        BertClassifier(tiny_config, 2, regression=True)
