@@ -19,6 +19,9 @@ setuptools.setup(
         "numpy>=1.26",
         "tqdm>=4.60",
         "safetensors>=0.4",
+        "scikit-learn>=1.3",
+        "scipy>=1.10",
+        "seqeval>=1.2.2",
     ],
     extras_require={
         "dev": ["pytest>=8", "gensim>=4.3"],

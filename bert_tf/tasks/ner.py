@@ -1,0 +1,497 @@
+"""Named-entity recognition (the BERT paper's CoNLL-2003 task) with `BertTokenClassifier`.
+
+Data: `data_dir` holds train.txt, valid.txt (or dev.txt) and test.txt in the CoNLL-2003 format: one token per line,
+its columns separated by whitespace (`token POS chunk NER`; only the first and the last column are read, so
+`token label` files work too, but every line of a file must have the same number of columns); a blank line ends a
+sentence; `-DOCSTART-` lines are skipped (and end a sentence).
+
+Labels: the sorted set of labels of train.txt, or `--label_list`; the order used is saved to
+`output_dir/label_list.txt` and read back from there by later runs (eval/predict only).
+
+Sub-tokens: every word is WordPiece-tokenized on its own. Its first sub-token carries the word's label; its other
+sub-tokens, [CLS], [SEP] and the padding get label id -1 (weight 0): they are left out of the loss (the mean
+cross-entropy over an example's labelled positions) and of the predictions (a word's prediction is the argmax at
+its first sub-token). A word the tokenizer reduces to nothing (e.g. only control characters) becomes one [UNK].
+
+Windows: a sentence whose sub-tokens do not fit in max_seq_length - 2 ([CLS] and [SEP]) is split, greedily from
+the left, into consecutive windows of whole words, each holding as many words as fit; no word is split across two
+windows and each word is in exactly one window, so a sentence's predictions are the concatenation of its windows'.
+A single word of more than max_seq_length - 2 sub-tokens gets a window of its own, its extra sub-tokens (never the
+first, which carries the label) cut off.
+
+Metrics: entity-level precision/recall/F1 from seqeval in its default (conlleval-compatible) mode, which reads
+both the IOB1 tags of the original CoNLL-2003 files and IOB2, micro-averaged, plus per entity type; token
+accuracy over words; eval_loss: the mean per-window loss.
+"""
+import collections
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from seqeval import metrics as seqeval_metrics
+
+from bert_tf import checkpoints, heads, tokenization
+from bert_tf.config import BertConfig
+
+LABEL_LIST_FILE = "label_list.txt"
+IGNORE_ID = -1
+DEV_FILES = ("valid.txt", "dev.txt")
+
+# words, labels: lists of str; file, line: where the first word is (word i is on line + i).
+InputExample = collections.namedtuple("InputExample", ["guid", "words", "labels", "file", "line"])
+# One window of a sentence: words [word_start, word_start + len(word_positions)) of example `example_index`, the
+# first sub-token of word word_start + k at position word_positions[k]. The arrays are [max_seq_length] int.
+InputFeatures = collections.namedtuple("InputFeatures", [
+    "example_index", "word_start", "word_positions", "input_ids", "input_mask", "segment_ids", "label_ids"])
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+def read_conll(input_file, set_type="data"):
+    """Reads a CoNLL-2003 file -> [InputExample]. ValueError naming file and line for malformed input."""
+    if not tf.io.gfile.exists(input_file):
+        raise FileNotFoundError(f"Input file not found: {input_file}")
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        raw_lines = reader.read().splitlines()
+    examples, words, labels = [], [], []
+    num_columns = first_line = None
+    start = 0
+
+    def end_sentence():
+        if words:
+            examples.append(InputExample(f"{set_type}-{len(examples)}", list(words), list(labels), input_file,
+                                         start))
+            words.clear()
+            labels.clear()
+
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{input_file}:{lineno}: not valid UTF-8 ({err.reason} at byte {err.start}); "
+                             f"convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).") from None
+        fields = line.split()
+        if not fields:
+            end_sentence()
+            continue
+        if fields[0] == "-DOCSTART-":
+            end_sentence()
+            continue
+        if num_columns is None:
+            if len(fields) < 2:
+                raise ValueError(f"{input_file}:{lineno}: malformed line {line!r}: expected whitespace-separated "
+                                 f"columns `token ... label` (CoNLL-2003: token POS chunk NER), got 1 column.")
+            num_columns, first_line = len(fields), lineno
+        elif len(fields) != num_columns:
+            raise ValueError(f"{input_file}:{lineno}: malformed line {line!r}: {len(fields)} columns, but line "
+                             f"{first_line} has {num_columns} (token ... label).")
+        if not words:
+            start = lineno
+        words.append(fields[0])
+        labels.append(fields[-1])
+    end_sentence()
+    if not examples:
+        raise ValueError(f"{input_file}: no sentences (the file is empty or holds only -DOCSTART- lines).")
+    return examples
+
+
+def dev_file(data_dir):
+    """data_dir/valid.txt (CoNLL-2003's name) or data_dir/dev.txt."""
+    for name in DEV_FILES:
+        path = os.path.join(data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    raise FileNotFoundError(f"No dev set in {data_dir}: expected {' or '.join(DEV_FILES)}.")
+
+
+# --- labels ----------------------------------------------------------------------------------------------------
+
+def get_labels(examples):
+    """The sorted set of labels of `examples`."""
+    return sorted({label for example in examples for label in example.labels})
+
+
+def parse_label_list(text):
+    """"B-PER,I-PER,O" -> ["B-PER", "I-PER", "O"]; ValueError for empty or repeated labels."""
+    labels = [label.strip() for label in text.split(",")]
+    if not all(labels):
+        raise ValueError(f"--label_list has an empty label: {text!r}.")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"--label_list repeats {', '.join(repeated)}.")
+    return labels
+
+
+def read_label_list(path):
+    with tf.io.gfile.GFile(path, "r") as reader:
+        labels = [line.strip() for line in reader.read().splitlines() if line.strip()]
+    if not labels:
+        raise ValueError(f"{path} holds no labels.")
+    return labels
+
+
+def write_label_list(path, labels):
+    _write_atomically(path, "".join(label + "\n" for label in labels))
+
+
+def check_labels(examples, label_list, source="the label list"):
+    """ValueError naming the file and line of the first label of `examples` that is not in `label_list`."""
+    known = set(label_list)
+    for example in examples:
+        for i, label in enumerate(example.labels):
+            if label not in known:
+                raise ValueError(f"{example.file}:{example.line + i}: unknown label {label!r} (word "
+                                 f"{example.words[i]!r}); {source} has {', '.join(label_list)}.")
+
+
+def warn_if_not_bio(label_list):
+    odd = [label for label in label_list if label != "O" and not (len(label) > 2 and label[0] in "BIES"
+                                                                 and label[1] == "-")]
+    if odd:
+        logging.warning("Labels %s are not in the IOB/IOBES form (O, B-X, I-X, ...) seqeval expects; the "
+                        "entity-level metrics will not mean much.", ", ".join(odd))
+
+
+# --- features --------------------------------------------------------------------------------------------------
+
+def tokenize_words(words, tokenizer):
+    """[word] -> [[sub-token]], every word at least one sub-token (unk_token if the tokenizer drops it)."""
+    unk = getattr(tokenizer.wordpiece_tokenizer, "unk_token", "[UNK]")
+    return [tokenizer.tokenize(word) or [unk] for word in words]
+
+
+def split_windows(piece_counts, max_tokens):
+    """Greedy split of words with `piece_counts` sub-tokens into windows of at most `max_tokens` sub-tokens.
+
+    Returns [(first_word, end_word)] covering every word once, in order; a word longer than max_tokens is a window
+    of its own (and is cut to max_tokens sub-tokens by the caller).
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}.")
+    windows, start, used = [], 0, 0
+    for i, count in enumerate(piece_counts):
+        if i > start and used + count > max_tokens:
+            windows.append((start, i))
+            start, used = i, 0
+        used += count
+    if start < len(piece_counts):
+        windows.append((start, len(piece_counts)))
+    return windows
+
+
+def convert_example(example_index, example, label_map, max_seq_length, tokenizer):
+    """One sentence -> [InputFeatures], one per window. `label_map`: label -> id."""
+    pieces = tokenize_words(example.words, tokenizer)
+    max_tokens = max_seq_length - 2
+    features = []
+    for first, end in split_windows([len(p) for p in pieces], max_tokens):
+        tokens, label_ids, positions = ["[CLS]"], [IGNORE_ID], []
+        for i in range(first, end):
+            word_pieces = pieces[i][:max_tokens]
+            positions.append(len(tokens))
+            tokens.extend(word_pieces)
+            label_ids.extend([label_map[example.labels[i]]] + [IGNORE_ID] * (len(word_pieces) - 1))
+        tokens.append("[SEP]")
+        label_ids.append(IGNORE_ID)
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+        padding = max_seq_length - len(input_ids)
+        features.append(InputFeatures(
+            example_index, first, positions, input_ids + [0] * padding, [1] * len(input_ids) + [0] * padding,
+            [0] * max_seq_length, label_ids + [IGNORE_ID] * padding))
+        if example_index < 5 and len(features) == 1:
+            logging.info("*** Example %s ***\ntokens: %s\nlabel_ids: %s", example.guid,
+                         " ".join(tokenization.printable_text(t) for t in tokens),
+                         " ".join(str(x) for x in label_ids))
+    return features
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+    """An iterator over the InputFeatures of every window of every example, in order.
+
+    The arguments are checked at once (ValueError naming the file and line of a label not in label_list).
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {max_seq_length}.")
+    check_labels(examples, label_list)
+    label_map = {label: i for i, label in enumerate(label_list)}
+    return (feature for example_index, example in enumerate(examples)
+            for feature in convert_example(example_index, example, label_map, max_seq_length, tokenizer))
+
+
+def features_to_arrays(features):
+    """[InputFeatures] -> (features dict, labels dict) of int32 numpy arrays [N, S]."""
+    def stack(name):
+        return np.array([getattr(f, name) for f in features], np.int32)
+    return ({name: stack(name) for name in ("input_ids", "input_mask", "segment_ids")},
+            {"label_ids": stack("label_ids")})
+
+
+# --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
+
+def write_tf_record(features, output_file):
+    """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns the count."""
+    tmp = output_file + ".tmp"
+    count = 0
+    with tf.io.TFRecordWriter(tmp) as writer:
+        for f in features:
+            record = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=getattr(f, name)))
+                      for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=record)).SerializeToString())
+            count += 1
+    tf.io.gfile.rename(tmp, output_file, overwrite=True)
+    return count
+
+
+def train_dataset_fn(input_file, seq_length, num_records, seed=None):
+    """The Trainer's dataset_fn: shuffled, repeated (features, labels) batches of the records, remainder dropped."""
+    spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64)
+            for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
+
+    def decode(record):
+        parsed = {k: tf.cast(v, tf.int32) for k, v in tf.io.parse_single_example(record, spec).items()}
+        return ({k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")},
+                {"label_ids": parsed["label_ids"]})
+
+    def dataset_fn(batch_size, input_context=None):
+        d = tf.data.TFRecordDataset(input_file)
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        d = d.shuffle(min(num_records, 10000), seed=seed, reshuffle_each_iteration=True).repeat()
+        d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        return d.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return dataset_fn
+
+
+# --- model and loss --------------------------------------------------------------------------------------------
+
+def masked_loss(labels, outputs):
+    """Per-example loss [B]: mean cross-entropy over the positions whose label id is >= 0 (0 if there are none)."""
+    label_ids = tf.cast(labels["label_ids"], tf.int32)
+    logits = tf.cast(outputs["logits"], tf.float32)
+    weights = tf.cast(label_ids >= 0, tf.float32)
+    cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(label_ids, 0), logits=logits)
+    return tf.reduce_sum(cross_entropy * weights, -1) / tf.maximum(tf.reduce_sum(weights, -1), 1.0)
+
+
+def model_builder(config, num_labels):
+    return lambda: heads.BertTokenClassifier(config, num_labels)
+
+
+# --- prediction ------------------------------------------------------------------------------------------------
+
+def predict_windows(trainer, features, batch_size, fixed_batches=False):
+    """Runs the model on the windows -> ([predicted label ids of each window's words], eval losses dict).
+
+    Losses: `eval_loss`, the mean per-window loss; `loss`, the mean of the batches' means (the Estimator's).
+    With `fixed_batches` (TPU) the last batch is filled up with empty windows, whose outputs are dropped.
+    """
+    inputs, labels = features_to_arrays(features)
+    padding = -len(features) % batch_size if fixed_batches else 0
+    if padding:
+        inputs = {k: np.concatenate([v, np.zeros((padding,) + v.shape[1:], v.dtype)]) for k, v in inputs.items()}
+        labels = {k: np.concatenate([v, np.full((padding,) + v.shape[1:], IGNORE_ID, v.dtype)])
+                  for k, v in labels.items()}
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(batch_size, drop_remainder=fixed_batches)
+    predictions, losses, batch_means = [], [], []
+    for outputs in trainer.predict(dataset, with_loss=True):
+        label_ids = np.argmax(outputs["logits"], axis=-1)
+        real = min(label_ids.shape[0], len(features) - len(predictions))
+        for row in range(real):
+            predictions.append(label_ids[row, features[len(predictions)].word_positions].tolist())
+        losses.append(outputs["per_example_loss"][:real])
+        batch_means.append(float(np.mean(outputs["per_example_loss"][:real])))
+    if len(predictions) != len(features):
+        raise RuntimeError(f"The model returned {len(predictions)} predictions for {len(features)} windows.")
+    return predictions, {"eval_loss": float(np.concatenate(losses).mean()), "loss": float(np.mean(batch_means))}
+
+
+def rejoin(examples, features, window_predictions, label_list):
+    """Window predictions (label ids per word) -> the predicted labels of each sentence, every word exactly once."""
+    predicted = [[None] * len(example.words) for example in examples]
+    for feature, ids in zip(features, window_predictions):
+        row = predicted[feature.example_index]
+        for k, label_id in enumerate(ids):
+            if row[feature.word_start + k] is not None:
+                raise RuntimeError(f"Word {feature.word_start + k} of example {feature.example_index} is in two "
+                                   f"windows.")
+            row[feature.word_start + k] = label_list[label_id]
+    for example, row in zip(examples, predicted):
+        if None in row:
+            raise RuntimeError(f"{example.guid}: word {row.index(None)} got no prediction.")
+    return predicted
+
+
+def compute_metrics(gold, predicted):
+    """Entity-level (seqeval, conlleval-compatible) metrics -> (OrderedDict of results, per-type report text).
+
+    Keys: precision, recall, f1, accuracy (token level), and <TYPE>_precision/_recall/_f1/_support per entity type.
+    """
+    if len(gold) != len(predicted) or any(len(g) != len(p) for g, p in zip(gold, predicted)):
+        raise ValueError("gold and predicted label sequences differ in length.")
+    results = collections.OrderedDict([
+        ("precision", seqeval_metrics.precision_score(gold, predicted, zero_division=0)),
+        ("recall", seqeval_metrics.recall_score(gold, predicted, zero_division=0)),
+        ("f1", seqeval_metrics.f1_score(gold, predicted, zero_division=0)),
+        ("accuracy", seqeval_metrics.accuracy_score(gold, predicted)),
+    ])
+    report = seqeval_metrics.classification_report(gold, predicted, digits=4, output_dict=True, zero_division=0)
+    for name, scores in report.items():
+        if name.endswith(" avg"):
+            continue
+        for key in ("precision", "recall", "f1-score", "support"):
+            results[f"{name}_{key.replace('-score', '')}"] = scores[key]
+    text = seqeval_metrics.classification_report(gold, predicted, digits=4, zero_division=0)
+    return results, text
+
+
+def conll_output(examples, predicted):
+    """The CoNLL lines: `token gold predicted` per word, a blank line after each sentence."""
+    lines = []
+    for example, labels in zip(examples, predicted):
+        for word, gold, pred in zip(example.words, example.labels, labels):
+            lines.append(f"{word} {gold} {pred}\n")
+        lines.append("\n")
+    return "".join(lines)
+
+
+def write_eval_results(path, results):
+    """The original's `key = value` lines, keys sorted."""
+    _write_atomically(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
+
+
+def _write_atomically(path, text):
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as writer:
+        writer.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False):
+    """Featurizes, predicts and re-joins -> (predicted labels per sentence, results, report text).
+
+    results: eval_precision, eval_recall, eval_f1, eval_accuracy, eval_<TYPE>_..., eval_loss and loss.
+    """
+    features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
+    logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
+    logging.info("  Batch size = %d", batch_size)
+    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches)
+    predicted = rejoin(examples, features, window_predictions, label_list)
+    metrics, report = compute_metrics([e.labels for e in examples], predicted)
+    results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
+    results.update(losses)
+    return predicted, results, report
+
+
+def checkpoint_global_step(path):
+    """The global step stored in a checkpoint (ours; an original one may have it too); 0 when it has none."""
+    try:
+        reader = tf.train.load_checkpoint(checkpoints.resolve_checkpoint(path))
+    except (ValueError, FileNotFoundError, tf.errors.NotFoundError):
+        return 0
+    for name in ("global_step/.ATTRIBUTES/VARIABLE_VALUE", "global_step"):
+        if reader.has_tensor(name):
+            return int(reader.get_tensor(name))
+    return 0
+
+
+# --- the whole job ---------------------------------------------------------------------------------------------
+
+def resolve_label_list(flag_values):
+    """--label_list, else output_dir/label_list.txt, else the sorted labels of data_dir/train.txt."""
+    saved_path = os.path.join(flag_values.output_dir, LABEL_LIST_FILE)
+    saved = read_label_list(saved_path) if tf.io.gfile.exists(saved_path) else None
+    if flag_values.label_list:
+        labels = parse_label_list(flag_values.label_list)
+        if saved is not None and saved != labels:
+            raise ValueError(f"--label_list ({','.join(labels)}) differs from the labels {saved_path} was trained "
+                             f"with ({','.join(saved)}); use another output_dir or drop --label_list.")
+        return labels, "--label_list"
+    if saved is not None:
+        return saved, saved_path
+    train_file = os.path.join(flag_values.data_dir, "train.txt")
+    if not tf.io.gfile.exists(train_file):
+        raise ValueError(f"No label list: pass --label_list, or keep {LABEL_LIST_FILE} of the training run in "
+                         f"output_dir, or have {train_file}.")
+    if not flag_values.do_train:
+        logging.warning("No %s in output_dir: using the sorted labels of %s; they must be the labels the "
+                        "checkpoint was trained with.", LABEL_LIST_FILE, train_file)
+    return get_labels(read_conll(train_file, "train")), train_file
+
+
+def run(flag_values):
+    """What run_ner.py does: train, evaluate on the dev set and predict the test set, as the flags say."""
+    from bert_tf.training.trainer import Trainer, compute_train_steps
+
+    fv = flag_values
+    if not (fv.do_train or fv.do_eval or fv.do_predict):
+        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
+    config = BertConfig.from_json_file(fv.bert_config_file)
+    if fv.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"Cannot use sequence length {fv.max_seq_length} because the BERT model was only trained "
+                         f"up to sequence length {config.max_position_embeddings}")
+    if fv.max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {fv.max_seq_length}.")
+    tf.io.gfile.makedirs(fv.output_dir)
+    tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
+    checkpoints.check_vocab_size(config, tokenizer.vocab, fv.vocab_file)
+
+    label_list, label_source = resolve_label_list(fv)
+    warn_if_not_bio(label_list)
+    logging.info("Labels (%d, from %s): %s", len(label_list), label_source, " ".join(label_list))
+    train_examples = read_conll(os.path.join(fv.data_dir, "train.txt"), "train") if fv.do_train else None
+    # Read and check every input before the (long) training starts.
+    eval_examples = read_conll(dev_file(fv.data_dir), "dev") if fv.do_eval else None
+    predict_examples = read_conll(os.path.join(fv.data_dir, "test.txt"), "test") if fv.do_predict else None
+    hint = "; --label_list can name labels train.txt lacks" if label_source.endswith("train.txt") else ""
+    for examples in (train_examples, eval_examples, predict_examples):
+        if examples:
+            check_labels(examples, label_list, f"the label list ({label_source}{hint})")
+
+    if fv.seed is not None:
+        keras.utils.set_random_seed(fv.seed)
+    trainer = Trainer.from_flags(fv, model_builder(config, len(label_list)), masked_loss)
+    fixed_batches = fv.use_tpu or fv.distribution_strategy == "tpu"
+
+    if fv.do_train:
+        write_label_list(os.path.join(fv.output_dir, LABEL_LIST_FILE), label_list)
+        train_file = os.path.join(fv.output_dir, "train.tf_record")
+        num_windows = write_tf_record(
+            convert_examples_to_features(train_examples, label_list, fv.max_seq_length, tokenizer), train_file)
+        num_train_steps, num_warmup_steps = compute_train_steps(
+            num_windows, fv.train_batch_size, fv.num_train_epochs, fv.warmup_proportion)
+        logging.info("***** Running training *****")
+        logging.info("  Num examples = %d (%d windows)", len(train_examples), num_windows)
+        logging.info("  Batch size = %d", fv.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_windows, fv.seed), fv.train_batch_size,
+                      num_train_steps, num_warmup_steps)
+        global_step = int(trainer.global_step.numpy())
+    if fv.do_eval or fv.do_predict:
+        restored = trainer.restore_for_predict(required_heads=("tagger",))
+        if not fv.do_train:
+            global_step = checkpoint_global_step(restored)
+
+    if fv.do_eval:
+        logging.info("***** Running evaluation *****")
+        predicted, results, report = evaluate_examples(trainer, eval_examples, label_list, tokenizer,
+                                                       fv.max_seq_length, fv.eval_batch_size, fixed_batches)
+        results["global_step"] = global_step
+        logging.info("***** Eval results *****")
+        for key in sorted(results):
+            logging.info("  %s = %s", key, results[key])
+        logging.info("\n%s", report)
+        write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+        _write_atomically(os.path.join(fv.output_dir, "eval_report.txt"), report)
+        _write_atomically(os.path.join(fv.output_dir, "eval_predictions.txt"), conll_output(eval_examples, predicted))
+
+    if fv.do_predict:
+        logging.info("***** Running prediction *****")
+        predicted, results, _ = evaluate_examples(trainer, predict_examples, label_list, tokenizer,
+                                                  fv.max_seq_length, fv.predict_batch_size, fixed_batches)
+        logging.info("Test set (its gold labels): f1 = %.4f, precision = %.4f, recall = %.4f",
+                     results["eval_f1"], results["eval_precision"], results["eval_recall"])
+        _write_atomically(os.path.join(fv.output_dir, "test_results.txt"), conll_output(predict_examples, predicted))

@@ -1,0 +1,38 @@
+"""BERT fine-tuning for named-entity recognition on CoNLL-2003 (flags in the style of run_classifier.py).
+
+data_dir holds train.txt, valid.txt (or dev.txt) and test.txt (`token POS chunk NER` per line). Writes to
+output_dir: label_list.txt (the label order), checkpoints, eval_results.txt (`key = value`: entity-level
+precision/recall/F1 with seqeval, overall and per type), eval_report.txt (seqeval's per-type table),
+eval_predictions.txt and test_results.txt (`token gold predicted` per line, a blank line between sentences).
+See bert_tf/tasks/ner.py for the sub-token labels and the splitting of long sentences.
+
+Example:
+  python run_scripts/run_ner.py --data_dir=$CONLL_DIR --output_dir=/tmp/ner \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_lower_case=False \
+    --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 \
+    --num_train_epochs=3
+"""
+from absl import app, flags
+
+from bert_tf import flags as bert_flags
+from bert_tf.tasks import ner
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt (or dev.txt) and test.txt in the "
+                    "CoNLL-2003 format.")
+flags.DEFINE_string("label_list", None, "Comma-separated labels in the order of the model's outputs (default: "
+                    "output_dir/label_list.txt of the training run, else the sorted labels of train.txt).")
+flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
+                     "shuffling); unset: not seeded, as the original.")
+bert_flags.define_model_flags()
+bert_flags.define_run_flags()
+
+
+def main(_):
+    ner.run(FLAGS)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+    app.run(main)

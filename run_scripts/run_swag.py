@@ -1,0 +1,35 @@
+"""BERT fine-tuning on SWAG, multiple choice over four endings (flags in the style of run_classifier.py).
+
+data_dir holds the official SWAG CSV files train.csv, val.csv and test.csv. Each choice is packed as the pair
+(sent1, sent2 + " " + ending_i); the model scores each from its [CLS] vector and takes a softmax over the four.
+Writes to output_dir: checkpoints, eval_results.txt (eval_accuracy, eval_loss, global_step) and test_results.tsv
+(the four probabilities of each test example, tab-separated, one example per line).
+Defaults follow the paper's SWAG setup: learning rate 2e-5, batch size 16, 3 epochs.
+
+Example:
+  python run_scripts/run_swag.py --data_dir=$SWAG_DIR --output_dir=/tmp/swag \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_train --do_eval --do_predict --max_seq_length=128
+"""
+from absl import app, flags
+
+from bert_tf import flags as bert_flags
+from bert_tf.tasks import swag
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", None, "Directory with the SWAG train.csv, val.csv and test.csv.")
+flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
+                     "shuffling); unset: not seeded, as the original.")
+bert_flags.define_model_flags()
+bert_flags.define_run_flags()
+FLAGS.set_default("learning_rate", 2e-5)
+FLAGS.set_default("train_batch_size", 16)
+
+
+def main(_):
+    swag.run(FLAGS)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+    app.run(main)
