@@ -99,6 +99,11 @@ class Trainer:
         return tf.train.CheckpointManager(self._checkpoint(), self.output_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
+    @property
+    def step(self):
+        """Updates done so far (restored with a checkpoint of output_dir)."""
+        return int(self.global_step.numpy())
+
     def latest_checkpoint(self):
         return tf.train.latest_checkpoint(self.output_dir)
 
@@ -124,8 +129,9 @@ class Trainer:
         """Loads the latest checkpoint of output_dir, else init_checkpoint; raises if a required head is absent."""
         latest = self.latest_checkpoint()
         if latest:
-            tf.train.Checkpoint(**_trackables(self.model)).restore(latest).expect_partial()
-            logging.info("Restored %s", latest)
+            tf.train.Checkpoint(global_step=self.global_step, **_trackables(self.model)).restore(
+                latest).expect_partial()
+            logging.info("Restored %s (step %d)", latest, self.step)
             return latest
         if not self.init_checkpoint:
             raise ValueError(f"Nothing to predict with: no checkpoint in {self.output_dir} and no init_checkpoint.")

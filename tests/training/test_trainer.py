@@ -65,7 +65,11 @@ def test_resume_continues_exactly(tmp_path):
     tf.compat.v1.train.update_checkpoint_state(str(resumed_dir), "ckpt-5")
     resumed = _trainer(resumed_dir, save_checkpoints_steps=5)
     resumed.train(toy_task.dataset_fn, 16, 10, 2)
-    assert int(resumed.global_step.numpy()) == 10
+    assert resumed.step == 10
+    predictor = _trainer(resumed_dir)
+    predictor.restore_for_predict(("classifier",))
+    assert predictor.step == 10
+    assert _max_diff(_weights(straight), _weights(predictor)) == 0.0
     assert _max_diff(_weights(straight), _weights(resumed)) < 1e-6
     again = _trainer(resumed_dir)
     assert again.train(toy_task.dataset_fn, 16, 10, 2) is None  # already finished
