@@ -56,7 +56,7 @@ def test_help_lists_the_original_flags():
     result = _run_script("--helpfull")
     for flag in ("input_file", "output_file", "layers", "bert_config_file", "init_checkpoint", "vocab_file",
                  "do_lower_case", "max_seq_length", "batch_size", "use_tpu", "use_one_hot_embeddings"):
-        assert f"--{flag}" in result.stdout, flag
+        assert f"--{flag}" in result.stdout or f"--[no]{flag}" in result.stdout, flag
 
 
 def test_read_examples_splits_pairs_like_the_original(tmp_path):
@@ -71,9 +71,11 @@ def test_features_follow_the_original_packing(uncased_vocab_file):
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
     examples = [ef.InputExample(0, "hello world " * 10, "goodbye moon"), ef.InputExample(1, "hello", None)]
     long_pair, single = ef.convert_examples_to_features(examples, 10, tokenizer)
-    assert long_pair.tokens == ["[CLS]", "hello", "world", "hello", "world", "[SEP]", "goodbye", "moon", "[SEP]"]
-    assert long_pair.input_type_ids == [0] * 6 + [1] * 3 + [0]
-    assert long_pair.input_mask == [1] * 9 + [0]
+    # 20 + 2 tokens into 10 - 3: the longer side loses tokens until the pair fits.
+    assert long_pair.tokens == ["[CLS]", "hello", "world", "hello", "world", "hello", "[SEP]", "goodbye", "moon",
+                                "[SEP]"]
+    assert long_pair.input_type_ids == [0] * 7 + [1] * 3
+    assert long_pair.input_mask == [1] * 10
     assert single.tokens == ["[CLS]", "hello", "[SEP]"] and single.input_ids[3:] == [0] * 7
 
 
@@ -87,7 +89,8 @@ def test_bad_input_errors(tmp_path, tiny_config):
     model = checkpoints.build_bert_model(tiny_config)
     (tmp_path / "in.txt").write_text("hello\n")
     with pytest.raises(ValueError, match=r"max_seq_length \(64\) exceeds the model's max_position_embeddings"):
-        ef.extract_features(model, None, str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), max_seq_length=64)
+        ef.extract_features(model, None, str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), layers="-1",
+                            max_seq_length=64)
 
 
 def test_script_reports_vocab_mismatch(tmp_path, data_dir, uncased_vocab_file, tiny_config):
