@@ -34,6 +34,7 @@ from seqeval import metrics as seqeval_metrics
 
 from bert_tf import checkpoints, heads, tokenization
 from bert_tf.config import BertConfig
+from bert_tf.tasks import result_files
 
 LABEL_LIST_FILE = "label_list.txt"
 IGNORE_ID = -1
@@ -133,7 +134,7 @@ def read_label_list(path):
 
 
 def write_label_list(path, labels):
-    _write_atomically(path, "".join(label + "\n" for label in labels))
+    result_files.write_text_atomically(path, "".join(label + "\n" for label in labels))
 
 
 def check_labels(examples, label_list, source="the label list"):
@@ -357,16 +358,8 @@ def conll_output(examples, predicted):
     return "".join(lines)
 
 
-def write_eval_results(path, results):
-    """The original's `key = value` lines, keys sorted."""
-    _write_atomically(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
 
 
-def _write_atomically(path, text):
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False):
@@ -385,16 +378,6 @@ def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, 
     return predicted, results, report
 
 
-def checkpoint_global_step(path):
-    """The global step stored in a checkpoint (ours; an original one may have it too); 0 when it has none."""
-    try:
-        reader = tf.train.load_checkpoint(checkpoints.resolve_checkpoint(path))
-    except (ValueError, FileNotFoundError, tf.errors.NotFoundError):
-        return 0
-    for name in ("global_step/.ATTRIBUTES/VARIABLE_VALUE", "global_step"):
-        if reader.has_tensor(name):
-            return int(reader.get_tensor(name))
-    return 0
 
 
 # --- the whole job ---------------------------------------------------------------------------------------------
@@ -469,24 +452,22 @@ def run(flag_values):
         logging.info("  Num steps = %d", num_train_steps)
         trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_windows, fv.seed), fv.train_batch_size,
                       num_train_steps, num_warmup_steps)
-        global_step = int(trainer.global_step.numpy())
     if fv.do_eval or fv.do_predict:
-        restored = trainer.restore_for_predict(required_heads=("tagger",))
-        if not fv.do_train:
-            global_step = checkpoint_global_step(restored)
+        trainer.restore_for_predict(required_heads=("tagger",))
 
     if fv.do_eval:
         logging.info("***** Running evaluation *****")
         predicted, results, report = evaluate_examples(trainer, eval_examples, label_list, tokenizer,
                                                        fv.max_seq_length, fv.eval_batch_size, fixed_batches)
-        results["global_step"] = global_step
+        results["global_step"] = trainer.step
         logging.info("***** Eval results *****")
         for key in sorted(results):
             logging.info("  %s = %s", key, results[key])
         logging.info("\n%s", report)
-        write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
-        _write_atomically(os.path.join(fv.output_dir, "eval_report.txt"), report)
-        _write_atomically(os.path.join(fv.output_dir, "eval_predictions.txt"), conll_output(eval_examples, predicted))
+        result_files.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+        result_files.write_text_atomically(os.path.join(fv.output_dir, "eval_report.txt"), report)
+        result_files.write_text_atomically(os.path.join(fv.output_dir, "eval_predictions.txt"),
+                                           conll_output(eval_examples, predicted))
 
     if fv.do_predict:
         logging.info("***** Running prediction *****")
@@ -494,4 +475,5 @@ def run(flag_values):
                                                   fv.max_seq_length, fv.predict_batch_size, fixed_batches)
         logging.info("Test set (its gold labels): f1 = %.4f, precision = %.4f, recall = %.4f",
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
-        _write_atomically(os.path.join(fv.output_dir, "test_results.txt"), conll_output(predict_examples, predicted))
+        result_files.write_text_atomically(os.path.join(fv.output_dir, "test_results.txt"),
+                                           conll_output(predict_examples, predicted))

@@ -22,6 +22,7 @@ from absl import logging
 
 from bert_tf import checkpoints, heads, tokenization
 from bert_tf.config import BertConfig
+from bert_tf.tasks import result_files
 from bert_tf.text import truncate_seq_pair
 
 NUM_CHOICES = 4
@@ -215,33 +216,12 @@ def accuracy(probabilities, labels):
     return float(np.mean(np.argmax(probabilities, axis=-1) == np.asarray(labels))) if len(labels) else 0.0
 
 
-def probabilities_tsv(probabilities):
-    """The original's test_results.tsv: the class probabilities of each example, tab-separated, one per line."""
-    return "".join("\t".join(str(p) for p in row) + "\n" for row in probabilities)
 
 
-def checkpoint_global_step(path):
-    """The global step stored in a checkpoint (ours; an original one may have it too); 0 when it has none."""
-    try:
-        reader = tf.train.load_checkpoint(checkpoints.resolve_checkpoint(path))
-    except (ValueError, FileNotFoundError, tf.errors.NotFoundError):
-        return 0
-    for name in ("global_step/.ATTRIBUTES/VARIABLE_VALUE", "global_step"):
-        if reader.has_tensor(name):
-            return int(reader.get_tensor(name))
-    return 0
 
 
-def write_eval_results(path, results):
-    """The original's `key = value` lines, keys sorted."""
-    _write_atomically(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
 
 
-def _write_atomically(path, text):
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 # --- the whole job ---------------------------------------------------------------------------------------------
@@ -287,11 +267,8 @@ def run(flag_values):
         logging.info("  Num steps = %d", num_train_steps)
         trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_examples, fv.seed), fv.train_batch_size,
                       num_train_steps, num_warmup_steps)
-        global_step = int(trainer.global_step.numpy())
     if fv.do_eval or fv.do_predict:
-        restored = trainer.restore_for_predict(required_heads=("choice",))
-        if not fv.do_train:
-            global_step = checkpoint_global_step(restored)
+        trainer.restore_for_predict(required_heads=("choice",))
 
     if fv.do_eval:
         logging.info("***** Running evaluation *****")
@@ -299,11 +276,11 @@ def run(flag_values):
         features = list(convert_examples_to_features(eval_examples, fv.max_seq_length, tokenizer))
         probabilities, losses = predict_probabilities(trainer, features, fv.eval_batch_size, True, fixed_batches)
         results = {"eval_accuracy": accuracy(probabilities, [e.label for e in eval_examples]),
-                   "global_step": global_step, **losses}
+                   "global_step": trainer.step, **losses}
         logging.info("***** Eval results *****")
         for key in sorted(results):
             logging.info("  %s = %s", key, results[key])
-        write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+        result_files.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
 
     if fv.do_predict:
         logging.info("***** Running prediction *****")
@@ -313,4 +290,5 @@ def run(flag_values):
         if all(e.label is not None for e in predict_examples):
             logging.info("Test set (its labels): accuracy = %.4f",
                          accuracy(probabilities, [e.label for e in predict_examples]))
-        _write_atomically(os.path.join(fv.output_dir, "test_results.tsv"), probabilities_tsv(probabilities))
+        result_files.write_text_atomically(os.path.join(fv.output_dir, "test_results.tsv"),
+                                           result_files.format_probabilities(probabilities))

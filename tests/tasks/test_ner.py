@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.tasks import ner
+from bert_tf.tasks import ner, result_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_scripts", "run_ner.py")
@@ -331,7 +331,7 @@ def test_conll_output_and_eval_results_files(tmp_path, conll_file):
     text = ner.conll_output(examples, [["B-PER", "O"], ["B-LOC", "B-LOC"]])
     assert text == "Peter B-PER B-PER\nBlackburn I-PER O\n\nBRUSSELS B-LOC B-LOC\n1996-08-22 O B-LOC\n\n"
     path = str(tmp_path / "eval_results.txt")
-    ner.write_eval_results(path, {"eval_f1": 0.5, "global_step": 3, "eval_accuracy": 1.0})
+    result_files.write_eval_results(path, {"eval_f1": 0.5, "global_step": 3, "eval_accuracy": 1.0})
     assert open(path).read() == "eval_accuracy = 1.0\neval_f1 = 0.5\nglobal_step = 3\n"
     assert sorted(os.listdir(tmp_path)) == ["eval_results.txt", "train.txt"]  # no temporary file left
 

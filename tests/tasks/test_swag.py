@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.tasks import swag
+from bert_tf.tasks import result_files, swag
 from bert_tf.text import truncate_seq_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -146,7 +146,7 @@ def test_choice_loss_and_accuracy():
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     np.testing.assert_allclose(loss, [-log_probs[0, 1], -log_probs[1, 0]], rtol=1e-6)
     assert swag.accuracy(logits, [1, 0]) == 0.5
-    assert swag.probabilities_tsv(np.array([[0.25, 0.5, 0.125, 0.125]], np.float32)) == "0.25\t0.5\t0.125\t0.125\n"
+    assert result_files.format_probabilities(np.array([[0.25, 0.5, 0.125, 0.125]], np.float32)) == "0.25\t0.5\t0.125\t0.125\n"
 
 
 def test_train_records_decode_to_the_features(tmp_path, tokenizer):

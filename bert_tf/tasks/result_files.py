@@ -1,0 +1,26 @@
+"""Result files of the run scripts, written as the original writes them and atomically (temp name + rename)."""
+import numpy as np
+import tensorflow as tf
+
+
+def write_text_atomically(path, text):
+    """Writes `text` to `path.tmp`, then renames it to `path` (local paths and gs:// alike)."""
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as writer:
+        writer.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def format_eval_results(results):
+    """The original's eval_results.txt: `key = value` lines, keys sorted."""
+    return "".join(f"{key} = {results[key]}\n" for key in sorted(results))
+
+
+def write_eval_results(path, results):
+    write_text_atomically(path, format_eval_results(results))
+
+
+def format_probabilities(rows):
+    """The original's test_results.tsv: each example's class probabilities, tab-separated, one line each, each
+    printed as the original's float32 values print (shortest repr, e.g. 0.47435144)."""
+    return "".join("\t".join(str(np.float32(p)) for p in row) + "\n" for row in rows)
