@@ -1,0 +1,48 @@
+"""Export a BERT task model as a SavedModel for TF Serving (`export_dir/<version>/`).
+
+Signatures: `serving_default` (int32 input_ids, input_mask, segment_ids [batch, seq]; pretraining also
+masked_lm_positions) and, unless --text_ops=none, `serving_text` (string text_a) and `serving_text_pair`
+(text_a, text_b), which tokenize and pack in graph exactly like the Python FullTokenizer pipeline. See
+docs/serving.md.
+
+Examples:
+  python run_scripts/export_saved_model.py --task=classifier --bert_config_file=$BERT/bert_config.json \
+    --vocab_file=$BERT/vocab.txt --init_checkpoint=$OUT/model.ckpt --label_list=0,1 --max_seq_length=128 \
+    --export_dir=/models/mrpc --version=1
+  python run_scripts/export_saved_model.py --task=encoder --init_checkpoint=$BERT/bert_model.ckpt ... \
+    --text_ops=core      # raw-text signatures without TensorFlow Text ops: stock tensorflow/serving loads it
+"""
+from absl import app, flags, logging
+
+from bert_tf import export
+from bert_tf import flags as bert_flags
+
+FLAGS = flags.FLAGS
+bert_flags.define_model_flags()
+flags.DEFINE_enum("task", None, list(export.TASKS), "Which model to export.")
+flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.")
+flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: comma-separated, or a file with one "
+                    "label per line. Saved as assets/labels.txt; gives --num_labels.")
+flags.DEFINE_string("export_dir", None, "Base directory of the served model; the SavedModel goes to "
+                    "<export_dir>/<version>/.")
+flags.DEFINE_integer("version", 1, "Model version (TF Serving's numbered subdirectory).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing <export_dir>/<version>.")
+flags.DEFINE_enum("text_ops", "tf_text", list(export.TEXT_OPS),
+                  "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
+                  "core (core TensorFlow ops only; stock TF Serving) or none.")
+
+
+def main(_):
+    path = export.export_from_checkpoint(
+        task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+        init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
+        version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops)
+    logging.info("SavedModel written to %s", path)
+    print(path)
+
+
+if __name__ == "__main__":
+    for name in ("task", "bert_config_file", "vocab_file", "init_checkpoint", "export_dir"):
+        flags.mark_flag_as_required(name)
+    app.run(main)
