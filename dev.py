@@ -25,7 +25,7 @@ def run(*cmd, **kwargs):
 
 
 def setup():
-    """Creates .venv and installs bert-tf with its dev extra; skipped when setup.py has not changed."""
+    """Creates .venv and installs bert-tf with the extras the tests need; skipped when setup.py has not changed."""
     stamp = os.path.join(VENV, ".bert_tf_setup")
     with open(os.path.join(ROOT, "setup.py"), "rb") as f:
         digest = hashlib.sha256(f.read() + repr(NO_DEPS).encode()).hexdigest()
@@ -34,7 +34,7 @@ def setup():
     if not os.path.exists(PYTHON):
         run(sys.executable, "-m", "venv", VENV)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev,corpus,beam]")
     run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", *NO_DEPS)
     with open(stamp, "w") as f:
         f.write(digest)

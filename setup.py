@@ -27,6 +27,7 @@ setuptools.setup(
         "dev": ["pytest>=8", "gensim>=4.3"],
         "compare": ["tf-models-official==2.20.*", "transformers>=4.40", "torch==2.13.0", "tokenizers>=0.19",
                     "safetensors>=0.4"],
-        "beam": ["apache-beam>=2.60"],
+        "corpus": ["mwparserfromhell>=0.6", "pysbd>=0.3.4"],
+        "beam": ["apache-beam[tfrecord]>=2.60"],
     },
 )

@@ -1,0 +1,46 @@
+"""Learn a WordPiece vocab.txt (the released BERT vocabularies' layout) from text files.
+
+Words are split as FullTokenizer splits them (BasicTokenizer), word pieces learned with TF Text's WordPiece learner.
+
+Example:
+  python run_scripts/build_vocab.py --input_file=wiki.txt --output_file=vocab.txt --vocab_size=30522 \
+    --do_lower_case=True
+"""
+from absl import app, flags, logging
+
+from bert_tf import vocab as vocab_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Input text file glob(s), comma-separated (e.g. prepare_corpus.py's output).")
+flags.DEFINE_string("output_file", None, "The vocab.txt to write.")
+flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size (the model's vocab_size); the learner aims at most this "
+                     "many tokens and [unusedN] tokens fill the rest unless --nopad_to_vocab_size.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (an uncased vocab), as FullTokenizer will.")
+flags.DEFINE_integer("num_unused", 994, "[unusedN] tokens reserved at the start (994 in the released vocabs: 99 "
+                     "before [UNK] [CLS] [SEP] [MASK], the rest after).")
+flags.DEFINE_bool("pad_to_vocab_size", True, "Append further [unusedN] tokens so the file has exactly vocab_size "
+                  "lines.")
+flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size: the most frequent characters kept; words with other "
+                     "characters are not learned from (they become [UNK]).")
+flags.DEFINE_integer("max_token_length", 50, "Words longer than this are not learned from.")
+flags.DEFINE_float("slack_ratio", 0.05, "The learner accepts a vocabulary between (1 - slack_ratio) * vocab_size "
+                   "and vocab_size tokens.")
+flags.DEFINE_integer("lower_thresh", 10, "Lowest word-piece frequency threshold the learner's search tries: lower it "
+                     "(e.g. 2) to reach a large vocab_size on a small corpus.")
+flags.DEFINE_integer("max_lines", None, "Count words in at most this many lines (a sample of a large corpus).")
+flags.DEFINE_integer("num_workers", 1, "Processes counting words.")
+
+
+def main(_):
+    vocab = vocab_lib.build_vocab(
+        FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
+        num_unused=FLAGS.num_unused, num_workers=FLAGS.num_workers, max_lines=FLAGS.max_lines,
+        pad_to_vocab_size=FLAGS.pad_to_vocab_size, max_unique_chars=FLAGS.max_unique_chars,
+        max_token_length=FLAGS.max_token_length, slack_ratio=FLAGS.slack_ratio, lower_thresh=FLAGS.lower_thresh)
+    learned = sum(1 for t in vocab if not (t.startswith("[") and t.endswith("]")))
+    logging.info("Wrote %d tokens (%d learned) to %s", len(vocab), learned, FLAGS.output_file)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["input_file", "output_file"])
+    app.run(main)

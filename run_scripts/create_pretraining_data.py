@@ -1,0 +1,58 @@
+"""Create masked-LM / next-sentence pre-training examples (the original create_pretraining_data.py, same flags).
+
+Exact mode (default) writes the same tf.train.Examples in the same order as the original:
+  python run_scripts/create_pretraining_data.py --input_file=corpus.txt --output_file=/tmp/tf_examples.tfrecord \
+    --vocab_file=$BERT_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 \
+    --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
+
+Fast mode (--num_workers N): shards of --shard_size documents made in parallel, bounded memory, resumable;
+writes <output_file>-00000-of-000NN ... (see bert_tf/pretraining_data.py for how it differs):
+  python run_scripts/create_pretraining_data.py --input_file='wiki/*.txt' --output_file=/data/wiki \
+    --vocab_file=$BERT_DIR/vocab.txt --num_workers=16 --shard_size=1000 --gzip
+"""
+from absl import app, flags, logging
+
+from bert_tf import pretraining_data
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files; globs allowed).")
+flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files). In fast "
+                    "mode: the prefix of the shard files.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
+flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece "
+                  "masking.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
+                   "maximum length.")
+flags.DEFINE_integer("num_workers", 0, "0 (default): exact mode, identical to the original. N >= 1: fast mode "
+                     "with N worker processes.")
+flags.DEFINE_integer("shard_size", 1000, "Fast mode: documents per shard (memory per worker grows with it; NSP "
+                     "random-next segments come from the same shard).")
+flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
+flags.DEFINE_bool("progress", True, "Fast mode: show a progress bar.")
+
+
+def main(_):
+    kwargs = dict(input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_file=FLAGS.vocab_file,
+                  do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
+                  max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+                  random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
+                  masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, gzip=FLAGS.gzip)
+    if FLAGS.num_workers < 0:
+        raise app.UsageError("--num_workers must be 0 (exact mode) or positive (fast mode).")
+    if FLAGS.num_workers == 0:
+        pretraining_data.run_exact(**kwargs)
+    else:
+        paths, written, skipped = pretraining_data.run_sharded(
+            num_workers=FLAGS.num_workers, shard_size=FLAGS.shard_size, progress=FLAGS.progress, **kwargs)
+        logging.info("%d shard files: %s ... %s", len(paths), paths[0], paths[-1])
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+    app.run(main)
