@@ -54,3 +54,26 @@ def define_distribution_flags():
     flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
                       "AdamWeightDecayOptimizer has none.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.")
+
+
+def define_pretraining_data_flags():
+    """create_pretraining_data.py's flags with the original's defaults (shared by its Beam variant)."""
+    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files; globs "
+                        "allowed): one sentence per line, a blank line between documents.")
+    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files); with "
+                        "shards, the prefix of <output_file>-SSSSS-of-NNNNN.")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
+    flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece "
+                      "masking.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation (shard i of the sharded modes "
+                         "uses pretraining_data.shard_seed(random_seed, i)).")
+    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
+                       "maximum length.")
+    flags.DEFINE_integer("shard_size", 1000, "Sharded modes: documents per shard (memory per worker grows with it; "
+                         "NSP random-next segments come from the same shard).")
+    flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")

@@ -12,28 +12,13 @@ writes <output_file>-00000-of-000NN ... (see bert_tf/pretraining_data.py for how
 """
 from absl import app, flags, logging
 
+from bert_tf import flags as bert_flags
 from bert_tf import pretraining_data
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files; globs allowed).")
-flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files). In fast "
-                    "mode: the prefix of the shard files.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
-flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece "
-                  "masking.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-                   "maximum length.")
+bert_flags.define_pretraining_data_flags()
 flags.DEFINE_integer("num_workers", 0, "0 (default): exact mode, identical to the original. N >= 1: fast mode "
                      "with N worker processes.")
-flags.DEFINE_integer("shard_size", 1000, "Fast mode: documents per shard (memory per worker grows with it; NSP "
-                     "random-next segments come from the same shard).")
-flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
 flags.DEFINE_bool("progress", True, "Fast mode: show a progress bar.")
 
 

@@ -17,24 +17,10 @@ import sys
 
 from absl import app, flags, logging
 
+from bert_tf import flags as bert_flags
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files; globs allowed): one "
-                    "sentence per line, a blank line between documents.")
-flags.DEFINE_string("output_file", None, "Prefix of the output TFRecord shards: <output_file>-SSSSS-of-NNNNN.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
-flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece "
-                  "masking.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation (shard i uses shard_seed(seed, i)).")
-flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-                   "maximum length.")
-flags.DEFINE_integer("shard_size", 1000, "Documents per shard (a work item; NSP random B segments come from the "
-                     "same shard).")
-flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
+bert_flags.define_pretraining_data_flags()
 flags.DEFINE_enum("write_mode", "per_shard", ["per_shard", "sink"], "per_shard: each worker writes its shard's "
                   "file (the same files as create_pretraining_data.py's fast mode); sink: beam.io.WriteToTFRecord.")
 flags.DEFINE_integer("num_output_shards", 0, "sink mode: number of output files (0: the runner decides).")

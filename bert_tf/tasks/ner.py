@@ -32,9 +32,8 @@ import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf import checkpoints, heads, tokenization
-from bert_tf.config import BertConfig
-from bert_tf.tasks import result_files
+from bert_tf import heads, tokenization
+from bert_tf.tasks import job, result_files
 
 LABEL_LIST_FILE = "label_list.txt"
 IGNORE_ID = -1
@@ -409,18 +408,7 @@ def run(flag_values):
     from bert_tf.training.trainer import Trainer, compute_train_steps
 
     fv = flag_values
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
-        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    config = BertConfig.from_json_file(fv.bert_config_file)
-    if fv.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"Cannot use sequence length {fv.max_seq_length} because the BERT model was only trained "
-                         f"up to sequence length {config.max_position_embeddings}")
-    if fv.max_seq_length < 3:
-        raise ValueError(f"max_seq_length must be at least 3, got {fv.max_seq_length}.")
-    tf.io.gfile.makedirs(fv.output_dir)
-    tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
-    checkpoints.check_vocab_size(config, tokenizer.vocab, fv.vocab_file)
+    config, tokenizer = job.prepare(fv)
 
     label_list, label_source = resolve_label_list(fv)
     warn_if_not_bio(label_list)

@@ -20,9 +20,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, heads, tokenization
-from bert_tf.config import BertConfig
-from bert_tf.tasks import result_files
+from bert_tf import heads, tokenization
+from bert_tf.tasks import job, result_files
 from bert_tf.text import truncate_seq_pair
 
 NUM_CHOICES = 4
@@ -231,18 +230,7 @@ def run(flag_values):
     from bert_tf.training.trainer import Trainer, compute_train_steps
 
     fv = flag_values
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
-        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    config = BertConfig.from_json_file(fv.bert_config_file)
-    if fv.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"Cannot use sequence length {fv.max_seq_length} because the BERT model was only trained "
-                         f"up to sequence length {config.max_position_embeddings}")
-    if fv.max_seq_length < 3:
-        raise ValueError(f"max_seq_length must be at least 3, got {fv.max_seq_length}.")
-    tf.io.gfile.makedirs(fv.output_dir)
-    tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
-    checkpoints.check_vocab_size(config, tokenizer.vocab, fv.vocab_file)
+    config, tokenizer = job.prepare(fv)
 
     # Read and check every input before the (long) training starts.
     train_examples = read_swag(os.path.join(fv.data_dir, "train.csv"), "train") if fv.do_train else None

@@ -1,0 +1,26 @@
+"""The checks every fine-tuning script makes before hours of work, from the shared flags (bert_tf.flags)."""
+import tensorflow as tf
+
+from bert_tf import checkpoints, tokenization
+from bert_tf.config import BertConfig
+
+
+def prepare(flag_values, min_seq_length=3):
+    """Validates the run flags, model files and sequence length; creates output_dir.
+
+    Returns (BertConfig, FullTokenizer).
+    """
+    fv = flag_values
+    if not (fv.do_train or fv.do_eval or fv.do_predict):
+        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
+    config = BertConfig.from_json_file(fv.bert_config_file)
+    if fv.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"Cannot use sequence length {fv.max_seq_length} because the BERT model was only trained "
+                         f"up to sequence length {config.max_position_embeddings}")
+    if fv.max_seq_length < min_seq_length:
+        raise ValueError(f"max_seq_length must be at least {min_seq_length}, got {fv.max_seq_length}.")
+    tf.io.gfile.makedirs(fv.output_dir)
+    tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
+    checkpoints.check_vocab_size(config, tokenizer.vocab, fv.vocab_file)
+    return config, tokenizer
