@@ -31,6 +31,8 @@ def define_run_flags():
     flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
     flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.")
+    flags.DEFINE_string("export_dir", None, "If set, also export the trained (or loaded) model as a TF Serving "
+                        "SavedModel to <export_dir>/<global_step> (see run_scripts/export_saved_model.py).")
     define_distribution_flags()
 
 

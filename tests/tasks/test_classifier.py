@@ -1,0 +1,693 @@
+"""run_classifier: processors on GLUE-format files, feature packing, TFRecords, metrics, outputs, the script end to
+end on a tiny model, and the original's MRPC predictions on the golden checkpoint."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import tokenization
+from bert_tf.config import BertConfig
+from bert_tf.heads import BertClassifier
+from bert_tf.tasks import classifier as clf
+from bert_tf.tasks import result_files
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "run_scripts", "run_classifier.py")
+
+WORDS = ("the a cat dog sat ran on mat fast slow big small red blue happy sad good bad yes no is it "
+         "un ##want ##ed runn ##ing").split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [".", ",", "?"]
+
+
+def _write(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return path
+
+
+def _tsv(*fields):
+    return "\t".join(str(f) for f in fields)
+
+
+@pytest.fixture
+def tokenizer(tmp_path):
+    vocab_file = _write(str(tmp_path / "vocab.txt"), VOCAB)
+    return tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+
+
+def _summary(examples):
+    return [(e.guid, e.text_a, e.text_b, e.label) for e in examples]
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+def test_read_tsv_has_no_quote_character_and_keeps_line_numbers(tmp_path):
+    path = _write(str(tmp_path / "x.tsv"), ['a\t"b\tc"', "", "d\te\r"])
+    lines = clf.read_tsv(path)
+    assert lines == [["a", '"b', 'c"'], [], ["d", "e"]]  # quotes are plain characters; "\r\n" ends a line
+    assert [line.line_number for line in lines] == [1, 2, 3]
+    with pytest.raises(ValueError, match=r"x\.tsv:2: expected at least 1 tab-separated fields, found 0"):
+        lines[1].field(0)
+    with pytest.raises(ValueError, match=r"x\.tsv:3: expected at least 4 "):
+        lines[2].field(3)
+
+
+def test_read_tsv_errors_name_the_file_and_line(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.tsv"):
+        clf.read_tsv(str(tmp_path / "nope.tsv"))
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"ok\tfine\nstill\tok\nbroken \xff here\n")
+    with pytest.raises(ValueError, match=r"bad\.tsv:3: not valid UTF-8"):
+        clf.read_tsv(str(bad))
+    lone_cr = _write(str(tmp_path / "cr.tsv"), ["a\tb", "c\rd\te"])
+    with pytest.raises(ValueError, match=r"cr\.tsv:2: "):
+        clf.read_tsv(lone_cr)
+
+
+# --- the original's processors ------------------------------------------------------------------------------------
+
+def test_mrpc_processor(tmp_path):
+    d = str(tmp_path)
+    header = _tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
+    _write(f"{d}/train.tsv", [header, _tsv(1, 702876, 702977, 'He said "no".', "He refused."),
+                              _tsv(0, 2108705, 2108831, "Yucaipa owned it.", "Yucaipa sold it.")])
+    _write(f"{d}/dev.tsv", [header, _tsv(1, 1, 2, "A b.", "C d.")])
+    _write(f"{d}/test.tsv", [_tsv("index", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+                             _tsv(0, 1089874, 1089925, "PCCW's chief.", "The chief."),
+                             _tsv(1, 3019446, 3019327, "Shares rose.", "Stocks rose.")])
+    p = clf.get_processor("MRPC")
+    assert p.get_labels() == ["0", "1"] and not p.is_regression
+    assert _summary(p.get_train_examples(d)) == [("train-1", 'He said "no".', "He refused.", "1"),
+                                                 ("train-2", "Yucaipa owned it.", "Yucaipa sold it.", "0")]
+    assert _summary(p.get_dev_examples(d)) == [("dev-1", "A b.", "C d.", "1")]
+    test = p.get_test_examples(d)
+    assert _summary(test) == [("test-1", "PCCW's chief.", "The chief.", "0"),
+                              ("test-2", "Shares rose.", "Stocks rose.", "0")]
+    assert [e.example_id for e in test] == ["0", "1"]
+    assert test[0].source.endswith("test.tsv:2")
+    [(suffix, examples, name)] = p.test_splits(d)
+    assert (suffix, name, len(examples)) == ("", "MRPC", 2)
+
+
+def test_mrpc_short_line_is_reported(tmp_path):
+    d = str(tmp_path)
+    _write(f"{d}/train.tsv", [_tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+                              _tsv(1, 1, 2, "only one sentence")])
+    with pytest.raises(ValueError, match=r"train\.tsv:2: expected at least 5 tab-separated fields, found 4"):
+        clf.MrpcProcessor().get_train_examples(d)
+
+
+def test_cola_processor_headers_only_in_test(tmp_path):
+    d = str(tmp_path)
+    _write(f"{d}/train.tsv", [_tsv("gj04", 1, "", "Our friends won't buy this analysis."),
+                              _tsv("gj04", 0, "*", "They drank the pub.")])
+    _write(f"{d}/dev.tsv", [_tsv("gj04", 1, "", "The sailors rode the breeze.")])
+    _write(f"{d}/test.tsv", [_tsv("index", "sentence"), _tsv(0, "Bill whistled past the house.")])
+    p = clf.ColaProcessor()
+    assert _summary(p.get_train_examples(d)) == [("train-0", "Our friends won't buy this analysis.", None, "1"),
+                                                 ("train-1", "They drank the pub.", None, "0")]
+    assert _summary(p.get_dev_examples(d)) == [("dev-0", "The sailors rode the breeze.", None, "1")]
+    assert _summary(p.get_test_examples(d)) == [("test-1", "Bill whistled past the house.", None, "0")]
+    assert p.submission_name == "CoLA"
+
+
+def _mnli_row(index, s1, s2, *labels):
+    return _tsv(index, 31193, f"{31193}n", "government", "( ( x ) )", "( ( y ) )", "(ROOT x)", "(ROOT y)", s1, s2,
+                *labels)
+
+
+def test_mnli_processor_matched_and_mismatched(tmp_path):
+    d = str(tmp_path)
+    header = _tsv("index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+                  "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label")
+    _write(f"{d}/train.tsv", [header, _mnli_row(0, "Conceptually cream.", "Product and geography.", "neutral",
+                                                "neutral"),
+                              _mnli_row(1, "You know.", "You lose.", "entailment", "entailment")])
+    dev_header = header.replace("label1\tgold_label", "label1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
+    _write(f"{d}/dev_matched.tsv", [dev_header, _mnli_row(7, "The new rights.", "Everyone likes.", "neutral",
+                                                          "contradiction", "neutral", "neutral", "neutral",
+                                                          "neutral")])
+    test_header = _tsv(*header.split("\t")[:10])
+    _write(f"{d}/test_matched.tsv", [test_header, _mnli_row(0, "Hierbas.", "Hierbas is a name.")])
+    p = clf.MnliProcessor()
+    assert p.get_labels() == ["contradiction", "entailment", "neutral"]
+    assert _summary(p.get_train_examples(d)) == [
+        ("train-0", "Conceptually cream.", "Product and geography.", "neutral"),
+        ("train-1", "You know.", "You lose.", "entailment")]
+    assert _summary(p.get_dev_examples(d)) == [("dev_matched-7", "The new rights.", "Everyone likes.", "neutral")]
+    assert _summary(p.get_test_examples(d)) == [("test-0", "Hierbas.", "Hierbas is a name.", "contradiction")]
+    # Without the mismatched files only the matched sets are used.
+    assert [s for s, _ in p.dev_splits(d)] == [""]
+    assert [(s, name) for s, _, name in p.test_splits(d)] == [("", "MNLI-m")]
+    _write(f"{d}/dev_mismatched.tsv", [dev_header, _mnli_row(3, "Your contribution.", "Gift.", "entailment",
+                                                             "entailment", "entailment", "entailment",
+                                                             "entailment", "entailment")])
+    _write(f"{d}/test_mismatched.tsv", [test_header, _mnli_row(9, "What a day.", "Bad day.")])
+    splits = p.dev_splits(d)
+    assert [s for s, _ in splits] == ["", "_mm"]
+    assert _summary(splits[1][1]) == [("dev_mismatched-3", "Your contribution.", "Gift.", "entailment")]
+    tests = p.test_splits(d)
+    assert [(s, name) for s, _, name in tests] == [("", "MNLI-m"), ("_mm", "MNLI-mm")]
+    assert _summary(tests[1][1]) == [("test_mismatched-9", "What a day.", "Bad day.", "contradiction")]
+    assert tests[1][1][0].example_id == "9"
+
+
+def test_xnli_processor(tmp_path):
+    d = str(tmp_path)
+    _write(f"{d}/multinli/multinli.train.zh.tsv", [_tsv("premise", "hypo", "label"),
+                                                    _tsv("从概念上看", "产品和地理", "neutral"),
+                                                    _tsv("你知道", "你输了", "contradictory")])
+    cols = ["language", "gold_label", "s1bp", "s2bp", "s1p", "s2p", "sentence1", "sentence2", "promptID"]
+    _write(f"{d}/xnli.dev.tsv", [_tsv(*cols),
+                                 _tsv("en", "neutral", "", "", "", "", "He said.", "He went.", 1),
+                                 _tsv("zh", "contradiction", "", "", "", "", "他说", "他走了", 1),
+                                 _tsv("zh", "entailment", "", "", "", "", "好", "很好", 2)])
+    p = clf.get_processor("xnli")
+    assert p.language == "zh" and p.get_labels() == ["contradiction", "entailment", "neutral"]
+    assert _summary(p.get_train_examples(d)) == [("train-1", "从概念上看", "产品和地理", "neutral"),
+                                                 ("train-2", "你知道", "你输了", "contradiction")]
+    # The guid counts every line, including those of other languages.
+    assert _summary(p.get_dev_examples(d)) == [("dev-2", "他说", "他走了", "contradiction"),
+                                               ("dev-3", "好", "很好", "entailment")]
+    assert _summary(clf.get_processor("XNLI", xnli_language="en").get_dev_examples(d)) == [
+        ("dev-1", "He said.", "He went.", "neutral")]
+    with pytest.raises(NotImplementedError):
+        p.get_test_examples(d)
+
+
+# --- the other GLUE tasks ------------------------------------------------------------------------------------
+
+GLUE_LAYOUTS = {
+    # task: (train header + row, expected train example, test header + row, expected test example, submission)
+    "sst-2": ([_tsv("sentence", "label"), _tsv("hide new secretions ", 0)],
+              ("train-1", "hide new secretions ", None, "0"),
+              [_tsv("index", "sentence"), _tsv(0, "uneasy mishmash")], ("test-1", "uneasy mishmash", None, "0"),
+              "SST-2"),
+    "qqp": ([_tsv("id", "qid1", "qid2", "question1", "question2", "is_duplicate"),
+             _tsv(133273, 213221, 213222, "How is the life?", "How to be a good one?", 1)],
+            ("train-133273", "How is the life?", "How to be a good one?", "1"),
+            [_tsv("id", "question1", "question2"), _tsv(4, "Why?", "Why not?")], ("test-4", "Why?", "Why not?", "0"),
+            "QQP"),
+    "qnli": ([_tsv("index", "question", "sentence", "label"), _tsv(0, "When?", "In 1851.", "entailment")],
+             ("train-0", "When?", "In 1851.", "entailment"),
+             [_tsv("index", "question", "sentence"), _tsv(5, "Who?", "Him.")],
+             ("test-5", "Who?", "Him.", "entailment"), "QNLI"),
+    "rte": ([_tsv("index", "sentence1", "sentence2", "label"), _tsv(0, "No weapons.", "Found.", "not_entailment")],
+            ("train-0", "No weapons.", "Found.", "not_entailment"),
+            [_tsv("index", "sentence1", "sentence2"), _tsv(2, "Mangla.", "Dam.")],
+            ("test-2", "Mangla.", "Dam.", "entailment"), "RTE"),
+    "wnli": ([_tsv("index", "sentence1", "sentence2", "label"), _tsv(0, "I stuck a pin.", "I stuck it.", 1)],
+             ("train-0", "I stuck a pin.", "I stuck it.", "1"),
+             [_tsv("index", "sentence1", "sentence2"), _tsv(3, "Tom.", "He.")], ("test-3", "Tom.", "He.", "0"),
+             "WNLI"),
+}
+
+
+@pytest.mark.parametrize("task", sorted(GLUE_LAYOUTS))
+def test_glue_processors(task, tmp_path):
+    d = str(tmp_path)
+    train_lines, train_expected, test_lines, test_expected, submission = GLUE_LAYOUTS[task]
+    _write(f"{d}/train.tsv", train_lines)
+    _write(f"{d}/dev.tsv", train_lines)
+    _write(f"{d}/test.tsv", test_lines)
+    p = clf.get_processor(task.upper())
+    assert _summary(p.get_train_examples(d)) == [train_expected]
+    assert _summary(p.get_dev_examples(d)) == [(train_expected[0].replace("train", "dev"),) + train_expected[1:]]
+    test = p.get_test_examples(d)
+    assert _summary(test) == [test_expected]
+    assert test[0].example_id == test_lines[1].split("\t")[0]
+    assert p.submission_name == submission and not p.is_regression
+    assert train_expected[3] in p.get_labels()
+
+
+def test_stsb_processor_is_regression(tmp_path):
+    d = str(tmp_path)
+    header = _tsv("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
+                  "sentence2", "score")
+    _write(f"{d}/train.tsv", [header, _tsv(0, "main-captions", "MSRvid", "2012test", 1, "none", "none",
+                                           "A plane is taking off.", "An air plane is taking off.", "5.000")])
+    _write(f"{d}/test.tsv", [_tsv(*header.split("\t")[:9]),
+                             _tsv(0, "main-news", "headlines", "2016", 1, "none", "none", "Girl.", "Boy.")])
+    _write(f"{d}/dev.tsv", [header, _tsv(0, "g", "f", "y", 1, "s", "s", "A.", "B.", "four")])
+    p = clf.get_processor("STS-B")
+    assert p.is_regression and p.get_labels() is None and p.submission_name == "STS-B"
+    assert _summary(p.get_train_examples(d)) == [
+        ("train-0", "A plane is taking off.", "An air plane is taking off.", 5.0)]
+    assert _summary(p.get_test_examples(d)) == [("test-0", "Girl.", "Boy.", 0.0)]
+    with pytest.raises(ValueError, match=r"dev\.tsv:2: the STS-B score 'four' is not a number"):
+        p.get_dev_examples(d)
+    assert isinstance(clf.get_processor("stsb"), clf.StsbProcessor)
+
+
+def test_unknown_task_lists_the_known_ones():
+    with pytest.raises(ValueError, match="Task not found: foo. Known tasks: cola, mnli, mrpc, xnli, sst-2, qqp, "
+                                         "qnli, rte, sts-b, wnli, tsv"):
+        clf.get_processor("foo")
+
+
+# --- the tsv task ------------------------------------------------------------------------------------------------
+
+def _tsv_data(d, test_has_label=False):
+    _write(f"{d}/train.tsv", [_tsv("id", "label", "text_a", "text_b"), _tsv("a1", "pos", "good cat", "yes"),
+                              _tsv("a2", "neg", "bad dog", ""), _tsv("a3", "mixed", "ok", "no"),
+                              _tsv("a4", "pos", "happy", "yes")])
+    _write(f"{d}/dev.tsv", [_tsv("text_a", "text_b", "label", "note"), _tsv("sad dog", "no", "neg", "x")])
+    test_header = ["text_a", "id"] + (["label"] if test_has_label else [])
+    test_row = ["big cat", "t9"] + (["whatever"] if test_has_label else [])
+    _write(f"{d}/test.tsv", [_tsv(*test_header), _tsv(*test_row)])
+
+
+def test_tsv_task_labels_learned_saved_and_reused(tmp_path):
+    data, out = str(tmp_path / "data"), str(tmp_path / "out")
+    os.makedirs(out)
+    _tsv_data(data, test_has_label=True)
+    p = clf.get_processor("tsv")
+    with pytest.raises(ValueError, match="label_list.txt not found"):
+        clf.prepare_label_list(p, data, out, do_train=False)
+    assert clf.prepare_label_list(p, data, out, do_train=True) == ["mixed", "neg", "pos"]
+    with open(os.path.join(out, "label_list.txt")) as f:
+        assert f.read() == "mixed\nneg\npos\n"
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+    train = p.get_train_examples(data)
+    assert _summary(train)[:2] == [("train-a1", "good cat", "yes", "pos"), ("train-a2", "bad dog", "", "neg")]
+    assert [e.example_id for e in train] == ["a1", "a2", "a3", "a4"]
+    assert _summary(p.get_dev_examples(data)) == [("dev-0", "sad dog", "no", "neg")]  # no id column: row number
+
+    fresh = clf.get_processor("TSV")
+    assert clf.prepare_label_list(fresh, data, out, do_train=False) == ["mixed", "neg", "pos"]
+    test = fresh.get_test_examples(data)
+    assert _summary(test) == [("test-t9", "big cat", None, "mixed")]  # test labels are ignored
+    # The empty text_b of a2 means a single sentence.
+    features = clf.convert_single_example(0, train[1], fresh.get_labels(), 8, _tiny_tokenizer(tmp_path))
+    assert features.segment_ids == [0] * 8 and features.label_id == 1
+
+    _write(f"{data}/train.tsv", [_tsv("label", "text_a"), _tsv("other", "x")])
+    with pytest.raises(ValueError, match="lists the labels"):
+        clf.prepare_label_list(clf.get_processor("tsv"), data, out, do_train=True)
+
+
+def _tiny_tokenizer(tmp_path):
+    return tokenization.FullTokenizer(_write(str(tmp_path / "tiny_vocab.txt"), VOCAB), do_lower_case=True)
+
+
+def test_tsv_task_errors(tmp_path):
+    d = str(tmp_path)
+    p = clf.TsvProcessor(labels=["neg", "pos"])
+    _write(f"{d}/dev.tsv", [_tsv("text_a", "label"), _tsv("good", "pos"), _tsv("meh", "neutral")])
+    examples = p.get_dev_examples(d)
+    with pytest.raises(ValueError, match=r"dev\.tsv:3: label 'neutral' is not in the label list \['neg', 'pos'\]"):
+        clf.convert_examples_to_features(examples, p.get_labels(), 8, _tiny_tokenizer(tmp_path))
+    _write(f"{d}/train.tsv", [_tsv("sentence", "label"), _tsv("good", "pos")])
+    with pytest.raises(ValueError, match=r"train\.tsv:1: the header .* lacks the column\(s\) text_a"):
+        p.get_train_examples(d)
+    _write(f"{d}/train.tsv", [_tsv("text_a", "label"), _tsv("good", "pos"), _tsv("too", "many", "fields")])
+    with pytest.raises(ValueError, match=r"train\.tsv:3: 3 tab-separated fields, but the header names 2"):
+        p.get_train_examples(d)
+    _write(f"{d}/test.tsv", [])
+    with pytest.raises(ValueError, match=r"test\.tsv: empty file"):
+        p.get_test_examples(d)
+    with pytest.raises(FileNotFoundError, match="train.tsv"):
+        clf.TsvProcessor().learn_labels(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="label list is not known yet"):
+        clf.TsvProcessor().get_labels()
+
+
+def test_glue_label_not_in_list_names_file_and_line(tmp_path, tokenizer):
+    d = str(tmp_path)
+    _write(f"{d}/dev.tsv", [_tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"), _tsv(1, 1, 2, "a", "b"),
+                            _tsv(2, 1, 2, "a", "b")])
+    p = clf.MrpcProcessor()
+    with pytest.raises(ValueError, match=r"dev\.tsv:3: label '2' is not in the label list \['0', '1'\]"):
+        clf.convert_examples_to_features(p.get_dev_examples(d), p.get_labels(), 16, tokenizer)
+
+
+# --- features ----------------------------------------------------------------------------------------------------
+
+def _reference_features(example, label_list, max_seq_length, tokenizer):
+    """The original's packing, transcribed step by step (one token popped at a time)."""
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    if tokens_b:
+        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
+            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+    else:
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + (tokens_b + ["[SEP]"] if tokens_b else [])
+    segments = [0] * (len(tokens_a) + 2) + ([1] * (len(tokens_b) + 1) if tokens_b else [])
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    pad = max_seq_length - len(ids)
+    return (ids + [0] * pad, [1] * len(ids) + [0] * pad, segments + [0] * pad, label_list.index(example.label))
+
+
+def test_convert_single_example_known_cases(tokenizer):
+    v = {t: i for i, t in enumerate(VOCAB)}
+    cls, sep = v["[CLS]"], v["[SEP]"]
+    labels = ["0", "1"]
+    single = clf.convert_single_example(0, clf.InputExample("g", "The cat sat.", None, "1"), labels, 8, tokenizer)
+    assert single == clf.InputFeatures([cls, v["the"], v["cat"], v["sat"], v["."], sep, 0, 0],
+                                       [1, 1, 1, 1, 1, 1, 0, 0], [0] * 8, 1, True)
+    pair = clf.convert_single_example(0, clf.InputExample("g", "unwanted", "Running dog", "0"), labels, 10,
+                                      tokenizer)
+    assert pair.input_ids == [cls, v["un"], v["##want"], v["##ed"], sep, v["runn"], v["##ing"], v["dog"], sep, 0]
+    assert pair.segment_ids == [0, 0, 0, 0, 0, 1, 1, 1, 1, 0]
+    assert pair.input_mask == [1] * 9 + [0] and pair.label_id == 0
+    # Truncation: a single text keeps max-2 tokens; a pair pops from the longer side (b on ties).
+    cut = clf.convert_single_example(0, clf.InputExample("g", "a b c d e f", None, "0"), labels, 5, tokenizer)
+    assert cut.input_ids == [cls, v["a"], v["[UNK]"], v["[UNK]"], sep]
+    tie = clf.convert_single_example(0, clf.InputExample("g", "the cat sat", "a dog ran", "0"), labels, 7,
+                                     tokenizer)
+    assert tie.input_ids == [cls, v["the"], v["cat"], sep, v["a"], v["dog"], sep]
+    longer_a = clf.convert_single_example(0, clf.InputExample("g", "the big red cat sat", "a dog", "0"), labels,
+                                          8, tokenizer)
+    assert longer_a.input_ids == [cls, v["the"], v["big"], v["red"], sep, v["a"], v["dog"], sep]
+    # A text_b that tokenizes to nothing makes a single-text example (cut to max-2, not max-3).
+    empty_b = clf.convert_single_example(0, clf.InputExample("g", "a b c d", "   ", "0"), labels, 5, tokenizer)
+    assert empty_b.input_ids == [cls, v["a"], v["[UNK]"], v["[UNK]"], sep] and empty_b.segment_ids == [0] * 5
+    padding = clf.convert_single_example(0, clf.PaddingInputExample(), labels, 6, tokenizer)
+    assert padding == clf.InputFeatures([0] * 6, [0] * 6, [0] * 6, 0, False)
+    regression = clf.convert_single_example(0, clf.InputExample("g", "yes", "no", 3.8), None, 6, tokenizer)
+    assert regression.label_id == 3.8 and regression.segment_ids == [0, 0, 0, 1, 1, 0]
+    assert clf.convert_single_example(0, clf.PaddingInputExample(), None, 4, tokenizer).label_id == 0.0
+
+
+def test_convert_single_example_matches_the_original_rule_on_random_pairs(tokenizer):
+    rng = random.Random(3)
+    pool = WORDS[:22] + ["unwanted", "running", "xyz", ",", "?"]
+    for _ in range(300):
+        text_a = " ".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
+        text_b = " ".join(rng.choice(pool) for _ in range(rng.randint(0, 12))) if rng.random() < 0.7 else None
+        example = clf.InputExample("g", text_a, text_b, rng.choice(["0", "1"]))
+        max_len = rng.randint(3, 20)
+        got = clf.convert_single_example(5, example, ["0", "1"], max_len, tokenizer)
+        assert (got.input_ids, got.input_mask, got.segment_ids, got.label_id) == _reference_features(
+            example, ["0", "1"], max_len, tokenizer), (text_a, text_b, max_len)
+        assert len(got.input_ids) == max_len and got.is_real_example
+
+
+def test_pad_examples():
+    examples = [clf.InputExample(str(i), "a") for i in range(5)]
+    padded = clf.pad_examples(examples, 4)
+    assert len(padded) == 8 and padded[:5] == examples
+    assert all(isinstance(e, clf.PaddingInputExample) for e in padded[5:])
+    assert len(clf.pad_examples(examples[:4], 4)) == 4
+
+
+# --- TFRecords --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("regression", [False, True])
+def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
+    labels = None if regression else ["neg", "pos"]
+    examples = [clf.InputExample("a", "the cat sat", "a dog", 1.5 if regression else "pos"),
+                clf.InputExample("b", "bad dog", None, 4.0 if regression else "neg"),
+                clf.InputExample("c", "happy", "sad", 0.25 if regression else "pos")]
+    examples = clf.pad_examples(examples, 2)
+    (tmp_path / "records").mkdir()
+    path = str(tmp_path / "records" / "eval.tf_record")
+    features = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path)
+    assert os.listdir(tmp_path / "records") == ["eval.tf_record"]  # the temporary name is gone
+    assert [f.is_real_example for f in features] == [True, True, True, False]
+
+    raw = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+    assert len(raw) == 4
+    schema = raw[0].features.feature
+    assert sorted(schema) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
+    for name in ("input_ids", "input_mask", "segment_ids", "is_real_example"):
+        assert schema[name].WhichOneof("kind") == "int64_list"
+    assert schema["label_ids"].WhichOneof("kind") == ("float_list" if regression else "int64_list")
+    assert list(schema["input_ids"].int64_list.value) == features[0].input_ids
+    assert list(raw[3].features.feature["is_real_example"].int64_list.value) == [0]
+
+    batches = list(clf.file_based_dataset(path, 9, batch_size=3, is_training=False, drop_remainder=False,
+                                          regression=regression))
+    assert [len(b[1]["label_ids"]) for b in batches] == [3, 1]
+    feats, labs = batches[0]
+    assert sorted(feats) == ["input_ids", "input_mask", "segment_ids"]
+    assert sorted(labs) == ["is_real_example", "label_ids"]
+    assert feats["input_ids"].dtype == tf.int32 and feats["input_ids"].shape == (3, 9)
+    assert labs["label_ids"].dtype == (tf.float32 if regression else tf.int32)
+    np.testing.assert_array_equal(feats["input_ids"].numpy(), [f.input_ids for f in features[:3]])
+    np.testing.assert_array_equal(feats["segment_ids"].numpy(), [f.segment_ids for f in features[:3]])
+    np.testing.assert_allclose(labs["label_ids"].numpy(), [f.label_id for f in features[:3]])
+    np.testing.assert_array_equal(batches[1][1]["is_real_example"].numpy(), [0])
+
+    train = clf.file_based_input_fn_builder(path, 9, is_training=True, drop_remainder=True,
+                                            regression=regression, shuffle_seed=1)(3)
+    got = [b[1]["is_real_example"].shape[0] for b in train.take(5)]
+    assert got == [3] * 5  # repeated, whole batches only
+
+
+# --- metrics and outputs ---------------------------------------------------------------------------------------
+
+def test_glue_metrics_known_values():
+    labels = np.array([1, 0, 1, 1, 0])
+    predictions = np.array([1, 0, 0, 1, 1])  # TP 2, TN 1, FP 1, FN 1
+    result = clf.glue_metrics(("mcc", "f1"), predictions, labels)
+    assert result["eval_f1"] == pytest.approx(4 / 6)
+    assert result["eval_mcc"] == pytest.approx(1 / 6)
+    result = clf.glue_metrics(("pearson", "spearman"), np.array([1.0, 2, 3, 4]), np.array([1.0, 2, 3, 5]))
+    assert result["eval_pearson"] == pytest.approx(6.5 / np.sqrt(5 * 8.75))
+    assert result["eval_spearman"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="Unknown metric"):
+        clf.glue_metrics(("bleu",), predictions, labels)
+
+
+def test_eval_metrics_weighting_and_keys():
+    # 5 examples in batches of 3 and 2, the last one a padding example.
+    features = [clf.InputFeatures([0], [0], [0], label, real)
+                for label, real in [(1, True), (0, True), (1, True), (1, True), (0, False)]]
+    batches = [{"logits": np.array([[0.0, 1.0], [2.0, 0.0], [1.0, 0.0]]),
+                "per_example_loss": np.array([1.0, 2.0, 3.0])},
+               {"logits": np.array([[0.0, 3.0], [0.0, 5.0]]), "per_example_loss": np.array([4.0, 10.0])}]
+    result = clf.eval_metrics(batches, features, global_step=7, metric_names=("f1", "mcc"))
+    assert sorted(result) == ["eval_accuracy", "eval_f1", "eval_loss", "eval_mcc", "global_step", "loss"]
+    assert result["eval_accuracy"] == pytest.approx(0.75)  # the padding example (predicted 1, label 0) ignored
+    assert result["eval_loss"] == pytest.approx(2.5)  # real examples only
+    assert result["loss"] == pytest.approx((2.0 + 7.0) / 2)  # mean of the batch means, as the Estimator's loss
+    assert result["global_step"] == 7
+    assert result["eval_f1"] == pytest.approx(2 * 2 / (2 * 2 + 1))
+    assert isinstance(result["eval_loss"], np.float32)
+    assert result_files.format_eval_results(result).splitlines() == [
+        "eval_accuracy = 0.75", "eval_f1 = 0.8", "eval_loss = 2.5", f"eval_mcc = {str(result['eval_mcc'])}",
+        "global_step = 7", "loss = 4.5"]
+
+    regression = clf.eval_metrics(
+        [{"predictions": np.array([1.0, 2.0, 3.0]), "per_example_loss": np.array([0.0, 1.0, 0.5])}],
+        [clf.InputFeatures([0], [0], [0], x) for x in (1.0, 2.5, 3.5)], 3, regression=True,
+        metric_names=("pearson", "spearman"))
+    assert sorted(regression) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
+    assert regression["eval_spearman"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="3 predictions for 2 examples"):
+        clf.eval_metrics([{"logits": np.zeros((3, 2)), "per_example_loss": np.zeros(3)}], features[:2], 0)
+
+
+def test_output_formats():
+    probabilities = [np.array([0.47435144, 0.52564853], np.float32), np.array([0.1, 0.9], np.float32)]
+    assert result_files.format_probabilities(probabilities) == "0.47435144\t0.52564853\n0.1\t0.9\n"
+    assert result_files.format_probabilities([np.float32(3.25)]) == "3.25\n"
+    assert clf.format_submission(["0", "7"], probabilities, ["a", "b"]) == "index\tprediction\n0\tb\n7\tb\n"
+    assert clf.format_submission(["3"], [np.float32(4.5)], None, "id") == "id\tprediction\n3\t4.5\n"
+
+
+def test_losses():
+    logits = tf.constant([[0.0, 0.0], [2.0, -1.0]])
+    loss = clf.classification_loss({"label_ids": tf.constant([1, 0])}, {"logits": logits}).numpy()
+    np.testing.assert_allclose(loss, [np.log(2.0), np.log1p(np.exp(-3.0))], rtol=1e-6)
+    loss = clf.regression_loss({"label_ids": tf.constant([1.0, 4.0])}, {"predictions": tf.constant([1.5, 2.0])})
+    np.testing.assert_allclose(loss.numpy(), [0.25, 4.0])
+
+
+# --- end to end ----------------------------------------------------------------------------------------------
+
+def _tiny_model(d):
+    """A vocab of the test words and an L=2, H=32 config."""
+    vocab_file = _write(os.path.join(d, "vocab.txt"), VOCAB)
+    config_file = os.path.join(d, "bert_config.json")
+    BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+               intermediate_size=37, max_position_embeddings=64).to_json_file(config_file)
+    return vocab_file, config_file
+
+
+def _sentence(rng):
+    return " ".join(rng.choice(WORDS[:22]) for _ in range(rng.randint(2, 8)))
+
+
+def _run(*args):
+    result = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def _common_flags(d, data, out, vocab_file, config_file):
+    return [f"--data_dir={data}", f"--output_dir={out}", f"--vocab_file={vocab_file}",
+            f"--bert_config_file={config_file}", "--max_seq_length=16"]
+
+
+def test_script_trains_evaluates_and_predicts_mrpc(tmp_path):
+    d = str(tmp_path)
+    vocab_file, config_file = _tiny_model(d)
+    rng = random.Random(0)
+    header = _tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
+    for split, n in (("train", 12), ("dev", 5)):
+        _write(f"{d}/data/{split}.tsv", [header] + [_tsv(rng.randint(0, 1), i, i + 1, _sentence(rng),
+                                                         _sentence(rng)) for i in range(n)])
+    _write(f"{d}/data/test.tsv", [_tsv("index", "#1 ID", "#2 ID", "#1 String", "#2 String")]
+           + [_tsv(i, i, i + 1, _sentence(rng), _sentence(rng)) for i in range(3)])
+    out = f"{d}/out"
+    _run(*_common_flags(d, f"{d}/data", out, vocab_file, config_file), "--task_name=MRPC", "--do_train",
+         "--do_eval", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--save_checkpoints_steps=2",
+         "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1")
+    files = set(os.listdir(out))
+    assert {"train.tf_record", "eval.tf_record", "predict.tf_record", "eval_results.txt", "test_results.tsv",
+            "MRPC.tsv", "ckpt-2.index", "ckpt-3.index"} <= files, files
+    assert not [f for f in files if f.endswith(".tmp")]
+    with open(f"{out}/eval_results.txt") as f:
+        lines = f.read().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["eval_accuracy", "eval_f1", "eval_loss", "global_step",
+                                                        "loss"]
+    assert "global_step = 3" in lines  # int(12 / 4 * 1)
+    probabilities = np.loadtxt(f"{out}/test_results.tsv", ndmin=2)
+    assert probabilities.shape == (3, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-6)
+    with open(f"{out}/MRPC.tsv") as f:
+        submission = f.read().splitlines()
+    assert submission[0] == "index\tprediction" and [line.split("\t")[0] for line in submission[1:]] == ["0", "1", "2"]
+    assert all(line.split("\t")[1] in ("0", "1") for line in submission[1:])
+
+
+def test_script_tsv_task_then_predict_only_run(tmp_path):
+    d = str(tmp_path)
+    vocab_file, config_file = _tiny_model(d)
+    rng = random.Random(1)
+    _write(f"{d}/data/train.tsv", [_tsv("id", "text_a", "label")]
+           + [_tsv(f"x{i}", _sentence(rng), ["sad", "happy", "meh"][i % 3]) for i in range(8)])
+    _write(f"{d}/data/dev.tsv", [_tsv("text_a", "label")] + [_tsv(_sentence(rng), "happy") for _ in range(3)])
+    _write(f"{d}/data/test.tsv", [_tsv("text_a", "id")] + [_tsv(_sentence(rng), f"q{i}") for i in range(5)])
+    out = f"{d}/out"
+    flags = _common_flags(d, f"{d}/data", out, vocab_file, config_file) + ["--task_name=tsv"]
+    _run(*flags, "--do_train", "--train_batch_size=4", "--num_train_epochs=1")
+    with open(f"{out}/label_list.txt") as f:
+        assert f.read() == "happy\nmeh\nsad\n"
+    _run(*flags, "--do_eval", "--do_predict", "--predict_batch_size=2", f"--export_dir={d}/serving")
+    with open(f"{out}/eval_results.txt") as f:
+        text = f.read()
+    assert "global_step = 2\n" in text and "eval_accuracy = " in text
+    assert np.loadtxt(f"{out}/test_results.tsv", ndmin=2).shape == (5, 3)
+    with open(f"{out}/predictions.tsv") as f:
+        rows = [line.split("\t") for line in f.read().splitlines()]
+    assert rows[0] == ["id", "prediction"] and [r[0] for r in rows[1:]] == [f"q{i}" for i in range(5)]
+    assert all(r[1] in ("happy", "meh", "sad") for r in rows[1:])
+    # --export_dir: the SavedModel (version = global step) gives the same probabilities from raw text, in a process
+    # that imports only tensorflow and tensorflow_text.
+    with open(f"{d}/data/test.tsv") as f:
+        texts = [line.split("\t")[0] for line in f.read().splitlines()[1:]]
+    check = (
+        "import sys, json, numpy as np, tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "out = m.signatures['serving_text'](text_a=tf.constant(json.loads(sys.argv[2])))\n"
+        "print(json.dumps(out['probabilities'].numpy().tolist()))\n")
+    result = subprocess.run([sys.executable, "-c", check, f"{d}/serving/2", json.dumps(texts)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_allclose(np.array(json.loads(result.stdout.splitlines()[-1])),
+                               np.loadtxt(f"{out}/test_results.tsv", ndmin=2), atol=1e-5)
+
+
+def test_stsb_regression_in_process(tmp_path, tokenizer):
+    from bert_tf.training.trainer import Trainer
+
+    d = str(tmp_path)
+    _, config_file = _tiny_model(d)
+    config = BertConfig.from_json_file(config_file)
+    rng = random.Random(2)
+    header = _tsv("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
+                  "sentence2", "score")
+    for split, n in (("train", 8), ("dev", 4)):
+        _write(f"{d}/data/{split}.tsv", [header] + [_tsv(i, "g", "f", "y", i, "s", "s", _sentence(rng),
+                                                         _sentence(rng), f"{rng.uniform(0, 5):.3f}")
+                                                    for i in range(n)])
+    _write(f"{d}/data/test.tsv", [_tsv(*header.split("\t")[:9])]
+           + [_tsv(i, "g", "f", "y", i, "s", "s", _sentence(rng), _sentence(rng)) for i in range(3)])
+    processor = clf.get_processor("sts-b")
+    out = f"{d}/out"
+    trainer = Trainer(lambda: BertClassifier(config, 1, regression=True), clf.loss_fn_for(processor), out,
+                      learning_rate=1e-3)
+    common = dict(trainer=trainer, processor=processor, tokenizer=tokenizer, label_list=None,
+                  data_dir=f"{d}/data", output_dir=out, max_seq_length=16)
+    steps, loss = clf.train(**common, train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1)
+    assert steps == 4 and np.isfinite(loss)
+    results = clf.evaluate(**common, eval_batch_size=3, global_step=steps, fixed_batches=True)
+    assert sorted(results[""]) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
+    rows = clf.predict(**common, predict_batch_size=2, fixed_batches=True)[""]
+    assert len(rows) == 3
+    with open(f"{out}/STS-B.tsv") as f:
+        submission = f.read().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 4
+    assert float(submission[1].split("\t")[1]) == pytest.approx(float(rows[0]), rel=1e-6)
+    with open(f"{out}/test_results.tsv") as f:
+        assert [float(x) for x in f.read().split()] == pytest.approx([float(r) for r in rows], rel=1e-6)
+
+
+def test_predict_needs_a_trained_head(tmp_path):
+    """--do_predict from a pre-trained checkpoint (no output_weights) is an error, not random predictions."""
+    from bert_tf import checkpoints
+
+    d = str(tmp_path)
+    vocab_file, config_file = _tiny_model(d)
+    encoder_only = checkpoints.build_bert_model(BertConfig.from_json_file(config_file))
+    checkpoints.save_original_checkpoint(encoder_only, f"{d}/encoder/bert_model.ckpt")
+    _write(f"{d}/data/test.tsv", [_tsv("text_a"), _tsv("good")])
+    _write(f"{d}/out/label_list.txt", ["neg", "pos"])
+    result = subprocess.run(
+        [sys.executable, SCRIPT, "--task_name=tsv", "--do_predict", "--max_seq_length=16",
+         *_common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file)[:4],
+         f"--init_checkpoint={d}/encoder/bert_model.ckpt"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode != 0
+    assert "has no trained classifier head" in result.stderr
+    assert not os.path.exists(f"{d}/out/test_results.tsv")
+
+
+def test_mrpc_predictions_match_the_original(tmp_path, golden_checkpoint, data_dir):
+    """The original run_classifier.py --do_predict on the golden checkpoint wrote tests/data/mrpc_test_results.tsv."""
+    data = tmp_path / "mrpc"
+    data.mkdir()
+    with open(os.path.join(data_dir, "mrpc_test.tsv"), "rb") as f:
+        (data / "test.tsv").write_bytes(f.read())
+    out = str(tmp_path / "out")
+    _run("--task_name=MRPC", "--do_predict", f"--data_dir={data}", f"--output_dir={out}",
+         f"--vocab_file={golden_checkpoint}/vocab.txt", f"--bert_config_file={golden_checkpoint}/bert_config.json",
+         f"--init_checkpoint={golden_checkpoint}/bert_model.ckpt", "--max_seq_length=128", "--do_lower_case=True")
+    golden = np.loadtxt(os.path.join(data_dir, "mrpc_test_results.tsv"))
+    ours = np.loadtxt(os.path.join(out, "test_results.tsv"))
+    assert ours.shape == golden.shape == (20, 2)
+    assert np.abs(ours - golden).max() <= 1e-4, np.abs(ours - golden).max()
+    with open(os.path.join(out, "test_results.tsv")) as f:
+        for line in f:  # str(float32) per value, as the original's Estimator output
+            assert all(str(np.float32(x)) == x for x in line.rstrip("\n").split("\t"))
+    with open(os.path.join(out, "MRPC.tsv")) as f:
+        submission = f.read().splitlines()
+    expected = ["1" if p[1] > p[0] else "0" for p in golden]
+    assert submission == ["index\tprediction"] + [f"{i}\t{label}" for i, label in enumerate(expected)]
+
+
+def test_flags_have_the_original_names_and_defaults():
+    result = subprocess.run([sys.executable, SCRIPT, "--helpfull"], capture_output=True, text=True, cwd=REPO)
+    text = " ".join(result.stdout.split())
+    expected = {"data_dir": None, "bert_config_file": None, "task_name": None, "vocab_file": None,
+                "output_dir": None, "init_checkpoint": None, "do_lower_case": "true", "max_seq_length": "128",
+                "do_train": "false", "do_eval": "false", "do_predict": "false", "train_batch_size": "32",
+                "eval_batch_size": "8", "predict_batch_size": "8", "learning_rate": "5e-05",
+                "num_train_epochs": "3.0", "warmup_proportion": "0.1", "save_checkpoints_steps": "1000",
+                "iterations_per_loop": "1000", "use_tpu": "false", "tpu_name": None, "tpu_zone": None,
+                "gcp_project": None, "master": None, "num_tpu_cores": "8"}
+    for name, default in expected.items():
+        key = next((k for k in (f"--{name}:", f"--[no]{name}:") if k in text), None)
+        assert key, name
+        if default is not None:
+            section = text[text.index(key):]
+            assert section[section.index("(default:"):].startswith(f"(default: '{default}')"), name
