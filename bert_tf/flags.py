@@ -33,6 +33,9 @@ def define_run_flags():
     flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.")
     flags.DEFINE_string("export_dir", None, "If set, also export the trained (or loaded) model as a TF Serving "
                         "SavedModel to <export_dir>/<global_step> (see run_scripts/export_saved_model.py).")
+    flags.DEFINE_bool("save_original_checkpoint", False, "After training, also write the fine-tuned model in the "
+                      "original TF1 format (original variable names) to <output_dir>/original/bert_model.ckpt, "
+                      "with bert_config.json and vocab.txt.")
     define_distribution_flags()
 
 

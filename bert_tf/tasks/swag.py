@@ -230,7 +230,7 @@ def run(flag_values):
     from bert_tf.training.trainer import Trainer, compute_train_steps
 
     fv = flag_values
-    config, tokenizer = job.prepare(fv)
+    config, tokenizer = job.prepare(fv, exportable=False)
 
     # Read and check every input before the (long) training starts.
     train_examples = read_swag(os.path.join(fv.data_dir, "train.csv"), "train") if fv.do_train else None
@@ -280,3 +280,4 @@ def run(flag_values):
                          accuracy(probabilities, [e.label for e in predict_examples]))
         result_files.write_text_atomically(os.path.join(fv.output_dir, "test_results.tsv"),
                                            result_files.format_probabilities(probabilities))
+    job.export_if_requested(fv, trainer)

@@ -570,9 +570,13 @@ def test_script_tsv_task_then_predict_only_run(tmp_path):
     _write(f"{d}/data/test.tsv", [_tsv("text_a", "id")] + [_tsv(_sentence(rng), f"q{i}") for i in range(5)])
     out = f"{d}/out"
     flags = _common_flags(d, f"{d}/data", out, vocab_file, config_file) + ["--task_name=tsv"]
-    _run(*flags, "--do_train", "--train_batch_size=4", "--num_train_epochs=1")
+    _run(*flags, "--do_train", "--train_batch_size=4", "--num_train_epochs=1", "--save_original_checkpoint")
     with open(f"{out}/label_list.txt") as f:
         assert f.read() == "happy\nmeh\nsad\n"
+    # The fine-tuned model in the original format: original names, the classifier head for 3 labels.
+    original = dict(tf.train.list_variables(f"{out}/original/bert_model.ckpt"))
+    assert original["output_weights"] == [3, 32] and "bert/encoder/layer_1/output/LayerNorm/gamma" in original
+    assert sorted(os.listdir(f"{out}/original"))[:2] == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001"]
     _run(*flags, "--do_eval", "--do_predict", "--predict_batch_size=2", f"--export_dir={d}/serving")
     with open(f"{out}/eval_results.txt") as f:
         text = f.read()

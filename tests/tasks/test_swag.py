@@ -251,7 +251,8 @@ def _flag_values(tmp_path, data, **overrides):
     """What swag.run reads of the flags before it builds the model."""
     values = dict(data_dir=str(data), output_dir=str(tmp_path / "out"), vocab_file=str(tmp_path / "vocab.txt"),
                   bert_config_file=str(tmp_path / "bert_config.json"), init_checkpoint=None, do_lower_case=True,
-                  max_seq_length=16, do_train=False, do_eval=False, do_predict=False, seed=None)
+                  max_seq_length=16, do_train=False, do_eval=False, do_predict=False, seed=None, export_dir=None,
+                  save_original_checkpoint=False)
     values.update(overrides)
     return types.SimpleNamespace(**values)
 
