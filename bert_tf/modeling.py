@@ -6,6 +6,10 @@ TF checkpoints (`tf.train.Checkpoint(model=...)`); `bert_tf.checkpoints` reads a
 
 Mixed precision: under a `mixed_*` Keras policy the matmuls run in float16/bfloat16 while attention softmax and
 LayerNorm compute in float32.
+
+Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] as MatMul + BiasAdd (+ activation),
+see `_dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
+and the arithmetic are the original's; only float32 rounding differs (benchmarks/encoder_benchmark.py).
 """
 import math
 
@@ -14,6 +18,11 @@ from keras import layers, ops
 
 from bert_tf import activations
 from bert_tf.config import BertConfig
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
+else:  # pragma: no cover - the package targets the TensorFlow backend
+    tf = None
 
 LAYER_NORM_EPSILON = 1e-12  # The original's fixed LayerNorm epsilon.
 _MASK_ADDER = -10000.0  # What the original adds to attention scores of masked positions.
@@ -30,6 +39,24 @@ def create_initializer(initializer_range=0.02):
 
 def _layer_norm(name, dtype):
     return layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name, dtype=dtype)
+
+
+def _dense_2d(dense, x):
+    """`dense(x)` for a built `keras.layers.Dense` and a 2-D input x [M, K]: x @ kernel + bias, then the activation.
+
+    Same arithmetic as calling the layer, written as MatMul + BiasAdd (+ activation) on a 2-D tensor: the form that
+    TensorFlow's grappler remapper fuses into one oneDNN `_FusedMatMul` kernel (BiasAdd, and GELU/ReLU/... as
+    post-ops) when traced in `tf.function`. Keras' `Dense.call` on [B, S, H] goes through tensordot's reshapes and
+    adds the bias with AddV2, which leaves the bias add and the activation as separate passes over the output. The
+    layer's own variables are used (read under the caller's autocast scope, so mixed precision casts them as `Dense`
+    would); a quantized layer is simply called.
+    """
+    if tf is None or dense.quantization_mode is not None:
+        return dense(x)
+    y = ops.matmul(x, dense.kernel)
+    if dense.use_bias:
+        y = tf.nn.bias_add(y, dense.bias)
+    return dense.activation(y)
 
 
 def attention_mask_adder(input_mask, dtype="float32"):
@@ -60,13 +87,17 @@ class BertEmbeddings(layers.Layer):
         self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_ids_shape=None, segment_ids_shape=None):
-        init = create_initializer(self.initializer_range)
+        # One initializer object per variable: a Keras 3 initializer without a seed returns the same values each
+        # time the same object is called, which would make the tables (and Q/K/V below) start out identical.
+        def init():
+            return create_initializer(self.initializer_range)
+
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init)
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init())
         self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size), initializer=init)
+            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size), initializer=init())
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size), initializer=init)
+            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size), initializer=init())
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
@@ -107,11 +138,15 @@ class BertAttention(layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        dense = dict(kernel_initializer=create_initializer(initializer_range), dtype=self.dtype_policy)
-        self.query = layers.Dense(hidden_size, name="query", **dense)
-        self.key = layers.Dense(hidden_size, name="key", **dense)
-        self.value = layers.Dense(hidden_size, name="value", **dense)
-        self.output_dense = layers.Dense(hidden_size, name="dense", **dense)
+
+        def dense(name):  # a fresh initializer object each (see BertEmbeddings.build)
+            return layers.Dense(hidden_size, name=name, kernel_initializer=create_initializer(initializer_range),
+                                dtype=self.dtype_policy)
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.output_dense = dense("dense")
         self.layer_norm = _layer_norm("LayerNorm", self.dtype_policy)
         self.attention_dropout = layers.Dropout(attention_dropout_rate, dtype=self.dtype_policy)
         self.output_dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
@@ -122,24 +157,26 @@ class BertAttention(layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, x):
-        """[B, S, H] -> [B, N, S, D]."""
-        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    def _split_heads(self, x, batch, seq):
+        """[B * S, H] -> [B, N, S, D]."""
         x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, x, mask_adder, training=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        # The dense layers run on [B * S, H] (a free reshape): plain 2-D matmuls that fuse with their bias add.
+        x_2d = ops.reshape(x, (-1, self.hidden_size))
+        q = self._split_heads(_dense_2d(self.query, x_2d), batch, seq)
+        k = self._split_heads(_dense_2d(self.key, x_2d), batch, seq)
+        v = self._split_heads(_dense_2d(self.value, x_2d), batch, seq)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
         # Softmax in float32 whatever the compute dtype.
         probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(mask_adder, "float32"), axis=-1)
         probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
-        context = ops.reshape(context, ops.shape(x))
-        attention_output = self.output_dropout(self.output_dense(context), training=training)
-        return self.layer_norm(attention_output + x)
+        context = ops.reshape(context, (-1, self.hidden_size))  # [B * S, H]
+        attention_output = self.output_dropout(_dense_2d(self.output_dense, context), training=training)
+        return ops.reshape(self.layer_norm(attention_output + x_2d), ops.shape(x))
 
     def compute_output_shape(self, x_shape, mask_adder_shape=None):
         return x_shape
@@ -171,10 +208,11 @@ class TransformerBlock(layers.Layer):
         self.initializer_range = initializer_range
         self.attention = BertAttention(hidden_size, num_attention_heads, attention_dropout_rate, dropout_rate,
                                        initializer_range, name="attention", dtype=self.dtype_policy)
-        dense = dict(kernel_initializer=create_initializer(initializer_range), dtype=self.dtype_policy)
         self.intermediate = layers.Dense(intermediate_size, activation=activations.get(hidden_act),
-                                         name="intermediate", **dense)
-        self.output_dense = layers.Dense(hidden_size, name="output", **dense)
+                                         name="intermediate", dtype=self.dtype_policy,
+                                         kernel_initializer=create_initializer(initializer_range))
+        self.output_dense = layers.Dense(hidden_size, name="output", dtype=self.dtype_policy,
+                                         kernel_initializer=create_initializer(initializer_range))
         self.output_dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
         self.layer_norm = _layer_norm("LayerNorm", self.dtype_policy)
 
@@ -187,9 +225,10 @@ class TransformerBlock(layers.Layer):
 
     def call(self, x, mask_adder, training=None):
         attention_output = self.attention(x, mask_adder, training=training)
-        layer_output = self.output_dense(self.intermediate(attention_output))
+        attention_2d = ops.reshape(attention_output, (-1, self.hidden_size))  # [B * S, H], see `_dense_2d`
+        layer_output = _dense_2d(self.output_dense, _dense_2d(self.intermediate, attention_2d))
         layer_output = self.output_dropout(layer_output, training=training)
-        return self.layer_norm(layer_output + attention_output)
+        return ops.reshape(self.layer_norm(layer_output + attention_2d), ops.shape(x))
 
     def compute_output_shape(self, x_shape, mask_adder_shape=None):
         return x_shape
