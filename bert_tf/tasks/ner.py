@@ -32,7 +32,7 @@ import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf import heads, tokenization
+from bert_tf import heads, records, tokenization
 from bert_tf.tasks import job, result_files
 
 LABEL_LIST_FILE = "label_list.txt"
@@ -254,15 +254,7 @@ def train_dataset_fn(input_file, seq_length, num_records, seed=None):
         return ({k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")},
                 {"label_ids": parsed["label_ids"]})
 
-    def dataset_fn(batch_size, input_context=None):
-        d = tf.data.TFRecordDataset(input_file)
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        d = d.shuffle(min(num_records, 10000), seed=seed, reshuffle_each_iteration=True).repeat()
-        d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-        return d.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-    return dataset_fn
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), seed)
 
 
 # --- model and loss --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import heads, tokenization
+from bert_tf import heads, records, tokenization
 from bert_tf.tasks import job, result_files
 from bert_tf.text import truncate_seq_pair
 
@@ -162,15 +162,7 @@ def train_dataset_fn(input_file, seq_length, num_records, seed=None):
                   for name in _INPUT_NAMES}
         return inputs, {"label": tf.cast(parsed["label"], tf.int32)}
 
-    def dataset_fn(batch_size, input_context=None):
-        d = tf.data.TFRecordDataset(input_file)
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        d = d.shuffle(min(num_records, 10000), seed=seed, reshuffle_each_iteration=True).repeat()
-        d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-        return d.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-    return dataset_fn
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), seed)
 
 
 # --- model, loss, metrics --------------------------------------------------------------------------------------
