@@ -130,16 +130,16 @@ class DataProcessor:
     submission_name = None
 
     def get_train_examples(self, data_dir):
-        raise NotImplementedError(f"{type(self).__name__} has no training set.")
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no training set.")
 
     def get_dev_examples(self, data_dir):
-        raise NotImplementedError(f"{type(self).__name__} has no dev set.")
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no dev set (drop --do_eval).")
 
     def get_test_examples(self, data_dir):
-        raise NotImplementedError(f"{type(self).__name__} has no test set.")
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no test set (drop --do_predict).")
 
     def get_labels(self):
-        raise NotImplementedError()
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} defines no label list.")
 
     def dev_splits(self, data_dir):
         """[(suffix, examples)] of every dev set to evaluate; suffix "" names the main one (eval_results.txt)."""

@@ -177,7 +177,7 @@ def test_xnli_processor(tmp_path):
                                                ("dev-3", "好", "很好", "entailment")]
     assert _summary(clf.get_processor("XNLI", xnli_language="en").get_dev_examples(d)) == [
         ("dev-1", "He said.", "He went.", "neutral")]
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="Task Xnli has no test set \\(drop --do_predict\\)"):
         p.get_test_examples(d)
 
 
