@@ -55,15 +55,19 @@ def shard_examples(index, ranges, config):
         documents=documents)
 
 
-class WriteShardFn(beam.DoFn):
-    """(index, ranges, path) -> makes and writes the shard file (pretraining_data.process_shard); yields
-    (path, examples)."""
+class _ShardFn(beam.DoFn):
+    """A DoFn over shard tasks with the pipeline config and example/shard counters."""
 
     def __init__(self, config):
         super().__init__()
         self._config = config
         self._examples = beam.metrics.Metrics.counter(_NAMESPACE, "examples")
         self._shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
+
+
+class WriteShardFn(_ShardFn):
+    """(index, ranges, path) -> makes and writes the shard file (pretraining_data.process_shard); yields
+    (path, examples)."""
 
     def process(self, task):
         index, ranges, path = task
@@ -73,14 +77,8 @@ class WriteShardFn(beam.DoFn):
         yield path, count
 
 
-class ShardExamplesFn(beam.DoFn):
+class ShardExamplesFn(_ShardFn):
     """(index, ranges, path) -> the shard's serialized tf.train.Examples."""
-
-    def __init__(self, config):
-        super().__init__()
-        self._config = config
-        self._examples = beam.metrics.Metrics.counter(_NAMESPACE, "examples")
-        self._shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
 
     def process(self, task):
         index, ranges, _ = task

@@ -17,6 +17,8 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
+from bert_tf import fileio
+
 WikiPage = collections.namedtuple("WikiPage", ["title", "ns", "page_id", "redirect", "text"])
 
 # Tags whose contents are not running text.
@@ -317,7 +319,7 @@ def write_documents(documents, output_file, max_documents=None, progress=None):
                 if progress is not None:
                     progress.update(1)
     except BaseException:
-        _remove(tmp)
+        fileio.remove_quietly(tmp)
         raise
     if "://" in output_file:
         import tensorflow as tf
@@ -326,16 +328,6 @@ def write_documents(documents, output_file, max_documents=None, progress=None):
         os.replace(tmp, output_file)
     return num_documents, num_sentences
 
-
-def _remove(path):
-    try:
-        if "://" in path:
-            import tensorflow as tf
-            tf.io.gfile.remove(path)
-        else:
-            os.remove(path)
-    except (OSError, Exception):  # pylint: disable=broad-except
-        pass
 
 
 def prepare_corpus(input_patterns, output_file, max_documents=None, progress=False, **kwargs):

@@ -37,7 +37,7 @@ import struct
 
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import fileio, tokenization
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
 
@@ -616,16 +616,6 @@ def _rename(source, target):
         os.replace(source, target)
 
 
-def _remove(path):
-    try:
-        if "://" in path:
-            import tensorflow as tf
-            tf.io.gfile.remove(path)
-        else:
-            os.remove(path)
-    except Exception:
-        pass
-
 
 def write_examples(serialized, output_files, gzip=False):
     """Writes serialized examples round-robin over `output_files` (the original's order) as TFRecords.
@@ -651,7 +641,7 @@ def write_examples(serialized, output_files, gzip=False):
             except Exception:
                 pass
         for temp in temps:
-            _remove(temp)
+            fileio.remove_quietly(temp)
         raise
     return counts
 
