@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import fileio, records, tokenization
 from bert_tf.tasks import result_files
 from bert_tf.text import truncate_seq_pair
 
@@ -583,16 +583,14 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     Returns the list of `InputFeatures` (the labels and `is_real_example` the metrics need).
     """
     regression = label_list is None
-    tmp = output_file + ".tmp"
     features = []
-    with tf.io.TFRecordWriter(tmp) as writer:
+    with fileio.written_atomically(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for ex_index, example in enumerate(examples):
             if ex_index % 10000 == 0:
                 logging.info("Writing example %d of %d", ex_index, len(examples))
             feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
             writer.write(feature_to_tf_example(feature, regression).SerializeToString())
             features.append(feature)
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
     return features
 
 
@@ -620,27 +618,25 @@ def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_rem
                        input_context=None, shuffle_seed=None):
     """The original's input pipeline as a tf.data.Dataset of (features, labels) batches.
 
-    Training: repeat, shuffle with a 100-record buffer, batch (drop_remainder as given). With an
-    `input_context`, each input pipeline reads its shard of the records.
+    Training: repeat, shuffle with a 100-record buffer (order drawn from `shuffle_seed`), batch (drop_remainder as
+    given); with an `input_context`, each input pipeline reads its shard of the records. Otherwise file order.
     """
-    d = tf.data.TFRecordDataset(input_file)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    def decode(record):
+        return decode_record(record, seq_length, regression)
+
     if is_training:
-        d = d.repeat()
-        d = d.shuffle(buffer_size=100, seed=shuffle_seed)
-    d = d.map(lambda record: decode_record(record, seq_length, regression),
-              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    d = d.batch(batch_size, drop_remainder=drop_remainder)
-    return d.prefetch(tf.data.AUTOTUNE)
+        return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
+                                        repeat_first=True, drop_remainder=drop_remainder)
+    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
                                 shuffle_seed=None):
-    """A `dataset_fn(batch_size, input_context=None)` for the Trainer (the original's input_fn builder)."""
-    def dataset_fn(batch_size, input_context=None):
+    """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)` (the original's input_fn
+    builder)."""
+    def dataset_fn(batch_size, input_context=None, seed=shuffle_seed):
         return file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression,
-                                  input_context, shuffle_seed)
+                                  input_context, seed)
     return dataset_fn
 
 
@@ -781,8 +777,8 @@ def train(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_s
     logging.info("  Batch size = %d", train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
     dataset_fn = file_based_input_fn_builder(train_file, max_seq_length, is_training=True, drop_remainder=True,
-                                             regression=processor.is_regression, shuffle_seed=shuffle_seed)
-    loss = trainer.train(dataset_fn, train_batch_size, num_train_steps, num_warmup_steps)
+                                             regression=processor.is_regression)
+    loss = trainer.train(dataset_fn, train_batch_size, num_train_steps, num_warmup_steps, seed=shuffle_seed)
     return num_train_steps, loss
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import tokenization
+from bert_tf import fileio, tokenization
 from bert_tf.text import truncate_seq_pair
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -110,11 +110,9 @@ def feature_json(feature, layer_indexes, layer_values):
 
 def write_jsonl(output_file, objects):
     """Writes JSON lines to a temporary name and renames it to `output_file` when complete."""
-    tmp = output_file + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
+    with fileio.written_atomically(output_file) as tmp, tf.io.gfile.GFile(tmp, "w") as writer:
         for obj in objects:
             writer.write(json.dumps(obj) + "\n")
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
 
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,

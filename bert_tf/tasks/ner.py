@@ -32,7 +32,7 @@ import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf import heads, records, tokenization
+from bert_tf import fileio, heads, records, tokenization
 from bert_tf.tasks import job, result_files
 
 LABEL_LIST_FILE = "label_list.txt"
@@ -232,20 +232,19 @@ def features_to_arrays(features):
 
 def write_tf_record(features, output_file):
     """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns the count."""
-    tmp = output_file + ".tmp"
     count = 0
-    with tf.io.TFRecordWriter(tmp) as writer:
+    with fileio.written_atomically(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for f in features:
             record = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=getattr(f, name)))
                       for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
             writer.write(tf.train.Example(features=tf.train.Features(feature=record)).SerializeToString())
             count += 1
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
     return count
 
 
-def train_dataset_fn(input_file, seq_length, num_records, seed=None):
-    """The Trainer's dataset_fn: shuffled, repeated (features, labels) batches of the records, remainder dropped."""
+def train_dataset_fn(input_file, seq_length, num_records):
+    """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
+    repeated (features, labels) batches of the records, remainder dropped."""
     spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64)
             for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
 
@@ -254,7 +253,7 @@ def train_dataset_fn(input_file, seq_length, num_records, seed=None):
         return ({k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")},
                 {"label_ids": parsed["label_ids"]})
 
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), seed)
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000))
 
 
 # --- model and loss --------------------------------------------------------------------------------------------
@@ -430,8 +429,8 @@ def run(flag_values):
         logging.info("  Num examples = %d (%d windows)", len(train_examples), num_windows)
         logging.info("  Batch size = %d", fv.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
-        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_windows, fv.seed), fv.train_batch_size,
-                      num_train_steps, num_warmup_steps)
+        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_windows), fv.train_batch_size,
+                      num_train_steps, num_warmup_steps, seed=fv.seed)
     if fv.do_eval or fv.do_predict:
         trainer.restore_for_predict(required_heads=("tagger",))
 

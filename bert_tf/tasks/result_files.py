@@ -2,13 +2,13 @@
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio
+
 
 def write_text_atomically(path, text):
     """Writes `text` to `path.tmp`, then renames it to `path` (local paths and gs:// alike)."""
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
+    with fileio.written_atomically(path) as tmp, tf.io.gfile.GFile(tmp, "w") as writer:
         writer.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def format_eval_results(results):

@@ -44,8 +44,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization
-from bert_tf.tasks import squad_evaluate
+from bert_tf import fileio, records, tokenization
+from bert_tf.tasks import result_files, squad_evaluate
 
 FIRST_UNIQUE_ID = 1000000000
 # The null odds written for an example with no non-null candidate at all (the difference is +inf).
@@ -430,7 +430,7 @@ class FeatureWriter:
         self.filename = filename
         self.is_training = is_training
         self.num_features = 0
-        self._tmp = filename + ".tmp"
+        self._tmp = fileio.temp_path(filename)
         self._writer = tf.io.TFRecordWriter(self._tmp)
 
     def process_feature(self, feature):
@@ -447,8 +447,7 @@ class FeatureWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-            if tf.io.gfile.exists(self._tmp):
-                tf.io.gfile.remove(self._tmp)
+            fileio.remove_quietly(self._tmp)
 
     def __enter__(self):
         return self
@@ -483,7 +482,8 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
                  shuffle_buffer=100, seed=None):
     """A tf.data pipeline over a SQuAD TFRecord file, as the original input_fn (int64 cast to int32).
 
-    Training: sharded by `input_context`, repeated, shuffled (buffer 100), batches of (features, labels) with
+    Training: sharded by `input_context`, repeated, shuffled (buffer 100, order drawn from `seed`), batches of
+    (features, labels) with
     features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped.
     Prediction: batches of features only (input order, remainder kept); unique_ids follow the written order.
     """
@@ -499,15 +499,10 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
             return features, {name: example[name] for name in LABELS}
         return features
 
-    d = tf.data.TFRecordDataset(input_file)
     if is_training:
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        d = d.repeat()
-        d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
-    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    d = d.batch(batch_size, drop_remainder=drop_remainder)
-    return d.prefetch(tf.data.AUTOTUNE)
+        return records.training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context,
+                                        repeat_first=True, drop_remainder=drop_remainder)
+    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
 
 
 def span_loss(labels, outputs):
@@ -769,10 +764,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
 
 def write_json(obj, path):
     """JSON as the original writes it (indent 4, trailing newline), via a temporary file and rename."""
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(json.dumps(obj, indent=4) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    result_files.write_text_atomically(path, json.dumps(obj, indent=4) + "\n")
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
@@ -836,11 +828,10 @@ def train(trainer, examples, tokenizer, output_dir, max_seq_length, doc_stride, 
     logging.info("  Batch size = %d", train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
 
-    def dataset_fn(batch_size, input_context=None):
-        return make_dataset(train_file, max_seq_length, True, batch_size, input_context=input_context,
-                            seed=shuffle_seed)
+    def dataset_fn(batch_size, input_context=None, seed=None):
+        return make_dataset(train_file, max_seq_length, True, batch_size, input_context=input_context, seed=seed)
 
-    return trainer.train(dataset_fn, train_batch_size, num_train_steps, num_warmup_steps)
+    return trainer.train(dataset_fn, train_batch_size, num_train_steps, num_warmup_steps, seed=shuffle_seed)
 
 
 def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import heads, records, tokenization
+from bert_tf import fileio, heads, records, tokenization
 from bert_tf.tasks import job, result_files
 from bert_tf.text import truncate_seq_pair
 
@@ -138,21 +138,20 @@ def features_to_arrays(features):
 
 def write_tf_record(features, output_file):
     """Writes InputFeatures (choices flattened) to a TFRecord file, atomically. Returns the count."""
-    tmp = output_file + ".tmp"
     count = 0
-    with tf.io.TFRecordWriter(tmp) as writer:
+    with fileio.written_atomically(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for f in features:
             record = {name: tf.train.Feature(int64_list=tf.train.Int64List(
                 value=[x for choice in getattr(f, name) for x in choice])) for name in _INPUT_NAMES}
             record["label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[f.label]))
             writer.write(tf.train.Example(features=tf.train.Features(feature=record)).SerializeToString())
             count += 1
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
     return count
 
 
-def train_dataset_fn(input_file, seq_length, num_records, seed=None):
-    """The Trainer's dataset_fn: shuffled, repeated (features [B, C, S], {"label": [B]}) batches, remainder dropped."""
+def train_dataset_fn(input_file, seq_length, num_records):
+    """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
+    repeated (features [B, C, S], {"label": [B]}) batches, remainder dropped."""
     spec = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in _INPUT_NAMES}
     spec["label"] = tf.io.FixedLenFeature([], tf.int64)
 
@@ -162,7 +161,7 @@ def train_dataset_fn(input_file, seq_length, num_records, seed=None):
                   for name in _INPUT_NAMES}
         return inputs, {"label": tf.cast(parsed["label"], tf.int32)}
 
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), seed)
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000))
 
 
 # --- model, loss, metrics --------------------------------------------------------------------------------------
@@ -245,8 +244,8 @@ def run(flag_values):
         logging.info("  Num examples = %d", num_examples)
         logging.info("  Batch size = %d", fv.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
-        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_examples, fv.seed), fv.train_batch_size,
-                      num_train_steps, num_warmup_steps)
+        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_examples), fv.train_batch_size,
+                      num_train_steps, num_warmup_steps, seed=fv.seed)
     if fv.do_eval or fv.do_predict:
         trainer.restore_for_predict(required_heads=("choice",))
 

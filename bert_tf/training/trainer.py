@@ -3,13 +3,19 @@
 A task gives three things:
   build_model()                 -> a Keras task model from bert_tf.heads (built inside the strategy scope)
   loss_fn(labels, outputs)      -> per-example loss [B] float32 (dicts of tensors in, as the dataset/model give)
-  dataset_fn(batch_size, ctx)   -> tf.data.Dataset of (features, labels) batches of `batch_size`, repeated
+  dataset_fn(batch_size, ctx, seed) -> tf.data.Dataset of (features, labels) batches of `batch_size`, repeated,
+                                   in an order that is a function of `seed`, ctx's input pipeline and
+                                   TensorFlow's global seed (tf.data mixes it in; --seed sets it, else unset)
 Then `Trainer.train` runs the original's optimizer (bert_tf.training.optimization) for num_train_steps updates,
 saving `output_dir/ckpt-<step>` every save_checkpoints_steps and at the end. A run restarted with the same
-output_dir resumes from its last checkpoint (and skips the batches it already used); otherwise the model starts
-from `init_checkpoint`: an original TF1 BERT checkpoint or one of ours.
+output_dir resumes from its last checkpoint as the run it continues: the checkpoint holds the weights, the
+optimizer state, the input order's seed (the one given, else drawn at random once) and the dropout layers' random
+state, and the resumed run (the same command: the same global seed) skips the batches already used. Otherwise the model starts from `init_checkpoint`: an
+original TF1 BERT checkpoint or one of ours. A training run first removes the temporaries a killed run left in
+output_dir (bert_tf.fileio.remove_stale_temporaries).
 """
 import os
+import random
 import time
 
 import keras
@@ -18,7 +24,7 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, fileio
 from bert_tf.training import distribute, optimization
 
 HEAD_ATTRIBUTES = ("masked_lm", "next_sentence", "classifier", "span", "tagger", "choice")
@@ -38,6 +44,12 @@ def _trackables(model):
     parts = {"model": model, "bert": model.bert}
     parts.update({name: getattr(model, name) for name in HEAD_ATTRIBUTES if getattr(model, name, None) is not None})
     return parts
+
+
+def _random_states(model):
+    """The model's state beyond its weights: the Keras SeedGenerator state ([seed, counter]) of each dropout layer."""
+    weights = {id(w) for w in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def _is_ours(prefix):
@@ -71,6 +83,8 @@ class Trainer:
             self.model = build_model()
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.input_seed = tf.Variable(0, dtype=tf.int64, trainable=False, name="input_seed",
+                                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.optimizer = None
         tf.io.gfile.makedirs(output_dir)
 
@@ -93,9 +107,12 @@ class Trainer:
         parts = _trackables(self.model)
         if self.optimizer is not None:
             parts["optimizer"] = self.optimizer
-        return tf.train.Checkpoint(global_step=self.global_step, **parts)
+        return tf.train.Checkpoint(global_step=self.global_step, input_seed=self.input_seed,
+                                   dropout_random_state=_random_states(self.model), **parts)
 
     def _manager(self):
+        """The CheckpointManager of output_dir, over one Checkpoint that restores and saves (its save_counter
+        carries on)."""
         return tf.train.CheckpointManager(self._checkpoint(), self.output_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
@@ -157,14 +174,25 @@ class Trainer:
             optimizer.build(self.model.trainable_variables)
         return optimizer
 
-    def _restore_or_init(self):
-        latest = self.latest_checkpoint()
+    def _restore_or_init(self, manager, seed):
+        """Resumes from the latest checkpoint of `manager`, else starts from init_checkpoint (if any) with the
+        input order seeded by `seed` (None: drawn at random). Returns the step to start at."""
+        latest = manager.latest_checkpoint
         if latest:
-            self._checkpoint().restore(latest).assert_existing_objects_matched()
-            logging.info("Resuming from %s at step %d", latest, int(self.global_step.numpy()))
-        elif self.init_checkpoint:
+            manager.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
+                         "random state and the input order (seed %d)", latest, self.step,
+                         ", ".join(sorted(_trackables(self.model))), self.input_seed.numpy())
+            if seed is not None and seed != self.input_seed.numpy():
+                logging.warning("Ignoring seed %d: the run being resumed was seeded with %d.", seed,
+                                self.input_seed.numpy())
+            return self.step
+        if self.init_checkpoint:
             self.load_init_checkpoint(self.init_checkpoint)
-        return int(self.global_step.numpy())
+        self.input_seed.assign(random.randrange(2 ** 31) if seed is None else seed)
+        logging.info("Input order seed: %d%s", self.input_seed.numpy(),
+                     " (drawn at random; saved with the checkpoints)" if seed is None else "")
+        return self.step
 
     def _gradients(self, features, labels, global_batch_size):
         """(loss, gradients) of one micro-batch: its per-example losses summed / the whole update's batch size, so
@@ -202,23 +230,38 @@ class Trainer:
             [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None])
         return loss
 
-    def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps):
-        """Trains until global_step == num_train_steps. Returns the last loss (mean over the last loop)."""
+    def _remove_stale_temporaries(self):
+        for path in fileio.remove_stale_temporaries(self.output_dir):
+            logging.info("Removed %s (left by a killed run)", path)
+
+    def _input_iterator(self, dataset_fn, per_replica, step):
+        """The batches of `dataset_fn` with the input order seed, from `step` on: each input pipeline skips the
+        per-replica batches its replicas used in the first `step` updates."""
+        seed = int(self.input_seed.numpy())
+
+        def input_fn(ctx):
+            batches_per_update = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+            return dataset_fn(per_replica, ctx, seed).skip(step * batches_per_update)
+
+        return iter(self.strategy.distribute_datasets_from_function(input_fn))
+
+    def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None):
+        """Trains until global_step == num_train_steps. Returns the last loss (mean over the last loop).
+
+        `seed`: the input order's seed of a new run (None: drawn at random); a resumed run keeps its checkpoint's.
+        """
         replicas = self.strategy.num_replicas_in_sync
         if global_batch_size % (replicas * self.accumulation):
             raise ValueError(f"train_batch_size {global_batch_size} is not divisible by replicas ({replicas}) x "
                              f"gradient_accumulation_steps ({self.accumulation}).")
+        self._remove_stale_temporaries()
         self.optimizer = self._build_optimizer(num_train_steps, num_warmup_steps)
-        step = self._restore_or_init()
+        manager = self._manager()
+        step = self._restore_or_init(manager, seed)
         if step >= num_train_steps:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
             return None
-        per_replica = global_batch_size // replicas
-
-        def input_fn(ctx):
-            return dataset_fn(per_replica, ctx).skip(step)
-
-        iterator = iter(self.strategy.distribute_datasets_from_function(input_fn))
+        iterator = self._input_iterator(dataset_fn, global_batch_size // replicas, step)
 
         @tf.function
         def train_loop(iterator, steps):
@@ -229,7 +272,6 @@ class Trainer:
                 self.global_step.assign_add(1)
             return total / tf.cast(steps, tf.float32)
 
-        manager = self._manager()
         writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train"))
         schedule = optimization.WarmupLinearDecay(self.learning_rate, num_train_steps, num_warmup_steps)
         loss = None

@@ -1,3 +1,4 @@
+import logging
 import os
 import shutil
 import subprocess
@@ -14,10 +15,11 @@ from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer, compute_train_steps
 
 
-def _trainer(output_dir, **kwargs):
-    tf.keras.utils.set_random_seed(1)
+def _trainer(output_dir, seed=1, config=toy_task.CONFIG, **kwargs):
+    """A Trainer of the toy task, after seeding Python, NumPy and TensorFlow with `seed`."""
+    tf.keras.utils.set_random_seed(seed)
     kwargs.setdefault("learning_rate", 1e-3)
-    return Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), toy_task.loss_fn, str(output_dir),
+    return Trainer(lambda: BertClassifier(config, 2), toy_task.loss_fn, str(output_dir),
                    strategy=distribute.get_strategy("one_device"), **kwargs)
 
 
@@ -54,25 +56,77 @@ def test_gradient_accumulation_equals_the_full_batch(tmp_path):
     assert _max_diff(_weights(full), _weights(accumulated)) < 1e-5
 
 
-def test_resume_continues_exactly(tmp_path):
-    straight = _trainer(tmp_path / "straight", save_checkpoints_steps=5)
+def _copy_checkpoint(source, name, target):
+    """`target` holds checkpoint `name` of `source` as its latest, as a run killed after writing it would."""
+    target.mkdir()
+    for filename in os.listdir(source):
+        if filename.startswith(name + "."):
+            shutil.copy(source / filename, target / filename)
+    tf.compat.v1.train.update_checkpoint_state(str(target), name)
+
+
+def test_resume_continues_exactly(tmp_path, caplog):
+    """As a script run without --seed (no global TensorFlow seed, the input order seed drawn at random), with
+    dropout on: a run resumed from the step-5 checkpoint in another random state (Python and NumPy seeded with 2,
+    not 1) ends bit-identical to the uninterrupted run; the checkpoint holds the input order and the dropout random
+    state."""
+    caplog.set_level(logging.INFO)
+    config = toy_task.config(dropout_prob=0.2)
+    straight = _trainer(tmp_path / "straight", config=config, save_checkpoints_steps=5)
+    tf.random.set_seed(None)
     straight.train(toy_task.dataset_fn, 16, 10, 2)
+    seed = int(straight.input_seed.numpy())
+    assert f"Input order seed: {seed} (drawn at random" in caplog.text
     resumed_dir = tmp_path / "resumed"
-    resumed_dir.mkdir()
-    for name in os.listdir(tmp_path / "straight"):
-        if name.startswith("ckpt-5."):
-            shutil.copy(tmp_path / "straight" / name, resumed_dir / name)
-    tf.compat.v1.train.update_checkpoint_state(str(resumed_dir), "ckpt-5")
-    resumed = _trainer(resumed_dir, save_checkpoints_steps=5)
+    _copy_checkpoint(tmp_path / "straight", "ckpt-5", resumed_dir)
+    resumed = _trainer(resumed_dir, seed=2, config=config, save_checkpoints_steps=5)
+    tf.random.set_seed(None)
     resumed.train(toy_task.dataset_fn, 16, 10, 2)
-    assert resumed.step == 10
-    predictor = _trainer(resumed_dir)
+    assert f"Resuming from {resumed_dir}/ckpt-5 at step 5: restored the model (bert, classifier, model), the " \
+           f"optimizer state, the dropout random state and the input order (seed {seed})" in caplog.text
+    assert resumed.step == 10 and int(resumed.input_seed.numpy()) == seed
+    predictor = _trainer(resumed_dir, seed=3, config=config)
     predictor.restore_for_predict(("classifier",))
     assert predictor.step == 10
-    assert _max_diff(_weights(straight), _weights(predictor)) == 0.0
-    assert _max_diff(_weights(straight), _weights(resumed)) < 1e-6
+    for expected, got, restored in zip(_weights(straight), _weights(resumed), _weights(predictor)):
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(restored, expected)
     again = _trainer(resumed_dir)
-    assert again.train(toy_task.dataset_fn, 16, 10, 2) is None  # already finished
+    assert again.train(toy_task.dataset_fn, 16, 10, 2, seed=7) is None  # already finished
+    assert "Ignoring seed 7: the run being resumed was seeded with" in caplog.text
+
+
+def test_the_input_order_follows_the_seed(tmp_path):
+    """A given seed is the input order's seed; without one, each run draws its own (saved with its checkpoints)."""
+    runs = {}
+    for name, seed, global_seed in (("a", 7, 1), ("b", 7, 2), ("c", None, 1), ("d", None, 2)):
+        trainer = _trainer(tmp_path / name, seed=global_seed)
+        trainer.train(toy_task.dataset_fn, 16, 3, 0, seed=seed)
+        runs[name] = int(trainer.input_seed.numpy()), _weights(trainer)
+    assert runs["a"][0] == runs["b"][0] == 7
+    assert len({runs[name][0] for name in "acd"}) == 3
+    # The same initial weights (seeded globally with 1) and another order: other weights.
+    assert _max_diff(runs["a"][1], runs["c"][1]) > 0
+    assert int(tf.train.load_checkpoint(str(tmp_path / "c" / "ckpt-3")).get_tensor(
+        "input_seed/.ATTRIBUTES/VARIABLE_VALUE")) == runs["c"][0]
+
+
+def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
+    """What a killed run leaves (our *.tmp files, TensorFlow's checkpoint temporaries) goes, and is logged; other
+    files stay."""
+    caplog.set_level(logging.INFO)
+    stale = ["eval.tf_record.tmp", "eval_results.txt.tmp", "checkpoint.tmp5f3c", "ckpt-7.index.tempstate123",
+             "ckpt-7_temp"]
+    kept = ["train.tf_record", "notes.tmpl", "ckpt-7_template.txt"]
+    for name in stale[:-1] + kept:
+        (tmp_path / name).write_text("x")
+    (tmp_path / "ckpt-7_temp").mkdir()
+    (tmp_path / "ckpt-7_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 100)
+    _trainer(tmp_path).train(toy_task.dataset_fn, 16, 2, 0)
+    names = set(os.listdir(tmp_path))
+    assert not names & set(stale) and set(kept) <= names and "ckpt-2.index" in names
+    for name in stale:
+        assert f"Removed {tmp_path / name} (left by a killed run)" in caplog.text
 
 
 def test_init_from_original_and_from_ours(tmp_path):
@@ -125,7 +179,7 @@ def test_bad_batch_and_steps(tmp_path):
 
 
 MIRRORED = r"""
-import sys, numpy as np, tensorflow as tf
+import shutil, sys, numpy as np, tensorflow as tf
 tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
@@ -133,22 +187,33 @@ import toy_task
 from bert_tf.heads import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
+def train(output_dir, name, accumulation=1):
+    tf.keras.utils.set_random_seed(1)
+    trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), toy_task.loss_fn, output_dir,
+                      strategy=distribute.get_strategy(name), learning_rate=1e-3,
+                      gradient_accumulation_steps=accumulation, save_checkpoints_steps=2)
+    trainer.train(toy_task.dataset_fn, 16, 4, 1)
+    print(name, accumulation, "replicas", trainer.strategy.num_replicas_in_sync)
+    return [v.numpy() for v in trainer.model.weights]
+def max_diff(x, y):
+    return max(float(np.abs(a - b).max()) for a, b in zip(x, y))
 weights = {}
 for name, accumulation in [("one_device", 1), ("mirrored", 1), ("mirrored", 2), ("multi_worker_mirrored", 1)]:
-    tf.keras.utils.set_random_seed(1)
-    trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), toy_task.loss_fn, f"{sys.argv[2]}/{name}{accumulation}",
-                      strategy=distribute.get_strategy(name), learning_rate=1e-3,
-                      gradient_accumulation_steps=accumulation)
-    trainer.train(toy_task.dataset_fn, 16, 4, 1)
-    weights[(name, accumulation)] = [v.numpy() for v in trainer.model.weights]
-    print(name, accumulation, "replicas", trainer.strategy.num_replicas_in_sync)
+    weights[(name, accumulation)] = train(f"{sys.argv[2]}/{name}{accumulation}", name, accumulation)
 for key, value in weights.items():
-    print(key, "max diff", max(float(np.abs(a - b).max()) for a, b in zip(weights[("one_device", 1)], value)))
+    print(key, "max diff", max_diff(weights[("one_device", 1)], value))
+# Resumed from the step-2 checkpoint (1 input pipeline, 2 replicas: 2 batches per update to skip): the same weights
+# as the uninterrupted mirrored run.
+for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(f"{sys.argv[2]}/mirrored1/ckpt-2{suffix}", f"{sys.argv[2]}/ckpt-2{suffix}")
+tf.compat.v1.train.update_checkpoint_state(sys.argv[2], "ckpt-2")
+print("resumed diff", max_diff(weights[("mirrored", 1)], train(sys.argv[2], "mirrored")))
 """
 
 
 def test_mirrored_replicas_match_one_device(tmp_path):
-    """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device."""
+    """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device; a run resumed under
+    MirroredStrategy = the uninterrupted one."""
     result = subprocess.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -156,3 +221,4 @@ def test_mirrored_replicas_match_one_device(tmp_path):
     assert "mirrored 2 replicas 2" in lines
     diffs = [float(line.rsplit(" ", 1)[1]) for line in lines if "max diff" in line]
     assert len(diffs) == 4 and max(diffs) < 1e-5, lines
+    assert "resumed diff 0.0" in lines, lines

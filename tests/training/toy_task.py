@@ -4,9 +4,15 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 
-CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                    max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
-                    attention_probs_dropout_prob=0.0)
+
+def config(dropout_prob=0.0):
+    """L=2, H=32; no dropout unless asked (so that different batchings give the same updates)."""
+    return BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                      max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=dropout_prob,
+                      attention_probs_dropout_prob=dropout_prob)
+
+
+CONFIG = config()
 _rng = np.random.RandomState(0)
 IDS = _rng.randint(5, 50, (64, 8)).astype(np.int32)
 LABELS = (IDS[:, 1] > 27).astype(np.int32)
@@ -16,11 +22,12 @@ def features(ids=IDS):
     return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
 
 
-def dataset_fn(batch_size, ctx=None):
+def dataset_fn(batch_size, ctx=None, seed=None):
+    """The 64 examples, sharded per input pipeline, shuffled each epoch (order drawn from `seed`), repeated."""
     ds = tf.data.Dataset.from_tensor_slices((features(), {"label_ids": LABELS}))
     if ctx is not None and ctx.num_input_pipelines > 1:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-    return ds.repeat().batch(batch_size, drop_remainder=True)
+    return ds.shuffle(len(LABELS), seed=seed).repeat().batch(batch_size, drop_remainder=True)
 
 
 def loss_fn(labels, outputs):

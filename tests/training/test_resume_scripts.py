@@ -1,0 +1,109 @@
+"""Kill and rerun: each fine-tuning script, SIGKILLed during --do_train after its first checkpoint and rerun with
+the same command, ends with exactly the checkpoint of the uninterrupted run (weights, optimizer slots, input
+order seed, dropout random state, global step). Dropout is on: the checkpoint holds its random state, so the
+comparison is bit for bit. The tiny data sets are the tasks' own test data (tests/tasks)."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
+import test_classifier  # noqa: E402
+import test_ner  # noqa: E402
+import test_squad  # noqa: E402
+import test_swag  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NUM_STEPS = 40  # every script: 40 steps, a checkpoint every 4
+COMMON = ["--do_train", "--train_batch_size=2", "--save_checkpoints_steps=4", "--learning_rate=1e-3", "--seed=3",
+          "--max_seq_length=16"]
+
+
+def _mrpc(data):
+    rng = random.Random(0)
+    sentence = lambda: " ".join(rng.choice(test_classifier.WORDS[:22]) for _ in range(rng.randint(2, 8)))  # noqa
+    rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+    rows += [f"{rng.randint(0, 1)}\t{i}\t{i + 1}\t{sentence()}\t{sentence()}" for i in range(8)]
+    (data / "train.tsv").write_text("".join(row + "\n" for row in rows))
+    return "run_classifier.py", test_classifier.VOCAB, ["--task_name=MRPC", f"--data_dir={data}",
+                                                        "--num_train_epochs=10"]  # 8 examples / 2 x 10
+
+
+def _squad(data):
+    doc = test_squad.DOC
+    qas = [{"id": f"q{i}", "question": question, "answers": [{"text": answer, "answer_start": doc.index(answer)}]}
+           for i, (question, answer) in enumerate([("what did he buy ?", "milk"), ("who went ?", "the man"),
+                                                   ("where ?", "store"), ("what ?", "gallon")])]
+    (data / "train.json").write_text(json.dumps(
+        {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": doc, "qas": qas}]}]}))
+    return "run_squad.py", test_squad.VOCAB, [f"--train_file={data / 'train.json'}", "--doc_stride=4",
+                                              "--max_query_length=6", "--num_train_epochs=20"]  # 4 / 2 x 20
+
+
+def _ner(data):
+    (data / "train.txt").write_text(test_ner.CONLL_SAMPLE)  # 8 windows of 16 tokens
+    return "run_ner.py", test_ner.VOCAB, [f"--data_dir={data}", "--num_train_epochs=10"]  # 8 / 2 x 10
+
+
+def _swag(data):
+    (data / "train.csv").write_text(test_swag.SWAG_HEADER + "".join(test_swag.SWAG_ROWS))
+    return "run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--num_train_epochs=26.67"]  # int(3 / 2 x 26.67)
+
+
+def _command(script, flags, output_dir):
+    return [sys.executable, os.path.join(REPO, "run_scripts", script), *flags, f"--output_dir={output_dir}"]
+
+
+def _latest_step(output_dir):
+    latest = tf.train.latest_checkpoint(str(output_dir))
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
+def _run_and_kill(command, output_dir, log):
+    """Runs `command`, SIGKILLs it once its first checkpoint is written; returns the step it got to."""
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
+        while not os.path.exists(os.path.join(output_dir, "checkpoint")) and process.poll() is None:
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+        returncode = process.wait()
+    assert returncode == -signal.SIGKILL, f"the run ended by itself ({returncode}):\n" + open(log).read()[-3000:]
+    return _latest_step(output_dir)
+
+
+def _variables(output_dir):
+    reader = tf.train.load_checkpoint(str(output_dir))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+@pytest.mark.parametrize("task", [_mrpc, _squad, _ner, _swag], ids=["classifier", "squad", "ner", "swag"])
+def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_bert_files):
+    data = tmp_path / "data"
+    data.mkdir()
+    script, vocab, task_flags = task(data)
+    flags = COMMON + tiny_bert_files(vocab) + task_flags
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    straight_log = open(tmp_path / "straight.log", "w")
+    uninterrupted = subprocess.Popen(_command(script, flags, straight), stdout=subprocess.DEVNULL,
+                                     stderr=straight_log, cwd=REPO)  # beside the killed run
+    step = _run_and_kill(_command(script, flags, killed), killed, tmp_path / "killed.log")
+    assert 0 < step < NUM_STEPS, f"killed at step {step}: not mid-run"
+    rerun = subprocess.run(_command(script, flags, killed), capture_output=True, text=True, cwd=REPO)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"Resuming from {killed}/ckpt-{step} at step {step}" in rerun.stderr
+    assert uninterrupted.wait() == 0, (tmp_path / "straight.log").read_text()[-3000:]
+    straight_log.close()
+    expected, got = _variables(straight), _variables(killed)
+    assert int(got["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == NUM_STEPS
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert not [f for f in os.listdir(killed) if f.endswith(".tmp") or f.endswith("_temp")]
