@@ -763,7 +763,8 @@ def pad_examples(examples, batch_size):
 def train(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_seq_length, train_batch_size,
           num_train_epochs, warmup_proportion, shuffle_seed=None):
     """Converts the training set to `train.tf_record` and fine-tunes for the original's number of steps,
-    int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them.
+    int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them; the input
+    order is drawn from `shuffle_seed` (None: a seed drawn at random, kept in the checkpoints).
     Returns (num_train_steps, final loss or None when the run had already finished)."""
     from bert_tf.training.trainer import compute_train_steps
 

@@ -812,7 +812,8 @@ def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_st
 def train(trainer, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,
           train_batch_size, num_train_epochs, warmup_proportion, shuffle_seed=None):
     """The original's training run: pre-shuffle the examples (random.Random(12345)), steps from the number of
-    examples, features into output_dir/train.tf_record, then `trainer.train`. Returns the last loss."""
+    examples, features into output_dir/train.tf_record, then `trainer.train` (input order drawn from `shuffle_seed`;
+    None: a seed drawn at random, kept in the checkpoints). Returns the last loss."""
     from bert_tf.training.trainer import compute_train_steps
 
     examples = list(examples)

@@ -10,9 +10,9 @@ Then `Trainer.train` runs the original's optimizer (bert_tf.training.optimizatio
 saving `output_dir/ckpt-<step>` every save_checkpoints_steps and at the end. A run restarted with the same
 output_dir resumes from its last checkpoint as the run it continues: the checkpoint holds the weights, the
 optimizer state, the input order's seed (the one given, else drawn at random once) and the dropout layers' random
-state, and the resumed run (the same command: the same global seed) skips the batches already used. Otherwise the model starts from `init_checkpoint`: an
-original TF1 BERT checkpoint or one of ours. A training run first removes the temporaries a killed run left in
-output_dir (bert_tf.fileio.remove_stale_temporaries).
+state, and the resumed run (the same command: the same global seed) skips the batches already used. Otherwise
+the model starts from `init_checkpoint`: an original TF1 BERT checkpoint or one of ours. A training run first
+removes the temporaries a killed run left in output_dir (bert_tf.fileio.remove_stale_temporaries).
 """
 import os
 import random
