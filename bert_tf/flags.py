@@ -50,7 +50,11 @@ def define_distribution_flags():
     flags.DEFINE_enum("distribution_strategy", "auto",
                       ["auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
                       "tf.distribute strategy. auto: tpu with --use_tpu, mirrored with several GPUs, else one_device.")
-    flags.DEFINE_integer("num_gpus", None, "GPUs to use with mirrored (default: all visible).")
+    flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: the CPU only). More than are "
+                         "visible is an error.")
+    flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices: with "
+                         "--distribution_strategy=mirrored and no GPU, one replica each (multi-replica runs on a "
+                         "CPU-only machine, e.g. to test them).")
     flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA.")

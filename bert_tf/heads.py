@@ -170,6 +170,12 @@ class _TaskModel(keras.Model):
     """
     _task_kwargs = ()
 
+    def __init__(self, inputs, outputs, dtype, **kwargs):
+        """The functional model inputs -> outputs under the encoder's dtype policy `dtype`, which the functional
+        constructor would ignore (keeping the global policy)."""
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.dtype_policy = dtype
+
     def _init_task(self, config, kwargs):
         """Pops the encoder and dtype from kwargs; returns (bert, policy, encoder input dict)."""
         bert = kwargs.pop("bert", None) or BertModel(config, dtype=kwargs.pop("dtype", None))

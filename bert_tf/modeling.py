@@ -306,7 +306,8 @@ class BertModel(keras.Model):
             encoder_outputs.append(x)
         outputs = {"sequence_output": x, "pooled_output": self.pooler(x), "encoder_outputs": encoder_outputs,
                    "embedding_output": embedding_output}
-        super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.dtype_policy = policy  # the functional constructor ignores `dtype` (it would keep the global policy)
         self.config = config
 
     def get_embedding_table(self):

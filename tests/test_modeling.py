@@ -108,11 +108,13 @@ def test_mixed_precision(tiny_config, tiny_batch, policy):
     reference, weights = _model_with_weights(tiny_config)
     model, _ = _model_with_weights(tiny_config, dtype=policy)
     assert all(v.dtype == "float32" for v in model.weights)
+    assert model.dtype_policy.name == BertModel.from_config(model.get_config()).dtype_policy.name == policy
     outputs = model(tiny_batch)
     compute = policy.split("_")[1]
     assert outputs["sequence_output"].dtype == compute
-    # LayerNorm and softmax in float32 keep the result close to the float32 model.
-    tolerance = 0.05 if compute == "float16" else 0.25
+    # Measured: 0.005 (float16), 0.067 (bfloat16: 8 mantissa bits on outputs of magnitude ~3). Which ops run in
+    # float32 is tested on the graph in tests/training/test_precision.py.
+    tolerance = 0.02 if compute == "float16" else 0.15
     np.testing.assert_allclose(np.asarray(outputs["sequence_output"], np.float32),
                                reference(tiny_batch)["sequence_output"], atol=tolerance)
     assert np.isfinite(np.asarray(outputs["pooled_output"], np.float32)).all()

@@ -6,18 +6,41 @@ from absl import logging
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone=None, gcp_project=None):
+def split_cpu(num_devices):
+    """Splits the host CPU into `num_devices` logical CPU devices (one replica each under mirrored without GPUs).
+
+    Must run before TensorFlow initializes its devices; a no-op when the CPU is already split that way.
+    """
+    if num_devices < 1:
+        raise ValueError(f"--num_cpu_devices must be >= 1, got {num_devices}.")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    if len(tf.config.get_logical_device_configuration(cpu) or [None]) == num_devices:
+        return
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError as e:
+        raise RuntimeError(f"--num_cpu_devices={num_devices}: TensorFlow's devices were initialized before the CPU "
+                           f"could be split (split_cpu must run before the process's first TensorFlow op).") from e
+
+
+def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone=None, gcp_project=None,
+                 num_cpu_devices=1):
     """Returns a tf.distribute.Strategy.
 
     auto: TPU when `tpu` is given, MirroredStrategy over several GPUs, else OneDeviceStrategy (GPU 0 or the CPU).
-    multi_worker_mirrored reads the cluster from TF_CONFIG, as TensorFlow does.
+    multi_worker_mirrored reads the cluster from TF_CONFIG, as TensorFlow does. `num_gpus` limits the GPUs used
+    (0: the CPU only); asking for more GPUs than are visible is an error, not a silent fall back to the CPU.
+    `num_cpu_devices` > 1 splits the CPU (see `split_cpu`): mirrored without GPUs then has one replica per part.
     """
     if distribution_strategy not in STRATEGIES:
         raise ValueError(f"Unknown distribution_strategy {distribution_strategy!r}; expected one of {STRATEGIES}.")
+    if num_cpu_devices != 1:
+        split_cpu(num_cpu_devices)
     gpus = tf.config.list_logical_devices("GPU")
     if num_gpus is not None:
-        if num_gpus > len(gpus):
-            raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible.")
+        if not 0 <= num_gpus <= len(gpus):
+            raise ValueError(f"--num_gpus={num_gpus} but {len(gpus)} GPU(s) are visible: pass at most that many "
+                             f"(0 trains on the CPU).")
         gpus = gpus[:num_gpus]
     if distribution_strategy == "auto":
         distribution_strategy = "tpu" if tpu else ("mirrored" if len(gpus) > 1 else "one_device")
@@ -52,4 +75,5 @@ def strategy_from_flags(flag_values):
     tpu = flag_values.tpu_name or flag_values.master
     if flag_values.use_tpu and name == "auto":
         name = "tpu"
-    return get_strategy(name, flag_values.num_gpus, tpu, flag_values.tpu_zone, flag_values.gcp_project)
+    return get_strategy(name, flag_values.num_gpus, tpu, flag_values.tpu_zone, flag_values.gcp_project,
+                        flag_values.num_cpu_devices)

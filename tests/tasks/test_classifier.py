@@ -16,23 +16,9 @@ from bert_tf.heads import BertClassifier
 from bert_tf.tasks import classifier as clf
 from bert_tf.tasks import result_files
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(REPO, "run_scripts", "run_classifier.py")
-
-WORDS = ("the a cat dog sat ran on mat fast slow big small red blue happy sad good bad yes no is it "
-         "un ##want ##ed runn ##ing").split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [".", ",", "?"]
-
-
-def _write(path, lines):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
-    return path
-
-
-def _tsv(*fields):
-    return "\t".join(str(f) for f in fields)
+from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, run_script
+from tiny_classifier import random_sentence as _sentence, tsv_line as _tsv, write_lines as _write
+from tiny_classifier import write_tiny_model as _tiny_model
 
 
 @pytest.fixture
@@ -504,21 +490,8 @@ def test_losses():
 
 # --- end to end ----------------------------------------------------------------------------------------------
 
-def _tiny_model(d):
-    """A vocab of the test words and an L=2, H=32 config."""
-    vocab_file = _write(os.path.join(d, "vocab.txt"), VOCAB)
-    config_file = os.path.join(d, "bert_config.json")
-    BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-               intermediate_size=37, max_position_embeddings=64).to_json_file(config_file)
-    return vocab_file, config_file
-
-
-def _sentence(rng):
-    return " ".join(rng.choice(WORDS[:22]) for _ in range(rng.randint(2, 8)))
-
-
 def _run(*args):
-    result = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
+    result = run_script(*args)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 

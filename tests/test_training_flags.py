@@ -1,0 +1,156 @@
+"""The training flags through run_classifier.py (tiny model, tiny tsv task), each checked by its effect.
+
+Every script run costs ~10 s of TensorFlow start-up, so runs carry several flags: flags that must not change the
+result (mirrored replicas, gradient accumulation, XLA) are grouped and compared with a one-device run, and each
+flag that changes the numbers (bias correction, bfloat16) gets its own run.
+"""
+import glob
+import os
+import random
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.tasks import classifier
+from bert_tf.training import distribute
+from tiny_classifier import random_sentence, run_script, tsv_line, write_lines, write_tiny_model
+
+STEPS = 4  # int(16 examples / batch 8 * 2 epochs)
+
+
+@pytest.fixture(scope="module")
+def common_flags(tmp_path_factory):
+    """Flags for a 4-step run on 16 training / 8 dev examples with a dropout-free L=2, H=32 model (no dropout, so
+    that runs differing only in how the batch is split give the same numbers), on the CPU even where there is a
+    GPU (--num_gpus=0)."""
+    d = str(tmp_path_factory.mktemp("flags"))
+    vocab_file, config_file = write_tiny_model(d, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    rng = random.Random(3)
+    for split, n in (("train", 16), ("dev", 8)):
+        write_lines(f"{d}/data/{split}.tsv", [tsv_line("text_a", "label")]
+                    + [tsv_line(random_sentence(rng), ("neg", "pos")[i % 2]) for i in range(n)])
+    return [f"--data_dir={d}/data", f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
+            "--task_name=tsv", "--max_seq_length=16", "--do_train", "--do_eval", "--train_batch_size=8",
+            "--num_train_epochs=2", "--learning_rate=1e-3", "--seed=1", "--save_checkpoints_steps=1", "--num_gpus=0"]
+
+
+def _train(common_flags, output_dir, *flags):
+    """Runs the script; returns its stderr (the absl and TensorFlow logs; TF_CPP_MIN_LOG_LEVEL=0 keeps XLA's)."""
+    result = run_script(*common_flags, f"--output_dir={output_dir}", *flags, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stderr
+
+
+def _eval_results(output_dir):
+    with open(os.path.join(output_dir, "eval_results.txt")) as f:
+        return {key: float(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
+
+
+def _checkpoint_floats(output_dir):
+    """{name: value} of every floating-point tensor of the latest checkpoint (weights and Adam moments)."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(output_dir)))
+    return {name: reader.get_tensor(name) for name, dtype in reader.get_variable_to_dtype_map().items()
+            if dtype.is_floating}
+
+
+def _max_diff(a, b):
+    assert sorted(a) == sorted(b)
+    return max(float(np.abs(a[name] - b[name]).max()) for name in a)
+
+
+@pytest.fixture(scope="module")
+def one_device(common_flags, tmp_path_factory):
+    """The reference: --distribution_strategy=one_device, float32, no accumulation, --keep_checkpoint_max=2."""
+    out = tmp_path_factory.mktemp("one_device")
+    stderr = _train(common_flags, out, "--distribution_strategy=one_device", "--keep_checkpoint_max=2")
+    return out, stderr
+
+
+def test_one_device_keeps_the_last_two_checkpoints(one_device):
+    out, stderr = one_device
+    assert "Distribution: OneDeviceStrategy with 1 replica(s)" in stderr
+    assert "Compiled cluster using XLA" not in stderr
+    assert sorted(os.path.basename(p) for p in glob.glob(f"{out}/ckpt-*.index")) == ["ckpt-3.index", "ckpt-4.index"]
+    assert _eval_results(out)["global_step"] == STEPS
+
+
+def test_mirrored_accumulation_and_xla_give_the_one_device_result(common_flags, one_device, tmp_path):
+    """Two replicas on two logical CPU devices (--num_cpu_devices=2), each accumulating 2 micro-batches of 2, the
+    gradients computed by XLA: the same global batch of 8 per update, so the same weights and Adam moments as one
+    device with batch 8 (measured: 5e-7 apart, the same eval loss)."""
+    stderr = _train(common_flags, tmp_path, "--distribution_strategy=mirrored", "--num_cpu_devices=2",
+                    "--gradient_accumulation_steps=2", "--use_xla")
+    assert "Distribution: MirroredStrategy with 2 replica(s)" in stderr
+    assert "Compiled cluster using XLA" in stderr
+    assert stderr.index("Compiled cluster using XLA") < stderr.index("Running evaluation")  # the training step
+    reference = one_device[0]
+    assert _max_diff(_checkpoint_floats(tmp_path), _checkpoint_floats(reference)) < 1e-5
+    results, expected = _eval_results(tmp_path), _eval_results(reference)
+    assert results["global_step"] == STEPS
+    assert results["eval_loss"] == pytest.approx(expected["eval_loss"], abs=1e-5)
+
+
+def test_adam_bias_correction_changes_the_update(common_flags, one_device, tmp_path):
+    """Bias correction divides Adam's moments by 1 - beta^t: the first updates differ (the update math and the
+    default's equality with the original's uncorrected optimizer are in tests/training/test_optimization.py)."""
+    _train(common_flags, tmp_path, "--adam_bias_correction")
+    assert _max_diff(_checkpoint_floats(tmp_path), _checkpoint_floats(one_device[0])) > 1e-3  # measured 0.007
+
+
+def test_mixed_bfloat16_trains_and_writes_float32_checkpoints(common_flags, one_device, tmp_path):
+    _train(common_flags, tmp_path, "--mixed_precision=mixed_bfloat16")
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+    dtypes = {dtype for dtype in reader.get_variable_to_dtype_map().values() if dtype.is_floating}
+    assert dtypes == {tf.float32}
+    results = _eval_results(tmp_path)
+    assert results["global_step"] == STEPS
+    assert results["eval_loss"] == pytest.approx(_eval_results(one_device[0])["eval_loss"], abs=5e-3)  # 2e-4
+
+
+def test_each_input_pipeline_reads_its_own_shard(one_device):
+    """With several input pipelines (tf.distribute's num_input_pipelines: one per worker, e.g. under
+    multi_worker_mirrored), pipeline i of n reads records i, i + n, ... of train.tf_record. On one host, mirrored
+    runs one pipeline whose successive per-replica batches go to the replicas: the mirrored run above shows that
+    they make up the one-device batch."""
+    train_file = os.path.join(one_device[0], "train.tf_record")
+    features, _ = next(iter(classifier.file_based_dataset(train_file, 16, batch_size=16, is_training=False,
+                                                          drop_remainder=False)))
+    records = [tuple(row) for row in features["input_ids"].numpy()]  # in file order
+    assert len(set(records)) == 16
+    dataset_fn = classifier.file_based_input_fn_builder(train_file, 16, is_training=True, drop_remainder=True,
+                                                        shuffle_seed=1)
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                             num_replicas_in_sync=2)
+        batches = dataset_fn(4, context).take(20)  # 80 draws from the shuffled, repeated shard
+        drawn = {tuple(row) for features, _ in batches for row in features["input_ids"].numpy()}
+        assert drawn == set(records[pipeline::2])
+
+
+def _flag_values(**flags):
+    defaults = dict(distribution_strategy="auto", num_gpus=None, num_cpu_devices=1, use_tpu=False, tpu_name=None,
+                    master=None, tpu_zone=None, gcp_project=None)
+    return types.SimpleNamespace(**{**defaults, **flags})
+
+
+def test_num_gpus_beyond_the_visible_ones_is_an_error():
+    """--num_gpus asks for GPUs: more than are visible (any, on a machine without one) is an error rather than a
+    silent run on the CPU; --num_gpus=0 means the CPU (the mirrored run above)."""
+    visible = len(tf.config.list_logical_devices("GPU"))
+    for strategy in ("auto", "one_device", "mirrored"):
+        with pytest.raises(ValueError, match=rf"--num_gpus={visible + 1} but {visible} GPU\(s\) are visible"):
+            distribute.strategy_from_flags(_flag_values(distribution_strategy=strategy, num_gpus=visible + 1))
+    with pytest.raises(ValueError, match="--num_gpus=-1"):
+        distribute.strategy_from_flags(_flag_values(num_gpus=-1))
+    assert distribute.strategy_from_flags(_flag_values(num_gpus=0)).extended.worker_devices[0].endswith("CPU:0")
+
+
+def test_num_cpu_devices_must_come_before_tensorflow_starts():
+    tf.config.list_logical_devices()  # this process's devices are initialized: the CPU can no longer be split
+    with pytest.raises(RuntimeError, match="--num_cpu_devices=2: TensorFlow's devices were initialized"):
+        distribute.split_cpu(2)
+    distribute.split_cpu(1)  # already so: nothing to do
+    with pytest.raises(ValueError, match="--num_cpu_devices must be >= 1, got 0"):
+        distribute.split_cpu(0)
