@@ -2,8 +2,14 @@
 
 The name map is a table: each row pairs an original variable name with the path of our variable. A model
 provides its parts by attribute: a `BertModel` itself, or any model with `.bert` (a BertModel) and optional heads
-`.masked_lm` (MaskedLMHead), `.next_sentence` (OutputProjection), `.classifier` (ClassifierHead),
-`.span` (SpanHead), `.tagger` (NER) and `.choice` (multiple choice): the task models of `bert_tf.heads`.
+named in `TASK_HEADS`: `.masked_lm` (MaskedLMHead), `.next_sentence` (OutputProjection), `.classifier`
+(ClassifierHead), `.span` (SpanHead), `.tagger` (NER) and `.choice` (multiple choice): the task models of
+`bert_tf.heads`.
+
+`restore(model, path, required_heads)` is the one loading path of every script: it takes an original TF1
+checkpoint (by variable name) or one of ours (a `tf.train.Checkpoint` with the encoder under `bert` and each head
+under its attribute, as the Trainer writes it; matched through its object graph), refuses an encoder that does not
+fit the model and a missing required head, and returns a LoadReport by original variable name.
 """
 import dataclasses
 import json
@@ -15,6 +21,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
@@ -49,8 +56,8 @@ _POOLER = [
     ("bert/pooler/dense/kernel", "pooler.dense.kernel"),
     ("bert/pooler/dense/bias", "pooler.dense.bias"),
 ]
-# Heads: attribute of the task model -> rows.
-_HEADS = {
+# The task heads: attribute of the task model -> rows (original name, attribute path inside the head).
+TASK_HEADS = {
     "masked_lm": [
         ("cls/predictions/transform/dense/kernel", "transform.kernel"),
         ("cls/predictions/transform/dense/bias", "transform.bias"),
@@ -83,15 +90,17 @@ _HEADS = {
 # Variables that only optimizers and loss scaling write: never reported as unused.
 _OPTIMIZER_NAME = re.compile(r"(/adam_[mv]$|/(Adam|Adam_1|Momentum|LAMB|lamb_[mv])$|^global_step$|"
                              r"^(good_steps|current_loss_scale|loss_scale)$|/ExponentialMovingAverage$)")
-# Which config key a mismatching shape points at.
-_SHAPE_HINTS = {
-    "bert/embeddings/word_embeddings": "vocab_size",
-    "cls/predictions/output_bias": "vocab_size",
-    "bert/embeddings/position_embeddings": "max_position_embeddings",
-    "bert/embeddings/token_type_embeddings": "type_vocab_size",
-    "output_weights": "num_labels",
-    "output_bias": "num_labels",
+# Which config key each dimension of a variable comes from, for shape errors (else a head's output_weights
+# [num_labels, H] and output_bias [num_labels]; else hidden_size / intermediate_size).
+_SHAPE_KEYS = {
+    "bert/embeddings/word_embeddings": ("vocab_size", "hidden_size"),
+    "bert/embeddings/position_embeddings": ("max_position_embeddings", "hidden_size"),
+    "bert/embeddings/token_type_embeddings": ("type_vocab_size", "hidden_size"),
+    "cls/predictions/output_bias": ("vocab_size",),
 }
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
+_ENCODER_LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
 
 
 def _resolve_attr(obj, path):
@@ -106,69 +115,113 @@ def _ensure_built(model):
         raise ValueError(f"Model {model.name!r} must be built (called once) before its variables can be mapped.")
 
 
+def model_parts(model):
+    """{"bert": the encoder, head attribute: head} for a BertModel or a task model (see the module docstring)."""
+    bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
+    if not isinstance(bert, BertModel):
+        raise TypeError(f"Expected a BertModel or a model with a `.bert` BertModel, got {type(model).__name__}.")
+    heads = {} if model is bert else {h: getattr(model, h) for h in TASK_HEADS if getattr(model, h, None) is not None}
+    return {"bert": bert, **heads}
+
+
 def original_variable_map(model):
     """Original TF1 variable name -> our Keras variable, for every variable the model has.
 
     `model`: a BertModel, or a model with `.bert` and optional head attributes (see the module docstring).
     """
-    bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
-    if not isinstance(bert, BertModel):
-        raise TypeError(f"Expected a BertModel or a model with a `.bert` BertModel, got {type(model).__name__}.")
+    parts = model_parts(model)
+    bert = parts.pop("bert")
     _ensure_built(bert)
     rows = list(_EMBEDDINGS) + list(_POOLER)
     for i in range(len(bert.encoder_layers)):
         rows += [(f"bert/encoder/layer_{i}/{name}", f"encoder_layers.{i}.{path}") for name, path in _LAYER]
     mapping = {name: _resolve_attr(bert, path) for name, path in rows}
-    for attr, head_rows in _HEADS.items():
-        head = getattr(model, attr, None) if model is not bert else None
-        if head is not None:
-            mapping.update({name: _resolve_attr(head, path) for name, path in head_rows})
+    for attr, head in parts.items():
+        mapping.update({name: _resolve_attr(head, path) for name, path in TASK_HEADS[attr]})
     return mapping
 
 
 def resolve_checkpoint(path):
-    """A checkpoint prefix from what users pass: a prefix (`.../bert_model.ckpt`) or a directory."""
+    """A checkpoint prefix from what users pass.
+
+    `path`: a prefix (`.../bert_model.ckpt`), one of its files (`.index`, `.data-00000-of-00001`), or a directory:
+    the checkpoint its `checkpoint` state file names, looked up by file name inside that directory (a copied
+    directory whose state file records an absolute path never loads the weights it was copied from), else its
+    `bert_model.ckpt`.
+    """
     if not path:
         raise ValueError("No checkpoint given (init_checkpoint is empty).")
-    if tf.io.gfile.exists(path + ".index"):
-        return path
+    prefix = _FILE_SUFFIX.sub("", path)
+    if tf.io.gfile.exists(prefix + ".index"):
+        return prefix
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest:
-            return latest
-        default = os.path.join(path, "bert_model.ckpt")
-        if tf.io.gfile.exists(default + ".index"):
-            return default
+        state = tf.train.get_checkpoint_state(path)
+        named = os.path.join(path, os.path.basename(state.model_checkpoint_path if state else "bert_model.ckpt"))
+        if tf.io.gfile.exists(named + ".index"):
+            return named
+        if state:
+            raise FileNotFoundError(f"{os.path.join(path, 'checkpoint')} names {state.model_checkpoint_path!r}, "
+                                    f"but {path} holds no {os.path.basename(named)}.index.")
     raise FileNotFoundError(
-        f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(path)}.index' file "
+        f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
         f"beside it (e.g. .../bert_model.ckpt) or a directory holding one.")
 
 
 @dataclasses.dataclass
 class LoadReport:
-    """What a checkpoint load did, by original variable name."""
+    """What a checkpoint load did, by original variable name (unused variables of one of our checkpoints that the
+    model has no place for: by object path)."""
     checkpoint: str
     loaded: list
     missing: list  # variables of the model that the checkpoint lacks (left at their initial values)
     unused: list  # checkpoint variables the model has no place for (optimizer slots excluded)
+    heads: list = dataclasses.field(default_factory=list)  # head attributes of the model loaded in full
+    missing_heads: list = dataclasses.field(default_factory=list)  # head attributes left (partly) initialized
 
     def log(self):
-        logging.info("Loaded %d variables from %s", len(self.loaded), self.checkpoint)
+        """Per-variable details at INFO; missing heads and unused checkpoint variables also as one WARNING each."""
+        logging.info("Loaded %d variables from %s (heads: %s)", len(self.loaded), self.checkpoint,
+                     ", ".join(self.heads) or "none")
         for name in self.missing:
             logging.info("  not in checkpoint (newly initialized): %s", name)
         for name in self.unused:
             logging.info("  in checkpoint but unused: %s", name)
+        if self.missing_heads:
+            logging.warning("%s has no trained %s head: newly initialized.", self.checkpoint,
+                            " and ".join(self.missing_heads))
+        if self.unused:
+            logging.warning("%s: %s unused by this model.", self.checkpoint, _describe(self.unused))
+
+
+def _span(numbers):
+    """[4, 5, 6] -> "4..6"; [1, 3] -> "1,3"."""
+    if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}..{numbers[-1]}"
+    return ",".join(map(str, numbers))
+
+
+def _describe(names):
+    """A short account of variable names: encoder layers as a range ("bert/encoder/layer_4..5"), a few others."""
+    layers = sorted({int(m.group(1)) for m in map(_ENCODER_LAYER.match, names) if m})
+    others = [n for n in names if not _ENCODER_LAYER.match(n)]
+    parts = ([f"bert/encoder/layer_{_span(layers)}"] if layers else []) + others[:3]
+    return f"{', '.join(parts)}{', ...' if len(others) > 3 else ''} ({len(names)} variables)"
 
 
 def _shape_error(name, source, ckpt_shape, model_shape):
-    hint = _SHAPE_HINTS.get(name) or ("hidden_size / intermediate_size" if name.startswith("bert/") else None)
-    what = f" (check `{hint}`)" if hint else ""
-    if name == "bert/embeddings/word_embeddings":
-        return ValueError(f"vocab_size mismatch: {source} has {name} with {ckpt_shape[0]} rows but the model's "
-                          f"config says vocab_size={model_shape[0]}; use the bert_config.json and vocab.txt that "
-                          f"came with the checkpoint.")
-    return ValueError(f"Shape mismatch for {name}{what}: {source} has {list(ckpt_shape)}, the model expects "
-                      f"{list(model_shape)}.")
+    """A ValueError naming the config key behind the first dimension that differs."""
+    suffix = name.rsplit("/", 1)[-1]
+    keys = _SHAPE_KEYS.get(name) or {"output_weights": ("num_labels", "hidden_size"),
+                                     "output_bias": ("num_labels",)}.get(suffix, ())
+    dims = [i for i, (a, b) in enumerate(zip(ckpt_shape, model_shape)) if a != b] or [len(model_shape)]
+    key = keys[dims[0]] if dims[0] < len(keys) else "hidden_size / intermediate_size"
+    if name == "bert/embeddings/word_embeddings" and dims[0] < 2:
+        return ValueError(f"{key} mismatch: {source} has {name} with {ckpt_shape[dims[0]]} "
+                          f"{('rows', 'columns')[dims[0]]} but the model's config says {key}="
+                          f"{model_shape[dims[0]]}; use the bert_config.json and vocab.txt that came with the "
+                          f"checkpoint.")
+    return ValueError(f"Shape mismatch for {name} (check `{key}`): {source} has {list(ckpt_shape)}, the model "
+                      f"expects {list(model_shape)}.")
 
 
 def assign_by_name(model, tensors, source, strict=False):
@@ -192,7 +245,9 @@ def assign_by_name(model, tensors, source, strict=False):
         variable.assign(value.astype(variable.dtype))
         loaded.append(name)
     unused = sorted(n for n in tensors if n not in mapping and not _OPTIMIZER_NAME.search(n))
-    report = LoadReport(source, loaded, missing, unused)
+    heads = [h for h in model_parts(model) if h != "bert"]
+    lacking = [h for h in heads if any(name in missing for name, _ in TASK_HEADS[h])]
+    report = LoadReport(source, loaded, missing, unused, [h for h in heads if h not in lacking], lacking)
     if strict and missing:
         raise ValueError(f"{source} lacks {len(missing)} variables the model needs, e.g. {missing[:3]}.")
     if not loaded:
@@ -201,25 +256,110 @@ def assign_by_name(model, tensors, source, strict=False):
     return report
 
 
+def _original_tensors(reader):
+    """Original name -> tensor getter for every variable of an original (name-based) TF1 checkpoint."""
+    return {name: (lambda n=name: reader.get_tensor(n)) for name in reader.get_variable_to_shape_map()}
+
+
+def _object_graph_tensors(model, reader, source):
+    """Original name -> tensor getter for the model's variables in one of our (object-based) checkpoints.
+
+    Walks the checkpoint's object graph and the model's trackables side by side from the encoder (`bert`) and each
+    head attribute, so that a variable is found however the checkpoint keyed it (the Trainer's checkpoints hold
+    most variables under optimizer/_trainable_variables/N). Floating-point checkpoint variables under those roots
+    that the model has no place for are added under their object path (e.g. "bert/_operations/13/attention/
+    query/_kernel", or "classifier/projection/output_weights" for a head the model lacks) without a getter, so that
+    they are reported unused.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(_OBJECT_GRAPH))
+    roots = [c.local_name for c in graph.nodes[0].children]
+    if "bert" not in roots:
+        raise ValueError(f"{source} is a tf.train.Checkpoint without a `bert` object (it holds {roots}); "
+                         f"bert-tf checkpoints hold the encoder as `bert` and each head under its attribute.")
+    names = {id(variable): name for name, variable in original_variable_map(model).items()}
+    floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
+    parts = model_parts(model)
+    stack = [(parts.get(c.local_name), c.node_id, c.local_name) for c in graph.nodes[0].children
+             if c.local_name in ("bert", *TASK_HEADS)]
+    tensors, paired, unpaired, seen = {}, set(), {}, set()
+    while stack:
+        obj, node_id, path = stack.pop()
+        if (id(obj), node_id) in seen:
+            continue
+        seen.add((id(obj), node_id))
+        node = graph.nodes[node_id]
+        keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
+        if keys and id(obj) in names:
+            tensors[names[id(obj)]] = lambda key=keys[0]: reader.get_tensor(key)
+            paired.add(node_id)
+        elif keys and keys[0] in floating:
+            unpaired.setdefault(node_id, path)
+        elif not keys:
+            children = tf.train.TrackableView.children(obj) if obj is not None else {}
+            stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}") for c in node.children]
+    tensors.update({path: None for node_id, path in unpaired.items() if node_id not in paired})
+    return tensors
+
+
+def _check_encoder(report, config):
+    """Raises if the checkpoint's encoder does not fit the model's: encoder variables missing or unused."""
+    missing = [n for n in report.missing if n.startswith("bert/")]
+    unused = [n for n in report.unused if n.startswith("bert/")]
+    if not (missing or unused):
+        return
+    problems = [f"the checkpoint has {_describe(unused)}, which the model has no place for"] if unused else []
+    problems += [f"it lacks {_describe(missing)}"] if missing else []
+    raise ValueError(f"{report.checkpoint} does not fit the encoder of this bert_config.json (num_hidden_layers="
+                     f"{config.num_hidden_layers}, hidden_size={config.hidden_size}): {'; '.join(problems)}. Use "
+                     f"the bert_config.json the checkpoint was trained with.")
+
+
+def restore(model, path, required_heads=(), strict=False):
+    """Loads a checkpoint into `model` (a BertModel or a task model): the encoder and each head the model has.
+
+    `path`: an original TF1 checkpoint (loaded by variable name) or one of ours (a tf.train.Checkpoint with the
+    encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
+    graph), as a prefix, one of its files, or a directory (see `resolve_checkpoint`).
+    `required_heads`: head attributes (keys of TASK_HEADS) the checkpoint must provide in full.
+    `strict`: also raise if any other variable of the model is missing.
+    Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another
+    num_hidden_layers), a shape differs (naming the config key), or a required head is missing (naming one of its
+    original variables). Missing and unused head variables are logged as warnings.
+    Returns: LoadReport (also logged).
+    """
+    parts = model_parts(model)
+    unknown = [h for h in required_heads if h not in parts or h == "bert"]
+    if unknown:
+        raise ValueError(f"{type(model).__name__} has no {', '.join(unknown)} head; its heads: {list(parts)[1:]}.")
+    prefix = resolve_checkpoint(path)
+    reader = tf.train.load_checkpoint(prefix)
+    ours = _OBJECT_GRAPH in reader.get_variable_to_shape_map()
+    tensors = _object_graph_tensors(model, reader, prefix) if ours else _original_tensors(reader)
+    report = assign_by_name(model, tensors, prefix, strict=strict)
+    _check_encoder(report, parts["bert"].config)
+    lacking = [h for h in required_heads if h in report.missing_heads]
+    if lacking:
+        raise ValueError(f"{prefix} has no trained {' and '.join(lacking)} head (e.g. variable "
+                         f"{TASK_HEADS[lacking[0]][0][0]!r}): fine-tune first, or pass a fine-tuned checkpoint.")
+    report.log()
+    return report
+
+
 def load_original_checkpoint(model, init_checkpoint, strict=False):
-    """Loads an original TF1 BERT checkpoint (or one written by `save_original_checkpoint`) into `model`.
+    """Loads an original TF1 BERT checkpoint (or one of ours) into `model`: `restore` with no required head.
 
     Optimizer slots (adam_m/adam_v, global_step) are skipped; missing and unused variables are reported.
     Returns: LoadReport (also logged).
     """
-    prefix = resolve_checkpoint(init_checkpoint)
-    reader = tf.train.load_checkpoint(prefix)
-    tensors = {name: (lambda n=name: reader.get_tensor(n)) for name in reader.get_variable_to_shape_map()}
-    report = assign_by_name(model, tensors, prefix, strict=strict)
-    report.log()
-    return report
+    return restore(model, init_checkpoint, strict=strict)
 
 
 def save_original_checkpoint(model, checkpoint_prefix):
     """Writes the model's variables under the original TF1 names and shapes (the original code can load it).
 
-    Writes `<prefix>.index`, `<prefix>.data-00000-of-00001` and a `checkpoint` state file in the same directory,
-    each under a temporary name first and renamed when complete. Returns the prefix.
+    Writes `<prefix>.index`, `<prefix>.data-00000-of-00001` and a `checkpoint` state file naming the prefix
+    relative to its directory (so that a copy of the directory loads its own files), each under a temporary name
+    first and renamed when complete. Returns the prefix.
     """
     mapping = original_variable_map(model)
     directory = os.path.dirname(os.path.abspath(checkpoint_prefix))
@@ -227,14 +367,18 @@ def save_original_checkpoint(model, checkpoint_prefix):
     staging = tempfile.mkdtemp(prefix=".tmp_ckpt_", dir=directory)
     try:
         names = sorted(mapping)
-        staged = os.path.join(staging, os.path.basename(checkpoint_prefix))
-        tf.raw_ops.SaveV2(prefix=staged, tensor_names=names, shape_and_slices=[""] * len(names),
+        base = os.path.basename(checkpoint_prefix)
+        tf.raw_ops.SaveV2(prefix=os.path.join(staging, base), tensor_names=names,
+                          shape_and_slices=[""] * len(names),
                           tensors=[tf.convert_to_tensor(mapping[n].numpy(), tf.float32) for n in names])
         for filename in os.listdir(staging):
             os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
+        state = os.path.join(staging, "checkpoint")
+        with open(state, "w", encoding="utf-8") as f:
+            f.write(f"model_checkpoint_path: {json.dumps(base)}\nall_model_checkpoint_paths: {json.dumps(base)}\n")
+        os.replace(state, os.path.join(directory, "checkpoint"))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    tf.compat.v1.train.update_checkpoint_state(directory, os.path.basename(checkpoint_prefix))
     return checkpoint_prefix
 
 

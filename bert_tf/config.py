@@ -21,6 +21,11 @@ DEFAULTS = {
     "type_vocab_size": 16,
     "initializer_range": 0.02,
 }
+# Keys a bert_config.json must give. The original's `BertConfig.from_dict` starts from `BertConfig(vocab_size=None)`
+# and so silently takes the constructor defaults (hidden_size=768, num_hidden_layers=12, ...) for a missing key;
+# here a file lacking one of the keys that shape the weights is an error naming the file and the key (every
+# released bert_config.json has them all; optional keys such as dropout still take the original's defaults).
+REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "max_position_embeddings", "type_vocab_size")
 _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -76,12 +81,15 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, json_object, source="BertConfig"):
-        """Builds a config from a dict with the original's keys; missing keys take the original's defaults."""
+        """Builds a config from a dict with the original's keys: the `REQUIRED` keys must be present, the others
+        take the original's defaults."""
         if not isinstance(json_object, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(json_object).__name__}.")
-        values = {**{k: v for k, v in DEFAULTS.items() if k != "vocab_size"}, **json_object}
-        if "vocab_size" not in values:
-            raise ValueError(f"{source}: `vocab_size` is required.")
+        lacking = [key for key in REQUIRED if key not in json_object]
+        if lacking:
+            raise ValueError(f"{source}: missing required key {', '.join(f'`{k}`' for k in lacking)} (a "
+                             f"bert_config.json must give {', '.join(REQUIRED)}).")
+        values = {**DEFAULTS, **json_object}
         unknown = sorted(set(values) - set(DEFAULTS))
         if unknown:
             logging.info("%s: keeping keys the original BertConfig does not use: %s", source, unknown)

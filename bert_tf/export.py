@@ -46,9 +46,9 @@ from bert_tf.config import BertConfig
 
 TASKS = ("encoder", "classifier", "squad", "ner", "pretraining")
 TEXT_OPS = ("tf_text", "core", "none")
-_TASK_HEADS = {"encoder": (), "classifier": ("classifier",), "squad": ("span",), "ner": ("tagger",),
-               "pretraining": ("masked_lm", "next_sentence")}
-_HEAD_ATTRIBUTES = ("masked_lm", "next_sentence", "classifier", "span", "tagger", "choice")
+# The heads (attributes, keys of checkpoints.TASK_HEADS) each task's export needs from its checkpoint.
+_REQUIRED_HEADS = {"encoder": (), "classifier": ("classifier",), "squad": ("span",), "ner": ("tagger",),
+                   "pretraining": ("masked_lm", "next_sentence")}
 _OUTPUTS = {
     "encoder": ("sequence_output", "pooled_output"),
     "classifier": ("logits", "probabilities"),
@@ -81,50 +81,17 @@ def build_task_model(config, task, num_labels=None):
     return model
 
 
-def _head_shape_hint(task, num_labels, prefix, keys):
-    if task in ("classifier", "ner"):
-        name = "output_weights" if task == "classifier" else "cls/ner/output_weights"
-        if name in keys and keys[name][0] != num_labels:
-            return (f" The checkpoint's {name} has {keys[name][0]} labels but {num_labels} were given "
-                    f"(--num_labels / --label_list).")
-    return ""
-
-
 def load_checkpoint(model, task, init_checkpoint, num_labels=None):
-    """Loads an original TF1 checkpoint (by name) or a bert-tf one (tf.train.Checkpoint) into `model`.
+    """Loads an original TF1 checkpoint or a bert-tf one into the `task` model (`checkpoints.restore`).
 
-    Raises ValueError if the checkpoint lacks the task's head or its head has another label count.
-    Returns the checkpoint prefix.
+    Raises ValueError naming the task if the checkpoint lacks the task's head, its encoder does not fit, or its head
+    has another label count (`num_labels`, as given by --num_labels / --label_list). Returns the checkpoint prefix.
     """
-    prefix = checkpoints.resolve_checkpoint(init_checkpoint)
-    keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    required = _TASK_HEADS[task]
-    ours = "_CHECKPOINTABLE_OBJECT_GRAPH" in keys
     try:
-        if not ours:
-            report = checkpoints.load_original_checkpoint(model, prefix)
-            missing_names = set(report.missing)
-            lacking = [h for h in required if any(n in missing_names for n, _ in checkpoints._HEADS[h])]
-            if task == "encoder" or any(n.startswith("bert/") for n in missing_names):
-                bad = sorted(n for n in missing_names if n.startswith("bert/"))
-                if bad:
-                    raise ValueError(f"{prefix} lacks encoder variables, e.g. {bad[:3]}.")
-        else:
-            present = [h for h in _HEAD_ATTRIBUTES if getattr(model, h, None) is not None
-                       and any(k.startswith(h + "/") for k in keys)]
-            lacking = [h for h in required if h not in present]
-            bert = model if task == "encoder" else model.bert
-            parts = {"bert": bert, **{h: getattr(model, h) for h in present}}
-            tf.train.Checkpoint(**parts).restore(prefix).expect_partial().assert_existing_objects_matched()
+        return checkpoints.restore(model, init_checkpoint, required_heads=_REQUIRED_HEADS[task]).checkpoint
     except ValueError as e:
-        hint = _head_shape_hint(task, num_labels, prefix, keys)
-        raise ValueError(f"Cannot load {prefix} into the {task} model: {e}{hint}") from e
-    if lacking:
-        example = checkpoints._HEADS[lacking[0]][0][0]
-        raise ValueError(f"{prefix} has no trained {' and '.join(lacking)} head (e.g. variable {example!r}), "
-                         f"which the {task} export needs: fine-tune first, or pass a fine-tuned checkpoint "
-                         f"(--task=encoder exports the encoder alone).")
-    return prefix
+        labels = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
+        raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{labels}: {e}") from e
 
 
 def read_label_list(label_list):

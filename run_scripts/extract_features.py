@@ -20,7 +20,8 @@ flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-t
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length after WordPiece tokenization; longer inputs "
                      "are truncated, shorter ones padded.")
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint to load: an original BERT checkpoint "
-                    "(.../bert_model.ckpt) or a directory holding one.")
+                    "(.../bert_model.ckpt) or one of bert-tf's (e.g. a fine-tuning output_dir), as a prefix, one "
+                    "of its files or a directory holding one. Its encoder must fit --bert_config_file.")
 flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
@@ -40,7 +41,7 @@ def main(_):
     checkpoints.check_vocab_size(config, tokenizer.vocab, FLAGS.vocab_file)
     model = checkpoints.build_bert_model(config)
     if FLAGS.init_checkpoint:
-        checkpoints.load_original_checkpoint(model, FLAGS.init_checkpoint)
+        checkpoints.restore(model, FLAGS.init_checkpoint)
     else:
         logging.warning("No --init_checkpoint: the features come from a randomly initialized model.")
     count = extract_features.extract_features(

@@ -5,9 +5,11 @@ import pytest
 import tensorflow as tf
 
 import numpy_bert
+import tiny_training
 from bert_tf import checkpoints
 from bert_tf.config import BertConfig
-from bert_tf.heads import BertPretrainer, ClassifierHead, SpanHead
+from bert_tf.heads import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler,
+                           BertTokenClassifier, ClassifierHead, SpanHead)
 
 
 class TaskModel:
@@ -167,3 +169,122 @@ def test_export_original_writes_a_release_directory(tiny_config, tmp_path, uncas
     checkpoints.load_original_checkpoint(again, out, strict=True)
     for a, b in zip(model.weights, again.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+# --- restore: one path for original checkpoints and ours ------------------------------------------------------
+
+TASK_MODELS = {  # name -> (build the task model on the tiny config, its heads)
+    "classifier": (lambda c: BertClassifier(c, 3), ("classifier",)),
+    "span": (BertSpanLabeler, ("span",)),
+    "tagger": (lambda c: BertTokenClassifier(c, 5), ("tagger",)),
+    "choice": (lambda c: BertMultipleChoice(c, num_choices=2), ("choice",)),
+    "pretraining": (BertPretrainer, ("masked_lm", "next_sentence")),
+}
+
+
+def _config(**changes):
+    """The tiny config of conftest with one layer (the Trainer's first step traces faster), changed."""
+    return BertConfig.from_dict({"vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+                                 "intermediate_size": 37, "max_position_embeddings": 24, "type_vocab_size": 2,
+                                 **changes})
+
+
+@pytest.fixture(scope="module")
+def trainer_checkpoints(tmp_path_factory):
+    """Each task model trained one step by the Trainer: name -> the trainer (its output_dir holds ckpt-1)."""
+    return {name: tiny_training.train_one_step(lambda b=build: b(_config()), tmp_path_factory.mktemp(name))
+            for name, (build, _) in TASK_MODELS.items()}
+
+
+def _values(model):
+    return {name: v.numpy() for name, v in checkpoints.original_variable_map(model).items()}
+
+
+@pytest.mark.parametrize("name", sorted(TASK_MODELS))
+def test_trainer_checkpoints_restore_every_head(trainer_checkpoints, name):
+    """The Trainer keys most variables under optimizer/_trainable_variables/N (no key names the head); restore
+    finds every head through the object graph, from the output_dir as from the ckpt-1 prefix."""
+    build, heads = TASK_MODELS[name]
+    trained = _values(trainer_checkpoints[name].model)
+    for path in (trainer_checkpoints[name].output_dir, os.path.join(trainer_checkpoints[name].output_dir, "ckpt-1")):
+        model = build(_config())
+        assert any(not np.array_equal(v, trained[n]) for n, v in _values(model).items())
+        report = checkpoints.restore(model, path, required_heads=heads)
+        assert (report.heads, report.missing_heads, report.missing, report.unused) == (list(heads), [], [], [])
+        assert report.checkpoint.endswith("ckpt-1") and sorted(report.loaded) == sorted(trained)
+        for n, v in _values(model).items():
+            np.testing.assert_array_equal(v, trained[n], err_msg=n)
+
+
+def test_a_head_the_checkpoint_lacks_is_reported_or_refused(trainer_checkpoints):
+    span_dir = trainer_checkpoints["span"].output_dir
+    classifier = BertClassifier(_config(), 3)
+    report = checkpoints.restore(classifier, span_dir)
+    assert (report.heads, report.missing_heads) == ([], ["classifier"])
+    assert report.missing == ["output_weights", "output_bias"]
+    assert report.unused == ["span/projection/output_bias", "span/projection/output_weights"]
+    np.testing.assert_array_equal(classifier.bert.get_embedding_table().numpy(),
+                                  trainer_checkpoints["span"].model.bert.get_embedding_table().numpy())
+    with pytest.raises(ValueError, match="has no trained classifier head \\(e.g. variable 'output_weights'\\)"):
+        checkpoints.restore(classifier, span_dir, required_heads=("classifier",))
+    with pytest.raises(ValueError, match="BertClassifier has no span head"):
+        checkpoints.restore(classifier, span_dir, required_heads=("span",))
+
+
+def test_an_encoder_that_does_not_fit_is_an_error(tmp_path):
+    """A 1-layer config with a 3-layer checkpoint (and the reverse), original and ours: an error naming the layers."""
+    deep, shallow = _config(num_hidden_layers=3), _config()
+    original = numpy_bert.write_tf1_checkpoint(numpy_bert.random_weights(deep, seed=3), str(tmp_path / "o" / "ckpt"))
+    ours = tf.train.Checkpoint(bert=checkpoints.build_bert_model(deep)).save(str(tmp_path / "ours" / "ckpt"))
+    for prefix, unused in ((original, "bert/encoder/layer_1..2 \\(32 variables\\)"), (ours, "\\(32 variables\\)")):
+        with pytest.raises(ValueError, match=f"does not fit the encoder of this bert_config.json \\(num_hidden_layers"
+                                             f"=1, hidden_size=32\\): the checkpoint has .*{unused}, which the model"):
+            checkpoints.restore(checkpoints.build_bert_model(shallow), prefix)
+    small = numpy_bert.write_tf1_checkpoint(numpy_bert.random_weights(shallow, seed=3), str(tmp_path / "s" / "ckpt"))
+    with pytest.raises(ValueError, match="it lacks bert/encoder/layer_1..2 \\(32 variables\\)"):
+        checkpoints.restore(checkpoints.build_bert_model(deep), small)
+
+
+def test_hidden_size_mismatch_is_named(original_checkpoint, tmp_path):
+    prefix, _ = original_checkpoint
+    ours = tf.train.Checkpoint(bert=checkpoints.build_bert_model(_config())).save(str(tmp_path / "ours" / "ckpt"))
+    for path in (prefix, ours):
+        with pytest.raises(ValueError, match="hidden_size mismatch: .* has bert/embeddings/word_embeddings with 32 "
+                                             "columns but the model's config says hidden_size=48"):
+            checkpoints.restore(checkpoints.build_bert_model(_config(hidden_size=48)), path)
+    with pytest.raises(ValueError, match="Shape mismatch for output_weights \\(check `num_labels`\\)"):
+        checkpoints.restore(TaskModel(_config(), num_labels=2), prefix)
+
+
+def test_checkpoint_file_paths_are_accepted(tiny_config, original_checkpoint):
+    prefix, weights = original_checkpoint
+    for path in (prefix + ".index", prefix + ".data-00000-of-00001"):
+        model = checkpoints.build_bert_model(tiny_config)
+        assert checkpoints.restore(model, path).checkpoint == prefix
+        np.testing.assert_array_equal(model.get_embedding_table().numpy(), weights["bert/embeddings/word_embeddings"])
+    with pytest.raises(FileNotFoundError, match="expected a prefix with a 'nowhere.ckpt.index' file"):
+        checkpoints.resolve_checkpoint(os.path.join(os.path.dirname(prefix), "nowhere.ckpt.index"))
+
+
+def test_a_directory_loads_its_own_files(tmp_path, trainer_checkpoints):
+    """A copied directory whose `checkpoint` file records an absolute path (as TF1's Saver writes it) loads the
+    copy's weights, and the state files we write hold relative paths."""
+    first, second = (checkpoints.build_bert_model(_config()) for _ in range(2))
+    checkpoints.save_original_checkpoint(first, str(tmp_path / "first" / "bert_model.ckpt"))
+    checkpoints.save_original_checkpoint(second, str(tmp_path / "copy" / "bert_model.ckpt"))
+    trainer_state = os.path.join(trainer_checkpoints["span"].output_dir, "checkpoint")
+    assert open(tmp_path / "first" / "checkpoint").read().startswith('model_checkpoint_path: "bert_model.ckpt"\n')
+    assert open(trainer_state).read().startswith('model_checkpoint_path: "ckpt-1"\n')
+    (tmp_path / "copy" / "checkpoint").write_text(f'model_checkpoint_path: "{tmp_path}/first/bert_model.ckpt"\n')
+    model = checkpoints.build_bert_model(_config())
+    assert checkpoints.restore(model, str(tmp_path / "copy")).checkpoint == str(tmp_path / "copy" / "bert_model.ckpt")
+    np.testing.assert_array_equal(model.get_embedding_table().numpy(), second.get_embedding_table().numpy())
+    (tmp_path / "copy" / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/model.ckpt-7"\n')
+    with pytest.raises(FileNotFoundError, match="names '.*model.ckpt-7', but .*copy holds no model.ckpt-7.index"):
+        checkpoints.resolve_checkpoint(str(tmp_path / "copy"))
+
+
+def test_an_object_checkpoint_without_an_encoder_is_rejected(tmp_path):
+    prefix = tf.train.Checkpoint(model=checkpoints.build_bert_model(_config())).save(str(tmp_path / "ckpt"))
+    with pytest.raises(ValueError, match="without a `bert` object \\(it holds \\['model', 'save_counter'\\]\\)"):
+        checkpoints.restore(checkpoints.build_bert_model(_config()), prefix)

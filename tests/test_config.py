@@ -1,23 +1,29 @@
 import glob
 import json
 import os
+import re
 
 import pytest
 
-from bert_tf.config import DEFAULTS, BertConfig
+from bert_tf.config import DEFAULTS, REQUIRED, BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The keys every bert_config.json must give, with small values.
+ARCHITECTURE = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "intermediate_size": 37}
 
 
 def test_defaults_are_the_originals():
-    config = BertConfig.from_dict({"vocab_size": 30522})
+    config = BertConfig(vocab_size=30522)
     assert config.to_dict() == {**DEFAULTS, "vocab_size": 30522}
     assert (config.hidden_size, config.num_hidden_layers, config.hidden_act, config.type_vocab_size) == (
         768, 12, "gelu", 16)
+    optional = BertConfig.from_dict(ARCHITECTURE)  # keys that do not shape the weights take the defaults
+    assert optional.to_dict() == {**DEFAULTS, **ARCHITECTURE}
 
 
 def test_json_round_trip_keeps_the_original_form(tmp_path):
-    text = json.dumps({"vocab_size": 100, "hidden_size": 64, "num_attention_heads": 4, "hidden_act": "gelu"})
+    text = json.dumps({**ARCHITECTURE, "hidden_size": 64, "hidden_act": "gelu"})
     path = tmp_path / "bert_config.json"
     path.write_text(text)
     config = BertConfig.from_json_file(str(path))
@@ -29,8 +35,7 @@ def test_json_round_trip_keeps_the_original_form(tmp_path):
 
 
 def test_unknown_keys_are_kept():
-    config = BertConfig.from_dict({"vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2,
-                                   "directionality": "bidi"})
+    config = BertConfig.from_dict({**ARCHITECTURE, "directionality": "bidi"})
     assert config.to_dict()["directionality"] == "bidi"
 
 
@@ -44,15 +49,19 @@ def test_unknown_keys_are_kept():
 ])
 def test_validation_names_the_key(change, message, tmp_path):
     path = tmp_path / "bert_config.json"
-    path.write_text(json.dumps({"vocab_size": 100, "hidden_size": 32, "num_attention_heads": 4, **change}))
+    path.write_text(json.dumps({**ARCHITECTURE, **change}))
     with pytest.raises(ValueError, match=message) as info:
         BertConfig.from_json_file(str(path))
     assert str(path) in str(info.value)
 
 
-def test_missing_vocab_size():
-    with pytest.raises(ValueError, match="vocab_size` is required"):
-        BertConfig.from_dict({"hidden_size": 32})
+@pytest.mark.parametrize("key", REQUIRED)
+def test_a_missing_architecture_key_names_the_file_and_key(key, tmp_path):
+    """The original silently builds its default (e.g. 768-wide) model when a key is missing; bert-tf refuses."""
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps({k: v for k, v in ARCHITECTURE.items() if k != key}))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: missing required key `{key}`")):
+        BertConfig.from_json_file(str(path))
 
 
 def test_malformed_json_reports_line(tmp_path):

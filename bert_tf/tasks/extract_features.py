@@ -117,14 +117,20 @@ def write_jsonl(output_file, objects):
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,
                      batch_size=32, jit_compile=False):
-    """The whole job: read, featurize, run the encoder, write the JSONL. Returns the number of examples."""
+    """The whole job: read, featurize, run the encoder, write the JSONL. Returns the number of examples.
+
+    Raises ValueError for an empty `input_file` (before anything is written)."""
     config = model.config
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"max_seq_length ({max_seq_length}) exceeds the model's max_position_embeddings "
                          f"({config.max_position_embeddings}).")
+    examples = read_examples(input_file)
+    if not examples:
+        # The original exits 0 having written nothing (its lazily opened output file is never created).
+        raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
     os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
-    features = convert_examples_to_features(read_examples(input_file), max_seq_length, tokenizer)
+    features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     results = predict_layers(model, features, layer_indexes, batch_size, jit_compile)
     write_jsonl(output_file, (feature_json(f, layer_indexes, values) for f, values in results))
     return len(features)

@@ -27,8 +27,6 @@ from tqdm import tqdm
 from bert_tf import checkpoints, fileio
 from bert_tf.training import distribute, optimization
 
-HEAD_ATTRIBUTES = ("masked_lm", "next_sentence", "classifier", "span", "tagger", "choice")
-
 
 def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
     """The original's arithmetic: (num_train_steps, num_warmup_steps)."""
@@ -40,20 +38,15 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
 
 
 def _trackables(model):
-    """The objects a checkpoint names: the encoder and each head by its attribute, plus the whole model."""
-    parts = {"model": model, "bert": model.bert}
-    parts.update({name: getattr(model, name) for name in HEAD_ATTRIBUTES if getattr(model, name, None) is not None})
-    return parts
+    """The objects a checkpoint names: the encoder and each head by its attribute (what `checkpoints.restore`
+    reads), plus the whole model."""
+    return {"model": model, **checkpoints.model_parts(model)}
 
 
 def _random_states(model):
     """The model's state beyond its weights: the Keras SeedGenerator state ([seed, counter]) of each dropout layer."""
     weights = {id(w) for w in model.weights}
     return [v for v in model.variables if id(v) not in weights]
-
-
-def _is_ours(prefix):
-    return "_CHECKPOINTABLE_OBJECT_GRAPH" in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
 
 
 class Trainer:
@@ -125,39 +118,23 @@ class Trainer:
         return tf.train.latest_checkpoint(self.output_dir)
 
     def load_init_checkpoint(self, path):
-        """Initializes from an original TF1 checkpoint (by name) or one of ours (encoder and matching heads).
+        """Initializes from an original TF1 checkpoint or one of ours (`checkpoints.restore`).
 
         Returns the names of the task heads the checkpoint did not provide.
         """
-        prefix = checkpoints.resolve_checkpoint(path)
-        heads = [name for name in HEAD_ATTRIBUTES if getattr(self.model, name, None) is not None]
-        if not _is_ours(prefix):
-            report = checkpoints.load_original_checkpoint(self.model, prefix)
-            missing = set(report.missing)
-            return [h for h in heads if any(n in missing for n, _ in checkpoints._HEADS[h])]
-        keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-        present = [h for h in heads if any(k.startswith(h + "/") for k in keys)]
-        parts = {"bert": self.model.bert, **{h: getattr(self.model, h) for h in present}}
-        tf.train.Checkpoint(**parts).restore(prefix).expect_partial()
-        logging.info("Initialized the encoder%s from %s", "".join(f", {h}" for h in present), prefix)
-        return [h for h in heads if h not in present]
+        return checkpoints.restore(self.model, path).missing_heads
 
     def restore_for_predict(self, required_heads=()):
-        """Loads the latest checkpoint of output_dir, else init_checkpoint; raises if a required head is absent."""
+        """Loads the latest checkpoint of output_dir (and its step), else init_checkpoint; raises if a required
+        head is absent. Returns the checkpoint used."""
         latest = self.latest_checkpoint()
         if latest:
-            tf.train.Checkpoint(global_step=self.global_step, **_trackables(self.model)).restore(
-                latest).expect_partial()
-            logging.info("Restored %s (step %d)", latest, self.step)
-            return latest
-        if not self.init_checkpoint:
+            tf.train.Checkpoint(global_step=self.global_step).restore(latest).expect_partial()
+            logging.info("Restoring %s (step %d)", latest, self.step)
+        elif not self.init_checkpoint:
             raise ValueError(f"Nothing to predict with: no checkpoint in {self.output_dir} and no init_checkpoint.")
-        missing = [h for h in required_heads if h in self.load_init_checkpoint(self.init_checkpoint)]
-        if missing:
-            raise ValueError(f"{self.init_checkpoint} has no trained {', '.join(missing)} head (e.g. "
-                             f"{checkpoints._HEADS[missing[0]][0][0]}): fine-tune first (--do_train) or pass a "
-                             f"fine-tuned checkpoint.")
-        return self.init_checkpoint
+        checkpoints.restore(self.model, latest or self.init_checkpoint, required_heads)
+        return latest or self.init_checkpoint
 
     def export_original_checkpoint(self, checkpoint_prefix):
         """Writes the (fine-tuned) model under the original TF1 variable names."""

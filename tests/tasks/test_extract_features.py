@@ -1,13 +1,17 @@
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+import tiny_training
 from bert_tf import checkpoints, resources, tokenization
+from bert_tf.config import BertConfig
+from bert_tf.heads import BertClassifier
 from bert_tf.tasks import extract_features as ef
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,3 +106,45 @@ def test_script_reports_vocab_mismatch(tmp_path, data_dir, uncased_vocab_file, t
     assert result.returncode != 0
     assert "has 30522 tokens but bert_config.json says vocab_size=99" in result.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "the", "dog", "##s", "run", "."]
+
+
+@pytest.fixture
+def tiny_files(tmp_path):
+    """A tiny vocab.txt, bert_config.json (L=1, H=32) and input file."""
+    (tmp_path / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    config = BertConfig(vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=16, type_vocab_size=2)
+    config.to_json_file(str(tmp_path / "bert_config.json"))
+    (tmp_path / "in.txt").write_text("hello world\nthe dogs run . ||| hello\n")
+    return tmp_path, config
+
+
+def test_script_takes_a_bert_tf_checkpoint(tiny_files):
+    """A fine-tuning output_dir written by the Trainer: the features come from its fine-tuned encoder."""
+    d, config = tiny_files
+    trainer = tiny_training.train_one_step(lambda: BertClassifier(config, 2), d / "run")
+    result = _run_script(f"--input_file={d}/in.txt", f"--output_file={d}/out.jsonl", f"--vocab_file={d}/vocab.txt",
+                         f"--bert_config_file={d}/bert_config.json", f"--init_checkpoint={d}/run", "--layers=-1",
+                         "--max_seq_length=12")
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenizer = tokenization.FullTokenizer(str(d / "vocab.txt"))
+    assert ef.extract_features(trainer.model.bert, tokenizer, str(d / "in.txt"), str(d / "ref.jsonl"), "-1", 12) == 2
+    ours, ref = ([json.loads(line) for line in open(d / name)] for name in ("out.jsonl", "ref.jsonl"))
+    assert [[f["token"] for f in o["features"]] for o in ours] == [[f["token"] for f in r["features"]] for r in ref]
+    got = [v for o in ours for f in o["features"] for v in f["layers"][0]["values"]]
+    want = [v for r in ref for f in r["features"] for v in f["layers"][0]["values"]]
+    np.testing.assert_allclose(got, want, atol=2e-6)
+
+
+def test_empty_input_file_is_a_clear_error(tiny_files):
+    """The original exits 0 without writing anything; bert-tf names the empty file and writes nothing."""
+    d, config = tiny_files
+    (d / "empty.txt").write_text("")
+    tokenizer = tokenization.FullTokenizer(str(d / "vocab.txt"))
+    with pytest.raises(ValueError, match=re.escape(f"Input file {d}/empty.txt is empty")):
+        ef.extract_features(checkpoints.build_bert_model(config), tokenizer, str(d / "empty.txt"),
+                            str(d / "out" / "o.jsonl"), "-1", 12)
+    assert not (d / "out").exists()

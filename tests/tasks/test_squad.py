@@ -544,3 +544,25 @@ def test_script_trains_and_predicts(tiny_release, tmp_path):
             assert abs(a["start_logit"] - b["start_logit"]) < 1e-4
     assert set(json.load(open(out / "null_odds.json"))) == {"d0", "d1"}
     assert set(json.load(open(out / "eval_results.json"))) >= {"exact", "f1", "HasAns_exact", "best_f1_thresh"}
+
+
+def test_predict_elsewhere_from_a_fine_tuned_output_dir(tiny_release, tmp_path):
+    """A run_squad.py output_dir as --init_checkpoint of a predict-only run in another output_dir: its span head
+    (which the Trainer's checkpoints key only under optimizer/...) is restored and predicts the same n-best."""
+    release, vocab = tiny_release
+    train = _squad([(DOC, [_qa("t0", "what ?", [("milk", DOC.index("milk"))])])])
+    (tmp_path / "train.json").write_text(json.dumps(train))
+    (tmp_path / "dev.json").write_text(json.dumps(_squad([(DOC, [_qa("d0", "what did he buy ?")])])))
+    common = [f"--vocab_file={vocab}", f"--bert_config_file={release}/bert_config.json", "--do_predict",
+              f"--predict_file={tmp_path}/dev.json", "--max_seq_length=16", "--doc_stride=4", "--max_query_length=6"]
+    trained = tmp_path / "trained"
+    errors = _run_many(
+        common + [f"--init_checkpoint={release}/bert_model.ckpt", f"--output_dir={trained}", "--do_train",
+                  f"--train_file={tmp_path}/train.json", "--train_batch_size=1", "--learning_rate=1e-2"],
+        common + [f"--init_checkpoint={trained}", f"--output_dir={tmp_path}/elsewhere"])
+    assert errors == [None, None]
+    first = json.load(open(trained / "nbest_predictions.json"))["d0"]
+    again = json.load(open(tmp_path / "elsewhere" / "nbest_predictions.json"))["d0"]
+    assert [e["text"] for e in again] == [e["text"] for e in first]
+    for a, b in zip(again, first):
+        assert abs(a["start_logit"] - b["start_logit"]) < 1e-5 and abs(a["end_logit"] - b["end_logit"]) < 1e-5
