@@ -7,21 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, resources, tokenization
+from bert_tf import checkpoints, tokenization
 from bert_tf.tasks import extract_features as ef
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_scripts", "extract_features.py")
-
-
-@pytest.fixture(scope="module")
-def minilm_release(tmp_path_factory):
-    """The real MiniLM converted by our converter into an original-format release directory. The golden output
-    was made with the original code and a bert_config.json saying "gelu" (the original's tanh form)."""
-    out = checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path_factory.mktemp("minilm")))
-    with open(os.path.join(out, "bert_config.json")) as f:
-        assert json.load(f)["hidden_act"] == "gelu_exact"  # what Hugging Face's "gelu" computes
-    return out
 
 
 def _run_script(*args):
@@ -29,6 +19,10 @@ def _run_script(*args):
 
 
 def test_matches_the_original_golden_output(minilm_release, data_dir, tmp_path):
+    """The real MiniLM converted by our converter (conftest's minilm_release); the golden output was made with the
+    original code and a bert_config.json saying "gelu" (the original's tanh form)."""
+    with open(os.path.join(minilm_release, "bert_config.json")) as f:
+        assert json.load(f)["hidden_act"] == "gelu_exact"  # what Hugging Face's "gelu" computes
     output = str(tmp_path / "out.jsonl")
     result = _run_script(
         f"--input_file={os.path.join(data_dir, 'extract_input.txt')}", f"--output_file={output}",
@@ -49,7 +43,7 @@ def test_matches_the_original_golden_output(minilm_release, data_dir, tmp_path):
             assert [layer["index"] for layer in of["layers"]] == [-1, -2, -3, -4]
             for gl, ol in zip(gf["layers"], of["layers"]):
                 worst = max(worst, float(np.abs(np.array(gl["values"]) - np.array(ol["values"])).max()))
-    assert worst <= 1e-4, worst
+    assert worst <= 2e-5, worst  # measured 4.0e-6 (CPU, TF 2.20): 5x margin
 
 
 def test_help_lists_the_original_flags():

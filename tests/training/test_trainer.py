@@ -46,6 +46,7 @@ def test_trains_saves_and_summarizes(tmp_path):
     assert accuracy > 0.75 and (before.argmax(-1) == toy_task.LABELS).mean() < accuracy
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_equals_the_full_batch(tmp_path):
     full = _trainer(tmp_path / "full")
     full.train(toy_task.dataset_fn, 16, 6, 2)
@@ -147,6 +148,7 @@ for key, value in weights.items():
 """
 
 
+@pytest.mark.slow
 def test_mirrored_replicas_match_one_device(tmp_path):
     """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device."""
     result = subprocess.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
