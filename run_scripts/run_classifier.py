@@ -38,6 +38,8 @@ def main(_):
     processor = classifier.get_processor(FLAGS.task_name, xnli_language=FLAGS.xnli_language)
     config, tokenizer = job.prepare(FLAGS)
     label_list = classifier.prepare_label_list(processor, FLAGS.data_dir, FLAGS.output_dir, FLAGS.do_train)
+    if FLAGS.do_eval:  # a dev label the model cannot know: an error now, not after training
+        classifier.check_dev_labels(processor, FLAGS.data_dir, label_list)
     if FLAGS.seed is not None:
         keras.utils.set_random_seed(FLAGS.seed)
 

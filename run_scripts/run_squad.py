@@ -79,6 +79,8 @@ def main(_):
     if FLAGS.seed is not None:
         keras.utils.set_random_seed(FLAGS.seed)
 
+    if FLAGS.do_predict:  # read and checked before any model work
+        dataset, eval_examples = squad.read_predict_file(FLAGS.predict_file, FLAGS.version_2_with_negative)
     trainer = Trainer.from_flags(FLAGS, lambda: BertSpanLabeler(config), squad.span_loss)
     windows = dict(max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
                    max_query_length=FLAGS.max_query_length)
@@ -94,10 +96,6 @@ def main(_):
         trainer.restore_for_predict(required_heads=("span",))
 
     if FLAGS.do_predict:
-        dataset = squad.load_squad_json(FLAGS.predict_file)
-        eval_examples, _ = squad.examples_from_json(dataset, is_training=False,
-                                                    version_2_with_negative=FLAGS.version_2_with_negative,
-                                                    source=FLAGS.predict_file)
         predictions, _, null_odds = squad.predict(
             trainer.predict, eval_examples, tokenizer, FLAGS.output_dir, **windows,
             predict_batch_size=FLAGS.predict_batch_size, n_best_size=FLAGS.n_best_size,

@@ -17,6 +17,42 @@ def uncased_vocab_file():
     return os.path.join(DATA_DIR, "uncased_vocab.txt")
 
 
+# Runs a script's absl main once per argv in one process (TensorFlow is imported once); prints each error or None.
+_MAIN_DRIVER = """
+import importlib.util, json, sys
+from absl import flags
+spec = importlib.util.spec_from_file_location("script", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+errors = []
+for argv in json.loads(sys.argv[2]):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["script"] + argv)
+    try:
+        module.main(None)
+        errors.append(None)
+    except Exception as e:
+        errors.append(type(e).__name__ + ": " + str(e))
+print("ERRORS " + json.dumps(errors))
+"""
+
+
+@pytest.fixture(scope="session")
+def run_main():
+    """run_main(script, *argvs) -> for each argv (a list of flags), "ExceptionType: message" of the error the
+    script's main raised, or None: one subprocess for several runs of a run_scripts/ script."""
+    import json
+    import subprocess
+    import sys
+
+    def run(script, *argvs):
+        result = subprocess.run([sys.executable, "-c", _MAIN_DRIVER, script, json.dumps(argvs)],
+                                capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(DATA_DIR)))
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads(result.stdout.split("ERRORS ", 1)[1])
+    return run
+
+
 @pytest.fixture
 def tiny_config():
     """L=2, H=32, A=4: small enough that a forward pass takes milliseconds."""
@@ -41,7 +77,16 @@ def tiny_batch():
 
 
 @pytest.fixture(scope="session")
-def golden_checkpoint(tmp_path_factory):
+def minilm_release(tmp_path_factory):
+    """The real MiniLM (L=6, H=384, uncased 30,522-token vocab) converted once per session by our converter into
+    an original-format release directory (bert_model.ckpt, bert_config.json saying "gelu_exact", vocab.txt).
+    Shared by every test that needs real pre-trained weights; tests must not write into it."""
+    from bert_tf import checkpoints, resources
+    return checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path_factory.mktemp("minilm")))
+
+
+@pytest.fixture(scope="session")
+def golden_checkpoint(tmp_path_factory, minilm_release):
     """The checkpoint the goldens in tests/data were made with: the real MiniLM under the original variable names,
     `bert_config.json` saying "gelu" (tanh, as the original computes it), plus fixed task heads drawn like the
     golden tool draws them (NumPy RandomState(17), normal(0, 0.2): output_weights [2, H], output_bias [2],
@@ -52,14 +97,11 @@ def golden_checkpoint(tmp_path_factory):
     import numpy as np
     import tensorflow as tf
 
-    from bert_tf import checkpoints, resources
-
     out = str(tmp_path_factory.mktemp("golden_ckpt"))
-    source = resources.minilm_dir()
-    model = checkpoints.from_hf_directory(source)
-    tensors = {name: var.numpy() for name, var in checkpoints.original_variable_map(model).items()}
+    reader = tf.train.load_checkpoint(os.path.join(minilm_release, "bert_model.ckpt"))
+    tensors = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
     rng = np.random.RandomState(17)
-    hidden = model.config.hidden_size
+    hidden = tensors["bert/pooler/dense/bias"].shape[0]
     tensors["output_weights"] = rng.normal(0, 0.2, (2, hidden)).astype(np.float32)
     tensors["output_bias"] = rng.normal(0, 0.2, (2,)).astype(np.float32)
     tensors["cls/squad/output_weights"] = rng.normal(0, 0.2, (2, hidden)).astype(np.float32)
@@ -72,7 +114,7 @@ def golden_checkpoint(tmp_path_factory):
         config = json.load(f)
     with open(os.path.join(out, "bert_config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
-    shutil.copyfile(os.path.join(source, "vocab.txt"), os.path.join(out, "vocab.txt"))
+    shutil.copyfile(os.path.join(minilm_release, "vocab.txt"), os.path.join(out, "vocab.txt"))
     return out
 
 

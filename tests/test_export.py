@@ -120,8 +120,9 @@ def keras_outputs(model, features, task):
 
 # --- the golden checkpoint ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_dir):
-    """Export of the golden classifier; a fresh process reproduces the original's MRPC probabilities (1e-4)
+    """Export of the golden classifier; a fresh process reproduces the original's MRPC probabilities (2e-6)
     through serving_default and serving_text_pair, and the in-graph packing equals the Python pipeline's."""
     export_dir = tmp_path / "mrpc"
     config = BertConfig.from_json_file(f"{golden_checkpoint}/bert_config.json")
@@ -151,7 +152,8 @@ def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_d
 
     golden = np.loadtxt(os.path.join(data_dir, "mrpc_test_results.tsv"))
     for key in ("tensor", "text"):
-        assert np.abs(out[f"{key}/probabilities"] - golden).max() <= 1e-4, key
+        # Measured max |ours - golden|: 2.0e-7 (CPU, TF 2.20) through both signatures; 10x margin.
+        assert np.abs(out[f"{key}/probabilities"] - golden).max() <= 2e-6, key
         assert [p.decode() for p in out[f"{key}/predicted_label"]] == [str(int(p[1] > p[0])) for p in golden]
     for name, value in features.items():
         np.testing.assert_array_equal(out[f"text/{name}"], value)
@@ -184,6 +186,7 @@ def _save_original(model, path):
     return checkpoints.save_original_checkpoint(model, path)
 
 
+@pytest.mark.slow
 def test_every_task_in_a_fresh_process(tmp_path, tiny):
     """Each task's signatures, reloaded with only tensorflow + tensorflow_text, equal the Keras model (1e-5);
     text longer than max_seq_length is truncated by the original rule."""
@@ -251,6 +254,7 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     assert "Result for output key probabilities" in stdout and "predicted_labels" in stdout
 
 
+@pytest.mark.slow
 def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny):
     """text_ops=core: a plain `import tensorflow` process and stock saved_model_cli load and run it, with the
     same ids as the Python pipeline and the Keras model's outputs."""
@@ -290,6 +294,7 @@ def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
             assert ids == full.convert_tokens_to_ids(full.tokenize(text)), (lower, text)
 
 
+@pytest.mark.slow
 def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
     model = export.build_task_model(tiny["config"], "classifier", 2)
     base = str(tmp_path / "m")

@@ -196,16 +196,14 @@ def test_unwritable_output(tmp_path):
         pd.run_exact(SAMPLE, str(tmp_path), VOCAB)
     with pytest.raises(FileNotFoundError, match="missing_dir"):
         pd.run_sharded(SAMPLE, str(tmp_path / "missing_dir" / "o"), VOCAB, num_workers=1, progress=False)
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    os.chmod(locked, 0o500)
-    try:
-        if os.access(locked, os.W_OK):
-            pytest.skip("running as a user that can write anywhere")
-        with pytest.raises(PermissionError, match="locked"):
-            pd.run_exact(SAMPLE, str(locked / "o"), VOCAB)
-    finally:
-        os.chmod(locked, 0o700)
+    # Unwritable even for root (the suite runs as root, where a chmod-ed directory is writable): a path under a
+    # regular file, and a directory of Linux's /proc.
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(FileNotFoundError, match="a_file"):
+        pd.run_exact(SAMPLE, str(tmp_path / "a_file" / "o"), VOCAB)
+    with pytest.raises(PermissionError, match=r"'/proc/self' \(for '/proc/self/o'\) is not writable"):
+        pd.run_exact(SAMPLE, "/proc/self/o", VOCAB)
+    assert sorted(os.listdir(tmp_path)) == ["a_file"]  # nothing written
 
 
 def test_interrupted_write_leaves_no_file(tmp_path):

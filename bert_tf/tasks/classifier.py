@@ -500,6 +500,25 @@ def prepare_label_list(processor, data_dir, output_dir, do_train):
 
 # --- features --------------------------------------------------------------------------------------------------
 
+def example_label_id(example, label_list):
+    """The index of `example.label` in `label_list`, or its float value for regression (`label_list=None`).
+    A label not in the list is a ValueError naming the example's file and line."""
+    if label_list is None:
+        return float(example.label)
+    if example.label not in label_list:
+        where = example.source or f"example {example.guid}"
+        raise ValueError(f"{where}: label {example.label!r} is not in the label list {list(label_list)}.")
+    return list(label_list).index(example.label)
+
+
+def check_dev_labels(processor, data_dir, label_list):
+    """Raises `example_label_id`'s error for the first dev-set label not in `label_list` (for the tsv task: a
+    label train.tsv lacks), so that it comes before training rather than after it."""
+    for _, examples in processor.dev_splits(data_dir):
+        for example in examples:
+            example_label_id(example, label_list)
+
+
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
     """Packs one `InputExample` into `InputFeatures` exactly as the original.
 
@@ -531,15 +550,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     input_mask += padding
     segment_ids += padding
 
-    if label_list is None:
-        label_id = float(example.label)
-    else:
-        label_map = {label: i for i, label in enumerate(label_list)}
-        if example.label not in label_map:
-            where = example.source or f"example {example.guid}"
-            raise ValueError(f"{where}: label {example.label!r} is not in the label list {list(label_list)}.")
-        label_id = label_map[example.label]
-
+    label_id = example_label_id(example, label_list)
     if ex_index < 5:
         logging.info("*** Example ***")
         logging.info("guid: %s", example.guid)

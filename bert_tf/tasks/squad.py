@@ -215,6 +215,18 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     return examples
 
 
+def read_predict_file(input_file, version_2_with_negative=False):
+    """(parsed SQuAD object, examples) of a file to predict on; SquadFormatError when it holds no question
+    (predicting would write empty outputs and look like success)."""
+    dataset = load_squad_json(input_file)
+    examples, _ = examples_from_json(dataset, is_training=False, version_2_with_negative=version_2_with_negative,
+                                     source=input_file)
+    if not examples:
+        raise SquadFormatError(f"{input_file}: no questions to predict (every paragraph's \"qas\" list is empty, "
+                               "or \"data\" is).")
+    return dataset, examples
+
+
 def has_answers(dataset):
     """True if a parsed SQuAD object carries gold answers (a dev set, not a test set)."""
     for entry in dataset.get("data", []):

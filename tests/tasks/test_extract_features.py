@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tiny_training
-from bert_tf import checkpoints, resources, tokenization
+from bert_tf import checkpoints, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.heads import BertClassifier
 from bert_tf.tasks import extract_features as ef
@@ -18,21 +18,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(REPO, "run_scripts", "extract_features.py")
 
 
-@pytest.fixture(scope="module")
-def minilm_release(tmp_path_factory):
-    """The real MiniLM converted by our converter into an original-format release directory. The golden output
-    was made with the original code and a bert_config.json saying "gelu" (the original's tanh form)."""
-    out = checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path_factory.mktemp("minilm")))
-    with open(os.path.join(out, "bert_config.json")) as f:
-        assert json.load(f)["hidden_act"] == "gelu_exact"  # what Hugging Face's "gelu" computes
-    return out
-
-
 def _run_script(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
 
 def test_matches_the_original_golden_output(minilm_release, data_dir, tmp_path):
+    """The real MiniLM converted by our converter (conftest's minilm_release); the golden output was made with the
+    original code and a bert_config.json saying "gelu" (the original's tanh form)."""
+    with open(os.path.join(minilm_release, "bert_config.json")) as f:
+        assert json.load(f)["hidden_act"] == "gelu_exact"  # what Hugging Face's "gelu" computes
     output = str(tmp_path / "out.jsonl")
     result = _run_script(
         f"--input_file={os.path.join(data_dir, 'extract_input.txt')}", f"--output_file={output}",
@@ -53,7 +47,7 @@ def test_matches_the_original_golden_output(minilm_release, data_dir, tmp_path):
             assert [layer["index"] for layer in of["layers"]] == [-1, -2, -3, -4]
             for gl, ol in zip(gf["layers"], of["layers"]):
                 worst = max(worst, float(np.abs(np.array(gl["values"]) - np.array(ol["values"])).max()))
-    assert worst <= 1e-4, worst
+    assert worst <= 2e-5, worst  # measured 4.0e-6 (CPU, TF 2.20): 5x margin
 
 
 def test_help_lists_the_original_flags():

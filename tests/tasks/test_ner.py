@@ -365,6 +365,7 @@ def _run_script(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_script_trains_evaluates_and_predicts(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -378,9 +379,8 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "label_list.txt").read_text().split() == LABELS
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
-    for key in ("eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "eval_loss", "loss", "eval_PER_f1",
-                "eval_ORG_support"):
-        assert 0.0 <= float(results[key]) < 100, key
+    _assert_metrics_of_written_predictions(results, (out / "eval_predictions.txt").read_text(),
+                                           ner.read_conll(str(data / "valid.txt")))
     tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"))
     windows = list(ner.convert_examples_to_features(ner.read_conll(str(data / "train.txt")), LABELS, 12, tokenizer))
     assert len(windows) > 5  # long sentences were split
@@ -417,6 +417,28 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
         ner.run(_flag_values(tmp_path, data, out, do_predict=True))
 
 
+def _assert_metrics_of_written_predictions(results, predictions_text, examples):
+    """eval_results.txt against seqeval and NumPy on eval_predictions.txt (`word gold predicted` per line)."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    rows = [[line.split(" ") for line in block.split("\n")] for block in predictions_text.strip("\n").split("\n\n")]
+    assert [[r[0] for r in sentence] for sentence in rows] == [e.words for e in examples]
+    gold, predicted = ([[r[i] for r in sentence] for sentence in rows] for i in (1, 2))
+    assert gold == [e.labels for e in examples]
+    entities = {name: set(get_entities(labels)) for name, labels in (("gold", gold), ("predicted", predicted))}
+    per = {name: {e for e in found if e[0] == "PER"} for name, found in entities.items()}
+    per_f1 = 2 * len(per["gold"] & per["predicted"]) / max(len(per["gold"]) + len(per["predicted"]), 1)
+    expected = {"eval_precision": precision_score(gold, predicted, zero_division=0),
+                "eval_recall": recall_score(gold, predicted, zero_division=0),
+                "eval_f1": f1_score(gold, predicted, zero_division=0),
+                "eval_accuracy": np.mean(np.concatenate(gold) == np.concatenate(predicted)),
+                "eval_PER_f1": per_f1, "eval_ORG_support": 3}  # EU, European Commission, European Union
+    for key, value in expected.items():
+        assert float(results[key]) == pytest.approx(value), key
+    assert float(results["eval_loss"]) > 0 and float(results["loss"]) > 0
+
+
 def _flag_values(tmp_path, data, out, **overrides):
     """What ner.run reads of the flags before it builds the model."""
     values = dict(data_dir=str(data), output_dir=str(out), vocab_file=str(tmp_path / "vocab.txt"),
@@ -449,6 +471,12 @@ def test_script_flags_and_errors(tmp_path):
     (data / "train.txt").write_text("EU NNP B-NP B-ORG\n")
     with pytest.raises(FileNotFoundError, match="No dev set in .*data: expected valid.txt or dev.txt"):
         ner.run(_flag_values(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True))
+    # A dev label that train.txt lacks: an error naming the file, line and label before any training output.
+    (data / "valid.txt").write_text("EU NNP B-NP B-ORG\nParis NNP B-NP B-LOC\n")
+    with pytest.raises(ValueError, match=r"valid.txt:2: unknown label 'B-LOC' \(word 'Paris'\); the label list "
+                                         r"\(.*train.txt; --label_list can name labels train.txt lacks\)"):
+        ner.run(_flag_values(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True))
+    assert not (tmp_path / "out" / "train.tf_record").exists() and not (tmp_path / "out" / "checkpoint").exists()
 
 
 # --- a real model on realistic data ----------------------------------------------------------------------------
@@ -489,12 +517,7 @@ def _news_conll(rng, num_sentences, pools):
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="module")
-def minilm_release(tmp_path_factory):
-    from bert_tf import checkpoints, resources
-    return checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path_factory.mktemp("minilm")))
-
-
+@pytest.mark.slow
 def test_pretrained_model_learns_entities_it_has_not_seen(tmp_path, minilm_release):
     """MiniLM (a real pre-trained BERT) fine-tuned for 24 steps tags entity names held out of training."""
     pools = dict(PER=_PEOPLE, LOC=_PLACES, ORG=_ORGS, MISC=_MISC)
@@ -508,9 +531,9 @@ def test_pretrained_model_learns_entities_it_has_not_seen(tmp_path, minilm_relea
                          f"--bert_config_file={minilm_release}/bert_config.json",
                          f"--init_checkpoint={minilm_release}/bert_model.ckpt", "--do_train", "--do_eval",
                          "--max_seq_length=24", "--train_batch_size=8", "--eval_batch_size=24",
-                         "--num_train_epochs=3", "--learning_rate=1e-4")
+                         "--num_train_epochs=3", "--learning_rate=1e-4", "--seed=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "not in checkpoint (newly initialized): cls/ner/output_weights" in result.stderr
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert results["global_step"] == "24"
-    assert float(results["eval_f1"]) > 0.6, results  # 0.87 when written; tagging everything O scores 0
+    assert float(results["eval_f1"]) > 0.6, results  # 0.88 with --seed=0 (CPU); all O scores 0

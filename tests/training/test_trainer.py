@@ -47,6 +47,7 @@ def test_trains_saves_and_summarizes(tmp_path):
     assert accuracy > 0.75 and (before.argmax(-1) == toy_task.LABELS).mean() < accuracy
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_equals_the_full_batch(tmp_path):
     full = _trainer(tmp_path / "full")
     full.train(toy_task.dataset_fn, 16, 6, 2)
@@ -209,6 +210,7 @@ print("resumed diff", max_diff(weights[("mirrored", 1)], train(sys.argv[2], "mir
 """
 
 
+@pytest.mark.slow
 def test_mirrored_replicas_match_one_device(tmp_path):
     """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device; a run resumed under
     MirroredStrategy = the uninterrupted one."""
