@@ -28,7 +28,7 @@ def train_one_step(build_model, output_dir):
                       learning_rate=1e-2)
     features = random_features(trainer.model)
 
-    def dataset_fn(batch_size, ctx=None):
+    def dataset_fn(batch_size, ctx=None, seed=None):  # one fixed order: the seed is not used
         labels = {"unused": np.zeros(len(features["input_ids"]), np.int32)}
         return tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(batch_size, drop_remainder=True)
 

@@ -151,7 +151,7 @@ def test_mixed_training_tracks_float32(tmp_path, float32_run, policy):
 OVERFLOW_WEIGHT = 1e3  # x the loss scale 2**15 / batch 16: d(loss)/d(logits) ~ 1e6 > 65504, inf in float16
 
 
-def _weighted_dataset_fn(batch_size, ctx=None):
+def _weighted_dataset_fn(batch_size, ctx=None, seed=None):
     """The toy examples with a per-example loss weight: OVERFLOW_WEIGHT on the first batch, then 1."""
     weights = np.where(np.arange(len(toy_task.LABELS)) < batch_size, OVERFLOW_WEIGHT, 1.0).astype(np.float32)
     data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS,

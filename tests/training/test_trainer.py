@@ -70,7 +70,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     dropout on: a run resumed from the step-5 checkpoint in another random state (Python and NumPy seeded with 2,
     not 1) ends bit-identical to the uninterrupted run; the checkpoint holds the input order and the dropout random
     state."""
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")  # absl logs under "absl", whatever other tests set
     config = toy_task.config(dropout_prob=0.2)
     straight = _trainer(tmp_path / "straight", config=config, save_checkpoints_steps=5)
     tf.random.set_seed(None)
@@ -113,7 +113,7 @@ def test_the_input_order_follows_the_seed(tmp_path):
 def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
     """What a killed run leaves (our *.tmp files, TensorFlow's checkpoint temporaries) goes, and is logged; other
     files stay."""
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")  # absl logs under "absl", whatever other tests set
     stale = ["eval.tf_record.tmp", "eval_results.txt.tmp", "checkpoint.tmp5f3c", "ckpt-7.index.tempstate123",
              "ckpt-7_temp"]
     kept = ["train.tf_record", "notes.tmpl", "ckpt-7_template.txt"]
