@@ -3,6 +3,7 @@
 
   python3 dev.py quickstart   # set up, then run the original BERT workflow end to end on real data
   python3 dev.py test         # set up, then run the test suite (extra arguments go to pytest)
+  python3 dev.py lint         # set up, then ruff (configured in pyproject.toml) over the repository
   python3 dev.py setup        # set up only
 """
 import hashlib
@@ -101,8 +102,12 @@ def test(pytest_args):
     run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(pytest_args or ["tests"]))
 
 
+def lint():
+    run(PYTHON, "-m", "ruff", "check", ".")
+
+
 def main(argv):
-    if len(argv) < 2 or argv[1] not in ("setup", "quickstart", "test"):
+    if len(argv) < 2 or argv[1] not in ("setup", "quickstart", "test", "lint"):
         print(__doc__)
         return 2
     setup()
@@ -110,6 +115,8 @@ def main(argv):
         quickstart()
     elif argv[1] == "test":
         test(argv[2:])
+    elif argv[1] == "lint":
+        lint()
     return 0
 
 

@@ -90,7 +90,7 @@ def torch_child(spec):
     random.seed(spec["seed"])
     np.random.seed(spec["seed"])
     torch.manual_seed(spec["seed"])
-    from bert_tf.tokenization import FullTokenizer  # pure Python: no TensorFlow in this process
+    from bert_tf.text.tokenization import FullTokenizer  # pure Python: no TensorFlow in this process
 
     # The directory's own tokenizer files (BertTokenizerFast(vocab_file=...) gives all-[UNK] in transformers 5).
     tokenizer = BertTokenizerFast.from_pretrained(spec["model_dir"])

@@ -11,9 +11,9 @@ Each configuration runs as its own subprocess (so peak RSS is that of the run al
   * exact: bert_tf's exact mode (run_scripts/create_pretraining_data.py);
   * fast: bert_tf's fast mode, --num_workers (default 2).
 Peak RSS: the largest resident set of the run summed over its processes (sampled every 0.02 s from /proc),
-and the largest single process's maximum RSS (`/usr/bin/time -f %M`, which sees every process of the run). Instances are counted from the
-outputs; "same as original" compares exact mode's records with the original's (protos, deterministic
-serialization), record by record.
+and the largest single process's maximum RSS (`/usr/bin/time -f %M`, which sees every process of the run).
+Instances are counted from the outputs; "same as original" compares exact mode's records with the original's
+(protos, deterministic serialization), record by record.
 
   python benchmarks/pretraining_data_benchmark.py --original_bert_dir /tmp/orig_bert --sizes_mb 10,30
 """
@@ -141,7 +141,7 @@ def run_measured(cmd, env=None):
 
 def read_records(paths):
     import tensorflow as tf
-    return [r for r in tf.data.TFRecordDataset(paths).as_numpy_iterator()]
+    return list(tf.data.TFRecordDataset(paths).as_numpy_iterator())
 
 
 def main(argv=None):
@@ -201,7 +201,8 @@ def main(argv=None):
         outputs.clear()
 
     print()
-    print("| corpus MB | run | instances | s | instances/s | MB text/s | x original | peak RSS MB, all processes | largest process MB |")
+    print("| corpus MB | run | instances | s | instances/s | MB text/s | x original | peak RSS MB, all processes "
+          "| largest process MB |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         base = [r for r in rows if r["size"] == row["size"] and r["key"] == "original"]

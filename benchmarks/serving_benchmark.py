@@ -62,7 +62,9 @@ def main():
     import torch
     import transformers
 
-    from bert_tf import checkpoints, export, resources, tokenization
+    from bert_tf import checkpoints, resources
+    from bert_tf.export import saved_model
+    from bert_tf.text import tokenization
 
     torch.set_num_threads(os.cpu_count())
     source = resources.minilm_dir()
@@ -72,7 +74,7 @@ def main():
     paths = {}
     for text_ops in ("tf_text", "core"):
         start = time.perf_counter()
-        paths[text_ops] = export.export_task_model(encoder, "encoder", os.path.join(work, text_ops), vocab, True,
+        paths[text_ops] = saved_model.export_task_model(encoder, "encoder", os.path.join(work, text_ops), vocab, True,
                                                    args.max_seq_length, overwrite=True, text_ops=text_ops)
         print(f"exported {text_ops} in {time.perf_counter() - start:.1f}s -> {paths[text_ops]}")
     loaded = {k: tf.saved_model.load(p) for k, p in paths.items()}

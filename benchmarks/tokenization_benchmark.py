@@ -3,15 +3,15 @@
 Corpus: the wikitext of gensim's test dump `enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2`
 (the `<text>` elements, XML-unescaped, split into lines, blank lines dropped; --max_lines keeps the first N), or
 --corpus_file (one text per line). Every tokenizer gets the same lines and the same vocabulary (default: the
-bert-base-uncased vocab in tests/data) and produces WordPiece ids (no [CLS]/[SEP]):
+bert-base-uncased vocab in tests/fixtures) and produces WordPiece ids (no [CLS]/[SEP]):
 
   * original: `tokenization.FullTokenizer` loaded from a clone of google-research/bert given by
     --original_bert_dir (this project ships none of its code; needs `six`, and TensorFlow 2's `tf.compat.v1.gfile`
     is put where the TF1 code looks for `tf.gfile`). Skipped, with a note, without the flag.
   * bert_tf Python: `bert_tf.tokenization.FullTokenizer`, a fresh instance per timed round (its per-word cache
     starts empty each time).
-  * bert_tf in-graph: `bert_tf.text.InGraphTokenizer.tokenize` (a tf.function) on batches of --batch_size lines;
-    timed: making the string tensors, tokenizing, fetching ids and row splits as NumPy arrays.
+  * bert_tf in-graph: `bert_tf.text.in_graph.InGraphTokenizer.tokenize` (a tf.function) on batches of
+    --batch_size lines; timed: making the string tensors, tokenizing, fetching ids and row splits as NumPy arrays.
   * HF tokenizers (Rust): `tokenizers.BertWordPieceTokenizer(vocab, lowercase, strip_accents, clean_text,
     handle_chinese_chars)`; timed: one `encode_batch` call over all lines (parallel over the cores).
   Turning the results into Python lists of ids (for the comparison) is not timed, except for the two Python
@@ -101,7 +101,7 @@ def make_runners(args, lines):
         notes.append("original: skipped (no --original_bert_dir); 'identical' is against bert_tf Python")
 
     if "python" not in skip:
-        from bert_tf import tokenization
+        from bert_tf.text import tokenization
 
         def run_python():
             tok = tokenization.FullTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
@@ -110,8 +110,9 @@ def make_runners(args, lines):
 
     if "graph" not in skip:
         import tensorflow as tf
-        from bert_tf import text
-        graph = text.InGraphTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
+
+        from bert_tf.text import in_graph
+        graph = in_graph.InGraphTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
         batches = [lines[i:i + args.batch_size] for i in range(0, len(lines), args.batch_size)]
 
         def run_graph():  # ids as NumPy (flat values, row splits) per batch
@@ -127,7 +128,8 @@ def make_runners(args, lines):
                 values, splits = values.tolist(), splits.tolist()
                 out.extend(values[a:b] for a, b in zip(splits[:-1], splits[1:]))
             return out
-        runners["graph"] = ("bert_tf.text.InGraphTokenizer, batch %d" % args.batch_size, run_graph, graph_lists)
+        runners["graph"] = ("bert_tf.text.in_graph.InGraphTokenizer, batch %d" % args.batch_size, run_graph,
+                            graph_lists)
 
     if "rust" not in skip:
         try:
@@ -191,10 +193,10 @@ def main(argv=None):
     print("| tokenizer | wordpieces/s | median s/round | x Rust | lines identical to %s |" % (
         "the original" if reference == "original" else "bert_tf Python"))
     print("|---|---:|---:|---:|---:|")
-    for name, label, wordpieces, median, rate, identical in rows:
+    for _, label, _, median, rate, identical in rows:
         ratio = "%.2f" % (rate / rust_rate) if rust_rate else "-"
         same = "%d / %d" % (identical, len(lines)) if identical is not None else "-"
-        print("| %s | %s | %.3f | %s | %s |" % (label, "{:,.0f}".format(rate), median, ratio, same))
+        print("| %s | %s | %.3f | %s | %s |" % (label, f"{rate:,.0f}", median, ratio, same))
     wordpiece_counts = {name: wordpieces for name, _, wordpieces, _, _, _ in rows}
     print()
     print("wordpieces per round: %s" % ", ".join("%s %d" % kv for kv in wordpiece_counts.items()))

@@ -1,8 +1,11 @@
 """absl flags shared by the run scripts, defined once, with the original scripts' names and defaults.
 
 A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults (e.g.
-run_squad.py's max_seq_length 384).
+run_squad.py's max_seq_length 384), and hands the library plain values: `run_config(FLAGS)` for the shared run
+settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Nothing below run_scripts/ reads flags.
 """
+import dataclasses
+
 from absl import flags
 
 
@@ -36,6 +39,8 @@ def define_run_flags():
     flags.DEFINE_bool("save_original_checkpoint", False, "After training, also write the fine-tuned model in the "
                       "original TF1 format (original variable names) to <output_dir>/original/bert_model.ckpt, "
                       "with bert_config.json and vocab.txt.")
+    flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
+                         "shuffling); unset: not seeded, as the original.")
     define_distribution_flags()
 
 
@@ -86,3 +91,11 @@ def define_pretraining_data_flags():
     flags.DEFINE_integer("shard_size", 1000, "Sharded modes: documents per shard (memory per worker grows with it; "
                          "NSP random-next segments come from the same shard).")
     flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
+
+
+def run_config(flag_values):
+    """The shared run settings (`define_model_flags` + `define_run_flags`) as a `runner.RunConfig`."""
+    from bert_tf.tasks import runner
+
+    return runner.RunConfig(**{field.name: flag_values[field.name].value
+                               for field in dataclasses.fields(runner.RunConfig)})

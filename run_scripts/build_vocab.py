@@ -8,7 +8,7 @@ Example:
 """
 from absl import app, flags, logging
 
-from bert_tf import vocab as vocab_lib
+from bert_tf.data import vocab as vocab_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text file glob(s), comma-separated (e.g. prepare_corpus.py's output).")

@@ -13,7 +13,7 @@ writes <output_file>-00000-of-000NN ... (see bert_tf/pretraining_data.py for how
 from absl import app, flags, logging
 
 from bert_tf import flags as bert_flags
-from bert_tf import pretraining_data
+from bert_tf.data.pretraining import instances, shards
 
 FLAGS = flags.FLAGS
 bert_flags.define_pretraining_data_flags()
@@ -31,9 +31,9 @@ def main(_):
     if FLAGS.num_workers < 0:
         raise app.UsageError("--num_workers must be 0 (exact mode) or positive (fast mode).")
     if FLAGS.num_workers == 0:
-        pretraining_data.run_exact(**kwargs)
+        instances.run_exact(**kwargs)
     else:
-        paths, written, skipped = pretraining_data.run_sharded(
+        paths, written, skipped = shards.run_sharded(
             num_workers=FLAGS.num_workers, shard_size=FLAGS.shard_size, progress=FLAGS.progress, **kwargs)
         logging.info("%d shard files: %s ... %s", len(paths), paths[0], paths[-1])
 

@@ -36,12 +36,12 @@ def parse_flags(argv):
 def main(argv):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from bert_tf import beam_pipeline
+    from bert_tf.data.pretraining import beam
 
     beam_args = list(argv[1:])
     options = PipelineOptions(beam_args, runner=FLAGS.runner)
     logging.info("Beam runner %s, pipeline options %s", FLAGS.runner, beam_args)
-    paths = beam_pipeline.run(
+    paths = beam.run(
         FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
         do_whole_word_mask=FLAGS.do_whole_word_mask, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq, random_seed=FLAGS.random_seed,

@@ -14,7 +14,7 @@ import sys
 
 from absl import app, flags
 
-from bert_tf.tasks import squad_evaluate
+from bert_tf.tasks.squad import evaluate as squad_evaluate
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_file", None, "The SQuAD dataset file with gold answers (e.g. dev-v2.0.json).")

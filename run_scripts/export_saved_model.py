@@ -14,12 +14,12 @@ Examples:
 """
 from absl import app, flags, logging
 
-from bert_tf import export
 from bert_tf import flags as bert_flags
+from bert_tf.export import saved_model
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
-flags.DEFINE_enum("task", None, list(export.TASKS), "Which model to export.")
+flags.DEFINE_enum("task", None, list(saved_model.TASKS), "Which model to export.")
 flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.")
 flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: comma-separated, or a file with one "
                     "label per line. Saved as assets/labels.txt; gives --num_labels.")
@@ -27,13 +27,13 @@ flags.DEFINE_string("export_dir", None, "Base directory of the served model; the
                     "<export_dir>/<version>/.")
 flags.DEFINE_integer("version", 1, "Model version (TF Serving's numbered subdirectory).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing <export_dir>/<version>.")
-flags.DEFINE_enum("text_ops", "tf_text", list(export.TEXT_OPS),
+flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
                   "core (core TensorFlow ops only; stock TF Serving) or none.")
 
 
 def main(_):
-    path = export.export_from_checkpoint(
+    path = saved_model.export_from_checkpoint(
         task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
         init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
         max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,

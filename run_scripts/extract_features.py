@@ -7,9 +7,11 @@ Example:
 """
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, tokenization
-from bert_tf.config import BertConfig
+from bert_tf import checkpoints
+from bert_tf.model import encoder
+from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.tasks import extract_features
+from bert_tf.text import tokenization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")
@@ -38,8 +40,8 @@ def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    checkpoints.check_vocab_size(config, tokenizer.vocab, FLAGS.vocab_file)
-    model = checkpoints.build_bert_model(config)
+    check_vocab_size(config, tokenizer.vocab, FLAGS.vocab_file)
+    model = encoder.build_bert_model(config)
     if FLAGS.init_checkpoint:
         checkpoints.restore(model, FLAGS.init_checkpoint)
     else:

@@ -7,7 +7,7 @@ Example:
 """
 from absl import app, flags, logging
 
-from bert_tf import corpus
+from bert_tf.data import corpus
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input file glob(s), comma-separated: MediaWiki XML dumps "

@@ -16,21 +16,19 @@ Example:
 from absl import app, flags
 
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import ner
+from bert_tf.tasks import ner, runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt (or dev.txt) and test.txt in the "
                     "CoNLL-2003 format.")
 flags.DEFINE_string("label_list", None, "Comma-separated labels in the order of the model's outputs (default: "
                     "output_dir/label_list.txt of the training run, else the sorted labels of train.txt).")
-flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
-                     "shuffling); unset: not seeded, as the original.")
 bert_flags.define_model_flags()
 bert_flags.define_run_flags()
 
 
 def main(_):
-    ner.run(FLAGS)
+    runner.run(ner.NerTask(data_dir=FLAGS.data_dir, label_list=FLAGS.label_list), bert_flags.run_config(FLAGS))
 
 
 if __name__ == "__main__":

@@ -14,12 +14,10 @@ Example:
 from absl import app, flags
 
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import swag
+from bert_tf.tasks import runner, swag
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Directory with the SWAG train.csv, val.csv and test.csv.")
-flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
-                     "shuffling); unset: not seeded, as the original.")
 bert_flags.define_model_flags()
 bert_flags.define_run_flags()
 FLAGS.set_default("learning_rate", 2e-5)
@@ -27,7 +25,7 @@ FLAGS.set_default("train_batch_size", 16)
 
 
 def main(_):
-    swag.run(FLAGS)
+    runner.run(swag.SwagTask(data_dir=FLAGS.data_dir), bert_flags.run_config(FLAGS))
 
 
 if __name__ == "__main__":

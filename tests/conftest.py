@@ -1,9 +1,9 @@
-"""Shared pytest fixtures: paths to the small fixtures and goldens kept in tests/data."""
+"""Shared pytest fixtures: paths to the small fixtures and goldens kept in tests/fixtures."""
 import os
 
 import pytest
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +56,7 @@ def run_main():
 @pytest.fixture
 def tiny_config():
     """L=2, H=32, A=4: small enough that a forward pass takes milliseconds."""
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
     return BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                       intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
 
@@ -87,7 +87,7 @@ def minilm_release(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def golden_checkpoint(tmp_path_factory, minilm_release):
-    """The checkpoint the goldens in tests/data were made with: the real MiniLM under the original variable names,
+    """The checkpoint the goldens in tests/fixtures were made with: the real MiniLM under the original variable names,
     `bert_config.json` saying "gelu" (tanh, as the original computes it), plus fixed task heads drawn like the
     golden tool draws them (NumPy RandomState(17), normal(0, 0.2): output_weights [2, H], output_bias [2],
     cls/squad/output_weights [2, H], cls/squad/output_bias [2]). Returns the release directory."""

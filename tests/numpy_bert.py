@@ -70,7 +70,7 @@ def forward(weights, config, input_ids, input_mask, segment_ids):
     for layer in range(config.num_hidden_layers):
         p = f"bert/encoder/layer_{layer}/"
 
-        def dense(t, name):
+        def dense(t, name, p=p):
             return t @ g(p + name + "/kernel") + g(p + name + "/bias")
 
         def heads(t):

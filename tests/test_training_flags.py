@@ -7,15 +7,14 @@ flag that changes the numbers (bias correction, bfloat16) gets its own run.
 import glob
 import os
 import random
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_tf.tasks import classifier
-from bert_tf.training import distribute
 from tiny_classifier import random_sentence, run_script, tsv_line, write_lines, write_tiny_model
+
+from bert_tf.tasks import classifier, runner
+from bert_tf.training import distribute
 
 STEPS = 4  # int(16 examples / batch 8 * 2 epochs)
 
@@ -129,10 +128,8 @@ def test_each_input_pipeline_reads_its_own_shard(one_device):
         assert drawn == set(records[pipeline::2])
 
 
-def _flag_values(**flags):
-    defaults = dict(distribution_strategy="auto", num_gpus=None, num_cpu_devices=1, use_tpu=False, tpu_name=None,
-                    master=None, tpu_zone=None, gcp_project=None)
-    return types.SimpleNamespace(**{**defaults, **flags})
+def _run_config(**settings):
+    return runner.RunConfig(bert_config_file="unused", vocab_file="unused", output_dir="unused", **settings)
 
 
 def test_num_gpus_beyond_the_visible_ones_is_an_error():
@@ -141,10 +138,10 @@ def test_num_gpus_beyond_the_visible_ones_is_an_error():
     visible = len(tf.config.list_logical_devices("GPU"))
     for strategy in ("auto", "one_device", "mirrored"):
         with pytest.raises(ValueError, match=rf"--num_gpus={visible + 1} but {visible} GPU\(s\) are visible"):
-            distribute.strategy_from_flags(_flag_values(distribution_strategy=strategy, num_gpus=visible + 1))
+            _run_config(distribution_strategy=strategy, num_gpus=visible + 1).strategy()
     with pytest.raises(ValueError, match="--num_gpus=-1"):
-        distribute.strategy_from_flags(_flag_values(num_gpus=-1))
-    assert distribute.strategy_from_flags(_flag_values(num_gpus=0)).extended.worker_devices[0].endswith("CPU:0")
+        _run_config(num_gpus=-1).strategy()
+    assert _run_config(num_gpus=0).strategy().extended.worker_devices[0].endswith("CPU:0")
 
 
 def test_num_cpu_devices_must_come_before_tensorflow_starts():

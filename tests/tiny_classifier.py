@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "run_scripts", "run_classifier.py")

@@ -1,5 +1,5 @@
 """Real checkpoints written by the Trainer (one update, optimizer included) for any tiny task model of
-bert_tf.heads, with inputs and a loss made from the model itself."""
+bert_tf.model.task_models, with inputs and a loss made from the model itself."""
 import numpy as np
 import tensorflow as tf
 

@@ -14,8 +14,8 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import fileio, tokenization
-from bert_tf.text import truncate_seq_pair
+from bert_tf.data import fileio
+from bert_tf.text import packing, tokenization
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
@@ -44,21 +44,10 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {seq_length}.")
     features = []
     for example in examples:
-        tokens_a = tokenizer.tokenize(example.text_a)
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-        if tokens_b:
-            truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-        else:
-            tokens_a = tokens_a[:seq_length - 2]
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-        input_type_ids = [0] * len(tokens)
-        if tokens_b:
-            tokens += tokens_b + ["[SEP]"]
-            input_type_ids += [1] * (len(tokens_b) + 1)
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        padding = [0] * (seq_length - len(input_ids))
-        features.append(InputFeatures(example.unique_id, tokens, input_ids + padding,
-                                      [1] * len(input_ids) + padding, input_type_ids + padding))
+        tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, seq_length)
+        features.append(InputFeatures(example.unique_id, tokens, *packing.pad_inputs(
+            tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length)))
         if len(features) <= 5:
             logging.info("unique_id: %s tokens: %s", example.unique_id,
                          " ".join(tokenization.printable_text(t) for t in tokens))
@@ -110,7 +99,7 @@ def feature_json(feature, layer_indexes, layer_values):
 
 def write_jsonl(output_file, objects):
     """Writes JSON lines to a temporary name and renames it to `output_file` when complete."""
-    with fileio.written_atomically(output_file) as tmp, tf.io.gfile.GFile(tmp, "w") as writer:
+    with fileio.atomic_write(output_file) as writer:
         for obj in objects:
             writer.write(json.dumps(obj) + "\n")
 

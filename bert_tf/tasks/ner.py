@@ -26,14 +26,15 @@ accuracy over words; eval_loss: the mean per-window loss.
 import collections
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf import fileio, heads, records, tokenization
-from bert_tf.tasks import job, result_files
+from bert_tf.data import fileio, records
+from bert_tf.model import task_models
+from bert_tf.tasks import result_files
+from bert_tf.text import tokenization
 
 LABEL_LIST_FILE = "label_list.txt"
 IGNORE_ID = -1
@@ -133,7 +134,7 @@ def read_label_list(path):
 
 
 def write_label_list(path, labels):
-    result_files.write_text_atomically(path, "".join(label + "\n" for label in labels))
+    fileio.write_text_atomically(path, "".join(label + "\n" for label in labels))
 
 
 def check_labels(examples, label_list, source="the label list"):
@@ -230,28 +231,29 @@ def features_to_arrays(features):
 
 # --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
 
+_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids")
+
+
+def record_schema(seq_length):
+    """The TFRecord schema of the training windows: int64 [seq_length] each of input_ids, input_mask, segment_ids
+    and label_ids."""
+    return {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in _FEATURES}
+
+
 def write_tf_record(features, output_file):
     """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns the count."""
-    count = 0
-    with fileio.written_atomically(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
-        for f in features:
-            record = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=getattr(f, name)))
-                      for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=record)).SerializeToString())
-            count += 1
-    return count
+    return records.write(output_file, (records.example(f._asdict(), record_schema(len(f.input_ids)))
+                                       .SerializeToString() for f in features))
 
 
 def train_dataset_fn(input_file, seq_length, num_records):
     """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
     repeated (features, labels) batches of the records, remainder dropped."""
-    spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
+    schema = record_schema(seq_length)
 
     def decode(record):
-        parsed = {k: tf.cast(v, tf.int32) for k, v in tf.io.parse_single_example(record, spec).items()}
-        return ({k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")},
-                {"label_ids": parsed["label_ids"]})
+        parsed = records.parse(record, schema)
+        return {k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")}, {"label_ids": parsed["label_ids"]}
 
     return records.training_dataset_fn(input_file, decode, min(num_records, 10000))
 
@@ -265,10 +267,6 @@ def masked_loss(labels, outputs):
     weights = tf.cast(label_ids >= 0, tf.float32)
     cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(label_ids, 0), logits=logits)
     return tf.reduce_sum(cross_entropy * weights, -1) / tf.maximum(tf.reduce_sum(weights, -1), 1.0)
-
-
-def model_builder(config, num_labels):
-    return lambda: heads.BertTokenClassifier(config, num_labels)
 
 
 # --- prediction ------------------------------------------------------------------------------------------------
@@ -348,10 +346,6 @@ def conll_output(examples, predicted):
     return "".join(lines)
 
 
-
-
-
-
 def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False):
     """Featurizes, predicts and re-joins -> (predicted labels per sentence, results, report text).
 
@@ -368,92 +362,96 @@ def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, 
     return predicted, results, report
 
 
+# --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
-
-# --- the whole job ---------------------------------------------------------------------------------------------
-
-def resolve_label_list(flag_values):
-    """--label_list, else output_dir/label_list.txt, else the sorted labels of data_dir/train.txt."""
-    saved_path = os.path.join(flag_values.output_dir, LABEL_LIST_FILE)
+def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
+    """-> (labels, where they came from): `label_list` (comma-separated), else output_dir/label_list.txt of the
+    training run, else the sorted labels of data_dir/train.txt."""
+    saved_path = os.path.join(output_dir, LABEL_LIST_FILE)
     saved = read_label_list(saved_path) if tf.io.gfile.exists(saved_path) else None
-    if flag_values.label_list:
-        labels = parse_label_list(flag_values.label_list)
+    if label_list:
+        labels = parse_label_list(label_list)
         if saved is not None and saved != labels:
             raise ValueError(f"--label_list ({','.join(labels)}) differs from the labels {saved_path} was trained "
                              f"with ({','.join(saved)}); use another output_dir or drop --label_list.")
         return labels, "--label_list"
     if saved is not None:
         return saved, saved_path
-    train_file = os.path.join(flag_values.data_dir, "train.txt")
+    train_file = os.path.join(data_dir, "train.txt")
     if not tf.io.gfile.exists(train_file):
         raise ValueError(f"No label list: pass --label_list, or keep {LABEL_LIST_FILE} of the training run in "
                          f"output_dir, or have {train_file}.")
-    if not flag_values.do_train:
+    if not do_train:
         logging.warning("No %s in output_dir: using the sorted labels of %s; they must be the labels the "
                         "checkpoint was trained with.", LABEL_LIST_FILE, train_file)
     return get_labels(read_conll(train_file, "train")), train_file
 
 
-def run(flag_values):
-    """What run_ner.py does: train, evaluate on the dev set and predict the test set, as the flags say."""
-    from bert_tf.training.trainer import Trainer, compute_train_steps
+class NerTask:
+    """run_ner.py's task (see bert_tf.tasks.runner): CoNLL-2003 files of `data_dir` -> BertTokenClassifier.
 
-    fv = flag_values
-    config, tokenizer = job.prepare(fv)
+    `label_list`: comma-separated labels in the order of the model's outputs (default: the training run's
+    output_dir/label_list.txt, else the sorted labels of train.txt).
+    """
+    heads = ("tagger",)
+    export_task = "ner"
+    min_seq_length = 3
+    loss = staticmethod(masked_loss)
 
-    label_list, label_source = resolve_label_list(fv)
-    warn_if_not_bio(label_list)
-    logging.info("Labels (%d, from %s): %s", len(label_list), label_source, " ".join(label_list))
-    train_examples = read_conll(os.path.join(fv.data_dir, "train.txt"), "train") if fv.do_train else None
-    # Read and check every input before the (long) training starts.
-    eval_examples = read_conll(dev_file(fv.data_dir), "dev") if fv.do_eval else None
-    predict_examples = read_conll(os.path.join(fv.data_dir, "test.txt"), "test") if fv.do_predict else None
-    hint = "; --label_list can name labels train.txt lacks" if label_source.endswith("train.txt") else ""
-    for examples in (train_examples, eval_examples, predict_examples):
-        if examples:
-            check_labels(examples, label_list, f"the label list ({label_source}{hint})")
+    def __init__(self, data_dir, label_list=None):
+        self.data_dir = data_dir
+        self.label_list_arg = label_list
+        self.label_list = None
+        self.examples = {}
 
-    if fv.seed is not None:
-        keras.utils.set_random_seed(fv.seed)
-    trainer = Trainer.from_flags(fv, model_builder(config, len(label_list)), masked_loss)
-    fixed_batches = fv.use_tpu or fv.distribution_strategy == "tpu"
+    def check(self, run, config):
+        """Resolves the labels and reads and checks every input file the run needs, before any model work."""
+        self.label_list, source = resolve_label_list(run.output_dir, self.data_dir, self.label_list_arg,
+                                                     run.do_train)
+        warn_if_not_bio(self.label_list)
+        logging.info("Labels (%d, from %s): %s", len(self.label_list), source, " ".join(self.label_list))
+        files = {"train": (run.do_train, os.path.join(self.data_dir, "train.txt")),
+                 "dev": (run.do_eval, None), "test": (run.do_predict, os.path.join(self.data_dir, "test.txt"))}
+        self.examples = {split: read_conll(path or dev_file(self.data_dir), split)
+                         for split, (wanted, path) in files.items() if wanted}
+        hint = "; --label_list can name labels train.txt lacks" if source.endswith("train.txt") else ""
+        for examples in self.examples.values():
+            check_labels(examples, self.label_list, f"the label list ({source}{hint})")
 
-    if fv.do_train:
-        write_label_list(os.path.join(fv.output_dir, LABEL_LIST_FILE), label_list)
-        train_file = os.path.join(fv.output_dir, "train.tf_record")
+    def build_model(self, config):
+        return task_models.BertTokenClassifier(config, len(self.label_list))
+
+    def train_data(self, run, tokenizer):
+        """Saves the label list, writes output_dir/train.tf_record; -> (dataset_fn, number of windows)."""
+        write_label_list(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
+        train_file = os.path.join(run.output_dir, "train.tf_record")
+        examples = self.examples["train"]
         num_windows = write_tf_record(
-            convert_examples_to_features(train_examples, label_list, fv.max_seq_length, tokenizer), train_file)
-        num_train_steps, num_warmup_steps = compute_train_steps(
-            num_windows, fv.train_batch_size, fv.num_train_epochs, fv.warmup_proportion)
-        logging.info("***** Running training *****")
-        logging.info("  Num examples = %d (%d windows)", len(train_examples), num_windows)
-        logging.info("  Batch size = %d", fv.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
-        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_windows), fv.train_batch_size,
-                      num_train_steps, num_warmup_steps, seed=fv.seed)
-    if fv.do_eval or fv.do_predict:
-        trainer.restore_for_predict(required_heads=("tagger",))
+            convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
+        logging.info("Training on %d sentences in %d windows", len(examples), num_windows)
+        return train_dataset_fn(train_file, run.max_seq_length, num_windows), num_windows
 
-    if fv.do_eval:
+    def evaluate(self, run, tokenizer, trainer):
+        """Writes eval_results.txt, eval_report.txt and eval_predictions.txt of the dev set; returns the results."""
         logging.info("***** Running evaluation *****")
-        predicted, results, report = evaluate_examples(trainer, eval_examples, label_list, tokenizer,
-                                                       fv.max_seq_length, fv.eval_batch_size, fixed_batches)
+        examples = self.examples["dev"]
+        predicted, results, report = evaluate_examples(trainer, examples, self.label_list, tokenizer,
+                                                       run.max_seq_length, run.eval_batch_size, run.fixed_batches)
         results["global_step"] = trainer.step
-        logging.info("***** Eval results *****")
-        for key in sorted(results):
-            logging.info("  %s = %s", key, results[key])
+        result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
         logging.info("\n%s", report)
-        result_files.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
-        result_files.write_text_atomically(os.path.join(fv.output_dir, "eval_report.txt"), report)
-        result_files.write_text_atomically(os.path.join(fv.output_dir, "eval_predictions.txt"),
-                                           conll_output(eval_examples, predicted))
+        fileio.write_text_atomically(os.path.join(run.output_dir, "eval_report.txt"), report)
+        fileio.write_text_atomically(os.path.join(run.output_dir, "eval_predictions.txt"),
+                                     conll_output(examples, predicted))
+        return results
 
-    if fv.do_predict:
+    def predict(self, run, tokenizer, trainer):
+        """Writes test_results.txt (`token gold predicted` per word) of the test set."""
         logging.info("***** Running prediction *****")
-        predicted, results, _ = evaluate_examples(trainer, predict_examples, label_list, tokenizer,
-                                                  fv.max_seq_length, fv.predict_batch_size, fixed_batches)
+        examples = self.examples["test"]
+        predicted, results, _ = evaluate_examples(trainer, examples, self.label_list, tokenizer,
+                                                  run.max_seq_length, run.predict_batch_size, run.fixed_batches)
         logging.info("Test set (its gold labels): f1 = %.4f, precision = %.4f, recall = %.4f",
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
-        result_files.write_text_atomically(os.path.join(fv.output_dir, "test_results.txt"),
-                                           conll_output(predict_examples, predicted))
-    job.export_if_requested(fv, trainer, "ner", label_list)
+        fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.txt"),
+                                     conll_output(examples, predicted))

@@ -1,14 +1,9 @@
-"""Result files of the run scripts, written as the original writes them and atomically (temp name + rename)."""
+"""Result files of the run scripts, formatted as the original writes them and written atomically (temp name +
+rename, `bert_tf.data.fileio`)."""
 import numpy as np
-import tensorflow as tf
+from absl import logging
 
-from bert_tf import fileio
-
-
-def write_text_atomically(path, text):
-    """Writes `text` to `path.tmp`, then renames it to `path` (local paths and gs:// alike)."""
-    with fileio.written_atomically(path) as tmp, tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(text)
+from bert_tf.data import fileio
 
 
 def format_eval_results(results):
@@ -17,8 +12,13 @@ def format_eval_results(results):
     return "".join(f"{key} = {str(results[key])}\n" for key in sorted(results))
 
 
-def write_eval_results(path, results):
-    write_text_atomically(path, format_eval_results(results))
+def write_eval_results(path, results, title="Eval results"):
+    """Logs the results (`***** <title> *****`, then `key = value` sorted) and writes them to `path` as
+    eval_results.txt."""
+    logging.info("***** %s *****", title)
+    for key in sorted(results):
+        logging.info("  %s = %s", key, str(results[key]))
+    fileio.write_text_atomically(path, format_eval_results(results))
 
 
 def format_probabilities(rows):

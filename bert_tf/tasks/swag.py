@@ -15,14 +15,14 @@ import csv
 import io
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, heads, records, tokenization
-from bert_tf.tasks import job, result_files
-from bert_tf.text import truncate_seq_pair
+from bert_tf.data import fileio, records
+from bert_tf.model import task_models
+from bert_tf.tasks import result_files
+from bert_tf.text import packing, tokenization
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -44,15 +44,7 @@ def read_swag(input_file, set_type="data", require_label=True):
     With `require_label` (train.csv, val.csv) every row needs a label in 0..3; otherwise (test.csv) a label
     column is optional and its empty cells mean no label.
     """
-    if not tf.io.gfile.exists(input_file):
-        raise FileNotFoundError(f"Input file not found: {input_file}")
-    with tf.io.gfile.GFile(input_file, "rb") as reader:
-        data = reader.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise ValueError(f"{input_file}:{line}: not valid UTF-8 ({err.reason}).") from None
+    text = fileio.read_text(input_file, encoding="utf-8-sig")
     rows = csv.reader(io.StringIO(text, newline=""))
     header = next(rows, None)
     while header is not None and not any(cell.strip() for cell in header):
@@ -105,16 +97,13 @@ def convert_example(ex_index, example, max_seq_length, tokenizer):
     context = tokenizer.tokenize(example.context)
     ids, masks, segments = [], [], []
     for choice, ending in enumerate(example.endings):
-        tokens_a = list(context)
-        tokens_b = tokenizer.tokenize(example.start_ending + " " + ending)
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
-        segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        padding = [0] * (max_seq_length - len(input_ids))
-        ids.append(input_ids + padding)
-        masks.append([1] * len(input_ids) + padding)
-        segments.append(segment_ids + padding)
+        tokens, segment_ids = packing.pack_tokens(
+            list(context), tokenizer.tokenize(example.start_ending + " " + ending), max_seq_length, always_pair=True)
+        input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens),
+                                                                segment_ids, max_seq_length)
+        ids.append(input_ids)
+        masks.append(input_mask)
+        segments.append(segment_ids)
         if ex_index < 5:
             logging.info("*** Example %s choice %d ***\ntokens: %s\nlabel: %s", example.guid, choice,
                          " ".join(tokenization.printable_text(t) for t in tokens), example.label)
@@ -136,30 +125,32 @@ def features_to_arrays(features):
 
 # --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
 
+def record_schema(seq_length):
+    """The TFRecord schema of the training examples: the choices flattened, int64 [NUM_CHOICES * seq_length] each
+    of input_ids, input_mask, segment_ids, then the int64 label."""
+    schema = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in _INPUT_NAMES}
+    schema["label"] = tf.io.FixedLenFeature([], tf.int64)
+    return schema
+
+
 def write_tf_record(features, output_file):
     """Writes InputFeatures (choices flattened) to a TFRecord file, atomically. Returns the count."""
-    count = 0
-    with fileio.written_atomically(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
-        for f in features:
-            record = {name: tf.train.Feature(int64_list=tf.train.Int64List(
-                value=[x for choice in getattr(f, name) for x in choice])) for name in _INPUT_NAMES}
-            record["label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[f.label]))
-            writer.write(tf.train.Example(features=tf.train.Features(feature=record)).SerializeToString())
-            count += 1
-    return count
+    def serialized(f):
+        values = {name: [x for choice in getattr(f, name) for x in choice] for name in _INPUT_NAMES}
+        return records.example({**values, "label": f.label}, record_schema(len(f.input_ids[0]))).SerializeToString()
+
+    return records.write(output_file, map(serialized, features))
 
 
 def train_dataset_fn(input_file, seq_length, num_records):
     """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
     repeated (features [B, C, S], {"label": [B]}) batches, remainder dropped."""
-    spec = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in _INPUT_NAMES}
-    spec["label"] = tf.io.FixedLenFeature([], tf.int64)
+    schema = record_schema(seq_length)
 
     def decode(record):
-        parsed = tf.io.parse_single_example(record, spec)
-        inputs = {name: tf.reshape(tf.cast(parsed[name], tf.int32), [NUM_CHOICES, seq_length])
-                  for name in _INPUT_NAMES}
-        return inputs, {"label": tf.cast(parsed["label"], tf.int32)}
+        parsed = records.parse(record, schema)
+        inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in _INPUT_NAMES}
+        return inputs, {"label": parsed["label"]}
 
     return records.training_dataset_fn(input_file, decode, min(num_records, 10000))
 
@@ -170,10 +161,6 @@ def choice_loss(labels, outputs):
     """Per-example loss [B]: cross-entropy of the gold choice under the softmax over the choices."""
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels["label"], tf.int32),
                                                           logits=tf.cast(outputs["logits"], tf.float32))
-
-
-def model_builder(config):
-    return lambda: heads.BertMultipleChoice(config, num_choices=NUM_CHOICES)
 
 
 def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batches=False):
@@ -206,69 +193,59 @@ def accuracy(probabilities, labels):
     return float(np.mean(np.argmax(probabilities, axis=-1) == np.asarray(labels))) if len(labels) else 0.0
 
 
+# --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
+class SwagTask:
+    """run_swag.py's task (see bert_tf.tasks.runner): SWAG CSV files of `data_dir` -> BertMultipleChoice."""
+    heads = ("choice",)
+    export_task = None
+    min_seq_length = 3
+    label_list = None
+    loss = staticmethod(choice_loss)
 
+    def __init__(self, data_dir):
+        self.data_dir = data_dir
+        self.examples = {}
 
+    def check(self, run, config):
+        """Reads and checks every input file the run needs (train.csv, val.csv, test.csv), before any model work."""
+        files = {"train": (run.do_train, "train.csv", True), "dev": (run.do_eval, "val.csv", True),
+                 "test": (run.do_predict, "test.csv", False)}
+        self.examples = {split: read_swag(os.path.join(self.data_dir, name), split, require_label=labelled)
+                         for split, (wanted, name, labelled) in files.items() if wanted}
 
+    def build_model(self, config):
+        return task_models.BertMultipleChoice(config, num_choices=NUM_CHOICES)
 
+    def train_data(self, run, tokenizer):
+        """Writes output_dir/train.tf_record; -> (dataset_fn, number of examples)."""
+        train_file = os.path.join(run.output_dir, "train.tf_record")
+        num_examples = write_tf_record(
+            convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
+        return train_dataset_fn(train_file, run.max_seq_length, num_examples), num_examples
 
-
-
-# --- the whole job ---------------------------------------------------------------------------------------------
-
-def run(flag_values):
-    """What run_swag.py does: train on train.csv, evaluate on val.csv, predict test.csv, as the flags say."""
-    from bert_tf.training.trainer import Trainer, compute_train_steps
-
-    fv = flag_values
-    config, tokenizer = job.prepare(fv, exportable=False)
-
-    # Read and check every input before the (long) training starts.
-    train_examples = read_swag(os.path.join(fv.data_dir, "train.csv"), "train") if fv.do_train else None
-    eval_examples = read_swag(os.path.join(fv.data_dir, "val.csv"), "dev") if fv.do_eval else None
-    predict_examples = (read_swag(os.path.join(fv.data_dir, "test.csv"), "test", require_label=False)
-                        if fv.do_predict else None)
-
-    if fv.seed is not None:
-        keras.utils.set_random_seed(fv.seed)
-    trainer = Trainer.from_flags(fv, model_builder(config), choice_loss)
-    fixed_batches = fv.use_tpu or fv.distribution_strategy == "tpu"
-
-    if fv.do_train:
-        train_file = os.path.join(fv.output_dir, "train.tf_record")
-        num_examples = write_tf_record(convert_examples_to_features(train_examples, fv.max_seq_length, tokenizer),
-                                       train_file)
-        num_train_steps, num_warmup_steps = compute_train_steps(
-            num_examples, fv.train_batch_size, fv.num_train_epochs, fv.warmup_proportion)
-        logging.info("***** Running training *****")
-        logging.info("  Num examples = %d", num_examples)
-        logging.info("  Batch size = %d", fv.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
-        trainer.train(train_dataset_fn(train_file, fv.max_seq_length, num_examples), fv.train_batch_size,
-                      num_train_steps, num_warmup_steps, seed=fv.seed)
-    if fv.do_eval or fv.do_predict:
-        trainer.restore_for_predict(required_heads=("choice",))
-
-    if fv.do_eval:
+    def evaluate(self, run, tokenizer, trainer):
+        """Writes eval_results.txt (eval_accuracy, eval_loss, loss, global_step) of val.csv; returns the results."""
+        examples = self.examples["dev"]
         logging.info("***** Running evaluation *****")
-        logging.info("  Num examples = %d", len(eval_examples))
-        features = list(convert_examples_to_features(eval_examples, fv.max_seq_length, tokenizer))
-        probabilities, losses = predict_probabilities(trainer, features, fv.eval_batch_size, True, fixed_batches)
-        results = {"eval_accuracy": accuracy(probabilities, [e.label for e in eval_examples]),
+        logging.info("  Num examples = %d", len(examples))
+        features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer))
+        probabilities, losses = predict_probabilities(trainer, features, run.eval_batch_size, True,
+                                                      run.fixed_batches)
+        results = {"eval_accuracy": accuracy(probabilities, [e.label for e in examples]),
                    "global_step": trainer.step, **losses}
-        logging.info("***** Eval results *****")
-        for key in sorted(results):
-            logging.info("  %s = %s", key, results[key])
-        result_files.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+        result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
+        return results
 
-    if fv.do_predict:
+    def predict(self, run, tokenizer, trainer):
+        """Writes test_results.tsv: the four probabilities of each test.csv example."""
+        examples = self.examples["test"]
         logging.info("***** Running prediction *****")
-        logging.info("  Num examples = %d", len(predict_examples))
-        features = list(convert_examples_to_features(predict_examples, fv.max_seq_length, tokenizer))
-        probabilities, _ = predict_probabilities(trainer, features, fv.predict_batch_size, False, fixed_batches)
-        if all(e.label is not None for e in predict_examples):
-            logging.info("Test set (its labels): accuracy = %.4f",
-                         accuracy(probabilities, [e.label for e in predict_examples]))
-        result_files.write_text_atomically(os.path.join(fv.output_dir, "test_results.tsv"),
-                                           result_files.format_probabilities(probabilities))
-    job.export_if_requested(fv, trainer)
+        logging.info("  Num examples = %d", len(examples))
+        features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer))
+        probabilities, _ = predict_probabilities(trainer, features, run.predict_batch_size, False,
+                                                 run.fixed_batches)
+        if all(e.label is not None for e in examples):
+            logging.info("Test set (its labels): accuracy = %.4f", accuracy(probabilities, [e.label for e in examples]))
+        fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.tsv"),
+                                     result_files.format_probabilities(probabilities))

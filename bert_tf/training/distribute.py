@@ -1,4 +1,4 @@
-"""tf.distribute strategy and Keras precision policy from the run scripts' flags."""
+"""tf.distribute strategy and Keras precision policy for the run settings (bert_tf.tasks.runner.RunConfig)."""
 import keras
 import tensorflow as tf
 from absl import logging
@@ -67,13 +67,3 @@ def set_precision(policy="float32"):
         raise ValueError(f"Unknown precision policy {policy!r}; expected float32, mixed_float16 or mixed_bfloat16.")
     keras.mixed_precision.set_global_policy(policy)
     return policy
-
-
-def strategy_from_flags(flag_values):
-    """The strategy for the shared distribution flags (bert_tf.flags.define_distribution_flags)."""
-    name = flag_values.distribution_strategy
-    tpu = flag_values.tpu_name or flag_values.master
-    if flag_values.use_tpu and name == "auto":
-        name = "tpu"
-    return get_strategy(name, flag_values.num_gpus, tpu, flag_values.tpu_zone, flag_values.gcp_project,
-                        flag_values.num_cpu_devices)

@@ -1,7 +1,7 @@
 """The training loop shared by every run script: tf.distribute, accumulation, checkpoints, summaries, progress.
 
 A task gives three things:
-  build_model()                 -> a Keras task model from bert_tf.heads (built inside the strategy scope)
+  build_model()                 -> a Keras task model (bert_tf.model.task_models), built in the strategy scope
   loss_fn(labels, outputs)      -> per-example loss [B] float32 (dicts of tensors in, as the dataset/model give)
   dataset_fn(batch_size, ctx, seed) -> tf.data.Dataset of (features, labels) batches of `batch_size`, repeated,
                                    in an order that is a function of `seed`, ctx's input pipeline and
@@ -12,7 +12,7 @@ output_dir resumes from its last checkpoint as the run it continues: the checkpo
 optimizer state, the input order's seed (the one given, else drawn at random once) and the dropout layers' random
 state, and the resumed run (the same command: the same global seed) skips the batches already used. Otherwise
 the model starts from `init_checkpoint`: an original TF1 BERT checkpoint or one of ours. A training run first
-removes the temporaries a killed run left in output_dir (bert_tf.fileio.remove_stale_temporaries).
+removes the temporaries a killed run left in output_dir (bert_tf.data.fileio.remove_stale_temporaries).
 """
 import os
 import random
@@ -24,7 +24,8 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import checkpoints, fileio
+from bert_tf import checkpoints
+from bert_tf.data import fileio
 from bert_tf.training import distribute, optimization
 
 
@@ -80,19 +81,6 @@ class Trainer:
                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.optimizer = None
         tf.io.gfile.makedirs(output_dir)
-
-    @classmethod
-    def from_flags(cls, flag_values, build_model, loss_fn):
-        """A Trainer configured by the shared flags of bert_tf.flags."""
-        return cls(build_model, loss_fn, flag_values.output_dir,
-                   strategy=distribute.strategy_from_flags(flag_values),
-                   init_checkpoint=flag_values.init_checkpoint, learning_rate=flag_values.learning_rate,
-                   save_checkpoints_steps=flag_values.save_checkpoints_steps,
-                   iterations_per_loop=flag_values.iterations_per_loop,
-                   gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
-                   mixed_precision=flag_values.mixed_precision, use_xla=flag_values.use_xla,
-                   adam_bias_correction=flag_values.adam_bias_correction,
-                   keep_checkpoint_max=flag_values.keep_checkpoint_max)
 
     # --- checkpoints ---------------------------------------------------------------------------------------
 
@@ -199,7 +187,7 @@ class Trainer:
             loss, grads = gradients_fn(*tf.nest.map_structure(lambda t: t[0], micro), global_batch_size)
             grads = [g if g is None else tf.convert_to_tensor(g) for g in grads]  # embedding IndexedSlices
             for i in range(1, n):  # unrolled: n is small, and the calls run in order (they read variables)
-                micro_loss, micro_grads = gradients_fn(*tf.nest.map_structure(lambda t: t[i], micro),
+                micro_loss, micro_grads = gradients_fn(*tf.nest.map_structure(lambda t, i=i: t[i], micro),
                                                        global_batch_size)
                 loss += micro_loss
                 grads = [g if g is None else g + mg for g, mg in zip(grads, micro_grads)]

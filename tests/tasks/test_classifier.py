@@ -9,16 +9,18 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, run_script
+from tiny_classifier import random_sentence as _sentence
+from tiny_classifier import tsv_line as _tsv
+from tiny_classifier import write_lines as _write
+from tiny_classifier import write_tiny_model as _tiny_model
 
-from bert_tf import tokenization
-from bert_tf.config import BertConfig
-from bert_tf.heads import BertClassifier
+from bert_tf.model import encoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.task_models import BertClassifier
 from bert_tf.tasks import classifier as clf
 from bert_tf.tasks import result_files
-
-from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, run_script
-from tiny_classifier import random_sentence as _sentence, tsv_line as _tsv, write_lines as _write
-from tiny_classifier import write_tiny_model as _tiny_model
+from bert_tf.text import tokenization
 
 
 @pytest.fixture
@@ -609,10 +611,11 @@ def test_script_tsv_task_then_predict_only_run(tmp_path):
 
 
 def test_stsb_regression_in_process(tmp_path, tokenizer):
+    from bert_tf.tasks import runner
     from bert_tf.training.trainer import Trainer
 
     d = str(tmp_path)
-    _, config_file = _tiny_model(d)
+    vocab_file, config_file = _tiny_model(d)
     config = BertConfig.from_json_file(config_file)
     rng = random.Random(2)
     header = _tsv("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
@@ -629,7 +632,12 @@ def test_stsb_regression_in_process(tmp_path, tokenizer):
                       learning_rate=1e-3)
     common = dict(trainer=trainer, processor=processor, tokenizer=tokenizer, label_list=None,
                   data_dir=f"{d}/data", output_dir=out, max_seq_length=16)
-    steps, loss = clf.train(**common, train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1)
+    task = clf.ClassifierTask("sts-b", f"{d}/data")
+    run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=out, max_seq_length=16,
+                           train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1)
+    task.check(run, config)
+    loss = runner.train(run, task, tokenizer, trainer)
+    steps = trainer.step
     assert steps == 4 and np.isfinite(loss)
     results = clf.evaluate(**common, eval_batch_size=3, global_step=steps, fixed_batches=True)
     assert sorted(results[""]) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
@@ -650,7 +658,7 @@ def test_script_errors_come_before_any_work(tmp_path, run_main):
 
     d = str(tmp_path)
     vocab_file, config_file = _tiny_model(d)
-    encoder_only = checkpoints.build_bert_model(BertConfig.from_json_file(config_file))
+    encoder_only = encoder.build_bert_model(BertConfig.from_json_file(config_file))
     checkpoints.save_original_checkpoint(encoder_only, f"{d}/encoder/bert_model.ckpt")
     _write(f"{d}/data/test.tsv", [_tsv("text_a"), _tsv("good")])
     _write(f"{d}/out/label_list.txt", ["neg", "pos"])
@@ -669,7 +677,7 @@ def test_script_errors_come_before_any_work(tmp_path, run_main):
 
 
 def test_mrpc_predictions_match_the_original(tmp_path, golden_checkpoint, data_dir):
-    """The original run_classifier.py --do_predict on the golden checkpoint wrote tests/data/mrpc_test_results.tsv."""
+    """The original run_classifier.py --do_predict on the golden checkpoint: tests/fixtures/mrpc_test_results.tsv."""
     data = tmp_path / "mrpc"
     data.mkdir()
     with open(os.path.join(data_dir, "mrpc_test.tsv"), "rb") as f:

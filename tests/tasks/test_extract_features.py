@@ -7,12 +7,13 @@ import sys
 
 import numpy as np
 import pytest
-
 import tiny_training
-from bert_tf import checkpoints, tokenization
-from bert_tf.config import BertConfig
-from bert_tf.heads import BertClassifier
+
+from bert_tf.model import encoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.task_models import BertClassifier
 from bert_tf.tasks import extract_features as ef
+from bert_tf.text import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_scripts", "extract_features.py")
@@ -84,7 +85,7 @@ def test_bad_input_errors(tmp_path, tiny_config):
         ef.parse_layers("-1,-3", tiny_config.num_hidden_layers)
     with pytest.raises(ValueError, match="comma-separated integers"):
         ef.parse_layers("-1;-2", 2)
-    model = checkpoints.build_bert_model(tiny_config)
+    model = encoder.build_bert_model(tiny_config)
     (tmp_path / "in.txt").write_text("hello\n")
     with pytest.raises(ValueError, match=r"max_seq_length \(64\) exceeds the model's max_position_embeddings"):
         ef.extract_features(model, None, str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), layers="-1",
@@ -139,6 +140,6 @@ def test_empty_input_file_is_a_clear_error(tiny_files):
     (d / "empty.txt").write_text("")
     tokenizer = tokenization.FullTokenizer(str(d / "vocab.txt"))
     with pytest.raises(ValueError, match=re.escape(f"Input file {d}/empty.txt is empty")):
-        ef.extract_features(checkpoints.build_bert_model(config), tokenizer, str(d / "empty.txt"),
+        ef.extract_features(encoder.build_bert_model(config), tokenizer, str(d / "empty.txt"),
                             str(d / "out" / "o.jsonl"), "-1", 12)
     assert not (d / "out").exists()

@@ -3,14 +3,13 @@ import os
 import random
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
-from bert_tf.tasks import ner, result_files
+from bert_tf.tasks import ner, result_files, runner
+from bert_tf.text import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_scripts", "run_ner.py")
@@ -170,21 +169,17 @@ def test_unknown_label_names_file_and_line(conll_file):
 def test_label_list_resolution(tmp_path, conll_file):
     out = tmp_path / "out"
     out.mkdir()
-    fv = types.SimpleNamespace(output_dir=str(out), data_dir=str(tmp_path), label_list=None, do_train=True)
-    assert ner.resolve_label_list(fv) == (LABELS, conll_file)  # sorted labels of train.txt
+    dirs = dict(output_dir=str(out), data_dir=str(tmp_path))
+    assert ner.resolve_label_list(**dirs, do_train=True) == (LABELS, conll_file)  # sorted labels of train.txt
     ner.write_label_list(str(out / "label_list.txt"), ["O", "B-PER", "I-PER"])
-    assert ner.resolve_label_list(fv)[0] == ["O", "B-PER", "I-PER"]  # the saved order wins
-    fv.label_list = "O, B-PER,I-PER"
-    assert ner.resolve_label_list(fv)[0] == ["O", "B-PER", "I-PER"]
-    fv.label_list = "B-PER,I-PER,O"
+    assert ner.resolve_label_list(**dirs, do_train=True)[0] == ["O", "B-PER", "I-PER"]  # the saved order wins
+    assert ner.resolve_label_list(**dirs, label_list="O, B-PER,I-PER", do_train=True)[0] == ["O", "B-PER", "I-PER"]
     with pytest.raises(ValueError, match="differs from the labels"):
-        ner.resolve_label_list(fv)
+        ner.resolve_label_list(**dirs, label_list="B-PER,I-PER,O", do_train=True)
     with pytest.raises(ValueError, match="repeats O"):
         ner.parse_label_list("O,B-X,O")
-    fv = types.SimpleNamespace(output_dir=str(tmp_path / "empty"), data_dir=str(tmp_path / "nodata"),
-                               label_list=None, do_train=False)
     with pytest.raises(ValueError, match="No label list: pass --label_list"):
-        ner.resolve_label_list(fv)
+        ner.resolve_label_list(output_dir=str(tmp_path / "empty"), data_dir=str(tmp_path / "nodata"))
 
 
 # --- features --------------------------------------------------------------------------------------------------
@@ -230,10 +225,10 @@ def test_windows_round_trip(conll_file, tokenizer):
     examples = ner.read_conll(conll_file)
     rng = random.Random(3)
     # Plus made-up long sentences of random words from the sample (some of several sub-tokens).
-    words = [(w, l) for e in examples for w, l in zip(e.words, e.labels)]
+    words = [(word, label) for e in examples for word, label in zip(e.words, e.labels)]
     for i in range(20):
         chosen = [rng.choice(words) for _ in range(rng.randint(1, 60))]
-        examples.append(ner.InputExample(f"r-{i}", [w for w, _ in chosen], [l for _, l in chosen], "r", 1))
+        examples.append(ner.InputExample(f"r-{i}", [w for w, _ in chosen], [label for _, label in chosen], "r", 1))
     examples.append(ner.InputExample("long", ["Zwingmann"] * 3, ["B-PER", "I-PER", "I-PER"], "r", 1))
     for max_seq_length in (5, 6, 9, 16, 128):
         features = list(ner.convert_examples_to_features(examples, LABELS, max_seq_length, tokenizer))
@@ -414,7 +409,7 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     (data / "test.txt").write_text("Paris NNP B-NP B-CITY\n")
     with pytest.raises(ValueError, match=r"test.txt:1: unknown label 'B-CITY' \(word 'Paris'\); the label list "
                                          r"\(.*label_list.txt\) has B-LOC"):
-        ner.run(_flag_values(tmp_path, data, out, do_predict=True))
+        _run(tmp_path, data, out, do_predict=True)
 
 
 def _assert_metrics_of_written_predictions(results, predictions_text, examples):
@@ -439,14 +434,12 @@ def _assert_metrics_of_written_predictions(results, predictions_text, examples):
     assert float(results["eval_loss"]) > 0 and float(results["loss"]) > 0
 
 
-def _flag_values(tmp_path, data, out, **overrides):
-    """What ner.run reads of the flags before it builds the model."""
-    values = dict(data_dir=str(data), output_dir=str(out), vocab_file=str(tmp_path / "vocab.txt"),
-                  bert_config_file=str(tmp_path / "bert_config.json"), init_checkpoint=None, do_lower_case=True,
-                  max_seq_length=12, label_list=None, do_train=False, do_eval=False, do_predict=False, seed=None,
-                  export_dir=None, save_original_checkpoint=False)
-    values.update(overrides)
-    return types.SimpleNamespace(**values)
+def _run(tmp_path, data, out, **settings):
+    """Runs the NER task as run_ner.py does, with the tiny model files of tmp_path (max_seq_length 12)."""
+    run_config = runner.RunConfig(**{**dict(output_dir=str(out), vocab_file=str(tmp_path / "vocab.txt"),
+                                            bert_config_file=str(tmp_path / "bert_config.json"), max_seq_length=12),
+                                     **settings})
+    return runner.run(ner.NerTask(data_dir=str(data)), run_config)
 
 
 def test_script_flags_and_errors(tmp_path):
@@ -462,20 +455,20 @@ def test_script_flags_and_errors(tmp_path):
     _tiny_model_files(tmp_path)
     (data / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP\n")
     with pytest.raises(ValueError, match="train.txt:2: malformed line 'rejects VBZ B-VP'"):
-        ner.run(_flag_values(tmp_path, data, tmp_path / "out", do_train=True))
+        _run(tmp_path, data, tmp_path / "out", do_train=True)
     with pytest.raises(ValueError, match="At least one of `do_train`, `do_eval` or `do_predict' must be True"):
-        ner.run(_flag_values(tmp_path, data, tmp_path / "out"))
+        _run(tmp_path, data, tmp_path / "out")
     with pytest.raises(ValueError, match="Cannot use sequence length 64 because the BERT model was only trained up "
                                          "to sequence length 32"):
-        ner.run(_flag_values(tmp_path, data, tmp_path / "out", do_train=True, max_seq_length=64))
+        _run(tmp_path, data, tmp_path / "out", do_train=True, max_seq_length=64)
     (data / "train.txt").write_text("EU NNP B-NP B-ORG\n")
     with pytest.raises(FileNotFoundError, match="No dev set in .*data: expected valid.txt or dev.txt"):
-        ner.run(_flag_values(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True))
+        _run(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True)
     # A dev label that train.txt lacks: an error naming the file, line and label before any training output.
     (data / "valid.txt").write_text("EU NNP B-NP B-ORG\nParis NNP B-NP B-LOC\n")
     with pytest.raises(ValueError, match=r"valid.txt:2: unknown label 'B-LOC' \(word 'Paris'\); the label list "
                                          r"\(.*train.txt; --label_list can name labels train.txt lacks\)"):
-        ner.run(_flag_values(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True))
+        _run(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True)
     assert not (tmp_path / "out" / "train.tf_record").exists() and not (tmp_path / "out" / "checkpoint").exists()
 
 

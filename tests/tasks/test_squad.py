@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, tokenization
-from bert_tf.config import BertConfig
-from bert_tf.heads import BertSpanLabeler
+from bert_tf import checkpoints
+from bert_tf.model import encoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.task_models import BertSpanLabeler
 from bert_tf.tasks import squad
-from bert_tf.tasks import squad_evaluate as ev
+from bert_tf.tasks.squad import evaluate as ev
+from bert_tf.tasks.squad import postprocess
+from bert_tf.text import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_SQUAD = os.path.join(REPO, "run_scripts", "run_squad.py")
@@ -219,9 +222,9 @@ def test_span_loss_is_the_originals():
 # ------------------------------------------------------------------------------------------------------------
 
 def test_helpers():
-    assert squad._get_best_indexes([0.5, 2.0, -1.0, 2.0, 1.0], 3) == [1, 3, 4]  # ties: lower index first
-    assert squad._compute_softmax([]) == []
-    np.testing.assert_allclose(squad._compute_softmax([1.0, 2.0, 3.0]),
+    assert postprocess._get_best_indexes([0.5, 2.0, -1.0, 2.0, 1.0], 3) == [1, 3, 4]  # ties: lower index first
+    assert postprocess._compute_softmax([]) == []
+    np.testing.assert_allclose(postprocess._compute_softmax([1.0, 2.0, 3.0]),
                                np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum())
     assert squad.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
     assert squad.get_final_text("1895", "(1895-1943).", True) == "1895"
@@ -339,7 +342,7 @@ def _assert_matches_squad_golden(out, data_dir, name):
 
 
 def test_golden_parity(golden_checkpoint, data_dir, tmp_path):
-    """The original run_squad.py's outputs for the real MiniLM (goldens in tests/data)."""
+    """The original run_squad.py's outputs for the real MiniLM (goldens in tests/fixtures)."""
     config = BertConfig.from_json_file(os.path.join(golden_checkpoint, "bert_config.json"))
     model = BertSpanLabeler(config)
     checkpoints.load_original_checkpoint(model, os.path.join(golden_checkpoint, "bert_model.ckpt"))
@@ -451,8 +454,8 @@ def tiny_release(tmp_path_factory, vocab_file):
                         intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
     (out / "bert_config.json").write_text(config.to_json_string())
     keras.utils.set_random_seed(3)
-    encoder = checkpoints.build_bert_model(config)
-    checkpoints.save_original_checkpoint(encoder, str(out / "bert_model.ckpt"))
+    model = encoder.build_bert_model(config)
+    checkpoints.save_original_checkpoint(model, str(out / "bert_model.ckpt"))
     return out, vocab_file
 
 

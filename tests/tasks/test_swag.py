@@ -4,15 +4,14 @@ import os
 import random
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
-from bert_tf.tasks import result_files, swag
-from bert_tf.text import truncate_seq_pair
+from bert_tf.tasks import result_files, runner, swag
+from bert_tf.text import tokenization
+from bert_tf.text.packing import truncate_seq_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_scripts", "run_swag.py")
@@ -146,7 +145,8 @@ def test_choice_loss_and_accuracy():
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     np.testing.assert_allclose(loss, [-log_probs[0, 1], -log_probs[1, 0]], rtol=1e-6)
     assert swag.accuracy(logits, [1, 0]) == 0.5
-    assert result_files.format_probabilities(np.array([[0.25, 0.5, 0.125, 0.125]], np.float32)) == "0.25\t0.5\t0.125\t0.125\n"
+    probabilities = np.array([[0.25, 0.5, 0.125, 0.125]], np.float32)
+    assert result_files.format_probabilities(probabilities) == "0.25\t0.5\t0.125\t0.125\n"
 
 
 def test_train_records_decode_to_the_features(tmp_path, tokenizer):
@@ -253,14 +253,11 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     assert float(again["loss"]) == pytest.approx((per_example[:2].mean() + per_example[2]) / 2, rel=1e-5)
 
 
-def _flag_values(tmp_path, data, **overrides):
-    """What swag.run reads of the flags before it builds the model."""
-    values = dict(data_dir=str(data), output_dir=str(tmp_path / "out"), vocab_file=str(tmp_path / "vocab.txt"),
-                  bert_config_file=str(tmp_path / "bert_config.json"), init_checkpoint=None, do_lower_case=True,
-                  max_seq_length=16, do_train=False, do_eval=False, do_predict=False, seed=None, export_dir=None,
-                  save_original_checkpoint=False)
-    values.update(overrides)
-    return types.SimpleNamespace(**values)
+def _run(tmp_path, data, **settings):
+    """Runs the SWAG task as run_swag.py does, with the tiny model files of tmp_path (max_seq_length 16)."""
+    run_config = runner.RunConfig(output_dir=str(tmp_path / "out"), vocab_file=str(tmp_path / "vocab.txt"),
+                                  bert_config_file=str(tmp_path / "bert_config.json"), max_seq_length=16, **settings)
+    return runner.run(swag.SwagTask(data_dir=str(data)), run_config)
 
 
 def test_script_flags_and_errors(tmp_path):
@@ -277,11 +274,11 @@ def test_script_flags_and_errors(tmp_path):
     _write(data / "train.csv", SWAG_HEADER + SWAG_ROWS[2])
     _write(data / "val.csv", SWAG_HEADER + SWAG_ROWS[2].replace(",2\n", ",9\n"))
     with pytest.raises(ValueError, match=r"val.csv:2: label 9 is out of range"):
-        swag.run(_flag_values(tmp_path, data, do_train=True, do_eval=True))
+        _run(tmp_path, data, do_train=True, do_eval=True)
     with pytest.raises(FileNotFoundError, match="test.csv"):
-        swag.run(_flag_values(tmp_path, data, do_predict=True))
+        _run(tmp_path, data, do_predict=True)
     with pytest.raises(ValueError, match="At least one of `do_train`, `do_eval` or `do_predict' must be True"):
-        swag.run(_flag_values(tmp_path, data))
+        _run(tmp_path, data)
 
 
 # --- a real model on realistic data ----------------------------------------------------------------------------

@@ -17,7 +17,8 @@ def original_learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
 def test_schedule_is_the_originals(warmup):
     schedule = WarmupLinearDecay(2e-5, 10, warmup)
     for step in range(13):
-        assert float(schedule(step)) == pytest.approx(original_learning_rate(step, 2e-5, 10, warmup), rel=1e-6, abs=1e-12)
+        expected = original_learning_rate(step, 2e-5, 10, warmup)
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-12)
 
 
 def numpy_original_adam(params, grads_per_step, lrs, decay_names, bias_correction=False, wd=0.01):

@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-
 import toy_task
-from bert_tf.heads import BertClassifier, BertPretrainer
+
+from bert_tf.model.task_models import BertClassifier, BertPretrainer
 from bert_tf.tasks import classifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer

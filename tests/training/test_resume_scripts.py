@@ -106,4 +106,4 @@ def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_b
     assert sorted(got) == sorted(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    assert not [f for f in os.listdir(killed) if f.endswith(".tmp") or f.endswith("_temp")]
+    assert not [f for f in os.listdir(killed) if f.endswith((".tmp", "_temp"))]

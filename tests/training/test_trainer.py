@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
 import toy_task
-from bert_tf.heads import BertClassifier, BertSpanLabeler
+
+from bert_tf.model.task_models import BertClassifier, BertSpanLabeler
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer, compute_train_steps
 
@@ -183,7 +183,7 @@ tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU"
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
 import toy_task
-from bert_tf.heads import BertClassifier
+from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
 def train(output_dir, name, accumulation=1):

@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 
 
 def config(dropout_prob=0.0):

@@ -1,0 +1,138 @@
+"""The one way every script loads a checkpoint: `restore(model, path, required_heads)`.
+
+It takes an original TF1 checkpoint (by variable name) or one of ours (a `tf.train.Checkpoint` with the encoder
+under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph),
+refuses an encoder that does not fit the model and a missing required head, and returns a LoadReport by original
+variable name.
+"""
+import os
+import re
+
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from bert_tf.checkpoints import name_map, original
+
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
+
+
+def resolve_checkpoint(path):
+    """A checkpoint prefix from what users pass.
+
+    `path`: a prefix (`.../bert_model.ckpt`), one of its files (`.index`, `.data-00000-of-00001`), or a directory:
+    the checkpoint its `checkpoint` state file names, looked up by file name inside that directory (a copied
+    directory whose state file records an absolute path never loads the weights it was copied from), else its
+    `bert_model.ckpt`.
+    """
+    if not path:
+        raise ValueError("No checkpoint given (init_checkpoint is empty).")
+    prefix = _FILE_SUFFIX.sub("", path)
+    if tf.io.gfile.exists(prefix + ".index"):
+        return prefix
+    if tf.io.gfile.isdir(path):
+        state = tf.train.get_checkpoint_state(path)
+        named = os.path.join(path, os.path.basename(state.model_checkpoint_path if state else "bert_model.ckpt"))
+        if tf.io.gfile.exists(named + ".index"):
+            return named
+        if state:
+            raise FileNotFoundError(f"{os.path.join(path, 'checkpoint')} names {state.model_checkpoint_path!r}, "
+                                    f"but {path} holds no {os.path.basename(named)}.index.")
+    raise FileNotFoundError(
+        f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
+        f"beside it (e.g. .../bert_model.ckpt) or a directory holding one.")
+
+
+def _object_graph_tensors(model, reader, source):
+    """Original name -> tensor getter for the model's variables in one of our (object-based) checkpoints.
+
+    Walks the checkpoint's object graph and the model's trackables side by side from the encoder (`bert`) and each
+    head attribute, so that a variable is found however the checkpoint keyed it (the Trainer's checkpoints hold
+    most variables under optimizer/_trainable_variables/N). Floating-point checkpoint variables under those roots
+    that the model has no place for are added under their object path (e.g. "bert/_operations/13/attention/
+    query/_kernel", or "classifier/projection/output_weights" for a head the model lacks) without a getter, so that
+    they are reported unused.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(_OBJECT_GRAPH))
+    roots = [c.local_name for c in graph.nodes[0].children]
+    if "bert" not in roots:
+        raise ValueError(f"{source} is a tf.train.Checkpoint without a `bert` object (it holds {roots}); "
+                         f"bert-tf checkpoints hold the encoder as `bert` and each head under its attribute.")
+    names = {id(variable): name for name, variable in name_map.original_variable_map(model).items()}
+    floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
+    parts = name_map.model_parts(model)
+    stack = [(parts.get(c.local_name), c.node_id, c.local_name) for c in graph.nodes[0].children
+             if c.local_name in ("bert", *name_map.TASK_HEADS)]
+    tensors, paired, unpaired, seen = {}, set(), {}, set()
+    while stack:
+        obj, node_id, path = stack.pop()
+        if (id(obj), node_id) in seen:
+            continue
+        seen.add((id(obj), node_id))
+        node = graph.nodes[node_id]
+        keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
+        if keys and id(obj) in names:
+            tensors[names[id(obj)]] = lambda key=keys[0]: reader.get_tensor(key)
+            paired.add(node_id)
+        elif keys and keys[0] in floating:
+            unpaired.setdefault(node_id, path)
+        elif not keys:
+            children = tf.train.TrackableView.children(obj) if obj is not None else {}
+            stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}") for c in node.children]
+    tensors.update({path: None for node_id, path in unpaired.items() if node_id not in paired})
+    return tensors
+
+
+def _check_encoder(report, config):
+    """Raises if the checkpoint's encoder does not fit the model's: encoder variables missing or unused."""
+    missing = [n for n in report.missing if n.startswith("bert/")]
+    unused = [n for n in report.unused if n.startswith("bert/")]
+    if not (missing or unused):
+        return
+    problems = ([f"the checkpoint has {original.describe_variables(unused)}, which the model has no place for"]
+                if unused else [])
+    problems += [f"it lacks {original.describe_variables(missing)}"] if missing else []
+    raise ValueError(f"{report.checkpoint} does not fit the encoder of this bert_config.json (num_hidden_layers="
+                     f"{config.num_hidden_layers}, hidden_size={config.hidden_size}): {'; '.join(problems)}. Use "
+                     f"the bert_config.json the checkpoint was trained with.")
+
+
+def restore(model, path, required_heads=(), strict=False):
+    """Loads a checkpoint into `model` (a BertModel or a task model): the encoder and each head the model has.
+
+    `path`: an original TF1 checkpoint (loaded by variable name) or one of ours (a tf.train.Checkpoint with the
+    encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
+    graph), as a prefix, one of its files, or a directory (see `resolve_checkpoint`).
+    `required_heads`: head attributes (keys of name_map.TASK_HEADS) the checkpoint must provide in full.
+    `strict`: also raise if any other variable of the model is missing.
+    Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another
+    num_hidden_layers), a shape differs (naming the config key), or a required head is missing (naming one of its
+    original variables). Missing and unused head variables are logged as warnings.
+    Returns: LoadReport (also logged).
+    """
+    parts = name_map.model_parts(model)
+    unknown = [h for h in required_heads if h not in parts or h == "bert"]
+    if unknown:
+        raise ValueError(f"{type(model).__name__} has no {', '.join(unknown)} head; its heads: {list(parts)[1:]}.")
+    prefix = resolve_checkpoint(path)
+    reader = tf.train.load_checkpoint(prefix)
+    ours = _OBJECT_GRAPH in reader.get_variable_to_shape_map()
+    tensors = _object_graph_tensors(model, reader, prefix) if ours else original.original_tensors(reader)
+    report = original.assign_by_name(model, tensors, prefix, strict=strict)
+    _check_encoder(report, parts["bert"].config)
+    lacking = [h for h in required_heads if h in report.missing_heads]
+    if lacking:
+        raise ValueError(f"{prefix} has no trained {' and '.join(lacking)} head (e.g. variable "
+                         f"{name_map.TASK_HEADS[lacking[0]][0][0]!r}): fine-tune first, or pass a fine-tuned "
+                         f"checkpoint.")
+    report.log()
+    return report
+
+
+def load_original_checkpoint(model, init_checkpoint, strict=False):
+    """Loads an original TF1 BERT checkpoint (or one of ours) into `model`: `restore` with no required head.
+
+    Optimizer slots (adam_m/adam_v, global_step) are skipped; missing and unused variables are reported.
+    Returns: LoadReport (also logged).
+    """
+    return restore(model, init_checkpoint, strict=strict)

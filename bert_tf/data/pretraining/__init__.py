@@ -1,0 +1,2 @@
+"""create_pretraining_data: `instances` (the original algorithm, exact mode), `wire` (Example/TFRecord bytes
+without TensorFlow), `shards` (fast mode: shards of documents in worker processes), `beam` (Apache Beam)."""

@@ -1,0 +1,354 @@
+"""The original create_pretraining_data.py algorithm: documents -> masked-LM + next-sentence training instances.
+
+The same decisions and the same `random.Random(seed)` draws in the same order as the original, on token ids
+instead of strings, so the same flags and input give the same instances in the same order. `run_exact` is the
+original script end to end (exact mode): the whole corpus is read into memory (as token ids), every instance is
+serialized as soon as it is made (`bert_tf.data.pretraining.wire`), and the final shuffle needs them all.
+`bert_tf.data.pretraining.shards` runs the same algorithm per shard of documents (fast mode).
+
+Input: plain text, one sentence per line, a blank line between documents. Output: TFRecord files of
+`tf.train.Example`s with the features `input_ids`, `input_mask`, `segment_ids` (int64, `max_seq_length`),
+`masked_lm_positions`, `masked_lm_ids` (int64), `masked_lm_weights` (float, `max_predictions_per_seq`) and
+`next_sentence_labels` (int64, 1 = B is a random document's text); each record is the original's Example,
+written as its deterministic serialization (map entries in sorted key order; the original's own bytes list them
+in an order that varies from process to process).
+"""
+import collections
+import random
+
+from absl import logging
+
+from bert_tf.data import fileio
+from bert_tf.data.pretraining import wire
+from bert_tf.text import tokenization
+
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
+
+# One training instance, as token ids. `tokens` is the masked sequence ([CLS] A [SEP] B [SEP]);
+# `num_a_tokens` the length of A, so segment ids are 0 for the first num_a_tokens + 2 positions, 1 after.
+TrainingInstance = collections.namedtuple(
+    "TrainingInstance", ["tokens", "num_a_tokens", "masked_lm_positions", "masked_lm_labels", "is_random_next"])
+
+
+class VocabTables:
+    """What the algorithm needs from a FullTokenizer's vocab, by id.
+
+    `random_ids[k]` is the id of the k-th vocab entry (the original's `vocab_words[k]`), `is_subword[id]`
+    tells whether the token starts with "##" (whole-word masking), `cls_id`, `sep_id`, `mask_id`.
+    """
+
+    def __init__(self, tokenizer):
+        vocab = tokenizer.vocab
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise ValueError(f"The vocab file {getattr(tokenizer, 'vocab_file', '?')!r} has no "
+                             f"{', '.join(missing)} entry; pre-training data needs {', '.join(SPECIAL_TOKENS)}.")
+        self.vocab = vocab
+        self.vocab_file = getattr(tokenizer, "vocab_file", None)
+        self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIAL_TOKENS)
+        self.random_ids = list(vocab.values())
+        size = max(self.random_ids) + 1
+        self.is_subword = bytearray(size)
+        self.id_to_token = [""] * size
+        for token, index in vocab.items():
+            self.id_to_token[index] = token
+            if token.startswith("##"):
+                self.is_subword[index] = 1
+
+
+# Random helpers: exactly the draws of random.Random.randint / shuffle (checked by the tests)
+
+def _randbelow(getrandbits, n):
+    """random.Random._randbelow_with_getrandbits: uniform in [0, n), same bits consumed."""
+    k = n.bit_length()
+    r = getrandbits(k)
+    while r >= n:
+        r = getrandbits(k)
+    return r
+
+
+def _shuffle(items, getrandbits):
+    """random.Random.shuffle(items), same draws, in place."""
+    for i in range(len(items) - 1, 0, -1):
+        n = i + 1
+        k = n.bit_length()
+        j = getrandbits(k)
+        while j >= n:
+            j = getrandbits(k)
+        items[i], items[j] = items[j], items[i]
+
+
+def line_text(raw):
+    """A raw line (bytes) as the original sees it: UTF-8 with invalid bytes dropped, stripped."""
+    return raw.decode("utf-8", "ignore").strip()
+
+
+def documents_from_lines(lines, tokenizer, documents):
+    """Appends the documents in `lines` (raw bytes lines) to `documents` (list of lists of id lists), the
+    original's way: a blank line starts a new document, a line with no tokens is skipped."""
+    tokenize = tokenizer.tokenize
+    vocab = tokenizer.vocab
+    convert = tokenizer.convert_tokens_to_ids
+    for raw in lines:
+        line = line_text(raw)
+        if not line:
+            documents.append([])
+            continue
+        tokens = tokenize(line)
+        if tokens:
+            try:
+                ids = [vocab[t] for t in tokens]
+            except KeyError:
+                ids = convert(tokens)  # raises a KeyError naming the token and the vocab file
+            documents[-1].append(ids)
+    return documents
+
+
+def read_documents(input_files, tokenizer):
+    """All documents of `input_files` (list of paths), in order: list of documents, each a list of sentences,
+    each a list of token ids. As the original, a document may continue across a file boundary and empty
+    documents are dropped."""
+    documents = [[]]
+    for path in input_files:
+        with fileio.open_file(path, "rb") as reader:
+            documents_from_lines(reader, tokenizer, documents)
+    return [d for d in documents if d]
+
+
+# The algorithm (token ids instead of strings; same decisions and random draws as the original)
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Trims the longer of the two lists (B on a tie) one token at a time, from the front or the back at
+    random (one rng.random() per token), until both fit in `max_num_tokens`. In place."""
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    if len_a + len_b <= max_num_tokens:
+        return
+    draw = rng.random
+    front_a = back_a = front_b = back_b = 0
+    while len_a + len_b > max_num_tokens:
+        if len_a > len_b:
+            if draw() < 0.5:
+                front_a += 1
+            else:
+                back_a += 1
+            len_a -= 1
+        else:
+            if len_b < 1:
+                raise AssertionError("cannot truncate an empty segment")
+            if draw() < 0.5:
+                front_b += 1
+            else:
+                back_b += 1
+            len_b -= 1
+    tokens_a[:] = tokens_a[front_a:front_a + len_a]
+    tokens_b[:] = tokens_b[front_b:front_b + len_b]
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, tables, rng,
+                                 do_whole_word_mask=False):
+    """Masks `tokens` (ids, [CLS] A [SEP] B [SEP]) as the original -> (masked ids, positions, label ids).
+
+    Candidates are all positions but [CLS]/[SEP] (with whole-word masking, a "##" piece joins the previous
+    candidate), shuffled; up to min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))) of them are
+    taken in that order, each replaced by [MASK] (80%), kept (10%) or a random vocab entry (10%).
+    """
+    cls_id, sep_id = tables.cls_id, tables.sep_id
+    getrandbits = rng.getrandbits
+    if do_whole_word_mask:
+        is_subword = tables.is_subword
+        cand_indexes = []
+        for i, token in enumerate(tokens):
+            if token == cls_id or token == sep_id:
+                continue
+            if cand_indexes and is_subword[token]:
+                cand_indexes[-1].append(i)
+            else:
+                cand_indexes.append([i])
+    else:
+        cand_indexes = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
+    _shuffle(cand_indexes, getrandbits)
+
+    num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+    if do_whole_word_mask:
+        chosen = []
+        for index_set in cand_indexes:
+            if len(chosen) >= num_to_predict:
+                break
+            if len(chosen) + len(index_set) > num_to_predict:
+                continue
+            chosen.extend(index_set)  # candidate sets never overlap, so none is already covered
+    else:
+        chosen = cand_indexes[:num_to_predict]
+
+    output = list(tokens)
+    draw = rng.random
+    mask_id, random_ids = tables.mask_id, tables.random_ids
+    num_words = len(random_ids)
+    for index in chosen:
+        if draw() < 0.8:
+            output[index] = mask_id
+        elif draw() < 0.5:
+            pass  # keep the original token
+        else:
+            output[index] = random_ids[_randbelow(getrandbits, num_words)]
+    positions = sorted(chosen)
+    labels = [tokens[p] for p in positions]
+    return output, positions, labels
+
+
+def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
+                                   masked_lm_prob, max_predictions_per_seq, tables, rng,
+                                   do_whole_word_mask=False):
+    """The original's instances of one document (list of TrainingInstance), random draws in its order."""
+    document = all_documents[document_index]
+    max_num_tokens = max_seq_length - 3
+    getrandbits = rng.getrandbits
+    draw = rng.random
+
+    target_seq_length = max_num_tokens
+    if draw() < short_seq_prob:
+        target_seq_length = 2 + _randbelow(getrandbits, max_num_tokens - 1)  # randint(2, max_num_tokens)
+
+    instances = []
+    current_chunk = []
+    current_length = 0
+    i = 0
+    num_sentences = len(document)
+    while i < num_sentences:
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == num_sentences - 1 or current_length >= target_seq_length:
+            if current_chunk:
+                a_end = 1
+                if len(current_chunk) >= 2:
+                    a_end = 1 + _randbelow(getrandbits, len(current_chunk) - 1)  # randint(1, len - 1)
+                tokens_a = []
+                for j in range(a_end):
+                    tokens_a.extend(current_chunk[j])
+
+                tokens_b = []
+                if len(current_chunk) == 1 or draw() < 0.5:
+                    is_random_next = True
+                    target_b_length = target_seq_length - len(tokens_a)
+                    num_documents = len(all_documents)
+                    for _ in range(10):
+                        random_document_index = _randbelow(getrandbits, num_documents)
+                        if random_document_index != document_index:
+                            break
+                    random_document = all_documents[random_document_index]
+                    random_start = _randbelow(getrandbits, len(random_document))
+                    for j in range(random_start, len(random_document)):
+                        tokens_b.extend(random_document[j])
+                        if len(tokens_b) >= target_b_length:
+                            break
+                    # The unused sentences of the chunk are put back.
+                    i -= len(current_chunk) - a_end
+                else:
+                    is_random_next = False
+                    for j in range(a_end, len(current_chunk)):
+                        tokens_b.extend(current_chunk[j])
+                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                if not tokens_a or not tokens_b:
+                    raise AssertionError("empty segment after truncation (max_seq_length too small?)")
+
+                tokens = [tables.cls_id] + tokens_a + [tables.sep_id] + tokens_b + [tables.sep_id]
+                tokens, positions, labels = create_masked_lm_predictions(
+                    tokens, masked_lm_prob, max_predictions_per_seq, tables, rng, do_whole_word_mask)
+                instances.append(TrainingInstance(tokens, len(tokens_a), positions, labels, is_random_next))
+            current_chunk = []
+            current_length = 0
+        i += 1
+    return instances
+
+
+def _log_instance(tables, instance):
+    logging.info("*** Example ***")
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(tables.id_to_token[t]) for t in instance.tokens))
+    logging.info("masked_lm_positions: %s", " ".join(map(str, instance.masked_lm_positions)))
+    logging.info("masked_lm_labels: %s", " ".join(tables.id_to_token[t] for t in instance.masked_lm_labels))
+    logging.info("next_sentence_labels: %d", int(instance.is_random_next))
+
+
+# Exact mode
+
+def check_flags(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor, short_seq_prob):
+    """Rejects values the algorithm cannot use; warns when max_predictions_per_seq caps the masking rate."""
+    if max_seq_length < 5:
+        raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]); got {max_seq_length}.")
+    if max_predictions_per_seq < 0 or dupe_factor < 0:
+        raise ValueError("max_predictions_per_seq and dupe_factor must not be negative.")
+    if not 0.0 <= masked_lm_prob <= 1.0 or not 0.0 <= short_seq_prob <= 1.0:
+        raise ValueError("masked_lm_prob and short_seq_prob must be in [0, 1].")
+    if max_predictions_per_seq < max_seq_length * masked_lm_prob:
+        logging.warning("max_predictions_per_seq=%d < max_seq_length * masked_lm_prob = %g: full-length "
+                        "sequences get fewer masked tokens than masked_lm_prob asks for.",
+                        max_predictions_per_seq, max_seq_length * masked_lm_prob)
+
+
+def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
+                              masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask=False,
+                              encoder=None, documents=None, log_examples=0):
+    """The original's create_training_instances: read, shuffle documents, dupe_factor passes, shuffle.
+
+    Returns the list of instances, each already serialized with `encoder` (an ExampleEncoder; one is made
+    if None) when `encoder` is not False, else TrainingInstance objects. `documents` (list) replaces reading
+    `input_files` when given. The first `log_examples` instances made are logged (INFO).
+    """
+    tables = VocabTables(tokenizer)
+    if documents is None:
+        documents = read_documents(input_files, tokenizer)
+    if not documents:
+        raise ValueError(f"No text in the input files {', '.join(map(str, input_files or []))}: "
+                         "every line is blank or has no tokens.")
+    rng.shuffle(documents)
+    if encoder is None:
+        encoder = wire.ExampleEncoder(max_seq_length, max_predictions_per_seq, len(tables.id_to_token))
+    instances = []
+    logged = 0
+    for _ in range(dupe_factor):
+        for document_index in range(len(documents)):
+            made = create_instances_from_document(
+                documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
+                max_predictions_per_seq, tables, rng, do_whole_word_mask)
+            if encoder is False:
+                instances.extend(made)
+            else:
+                for instance in made:
+                    data = encoder.encode(instance)
+                    if logged < log_examples:
+                        _log_instance(tables, instance)
+                        logged += 1
+                    instances.append(data)
+    rng.shuffle(instances)
+    return instances
+
+
+# Exact mode end to end
+
+def run_exact(input_file, output_file, vocab_file, do_lower_case=True, do_whole_word_mask=False,
+              max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
+              masked_lm_prob=0.15, short_seq_prob=0.1, gzip=False):
+    """The original script end to end. `input_file`/`output_file`: comma-separated (globs allowed for inputs).
+    Returns the number of examples written."""
+    check_flags(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor, short_seq_prob)
+    input_files = fileio.expand_patterns(input_file)
+    output_files = [p for p in output_file.split(",") if p]
+    if not output_files:
+        raise ValueError("No output file given.")
+    wire.check_writable(output_files)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    VocabTables(tokenizer)  # fail on a vocab without special tokens before reading the corpus
+    logging.info("*** Reading from input files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+    rng = random.Random(random_seed)
+    instances = create_training_instances(
+        input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
+        max_predictions_per_seq, rng, do_whole_word_mask, log_examples=20)
+    logging.info("*** Writing to output files ***")
+    for path in output_files:
+        logging.info("  %s", path)
+    wire.write_examples(instances, output_files, gzip)
+    logging.info("Wrote %d total instances", len(instances))
+    return len(instances)

@@ -1,0 +1,249 @@
+"""The TFRecord files of create_pretraining_data, written without TensorFlow (worker processes fork fast and stay
+small): `tf.train.Example` wire format in a fixed field order, TFRecord framing with masked CRC32C, and
+`write_examples`, which writes each output under a temporary name and renames it when complete.
+"""
+import os
+import struct
+
+from bert_tf.data import fileio
+
+# Serialization: tf.train.Example wire format written directly (no TF needed, fixed field order)
+
+def _varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _length_delimited(field_tag, payload):
+    return field_tag + _varint(len(payload)) + payload
+
+
+class ExampleEncoder:
+    """Serializes TrainingInstances as tf.train.Example bytes, padded as the original pads them.
+
+    The feature map is written in sorted key order, i.e. exactly `Example.SerializeToString(deterministic=True)`
+    of the original's Example. (The original's raw bytes list the map entries in an order that changes from
+    process to process, e.g. the two golden files in tests/data differ; the Example itself is the same.)
+    """
+
+    ORDER = ("input_ids", "input_mask", "masked_lm_ids", "masked_lm_positions", "masked_lm_weights",
+             "next_sentence_labels", "segment_ids")
+
+    def __init__(self, max_seq_length, max_predictions_per_seq, vocab_size):
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self._varints = [_varint(i) for i in range(max(vocab_size, max_seq_length, 4096) + 1)]
+        self._keys = {name: _length_delimited(b"\n", name.encode()) for name in self.ORDER}
+        seq, preds = max_seq_length, max_predictions_per_seq
+        self._weights = [self._entry("masked_lm_weights", b"\x12",
+                                     struct.pack("<%df" % preds, *([1.0] * m + [0.0] * (preds - m))))
+                         for m in range(preds + 1)]
+        self._labels = [self._entry("next_sentence_labels", b"\x1a", bytes([v])) for v in (0, 1)]
+        self._mask_prefix = self._entry("input_mask", b"\x1a", b"\x00" * seq)[:-seq]
+        self._segment_prefix = self._entry("segment_ids", b"\x1a", b"\x00" * seq)[:-seq]
+
+    def _varint_of(self, value):
+        table = self._varints
+        return table[value] if value < len(table) else _varint(value)
+
+    def _entry(self, name, feature_tag, packed):
+        values = _length_delimited(b"\n", packed) if packed else b""
+        feature = _length_delimited(feature_tag, values)
+        return _length_delimited(b"\n", self._keys[name] + _length_delimited(b"\x12", feature))
+
+    def _int_entry(self, name, packed):
+        """Fast _entry for a non-empty int64 list."""
+        v = self._varint_of
+        values_len = len(packed)
+        list_len = 1 + len(v(values_len)) + values_len          # Int64List
+        feature_len = 1 + len(v(list_len)) + list_len           # Feature
+        key = self._keys[name]
+        entry_len = len(key) + 1 + len(v(feature_len)) + feature_len
+        return b"".join((b"\n", v(entry_len), key, b"\x12", v(feature_len), b"\x1a", v(list_len), b"\n",
+                         v(values_len), packed))
+
+    def encode(self, instance):
+        seq, preds = self.max_seq_length, self.max_predictions_per_seq
+        tokens = instance.tokens
+        n = len(tokens)
+        if n > seq:
+            raise ValueError(f"instance has {n} tokens, more than max_seq_length={seq}")
+        pad = seq - n
+        varints = self._varints
+        m = len(instance.masked_lm_positions)
+        if m > preds:
+            raise ValueError(f"instance has {m} predictions, more than max_predictions_per_seq={preds}")
+        pred_pad = b"\x00" * (preds - m)
+        num_a = instance.num_a_tokens + 2
+        parts = [
+            self._int_entry("input_ids", b"".join([varints[t] for t in tokens]) + b"\x00" * pad),
+            self._mask_prefix, b"\x01" * n, b"\x00" * pad,
+        ]
+        if preds:
+            parts.append(self._int_entry("masked_lm_ids",
+                                         b"".join([varints[t] for t in instance.masked_lm_labels]) + pred_pad))
+            parts.append(self._int_entry("masked_lm_positions",
+                                         b"".join([varints[p] for p in instance.masked_lm_positions]) + pred_pad))
+        else:
+            parts.append(self._entry("masked_lm_ids", b"\x1a", b""))
+            parts.append(self._entry("masked_lm_positions", b"\x1a", b""))
+        parts += [self._weights[m], self._labels[1 if instance.is_random_next else 0],
+                  self._segment_prefix, b"\x00" * num_a, b"\x01" * (n - num_a), b"\x00" * pad]
+        features = b"".join(parts)
+        return b"\n" + self._varint_of(len(features)) + features
+
+
+def check_writable(output_files):
+    """Raises a clear error now (not after hours of work) if an output's directory is missing/unwritable."""
+    for path in output_files:
+        if "://" in path:
+            continue
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"Output directory {directory!r} (for {path!r}) does not exist.")
+        if not os.access(directory, os.W_OK):
+            raise PermissionError(f"Output directory {directory!r} (for {path!r}) is not writable.")
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"Output file {path!r} is a directory.")
+
+
+def _crc32c_table():
+    import numpy as np
+    table = np.zeros(256, np.uint32)
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table[i] = crc
+    return table
+
+
+_CRC_TABLE = None
+
+
+def masked_crc32c(records):
+    """TFRecord's masked CRC-32C of each bytes object in `records` -> list of int, vectorized over records
+    with NumPy (one step per byte position, records sorted by length so each step only touches the records
+    still running)."""
+    import numpy as np
+    global _CRC_TABLE
+    if _CRC_TABLE is None:
+        _CRC_TABLE = _crc32c_table()
+    table = _CRC_TABLE
+    n = len(records)
+    if n == 0:
+        return []
+    lengths = np.fromiter((len(r) for r in records), np.int64, n)
+    order = np.argsort(-lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    width = int(sorted_lengths[0])
+    data = np.zeros((n, max(width, 1)), np.uint8)
+    for row, index in enumerate(order):
+        record = records[index]
+        data[row, :len(record)] = np.frombuffer(record, np.uint8)
+    data = np.ascontiguousarray(data.T)  # [byte position, record]
+    crc = np.full(n, 0xFFFFFFFF, np.uint32)
+    # active[pos] = how many (longest-first) records have a byte at `pos`
+    active = n - np.searchsorted(sorted_lengths[::-1], np.arange(width), side="right")
+    for pos in range(width):
+        k = int(active[pos])
+        head = crc[:k]
+        crc[:k] = table[(head ^ data[pos, :k]) & 0xFF] ^ (head >> 8)
+    crc ^= np.uint32(0xFFFFFFFF)
+    masked = ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
+    result = np.empty(n, np.uint32)
+    result[order] = masked
+    return result.tolist()
+
+
+class TFRecordWriter:
+    """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional).
+
+    Records are buffered and their CRCs computed `batch` at a time. Local paths only use the standard
+    library and NumPy; paths with a scheme (gs://...) go through tf.io.gfile.
+    """
+
+    def __init__(self, path, gzip=False, batch=4096):
+        if "://" in path:
+            import tensorflow as tf
+            raw = tf.io.gfile.GFile(path, "wb")
+        else:
+            raw = open(path, "wb")
+        if gzip:
+            import gzip as gzip_module
+            self._file = gzip_module.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+        else:
+            self._file = raw
+        self._raw = raw
+        self._pending = []
+        self._batch = batch
+
+    def write(self, record):
+        self._pending.append(bytes(record))
+        if len(self._pending) >= self._batch:
+            self.flush()
+
+    def flush(self):
+        records = self._pending
+        if not records:
+            return
+        self._pending = []
+        headers = [struct.pack("<Q", len(r)) for r in records]
+        header_crcs = masked_crc32c(headers)
+        data_crcs = masked_crc32c(records)
+        pack = struct.pack
+        self._file.write(b"".join([h + pack("<I", hc) + r + pack("<I", dc)
+                                   for h, hc, r, dc in zip(headers, header_crcs, records, data_crcs)]))
+
+    def close(self):
+        if self._file is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._file.close()
+            if self._raw is not self._file:
+                self._raw.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def write_examples(serialized, output_files, gzip=False):
+    """Writes serialized examples round-robin over `output_files` (the original's order) as TFRecords.
+    Each file is written under a temporary name and renamed at the end. Returns the count per file."""
+    temps = [fileio.temp_path(p) for p in output_files]
+    writers = []
+    counts = [0] * len(output_files)
+    try:
+        for temp in temps:
+            writers.append(TFRecordWriter(temp, gzip))
+        num = len(writers)
+        for index, data in enumerate(serialized):
+            writers[index % num].write(data)
+            counts[index % num] += 1
+        for writer in writers:
+            writer.close()
+        for temp, path in zip(temps, output_files):
+            fileio.replace(temp, path)
+    except BaseException:
+        for writer in writers:
+            try:
+                writer.close()
+            except Exception:
+                pass
+        for temp in temps:
+            fileio.remove_quietly(temp)
+        raise
+    return counts

@@ -1,0 +1,87 @@
+"""The TFRecord files the run scripts write and read, one writer and one parser for every schema.
+
+A schema is an ordered dict of feature name -> `tf.io.FixedLenFeature` (each task module defines its own, with the
+original scripts' names, order and dtypes). `example(values, schema)` builds the tf.train.Example of one record
+(features in the schema's order, as the original's OrderedDicts), `write(path, serialized)` writes records
+atomically, `parse(record, schema)` reads one back with int64 cast to int32 as the original's input_fn does.
+
+The training readers are replayable: their order is a function of `seed` alone (and of the input pipeline's
+shard), so that `Trainer.train` can resume a run by rebuilding the reader with the seed saved in its checkpoint and
+skipping the batches already used.
+"""
+import contextlib
+
+import tensorflow as tf
+
+from bert_tf.data import fileio
+
+
+def example(values, schema):
+    """A tf.train.Example of `values` (name -> int, float or a sequence of them) in the order of `schema`."""
+    features = {}
+    for name, spec in schema.items():
+        value = values[name]
+        value = list(value) if hasattr(value, "__len__") else [value]
+        features[name] = (tf.train.Feature(float_list=tf.train.FloatList(value=value)) if spec.dtype == tf.float32
+                          else tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in value])))
+    return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+@contextlib.contextmanager
+def writer(path):
+    """Yields a function that writes one serialized record to the TFRecord file `path`; the file is written under
+    a temporary name and renamed when the block completes (removed if it raises)."""
+    with fileio.written_atomically(path) as tmp, tf.io.TFRecordWriter(tmp) as records:
+        yield records.write
+
+
+def write(path, serialized):
+    """Writes serialized records (an iterable of bytes) to `path` atomically; returns how many."""
+    count = 0
+    with writer(path) as write_record:
+        for record in serialized:
+            write_record(record)
+            count += 1
+    return count
+
+
+def parse(record, schema):
+    """One serialized record -> dict of tensors by `schema`; int64 features become int32, as in the original."""
+    parsed = tf.io.parse_single_example(record, schema)
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in parsed.items()}
+
+
+def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, input_context=None,
+                     repeat_first=False, drop_remainder=True):
+    """Training batches of the records of `input_file`: sharded per input pipeline (`input_context`), shuffled
+    (buffer `shuffle_buffer`, a new order each epoch, all drawn from `seed`), repeated, decoded by
+    `decode(record) -> (features, labels)`, batched ([batch_size, ...] tensors).
+
+    `repeat_first`: repeat, then shuffle (one buffer across epoch boundaries), as the original run_classifier.py
+    and run_squad.py do; else shuffle each epoch, then repeat.
+    """
+    d = tf.data.TFRecordDataset(input_file)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if repeat_first:
+        d = d.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    else:
+        d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+
+def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None):
+    """A Trainer `dataset_fn(batch_size, input_context=None, seed=default_seed)`: `training_dataset` of the
+    records, remainder dropped."""
+    def dataset_fn(batch_size, input_context=None, seed=default_seed):
+        return training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context, repeat_first)
+
+    return dataset_fn
+
+
+def reading_dataset(input_file, decode, batch_size, drop_remainder=False):
+    """The records of `input_file` in file order, decoded by `decode(record)` and batched (evaluation, prediction)."""
+    d = tf.data.TFRecordDataset(input_file)
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,286 @@
+"""SavedModel export of BERT task models for TF Serving, with tensor and raw-text signatures.
+
+`export_task_model(model, task, export_dir, ...)` writes `export_dir/<version>/` (the TF Serving layout): first
+into a temporary directory beside it, renamed when complete; an existing version is refused unless
+`overwrite=True`. `export_from_checkpoint(...)` builds the task model, loads an original TF1 or bert-tf
+checkpoint (refusing one that lacks the task head) and exports it; `run_scripts/export_saved_model.py` is its CLI.
+
+Signatures (named inputs and outputs; batch-major, any batch size):
+
+| signature           | inputs                                                    | outputs                          |
+|---------------------|-----------------------------------------------------------|----------------------------------|
+| `serving_default`   | int32 `input_ids`, `input_mask`, `segment_ids` [B, S]      | the task's outputs (below)       |
+|                     | (+ int32 `masked_lm_positions` [B, P] for pretraining)     |                                  |
+| `serving_text`      | string `text_a` [B]                                        | the task's outputs + the packed  |
+| `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b` row is    | `input_ids`, `input_mask`,       |
+|                     | packed as a single segment, as the original does)          | `segment_ids` [B, max_seq_length]|
+
+Task outputs: encoder `sequence_output` [B,S,H], `pooled_output` [B,H]; classifier `logits`, `probabilities`
+[B,L] and `predicted_label` (string [B]) (a regression
+classifier: `logits` [B,1], `predictions` [B]); squad `start_logits`, `end_logits` [B,S]; ner `logits`,
+`probabilities` [B,S,L] and `predicted_labels` (string [B,S]); pretraining `masked_lm_logits` [B,P,V],
+`next_sentence_logits` [B,2], `sequence_output`, `pooled_output`. The pretraining model has no text signature.
+
+The text signatures tokenize and pack in graph exactly like the Python pipeline (`FullTokenizer` + the original
+`convert_single_example` truncation). `text_ops` chooses how:
+
+* `"tf_text"` (default): `bert_tf.text.preprocessing.InGraphPreprocessor` (TensorFlow Text ops; fastest). Loading
+  the model needs `import tensorflow_text` first, and TF Serving needs a build with the TF Text ops.
+* `"core"`: only core TensorFlow ops (`bert_tf.text.core_ops`: the code-point basic tokenizer of
+  `bert_tf.text.in_graph` plus a greedy WordPiece loop over a `StaticHashTable`), so stock `tensorflow/serving`
+  and a plain `import tensorflow` load it.
+* `"none"`: no text signatures (tensor signature only).
+
+Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for the classifier and NER (one label
+per line). `export_metadata.json` in assets.extra describes task, signatures and settings.
+"""
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints
+from bert_tf.model import encoder, task_models
+from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.text import core_ops, preprocessing, tokenization
+
+TASKS = ("encoder", "classifier", "squad", "ner", "pretraining")
+TEXT_OPS = ("tf_text", "core", "none")
+# The heads (attributes, keys of checkpoints.TASK_HEADS) each task's export needs from its checkpoint.
+_REQUIRED_HEADS = {"encoder": (), "classifier": ("classifier",), "squad": ("span",), "ner": ("tagger",),
+                   "pretraining": ("masked_lm", "next_sentence")}
+_OUTPUTS = {
+    "encoder": ("sequence_output", "pooled_output"),
+    "classifier": ("logits", "probabilities"),
+    "squad": ("start_logits", "end_logits"),
+    "ner": ("logits", "probabilities"),
+    "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
+}
+_TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+# --- building and loading ----------------------------------------------------------------------------------
+
+def build_task_model(config, task, num_labels=None):
+    """The Keras model of `task`, built (variables created). `num_labels` for classifier and ner."""
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
+    if task in ("classifier", "ner") and (not num_labels or num_labels < 1):
+        raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
+    if task == "encoder":
+        return encoder.build_bert_model(config)
+    model = {"classifier": lambda: task_models.BertClassifier(config, num_labels),
+             "squad": lambda: task_models.BertSpanLabeler(config),
+             "ner": lambda: task_models.BertTokenClassifier(config, num_labels),
+             "pretraining": lambda: task_models.BertPretrainer(config)}[task]()
+    dummy = tf.zeros((1, 2), tf.int32)
+    inputs = {"input_ids": dummy, "input_mask": tf.ones_like(dummy), "segment_ids": dummy}
+    if task == "pretraining":
+        inputs["masked_lm_positions"] = tf.zeros((1, 1), tf.int32)
+    model(inputs)
+    return model
+
+
+def load_checkpoint(model, task, init_checkpoint, num_labels=None):
+    """Loads an original TF1 checkpoint or a bert-tf one into the `task` model (`checkpoints.restore`).
+
+    Raises ValueError naming the task if the checkpoint lacks the task's head, its encoder does not fit, or its head
+    has another label count (`num_labels`, as given by --num_labels / --label_list). Returns the checkpoint prefix.
+    """
+    try:
+        return checkpoints.restore(model, init_checkpoint, required_heads=_REQUIRED_HEADS[task]).checkpoint
+    except ValueError as e:
+        labels = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
+        raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{labels}: {e}") from e
+
+
+def read_label_list(label_list):
+    """Labels from a list, a comma-separated string, or a file with one label per line (None -> None)."""
+    if label_list is None:
+        return None
+    if isinstance(label_list, (list, tuple)):
+        labels = [str(label) for label in label_list]
+    elif os.path.isfile(label_list):
+        with open(label_list, encoding="utf-8") as f:
+            labels = [line.strip() for line in f if line.strip()]
+    else:
+        labels = [label.strip() for label in label_list.split(",") if label.strip()]
+    if not labels:
+        raise ValueError(f"Empty label list: {label_list!r}.")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"Duplicate labels in {labels}.")
+    return labels
+
+
+def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text"):
+    """The in-graph text -> inputs module the text signatures use (see the module docstring)."""
+    if text_ops == "tf_text":
+        return preprocessing.InGraphPreprocessor(vocab_file, do_lower_case, max_seq_length)
+    if text_ops == "core":
+        return core_ops.CorePreprocessor(vocab_file, do_lower_case, max_seq_length)
+    raise ValueError(f"text_ops must be one of {TEXT_OPS} for a preprocessor, got {text_ops!r}.")
+
+
+# --- the serving module ------------------------------------------------------------------------------------
+
+class _ServingModule(tf.Module):
+    def __init__(self, model, task, vocab_file, labels, preprocessor):
+        super().__init__()
+        # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
+        # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
+        # use restores every variable a signature reads.
+        self._model = core_ops.Untracked(model)
+        self.task = task
+        self.output_names = _OUTPUTS[task]
+        if task == "classifier" and getattr(model, "regression", False):
+            self.output_names = ("logits", "predictions")  # STS-B style regression: no labels
+        self.vocab_asset = tf.saved_model.Asset(vocab_file)
+        self.preprocessor = preprocessor
+        self._labels = labels
+        if labels is not None:
+            self.labels = tf.constant(labels, tf.string)
+
+    def track_variables(self, concrete_functions):
+        seen, variables = set(), []
+        for fn in concrete_functions:
+            for v in fn.variables:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    variables.append(v)
+        self.model_variables = variables
+
+    def outputs(self, inputs):
+        result = self._model.obj(inputs, training=False)
+        out = {name: tf.identity(result[name], name=name) for name in self.output_names}
+        if self._labels is not None:
+            predicted = tf.gather(self.labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
+            out["predicted_label" if self.task == "classifier" else "predicted_labels"] = predicted
+        return out
+
+    def text_outputs(self, packed):
+        out = self.outputs(packed)
+        out.update({name: tf.identity(packed[name]) for name in _TENSOR_INPUTS})
+        return out
+
+
+def _write_labels(directory, labels):
+    path = os.path.join(directory, "labels.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(label + "\n" for label in labels))
+    return path
+
+
+def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, version=1,
+                      overwrite=False, label_list=None, text_ops="tf_text"):
+    """Writes `model` (a built Keras task model) as a TF Serving SavedModel at `export_dir/<version>`.
+
+    Args:
+      model: BertModel (task "encoder"), BertClassifier, BertSpanLabeler ("squad"), BertTokenClassifier ("ner")
+        or BertPretrainer ("pretraining"), with its weights loaded.
+      task: one of TASKS.
+      export_dir: the model's base directory; the SavedModel goes to `export_dir/<version>/`.
+      vocab_file, do_lower_case, max_seq_length: the text signatures' tokenization and packing.
+      version: positive integer version directory.
+      overwrite: replace an existing version (else FileExistsError).
+      label_list: classifier/ner label names (default "0".."L-1"); saved as assets/labels.txt.
+      text_ops: "tf_text", "core" or "none" (see the module docstring).
+    Returns: the path of the written version directory.
+    """
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
+    if text_ops not in TEXT_OPS:
+        raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
+    version = int(version)
+    if version < 1:
+        raise ValueError(f"version must be a positive integer, got {version}.")
+    if not vocab_file or not os.path.isfile(vocab_file):
+        raise FileNotFoundError(f"vocab_file {vocab_file!r} does not exist.")
+    final_dir = os.path.join(export_dir, str(version))
+    if os.path.exists(final_dir) and not overwrite:
+        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
+    labels = None
+    if task == "classifier" and getattr(model, "regression", False):
+        if label_list:
+            raise ValueError("A regression classifier has no labels.")
+    elif task in ("classifier", "ner"):
+        num_labels = model.num_labels
+        labels = read_label_list(label_list) or [str(i) for i in range(num_labels)]
+        if len(labels) != num_labels:
+            raise ValueError(f"label_list has {len(labels)} labels but the model's head has {num_labels}.")
+    elif label_list:
+        raise ValueError(f"A label list does not apply to the {task} task.")
+
+    os.makedirs(export_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".tmp_export_{version}_", dir=export_dir)
+    try:
+        extra = os.path.join(staging, "_src")
+        os.makedirs(extra)
+        vocab_copy = os.path.join(extra, "vocab.txt")
+        shutil.copyfile(vocab_file, vocab_copy)
+        has_text = text_ops != "none" and task != "pretraining"
+        preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops) if has_text else None
+        module = _ServingModule(model, task, vocab_copy, labels, preprocessor)
+        if labels is not None:
+            module.labels_asset = tf.saved_model.Asset(_write_labels(extra, labels))
+
+        specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _TENSOR_INPUTS}
+        if task == "pretraining":
+            specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
+        serving_default = tf.function(lambda **inputs: module.outputs(inputs)).get_concrete_function(**specs)
+        signatures = {"serving_default": serving_default}
+        if has_text:
+            signatures["serving_text"] = tf.function(
+                lambda text_a: module.text_outputs(preprocessor.encode(text_a))).get_concrete_function(
+                    tf.TensorSpec([None], tf.string, name="text_a"))
+            signatures["serving_text_pair"] = tf.function(
+                lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b))
+            ).get_concrete_function(tf.TensorSpec([None], tf.string, name="text_a"),
+                                    tf.TensorSpec([None], tf.string, name="text_b"))
+        module.track_variables(signatures.values())
+        saved = os.path.join(staging, "model")
+        tf.saved_model.save(module, saved, signatures=signatures)
+        meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
+                "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures),
+                "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()}
+        os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
+        with open(os.path.join(saved, "assets.extra", "export_metadata.json"), "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+        if os.path.exists(final_dir):
+            old = tempfile.mkdtemp(prefix=f".old_{version}_", dir=export_dir)
+            os.replace(final_dir, os.path.join(old, "v"))
+            os.replace(saved, final_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(saved, final_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    logging.info("Exported the %s model to %s (signatures: %s)", task, final_dir, ", ".join(sorted(signatures)))
+    return final_dir
+
+
+def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=True,
+                           max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
+                           text_ops="tf_text"):
+    """Builds the task model from bert_config.json, loads `init_checkpoint` and exports it (see above)."""
+    labels = read_label_list(label_list)
+    if labels is not None:
+        if num_labels and num_labels != len(labels):
+            raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
+        num_labels = len(labels)
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
+    final_dir = os.path.join(export_dir, str(int(version)))
+    if os.path.exists(final_dir) and not overwrite:  # fail before the slow part
+        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
+    config = BertConfig.from_json_file(bert_config_file)
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                         f"{config.max_position_embeddings} of {bert_config_file}.")
+    check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
+    model = build_task_model(config, task, num_labels)
+    load_checkpoint(model, task, init_checkpoint, num_labels)
+    return export_task_model(model, task, export_dir, vocab_file, do_lower_case, max_seq_length, version,
+                             overwrite, label_list=labels, text_ops=text_ops)

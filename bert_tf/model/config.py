@@ -1,0 +1,146 @@
+"""BertConfig: the original `bert_config.json`, read, validated and written back in the same JSON form."""
+import copy
+import json
+import os
+
+from absl import logging
+
+from bert_tf.data import fileio
+from bert_tf.model import activations
+
+# The original's keys with its constructor defaults (vocab_size has none).
+DEFAULTS = {
+    "vocab_size": None,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 16,
+    "initializer_range": 0.02,
+}
+# Keys a bert_config.json must give. The original's `BertConfig.from_dict` starts from `BertConfig(vocab_size=None)`
+# and so silently takes the constructor defaults (hidden_size=768, num_hidden_layers=12, ...) for a missing key;
+# here a file lacking one of the keys that shape the weights is an error naming the file and the key (every
+# released bert_config.json has them all; optional keys such as dropout still take the original's defaults).
+REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "max_position_embeddings", "type_vocab_size")
+_PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+class BertConfig:
+    """Hyper-parameters of a BERT model, with the original's attribute names and defaults.
+
+    Keys the original does not know (e.g. from a Hugging Face config.json) are kept in `extra` and written back.
+    """
+
+    def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=16,
+                 initializer_range=0.02, **extra):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.extra = dict(extra)
+        self.validate()
+
+    def validate(self, source="BertConfig"):
+        """Raises ValueError naming `source` and the offending key if the configuration cannot build a model."""
+        for key in _POSITIVE_INTS:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{source}: `{key}` must be a positive integer, got {value!r}.")
+        for key in _PROBABILITIES:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{source}: `{key}` must be a probability in [0, 1), got {value!r}.")
+        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
+            raise ValueError(f"{source}: `initializer_range` must be positive, got {self.initializer_range!r}.")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"{source}: hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
+                f"({self.num_attention_heads}).")
+        if not activations.is_known(self.hidden_act):
+            raise ValueError(
+                f"{source}: unknown hidden_act {self.hidden_act!r}; expected one of {sorted(activations.NAMES)}.")
+
+    @property
+    def attention_head_size(self):
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_dict(cls, json_object, source="BertConfig"):
+        """Builds a config from a dict with the original's keys: the `REQUIRED` keys must be present, the others
+        take the original's defaults."""
+        if not isinstance(json_object, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(json_object).__name__}.")
+        lacking = [key for key in REQUIRED if key not in json_object]
+        if lacking:
+            raise ValueError(f"{source}: missing required key {', '.join(f'`{k}`' for k in lacking)} (a "
+                             f"bert_config.json must give {', '.join(REQUIRED)}).")
+        values = {**DEFAULTS, **json_object}
+        unknown = sorted(set(values) - set(DEFAULTS))
+        if unknown:
+            logging.info("%s: keeping keys the original BertConfig does not use: %s", source, unknown)
+        try:
+            return cls(**values)
+        except ValueError as e:
+            if str(e).startswith("BertConfig:"):
+                raise ValueError(source + str(e)[len("BertConfig"):]) from None
+            raise
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        """Reads an original `bert_config.json`; errors name the file (and line/column for malformed JSON)."""
+        if not os.path.isfile(json_file):
+            raise FileNotFoundError(f"BERT config file not found: {json_file}")
+        with open(json_file, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{json_file}:{e.lineno}:{e.colno}: malformed JSON in BERT config: {e.msg}") from None
+        return cls.from_dict(obj, source=json_file)
+
+    def to_dict(self):
+        """The original's keys (and any extra keys), as a new dict."""
+        out = {key: getattr(self, key) for key in DEFAULTS}
+        out.update(copy.deepcopy(self.extra))
+        return out
+
+    def to_json_string(self):
+        """The same JSON form as the original: indent 2, sorted keys, trailing newline."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, json_file):
+        """Writes the config atomically (temp name, then rename)."""
+        fileio.write_text_atomically(json_file, self.to_json_string())
+
+    def __eq__(self, other):
+        return isinstance(other, BertConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return f"BertConfig({self.to_dict()})"
+
+
+def check_vocab_size(config, vocab, vocab_file):
+    """Raises if the vocabulary has more tokens than the model has embedding rows; warns if it has fewer
+    (some configs pad vocab_size, e.g. to a multiple of 8)."""
+    if len(vocab) > config.vocab_size:
+        raise ValueError(f"{vocab_file} has {len(vocab)} tokens but bert_config.json says vocab_size="
+                         f"{config.vocab_size}: the vocab does not belong to this model.")
+    if len(vocab) < config.vocab_size:
+        logging.warning("%s has %d tokens, fewer than vocab_size=%d in bert_config.json.", vocab_file, len(vocab),
+                        config.vocab_size)

@@ -1,0 +1,333 @@
+"""The BERT encoder as Keras 3 layers, mirroring the original `modeling.py`.
+
+Shapes: B = batch size, S = sequence length, H = hidden_size, N = num_attention_heads, D = H / N,
+I = intermediate_size, V = vocab_size. Every layer has `get_config`; `BertModel` saves to `.keras` and to
+TF checkpoints (`tf.train.Checkpoint(model=...)`); `bert_tf.checkpoints` reads and writes the original's names.
+
+Mixed precision: under a `mixed_*` Keras policy the matmuls run in float16/bfloat16 while attention softmax and
+LayerNorm compute in float32.
+
+Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] as MatMul + BiasAdd (+ activation),
+see `_dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
+and the arithmetic are the original's; only float32 rounding differs (benchmarks/encoder_benchmark.py).
+"""
+import math
+
+import keras
+from keras import layers, ops
+
+from bert_tf.model import activations
+from bert_tf.model.config import BertConfig
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
+else:  # pragma: no cover - the package targets the TensorFlow backend
+    tf = None
+
+LAYER_NORM_EPSILON = 1e-12  # The original's fixed LayerNorm epsilon.
+_MASK_ADDER = -10000.0  # What the original adds to attention scores of masked positions.
+
+
+def serializable(cls):
+    """Registers a layer or model class for `.keras` saving under the package name "bert_tf"."""
+    return keras.saving.register_keras_serializable(package="bert_tf")(cls)
+
+
+def create_initializer(initializer_range=0.02):
+    """The original's weight initializer: truncated normal with stddev `initializer_range`."""
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def make_layer_norm(name, dtype):
+    """A Keras LayerNormalization with the original's epsilon (1e-12); float32 under mixed precision."""
+    return layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name, dtype=dtype)
+
+
+def _dense_2d(dense, x):
+    """`dense(x)` for a built `keras.layers.Dense` and a 2-D input x [M, K]: x @ kernel + bias, then the activation.
+
+    Same arithmetic as calling the layer, written as MatMul + BiasAdd (+ activation) on a 2-D tensor: the form that
+    TensorFlow's grappler remapper fuses into one oneDNN `_FusedMatMul` kernel (BiasAdd, and GELU/ReLU/... as
+    post-ops) when traced in `tf.function`. Keras' `Dense.call` on [B, S, H] goes through tensordot's reshapes and
+    adds the bias with AddV2, which leaves the bias add and the activation as separate passes over the output. The
+    layer's own variables are used (read under the caller's autocast scope, so mixed precision casts them as `Dense`
+    would); a quantized layer is simply called.
+    """
+    if tf is None or dense.quantization_mode is not None:
+        return dense(x)
+    y = ops.matmul(x, dense.kernel)
+    if dense.use_bias:
+        y = tf.nn.bias_add(y, dense.bias)
+    return dense.activation(y)
+
+
+def attention_mask_adder(input_mask, dtype="float32"):
+    """[B, S] 0/1 mask -> [B, 1, 1, S] additive mask: 0 where attended, -10000 where masked (the original's)."""
+    mask = ops.cast(input_mask, dtype)
+    return ops.expand_dims(ops.expand_dims((1.0 - mask) * _MASK_ADDER, 1), 1)
+
+
+@serializable
+class BertEmbeddings(layers.Layer):
+    """Word + learned position + token type embeddings, then LayerNorm and dropout.
+
+    Call: input_ids [B, S] int, segment_ids [B, S] int -> embedding_output [B, S, H].
+    Weights: word_embeddings [V, H], token_type_embeddings [type_vocab_size, H],
+    position_embeddings [max_position_embeddings, H], LayerNorm gamma/beta [H].
+    """
+
+    def __init__(self, vocab_size, hidden_size, type_vocab_size=16, max_position_embeddings=512,
+                 initializer_range=0.02, dropout_rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
+        self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_ids_shape=None, segment_ids_shape=None):
+        # One initializer object per variable: a Keras 3 initializer without a seed returns the same values each
+        # time the same object is called, which would make the tables (and Q/K/V below) start out identical.
+        def init():
+            return create_initializer(self.initializer_range)
+
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init())
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size), initializer=init())
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size), initializer=init())
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=None):
+        seq_length = ops.shape(input_ids)[1]
+        if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
+            raise ValueError(f"Sequence length {seq_length} exceeds max_position_embeddings "
+                             f"({self.max_position_embeddings}) of this BERT config.")
+        x = ops.take(self.word_embeddings, input_ids, axis=0)
+        x = x + ops.take(self.token_type_embeddings, segment_ids, axis=0)
+        x = x + ops.expand_dims(self.position_embeddings[:seq_length], 0)
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
+        return tuple(input_ids_shape) + (self.hidden_size,)
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+                "type_vocab_size": self.type_vocab_size, "max_position_embeddings": self.max_position_embeddings,
+                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
+
+
+@serializable
+class BertAttention(layers.Layer):
+    """Multi-head self-attention with its output projection, residual connection and LayerNorm (post-LN).
+
+    Call: x [B, S, H], mask_adder [B, 1, 1, S] (from `attention_mask_adder`) -> [B, S, H].
+    Sublayers keep the original's names: query, key, value (`attention/self/...`), dense and LayerNorm
+    (`attention/output/...`).
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, attention_dropout_rate=0.1, dropout_rate=0.1,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.attention_dropout_rate = attention_dropout_rate
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+
+        def dense(name):  # a fresh initializer object each (see BertEmbeddings.build)
+            return layers.Dense(hidden_size, name=name, kernel_initializer=create_initializer(initializer_range),
+                                dtype=self.dtype_policy)
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.output_dense = dense("dense")
+        self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
+        self.attention_dropout = layers.Dropout(attention_dropout_rate, dtype=self.dtype_policy)
+        self.output_dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, x_shape, mask_adder_shape=None):
+        for dense in (self.query, self.key, self.value, self.output_dense):
+            dense.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def _split_heads(self, x, batch, seq):
+        """[B * S, H] -> [B, N, S, D]."""
+        x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def call(self, x, mask_adder, training=None):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        # The dense layers run on [B * S, H] (a free reshape): plain 2-D matmuls that fuse with their bias add.
+        x_2d = ops.reshape(x, (-1, self.hidden_size))
+        q = self._split_heads(_dense_2d(self.query, x_2d), batch, seq)
+        k = self._split_heads(_dense_2d(self.key, x_2d), batch, seq)
+        v = self._split_heads(_dense_2d(self.value, x_2d), batch, seq)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
+        # Softmax in float32 whatever the compute dtype.
+        probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(mask_adder, "float32"), axis=-1)
+        probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
+        context = ops.reshape(context, (-1, self.hidden_size))  # [B * S, H]
+        attention_output = self.output_dropout(_dense_2d(self.output_dense, context), training=training)
+        return ops.reshape(self.layer_norm(attention_output + x_2d), ops.shape(x))
+
+    def compute_output_shape(self, x_shape, mask_adder_shape=None):
+        return x_shape
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads,
+                "attention_dropout_rate": self.attention_dropout_rate, "dropout_rate": self.dropout_rate,
+                "initializer_range": self.initializer_range}
+
+
+@serializable
+class TransformerBlock(layers.Layer):
+    """One encoder layer (`bert/encoder/layer_N`): attention, then the feed-forward net, each post-LN.
+
+    Call: x [B, S, H], mask_adder [B, 1, 1, S] -> [B, S, H]. Feed-forward: intermediate dense [H, I] with
+    `hidden_act`, output dense [I, H], dropout, residual, LayerNorm.
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
+                 attention_dropout_rate=0.1, dropout_rate=0.1, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.attention_dropout_rate = attention_dropout_rate
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.attention = BertAttention(hidden_size, num_attention_heads, attention_dropout_rate, dropout_rate,
+                                       initializer_range, name="attention", dtype=self.dtype_policy)
+        self.intermediate = layers.Dense(intermediate_size, activation=activations.get(hidden_act),
+                                         name="intermediate", dtype=self.dtype_policy,
+                                         kernel_initializer=create_initializer(initializer_range))
+        self.output_dense = layers.Dense(hidden_size, name="output", dtype=self.dtype_policy,
+                                         kernel_initializer=create_initializer(initializer_range))
+        self.output_dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
+
+    def build(self, x_shape, mask_adder_shape=None):
+        self.attention.build(x_shape)
+        self.intermediate.build((None, None, self.hidden_size))
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, x, mask_adder, training=None):
+        attention_output = self.attention(x, mask_adder, training=training)
+        attention_2d = ops.reshape(attention_output, (-1, self.hidden_size))  # [B * S, H], see `_dense_2d`
+        layer_output = _dense_2d(self.output_dense, _dense_2d(self.intermediate, attention_2d))
+        layer_output = self.output_dropout(layer_output, training=training)
+        return ops.reshape(self.layer_norm(layer_output + attention_2d), ops.shape(x))
+
+    def compute_output_shape(self, x_shape, mask_adder_shape=None):
+        return x_shape
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads, "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act, "attention_dropout_rate": self.attention_dropout_rate,
+                "dropout_rate": self.dropout_rate, "initializer_range": self.initializer_range}
+
+
+@serializable
+class BertPooler(layers.Layer):
+    """The first token's final hidden state through a tanh dense layer: [B, S, H] -> pooled_output [B, H]."""
+
+    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dense = layers.Dense(hidden_size, activation="tanh", name="dense",
+                                  kernel_initializer=create_initializer(initializer_range), dtype=self.dtype_policy)
+
+    def build(self, sequence_output_shape):
+        self.dense.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output):
+        return self.dense(sequence_output[:, 0, :])
+
+    def compute_output_shape(self, sequence_output_shape):
+        return (sequence_output_shape[0], self.hidden_size)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "initializer_range": self.initializer_range}
+
+
+@serializable
+class BertModel(keras.Model):
+    """The BERT encoder (the original's `BertModel`) as a functional Keras model.
+
+    Inputs (dict): input_ids [B, S] int32, input_mask [B, S] int32 (1 = real token), segment_ids [B, S] int32.
+    Outputs (dict), named after the original's accessors:
+      sequence_output  [B, S, H]   get_sequence_output()
+      pooled_output    [B, H]      get_pooled_output()
+      encoder_outputs  list of num_hidden_layers x [B, S, H]   get_all_encoder_layers()
+      embedding_output [B, S, H]   get_embedding_output()
+    `get_embedding_table()` returns the word embedding variable [V, H]. S may be at most max_position_embeddings.
+    """
+
+    def __init__(self, config, **kwargs):
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        kwargs.setdefault("name", "bert")
+        dtype = kwargs.pop("dtype", None)
+        policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+        common = dict(initializer_range=config.initializer_range, dtype=policy)
+        self.embeddings = BertEmbeddings(
+            config.vocab_size, config.hidden_size, config.type_vocab_size, config.max_position_embeddings,
+            dropout_rate=config.hidden_dropout_prob, name="embeddings", **common)
+        self.encoder_layers = [
+            TransformerBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                             config.hidden_act, config.attention_probs_dropout_prob, config.hidden_dropout_prob,
+                             name=f"layer_{i}", **common)
+            for i in range(config.num_hidden_layers)]
+        self.pooler = BertPooler(config.hidden_size, name="pooler", **common)
+
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        embedding_output = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
+        mask_adder = attention_mask_adder(inputs["input_mask"])
+        x, encoder_outputs = embedding_output, []
+        for layer in self.encoder_layers:
+            x = layer(x, mask_adder)
+            encoder_outputs.append(x)
+        outputs = {"sequence_output": x, "pooled_output": self.pooler(x), "encoder_outputs": encoder_outputs,
+                   "embedding_output": embedding_output}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.dtype_policy = policy  # the functional constructor ignores `dtype` (it would keep the global policy)
+        self.config = config
+
+    def get_embedding_table(self):
+        """The word embedding variable [V, H] (tied to the masked LM output layer)."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name,
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_bert_model(config, dtype=None):
+    """A BertModel with its variables created (called once on a dummy batch)."""
+    model = BertModel(config, dtype=dtype)
+    dummy = ops.zeros((1, 2), "int32")
+    model({"input_ids": dummy, "input_mask": ops.ones_like(dummy), "segment_ids": dummy})
+    return model

@@ -1,0 +1,160 @@
+"""Task heads on the BERT encoder: small Keras layers with the original scripts' weights and shapes.
+
+| layer            | original variables (as a task model names them)                  | input -> output          |
+|------------------|------------------------------------------------------------------|--------------------------|
+| MaskedLMHead     | cls/predictions/transform/{dense,LayerNorm}, .../output_bias      | [B,S,H], positions [B,P] |
+|                  | (logits tied to the word embeddings)                             |   -> [B,P,V]             |
+| OutputProjection | e.g. cls/seq_relationship/output_weights [2,H], output_bias [2]   | [..., H] -> [..., K]     |
+| ClassifierHead   | dropout, then output_weights [L,H], output_bias [L]               | [..., H] -> [..., L]     |
+| SpanHead         | cls/squad/output_weights [2,H], output_bias [2] (run_squad.py)    | [B,S,H] -> start, end    |
+|                  |                                                                  |   [B,S]                  |
+
+The `output_weights` of the original are stored [num_outputs, H] (transposed relative to a Keras Dense kernel), so
+these heads keep that layout: logits = x @ output_weights^T + output_bias. The task models that put these heads on
+the encoder are in `bert_tf.model.task_models`.
+"""
+from keras import layers, ops
+
+from bert_tf.model import activations
+from bert_tf.model.encoder import create_initializer, make_layer_norm, serializable
+
+
+@serializable
+class OutputProjection(layers.Layer):
+    """x [..., H] -> logits [..., num_outputs] with the original's `output_weights` [num_outputs, H] layout."""
+
+    def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape):
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_outputs, input_shape[-1]),
+            initializer=create_initializer(self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,), initializer="zeros")
+        self.built = True
+
+    def call(self, x):
+        return ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.num_outputs,)
+
+    def get_config(self):
+        return {**super().get_config(), "num_outputs": self.num_outputs,
+                "initializer_range": self.initializer_range}
+
+
+def gather_indexes(sequence_tensor, positions):
+    """sequence_tensor [B, S, H], positions [B, P] int -> the vectors at those positions [B, P, H]."""
+    return ops.take_along_axis(sequence_tensor, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+
+
+@serializable
+class MaskedLMHead(layers.Layer):
+    """The masked LM head: dense + hidden_act + LayerNorm, then logits against the tied word embeddings.
+
+    Call: sequence_output [B, S, H], masked_lm_positions [B, P] -> logits [B, P, V] (float32).
+    `embedding_layer` is the encoder's BertEmbeddings whose `word_embeddings` [V, H] the output shares.
+    """
+
+    def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding_layer = embedding_layer
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        hidden_size = embedding_layer.hidden_size
+        self.transform = layers.Dense(hidden_size, activation=activations.get(hidden_act), name="dense",
+                                      kernel_initializer=create_initializer(initializer_range),
+                                      dtype=self.dtype_policy)
+        self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
+
+    def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+        hidden_size = self.embedding_layer.hidden_size
+        self.transform.build((None, hidden_size))
+        self.layer_norm.build((None, hidden_size))
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.embedding_layer.vocab_size,), initializer="zeros")
+        self.built = True
+
+    def call(self, sequence_output, masked_lm_positions):
+        x = self.layer_norm(self.transform(gather_indexes(sequence_output, masked_lm_positions)))
+        table = ops.cast(self.embedding_layer.word_embeddings, x.dtype)
+        logits = ops.einsum("bph,vh->bpv", x, table)
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
+        return tuple(masked_lm_positions_shape) + (self.embedding_layer.vocab_size,)
+
+    def get_config(self):
+        # The tied embedding layer is not serialized: BertPretrainer rebuilds the tie.
+        config = {**super().get_config(), "hidden_act": self.hidden_act,
+                  "initializer_range": self.initializer_range}
+        return config
+
+
+@serializable
+class ClassifierHead(layers.Layer):
+    """run_classifier.py's head: dropout on pooled_output, then `output_weights`/`output_bias`.
+
+    Call: pooled_output [B, H] -> logits [B, num_labels] (float32).
+    """
+
+    def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.projection = OutputProjection(num_labels, initializer_range, name="projection",
+                                           dtype=self.dtype_policy)
+
+    def build(self, pooled_output_shape):
+        self.projection.build(pooled_output_shape)
+        self.built = True
+
+    def call(self, pooled_output, training=None):
+        return ops.cast(self.projection(self.dropout(pooled_output, training=training)), "float32")
+
+    def compute_output_shape(self, pooled_output_shape):
+        return (pooled_output_shape[0], self.num_labels)
+
+    def get_config(self):
+        return {**super().get_config(), "num_labels": self.num_labels, "dropout_rate": self.dropout_rate,
+                "initializer_range": self.initializer_range}
+
+
+@serializable
+class SpanHead(layers.Layer):
+    """run_squad.py's head: sequence_output [B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
+
+    def __init__(self, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.initializer_range = initializer_range
+        self.projection = OutputProjection(2, initializer_range, name="projection", dtype=self.dtype_policy)
+
+    def build(self, sequence_output_shape):
+        self.projection.build(sequence_output_shape)
+        self.built = True
+
+    def call(self, sequence_output):
+        logits = ops.cast(self.projection(sequence_output), "float32")
+        return logits[..., 0], logits[..., 1]
+
+    def compute_output_shape(self, sequence_output_shape):
+        return tuple(sequence_output_shape[:2]), tuple(sequence_output_shape[:2])
+
+    def get_config(self):
+        return {**super().get_config(), "initializer_range": self.initializer_range}
+
+
+@serializable
+class FlattenChoices(layers.Layer):
+    """[B, C, S] -> [B * C, S], with S known only when called."""
+
+    def call(self, x):
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
+
+    def compute_output_shape(self, input_shape):
+        return (None, input_shape[-1])

@@ -1,0 +1,148 @@
+"""run_classifier.py's features: `convert_single_example` packs `[CLS] a [SEP] (b [SEP])` with the
+original truncation and zero padding (`PaddingInputExample` for fixed-size eval batches: `is_real_example` = 0), and
+the TFRecord files hold the original's schema (`input_ids`, `input_mask`, `segment_ids`, `label_ids`,
+`is_real_example`) under the original file names.
+"""
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data import records
+from bert_tf.tasks.classifier.processors import PaddingInputExample
+from bert_tf.text import packing, tokenization
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """The packed model inputs of one example."""
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_id: Any
+    is_real_example: bool = True
+
+
+def example_label_id(example, label_list):
+    """The index of `example.label` in `label_list`, or its float value for regression (`label_list=None`).
+    A label not in the list is a ValueError naming the example's file and line."""
+    if label_list is None:
+        return float(example.label)
+    if example.label not in label_list:
+        where = example.source or f"example {example.guid}"
+        raise ValueError(f"{where}: label {example.label!r} is not in the label list {list(label_list)}.")
+    return list(label_list).index(example.label)
+
+
+def check_dev_labels(processor, data_dir, label_list):
+    """Raises `example_label_id`'s error for the first dev-set label not in `label_list` (for the tsv task: a
+    label train.tsv lacks), so that it comes before training rather than after it."""
+    for _, examples in processor.dev_splits(data_dir):
+        for example in examples:
+            example_label_id(example, label_list)
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
+    """Packs one `InputExample` into `InputFeatures` exactly as the original.
+
+    `[CLS] tokens_a [SEP]` (segment 0) then `tokens_b [SEP]` (segment 1) when text_b tokenizes to anything;
+    pairs are truncated by popping from the longer side to `max_seq_length - 3`, single texts cut to
+    `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float.
+    """
+    if isinstance(example, PaddingInputExample):
+        return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
+                             segment_ids=[0] * max_seq_length, label_id=0.0 if label_list is None else 0,
+                             is_real_example=False)
+
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, max_seq_length)
+    input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                                                            max_seq_length)
+
+    label_id = example_label_id(example, label_list)
+    if ex_index < 5:
+        logging.info("*** Example ***")
+        logging.info("guid: %s", example.guid)
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+        logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+        logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+        logging.info("label: %s (id = %s)", example.label, label_id)
+    return InputFeatures(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids, label_id=label_id,
+                         is_real_example=True)
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+    """`convert_single_example` over a list."""
+    return [convert_single_example(i, example, label_list, max_seq_length, tokenizer)
+            for i, example in enumerate(examples)]
+
+
+def feature_to_tf_example(feature, regression=False):
+    """The original's tf.train.Example of one feature (a float `label_ids` for regression)."""
+    values = {"input_ids": feature.input_ids, "input_mask": feature.input_mask, "segment_ids": feature.segment_ids,
+              "label_ids": feature.label_id, "is_real_example": int(feature.is_real_example)}
+    return records.example(values, name_to_features(len(feature.input_ids), regression))
+
+
+def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file):
+    """Converts examples and writes them to a TFRecord file (written to a temporary name, then renamed).
+
+    Returns the list of `InputFeatures` (the labels and `is_real_example` the metrics need).
+    """
+    regression = label_list is None
+    features = []
+    with records.writer(output_file) as write:
+        for ex_index, example in enumerate(examples):
+            if ex_index % 10000 == 0:
+                logging.info("Writing example %d of %d", ex_index, len(examples))
+            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
+            write(feature_to_tf_example(feature, regression).SerializeToString())
+            features.append(feature)
+    return features
+
+
+def name_to_features(seq_length, regression=False):
+    """The TFRecord schema for parsing."""
+    return {
+        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def decode_record(record, seq_length, regression=False):
+    """A serialized example -> (features, labels): int64 becomes int32 as in the original."""
+    example = records.parse(record, name_to_features(seq_length, regression))
+    features = {name: example[name] for name in ("input_ids", "input_mask", "segment_ids")}
+    labels = {name: example[name] for name in ("label_ids", "is_real_example")}
+    return features, labels
+
+
+def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression=False,
+                       input_context=None, shuffle_seed=None):
+    """The original's input pipeline as a tf.data.Dataset of (features, labels) batches.
+
+    Training: repeat, shuffle with a 100-record buffer (order drawn from `shuffle_seed`), batch (drop_remainder as
+    given); with an `input_context`, each input pipeline reads its shard of the records. Otherwise file order.
+    """
+    def decode(record):
+        return decode_record(record, seq_length, regression)
+
+    if is_training:
+        return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
+                                        repeat_first=True, drop_remainder=drop_remainder)
+    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
+
+
+def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
+                                shuffle_seed=None):
+    """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)` (the original's input_fn
+    builder)."""
+    def dataset_fn(batch_size, input_context=None, seed=shuffle_seed):
+        return file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression,
+                                  input_context, seed)
+    return dataset_fn

@@ -1,0 +1,472 @@
+"""The data side of run_classifier.py: examples and the task processors that read them.
+
+`cola`, `mnli`, `mrpc`, `xnli` read their files as the original does (tab-separated, no quote character, the same
+header rows skipped, the same columns, guids and labels); bert-tf adds `sst-2`, `qqp`, `qnli`, `rte`, `sts-b`
+(regression), `wnli`, the MNLI mismatched sets and a generic `tsv` task whose files carry a header naming their
+columns. Errors name the file and line.
+"""
+import collections
+import csv
+import dataclasses
+import io
+import os
+from typing import Any
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data import fileio
+from bert_tf.text import tokenization
+
+LABEL_LIST_FILE = "label_list.txt"
+
+
+@dataclasses.dataclass
+class InputExample:
+    """One example: `guid` (unique id), `text_a`, optional `text_b`, `label` (None for unlabeled test data).
+
+    bert-tf extras: `example_id` (the id a submission file reports, e.g. GLUE's `index` column) and `source`
+    (`file:line`, for error messages).
+    """
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: Any = None
+    example_id: str | None = None
+    source: str | None = None
+
+
+class PaddingInputExample:
+    """A fake example that pads an eval/predict set to a multiple of a fixed batch size (as for TPUs).
+
+    It becomes an all-zero feature with `is_real_example=False`, which metrics and outputs ignore.
+    """
+
+
+class TsvLine(list):
+    """A row of a TSV file (a list of fields, as csv gives) that remembers where it came from."""
+
+    def __init__(self, fields, path, line_number):
+        super().__init__(fields)
+        self.path = path
+        self.line_number = line_number
+
+    @property
+    def source(self):
+        return f"{self.path}:{self.line_number}"
+
+    def field(self, index):
+        """The field at `index` (negative counts from the end); a clear error when the row is too short."""
+        try:
+            return self[index]
+        except IndexError:
+            need = index + 1 if index >= 0 else -index
+            raise ValueError(f"{self.source}: expected at least {need} tab-separated fields, found {len(self)}"
+                             f"{' (empty line)' if not self else ''}.") from None
+
+
+def read_tsv(input_file, quotechar=None):
+    """Reads a tab-separated file as the original `_read_tsv`: csv with tabs and no quote character.
+
+    Every line becomes a `TsvLine` (a list of str). Missing files and undecodable or malformed lines raise
+    errors that name the file and line.
+    """
+    text = fileio.read_text(input_file, "Data file")
+    # Lines end at "\n" only (as TensorFlow's GFile splits them); csv drops the "\n" or "\r\n".
+    reader = csv.reader(io.StringIO(text, newline="\n"), delimiter="\t", quotechar=quotechar,
+                        quoting=csv.QUOTE_NONE if quotechar is None else csv.QUOTE_MINIMAL)
+    lines = []
+    try:
+        for fields in reader:
+            lines.append(TsvLine(fields, input_file, reader.line_num))
+    except csv.Error as e:
+        raise ValueError(f"{input_file}:{reader.line_num}: {e}") from None
+    return lines
+
+
+class DataProcessor:
+    """Base class of the data sets: examples of the train/dev/test splits and the label list.
+
+    Class attributes: `is_regression` (one float output, e.g. STS-B), `submission_name` (the GLUE file name of
+    the test predictions without `.tsv`, None when the task has no leaderboard file).
+    """
+    is_regression = False
+    submission_name = None
+
+    def get_train_examples(self, data_dir):
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no training set.")
+
+    def get_dev_examples(self, data_dir):
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no dev set (drop --do_eval).")
+
+    def get_test_examples(self, data_dir):
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no test set (drop --do_predict).")
+
+    def get_labels(self):
+        raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} defines no label list.")
+
+    def dev_splits(self, data_dir):
+        """[(suffix, examples)] of every dev set to evaluate; suffix "" names the main one (eval_results.txt)."""
+        return [("", self.get_dev_examples(data_dir))]
+
+    def test_splits(self, data_dir):
+        """[(suffix, examples, submission name)] of every test set to predict."""
+        return [("", self.get_test_examples(data_dir), self.submission_name)]
+
+    @classmethod
+    def _read_tsv(cls, input_file, quotechar=None):
+        """The original's reader (kept under its name for subclasses written against it)."""
+        return read_tsv(input_file, quotechar)
+
+
+class XnliProcessor(DataProcessor):
+    """XNLI as the original reads it: training on the machine-translated MultiNLI of `language`
+    (`multinli/multinli.train.<language>.tsv`), dev on the rows of `xnli.dev.tsv` in that language."""
+
+    def __init__(self, language="zh"):
+        self.language = language
+
+    def get_train_examples(self, data_dir):
+        lines = read_tsv(os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
+        examples = []
+        for i, line in enumerate(lines):
+            if i == 0:
+                continue
+            label = tokenization.convert_to_unicode(line.field(2))
+            if label == "contradictory":
+                label = "contradiction"
+            examples.append(InputExample(
+                guid="train-%d" % i, text_a=tokenization.convert_to_unicode(line.field(0)),
+                text_b=tokenization.convert_to_unicode(line.field(1)), label=label, source=line.source))
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        lines = read_tsv(os.path.join(data_dir, "xnli.dev.tsv"))
+        examples = []
+        for i, line in enumerate(lines):
+            if i == 0:
+                continue
+            if tokenization.convert_to_unicode(line.field(0)) != tokenization.convert_to_unicode(self.language):
+                continue
+            examples.append(InputExample(
+                guid="dev-%d" % i, text_a=tokenization.convert_to_unicode(line.field(6)),
+                text_b=tokenization.convert_to_unicode(line.field(7)),
+                label=tokenization.convert_to_unicode(line.field(1)), source=line.source))
+        return examples
+
+    def get_labels(self):
+        return ["contradiction", "entailment", "neutral"]
+
+
+class MnliProcessor(DataProcessor):
+    """MultiNLI (GLUE): sentence pairs in columns 8 and 9, gold label last; matched and mismatched dev/test."""
+
+    def get_train_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "train.tsv")), "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "dev_matched.tsv")), "dev_matched")
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "test_matched.tsv")), "test")
+
+    def get_dev_mismatched_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "dev_mismatched.tsv")), "dev_mismatched")
+
+    def get_test_mismatched_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "test_mismatched.tsv")),
+                                     "test_mismatched")
+
+    def dev_splits(self, data_dir):
+        splits = [("", self.get_dev_examples(data_dir))]
+        if _exists_or_warn(os.path.join(data_dir, "dev_mismatched.tsv")):
+            splits.append(("_mm", self.get_dev_mismatched_examples(data_dir)))
+        return splits
+
+    def test_splits(self, data_dir):
+        splits = [("", self.get_test_examples(data_dir), "MNLI-m")]
+        if _exists_or_warn(os.path.join(data_dir, "test_mismatched.tsv")):
+            splits.append(("_mm", self.get_test_mismatched_examples(data_dir), "MNLI-mm"))
+        return splits
+
+    def get_labels(self):
+        return ["contradiction", "entailment", "neutral"]
+
+    def _create_examples(self, lines, set_type):
+        test = set_type.startswith("test")
+        examples = []
+        for i, line in enumerate(lines):
+            if i == 0:
+                continue
+            index = tokenization.convert_to_unicode(line.field(0))
+            examples.append(InputExample(
+                guid="%s-%s" % (set_type, index),
+                text_a=tokenization.convert_to_unicode(line.field(8)),
+                text_b=tokenization.convert_to_unicode(line.field(9)),
+                label="contradiction" if test else tokenization.convert_to_unicode(line.field(-1)),
+                example_id=index, source=line.source))
+        return examples
+
+
+def _exists_or_warn(path):
+    if tf.io.gfile.exists(path):
+        return True
+    logging.warning("%s not found: skipping the MNLI mismatched set.", path)
+    return False
+
+
+class _PairProcessor(DataProcessor):
+    """Tasks whose files share one layout: a header line, then index/text/label columns at fixed positions.
+
+    Subclasses set `labels`, the text columns of train/dev (`text_columns`) and test (`test_text_columns`),
+    `label_column` (train/dev), `guid_column` (None: the line number, as the original's MRPC) and `has_header`.
+    """
+    labels = ("0", "1")
+    text_columns = (3, 4)
+    test_text_columns = (3, 4)
+    label_column = 0
+    guid_column = None
+    id_column = 0  # the test file's id column, reported in the submission file
+    has_header = True
+    test_has_header = True
+
+    def get_train_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "train.tsv")), "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "dev.tsv")), "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(read_tsv(os.path.join(data_dir, "test.tsv")), "test")
+
+    def get_labels(self):
+        return list(self.labels)
+
+    def _label(self, line):
+        return tokenization.convert_to_unicode(line.field(self.label_column))
+
+    def _create_examples(self, lines, set_type):
+        test = set_type == "test"
+        skip_header = self.test_has_header if test else self.has_header
+        columns = self.test_text_columns if test else self.text_columns
+        examples = []
+        for i, line in enumerate(lines):
+            if skip_header and i == 0:
+                continue
+            key = i if self.guid_column is None else tokenization.convert_to_unicode(line.field(self.guid_column))
+            text_b = tokenization.convert_to_unicode(line.field(columns[1])) if len(columns) > 1 else None
+            examples.append(InputExample(
+                guid="%s-%s" % (set_type, key), text_a=tokenization.convert_to_unicode(line.field(columns[0])),
+                text_b=text_b, label=self.labels[0] if test else self._label(line),
+                example_id=(tokenization.convert_to_unicode(line.field(self.id_column)) if test else None),
+                source=line.source))
+        return examples
+
+
+class MrpcProcessor(_PairProcessor):
+    """MRPC (GLUE): `Quality  #1 ID  #2 ID  #1 String  #2 String`, guid from the line number."""
+    submission_name = "MRPC"
+
+
+class ColaProcessor(_PairProcessor):
+    """CoLA (GLUE): train/dev have no header (`source  label  original-label  sentence`); test has one
+    (`index  sentence`)."""
+    text_columns = (3,)
+    test_text_columns = (1,)
+    label_column = 1
+    has_header = False
+    submission_name = "CoLA"
+
+
+class Sst2Processor(_PairProcessor):
+    """SST-2 (GLUE): `sentence  label`; test `index  sentence`."""
+    text_columns = (0,)
+    test_text_columns = (1,)
+    label_column = 1
+    submission_name = "SST-2"
+
+
+class QqpProcessor(_PairProcessor):
+    """QQP (GLUE): `id  qid1  qid2  question1  question2  is_duplicate`; test `id  question1  question2`."""
+    text_columns = (3, 4)
+    test_text_columns = (1, 2)
+    label_column = 5
+    guid_column = 0
+    submission_name = "QQP"
+
+
+class QnliProcessor(_PairProcessor):
+    """QNLI (GLUE): `index  question  sentence  label`; test without the label."""
+    labels = ("entailment", "not_entailment")
+    text_columns = (1, 2)
+    test_text_columns = (1, 2)
+    label_column = -1
+    guid_column = 0
+    submission_name = "QNLI"
+
+
+class RteProcessor(QnliProcessor):
+    """RTE (GLUE): `index  sentence1  sentence2  label`; test without the label."""
+    submission_name = "RTE"
+
+
+class WnliProcessor(QnliProcessor):
+    """WNLI (GLUE): `index  sentence1  sentence2  label` with labels 0/1; test without the label."""
+    labels = ("0", "1")
+    submission_name = "WNLI"
+
+
+class StsbProcessor(_PairProcessor):
+    """STS-B (GLUE), a regression task: sentences in columns 7 and 8, the similarity score (0-5) last."""
+    is_regression = True
+    labels = (None,)
+    text_columns = (7, 8)
+    test_text_columns = (7, 8)
+    label_column = -1
+    guid_column = 0
+    submission_name = "STS-B"
+
+    def get_labels(self):
+        return None
+
+    def _label(self, line):
+        value = line.field(self.label_column)
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"{line.source}: the STS-B score {value!r} is not a number.") from None
+
+    def _create_examples(self, lines, set_type):
+        examples = super()._create_examples(lines, set_type)
+        if set_type == "test":
+            for example in examples:
+                example.label = 0.0
+        return examples
+
+
+class TsvProcessor(DataProcessor):
+    """Your own data: `train.tsv`, `dev.tsv`, `test.tsv` in data_dir, each with a header line naming its columns:
+    `text_a` and `label` (required; `label` optional in test.tsv), `text_b` and `id` (optional); other columns
+    are ignored. The label list is the sorted set of training labels, saved as `label_list.txt` in output_dir
+    when training and read back from there for eval/predict without training.
+    """
+    submission_name = "predictions"
+    submission_id_header = "id"
+
+    def __init__(self, labels=None):
+        self.labels = list(labels) if labels is not None else None
+
+    def get_train_examples(self, data_dir):
+        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(os.path.join(data_dir, "dev.tsv"), "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(os.path.join(data_dir, "test.tsv"), "test")
+
+    def get_labels(self):
+        if self.labels is None:
+            raise ValueError("The tsv task's label list is not known yet: train first (--do_train), which saves "
+                             f"{LABEL_LIST_FILE} in output_dir, or put one label per line in that file.")
+        return list(self.labels)
+
+    def learn_labels(self, data_dir):
+        """The sorted distinct labels of train.tsv."""
+        self.labels = sorted({e.label for e in self.get_train_examples(data_dir)})
+        if not self.labels:
+            raise ValueError(f"{os.path.join(data_dir, 'train.tsv')} has no examples.")
+        return self.labels
+
+    def _create_examples(self, path, set_type):
+        lines = read_tsv(path)
+        if not lines:
+            raise ValueError(f"{path}: empty file; expected a header line naming the columns "
+                             "(text_a, label, optionally text_b and id).")
+        header = [name.strip().lower() for name in lines[0]]
+        columns = {name: i for i, name in reversed(list(enumerate(header)))}
+        required = ["text_a"] if set_type == "test" else ["text_a", "label"]
+        absent = [name for name in required if name not in columns]
+        if absent:
+            raise ValueError(f"{path}:1: the header {lines[0]} lacks the column(s) {', '.join(absent)} (expected "
+                             "text_a, label, and optionally text_b and id).")
+        examples = []
+        for i, line in enumerate(lines[1:], start=1):
+            if len(line) != len(header):
+                raise ValueError(f"{line.source}: {len(line)} tab-separated fields, but the header names "
+                                 f"{len(header)}.")
+            example_id = line[columns["id"]] if "id" in columns else str(i - 1)
+            text_b = line[columns["text_b"]] if "text_b" in columns else None
+            if set_type == "test":
+                label = self.labels[0] if self.labels else None
+            else:
+                label = tokenization.convert_to_unicode(line[columns["label"]])
+            examples.append(InputExample(
+                guid="%s-%s" % (set_type, example_id), text_a=tokenization.convert_to_unicode(line[columns["text_a"]]),
+                text_b=tokenization.convert_to_unicode(text_b) if text_b is not None else None, label=label,
+                example_id=example_id, source=line.source))
+        return examples
+
+
+PROCESSORS = collections.OrderedDict([
+    ("cola", ColaProcessor),
+    ("mnli", MnliProcessor),
+    ("mrpc", MrpcProcessor),
+    ("xnli", XnliProcessor),
+    ("sst-2", Sst2Processor),
+    ("qqp", QqpProcessor),
+    ("qnli", QnliProcessor),
+    ("rte", RteProcessor),
+    ("sts-b", StsbProcessor),
+    ("wnli", WnliProcessor),
+    ("tsv", TsvProcessor),
+])
+
+
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
+
+
+def get_processor(task_name, xnli_language="zh"):
+    """The processor of a task name (case-insensitive); unknown names list the known ones."""
+    name = (task_name or "").strip().lower()
+    name = _ALIASES.get(name, name)
+    if name not in PROCESSORS:
+        raise ValueError(f"Task not found: {task_name}. Known tasks: {', '.join(PROCESSORS)}.")
+    if name == "xnli":
+        return XnliProcessor(language=xnli_language)
+    return PROCESSORS[name]()
+
+
+def prepare_label_list(processor, data_dir, output_dir, do_train):
+    """The task's label list. For the `tsv` task: learned from train.tsv and saved to output_dir/label_list.txt
+    when training, read back from there otherwise. Returns None for regression tasks."""
+    if not isinstance(processor, TsvProcessor):
+        return processor.get_labels()
+    label_file = os.path.join(output_dir, LABEL_LIST_FILE)
+    saved = None
+    if tf.io.gfile.exists(label_file):
+        with tf.io.gfile.GFile(label_file, "r") as f:
+            saved = [line.rstrip("\r") for line in f.read().split("\n")]
+        saved = saved[:-1] if saved and saved[-1] == "" else saved
+    if do_train:
+        labels = processor.learn_labels(data_dir)
+        if saved is not None and saved != labels:
+            raise ValueError(f"{label_file} lists the labels {saved}, but {data_dir}/train.tsv has {labels}: "
+                             "use a fresh output_dir for different training data.")
+        if any("\n" in label for label in labels):
+            raise ValueError("A label contains a newline.")
+        fileio.write_text_atomically(label_file, "".join(label + "\n" for label in labels))
+        return labels
+    if saved is None:
+        raise ValueError(f"{label_file} not found: the tsv task takes its label list from training; run with "
+                         "--do_train first (into the same output_dir) or write the labels there, one per line.")
+    processor.labels = saved
+    return saved
+
+
+def pad_examples(examples, batch_size):
+    """Appends PaddingInputExample until the count is a multiple of batch_size (fixed-size batches)."""
+    examples = list(examples)
+    while len(examples) % batch_size:
+        examples.append(PaddingInputExample())
+    return examples

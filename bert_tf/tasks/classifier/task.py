@@ -1,0 +1,155 @@
+"""run_classifier.py's job: evaluation (eval_results.txt), prediction (test_results.tsv as the original
+prints float32, and the GLUE submission files) and `ClassifierTask`, which `bert_tf.tasks.runner` runs.
+"""
+import os
+
+import numpy as np
+from absl import logging
+
+from bert_tf.data import fileio
+from bert_tf.model.task_models import BertClassifier
+from bert_tf.tasks import result_files
+from bert_tf.tasks.classifier.features import (
+    check_dev_labels,
+    file_based_convert_examples_to_features,
+    file_based_dataset,
+    file_based_input_fn_builder,
+)
+from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, loss_fn_for, task_key
+from bert_tf.tasks.classifier.processors import get_processor, pad_examples, prepare_label_list
+
+
+def format_submission(ids, predictions, label_list, id_header="index"):
+    """A GLUE submission file: header `index<TAB>prediction`, then each test example's id and predicted label
+    (or score for regression)."""
+    lines = [f"{id_header}\tprediction\n"]
+    for example_id, prediction in zip(ids, predictions):
+        if label_list is None:
+            value = str(np.float32(prediction))
+        else:
+            value = label_list[int(np.argmax(prediction))]
+        lines.append(f"{example_id}\t{value}\n")
+    return "".join(lines)
+
+
+def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_seq_length, eval_batch_size,
+             global_step, fixed_batches=False):
+    """Evaluates on every dev set; writes `eval_results.txt` (`eval_results_mm.txt` for MNLI mismatched).
+
+    `fixed_batches` pads the set with PaddingInputExample to whole batches (TPU), which the metrics ignore.
+    Returns {suffix: result dict}.
+    """
+    regression = processor.is_regression
+    metric_names = GLUE_METRICS.get(task_key(processor), ())
+    results = {}
+    for suffix, examples in processor.dev_splits(data_dir):
+        num_actual = len(examples)
+        if fixed_batches:
+            examples = pad_examples(examples, eval_batch_size)
+        eval_file = os.path.join(output_dir, f"eval{suffix}.tf_record")
+        features = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                                           eval_file)
+        logging.info("***** Running evaluation%s *****", suffix)
+        logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
+                     len(examples) - num_actual)
+        logging.info("  Batch size = %d", eval_batch_size)
+        dataset = file_based_dataset(eval_file, max_seq_length, eval_batch_size, is_training=False,
+                                     drop_remainder=fixed_batches, regression=regression)
+        result = eval_metrics(trainer.predict(dataset, with_loss=True), features, global_step, regression,
+                              metric_names)
+        result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
+                                        f"Eval results{suffix}")
+        results[suffix] = result
+    return results
+
+
+def predict(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_seq_length, predict_batch_size,
+            fixed_batches=False):
+    """Predicts every test set; writes `test_results.tsv` (class probabilities, or the score for regression,
+    per real example) and the submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...; `predictions.tsv` for tsv).
+    MNLI mismatched goes to `test_results_mm.tsv` and `MNLI-mm.tsv`. Returns {suffix: [rows]}."""
+    regression = processor.is_regression
+    output_key = "predictions" if regression else "probabilities"
+    all_rows = {}
+    for suffix, examples, submission in processor.test_splits(data_dir):
+        num_actual = len(examples)
+        real_examples = list(examples)
+        if fixed_batches:
+            examples = pad_examples(examples, predict_batch_size)
+        predict_file = os.path.join(output_dir, f"predict{suffix}.tf_record")
+        file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, predict_file)
+        logging.info("***** Running prediction%s *****", suffix)
+        logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
+                     len(examples) - num_actual)
+        logging.info("  Batch size = %d", predict_batch_size)
+        rows = []
+        if examples:
+            dataset = file_based_dataset(predict_file, max_seq_length, predict_batch_size, is_training=False,
+                                         drop_remainder=fixed_batches, regression=regression)
+            for batch in trainer.predict(dataset.map(lambda features, labels: features)):
+                rows.extend(np.asarray(batch[output_key], np.float32))
+        rows = rows[:num_actual]
+        if len(rows) != num_actual:
+            raise ValueError(f"Got {len(rows)} predictions for {num_actual} examples.")
+        fileio.write_text_atomically(os.path.join(output_dir, f"test_results{suffix}.tsv"),
+                                     result_files.format_probabilities(rows))
+        if submission:
+            ids = [e.example_id if e.example_id is not None else str(i) for i, e in enumerate(real_examples)]
+            fileio.write_text_atomically(os.path.join(output_dir, f"{submission}.tsv"),
+                              format_submission(ids, rows, None if regression else label_list,
+                                                getattr(processor, "submission_id_header", "index")))
+        all_rows[suffix] = rows
+    return all_rows
+
+
+class ClassifierTask:
+    """run_classifier.py's task (see bert_tf.tasks.runner): a processor's train/dev/test sets -> BertClassifier.
+
+    `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv).
+    """
+    heads = ("classifier",)
+    export_task = "classifier"
+    min_seq_length = 3
+
+    def __init__(self, task_name, data_dir, xnli_language="zh"):
+        self.processor = get_processor(task_name, xnli_language=xnli_language)
+        self.data_dir = data_dir
+        self.labels = None
+        self.loss = loss_fn_for(self.processor)
+
+    @property
+    def label_list(self):
+        """The labels to export with the model (None for regression)."""
+        return None if self.processor.is_regression else self.labels
+
+    def check(self, run, config):
+        """Resolves the label list (tsv: learned from train.tsv, or the training run's); checks the dev labels."""
+        self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train)
+        if run.do_eval:  # a dev label the model cannot know: an error now, not after training
+            check_dev_labels(self.processor, self.data_dir, self.labels)
+
+    def build_model(self, config):
+        regression = self.processor.is_regression
+        return BertClassifier(config, 1 if regression else len(self.labels), regression=regression)
+
+    def _common(self, run, tokenizer, trainer):
+        return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,
+                    data_dir=self.data_dir, output_dir=run.output_dir, max_seq_length=run.max_seq_length)
+
+    def train_data(self, run, tokenizer):
+        """Converts the training set to output_dir/train.tf_record; -> (dataset_fn, number of examples)."""
+        examples = self.processor.get_train_examples(self.data_dir)
+        train_file = os.path.join(run.output_dir, "train.tf_record")
+        file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer, train_file)
+        return file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True, drop_remainder=True,
+                                           regression=self.processor.is_regression), len(examples)
+
+    def evaluate(self, run, tokenizer, trainer):
+        """eval_results.txt of every dev set; -> {suffix: results}."""
+        return evaluate(**self._common(run, tokenizer, trainer), eval_batch_size=run.eval_batch_size,
+                        global_step=trainer.step, fixed_batches=run.fixed_batches)
+
+    def predict(self, run, tokenizer, trainer):
+        """test_results.tsv and the submission file of every test set."""
+        return predict(**self._common(run, tokenizer, trainer), predict_batch_size=run.predict_batch_size,
+                       fixed_batches=run.fixed_batches)

@@ -1,0 +1,324 @@
+"""SQuAD examples -> features and TFRecords, as the original convert_examples_to_features: the question
+WordPiece-tokenized (truncated to max_query_length), the paragraph cut into windows of at most max_seq_length -
+len(query) - 3 tokens, `doc_stride` apart, each packed `[CLS] query [SEP] window [SEP]` with `token_to_orig_map` and
+`token_is_max_context`; unique_ids from 1000000000; training windows without the answer (and v2 impossible
+questions) point at [CLS]. `FeatureWriter` writes the original schema (unique_ids, input_ids, input_mask,
+segment_ids, and for training start_positions, end_positions, is_impossible) atomically; `make_dataset` reads it.
+"""
+import collections
+import contextlib
+import dataclasses
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data import records
+from bert_tf.text import tokenization
+
+FIRST_UNIQUE_ID = 1000000000
+TRAIN_RECORD_FILE = "train.tf_record"
+EVAL_RECORD_FILE = "eval.tf_record"
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """One window of one example, packed for the model."""
+    unique_id: int
+    example_index: int
+    doc_span_index: int
+    tokens: list[str]
+    token_to_orig_map: dict[int, int]
+    token_is_max_context: dict[int, bool]
+    input_ids: list[int]
+    input_mask: list[int]
+    segment_ids: list[int]
+    start_position: int | None = None
+    end_position: int | None = None
+    is_impossible: bool | None = None
+
+
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def validate_lengths(max_seq_length, max_query_length, doc_stride, max_position_embeddings=None):
+    """Raises ValueError for window settings that cannot produce features."""
+    if max_position_embeddings is not None and max_seq_length > max_position_embeddings:
+        raise ValueError(f"Cannot use sequence length {max_seq_length} because the BERT model was only trained up "
+                         f"to sequence length {max_position_embeddings}.")
+    if max_seq_length - max_query_length - 3 <= 0:
+        raise ValueError(f"The max_seq_length ({max_seq_length}) must be greater than max_query_length "
+                         f"({max_query_length}) + 3 ([CLS] and two [SEP]), or no paragraph token would fit.")
+    if doc_stride < 1:
+        raise ValueError(f"doc_stride must be at least 1, got {doc_stride}.")
+
+
+def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
+    """The tightest token span within [input_start, input_end] whose tokens equal the tokenized answer
+    (e.g. "1895" inside "(1895-1943)."), else the span unchanged."""
+    tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
+    for new_start in range(input_start, input_end + 1):
+        for new_end in range(input_end, new_start - 1, -1):
+            if " ".join(doc_tokens[new_start:(new_end + 1)]) == tok_answer_text:
+                return new_start, new_end
+    return input_start, input_end
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+    """Whether span `cur_span_index` is the one giving token `position` the most context: the largest
+    min(left, right) context, plus 0.01 x span length to prefer longer spans on ties."""
+    best_score = None
+    best_span_index = None
+    for span_index, doc_span in enumerate(doc_spans):
+        end = doc_span.start + doc_span.length - 1
+        if position < doc_span.start or position > end:
+            continue
+        num_left_context = position - doc_span.start
+        num_right_context = end - position
+        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
+        if best_score is None or score > best_score:
+            best_score = score
+            best_span_index = span_index
+    return cur_span_index == best_span_index
+
+
+def doc_spans_for(num_tokens, max_tokens_for_doc, doc_stride):
+    """The sliding windows over `num_tokens` paragraph tokens: list of DocSpan(start, length)."""
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_tokens:
+        length = min(num_tokens - start_offset, max_tokens_for_doc)
+        doc_spans.append(DocSpan(start=start_offset, length=length))
+        if start_offset + length == num_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+def _log_feature(feature, is_training, example):
+    logging.info("*** Example ***")
+    logging.info("unique_id: %s", feature.unique_id)
+    logging.info("example_index: %s", feature.example_index)
+    logging.info("doc_span_index: %s", feature.doc_span_index)
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in feature.tokens))
+    logging.info("token_to_orig_map: %s", " ".join(f"{x}:{y}" for x, y in feature.token_to_orig_map.items()))
+    logging.info("token_is_max_context: %s",
+                 " ".join(f"{x}:{y}" for x, y in feature.token_is_max_context.items()))
+    logging.info("input_ids: %s", " ".join(str(x) for x in feature.input_ids))
+    logging.info("input_mask: %s", " ".join(str(x) for x in feature.input_mask))
+    logging.info("segment_ids: %s", " ".join(str(x) for x in feature.segment_ids))
+    if is_training and example.is_impossible:
+        logging.info("impossible example")
+    if is_training and not example.is_impossible:
+        answer_text = " ".join(feature.tokens[feature.start_position:(feature.end_position + 1)])
+        logging.info("start_position: %d", feature.start_position)
+        logging.info("end_position: %d", feature.end_position)
+        logging.info("answer: %s", tokenization.printable_text(answer_text))
+
+
+def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
+                      log_examples=20):
+    """Yields the InputFeatures of `examples` (several per example when the paragraph needs several windows)."""
+    validate_lengths(max_seq_length, max_query_length, doc_stride)
+    unique_id = FIRST_UNIQUE_ID
+    for example_index, example in enumerate(examples):
+        query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
+
+        tok_to_orig_index = []
+        orig_to_tok_index = []
+        all_doc_tokens = []
+        for i, token in enumerate(example.doc_tokens):
+            orig_to_tok_index.append(len(all_doc_tokens))
+            for sub_token in tokenizer.tokenize(token):
+                tok_to_orig_index.append(i)
+                all_doc_tokens.append(sub_token)
+
+        tok_start_position = tok_end_position = None
+        if is_training and example.is_impossible:
+            tok_start_position = tok_end_position = -1
+        if is_training and not example.is_impossible:
+            tok_start_position = orig_to_tok_index[example.start_position]
+            if example.end_position < len(example.doc_tokens) - 1:
+                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+            else:
+                tok_end_position = len(all_doc_tokens) - 1
+            tok_start_position, tok_end_position = _improve_answer_span(
+                all_doc_tokens, tok_start_position, tok_end_position, tokenizer, example.orig_answer_text)
+
+        # [CLS], [SEP] and [SEP] take 3 positions.
+        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+        doc_spans = doc_spans_for(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+
+        for doc_span_index, doc_span in enumerate(doc_spans):
+            tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
+            segment_ids = [0] * len(tokens)
+            token_to_orig_map = {}
+            token_is_max_context = {}
+            for i in range(doc_span.length):
+                split_token_index = doc_span.start + i
+                token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
+                token_is_max_context[len(tokens)] = _check_is_max_context(doc_spans, doc_span_index,
+                                                                          split_token_index)
+                tokens.append(all_doc_tokens[split_token_index])
+                segment_ids.append(1)
+            tokens.append("[SEP]")
+            segment_ids.append(1)
+
+            input_ids = tokenizer.convert_tokens_to_ids(tokens)
+            input_mask = [1] * len(input_ids)
+            padding = max_seq_length - len(input_ids)
+            input_ids = input_ids + [0] * padding
+            input_mask += [0] * padding
+            segment_ids += [0] * padding
+
+            start_position = end_position = None
+            if is_training and not example.is_impossible:
+                # A window without the whole answer has nothing to predict: point at [CLS].
+                doc_start = doc_span.start
+                doc_end = doc_span.start + doc_span.length - 1
+                if tok_start_position >= doc_start and tok_end_position <= doc_end:
+                    doc_offset = len(query_tokens) + 2
+                    start_position = tok_start_position - doc_start + doc_offset
+                    end_position = tok_end_position - doc_start + doc_offset
+                else:
+                    start_position = end_position = 0
+            if is_training and example.is_impossible:
+                start_position = end_position = 0
+
+            feature = InputFeatures(
+                unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index, tokens=tokens,
+                token_to_orig_map=token_to_orig_map, token_is_max_context=token_is_max_context,
+                input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
+                start_position=start_position, end_position=end_position, is_impossible=example.is_impossible)
+            if example_index < log_examples:
+                _log_feature(feature, is_training, example)
+            yield feature
+            unique_id += 1
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
+                                 output_fn=None):
+    """The original's entry point: calls `output_fn(feature)` for each feature and returns how many there were;
+    without `output_fn`, returns the list of features."""
+    features = generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training)
+    if output_fn is None:
+        return list(features)
+    count = 0
+    for feature in features:
+        output_fn(feature)
+        count += 1
+    return count
+
+
+def feature_to_example(feature, is_training):
+    """InputFeatures -> tf.train.Example with the original run_squad.py schema."""
+    values = {"unique_ids": feature.unique_id, "input_ids": feature.input_ids, "input_mask": feature.input_mask,
+              "segment_ids": feature.segment_ids}
+    if is_training:
+        values.update(start_positions=feature.start_position, end_positions=feature.end_position,
+                      is_impossible=1 if feature.is_impossible else 0)
+    return records.example(values, name_to_features(len(feature.input_ids), is_training, written=True))
+
+
+class FeatureWriter:
+    """The original's FeatureWriter: InputFeatures -> a TFRecord file, written atomically (`records.writer`):
+    renamed on `close()`; as a context manager, an exception discards the partial file."""
+
+    def __init__(self, filename, is_training):
+        self.filename = filename
+        self.is_training = is_training
+        self.num_features = 0
+        self._stack = contextlib.ExitStack()
+        self._write = self._stack.enter_context(records.writer(filename))
+
+    def process_feature(self, feature):
+        self.num_features += 1
+        self._write(feature_to_example(feature, self.is_training).SerializeToString())
+
+    def close(self):
+        self._stack.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        return self._stack.__exit__(exc_type, exc, tb)
+
+
+def name_to_features(seq_length, is_training, written=False):
+    """The TFRecord schema: the parsing spec of the original's input_fn_builder (`written`: plus the
+    `is_impossible` feature its FeatureWriter also writes for training)."""
+    spec = {
+        "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+    }
+    if is_training:
+        spec["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+        spec["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+        if written:
+            spec["is_impossible"] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
+LABELS = ("start_positions", "end_positions")
+
+
+def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder=None, input_context=None,
+                 shuffle_buffer=100, seed=None):
+    """A tf.data pipeline over a SQuAD TFRecord file, as the original input_fn (int64 cast to int32).
+
+    Training: sharded by `input_context`, repeated, shuffled (buffer 100, order drawn from `seed`), batches of
+    (features, labels) with
+    features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped.
+    Prediction: batches of features only (input order, remainder kept); unique_ids follow the written order.
+    """
+    if drop_remainder is None:
+        drop_remainder = is_training
+    spec = name_to_features(seq_length, is_training)
+
+    def decode(record):
+        example = records.parse(record, spec)
+        features = {name: example[name] for name in MODEL_INPUTS}
+        if is_training:
+            return features, {name: example[name] for name in LABELS}
+        return features
+
+    if is_training:
+        return records.training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context,
+                                        repeat_first=True, drop_remainder=drop_remainder)
+    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
+
+
+def span_loss(labels, outputs):
+    """The original's loss per example: mean of the start and end cross-entropies. [B] float32."""
+    def cross_entropy(logits, positions):
+        logits = tf.cast(logits, tf.float32)
+        one_hot = tf.one_hot(positions, depth=tf.shape(logits)[-1], dtype=tf.float32)
+        return -tf.reduce_sum(one_hot * tf.nn.log_softmax(logits, axis=-1), axis=-1)
+
+    start = cross_entropy(outputs["start_logits"], labels["start_positions"])
+    end = cross_entropy(outputs["end_logits"], labels["end_positions"])
+    return (start + end) / 2.0
+
+
+def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
+    """Converts training examples straight into a TFRecord file (atomically). Returns the number of features."""
+    with FeatureWriter(output_file, is_training=True) as writer:
+        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                                     is_training=True, output_fn=writer.process_feature)
+    return writer.num_features
+
+
+def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
+    """Converts prediction examples into a TFRecord file (atomically) and returns the features (for
+    post-processing)."""
+    features = []
+    with FeatureWriter(output_file, is_training=False) as writer:
+        def append(feature):
+            features.append(feature)
+            writer.process_feature(feature)
+        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                                     is_training=False, output_fn=append)
+    return features

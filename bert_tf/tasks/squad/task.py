@@ -1,0 +1,147 @@
+"""run_squad.py's job: `predict` (features, the model, the post-processed JSON files), `evaluate_predictions`
+(the official evaluation, `bert_tf.tasks.squad.evaluate`) and `SquadTask`, which `bert_tf.tasks.runner` runs.
+"""
+import json
+import os
+import random
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.model.task_models import BertSpanLabeler
+from bert_tf.tasks.squad import evaluate as squad_evaluate
+from bert_tf.tasks.squad.examples import has_answers, read_predict_file, read_squad_examples
+from bert_tf.tasks.squad.features import (
+    EVAL_RECORD_FILE,
+    TRAIN_RECORD_FILE,
+    make_dataset,
+    span_loss,
+    validate_lengths,
+    write_eval_features,
+    write_train_features,
+)
+from bert_tf.tasks.squad.postprocess import (
+    NBEST_FILE,
+    NULL_ODDS_FILE,
+    PREDICTIONS_FILE,
+    raw_results,
+    write_json,
+    write_predictions,
+)
+
+
+def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,
+            predict_batch_size, n_best_size, max_answer_length, do_lower_case, version_2_with_negative=False,
+            null_score_diff_threshold=0.0, verbose_logging=False):
+    """The original's prediction run: features into output_dir/eval.tf_record, the model over them
+    (`predict_batches(dataset)` yields output dicts per batch, e.g. `Trainer.predict`), then predictions.json,
+    nbest_predictions.json and (v2) null_odds.json in output_dir. Returns (predictions, nbest, null_odds)."""
+    eval_file = os.path.join(output_dir, EVAL_RECORD_FILE)
+    features = write_eval_features(examples, tokenizer, eval_file, max_seq_length, doc_stride, max_query_length)
+    logging.info("***** Running predictions *****")
+    logging.info("  Num orig examples = %d", len(examples))
+    logging.info("  Num split examples = %d", len(features))
+    logging.info("  Batch size = %d", predict_batch_size)
+    dataset = make_dataset(eval_file, max_seq_length, False, predict_batch_size)
+    results = raw_results(features, predict_batches(dataset))
+    return write_predictions(
+        examples, features, results, n_best_size, max_answer_length, do_lower_case,
+        os.path.join(output_dir, PREDICTIONS_FILE), os.path.join(output_dir, NBEST_FILE),
+        os.path.join(output_dir, NULL_ODDS_FILE), version_2_with_negative, null_score_diff_threshold,
+        verbose_logging)
+
+
+def evaluate_predictions(dataset, predictions, null_odds=None, version_2_with_negative=False):
+    """The official evaluation of predictions on a parsed SQuAD file with answers: v2.0 (with null_odds as the
+    no-answer probabilities) when version_2_with_negative, else v1.1."""
+    if version_2_with_negative:
+        return squad_evaluate.evaluate_v2(dataset["data"], predictions, null_odds)
+    return squad_evaluate.evaluate_v1(dataset["data"], predictions)
+
+
+class SquadTask:
+    """run_squad.py's task (see bert_tf.tasks.runner): SQuAD 1.1 / 2.0 json files -> BertSpanLabeler.
+
+    Training and prediction (no do_eval: predictions are evaluated with the official script's metrics when
+    `predict_file` has answers, into output_dir/eval_results.json).
+    """
+    heads = ("span",)
+    export_task = "squad"
+    label_list = None
+    modes = ("do_train", "do_predict")
+    min_seq_length = 3
+    loss = staticmethod(span_loss)
+
+    def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64, n_best_size=20,
+                 max_answer_length=30, version_2_with_negative=False, null_score_diff_threshold=0.0,
+                 verbose_logging=False):
+        self.train_file, self.predict_file = train_file, predict_file
+        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.version_2_with_negative = version_2_with_negative
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self.verbose_logging = verbose_logging
+        self.train_examples = self.predict_examples = self.predict_dataset = None
+
+    def check_settings(self, run):
+        """The original's checks of the input files, in its order: given when asked for (and here: present)."""
+        for name, wanted in (("train_file", run.do_train), ("predict_file", run.do_predict)):
+            path = getattr(self, name)
+            if wanted and not path:
+                raise ValueError(f"If `{'do_train' if name == 'train_file' else 'do_predict'}` is True, then "
+                                 f"`{name}` must be specified.")
+            if wanted and not tf.io.gfile.exists(path):
+                raise FileNotFoundError(f"--{name} not found: {path}")
+
+    def check(self, run, config):
+        """The window lengths, then reads the input files, before any model work."""
+        validate_lengths(run.max_seq_length, self.max_query_length, self.doc_stride, config.max_position_embeddings)
+        if self.n_best_size < 1 or self.max_answer_length < 1:
+            raise ValueError("n_best_size and max_answer_length must be at least 1.")
+        if run.do_predict:
+            self.predict_dataset, self.predict_examples = read_predict_file(self.predict_file,
+                                                                            self.version_2_with_negative)
+        if run.do_train:
+            self.train_examples = read_squad_examples(self.train_file, is_training=True,
+                                                      version_2_with_negative=self.version_2_with_negative)
+
+    def build_model(self, config):
+        return BertSpanLabeler(config)
+
+    def _windows(self, run):
+        return dict(max_seq_length=run.max_seq_length, doc_stride=self.doc_stride,
+                    max_query_length=self.max_query_length)
+
+    def train_data(self, run, tokenizer):
+        """The original's training data: the examples pre-shuffled (random.Random(12345)), their features in
+        output_dir/train.tf_record; -> (dataset_fn, number of examples, which sets the number of steps)."""
+        examples = list(self.train_examples)
+        random.Random(12345).shuffle(examples)
+        train_file = os.path.join(run.output_dir, TRAIN_RECORD_FILE)
+        num_features = write_train_features(examples, tokenizer, train_file, **self._windows(run))
+        logging.info("Training on %d examples split into %d features", len(examples), num_features)
+
+        def dataset_fn(batch_size, input_context=None, seed=None):
+            return make_dataset(train_file, run.max_seq_length, True, batch_size, input_context=input_context,
+                                seed=seed)
+
+        return dataset_fn, len(examples)
+
+    def predict(self, run, tokenizer, trainer):
+        """predictions.json, nbest_predictions.json, null_odds.json (v2) and, when the predict file has answers,
+        eval_results.json (the official evaluation, also printed). Returns the predictions."""
+        predictions, _, null_odds = predict(
+            trainer.predict, self.predict_examples, tokenizer, run.output_dir, **self._windows(run),
+            predict_batch_size=run.predict_batch_size, n_best_size=self.n_best_size,
+            max_answer_length=self.max_answer_length, do_lower_case=run.do_lower_case,
+            version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=self.null_score_diff_threshold, verbose_logging=self.verbose_logging)
+        if has_answers(self.predict_dataset):
+            results = evaluate_predictions(self.predict_dataset, predictions, null_odds, self.version_2_with_negative)
+            write_json(results, os.path.join(run.output_dir, "eval_results.json"))
+            logging.info("***** Eval results (official SQuAD %s evaluation) *****",
+                         "v2.0" if self.version_2_with_negative else "v1.1")
+            for key, value in results.items():
+                logging.info("  %s = %s", key, value)
+            print(json.dumps(results))
+        return predictions

@@ -1,0 +1,118 @@
+"""The original tokenizer and packing in core TensorFlow ops only (no TensorFlow Text op in the graph), so that
+stock `tensorflow/serving` and a plain `import tensorflow` can run a SavedModel's raw-text signatures.
+
+`CoreWordpieceTokenizer` matches `bert_tf.text.tokenization.FullTokenizer` id for id; `CorePreprocessor` packs
+like `bert_tf.text.preprocessing.InGraphPreprocessor`. TensorFlow Text is needed to build them (the Unicode tables of
+`InGraphTokenizer`'s code-point route), not to run them.
+"""
+import os
+
+import tensorflow as tf
+
+from bert_tf.text import in_graph, preprocessing, tokenization
+
+
+class Untracked:
+    """Holds an object without tf.Module / SavedModel tracking."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+class CoreWordpieceTokenizer(tf.Module):
+    """`FullTokenizer` in core TensorFlow ops only (no TensorFlow Text op), for stock TF Serving.
+
+    Basic tokenization is `in_graph.InGraphTokenizer`'s code-point route (core ops over Unicode tables taken from
+    Python's `unicodedata`); WordPiece is the original greedy longest-match-first loop, run for all words at
+    once in a `tf.while_loop`, against a `tf.lookup.StaticHashTable` of the vocabulary as `load_vocab` reads it.
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
+                 name=None):
+        super().__init__(name=name)
+        # Only its code-point route (core ops over constant tables) is used; kept out of the tracked objects so
+        # that none of its TensorFlow Text functions lands in the SavedModel.
+        self._basic = Untracked(in_graph.InGraphTokenizer(vocab_file, do_lower_case, unk_token,
+                                                       max_input_chars_per_word))
+        vocab = tokenization.load_vocab(vocab_file)
+        self.vocab_file = os.fspath(vocab_file)
+        self.unk_id, self.cls_id, self.sep_id = vocab[unk_token], vocab["[CLS]"], vocab["[SEP]"]
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        longest = max(len(t[2:]) if t.startswith("##") else len(t) for t in vocab)
+        self.max_piece_chars = max(1, min(longest, self.max_input_chars_per_word))
+        keys = list(vocab)
+        self._table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(keys, tf.string),
+                                                tf.constant([vocab[k] for k in keys], tf.int32)),
+            default_value=-1)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def tokenize(self, strings):
+        """WordPiece ids: int32 RaggedTensor [batch, (num_wordpieces)]."""
+        words, word_rows, num_rows = self._basic.obj.unicode_words(strings)
+        pieces = self._wordpiece(words)
+        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
+
+    def _wordpiece(self, words):
+        """words: int32 code points [W, (chars)] -> ids [W, (pieces)]."""
+        strings = tf.strings.unicode_encode(words, "UTF-8")
+        lens = tf.cast(words.row_lengths(), tf.int32)
+        num_words = tf.shape(lens)[0]
+        too_long = lens > self.max_input_chars_per_word
+        max_steps = tf.minimum(tf.reduce_max(tf.concat([lens, [0]], 0)), self.max_input_chars_per_word)
+        k = tf.range(1, self.max_piece_chars + 1, dtype=tf.int32)[None, :]  # candidate piece lengths
+
+        def body(step, start, active, failed, out):
+            rows = tf.where(active)[:, 0]  # only the words still being split
+            word_start = tf.gather(start, rows)
+            word_len = tf.gather(lens, rows)
+            sub = tf.strings.substr(tf.tile(tf.gather(strings, rows)[:, None], [1, self.max_piece_chars]),
+                                    tf.tile(word_start[:, None], [1, self.max_piece_chars]),
+                                    tf.broadcast_to(k, [tf.size(rows), self.max_piece_chars]), unit="UTF8_CHAR")
+            keys = tf.where(word_start[:, None] > 0, tf.strings.join(["##", sub]), sub)
+            ids = self._table.lookup(keys)
+            ok = (ids >= 0) & (word_start[:, None] + k <= word_len[:, None])
+            best = tf.reduce_max(tf.where(ok, k, 0), axis=1)  # the longest match from `start`
+            matched = best > 0
+            piece = tf.gather(ids, tf.maximum(best - 1, 0), batch_dims=1)
+            rows32 = tf.cast(rows, tf.int32)[:, None]
+            out = tf.tensor_scatter_nd_update(out, tf.concat([rows32, tf.fill(tf.shape(rows32), step)], 1),
+                                              tf.where(matched, piece, -1))
+            failed = tf.tensor_scatter_nd_update(failed, rows32, ~matched)
+            new_start = word_start + best
+            start = tf.tensor_scatter_nd_update(start, rows32, new_start)
+            active = tf.tensor_scatter_nd_update(active, rows32, matched & (new_start < word_len))
+            return step + 1, start, active, failed, out
+
+        out = tf.fill([num_words, max_steps], -1)
+        _, _, _, failed, out = tf.while_loop(
+            lambda step, start, active, failed, out: tf.reduce_any(active), body,
+            (tf.constant(0), tf.zeros_like(lens), ~too_long & (lens > 0), too_long, out),
+            maximum_iterations=max_steps)
+        unk = tf.where(failed, self.unk_id, -1)[:, None]
+        values = tf.concat([unk, tf.where(failed[:, None], -1, out)], axis=1)
+        return tf.ragged.boolean_mask(values, values >= 0)
+
+
+class CorePreprocessor(tf.Module):
+    """Raw text -> packed inputs with core TF ops only (`CoreWordpieceTokenizer` + `preprocessing.pack_inputs`)."""
+
+    def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None):
+        super().__init__(name=name)
+        self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case)
+        self.max_seq_length = int(max_seq_length)
+
+    def __call__(self, text_a, text_b=None):
+        return self.encode(text_a) if text_b is None else self.encode_pair(text_a, text_b)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def encode(self, text_a):
+        tok = self.tokenizer
+        return preprocessing.pack_inputs(tok.tokenize(text_a), max_seq_length=self.max_seq_length, cls_id=tok.cls_id,
+                           sep_id=tok.sep_id)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
+    def encode_pair(self, text_a, text_b):
+        tok = self.tokenizer
+        return preprocessing.pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b), max_seq_length=self.max_seq_length,
+                           cls_id=tok.cls_id, sep_id=tok.sep_id)

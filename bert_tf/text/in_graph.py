@@ -1,0 +1,514 @@
+"""In-graph BERT tokenization and input packing, built on TensorFlow Text.
+
+`InGraphTokenizer` turns a batch of raw strings into WordPiece ids with TensorFlow ops only, so it works in
+`tf.function`, `tf.data` pipelines and exported SavedModels. It reproduces the pure-Python
+`bert_tf.text.tokenization.FullTokenizer` (google-research/bert's tokenizer) id for id:
+
+* invalid UTF-8 bytes are dropped (Python's `bytes.decode("utf-8", "ignore")`);
+* NUL, U+FFFD and every Cc/Cf character other than tab, newline and carriage return are deleted; those three,
+  every Zs character and the other characters `str.split()` splits on (U+2028, U+2029) separate words;
+* with `do_lower_case`: Python `str.lower()` (full case mapping, Greek final sigma included), then NFD, then
+  every Mn character is removed -- and nothing else: no NFKC (which `tf_text.BertTokenizer` and
+  `case_fold_utf8` apply, turning e.g. "ﬁ" into "fi" and "…" into "...");
+* the characters of the original's CJK blocks and its punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and
+  Unicode P*) are words of their own;
+* a word of more than `max_input_chars_per_word` (200) characters, counted after normalization, becomes
+  `[UNK]`; other words get the greedy longest-match-first WordPiece (`tf_text.FastWordpieceTokenizer`).
+
+Three routes, chosen per string, give the same ids:
+
+* ASCII route -- printable ASCII plus tab/newline/carriage return: ASCII lower-casing, then
+  `FastWordpieceTokenizer`'s own whitespace/punctuation splitting, which coincides with the original's on that
+  alphabet (and a byte is a character there, so its byte limit is the original's character limit).
+* BMP route -- strings of Basic Multilingual Plane characters that were checked, when the tokenizer was built,
+  to behave exactly as in Python under TensorFlow's ICU lower-casing, TensorFlow Text's NFD and
+  FastWordpiece's splitting: deletions, spaces and Mn stripping by regular expressions whose character classes
+  come from Python's `unicodedata`. Strings holding a run of 67+ characters without a space or ASCII
+  punctuation (a possibly over-long word) are handed on to the exact route.
+* Exact route -- everything else (other planes, unassigned or unchecked characters, invalid UTF-8, ...): code
+  points are classified and mapped with tables built from the running Python's `unicodedata`, the database
+  the original itself consults; lower-casing with final sigma, NFD with canonical reordering, Mn stripping,
+  cleaning and splitting are done on code points. `tokenize_exact` sends every string this way.
+
+All Unicode knowledge is taken from the Python that builds the tokenizer (as the original's is from the Python
+that runs it): a SavedModel exported under Python 3.11 (Unicode 14) tokenizes as the original does under
+Python 3.11, wherever it is loaded. Building the tables and checking the BMP route take about a second, once per
+process and casing. The exact route is several times slower than the other two, which carry ordinary text.
+
+`bert_tf.text.preprocessing` packs its ids into `input_ids`/`input_mask`/`segment_ids` (`InGraphPreprocessor`).
+"""
+import functools
+import os
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bert_tf.text import tokenization
+
+__all__ = [
+    "InGraphTokenizer",
+]
+
+# The original's `_is_chinese_char` blocks, and its ASCII "punctuation" ranges.
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+)
+_ASCII_PUNCT_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+# Per-code-point property bits (bits 16..23 hold the canonical combining class).
+_DELETE = 1 << 0      # removed by the original's _clean_text
+_SPACE = 1 << 1       # becomes / acts as a word separator
+_SPLIT = 1 << 2       # punctuation or CJK: a word of its own
+_MN = 1 << 3          # general category Mn (stripped when lower-casing)
+_CASED = 1 << 4       # cased and not case-ignorable, for str.lower()'s final-sigma rule
+_IGNORABLE = 1 << 5   # case-ignorable, for str.lower()'s final-sigma rule
+_DROP = 1 << 6        # lower-casing + NFD + Mn stripping leaves nothing of it
+_MULTI = 1 << 7       # ... leaves two or more code points
+_REORDER = 1 << 8     # NFD(c.lower()) holds a non-Mn character of non-zero combining class
+_CCC_SHIFT = 16
+
+_CAPITAL_SIGMA = 0x3A3
+_FINAL_SIGMA = 0x3C2
+_SPACE_CP = 0x20
+
+_ASCII_ROUTE_PATTERN = "[\\x20-\\x7E\\t\\n\\r]*"
+# A BMP character takes at most 3 UTF-8 bytes, so on the BMP route every word shorter than this many
+# characters is within FastWordpiece's byte limit (= max_input_chars_per_word = 200) and is not over-long.
+# Longer runs of non-separators send the string to the exact route. (Larger counts make RE2's DFA too big.)
+_BMP_SAFE_RUN = 67
+_ASCII_SEPARATORS = " !-/:-@\\[-`{-~"
+
+
+def _two_level(values):
+    """Compresses a per-code-point int32 array into (page index, 256-entry blocks) for two gathers."""
+    pages = values.reshape(-1, 256)
+    blocks, page_index = np.unique(pages, axis=0, return_inverse=True)
+    return page_index.reshape(-1).astype(np.int32), blocks.reshape(-1).astype(np.int32)
+
+
+def _sequence_table(mapping):
+    """Sorted keys plus flat values/offsets/lengths for a {code point: [code points]} dict."""
+    keys = sorted(mapping)
+    lengths = np.array([len(mapping[k]) for k in keys], np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+    values = np.array([c for k in keys for c in mapping[k]] or [0], np.int32)
+    return np.array(keys, np.int32), offsets, lengths, values
+
+
+def _regex_class(codepoints):
+    """An RE2 character class matching exactly the given code points."""
+    ranges = []
+    for cp in sorted(codepoints):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return "[" + "".join("\\x{%X}-\\x{%X}" % (lo, hi) for lo, hi in ranges) + "]"
+
+
+@functools.cache
+def _unicode_tables():
+    """Per-code-point tables derived from this Python's `unicodedata`, the database the original uses.
+
+    `props`: property bits (as a flat array and two-level compressed). `lowered`: {c: NFD(c.lower())} where
+    that differs from c. `delta`: T(c) - c where T(c) = strip_Mn(NFD(c.lower())) is one code point (else 0).
+    `multi`: T(c) where it has several code points. `nfd`: the `lowered` sequences, for the route with
+    canonical reordering.
+    """
+    category = unicodedata.category
+    combining = unicodedata.combining
+    normalize = unicodedata.normalize
+    props = np.zeros(0x110000, np.int32)
+    delta = np.zeros(0x110000, np.int32)
+    lowered, multi = {}, {}
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        cat = category(ch)
+        if cat == "Cn":  # unassigned: no case, no decomposition, no class (the CJK ranges are set below)
+            continue
+        if cp == 0 or cp == 0xFFFD or (cat in ("Cc", "Cf") and ch not in "\t\n\r"):
+            props[cp] = _DELETE
+            continue
+        bits = combining(ch) << _CCC_SHIFT
+        if ch in " \t\n\r" or cat == "Zs" or ch.isspace():
+            bits |= _SPACE
+        if cat[0] == "P":
+            bits |= _SPLIT
+        if cat == "Mn":
+            bits |= _MN
+        # str.lower() makes U+03A3 final when a cased character precedes it (skipping case-ignorable ones)
+        # and none follows; probe which kind this character is for that rule.
+        if (ch + "\u03a3").lower()[-1] == "\u03c2":
+            bits |= _CASED
+        elif ("\u0391" + ch + "\u03a3").lower()[-1] == "\u03c2":
+            bits |= _IGNORABLE
+        props[cp] = bits
+        mapped = normalize("NFD", ch.lower())
+        if mapped != ch:
+            lowered[cp] = mapped
+    for cp, mapped in lowered.items():
+        kept = [ord(c) for c in mapped if category(c) != "Mn"]
+        if not kept:
+            props[cp] |= _DROP
+        elif len(kept) == 1:
+            delta[cp] = kept[0] - cp
+        else:
+            props[cp] |= _MULTI
+            multi[cp] = kept
+        if any(combining(c) and category(c) != "Mn" for c in mapped):
+            props[cp] |= _REORDER
+    unmapped_mn = (props & _MN) != 0
+    unmapped_mn[list(lowered)] = False
+    props[unmapped_mn] |= _DROP  # left alone by lower/NFD, then stripped
+    props[((props >> _CCC_SHIFT) != 0) & ((props & _MN) == 0)] |= _REORDER
+    for lo, hi in _ASCII_PUNCT_RANGES:
+        props[lo:hi + 1] |= _SPLIT
+    for lo, hi in _CJK_RANGES:
+        # A CJK character is a token of its own before lower-casing in the original, so it also bounds the
+        # final-sigma context: never cased/ignorable for that purpose.
+        props[lo:hi + 1] = (props[lo:hi + 1] | _SPLIT) & ~(_CASED | _IGNORABLE)
+    return {
+        "props_array": props,
+        "lowered": lowered,
+        "props": _two_level(props),
+        "delta": _two_level(delta),
+        "multi": _sequence_table(multi),
+        "nfd": _sequence_table({cp: [ord(c) for c in m] for cp, m in lowered.items()}),
+    }
+
+
+@functools.cache
+def _bmp_route(do_lower_case):
+    """Regular expressions of the BMP route, after checking which BMP characters it handles exactly.
+
+    A character qualifies when the TensorFlow ops give it exactly Python's treatment: the same
+    NFD(lower()) (TensorFlow's ICU lower-casing, TensorFlow Text's NFD), the same role in the final-sigma
+    rule, no canonical reordering to care about, and FastWordpiece splitting its normalized form (a word
+    character, or a word of its own) as the original does. Characters deleted or turned into spaces by the
+    cleaning expressions qualify as they are. U+FFFD (also what bad UTF-8 could look like) does not.
+    """
+    tables = _unicode_tables()
+    props = tables["props_array"]
+    lowered = tables["lowered"]
+    bmp = np.arange(0x10000)
+    assigned = np.array([unicodedata.category(chr(c)) != "Cn" if not 0xD800 <= c <= 0xDFFF else False
+                         for c in bmp])
+    deleted = ((props[:0x10000] & _DELETE) != 0) & assigned
+    spaces = ((props[:0x10000] & _SPACE) != 0) & assigned
+    deleted[0xFFFD] = False
+    candidates = [int(c) for c in bmp[assigned & ~deleted & ~spaces] if c != 0xFFFD]
+
+    with tf.init_scope():
+        probe = tf_text.FastWordpieceTokenizer(
+            vocab=["[UNK]", "a", "##a"], token_out_type=tf.int32, unknown_token="[UNK]",
+            no_pretokenization=False, max_bytes_per_word=100)
+        pieces = probe.tokenize(tf.constant(["a%sa" % chr(c) for c in candidates])).to_list()
+    fw_role = {}
+    for cp, ids in zip(candidates, pieces):
+        # "a?a" is one unknown word (or "a", "##a", "##a" for "aaa") if ? is a word character, and
+        # "a", ?, "a" if ? is split off.
+        word = (1, 2, 2) if cp == ord("a") else (0,)
+        fw_role[cp] = {word: "word", (1, 0, 1): "split"}.get(tuple(ids), "other")
+
+    def python_role(cp):
+        return "split" if props[cp] & _SPLIT else "word"
+
+    def splits_alike(cps):
+        return all(fw_role.get(c) == python_role(c) for c in cps)
+
+    if do_lower_case:
+        with tf.init_scope():
+            chars = tf.constant([chr(c) for c in candidates])
+            lower = functools.partial(tf.strings.lower, encoding="utf-8")
+            normalized = tf_text.normalize_utf8(lower(chars), "NFD").numpy()
+            sigma_probes = [lower(tf.strings.join(parts)).numpy() for parts in (
+                [chars, "\u03a3"], ["\u0391", chars, "\u03a3"], ["\u0391\u03a3", chars])]
+        ok = set()
+        for i, cp in enumerate(candidates):
+            ch = chr(cp)
+            mapped = lowered.get(cp, ch)
+            if normalized[i].decode("utf-8") != mapped or props[cp] & _REORDER:
+                continue
+            expected = ((ch + "\u03a3").lower(), ("\u0391" + ch + "\u03a3").lower(), ("\u0391\u03a3" + ch).lower())
+            if any(probes[i].decode("utf-8") != e for probes, e in zip(sigma_probes, expected)):
+                continue
+            kept = [ord(c) for c in mapped if unicodedata.category(c) != "Mn"]
+            if splits_alike(kept):
+                ok.add(cp)
+    else:
+        ok = {cp for cp in candidates if splits_alike([cp])}
+
+    deleted_cps = [int(c) for c in bmp[deleted]]
+    space_cps = [int(c) for c in bmp[spaces] if c != _SPACE_CP]
+    mn_cps = [int(c) for c in np.flatnonzero((props & _MN) != 0)]
+    return {
+        "route": _regex_class(ok | set(deleted_cps) | set(space_cps) | {_SPACE_CP}) + "*",
+        "delete": _regex_class(deleted_cps),
+        "space": _regex_class(space_cps),
+        "mn": _regex_class(mn_cps),
+        "long_run": "(?s).*[^%s]{%d}.*" % (_ASCII_SEPARATORS, _BMP_SAFE_RUN),
+        "num_checked": len(ok),
+    }
+
+
+class InGraphTokenizer(tf.Module):
+    """BERT tokenization (basic + WordPiece) with TensorFlow ops, id for id equal to `FullTokenizer`.
+
+    Args:
+      vocab_file: the WordPiece vocabulary (one token per line), as for `FullTokenizer`.
+      do_lower_case: lower-case and strip accents (uncased models) or not (cased models).
+      unk_token: the unknown-word token; it, `[CLS]` and `[SEP]` must be in the vocabulary.
+      max_input_chars_per_word: longer words (in characters, after normalization) become `unk_token`.
+
+    Methods (`tf.function`s taking a `tf.string` tensor of shape `[batch]`):
+      tokenize: int32 RaggedTensor `[batch, (num_wordpieces)]` of WordPiece ids. It has an input signature,
+        so it is exported with the module by `tf.saved_model.save`.
+      tokenize_exact: the same ids, every string on the code-point route (reference/testing).
+      basic_tokenize: tf.string RaggedTensor `[batch, (num_words)]`, the original BasicTokenizer's words.
+      (These two have no input signature: they are exported only if they were called before saving.)
+
+    Attributes: `vocab_file` (the path, e.g. for a `tf.saved_model.Asset`), `do_lower_case`, `vocab_size`,
+    `unk_id`, `cls_id`, `sep_id`, `pad_id` (0, as the original pads).
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
+                 name=None):
+        super().__init__(name=name)
+        self.vocab_file = os.fspath(vocab_file)
+        vocab = tokenization.load_vocab(self.vocab_file)  # the Python tokenizer's reading, hence its ids
+        num_lines = max(vocab.values()) + 1
+        missing = [t for t in (unk_token, "[CLS]", "[SEP]") if t not in vocab]
+        if missing:
+            raise ValueError("BERT vocabulary %s lacks the special token(s) %s"
+                             % (self.vocab_file, ", ".join(missing)))
+        if max_input_chars_per_word < 1:
+            raise ValueError("max_input_chars_per_word must be positive, got %d" % max_input_chars_per_word)
+        self.do_lower_case = bool(do_lower_case)
+        self.unk_token = unk_token
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.vocab_size = num_lines
+        self.unk_id = vocab[unk_token]
+        self.cls_id = vocab["[CLS]"]
+        self.sep_id = vocab["[SEP]"]
+        self.pad_id = 0  # the original pads input_ids with 0 whatever the vocabulary
+
+        # FastWordpieceTokenizer numbers tokens by position. Lines whose token the original can never emit
+        # (shadowed duplicates, empty lines, a bare "##") get a placeholder no word can contain (control
+        # characters are always deleted from the input), so every id stays the line number.
+        tokens = ["\x01%d" % i for i in range(num_lines)]
+        for token, index in vocab.items():
+            if token and token != "##":
+                tokens[index] = token
+        # Exact route: whole words in (at most 4 bytes per character), ids out.
+        self._word_wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=tokens, suffix_indicator="##", max_bytes_per_word=4 * self.max_input_chars_per_word,
+            token_out_type=tf.int32, unknown_token=unk_token, no_pretokenization=True)
+        # ASCII and BMP routes: FastWordpiece's own splitting; byte limit = the original's character limit.
+        self._text_wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=tokens, suffix_indicator="##", max_bytes_per_word=self.max_input_chars_per_word,
+            token_out_type=tf.int32, unknown_token=unk_token, no_pretokenization=False)
+
+        tables = _unicode_tables()
+        self._props_pages, self._props_blocks = (tf.constant(t) for t in tables["props"])
+        if self.do_lower_case:
+            self._delta_pages, self._delta_blocks = (tf.constant(t) for t in tables["delta"])
+            self._multi_table = tuple(tf.constant(t) for t in tables["multi"])
+            self._nfd_table = tuple(tf.constant(t) for t in tables["nfd"])
+        # The BMP route needs words below _BMP_SAFE_RUN characters to fit the byte limit.
+        self._use_bmp_route = 3 * (_BMP_SAFE_RUN - 1) <= self.max_input_chars_per_word
+        self._bmp_patterns = _bmp_route(self.do_lower_case) if self._use_bmp_route else None
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def tokenize(self, strings):
+        """WordPiece ids of each string: int32 RaggedTensor [batch, (num_wordpieces)]."""
+        return self._tokenize_routed(strings)[0]
+
+    def _routes(self, strings):
+        """The route each string takes: 0 ASCII, 1 BMP, 2 exact (int32 [batch]; for tests, runs eagerly)."""
+        return self._tokenize_routed(strings)[1]
+
+    def _tokenize_routed(self, strings):
+        on_ascii = tf.strings.regex_full_match(strings, _ASCII_ROUTE_PATTERN)
+        ascii_rows = tf.where(on_ascii)[:, 0]
+        routed_ids = [self._tokenize_ascii(tf.gather(strings, ascii_rows))]
+        routed_rows = [ascii_rows]
+        on_exact = tf.logical_not(on_ascii)
+        exact_rows = []
+        if self._use_bmp_route:
+            on_bmp = tf.strings.regex_full_match(strings, self._bmp_patterns["route"]) & on_exact
+            on_exact = on_exact & tf.logical_not(on_bmp)
+            bmp_rows = tf.where(on_bmp)[:, 0]
+            bmp_ids, too_long = self._tokenize_bmp(tf.gather(strings, bmp_rows))
+            fits = tf.logical_not(too_long)
+            routed_ids.append(tf.ragged.boolean_mask(bmp_ids, fits))
+            routed_rows.append(tf.boolean_mask(bmp_rows, fits))
+            exact_rows.append(tf.boolean_mask(bmp_rows, too_long))
+        exact_rows = tf.concat([tf.where(on_exact)[:, 0]] + exact_rows, axis=0)
+        routed_ids.append(self._tokenize_unicode(tf.gather(strings, exact_rows)))
+        routed_rows.append(exact_rows)
+        order = tf.math.invert_permutation(tf.concat(routed_rows, axis=0))
+        route_ids = tf.concat([tf.fill(tf.shape(rows), i) for i, rows in enumerate(routed_rows[:-1])]
+                              + [tf.fill(tf.shape(exact_rows), 2)], axis=0)
+        return tf.gather(tf.concat(routed_ids, axis=0), order), tf.gather(route_ids, order)
+
+    @tf.function(reduce_retracing=True, autograph=False)
+    def tokenize_exact(self, strings):
+        """Same as `tokenize`, with every string on the code-point route (for reference and testing)."""
+        return self._tokenize_unicode(strings)
+
+    @tf.function(reduce_retracing=True, autograph=False)
+    def basic_tokenize(self, strings):
+        """The original BasicTokenizer's words: tf.string RaggedTensor [batch, (num_words)] (code-point route)."""
+        words, word_rows, num_rows = self.unicode_words(strings)
+        return tf.RaggedTensor.from_value_rowids(
+            tf.strings.unicode_encode(words, "UTF-8"), word_rows, nrows=num_rows, validate=False)
+
+    # ASCII and BMP routes.
+
+    def _tokenize_ascii(self, strings):
+        if self.do_lower_case:
+            strings = tf.strings.lower(strings)  # ASCII-only lower-casing; these strings are ASCII
+        return self._text_wordpiece.tokenize(strings)
+
+    def _tokenize_bmp(self, strings):
+        """Ids of BMP-route strings, and whether each may hold an over-long word (then redone exactly)."""
+        patterns = self._bmp_patterns
+        text = tf.strings.regex_replace(strings, patterns["delete"], "")
+        text = tf.strings.regex_replace(text, patterns["space"], " ")
+        if self.do_lower_case:
+            text = tf.strings.lower(text, encoding="utf-8")
+            text = tf_text.normalize_utf8(text, "NFD")
+            text = tf.strings.regex_replace(text, patterns["mn"], "")
+        too_long = tf.strings.regex_full_match(text, patterns["long_run"])
+        return self._text_wordpiece.tokenize(text), too_long
+
+    # Exact (code-point) route.
+
+    @staticmethod
+    def _lookup(pages, blocks, cps):
+        block = tf.gather(pages, tf.bitwise.right_shift(cps, 8))
+        return tf.gather(blocks, block * 256 + tf.bitwise.bitwise_and(cps, 255))
+
+    def _props(self, cps):
+        return self._lookup(self._props_pages, self._props_blocks, cps)
+
+    def _tokenize_unicode(self, strings):
+        words, word_rows, num_rows = self.unicode_words(strings)
+        word_strings = tf.strings.unicode_encode(words, "UTF-8")
+        too_long = words.row_lengths() > self.max_input_chars_per_word
+        # An over-long word becomes the unknown token, which WordPiece maps to itself.
+        word_strings = tf.where(too_long, self.unk_token, word_strings)
+        pieces = self._word_wordpiece.tokenize(word_strings)
+        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
+
+    def unicode_words(self, strings):
+        """Basic tokenization on code points: (words [num_words, (chars)] int32, row of each word, rows)."""
+        num_rows = tf.shape(strings, out_type=tf.int64)[0]
+        chars = tf.strings.unicode_decode(strings, "UTF-8", errors="ignore")
+        cps = chars.flat_values
+        rows = chars.value_rowids()
+        props = self._props(cps)
+
+        # _clean_text: delete controls, map whitespace to spaces.
+        cps, rows, props = _drop_where(_bit(props, _DELETE), cps, rows, props)
+        cps = tf.where(_bit(props, _SPACE), _SPACE_CP, cps)
+
+        if self.do_lower_case:
+            cps = tf.cond(tf.reduce_any(tf.equal(cps, _CAPITAL_SIGMA)),
+                          lambda: self._final_sigma(cps, rows, props), lambda: cps)
+            cps, rows, props = tf.cond(tf.reduce_any(_bit(props, _REORDER)),
+                                       lambda: self._lower_nfd_strip_reordering(cps, rows),
+                                       lambda: self._lower_nfd_strip(cps, rows, props))
+
+        # Split: spaces separate words, punctuation/CJK characters are words of their own.
+        is_space = tf.equal(cps, _SPACE_CP)
+        is_split = _bit(props, _SPLIT)
+        breaks_after = is_space | is_split | tf.concat([tf.not_equal(rows[1:], rows[:-1]), [True]], axis=0)
+        after_break = tf.concat([[True], breaks_after], axis=0)[:tf.size(cps)]
+        solid = tf.logical_not(is_space)
+        starts_word = solid & (is_split | after_break)
+        cps, rows, starts_word = (tf.boolean_mask(t, solid) for t in (cps, rows, starts_word))
+        word_ids = tf.cumsum(tf.cast(starts_word, tf.int64)) - 1
+        num_words = tf.reduce_sum(tf.cast(starts_word, tf.int64))
+        words = tf.RaggedTensor.from_value_rowids(cps, word_ids, nrows=num_words, validate=False)
+        return words, tf.boolean_mask(rows, starts_word), num_rows
+
+    def _final_sigma(self, cps, rows, props):
+        """Replaces each capital sigma that str.lower() would make final by U+03C2."""
+        not_ignorable = tf.logical_not(_bit(props, _IGNORABLE))
+        cased = _bit(props, _CASED)
+        anchors = tf.where(not_ignorable)[:, 0]  # positions of the non-ignorable characters
+        anchor_index = tf.cumsum(tf.cast(not_ignorable, tf.int64)) - 1
+        sigmas = tf.where(tf.equal(cps, _CAPITAL_SIGMA))[:, 0]
+        sigma_index = tf.gather(anchor_index, sigmas)  # a sigma is itself non-ignorable
+        num_anchors = tf.size(anchors, out_type=tf.int64)
+        sigma_rows = tf.gather(rows, sigmas)
+
+        prev_index = sigma_index - 1
+        prev_pos = tf.gather(anchors, tf.maximum(prev_index, 0))
+        prev_cased = ((prev_index >= 0) & tf.equal(tf.gather(rows, prev_pos), sigma_rows)
+                      & tf.gather(cased, prev_pos))
+        next_index = sigma_index + 1
+        next_pos = tf.gather(anchors, tf.minimum(next_index, num_anchors - 1))
+        next_cased = ((next_index < num_anchors) & tf.equal(tf.gather(rows, next_pos), sigma_rows)
+                      & tf.gather(cased, next_pos))
+        final = prev_cased & tf.logical_not(next_cased)
+        updates = tf.where(final, _FINAL_SIGMA, _CAPITAL_SIGMA)
+        return tf.tensor_scatter_nd_update(cps, sigmas[:, None], updates)
+
+    def _lower_nfd_strip(self, cps, rows, props):
+        """strip_Mn(NFD(c.lower())) character by character; exact when no reordering can matter."""
+        cps, rows, props = _drop_where(_bit(props, _DROP), cps, rows, props)
+        cps = cps + self._lookup(self._delta_pages, self._delta_blocks, cps)  # multi chars: delta 0
+        multi = _bit(props, _MULTI)
+        cps, rows = tf.cond(tf.reduce_any(multi),
+                            lambda: _expand(cps, rows, multi, self._multi_table),
+                            lambda: (cps, rows))
+        return cps, rows, self._props(cps)
+
+    def _lower_nfd_strip_reordering(self, cps, rows):
+        """strip_Mn(NFD(lower)) with canonical reordering, for text holding non-Mn combining marks."""
+        keys = self._nfd_table[0]
+        index = tf.minimum(tf.searchsorted(keys, cps), tf.size(keys) - 1)
+        hit = tf.equal(tf.gather(keys, index), cps)
+        cps, rows = _expand(cps, rows, hit, self._nfd_table)
+        props = self._props(cps)
+
+        ccc = tf.bitwise.right_shift(props, _CCC_SHIFT)
+        same_row = tf.equal(rows[1:], rows[:-1])
+        run_start = tf.concat([[True], tf.logical_not(same_row)], axis=0)[:tf.size(cps)] | tf.equal(ccc, 0)
+        # Canonical ordering: stable sort of each run of non-starters by combining class.
+        key = tf.cumsum(tf.cast(run_start, tf.int64)) * 256 + tf.cast(ccc, tf.int64)
+        order = tf.argsort(key, stable=True)
+        cps, props = tf.gather(cps, order), tf.gather(props, order)
+        return _drop_where(_bit(props, _MN), cps, rows, props)
+
+
+def _bit(props, mask):
+    return tf.not_equal(tf.bitwise.bitwise_and(props, mask), 0)
+
+
+def _drop_where(drop, *tensors):
+    """Removes the positions where `drop` holds from each (equally long, 1-D) tensor; skipped if none."""
+    def remove():
+        keep = tf.logical_not(drop)
+        return tuple(tf.boolean_mask(t, keep) for t in tensors)
+    return tf.cond(tf.reduce_any(drop), remove, lambda: tuple(tf.identity(t) for t in tensors))
+
+
+def _expand(cps, rows, hit, table):
+    """Replaces each code point where `hit` holds by its sequence in `table` (keys, offsets, lengths, values)."""
+    keys, offsets, lengths, values = table
+    index = tf.minimum(tf.searchsorted(keys, cps), tf.size(keys) - 1)
+    counts = tf.where(hit, tf.gather(lengths, index), 1)
+    source = tf.repeat(tf.range(tf.size(cps)), counts)
+    within = tf.range(tf.reduce_sum(counts)) - tf.gather(tf.cumsum(counts, exclusive=True), source)
+    source_hit = tf.gather(hit, source)
+    at = tf.where(source_hit, tf.gather(offsets, tf.gather(index, source)) + within, 0)
+    expanded = tf.where(source_hit, tf.gather(values, at), tf.gather(cps, source))
+    return expanded, tf.gather(rows, source)

@@ -1,0 +1,127 @@
+"""In-graph packing and preprocessing: token ids -> BERT inputs with the rules of the original
+`run_classifier.convert_single_example` (`bert_tf.text.packing` is the same in pure Python), and
+`InGraphPreprocessor`, raw text -> packed inputs with `bert_tf.text.in_graph.InGraphTokenizer`.
+"""
+import tensorflow as tf
+
+from bert_tf.text.in_graph import InGraphTokenizer
+
+
+def truncated_pair_lengths(len_a, len_b, max_length):
+    """Tensor version of `packing.truncate_seq_pair`: the lengths the two segments keep (elementwise)."""
+    len_a = tf.convert_to_tensor(len_a)
+    len_b = tf.cast(len_b, len_a.dtype)
+    max_length = tf.cast(max_length, len_a.dtype)
+    keep_a = tf.minimum(len_a, tf.maximum((max_length + 1) // 2, max_length - len_b))
+    over = len_a + len_b > max_length
+    return tf.where(over, keep_a, len_a), tf.where(over, max_length - keep_a, len_b)
+
+
+def _prefix(ids, lengths):
+    """The first `lengths[i]` items of each row of a RaggedTensor."""
+    starts = ids.row_starts()
+    return tf.gather(ids.flat_values, tf.ragged.range(starts, starts + lengths))
+
+
+def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
+    """Packs token ids into BERT inputs the way `run_classifier.convert_single_example` does.
+
+    Args:
+      ids_a: RaggedTensor `[batch, (len_a)]` of token ids (first segment).
+      ids_b: optional RaggedTensor `[batch, (len_b)]` (second segment). A row whose second segment is empty
+        is packed as a single segment, as in the original (`if tokens_b:`); so is one whose second segment
+        the pair truncation empties (possible only for max_seq_length 3 or 4), keeping the pair-truncated a.
+      max_seq_length: output length; at least 2 (3 if `ids_b` is given).
+      cls_id, sep_id: ids of `[CLS]` and `[SEP]`.
+
+    Returns:
+      dict of int32 `[batch, max_seq_length]` tensors: `input_ids` (`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`,
+      then 0s), `input_mask` (1 on real tokens) and `segment_ids` (0 for `[CLS] a [SEP]`, 1 for `b [SEP]`).
+      A single segment is cut to `max_seq_length - 2` ids; a pair to `max_seq_length - 3` ids in total with
+      the original `_truncate_seq_pair` rule.
+    """
+    min_length = 2 if ids_b is None else 3
+    if max_seq_length < min_length:
+        raise ValueError("max_seq_length must be at least %d %s, got %d" % (
+            min_length, "for single segments" if ids_b is None else "for segment pairs", max_seq_length))
+    ids_a = tf.cast(ids_a, tf.int32)
+    len_a = ids_a.row_lengths()
+    if ids_b is None:
+        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
+    ids_b = tf.cast(ids_b, tf.int32)
+    len_b = ids_b.row_lengths()
+    pair_a, pair_b = truncated_pair_lengths(len_a, len_b, max_seq_length - 3)
+    keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, max_seq_length - 2))
+    keep_b = tf.where(len_b > 0, pair_b, 0)
+    # As in the original, a second segment that truncation emptied (max_seq_length 3 or 4) gets no [SEP].
+    has_b = keep_b > 0
+    seg_a = _prefix(ids_a, keep_a)
+    seg_b = _prefix(ids_b, keep_b)
+
+    batch = tf.shape(len_a, out_type=tf.int64)[0]
+    ones = tf.ones([batch], tf.int64)
+    cls = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.constant(cls_id, tf.int32)), ones, validate=False)
+    sep = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.constant(sep_id, tf.int32)), ones, validate=False)
+    has_b = tf.cast(has_b, tf.int64)
+    sep_b = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(has_b)], tf.constant(sep_id, tf.int32)), has_b, validate=False)
+    tokens = tf.concat([cls, seg_a, sep, seg_b, sep_b], axis=1)
+    segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(seg_a), tf.zeros_like(sep),
+                          tf.ones_like(seg_b), tf.ones_like(sep_b)], axis=1)
+    shape = [None, max_seq_length]
+    input_ids = tokens.to_tensor(default_value=0, shape=shape)
+    return {
+        "input_ids": input_ids,
+        "input_mask": tf.ones_like(tokens).to_tensor(default_value=0, shape=shape),
+        "segment_ids": segments.to_tensor(default_value=0, shape=shape),
+    }
+
+
+class InGraphPreprocessor(tf.Module):
+    """Raw text -> packed BERT inputs, in graph: `InGraphTokenizer` followed by `pack_inputs`.
+
+    Args:
+      vocab_file, do_lower_case: as for `InGraphTokenizer` (or pass a ready `tokenizer`).
+      max_seq_length: length of the packed inputs (>= 2; pairs need >= 3).
+
+    `preprocessor(text_a)` or `preprocessor(text_a, text_b)` (tf.string `[batch]`) returns the dict of int32
+    `[batch, max_seq_length]` tensors `input_ids`, `input_mask`, `segment_ids`; usable in `Dataset.map`.
+    `encode` and `encode_pair` are the underlying `tf.function`s (with input signatures, so they survive
+    `tf.saved_model.save`).
+    """
+
+    def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None):
+        super().__init__(name=name)
+        if tokenizer is None:
+            if vocab_file is None:
+                raise ValueError("InGraphPreprocessor needs a vocab_file or a tokenizer")
+            tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        if max_seq_length < 2:
+            raise ValueError("max_seq_length must be at least 2, got %d" % max_seq_length)
+        self.tokenizer = tokenizer
+        self.max_seq_length = int(max_seq_length)
+
+    @property
+    def vocab_file(self):
+        return self.tokenizer.vocab_file
+
+    def __call__(self, text_a, text_b=None):
+        if text_b is None:
+            return self.encode(text_a)
+        return self.encode_pair(text_a, text_b)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def encode(self, text_a):
+        """Packs single segments: `[CLS] a [SEP]`."""
+        tok = self.tokenizer
+        return pack_inputs(tok.tokenize(text_a), max_seq_length=self.max_seq_length,
+                           cls_id=tok.cls_id, sep_id=tok.sep_id)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
+    def encode_pair(self, text_a, text_b):
+        """Packs segment pairs: `[CLS] a [SEP] b [SEP]` (rows whose b has no tokens: `[CLS] a [SEP]`)."""
+        if self.max_seq_length < 3:
+            raise ValueError("max_seq_length must be at least 3 for segment pairs, got %d" % self.max_seq_length)
+        tok = self.tokenizer
+        return pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b), max_seq_length=self.max_seq_length,
+                           cls_id=tok.cls_id, sep_id=tok.sep_id)

@@ -1,0 +1,365 @@
+"""SavedModel export (bert_tf.export, run_scripts/export_saved_model.py): signatures checked in fresh processes
+that import only tensorflow (and tensorflow_text), saved_model_cli, the golden MRPC predictions through both
+signatures, the core-ops tokenizer against FullTokenizer, truncation, and bad input."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tiny_training
+
+from bert_tf.export import saved_model
+from bert_tf.model.config import BertConfig
+from bert_tf.model.task_models import BertSpanLabeler
+from bert_tf.text import core_ops, tokenization
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "run_scripts", "export_saved_model.py")
+SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jump", "##s", "##ed",
+              "over", "lazy", "dog", ",", ".", "!", "un", "##want", "##ing", "a", "b", "c", "cafe", "hello",
+              "world", "##o", "h", "e", "l", "o", "##l", "##e", "##h", "is", "it", "?"]
+TEXTS_A = ["The quick brown fox jumps over the lazy dog.", "unwanted, Café!", "hello", "",
+           "hello world " * 12, "the quick " * 10, "Is it? " * 3]
+TEXTS_B = ["over the lazy dog", "", "world", "hello", "the dog " * 9, "a", "b c " * 20]
+
+# Runs in a fresh interpreter: only tensorflow (+ tensorflow_text when asked) may be imported.
+FRESH = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+if sys.argv[1] == "1":
+    import tensorflow_text  # registers the TF Text ops the tf_text signatures use
+spec = json.load(open(sys.argv[2]))
+results = {}
+for key, job in spec.items():
+    loaded = tf.saved_model.load(job["dir"])
+    fn = loaded.signatures[job["signature"]]
+    inputs = {}
+    for name, value in job["inputs"].items():
+        inputs[name] = tf.constant(value, tf.string if isinstance(np.ravel(value)[0], str) else tf.int32)
+    for name, value in fn(**inputs).items():
+        results[key + "/" + name] = value.numpy()
+assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf was imported"
+assert sys.argv[1] == "1" or "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
+np.savez(sys.argv[3], **results)
+"""
+
+
+def start(args, **kwargs):
+    """Starts a subprocess; the returned function waits for it and returns (returncode, stdout, stderr)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kwargs)
+
+    def wait():
+        stdout, stderr = proc.communicate()
+        return proc.returncode, stdout, stderr
+    return wait
+
+
+def start_fresh(tmp_path, spec, with_tf_text=True):
+    """Runs FRESH on `spec` in the background; the returned function waits and returns the outputs."""
+    script, spec_file, out = tmp_path / "fresh.py", tmp_path / "spec.json", tmp_path / "out.npz"
+    script.write_text(FRESH)
+    spec_file.write_text(json.dumps(spec))
+    wait = start([sys.executable, str(script), "1" if with_tf_text else "0", str(spec_file), str(out)],
+                 cwd=str(tmp_path))
+
+    def result():
+        returncode, _, stderr = wait()
+        assert returncode == 0, stderr[-3000:]
+        return dict(np.load(out, allow_pickle=True))
+    return result
+
+
+def python_features(tokenizer, text_a, text_b, max_seq_length):
+    """FullTokenizer + the original convert_single_example packing (its own truncation loop)."""
+    tokens_a = tokenizer.tokenize(text_a)
+    tokens_b = tokenizer.tokenize(text_b) if text_b else None
+    if tokens_b:
+        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
+            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+    elif len(tokens_a) > max_seq_length - 2:
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + ["[SEP]"]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    pad = [0] * (max_seq_length - len(ids))
+    return ids + pad, [1] * len(ids) + pad, segment_ids + pad
+
+
+def batch_features(tokenizer, texts_a, texts_b, max_seq_length):
+    rows = [python_features(tokenizer, a, b, max_seq_length) for a, b in zip(texts_a, texts_b)]
+    return {name: np.array([r[i] for r in rows], np.int32)
+            for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny vocabulary and config (H=32, L=2)."""
+    d = tmp_path_factory.mktemp("tiny")
+    vocab = d / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB) + "\n")
+    config = BertConfig(vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
+    return {"dir": d, "vocab": str(vocab), "config": config,
+            "tokenizer": tokenization.FullTokenizer(str(vocab), do_lower_case=True)}
+
+
+def keras_outputs(model, features, task):
+    inputs = {k: tf.constant(v) for k, v in features.items()}
+    return {k: np.asarray(v) for k, v in model(inputs, training=False).items()}
+
+
+# --- the golden checkpoint ---------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_dir):
+    """Export of the golden classifier; a fresh process reproduces the original's MRPC probabilities (2e-6)
+    through serving_default and serving_text_pair, and the in-graph packing equals the Python pipeline's."""
+    export_dir = tmp_path / "mrpc"
+    config = BertConfig.from_json_file(f"{golden_checkpoint}/bert_config.json")
+    model = saved_model.build_task_model(config, "classifier", 2)
+    saved_model.load_checkpoint(model, "classifier", f"{golden_checkpoint}/bert_model.ckpt", 2)
+    saved_model.export_task_model(model, "classifier", str(export_dir), f"{golden_checkpoint}/vocab.txt", True, 128,
+                             version=3, label_list="0,1")
+    version_dir = export_dir / "3"
+    assert sorted(os.listdir(export_dir)) == ["3"]  # no staging directory left behind
+    assert (version_dir / "assets" / "vocab.txt").read_bytes() == open(f"{golden_checkpoint}/vocab.txt",
+                                                                        "rb").read()
+    assert (version_dir / "assets" / "labels.txt").read_text() == "0\n1\n"
+
+    with open(os.path.join(data_dir, "mrpc_test.tsv"), encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+    texts_a = [tokenization.convert_to_unicode(r[3]) for r in rows]
+    texts_b = [tokenization.convert_to_unicode(r[4]) for r in rows]
+    tokenizer = tokenization.FullTokenizer(f"{golden_checkpoint}/vocab.txt", do_lower_case=True)
+    features = batch_features(tokenizer, texts_a, texts_b, 128)
+    spec = {"tensor": {"dir": str(version_dir), "signature": "serving_default",
+                       "inputs": {k: v.tolist() for k, v in features.items()}},
+            "text": {"dir": str(version_dir), "signature": "serving_text_pair",
+                     "inputs": {"text_a": texts_a, "text_b": texts_b}}}
+    pending = start_fresh(tmp_path, spec)
+    ref = keras_outputs(model, features, "classifier")  # meanwhile, the Keras model's outputs
+    out = pending()
+
+    golden = np.loadtxt(os.path.join(data_dir, "mrpc_test_results.tsv"))
+    for key in ("tensor", "text"):
+        # Measured max |ours - golden|: 2.0e-7 (CPU, TF 2.20) through both signatures; 10x margin.
+        assert np.abs(out[f"{key}/probabilities"] - golden).max() <= 2e-6, key
+        assert [p.decode() for p in out[f"{key}/predicted_label"]] == [str(int(p[1] > p[0])) for p in golden]
+    for name, value in features.items():
+        np.testing.assert_array_equal(out[f"text/{name}"], value)
+    assert np.abs(out["text/logits"] - out["tensor/logits"]).max() <= 1e-6
+
+    # The Keras model agrees within 1e-5.
+    assert np.abs(out["tensor/logits"] - ref["logits"]).max() <= 1e-5
+    assert np.abs(out["tensor/probabilities"] - ref["probabilities"]).max() <= 1e-5
+
+
+def test_checkpoint_without_the_head_or_with_other_labels(tmp_path, golden_checkpoint):
+    with pytest.raises(ValueError, match=r"gave 3\): .*Shape mismatch for output_weights \(check `num_labels`\)"):
+        saved_model.export_from_checkpoint("classifier", f"{golden_checkpoint}/bert_config.json",
+                                      f"{golden_checkpoint}/vocab.txt", golden_checkpoint, str(tmp_path / "e"),
+                                      num_labels=3)
+    with pytest.raises(ValueError, match=r"no trained tagger head"):
+        saved_model.export_from_checkpoint("ner", f"{golden_checkpoint}/bert_config.json",
+                                      f"{golden_checkpoint}/vocab.txt", golden_checkpoint, str(tmp_path / "e"),
+                                      label_list="O,B-PER,I-PER")
+    with pytest.raises(ValueError, match=r"no trained masked_lm and next_sentence head"):
+        saved_model.export_from_checkpoint("pretraining", f"{golden_checkpoint}/bert_config.json",
+                                      f"{golden_checkpoint}/vocab.txt", golden_checkpoint, str(tmp_path / "e"))
+    assert not os.path.exists(tmp_path / "e" / "1")
+
+
+# --- tiny models -------------------------------------------------------------------------------------------
+
+def _save_original(model, path):
+    from bert_tf import checkpoints
+    return checkpoints.save_original_checkpoint(model, path)
+
+
+@pytest.mark.slow
+def test_every_task_in_a_fresh_process(tmp_path, tiny):
+    """Each task's signatures, reloaded with only tensorflow + tensorflow_text, equal the Keras model (1e-5);
+    text longer than max_seq_length is truncated by the original rule."""
+    max_len = 16
+    tok = tiny["tokenizer"]
+    features = batch_features(tok, TEXTS_A, TEXTS_B, max_len)
+    single = batch_features(tok, TEXTS_A, [""] * len(TEXTS_A), max_len)
+    assert features["input_mask"].sum(1).max() == max_len  # some rows really are truncated
+    spec, models = {}, {}
+    for task, labels in (("encoder", None), ("squad", None), ("ner", "O,B,I"), ("pretraining", None)):
+        tf.keras.utils.set_random_seed(1)
+        model = saved_model.build_task_model(tiny["config"], task, 3 if labels else None)
+        models[task] = model
+        text_ops = "tf_text" if task == "ner" else "none"  # the text signatures are the same for every task
+        path = saved_model.export_task_model(model, task, str(tmp_path / task), tiny["vocab"], True, max_len,
+                                        label_list=labels, text_ops=text_ops)
+        inputs = {k: v.tolist() for k, v in features.items()}
+        if task == "pretraining":
+            inputs["masked_lm_positions"] = [[1, 2, 5]] * len(TEXTS_A)
+        spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default", "inputs": inputs}
+        if task == "ner":
+            ner_path = path
+            spec[f"{task}/pair"] = {"dir": path, "signature": "serving_text_pair",
+                                    "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}}
+            spec[f"{task}/single"] = {"dir": path, "signature": "serving_text", "inputs": {"text_a": TEXTS_A}}
+    pending = start_fresh(tmp_path, spec)
+    # saved_model_cli: show --all works as shipped; run needs the TF Text ops registered (the TF1 loader imports
+    # every function of the graph, the text signatures' included), hence the wrapper importing tensorflow_text.
+    show = start([SAVED_MODEL_CLI, "show", "--dir", ner_path, "--all"])
+    cli = ("import sys, tensorflow_text\nfrom tensorflow.python.tools import saved_model_cli\n"
+           "sys.argv[0] = 'saved_model_cli'\nsaved_model_cli.main()\n")
+    run = start([sys.executable, "-c", cli, "run", "--dir", ner_path, "--tag_set", "serve", "--signature_def",
+                 "serving_default", "--input_exprs",
+                 "input_ids=[[2,25,26,3]];input_mask=[[1,1,1,1]];segment_ids=[[0,0,0,0]]"])
+    out = pending()
+
+    expected_outputs = {"encoder": ("sequence_output", "pooled_output"), "squad": ("start_logits", "end_logits"),
+                        "ner": ("logits", "probabilities"),
+                        "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output",
+                                        "pooled_output")}
+    for task, model in models.items():
+        inputs = {k: tf.constant(v) for k, v in features.items()}
+        if task == "pretraining":
+            inputs["masked_lm_positions"] = tf.constant([[1, 2, 5]] * len(TEXTS_A))
+        ref = model(inputs, training=False)
+        for name in expected_outputs[task]:
+            got = out[f"{task}/tensor/{name}"]
+            assert got.shape == tuple(ref[name].shape), (task, name)
+            assert np.abs(got - np.asarray(ref[name])).max() <= 1e-5, (task, name)
+            if task == "ner":
+                assert np.abs(out[f"{task}/pair/{name}"] - got).max() <= 1e-5, (task, name)
+        if task == "ner":
+            for name in ("input_ids", "input_mask", "segment_ids"):
+                np.testing.assert_array_equal(out[f"{task}/pair/{name}"], features[name], err_msg=name)
+                np.testing.assert_array_equal(out[f"{task}/single/{name}"], single[name], err_msg=name)
+    ner_labels = np.array(["O", "B", "I"])[np.argmax(out["ner/tensor/logits"], -1)]
+    np.testing.assert_array_equal(out["ner/tensor/predicted_labels"].astype(str), ner_labels)
+
+    returncode, stdout, stderr = show()
+    assert returncode == 0, stderr[-2000:]
+    for text in ("signature_def['serving_text_pair']", "inputs['segment_ids']", "outputs['predicted_labels']"):
+        assert text in stdout, text
+    returncode, stdout, stderr = run()
+    assert returncode == 0, stderr[-2000:]
+    assert "Result for output key probabilities" in stdout and "predicted_labels" in stdout
+
+
+@pytest.mark.slow
+def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny):
+    """text_ops=core: a plain `import tensorflow` process and stock saved_model_cli load and run it, with the
+    same ids as the Python pipeline and the Keras model's outputs."""
+    max_len = 12
+    model = saved_model.build_task_model(tiny["config"], "classifier", 3)
+    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "m"), tiny["vocab"], True, max_len,
+                                    label_list=["x", "y", "z"], text_ops="core")
+    pending = start_fresh(tmp_path, {"pair": {"dir": path, "signature": "serving_text_pair",
+                                              "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}}},
+                          with_tf_text=False)
+    run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
+                 "--input_exprs", 'text_a=["Hello world!"]'])
+    out = pending()
+    features = batch_features(tiny["tokenizer"], TEXTS_A, TEXTS_B, max_len)
+    for name in features:
+        np.testing.assert_array_equal(out[f"pair/{name}"], features[name], err_msg=name)
+    ref = keras_outputs(model, features, "classifier")
+    assert np.abs(out["pair/probabilities"] - ref["probabilities"]).max() <= 1e-5
+
+    returncode, stdout, stderr = run()  # stock saved_model_cli: the TF1 loader, as TF Serving's
+    assert returncode == 0, stderr[-2000:]
+    ids = python_features(tiny["tokenizer"], "Hello world!", "", max_len)[0]
+    flat = " ".join(stdout.replace("[", " [ ").replace("]", " ] ").split())
+    assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in ids) + " ] ]" in flat, stdout
+
+
+def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
+    texts = ["Hello, World! It's 3.14 o'clock.", "Café naïve ŒUVRE Straße ΣΊΣΥΦΟΣ", "中文字符和日本語のテキスト",
+             "unaffable " * 3, "a" * 250 + " b", "supercalifragilisticexpialidocious", "\u00e9\u0301\u0323x",
+             "tab\tnew\nline\u2028sep\u00a0nbsp", "emoji 🙂 ok\x00\ufffd", "", "   ", "ﬁ … ½ ™",
+             "x" * 199 + "y", "\u0130stanbul İ DŽ ǅ"]
+    for lower in (True, False):
+        core = core_ops.CoreWordpieceTokenizer(uncased_vocab_file, do_lower_case=lower)
+        full = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=lower)
+        got = core.tokenize(tf.constant(texts)).to_list()
+        for text, ids in zip(texts, got):
+            assert ids == full.convert_tokens_to_ids(full.tokenize(text)), (lower, text)
+
+
+@pytest.mark.slow
+def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
+    model = saved_model.build_task_model(tiny["config"], "classifier", 2)
+    base = str(tmp_path / "m")
+    first = saved_model.export_task_model(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
+                                     text_ops="none")
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        saved_model.export_task_model(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
+                                 text_ops="none")
+    assert saved_model.export_task_model(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
+                                    overwrite=True, text_ops="none", label_list="no,yes") == first
+    assert (tmp_path / "m" / "2" / "assets" / "labels.txt").read_text() == "no\nyes\n"
+    assert sorted(os.listdir(base)) == ["2"]
+    with pytest.raises(ValueError, match="3 labels but the model's head has 2"):
+        saved_model.export_task_model(model, "classifier", base, tiny["vocab"], version=4, label_list="a,b,c")
+    with pytest.raises(ValueError, match="Unknown task"):
+        saved_model.export_task_model(model, "swag", base, tiny["vocab"], version=5)
+    assert sorted(os.listdir(base)) == ["2"]
+
+    # The CLI refuses the existing version before doing any work.
+    config_file = tmp_path / "bert_config.json"
+    tiny["config"].to_json_file(str(config_file))
+    prefix = _save_original(model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
+    args = [sys.executable, SCRIPT, "--task=classifier", f"--bert_config_file={config_file}",
+            f"--vocab_file={tiny['vocab']}", f"--init_checkpoint={prefix}", "--num_labels=2",
+            "--max_seq_length=8", f"--export_dir={base}", "--version=2"]
+    refused = start(args)
+    returncode, stdout, stderr = start(args[:-1] + ["--version=7", "--text_ops=none"])()
+    assert returncode == 0, stderr[-2000:]
+    assert stdout.strip().endswith(os.path.join(base, "7"))
+    returncode, _, stderr = refused()
+    assert returncode != 0 and "already exists" in stderr
+    assert sorted(os.listdir(base)) == ["2", "7"]
+    loaded = tf.saved_model.load(os.path.join(base, "7"))
+    features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
+    got = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})
+    ref = keras_outputs(model, features, "classifier")
+    assert np.abs(got["logits"].numpy() - ref["logits"]).max() <= 1e-5
+
+
+def test_bert_tf_checkpoint_and_label_mismatch(tmp_path, tiny):
+    """A bert-tf (tf.train.Checkpoint) checkpoint loads with its head; a head of another size is refused."""
+    tf.keras.utils.set_random_seed(3)
+    trained = saved_model.build_task_model(tiny["config"], "classifier", 2)
+    prefix = tf.train.Checkpoint(bert=trained.bert, classifier=trained.classifier).save(str(tmp_path / "ckpt"))
+    model = saved_model.build_task_model(tiny["config"], "classifier", 2)
+    saved_model.load_checkpoint(model, "classifier", prefix, 2)
+    for a, b in zip(trained.weights, model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(ValueError, match="Cannot load"):
+        saved_model.load_checkpoint(saved_model.build_task_model(tiny["config"], "classifier", 5), "classifier",
+                                    prefix, 5)
+    with pytest.raises(ValueError, match="no trained span head"):
+        saved_model.load_checkpoint(saved_model.build_task_model(tiny["config"], "squad"), "squad", prefix)
+
+
+def test_a_trainer_squad_checkpoint_exports_from_its_output_dir(tmp_path, tiny):
+    """run_squad.py's checkpoints key the span head only under optimizer/...: found through the object graph."""
+    trainer = tiny_training.train_one_step(lambda: BertSpanLabeler(tiny["config"]), tmp_path / "squad_out")
+    config_file = tmp_path / "bert_config.json"
+    tiny["config"].to_json_file(str(config_file))
+    path = saved_model.export_from_checkpoint("squad", str(config_file), tiny["vocab"], str(tmp_path / "squad_out"),
+                                         str(tmp_path / "export"), max_seq_length=8, text_ops="none")
+    features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
+    got = tf.saved_model.load(path).signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})
+    ref = keras_outputs(trainer.model, features, "squad")
+    for name in ("start_logits", "end_logits"):
+        assert np.abs(got[name].numpy() - ref[name]).max() <= 1e-5, name

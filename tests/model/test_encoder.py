@@ -1,0 +1,128 @@
+import keras
+import numpy as np
+import numpy_bert
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf.model import activations, encoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertAttention, BertEmbeddings, BertModel, BertPooler, TransformerBlock
+
+
+def _model_with_weights(config, seed=0, dtype=None):
+    model = encoder.build_bert_model(config, dtype=dtype)
+    weights = numpy_bert.random_weights(config, seed)
+    checkpoints.assign_by_name(model, {k: (lambda v=v: v) for k, v in weights.items()}, "random", strict=True)
+    return model, weights
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_exact", "relu"])
+def test_forward_matches_independent_numpy_reference(tiny_config, tiny_batch, act):
+    config = BertConfig.from_dict({**tiny_config.to_dict(), "hidden_act": act})
+    model, weights = _model_with_weights(config)
+    ours = model(tiny_batch)
+    ref = numpy_bert.forward(weights, config, **tiny_batch)
+    for key in ("sequence_output", "pooled_output", "embedding_output"):
+        np.testing.assert_allclose(ours[key], ref[key], atol=2e-5, err_msg=key)
+    assert len(ours["encoder_outputs"]) == config.num_hidden_layers
+    for a, b in zip(ours["encoder_outputs"], ref["encoder_outputs"]):
+        np.testing.assert_allclose(a, b, atol=2e-5)
+
+
+def test_gelu_is_the_originals_tanh_form_and_exact_is_erf():
+    x = np.linspace(-5, 5, 101).astype(np.float32)
+    np.testing.assert_allclose(activations.get("gelu")(x), numpy_bert.gelu_tanh(x), atol=1e-6)
+    np.testing.assert_allclose(activations.get("gelu_exact")(x), numpy_bert.gelu_erf(x), atol=1e-6)
+    assert np.abs(np.asarray(activations.get("gelu")(x)) - numpy_bert.gelu_erf(x)).max() > 1e-4
+    assert activations.get("GELU_NEW") is activations.get("gelu")
+    with pytest.raises(ValueError, match="Unsupported activation 'silu'"):
+        activations.get("silu")
+
+
+def test_padding_does_not_leak_into_real_tokens(tiny_config, tiny_batch):
+    model, _ = _model_with_weights(tiny_config)
+    before = model(tiny_batch)["sequence_output"].numpy()
+    changed = {k: v.copy() for k, v in tiny_batch.items()}
+    changed["input_ids"][tiny_batch["input_mask"] == 0] = 7
+    after = model(changed)["sequence_output"].numpy()
+    real = tiny_batch["input_mask"] == 1
+    np.testing.assert_allclose(before[real], after[real], atol=1e-6)
+    assert np.abs(before[~real] - after[~real]).max() > 1e-3
+
+
+def test_accessors_and_embedding_table(tiny_config, tiny_batch):
+    model, weights = _model_with_weights(tiny_config)
+    table = model.get_embedding_table()
+    assert tuple(table.shape) == (tiny_config.vocab_size, tiny_config.hidden_size)
+    np.testing.assert_array_equal(table.numpy(), weights["bert/embeddings/word_embeddings"])
+    outputs = model(tiny_batch)
+    assert outputs["pooled_output"].shape == (3, tiny_config.hidden_size)
+    np.testing.assert_array_equal(outputs["sequence_output"], outputs["encoder_outputs"][-1])
+
+
+def test_dropout_only_in_training(tiny_config, tiny_batch):
+    model, _ = _model_with_weights(tiny_config)
+    a, b = model(tiny_batch)["sequence_output"], model(tiny_batch)["sequence_output"]
+    np.testing.assert_array_equal(a, b)
+    c = model(tiny_batch, training=True)["sequence_output"]
+    assert np.abs(np.asarray(a) - np.asarray(c)).max() > 1e-3
+
+
+def test_keras_file_round_trip(tiny_config, tiny_batch, tmp_path):
+    model, _ = _model_with_weights(tiny_config)
+    path = str(tmp_path / "bert.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, BertModel) and loaded.config == tiny_config
+    np.testing.assert_allclose(loaded(tiny_batch)["pooled_output"], model(tiny_batch)["pooled_output"], atol=1e-7)
+
+
+def test_tf_checkpoint_round_trip(tiny_config, tiny_batch, tmp_path):
+    model, _ = _model_with_weights(tiny_config)
+    path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
+    other = encoder.build_bert_model(tiny_config)
+    tf.train.Checkpoint(model=other).restore(path).assert_existing_objects_matched()
+    np.testing.assert_array_equal(other(tiny_batch)["sequence_output"], model(tiny_batch)["sequence_output"])
+
+
+@pytest.mark.parametrize("layer", [
+    BertEmbeddings(99, 32, 2, 24, name="embeddings"),
+    BertAttention(32, 4, 0.1, 0.1, name="attention"),
+    TransformerBlock(32, 4, 37, "gelu_exact", name="layer_0"),
+    BertPooler(32, name="pooler"),
+])
+def test_layers_rebuild_from_config(layer):
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+
+
+def test_xla_matches_eager(tiny_config, tiny_batch):
+    model, _ = _model_with_weights(tiny_config)
+    compiled = tf.function(lambda x: model(x)["sequence_output"], jit_compile=True)
+    np.testing.assert_allclose(compiled(tiny_batch), model(tiny_batch)["sequence_output"], atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision(tiny_config, tiny_batch, policy):
+    reference, weights = _model_with_weights(tiny_config)
+    model, _ = _model_with_weights(tiny_config, dtype=policy)
+    assert all(v.dtype == "float32" for v in model.weights)
+    assert model.dtype_policy.name == BertModel.from_config(model.get_config()).dtype_policy.name == policy
+    outputs = model(tiny_batch)
+    compute = policy.split("_")[1]
+    assert outputs["sequence_output"].dtype == compute
+    # Measured: 0.005 (float16), 0.067 (bfloat16: 8 mantissa bits on outputs of magnitude ~3). Which ops run in
+    # float32 is tested on the graph in tests/training/test_precision.py.
+    tolerance = 0.02 if compute == "float16" else 0.15
+    np.testing.assert_allclose(np.asarray(outputs["sequence_output"], np.float32),
+                               reference(tiny_batch)["sequence_output"], atol=tolerance)
+    assert np.isfinite(np.asarray(outputs["pooled_output"], np.float32)).all()
+
+
+def test_long_sequence_is_rejected_clearly(tiny_config):
+    model = encoder.build_bert_model(tiny_config)
+    ids = np.zeros((1, tiny_config.max_position_embeddings + 1), np.int32)
+    with pytest.raises(ValueError, match="Sequence length 25 exceeds max_position_embeddings"):
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": ids})

@@ -1,0 +1,125 @@
+import keras
+import numpy as np
+import numpy_bert
+import pytest
+
+from bert_tf import checkpoints
+from bert_tf.model.heads import ClassifierHead, SpanHead
+from bert_tf.model.task_models import (
+    BertClassifier,
+    BertMultipleChoice,
+    BertPretrainer,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
+
+
+def _pretrainer(config, weights):
+    model = BertPretrainer(config)
+    batch = {"input_ids": np.zeros((1, 2), np.int32), "input_mask": np.ones((1, 2), np.int32),
+             "segment_ids": np.zeros((1, 2), np.int32), "masked_lm_positions": np.zeros((1, 1), np.int32)}
+    model(batch)
+    checkpoints.assign_by_name(model, {k: (lambda v=v: v) for k, v in weights.items()}, "random")
+    return model
+
+
+def test_pretraining_heads_match_numpy_reference(tiny_config, tiny_batch):
+    weights = numpy_bert.random_weights(tiny_config, seed=1, heads=True)
+    model = _pretrainer(tiny_config, weights)
+    positions = np.array([[1, 2], [0, 5], [2, 1]], np.int32)
+    outputs = model({**tiny_batch, "masked_lm_positions": positions})
+    ref = numpy_bert.forward(weights, tiny_config, **tiny_batch)
+    np.testing.assert_allclose(outputs["masked_lm_logits"],
+                               numpy_bert.masked_lm_logits(weights, tiny_config, ref["sequence_output"], positions),
+                               atol=1e-4)
+    nsp = ref["pooled_output"] @ weights["cls/seq_relationship/output_weights"].T + weights[
+        "cls/seq_relationship/output_bias"]
+    np.testing.assert_allclose(outputs["next_sentence_logits"], nsp, atol=1e-5)
+
+
+def test_masked_lm_output_is_tied_to_word_embeddings(tiny_config):
+    weights = numpy_bert.random_weights(tiny_config, seed=2, heads=True)
+    model = _pretrainer(tiny_config, weights)
+    names = [v.path for v in model.weights]
+    assert sum("word_embeddings" in n for n in names) == 1
+    assert model.masked_lm.embedding_layer is model.bert.embeddings
+
+
+def test_pretrainer_keras_round_trip(tiny_config, tiny_batch, tmp_path):
+    weights = numpy_bert.random_weights(tiny_config, seed=3, heads=True)
+    model = _pretrainer(tiny_config, weights)
+    batch = {**tiny_batch, "masked_lm_positions": np.array([[1], [2], [0]], np.int32)}
+    model.save(str(tmp_path / "p.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "p.keras"))
+    np.testing.assert_allclose(loaded(batch)["masked_lm_logits"], model(batch)["masked_lm_logits"], atol=1e-6)
+
+
+def test_classifier_and_span_heads_use_the_original_layout(tiny_config):
+    rng = np.random.RandomState(0)
+    pooled = rng.normal(size=(4, tiny_config.hidden_size)).astype(np.float32)
+    head = ClassifierHead(3)
+    head(pooled)
+    w, b = rng.normal(size=(3, tiny_config.hidden_size)), rng.normal(size=3)
+    head.projection.output_weights.assign(w)
+    head.projection.output_bias.assign(b)
+    np.testing.assert_allclose(head(pooled), pooled @ w.T + b, atol=1e-5)
+    assert head(pooled, training=True).shape == (4, 3)
+
+    sequence = rng.normal(size=(2, 5, tiny_config.hidden_size)).astype(np.float32)
+    span = SpanHead()
+    span(sequence)
+    w, b = rng.normal(size=(2, tiny_config.hidden_size)), rng.normal(size=2)
+    span.projection.output_weights.assign(w)
+    span.projection.output_bias.assign(b)
+    start, end = span(sequence)
+    np.testing.assert_allclose(start, sequence @ w[0] + b[0], atol=1e-5)
+    np.testing.assert_allclose(end, sequence @ w[1] + b[1], atol=1e-5)
+    assert ClassifierHead.from_config(head.get_config()).num_labels == 3
+
+
+def _task_batch(tiny_batch, choices=None):
+    if choices is None:
+        return tiny_batch
+    return {k: np.stack([np.roll(v, i, axis=1) for i in range(choices)], axis=1) for k, v in tiny_batch.items()}
+
+
+@pytest.mark.parametrize("build, head_names, outputs", [
+    (lambda c: BertClassifier(c, 3), {"output_weights", "output_bias"}, {"logits": (3, 3), "probabilities": (3, 3)}),
+    (lambda c: BertClassifier(c, 1, regression=True), {"output_weights", "output_bias"},
+     {"logits": (3, 1), "predictions": (3,)}),
+    (lambda c: BertSpanLabeler(c), {"cls/squad/output_weights", "cls/squad/output_bias"},
+     {"start_logits": (3, 9), "end_logits": (3, 9)}),
+    (lambda c: BertTokenClassifier(c, 5), {"cls/ner/output_weights", "cls/ner/output_bias"},
+     {"logits": (3, 9, 5), "probabilities": (3, 9, 5)}),
+])
+def test_task_models(tiny_config, tiny_batch, tmp_path, build, head_names, outputs):
+    model = build(tiny_config)
+    result = model(tiny_batch)
+    assert {k: tuple(v.shape) for k, v in result.items()} == outputs
+    names = set(checkpoints.original_variable_map(model))
+    assert {n for n in names if not n.startswith("bert/")} == head_names
+    model.save(str(tmp_path / "m.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "m.keras"))
+    for key in outputs:
+        np.testing.assert_allclose(loaded(tiny_batch)[key], result[key], atol=1e-6)
+
+
+def test_multiple_choice_scores_each_choice_from_its_cls_vector(tiny_config, tiny_batch, tmp_path):
+    model = BertMultipleChoice(tiny_config, num_choices=3)
+    batch = _task_batch(tiny_batch, choices=3)
+    logits = model(batch)["logits"].numpy()
+    assert logits.shape == (3, 3)
+    head = model.choice.projection
+    for c in range(3):
+        pooled = model.bert({k: v[:, c] for k, v in batch.items()})["pooled_output"].numpy()
+        expected = pooled @ head.output_weights.numpy().T + head.output_bias.numpy()
+        np.testing.assert_allclose(logits[:, c], expected[:, 0], atol=1e-5)
+    assert "cls/swag/output_weights" in checkpoints.original_variable_map(model)
+    model.save(str(tmp_path / "mc.keras"))
+    np.testing.assert_allclose(keras.models.load_model(str(tmp_path / "mc.keras"))(batch)["logits"], logits,
+                               atol=1e-6)
+
+
+def test_regression_needs_one_output(tiny_config):
+    with pytest.raises(ValueError, match="regression task has one output"):
+        BertClassifier(tiny_config, 2, regression=True)

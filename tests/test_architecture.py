@@ -1,0 +1,198 @@
+"""The structure the code keeps: which layer may import which, no cycles, no private names across modules,
+TensorFlow-free data and text modules, scripts on top of the library.
+
+Reads the imports with `ast` (nothing is imported). Run it as a script to print the import graph:
+
+    python tests/test_architecture.py            # package-level edges with counts, then cycles (if any)
+    python tests/test_architecture.py --modules  # every module-level edge
+"""
+import ast
+import collections
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Packages of bert_tf from the bottom up: a module may import its own package and the ones below it, never above.
+LAYERS = {
+    "text": 0, "resources": 0,
+    "data": 1,
+    "model": 2,
+    "checkpoints": 3,
+    "training": 4,
+    "export": 5,
+    "tasks": 6,
+}
+# The drop-in modules for users of the original code, and the scripts' flags: nothing inside the library uses them.
+TOP_LEVEL_ONLY = {"bert_tf.modeling", "bert_tf.tokenization", "bert_tf.flags"}
+# Modules that must import without TensorFlow (worker processes, tokenization users): no top-level tensorflow.
+TF_FREE = ["bert_tf.text.tokenization", "bert_tf.text.packing", "bert_tf.data.fileio", "bert_tf.data.corpus",
+           "bert_tf.data.vocab", "bert_tf.data.pretraining.instances", "bert_tf.data.pretraining.wire",
+           "bert_tf.data.pretraining.shards"]
+
+
+def module_name(path):
+    rel = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+    return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def python_files(*folders):
+    for folder in folders:
+        for root, _, names in os.walk(os.path.join(REPO, folder)):
+            yield from (os.path.join(root, n) for n in sorted(names) if n.endswith(".py"))
+
+
+Import = collections.namedtuple("Import", ["source", "target", "names", "line", "top_level"])
+
+
+def imports_of(path):
+    """Every `import bert_tf...` / `from bert_tf... import ...` in a file (also inside functions)."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    source = module_name(path)
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [a.name for a in node.names]
+            base = node.module
+            if base == "bert_tf" or base.startswith("bert_tf."):
+                # `from bert_tf.x import y` imports module bert_tf.x.y when y is a module
+                targets = [f"{base}.{n}" if is_module(f"{base}.{n}") else base for n in names]
+                for target, name in zip(targets, names):
+                    found.append(Import(source, target, [name] if target == base else [], node.lineno,
+                                        id(node) in top))
+            else:
+                found.append(Import(source, base, names, node.lineno, id(node) in top))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                found.append(Import(source, alias.name, [], node.lineno, id(node) in top))
+    return found
+
+
+def is_module(name):
+    path = os.path.join(REPO, *name.split("."))
+    return os.path.isfile(path + ".py") or os.path.isfile(os.path.join(path, "__init__.py"))
+
+
+def library_imports():
+    return [i for path in python_files("bert_tf") for i in imports_of(path)]
+
+
+def layer(module):
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def internal_edges(imports):
+    return [i for i in imports if i.target.startswith("bert_tf.") and i.target != i.source
+            and not i.source.startswith(i.target + ".")]  # a package's modules may import its __init__
+
+
+def find_cycles(edges):
+    graph = collections.defaultdict(set)
+    for source, target in edges:
+        graph[source].add(target)
+    cycles, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "active"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "active":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return cycles
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = [f"{i.source} (layer {layer(i.source)}) imports {i.target} (layer {layer(i.target)}), line {i.line}"
+              for i in internal_edges(library_imports())
+              if layer(i.source) is not None and layer(i.target) is not None and layer(i.target) > layer(i.source)]
+    assert not upward, "\n".join(upward)
+
+
+def test_every_library_package_has_a_layer():
+    unplaced = sorted({m for m in map(module_name, python_files("bert_tf"))
+                       if m.count(".") >= 1 and layer(m) is None and m not in TOP_LEVEL_ONLY})
+    assert not unplaced, f"place these in LAYERS (tests/test_architecture.py): {unplaced}"
+
+
+def test_no_import_cycles():
+    edges = {(i.source, i.target) for i in internal_edges(library_imports())}
+    assert not find_cycles(edges)
+
+
+def test_library_does_not_use_the_drop_in_modules_or_flags():
+    bad = [f"{i.source} imports {i.target}, line {i.line}" for i in library_imports()
+           if (i.target in TOP_LEVEL_ONLY or i.target.startswith("absl.flags") or "flags" in i.names
+               and i.target == "absl") and i.source not in TOP_LEVEL_ONLY]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_private_names_across_modules():
+    bad = []
+    for path in list(python_files("bert_tf")) + list(python_files("run_scripts")):
+        source = module_name(path)
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        aliases = {}
+        for i in imports_of(path):
+            bad += [f"{source}: from {i.target} import {n}, line {i.line}" for n in i.names
+                    if n.startswith("_") and i.target.startswith("bert_tf") and i.target != source
+                    and i.source not in TOP_LEVEL_ONLY]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bert_tf"):
+                aliases.update({a.asname or a.name: a.name for a in node.names})
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname or a.name: a.name for a in node.names if a.name.startswith("bert_tf")})
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and isinstance(node.value, ast.Name) and node.value.id in aliases):
+                bad.append(f"{source}: {node.value.id}.{node.attr}, line {node.lineno}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("module", TF_FREE)
+def test_data_and_text_modules_do_not_import_tensorflow_at_top_level(module):
+    path = os.path.join(REPO, *module.split(".")) + ".py"
+    heavy = [i for i in imports_of(path) if i.top_level and i.target.split(".")[0] in ("tensorflow", "keras",
+                                                                                          "tensorflow_text")]
+    assert not heavy, f"{module} imports {[i.target for i in heavy]} at the top"
+    transitive = [i.target for i in imports_of(path) if i.top_level and i.target.startswith("bert_tf.")
+                  and i.target not in TF_FREE and i.target not in ("bert_tf", "bert_tf.data", "bert_tf.text",
+                                                                   "bert_tf.data.pretraining")]
+    assert not transitive, f"{module} imports {transitive}, which are not TensorFlow-free"
+
+
+def test_scripts_use_only_the_library_and_the_library_not_the_scripts():
+    script_imports = [i for path in python_files("run_scripts") for i in imports_of(path)]
+    assert not [i for i in script_imports if i.target.startswith("run_scripts")]
+    assert not [i for i in library_imports() if i.target.startswith(("run_scripts", "benchmarks", "tests"))]
+
+
+def main(argv):
+    imports = internal_edges(library_imports())
+    if "--modules" in argv:
+        for source, target in sorted({(i.source, i.target) for i in imports}):
+            print(f"{source} -> {target}")
+    else:
+        def package(m):
+            return ".".join(m.split(".")[:2])
+        counts = collections.Counter((package(i.source), package(i.target)) for i in imports
+                                     if package(i.source) != package(i.target))
+        for (source, target), n in sorted(counts.items()):
+            print(f"{source} -> {target} ({n})")
+    cycles = find_cycles({(i.source, i.target) for i in imports})
+    print(f"{len(cycles)} import cycles" + "".join(f"\n  {' -> '.join(c)}" for c in cycles))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,70 @@
+"""bert_tf.text.packing against the original run_classifier.convert_single_example packing, written out here."""
+import random
+
+import pytest
+
+from bert_tf.text import packing
+
+
+def original_truncate(tokens_a, tokens_b, max_length):
+    """The original _truncate_seq_pair: pop from the longer list (b on ties) until the pair fits."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def original_packing(tokens_a, tokens_b, max_seq_length):
+    """convert_single_example's packing, line by line as the original writes it."""
+    tokens_a, tokens_b = list(tokens_a), (list(tokens_b) if tokens_b else None)
+    if tokens_b:
+        original_truncate(tokens_a, tokens_b, max_seq_length - 3)
+    elif len(tokens_a) > max_seq_length - 2:
+        tokens_a = tokens_a[0:(max_seq_length - 2)]
+    tokens, segment_ids = ["[CLS]"], [0]
+    for token in tokens_a:
+        tokens.append(token)
+        segment_ids.append(0)
+    tokens.append("[SEP]")
+    segment_ids.append(0)
+    if tokens_b:
+        for token in tokens_b:
+            tokens.append(token)
+            segment_ids.append(1)
+        tokens.append("[SEP]")
+        segment_ids.append(1)
+    return tokens, segment_ids
+
+
+def test_pack_tokens_is_the_original_packing_on_random_lengths():
+    rng = random.Random(0)
+    for _ in range(2000):
+        a = [f"a{i}" for i in range(rng.randint(0, 15))]
+        b = [f"b{i}" for i in range(rng.randint(0, 15))] if rng.random() < 0.7 else None
+        max_seq_length = rng.randint(3, 24)
+        got = packing.pack_tokens(list(a), None if b is None else list(b) or None, max_seq_length)
+        assert got == original_packing(a, b, max_seq_length), (a, b, max_seq_length)
+        assert len(got[0]) <= max_seq_length
+
+
+def test_a_pair_that_truncation_empties_keeps_its_sep_only_with_always_pair():
+    # max_seq_length 4 leaves one token for the pair: a keeps it, b is emptied.
+    assert packing.pack_tokens(["x", "y"], ["z"], 4) == (["[CLS]", "x", "[SEP]"], [0, 0, 0])
+    assert packing.pack_tokens(["x", "y"], ["z"], 4, always_pair=True) == (["[CLS]", "x", "[SEP]", "[SEP]"],
+                                                                           [0, 0, 0, 1])
+
+
+def test_pad_inputs():
+    assert packing.pad_inputs([5, 6, 7], [0, 0, 1], 5) == ([5, 6, 7, 0, 0], [1, 1, 1, 0, 0], [0, 0, 1, 0, 0])
+    assert packing.pad_inputs([5], [0], 1) == ([5], [1], [0])
+
+
+def test_truncate_seq_pair_matches_the_original_loop_exhaustively():
+    for len_a in range(12):
+        for len_b in range(12):
+            for max_length in range(26):
+                a, b = list(range(len_a)), list(range(100, 100 + len_b))
+                ref_a, ref_b = list(a), list(b)
+                original_truncate(ref_a, ref_b, max_length)
+                packing.truncate_seq_pair(a, b, max_length)
+                assert (a, b) == (ref_a, ref_b)
+    with pytest.raises(ValueError, match="max_length must be >= 0"):
+        packing.truncate_seq_pair([1], [2], -1)
