@@ -17,6 +17,17 @@ _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
+def latest_checkpoint(directory):
+    """The prefix of the checkpoint that `directory`'s `checkpoint` state file names, looked up by file name inside
+    `directory` (so a copied directory whose state file records absolute paths loads its own files), or None when
+    there is no state file or no such checkpoint in `directory`."""
+    state = tf.train.get_checkpoint_state(directory)
+    if not state:
+        return None
+    named = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
+    return named if tf.io.gfile.exists(named + ".index") else None
+
+
 def resolve_checkpoint(path):
     """A checkpoint prefix from what users pass.
 
@@ -31,13 +42,15 @@ def resolve_checkpoint(path):
     if tf.io.gfile.exists(prefix + ".index"):
         return prefix
     if tf.io.gfile.isdir(path):
+        latest = latest_checkpoint(path)
+        if latest:
+            return latest
         state = tf.train.get_checkpoint_state(path)
-        named = os.path.join(path, os.path.basename(state.model_checkpoint_path if state else "bert_model.ckpt"))
-        if tf.io.gfile.exists(named + ".index"):
-            return named
         if state:
             raise FileNotFoundError(f"{os.path.join(path, 'checkpoint')} names {state.model_checkpoint_path!r}, "
-                                    f"but {path} holds no {os.path.basename(named)}.index.")
+                                    f"but {path} holds no {os.path.basename(state.model_checkpoint_path)}.index.")
+        if tf.io.gfile.exists(os.path.join(path, "bert_model.ckpt.index")):
+            return os.path.join(path, "bert_model.ckpt")
     raise FileNotFoundError(
         f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
         f"beside it (e.g. .../bert_model.ckpt) or a directory holding one.")

@@ -103,7 +103,8 @@ class Trainer:
         return int(self.global_step.numpy())
 
     def latest_checkpoint(self):
-        return tf.train.latest_checkpoint(self.output_dir)
+        """The latest checkpoint of output_dir, looked up inside it (`checkpoints.latest_checkpoint`), or None."""
+        return checkpoints.latest_checkpoint(self.output_dir)
 
     def load_init_checkpoint(self, path):
         """Initializes from an original TF1 checkpoint or one of ours (`checkpoints.restore`).
@@ -142,7 +143,7 @@ class Trainer:
     def _restore_or_init(self, manager, seed):
         """Resumes from the latest checkpoint of `manager`, else starts from init_checkpoint (if any) with the
         input order seeded by `seed` (None: drawn at random). Returns the step to start at."""
-        latest = manager.latest_checkpoint
+        latest = self.latest_checkpoint()
         if latest:
             manager.checkpoint.restore(latest).assert_existing_objects_matched()
             logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "

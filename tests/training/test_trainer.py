@@ -47,6 +47,24 @@ def test_trains_saves_and_summarizes(tmp_path):
     assert accuracy > 0.75 and (before.argmax(-1) == toy_task.LABELS).mean() < accuracy
 
 
+def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path):
+    """A `checkpoint` state file recording absolute paths (as TF1 Savers wrote them) still names the copy's files:
+    prediction and resumption read the copied directory, never the one it was copied from."""
+    original = _trainer(tmp_path / "original", save_checkpoints_steps=2)
+    original.train(toy_task.dataset_fn, 16, 4, 0)
+    absolute = str(tmp_path / "original" / "ckpt-4")
+    (tmp_path / "original" / "checkpoint").write_text(
+        f'model_checkpoint_path: "{absolute}"\nall_model_checkpoint_paths: "{absolute}"\n')
+    assert tf.train.get_checkpoint_state(str(tmp_path / "original")).model_checkpoint_path == absolute
+    shutil.copytree(tmp_path / "original", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "original")
+    copy = _trainer(tmp_path / "copy")
+    assert copy.restore_for_predict() == str(tmp_path / "copy" / "ckpt-4") and copy.step == 4
+    assert _max_diff(_weights(copy), _weights(original)) == 0.0
+    resumed = _trainer(tmp_path / "copy")
+    assert resumed.train(toy_task.dataset_fn, 16, 4, 0) is None and resumed.step == 4  # finished: nothing to do
+
+
 @pytest.mark.slow
 def test_gradient_accumulation_equals_the_full_batch(tmp_path):
     full = _trainer(tmp_path / "full")
