@@ -5,13 +5,9 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 """
-from absl import app, flags, logging
+from absl import app, flags
 
-from bert_tf import checkpoints
-from bert_tf.model import encoder
-from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.tasks import extract_features
-from bert_tf.text import tokenization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")
@@ -37,19 +33,11 @@ flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    check_vocab_size(config, tokenizer.vocab, FLAGS.vocab_file)
-    model = encoder.build_bert_model(config)
-    if FLAGS.init_checkpoint:
-        checkpoints.restore(model, FLAGS.init_checkpoint)
-    else:
-        logging.warning("No --init_checkpoint: the features come from a randomly initialized model.")
-    count = extract_features.extract_features(
-        model, tokenizer, FLAGS.input_file, FLAGS.output_file, FLAGS.layers, FLAGS.max_seq_length,
-        FLAGS.batch_size, FLAGS.use_xla)
-    logging.info("Wrote features of %d examples to %s", count, FLAGS.output_file)
+    extract_features.run(
+        input_file=FLAGS.input_file, output_file=FLAGS.output_file, bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint, layers=FLAGS.layers,
+        max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case, batch_size=FLAGS.batch_size,
+        use_xla=FLAGS.use_xla)
 
 
 if __name__ == "__main__":

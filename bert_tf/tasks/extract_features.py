@@ -14,7 +14,10 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
+from bert_tf import checkpoints
 from bert_tf.data import fileio
+from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.model.encoder import build_bert_model
 from bert_tf.text import packing, tokenization
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -123,3 +126,22 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     results = predict_layers(model, features, layer_indexes, batch_size, jit_compile)
     write_jsonl(output_file, (feature_json(f, layer_indexes, values) for f, values in results))
     return len(features)
+
+
+def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint=None, layers="-1,-2,-3,-4",
+        max_seq_length=128, do_lower_case=True, batch_size=32, use_xla=False):
+    """What extract_features.py does: the model of `bert_config_file` restored from `init_checkpoint` (an original
+    checkpoint or one of ours; none: random weights, with a warning), then `extract_features`. Returns the number
+    of examples written."""
+    config = BertConfig.from_json_file(bert_config_file)
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    check_vocab_size(config, tokenizer.vocab, vocab_file)
+    model = build_bert_model(config)
+    if init_checkpoint:
+        checkpoints.restore(model, init_checkpoint)
+    else:
+        logging.warning("No --init_checkpoint: the features come from a randomly initialized model.")
+    count = extract_features(model, tokenizer, input_file, output_file, layers, max_seq_length, batch_size, use_xla)
+    logging.info("Wrote features of %d examples to %s", count, output_file)
+    return count
