@@ -14,6 +14,7 @@ import sys
 
 from absl import app, flags
 
+from bert_tf.data import fileio
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 
 FLAGS = flags.FLAGS
@@ -38,8 +39,7 @@ def main(argv):
                                             FLAGS.na_prob_thresh)
     text = json.dumps(results, indent=2)
     if FLAGS.out_file:
-        with open(FLAGS.out_file, "w") as f:
-            f.write(text + "\n")
+        fileio.write_text_atomically(FLAGS.out_file, text + "\n")
     print(text)
 
 
