@@ -76,12 +76,7 @@ def build_task_model(config, task, num_labels=None):
              "squad": lambda: task_models.BertSpanLabeler(config),
              "ner": lambda: task_models.BertTokenClassifier(config, num_labels),
              "pretraining": lambda: task_models.BertPretrainer(config)}[task]()
-    dummy = tf.zeros((1, 2), tf.int32)
-    inputs = {"input_ids": dummy, "input_mask": tf.ones_like(dummy), "segment_ids": dummy}
-    if task == "pretraining":
-        inputs["masked_lm_positions"] = tf.zeros((1, 1), tf.int32)
-    model(inputs)
-    return model
+    return task_models.build(model)
 
 
 def load_checkpoint(model, task, init_checkpoint, num_labels=None):

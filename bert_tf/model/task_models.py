@@ -153,3 +153,14 @@ class BertPretrainer(TaskModel):
             "pooled_output": encoder["pooled_output"],
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
+
+
+def build(model):
+    """Creates the variables of a task model with [B, S] inputs (calls it once on a dummy batch of one 2-token
+    example, plus one masked position for BertPretrainer) and returns it."""
+    dummy = ops.zeros((1, 2), "int32")
+    inputs = {"input_ids": dummy, "input_mask": ops.ones_like(dummy), "segment_ids": dummy}
+    if "masked_lm_positions" in model.input:
+        inputs["masked_lm_positions"] = ops.zeros((1, 1), "int32")
+    model(inputs)
+    return model

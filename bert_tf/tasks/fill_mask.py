@@ -1,0 +1,124 @@
+"""Fill-mask prediction with the masked-LM head (`cls/predictions`): text with [MASK] in, for every mask the top-k
+wordpieces and their probabilities out, as JSON lines.
+
+Input: one example per line, `text_a` or `text_a ||| text_b` (read as extract_features.py reads its input). Each
+`[MASK]` written in the text is the mask token and stands for one wordpiece (the basic tokenizer would split it into
+"[", "mask", "]"). Examples are packed as the original packs them, `[CLS] a [SEP] (b [SEP])` with its truncation; a
+mask that truncation would cut off is an error naming the line, as is a line without a mask.
+
+Output, one JSON object per input line:
+  {"linex_index": i, "tokens": [...], "masks": [{"position": p, "predictions": [{"token": t, "id": id,
+   "probability": q}, ...]}]}
+with the `top_k` predictions of each mask, most probable first (softmax over the whole vocabulary, float32).
+Any checkpoint with the masked-LM head works: a released original BERT (`cls/predictions/...`) or one of ours.
+"""
+import collections
+import json
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints
+from bert_tf.data import fileio
+from bert_tf.model import task_models
+from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.tasks import extract_features
+from bert_tf.text import packing, tokenization
+
+MASK = "[MASK]"
+
+# positions: the [MASK] positions of input_ids, in order; the arrays are [max_seq_length] int lists.
+MaskedExample = collections.namedtuple(
+    "MaskedExample", ["index", "tokens", "input_ids", "input_mask", "segment_ids", "positions"])
+
+
+def tokenize_with_masks(text, tokenizer):
+    """WordPiece tokens of `text`, each literal `[MASK]` kept as the mask token."""
+    tokens = []
+    for i, piece in enumerate(text.split(MASK)):
+        if i:
+            tokens.append(MASK)
+        tokens.extend(tokenizer.tokenize(piece))
+    return tokens
+
+
+def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
+    """extract_features.InputExamples -> [MaskedExample]. ValueError naming the line for a line without [MASK] or
+    with a [MASK] beyond max_seq_length."""
+    if MASK not in tokenizer.vocab:
+        raise ValueError(f"The vocabulary has no {MASK} token: it does not belong to a model with a masked-LM head.")
+    converted = []
+    for example in examples:
+        where = f"{source}:{example.unique_id + 1}"
+        tokens_a = tokenize_with_masks(example.text_a, tokenizer)
+        tokens_b = tokenize_with_masks(example.text_b, tokenizer) if example.text_b else None
+        num_masks = tokens_a.count(MASK) + (tokens_b or []).count(MASK)
+        if not num_masks:
+            raise ValueError(f"{where}: no {MASK} in the line; write {MASK} where a wordpiece is to be predicted.")
+        tokens, segment_ids = packing.pack_tokens(tokens_a, tokens_b or None, max_seq_length)
+        positions = [i for i, token in enumerate(tokens) if token == MASK]
+        if len(positions) < num_masks:
+            raise ValueError(f"{where}: {num_masks - len(positions)} of its {num_masks} {MASK} tokens fall beyond "
+                             f"max_seq_length={max_seq_length}.")
+        input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens),
+                                                                segment_ids, max_seq_length)
+        converted.append(MaskedExample(example.unique_id, tokens, input_ids, input_mask, segment_ids, positions))
+    return converted
+
+
+def predict(model, examples, top_k=5, batch_size=8, jit_compile=False):
+    """Yields (example, probabilities [num_masks, top_k], ids [num_masks, top_k]) for each MaskedExample, in order.
+
+    `model`: a built BertPretrainer. A batch's masked_lm_positions are padded with position 0 to its most masks.
+    """
+    @tf.function(jit_compile=jit_compile, reduce_retracing=True)
+    def top(inputs):
+        logits = tf.cast(model(inputs, training=False)["masked_lm_logits"], tf.float32)
+        return tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=top_k)
+
+    for start in range(0, len(examples), batch_size):
+        batch = examples[start:start + batch_size]
+        width = max(len(e.positions) for e in batch)
+        inputs = {name: np.array([getattr(e, name) for e in batch], np.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        inputs["masked_lm_positions"] = np.array([e.positions + [0] * (width - len(e.positions)) for e in batch],
+                                                 np.int32)
+        values, indices = top(inputs)
+        for row, example in enumerate(batch):
+            count = len(example.positions)
+            yield example, values.numpy()[row, :count], indices.numpy()[row, :count]
+
+
+def prediction_json(example, probabilities, ids, inv_vocab):
+    """One output line (see the module docstring)."""
+    masks = [{"position": position,
+              "predictions": [{"token": inv_vocab[int(i)], "id": int(i), "probability": round(float(p), 6)}
+                              for p, i in zip(probabilities[k], ids[k])]}
+             for k, position in enumerate(example.positions)]
+    return {"linex_index": example.index, "tokens": example.tokens, "masks": masks}
+
+
+def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint, do_lower_case=True,
+        max_seq_length=128, top_k=5, batch_size=8, use_xla=False):
+    """What predict_masked_lm.py does (see the module docstring). Returns the number of examples written."""
+    config = BertConfig.from_json_file(bert_config_file)
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    check_vocab_size(config, tokenizer.vocab, vocab_file)
+    if not 1 <= top_k <= config.vocab_size:
+        raise ValueError(f"top_k must be in 1..vocab_size ({config.vocab_size}), got {top_k}.")
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length ({max_seq_length}) exceeds the model's max_position_embeddings "
+                         f"({config.max_position_embeddings}).")
+    examples = convert_examples(extract_features.read_examples(input_file), tokenizer, max_seq_length, input_file)
+    if not examples:
+        raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
+    model = task_models.build(task_models.BertPretrainer(config))
+    checkpoints.restore(model, init_checkpoint, required_heads=("masked_lm",))
+    with fileio.atomic_write(output_file) as f:
+        for example, probabilities, ids in predict(model, examples, top_k, batch_size, use_xla):
+            f.write(json.dumps(prediction_json(example, probabilities, ids, tokenizer.inv_vocab)) + "\n")
+    logging.info("Wrote the top %d predictions of %d masks in %d examples to %s", top_k,
+                 sum(len(e.positions) for e in examples), len(examples), output_file)
+    return len(examples)

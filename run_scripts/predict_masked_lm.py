@@ -1,0 +1,35 @@
+"""Fill-mask prediction: the top-k wordpieces for every [MASK] of each input line, from a checkpoint with the
+masked-LM head (a released original BERT or one of bert-tf's), as JSON lines (see bert_tf/tasks/fill_mask.py).
+
+Example:
+  echo "the man went to the [MASK] to buy a gallon of milk ." > input.txt
+  python run_scripts/predict_masked_lm.py --input_file=input.txt --output_file=masks.jsonl \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --top_k=5
+"""
+from absl import app, flags
+
+from bert_tf import flags as bert_flags
+from bert_tf.tasks import fill_mask
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Text file, one example per line (`text_a ||| text_b` for pairs); write "
+                    "[MASK] where a wordpiece is to be predicted.")
+flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
+flags.DEFINE_integer("top_k", 5, "How many predictions to write for each mask, most probable first.")
+flags.DEFINE_integer("batch_size", 8, "Batch size for predictions.")
+flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
+bert_flags.define_model_flags()
+
+
+def main(_):
+    fill_mask.run(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+                  bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+                  init_checkpoint=FLAGS.init_checkpoint, do_lower_case=FLAGS.do_lower_case,
+                  max_seq_length=FLAGS.max_seq_length, top_k=FLAGS.top_k, batch_size=FLAGS.batch_size,
+                  use_xla=FLAGS.use_xla)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file", "init_checkpoint"])
+    app.run(main)
