@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import original_packing
 import pytest
 import tensorflow as tf
 import tiny_training
@@ -78,22 +79,9 @@ def start_fresh(tmp_path, spec, with_tf_text=True):
 
 
 def python_features(tokenizer, text_a, text_b, max_seq_length):
-    """FullTokenizer + the original convert_single_example packing (its own truncation loop)."""
-    tokens_a = tokenizer.tokenize(text_a)
-    tokens_b = tokenizer.tokenize(text_b) if text_b else None
-    if tokens_b:
-        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
-            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-    elif len(tokens_a) > max_seq_length - 2:
-        tokens_a = tokens_a[:max_seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    ids = tokenizer.convert_tokens_to_ids(tokens)
-    pad = [0] * (max_seq_length - len(ids))
-    return ids + pad, [1] * len(ids) + pad, segment_ids + pad
+    """FullTokenizer + the original convert_single_example packing (tests/original_packing.py)."""
+    return original_packing.pack_ids(tokenizer.tokenize(text_a), tokenizer.tokenize(text_b) if text_b else None,
+                                     max_seq_length, tokenizer.vocab)
 
 
 def batch_features(tokenizer, texts_a, texts_b, max_seq_length):

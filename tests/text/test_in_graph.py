@@ -6,6 +6,7 @@ import random
 import unicodedata
 
 import numpy as np
+import original_packing
 import pytest
 import tensorflow as tf
 
@@ -46,33 +47,6 @@ TRICKY = [
     "url https://en.wikipedia.org/wiki/Bidirectional_Encoder_Representations_from_Transformers?x=1&y=2#z",
     "##hash ##tag [CLS] [SEP] [UNK] [MASK] <s> </s>",
 ]
-
-
-def _loop_truncate(tokens_a, tokens_b, max_length):
-    """The original _truncate_seq_pair, as a reference."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
-def _python_pack(tokens_a, tokens_b, max_seq_length, vocab):
-    """The original convert_single_example packing, as a reference (token lists in, id lists out)."""
-    tokens_a, tokens_b = list(tokens_a), list(tokens_b or [])
-    if tokens_b:
-        _loop_truncate(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        tokens_a = tokens_a[:max_seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    input_ids = [vocab[t] for t in tokens]
-    input_mask = [1] * len(input_ids)
-    pad = max_seq_length - len(input_ids)
-    return input_ids + [0] * pad, input_mask + [0] * pad, segment_ids + [0] * pad
 
 
 def _write_vocab(path, tokens):
@@ -301,7 +275,7 @@ def test_truncation_closed_form_matches_loop_exhaustively():
     for max_length, len_a, len_b in itertools.product(range(14), range(17), range(17)):
         a, b = list(range(len_a)), list(range(100, 100 + len_b))
         ref_a, ref_b = list(a), list(b)
-        _loop_truncate(ref_a, ref_b, max_length)
+        original_packing.truncate_seq_pair(ref_a, ref_b, max_length)
         packing.truncate_seq_pair(a, b, max_length)
         assert (a, b) == (ref_a, ref_b), (max_length, len_a, len_b)
         lens_a.append(len_a)
@@ -333,7 +307,7 @@ def test_pack_inputs_matches_original_rules():
                                    cls_id=101, sep_id=102)
             for key in ("input_ids", "input_mask", "segment_ids"):
                 assert got[key].dtype == tf.int32 and got[key].shape[1] == max_seq_length
-            want = [_python_pack(ra, None if b is None else rb, max_seq_length, vocab)
+            want = [original_packing.pack_ids(ra, None if b is None else rb, max_seq_length, vocab)
                     for ra, rb in zip(a, b or a)]
             assert got["input_ids"].numpy().tolist() == [w[0] for w in want]
             assert got["input_mask"].numpy().tolist() == [w[1] for w in want]
@@ -347,8 +321,8 @@ def test_preprocessor_matches_python_packing(preprocessor, uncased_python):
     singles = pre(tf.constant(text_a))
     pairs = pre(tf.constant(text_a), tf.constant(text_b))
     for i, (a, b) in enumerate(zip(text_a, text_b)):
-        want_single = _python_pack(python.tokenize(a), None, 24, python.vocab)
-        want_pair = _python_pack(python.tokenize(a), python.tokenize(b), 24, python.vocab)
+        want_single = original_packing.pack_ids(python.tokenize(a), None, 24, python.vocab)
+        want_pair = original_packing.pack_ids(python.tokenize(a), python.tokenize(b), 24, python.vocab)
         for got, want in ((singles, want_single), (pairs, want_pair)):
             assert [got[k][i].numpy().tolist() for k in ("input_ids", "input_mask", "segment_ids")] == list(want)
 

@@ -1,37 +1,10 @@
-"""bert_tf.text.packing against the original run_classifier.convert_single_example packing, written out here."""
+"""bert_tf.text.packing against the original run_classifier.py packing (tests/original_packing.py)."""
 import random
 
+import original_packing
 import pytest
 
 from bert_tf.text import packing
-
-
-def original_truncate(tokens_a, tokens_b, max_length):
-    """The original _truncate_seq_pair: pop from the longer list (b on ties) until the pair fits."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
-def original_packing(tokens_a, tokens_b, max_seq_length):
-    """convert_single_example's packing, line by line as the original writes it."""
-    tokens_a, tokens_b = list(tokens_a), (list(tokens_b) if tokens_b else None)
-    if tokens_b:
-        original_truncate(tokens_a, tokens_b, max_seq_length - 3)
-    elif len(tokens_a) > max_seq_length - 2:
-        tokens_a = tokens_a[0:(max_seq_length - 2)]
-    tokens, segment_ids = ["[CLS]"], [0]
-    for token in tokens_a:
-        tokens.append(token)
-        segment_ids.append(0)
-    tokens.append("[SEP]")
-    segment_ids.append(0)
-    if tokens_b:
-        for token in tokens_b:
-            tokens.append(token)
-            segment_ids.append(1)
-        tokens.append("[SEP]")
-        segment_ids.append(1)
-    return tokens, segment_ids
 
 
 def test_pack_tokens_is_the_original_packing_on_random_lengths():
@@ -41,7 +14,7 @@ def test_pack_tokens_is_the_original_packing_on_random_lengths():
         b = [f"b{i}" for i in range(rng.randint(0, 15))] if rng.random() < 0.7 else None
         max_seq_length = rng.randint(3, 24)
         got = packing.pack_tokens(list(a), None if b is None else list(b) or None, max_seq_length)
-        assert got == original_packing(a, b, max_seq_length), (a, b, max_seq_length)
+        assert got == original_packing.pack_tokens(a, b, max_seq_length), (a, b, max_seq_length)
         assert len(got[0]) <= max_seq_length
 
 
@@ -63,7 +36,7 @@ def test_truncate_seq_pair_matches_the_original_loop_exhaustively():
             for max_length in range(26):
                 a, b = list(range(len_a)), list(range(100, 100 + len_b))
                 ref_a, ref_b = list(a), list(b)
-                original_truncate(ref_a, ref_b, max_length)
+                original_packing.truncate_seq_pair(ref_a, ref_b, max_length)
                 packing.truncate_seq_pair(a, b, max_length)
                 assert (a, b) == (ref_a, ref_b)
     with pytest.raises(ValueError, match="max_length must be >= 0"):
