@@ -14,6 +14,8 @@ Outputs in output_dir: checkpoints (ckpt-<step>), train.tf_record, eval.tf_recor
 nbest_predictions.json, null_odds.json (v2) and, when predict_file has answers, eval_results.json (the official
 SQuAD evaluation: exact_match/f1 for v1.1; exact, f1, HasAns_*, NoAns_*, best_* for v2.0).
 """
+import json
+
 from absl import app, flags
 
 from bert_tf import flags as bert_flags
@@ -47,6 +49,8 @@ def main(_):
         max_answer_length=FLAGS.max_answer_length, version_2_with_negative=FLAGS.version_2_with_negative,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold, verbose_logging=FLAGS.verbose_logging)
     runner.run(task, bert_flags.run_config(FLAGS))
+    if task.eval_results is not None:
+        print(json.dumps(task.eval_results))  # as the official evaluation script prints them
 
 
 if __name__ == "__main__":

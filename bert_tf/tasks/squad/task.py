@@ -1,7 +1,6 @@
 """run_squad.py's job: `predict` (features, the model, the post-processed JSON files), `evaluate_predictions`
 (the official evaluation, `bert_tf.tasks.squad.evaluate`) and `SquadTask`, which `bert_tf.tasks.runner` runs.
 """
-import json
 import os
 import random
 
@@ -82,6 +81,7 @@ class SquadTask:
         self.null_score_diff_threshold = null_score_diff_threshold
         self.verbose_logging = verbose_logging
         self.train_examples = self.predict_examples = self.predict_dataset = None
+        self.eval_results = None  # the official evaluation of the predictions, when predict_file has answers
 
     def check_settings(self, run):
         """The original's checks of the input files, in its order: given when asked for (and here: present)."""
@@ -129,7 +129,7 @@ class SquadTask:
 
     def predict(self, run, tokenizer, trainer):
         """predictions.json, nbest_predictions.json, null_odds.json (v2) and, when the predict file has answers,
-        eval_results.json (the official evaluation, also printed). Returns the predictions."""
+        eval_results.json (the official evaluation, also kept in `eval_results`). Returns the predictions."""
         predictions, _, null_odds = predict(
             trainer.predict, self.predict_examples, tokenizer, run.output_dir, **self._windows(run),
             predict_batch_size=run.predict_batch_size, n_best_size=self.n_best_size,
@@ -143,5 +143,5 @@ class SquadTask:
                          "v2.0" if self.version_2_with_negative else "v1.1")
             for key, value in results.items():
                 logging.info("  %s = %s", key, value)
-            print(json.dumps(results))
+            self.eval_results = results
         return predictions
