@@ -9,6 +9,8 @@ from bert_tf.checkpoints.huggingface import (
     convert_hf_to_original,
     from_hf_directory,
     load_hf_safetensors,
+    pretrainer_from_hf_directory,
+    seeded_pretraining_heads,
 )
 from bert_tf.checkpoints.name_map import TASK_HEADS, model_parts, original_variable_map
 from bert_tf.checkpoints.original import LoadReport, assign_by_name, export_original, save_original_checkpoint
@@ -17,5 +19,6 @@ from bert_tf.checkpoints.restore import latest_checkpoint, load_original_checkpo
 __all__ = [
     "TASK_HEADS", "LoadReport", "assign_by_name", "bert_config_from_hf", "convert_hf_to_original", "export_original",
     "from_hf_directory", "latest_checkpoint", "load_hf_safetensors", "load_original_checkpoint", "model_parts",
-    "original_variable_map", "resolve_checkpoint", "restore", "save_original_checkpoint",
+    "original_variable_map", "pretrainer_from_hf_directory", "resolve_checkpoint", "restore",
+    "save_original_checkpoint", "seeded_pretraining_heads",
 ]

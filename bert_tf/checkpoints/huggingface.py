@@ -1,11 +1,18 @@
-"""Hugging Face BERT weights (`config.json` + `model.safetensors`) into our models, by the original names."""
+"""Hugging Face BERT weights (`config.json` + `model.safetensors`) into our models, by the original names, and
+into a directory like a released original BERT (`convert_hf_to_original`), optionally with the pretraining heads:
+the model's own, or seeded untrained ones (`seeded_pretraining_heads`) for a model published without them.
+"""
 import json
 import os
 import re
 
+import numpy as np
+from absl import logging
+
 from bert_tf.checkpoints import original
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertModel, build_bert_model
+from bert_tf.model.task_models import BertPretrainer
 
 _HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu",
                    "relu": "relu", "tanh": "tanh"}
@@ -105,8 +112,58 @@ def from_hf_directory(model_dir, dtype=None):
     return model
 
 
-def convert_hf_to_original(hf_model_dir, output_dir):
-    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab)."""
-    model = from_hf_directory(hf_model_dir)
+def seeded_pretraining_heads(hidden_size, vocab_size, seed):
+    """Untrained masked-LM and next-sentence heads under their original names, for a model published without them.
+
+    Drawn with NumPy RandomState(seed) in this order: cls/predictions/transform/dense/kernel = I + N(0, 0.02) [H, H]
+    (near the identity, so that the masked-LM head starts from the encoder's last layer almost as it is), its bias
+    N(0, 0.05) [H], transform/LayerNorm/gamma 1 + N(0, 0.1) and beta N(0, 0.1) [H], cls/predictions/output_bias
+    N(0, 0.1) [V], cls/seq_relationship/output_weights N(0, 0.2) [2, H] and output_bias N(0, 0.2) [2].
+    Returns: dict of original name -> float32 array.
+    """
+    rng = np.random.RandomState(seed)
+    h = hidden_size
+    heads = {
+        "cls/predictions/transform/dense/kernel": np.eye(h) + rng.normal(0, 0.02, (h, h)),
+        "cls/predictions/transform/dense/bias": rng.normal(0, 0.05, (h,)),
+        "cls/predictions/transform/LayerNorm/gamma": 1 + rng.normal(0, 0.1, (h,)),
+        "cls/predictions/transform/LayerNorm/beta": rng.normal(0, 0.1, (h,)),
+        "cls/predictions/output_bias": rng.normal(0, 0.1, (vocab_size,)),
+        "cls/seq_relationship/output_weights": rng.normal(0, 0.2, (2, h)),
+        "cls/seq_relationship/output_bias": rng.normal(0, 0.2, (2,)),
+    }
+    return {name: value.astype(np.float32) for name, value in heads.items()}
+
+
+def pretrainer_from_hf_directory(model_dir, heads_seed):
+    """A BertPretrainer from a Hugging Face model directory: the encoder and whatever pretraining heads the model
+    has (a BertForPreTraining has both), the missing heads from `seeded_pretraining_heads(..., heads_seed)`."""
+    config = bert_config_from_hf(os.path.join(model_dir, "config.json"))
+    model = BertPretrainer(config)
+    source = os.path.join(model_dir, "model.safetensors")
+    report = load_hf_safetensors(model, source)
+    seeded = seeded_pretraining_heads(config.hidden_size, config.vocab_size, heads_seed)
+    lacking = [name for name in report.missing if name not in seeded]
+    if lacking:
+        raise ValueError(f"{source} lacks {len(lacking)} encoder variables the model needs, e.g. {lacking[:3]}.")
+    if report.missing:
+        original.assign_by_name(model, {name: (lambda v=seeded[name]: v) for name in report.missing},
+                                f"seeded heads (seed {heads_seed})")
+        logging.info("%s has no %s: wrote seeded untrained heads (seed %d) under the original names.", source,
+                     " and ".join(report.missing_heads), heads_seed)
+    return model
+
+
+def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
+    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab).
+
+    pretraining_heads_seed: if set, the checkpoint also holds the pretraining heads (cls/predictions/...,
+      cls/seq_relationship/...) as a released BERT does (`pretrainer_from_hf_directory`); else the encoder only.
+    Returns output_dir.
+    """
+    if pretraining_heads_seed is None:
+        model = from_hf_directory(hf_model_dir)
+    else:
+        model = pretrainer_from_hf_directory(hf_model_dir, pretraining_heads_seed)
     vocab = os.path.join(hf_model_dir, "vocab.txt")
     return original.export_original(model, output_dir, vocab_file=vocab if os.path.exists(vocab) else None)

@@ -1,3 +1,4 @@
+import json
 import os
 
 import numpy as np
@@ -157,6 +158,102 @@ def test_hugging_face_safetensors_import(tiny_config, tiny_batch, tmp_path):
     assert report.unused == []
     ref = numpy_bert.forward(weights, config, **tiny_batch)
     np.testing.assert_allclose(model(tiny_batch)["pooled_output"], ref["pooled_output"], atol=2e-5)
+
+
+def _hf_model_dir(path, config, weights):
+    """A Hugging Face model directory (config.json, model.safetensors) of `weights` by original names; pretraining
+    heads among them get BertForPreTraining's names."""
+    from safetensors.numpy import save_file
+    renames = {"cls.predictions.output_bias": "cls.predictions.bias",
+               "cls.seq_relationship.output_weights": "cls.seq_relationship.weight",
+               "cls.seq_relationship.output_bias": "cls.seq_relationship.bias"}
+    os.makedirs(path)
+    save_file({renames.get(k, k): v for k, v in _hf_state_dict(weights, config).items()},
+              os.path.join(path, "model.safetensors"))
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({**config.to_dict(), "hidden_act": "gelu", "layer_norm_eps": 1e-12}, f)
+    return str(path)
+
+
+def _exact_gelu(config):
+    return BertConfig.from_dict({**config.to_dict(), "hidden_act": "gelu_exact"})
+
+
+def test_seeded_pretraining_heads_are_reproducible_draws_near_the_identity():
+    heads = checkpoints.seeded_pretraining_heads(64, 500, seed=5)
+    again = checkpoints.seeded_pretraining_heads(64, 500, seed=5)
+    other = checkpoints.seeded_pretraining_heads(64, 500, seed=6)
+    shapes = {"cls/predictions/transform/dense/kernel": (64, 64), "cls/predictions/transform/dense/bias": (64,),
+              "cls/predictions/transform/LayerNorm/gamma": (64,), "cls/predictions/transform/LayerNorm/beta": (64,),
+              "cls/predictions/output_bias": (500,), "cls/seq_relationship/output_weights": (2, 64),
+              "cls/seq_relationship/output_bias": (2,)}
+    assert {name: value.shape for name, value in heads.items()} == shapes
+    assert all(value.dtype == np.float32 for value in heads.values())
+    for name in shapes:
+        np.testing.assert_array_equal(heads[name], again[name])
+        assert not np.array_equal(heads[name], other[name])
+    noise = heads["cls/predictions/transform/dense/kernel"] - np.eye(64)
+    assert abs(noise.mean()) < 0.002 and 0.018 < noise.std() < 0.022
+    gamma = heads["cls/predictions/transform/LayerNorm/gamma"]
+    assert abs(gamma.mean() - 1) < 0.05 and 0.07 < gamma.std() < 0.13
+    assert 0.09 < heads["cls/predictions/output_bias"].std() < 0.11
+
+
+def test_convert_adds_seeded_pretraining_heads_to_a_model_without_them(tiny_config, tiny_batch, tmp_path):
+    config = _exact_gelu(tiny_config)
+    weights = numpy_bert.random_weights(config, seed=9)  # the encoder only, as MiniLM is published
+    source = _hf_model_dir(tmp_path / "hf", config, weights)
+    out = checkpoints.convert_hf_to_original(source, str(tmp_path / "release"), pretraining_heads_seed=5)
+    reader = tf.train.load_checkpoint(os.path.join(out, "bert_model.ckpt"))
+    expected = {**weights, **checkpoints.seeded_pretraining_heads(config.hidden_size, config.vocab_size, 5)}
+    assert set(reader.get_variable_to_shape_map()) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(reader.get_tensor(name), value)
+    model = BertPretrainer(config)
+    report = checkpoints.restore(model, out, required_heads=("masked_lm", "next_sentence"))
+    assert report.missing == [] and report.heads == ["masked_lm", "next_sentence"]
+    positions = np.array([[1, 2], [0, 5], [2, 1]], np.int32)
+    ref = numpy_bert.forward(expected, config, **tiny_batch)["sequence_output"]
+    np.testing.assert_allclose(model({**tiny_batch, "masked_lm_positions": positions})["masked_lm_logits"],
+                               numpy_bert.masked_lm_logits(expected, config, ref, positions), atol=1e-4)
+
+
+def test_convert_keeps_the_heads_a_model_has_and_seeds_the_others(tiny_config, tmp_path):
+    config = _exact_gelu(tiny_config)
+    weights = {name: value for name, value in numpy_bert.random_weights(config, seed=4, heads=True).items()
+               if name.startswith(("bert/", "cls/predictions/"))}  # a BertForMaskedLM: no next-sentence head
+    out = checkpoints.convert_hf_to_original(_hf_model_dir(tmp_path / "hf", config, weights),
+                                             str(tmp_path / "release"), pretraining_heads_seed=5)
+    reader = tf.train.load_checkpoint(os.path.join(out, "bert_model.ckpt"))
+    seeded = checkpoints.seeded_pretraining_heads(config.hidden_size, config.vocab_size, 5)
+    for name, value in weights.items():
+        np.testing.assert_array_equal(reader.get_tensor(name), value)
+    for name in ("cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"):
+        np.testing.assert_array_equal(reader.get_tensor(name), seeded[name])
+
+
+def test_convert_with_heads_still_needs_the_whole_encoder(tiny_config, tmp_path):
+    config = _exact_gelu(tiny_config)
+    weights = numpy_bert.random_weights(config, seed=4)
+    del weights["bert/encoder/layer_1/output/dense/bias"]
+    source = _hf_model_dir(tmp_path / "hf", config, weights)
+    with pytest.raises(ValueError, match=r"lacks 1 encoder variables .*layer_1/output/dense/bias"):
+        checkpoints.convert_hf_to_original(source, str(tmp_path / "release"), pretraining_heads_seed=5)
+
+
+def test_convert_script_writes_the_pretraining_heads(tiny_config, tmp_path, run_main):
+    config = _exact_gelu(tiny_config)
+    source = _hf_model_dir(tmp_path / "hf", config, numpy_bert.random_weights(config, seed=3))
+    out = str(tmp_path / "release")
+    assert run_main("run_scripts/convert_checkpoint.py", [f"--hf_model_dir={source}", f"--output_dir={out}",
+                                                          "--pretraining_heads", "--pretraining_heads_seed=7"],
+                    [f"--hf_model_dir={source}", f"--output_dir={out}_plain"]) == [None, None]
+    seeded = checkpoints.seeded_pretraining_heads(config.hidden_size, config.vocab_size, 7)
+    reader = tf.train.load_checkpoint(os.path.join(out, "bert_model.ckpt"))
+    for name, value in seeded.items():
+        np.testing.assert_array_equal(reader.get_tensor(name), value)
+    plain = tf.train.load_checkpoint(os.path.join(f"{out}_plain", "bert_model.ckpt"))
+    assert not [name for name in plain.get_variable_to_shape_map() if name.startswith("cls/")]
 
 
 def test_hugging_face_config_errors():
