@@ -41,8 +41,30 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps}
 
 
+class BertOptimizer(keras.optimizers.Optimizer):
+    """A Keras 3 optimizer whose gradients may come already summed over the tf.distribute replicas.
+
+    Keras sums the replicas' gradients inside `apply_gradients`, after clipping each replica's part by its own
+    global norm. `bert_tf.training.trainer.Trainer` sums them first and builds its optimizer with
+    `sum_replica_gradients=False`, so that global-norm clipping sees the gradient of the whole batch, as on one
+    device.
+    """
+
+    def __init__(self, *args, sum_replica_gradients=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sum_replica_gradients = sum_replica_gradients
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):  # overrides Keras's TensorFlow-backend hook
+        if self.sum_replica_gradients:
+            return super()._all_reduce_sum_gradients(grads_and_vars)
+        return list(grads_and_vars)
+
+    def get_config(self):
+        return {**super().get_config(), "sum_replica_gradients": self.sum_replica_gradients}
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class AdamWeightDecay(keras.optimizers.Optimizer):
+class AdamWeightDecay(BertOptimizer):
     """The original AdamWeightDecayOptimizer as a Keras 3 optimizer (see the module docstring).
 
     Variables are matched for weight decay by their Keras path (e.g. `layer_0/attention/LayerNorm/gamma`), which
@@ -97,8 +119,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                 "bias_correction": self.bias_correction}
 
 
-def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01):
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01,
+                     sum_replica_gradients=True):
     """The original's fine-tuning/pretraining optimizer: AdamWeightDecay on a warmup + linear decay schedule."""
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
     return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
-                           bias_correction=bias_correction)
+                           bias_correction=bias_correction, sum_replica_gradients=sum_replica_gradients)
