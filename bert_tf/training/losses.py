@@ -55,7 +55,11 @@ def shares(loss, labels, outputs, totals):
     """This batch's share of each term, `sum(values) / (totals[name] + epsilon)`, and of the loss (key `loss`,
     the sum of the `in_loss` terms). `totals`: the weights summed over the whole update."""
     values = loss.values(labels, outputs)
-    result = {name: tf.reduce_sum(values[name]) / (totals[name] + term.epsilon)
-              for name, term in loss.terms.items()}
+    return ratios(loss, {name: tf.reduce_sum(values[name]) for name in loss.terms}, totals)
+
+
+def ratios(loss, sums, totals):
+    """Each term's `sums[name] / (totals[name] + epsilon)`, and `loss`: the sum of the `in_loss` ones."""
+    result = {name: sums[name] / (totals[name] + term.epsilon) for name, term in loss.terms.items()}
     result["loss"] = tf.add_n([result[name] for name, term in loss.terms.items() if term.in_loss])
     return result

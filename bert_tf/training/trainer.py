@@ -24,6 +24,7 @@ Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writ
 results to output_dir, each other worker its checkpoints (its own input position) to
 output_dir/workers/worker-<i>.
 """
+import collections
 import os
 import random
 import time
@@ -78,7 +79,7 @@ class Trainer:
     def __init__(self, build_model, loss_fn, output_dir, *, strategy=None, init_checkpoint=None,
                  learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000,
                  gradient_accumulation_steps=1, mixed_precision="float32", use_xla=False,
-                 adam_bias_correction=False, keep_checkpoint_max=5):
+                 adam_bias_correction=False, keep_checkpoint_max=5, optimizer="adamw"):
         if not output_dir:
             raise ValueError("output_dir is required.")
         if gradient_accumulation_steps < 1:
@@ -92,6 +93,11 @@ class Trainer:
         self.mixed_precision = distribute.set_precision(mixed_precision)
         self.use_xla = use_xla
         self.adam_bias_correction = adam_bias_correction
+        if optimizer not in optimization.OPTIMIZERS:
+            raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(optimization.OPTIMIZERS)}.")
+        if optimizer != "adamw" and adam_bias_correction:
+            raise ValueError("--adam_bias_correction applies to --optimizer=adamw only (lamb always corrects).")
+        self.optimizer_name = optimizer
         self.keep_checkpoint_max = keep_checkpoint_max
         self.loss_fn = loss_fn
         self.loss = losses.as_batch_loss(loss_fn)
@@ -175,7 +181,7 @@ class Trainer:
         with self.strategy.scope():
             optimizer = optimization.create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps,
                                                       bias_correction=self.adam_bias_correction,
-                                                      sum_replica_gradients=False)
+                                                      sum_replica_gradients=False, optimizer=self.optimizer_name)
             if self.mixed_precision == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)
@@ -361,6 +367,30 @@ class Trainer:
                 tf.summary.scalar(name, value)
 
     # --- inference -----------------------------------------------------------------------------------------
+
+    def evaluate(self, dataset):
+        """The loss terms' figures over `dataset` ((features, labels) batches), streamed as the original's
+        tf.metrics: each term's sum(values) / sum(weights) over all the batches (a weighted mean or accuracy), and
+        `loss`, the mean of the batches' losses. Returns ({name: float32}, the number of batches)."""
+        @tf.function(jit_compile=self.use_xla, reduce_retracing=True)
+        def batch_figures(features, labels):
+            outputs = self.model(features, training=False)
+            values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
+            sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
+            totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
+            return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
+
+        sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
+        for features, labels in dataset:
+            batch_sums, batch_totals, loss = batch_figures(features, labels)
+            sums.update({name: float(value) for name, value in batch_sums.items()})
+            totals.update({name: float(value) for name, value in batch_totals.items()})
+            batch_losses.append(float(loss))
+        if not batch_losses:
+            raise ValueError("Nothing to evaluate: the evaluation data holds no full batch.")
+        figures = {name: np.float32(sums[name] / totals[name]) for name in self.loss.terms}
+        figures["loss"] = np.float32(np.mean(batch_losses))
+        return figures, len(batch_losses)
 
     def predict(self, dataset, with_loss=False):
         """Yields the model's outputs per batch as numpy dicts, in dataset order.
