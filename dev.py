@@ -30,9 +30,13 @@ RECIPES = "configs/recipes"
 RT_PER_LABEL = (750, 250)  # Rotten Tomatoes reviews per label for train and dev
 
 
+def shown(cmd):
+    """A command as one line, an inline script as '<script>'."""
+    return " ".join(c if "\n" not in c else "'<script>'" for c in cmd)
+
+
 def run(*cmd, **kwargs):
-    shown = [c if "\n" not in c else "'<script>'" for c in cmd]
-    print("+", " ".join(shown), flush=True)
+    print("+", shown(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT, **kwargs)
 
 
@@ -77,7 +81,7 @@ class Steps:
         log = os.path.join(OUT, "logs", f"{self.number}_{name}.log")
         start = time.time()
         with open(here(log), "wb") as f:
-            f.write(("$ " + " ".join(c if "\n" not in c else "'<script>'" for c in cmd) + "\n").encode())
+            f.write(f"$ python {shown(cmd)}\n".encode())
             f.flush()
             proc = subprocess.Popen((PYTHON,) + cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT)

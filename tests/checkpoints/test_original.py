@@ -221,7 +221,7 @@ def test_convert_adds_seeded_pretraining_heads_to_a_model_without_them(tiny_conf
 def test_convert_keeps_the_heads_a_model_has_and_seeds_the_others(tiny_config, tmp_path):
     config = _exact_gelu(tiny_config)
     weights = {name: value for name, value in numpy_bert.random_weights(config, seed=4, heads=True).items()
-               if name.startswith(("bert/", "cls/predictions/"))}  # a BertForMaskedLM: no next-sentence head
+               if name.startswith(("bert/", "cls/predictions/"))}  # the masked-LM head only
     out = checkpoints.convert_hf_to_original(_hf_model_dir(tmp_path / "hf", config, weights),
                                              str(tmp_path / "release"), pretraining_heads_seed=5)
     reader = tf.train.load_checkpoint(os.path.join(out, "bert_model.ckpt"))
