@@ -88,16 +88,17 @@ def test_the_loss_terms_are_the_originals(release, data_dir):
 
 
 @pytest.fixture(scope="module")
-def runs(release, run_main, tmp_path_factory):
+def runs(release, run_main, tmp_path_factory, uncased_vocab_file):
     """run_pretraining.py, in one process: eval of the original checkpoint; continued pretraining + eval + the
-    original format; the same without NSP."""
+    original format; the same without NSP, exported as a SavedModel."""
     path, _, _, flags = release
     out = tmp_path_factory.mktemp("runs")
     train = ["--do_train", "--num_train_steps=12", "--num_warmup_steps=2", "--learning_rate=3e-2",
              "--train_batch_size=8", "--save_checkpoints_steps=6", "--iterations_per_loop=3", "--seed=1"]
     errors = run_main(SCRIPT, flags + ["--do_eval", f"--output_dir={out / 'before'}"],
                       flags + train + ["--do_eval", "--save_original_checkpoint", f"--output_dir={out / 'after'}"],
-                      flags + train + ["--do_eval", "--next_sentence=false", f"--output_dir={out / 'no_nsp'}"])
+                      flags + train + ["--do_eval", "--next_sentence=false", f"--output_dir={out / 'no_nsp'}",
+                                       f"--export_dir={out / 'no_nsp_export'}", f"--vocab_file={uncased_vocab_file}"])
     assert errors == [None, None, None], errors
     return out
 
@@ -155,13 +156,16 @@ def test_continued_pretraining_learns_and_writes_the_original_names(runs, releas
 
 
 def test_no_next_sentence(runs):
-    """--next_sentence=false: eval_results.txt without the NSP metrics; no cls/seq_relationship in the checkpoint."""
+    """--next_sentence=false: eval_results.txt without the NSP metrics; no cls/seq_relationship in the checkpoint;
+    --export_dir exports the masked_lm SavedModel."""
     results, keys = _eval_results(runs / "no_nsp")
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
     assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-2)  # per-batch vs pooled mean
     names = [name for name, _ in tf.train.list_variables(str(runs / "no_nsp" / "ckpt-12"))]
     assert any(name.startswith("masked_lm/") for name in names)
     assert not any("next_sentence" in name or "seq_relationship" in name for name in names)
+    outputs = tf.saved_model.load(str(runs / "no_nsp_export" / "12")).signatures["serving_default"].structured_outputs
+    assert sorted(outputs) == ["masked_lm_logits", "pooled_output", "sequence_output"]
 
 
 def test_phase_two_continues_at_a_longer_length(release, run_main, tmp_path, uncased_vocab_file, data_dir):

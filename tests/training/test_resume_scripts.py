@@ -1,7 +1,8 @@
 """Kill and rerun: each training script (fine-tuning and run_pretraining.py), SIGKILLed during --do_train after its
 first checkpoint and rerun with the same command, ends with exactly the checkpoint of the uninterrupted run
-(weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the checkpoint holds its random state, so the
-comparison is bit for bit. The tiny data sets are the tasks' own test data (tests/tasks)."""
+(weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the checkpoint holds
+its random state, so the comparison is bit for bit. The tiny data sets are the tasks' own test data (tests/tasks)
+and, for pretraining, create_pretraining_data.py's records of sample_text.txt."""
 import json
 import os
 import random
