@@ -12,7 +12,7 @@ import numpy_bert
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, resources
 from bert_tf.data.pretraining import dataset
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
@@ -259,28 +259,12 @@ def test_bad_input_is_an_error_naming_it(release, run_main, tmp_path, data_dir):
 
 
 @pytest.fixture(scope="module")
-def minilm_with_heads(minilm_release, tmp_path_factory):
+def minilm_with_heads(tmp_path_factory):
     """The real MiniLM release plus seeded pretraining heads under the original names, as a released checkpoint
-    has them (MiniLM ships none): a near-identity transform, so that the masked LM starts from the embeddings."""
-    import shutil
-
-    out = tmp_path_factory.mktemp("minilm_heads")
-    reader = tf.train.load_checkpoint(os.path.join(minilm_release, "bert_model.ckpt"))
-    tensors = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-    rng = np.random.RandomState(18)
-    h, v = tensors["bert/embeddings/word_embeddings"].shape[1], tensors["bert/embeddings/word_embeddings"].shape[0]
-    tensors.update({"cls/predictions/transform/dense/kernel": np.eye(h) + rng.normal(0, 0.02, (h, h)),
-                    "cls/predictions/transform/dense/bias": rng.normal(0, 0.05, h),
-                    "cls/predictions/transform/LayerNorm/gamma": 1 + rng.normal(0, 0.1, h),
-                    "cls/predictions/transform/LayerNorm/beta": rng.normal(0, 0.1, h),
-                    "cls/predictions/output_bias": rng.normal(0, 0.1, v),
-                    "cls/seq_relationship/output_weights": rng.normal(0, 0.2, (2, h)),
-                    "cls/seq_relationship/output_bias": rng.normal(0, 0.2, 2)})
-    numpy_bert.write_tf1_checkpoint({k: np.asarray(t, np.float32) for k, t in tensors.items()},
-                                    str(out / "bert_model.ckpt"))
-    for name in ("bert_config.json", "vocab.txt"):
-        shutil.copyfile(os.path.join(minilm_release, name), out / name)
-    return out
+    has them (MiniLM ships none): convert_checkpoint.py --pretraining_heads (a near-identity transform, so that the
+    masked LM starts from the embeddings)."""
+    return checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path_factory.mktemp("minilm_heads")),
+                                              pretraining_heads_seed=18)
 
 
 @pytest.mark.slow
