@@ -228,6 +228,7 @@ def show_results(path, keys, before=None):
 
 
 def show_fill_mask(input_file, jsonl):
+    """Each input line of predict_masked_lm.py, then its top predictions for each [MASK]."""
     with open(here(input_file), encoding="utf-8") as f:
         lines = [line.strip() for line in f if line.strip()]
     with open(here(jsonl), encoding="utf-8") as f:
