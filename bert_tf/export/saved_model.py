@@ -10,7 +10,8 @@ Signatures (named inputs and outputs; batch-major, any batch size):
 | signature           | inputs                                                    | outputs                          |
 |---------------------|-----------------------------------------------------------|----------------------------------|
 | `serving_default`   | int32 `input_ids`, `input_mask`, `segment_ids` [B, S]      | the task's outputs (below)       |
-|                     | (+ int32 `masked_lm_positions` [B, P] for pretraining)     |                                  |
+|                     | (+ int32 `masked_lm_positions` [B, P] for pretraining,      |                                  |
+|                     | masked_lm)                                                |                                  |
 | `serving_text`      | string `text_a` [B]                                        | the task's outputs + the packed  |
 | `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b` row is    | `input_ids`, `input_mask`,       |
 |                     | packed as a single segment, as the original does)          | `segment_ids` [B, max_seq_length]|
@@ -19,7 +20,8 @@ Task outputs: encoder `sequence_output` [B,S,H], `pooled_output` [B,H]; classifi
 [B,L] and `predicted_label` (string [B]) (a regression
 classifier: `logits` [B,1], `predictions` [B]); squad `start_logits`, `end_logits` [B,S]; ner `logits`,
 `probabilities` [B,S,L] and `predicted_labels` (string [B,S]); pretraining `masked_lm_logits` [B,P,V],
-`next_sentence_logits` [B,2], `sequence_output`, `pooled_output`. The pretraining model has no text signature.
+`next_sentence_logits` [B,2], `sequence_output`, `pooled_output`; masked_lm (the masked-LM head alone, e.g. of a
+`--next_sentence=false` run) the same without `next_sentence_logits`. These two have no text signature.
 
 The text signatures tokenize and pack in graph exactly like the Python pipeline (`FullTokenizer` + the original
 `convert_single_example` truncation). `text_ops` chooses how:
@@ -47,17 +49,19 @@ from bert_tf.model import encoder, task_models
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.text import core_ops, preprocessing, tokenization
 
-TASKS = ("encoder", "classifier", "squad", "ner", "pretraining")
+TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm")
+_PRETRAINING = ("pretraining", "masked_lm")  # the tasks with masked_lm_positions among their inputs
 TEXT_OPS = ("tf_text", "core", "none")
 # The heads (attributes, keys of checkpoints.TASK_HEADS) each task's export needs from its checkpoint.
 _REQUIRED_HEADS = {"encoder": (), "classifier": ("classifier",), "squad": ("span",), "ner": ("tagger",),
-                   "pretraining": ("masked_lm", "next_sentence")}
+                   "pretraining": ("masked_lm", "next_sentence"), "masked_lm": ("masked_lm",)}
 _OUTPUTS = {
     "encoder": ("sequence_output", "pooled_output"),
     "classifier": ("logits", "probabilities"),
     "squad": ("start_logits", "end_logits"),
     "ner": ("logits", "probabilities"),
     "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
+    "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output"),
 }
 _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -75,7 +79,8 @@ def build_task_model(config, task, num_labels=None):
     model = {"classifier": lambda: task_models.BertClassifier(config, num_labels),
              "squad": lambda: task_models.BertSpanLabeler(config),
              "ner": lambda: task_models.BertTokenClassifier(config, num_labels),
-             "pretraining": lambda: task_models.BertPretrainer(config)}[task]()
+             "pretraining": lambda: task_models.BertPretrainer(config),
+             "masked_lm": lambda: task_models.BertPretrainer(config, with_next_sentence=False)}[task]()
     return task_models.build(model)
 
 
@@ -215,14 +220,14 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
         os.makedirs(extra)
         vocab_copy = os.path.join(extra, "vocab.txt")
         shutil.copyfile(vocab_file, vocab_copy)
-        has_text = text_ops != "none" and task != "pretraining"
+        has_text = text_ops != "none" and task not in _PRETRAINING
         preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops) if has_text else None
         module = _ServingModule(model, task, vocab_copy, labels, preprocessor)
         if labels is not None:
             module.labels_asset = tf.saved_model.Asset(_write_labels(extra, labels))
 
         specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _TENSOR_INPUTS}
-        if task == "pretraining":
+        if task in _PRETRAINING:
             specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
         serving_default = tf.function(lambda **inputs: module.outputs(inputs)).get_concrete_function(**specs)
         signatures = {"serving_default": serving_default}

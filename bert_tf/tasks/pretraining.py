@@ -72,7 +72,6 @@ class PretrainingLoss:
 class PretrainingTask:
     """The pretraining task for `bert_tf.tasks.runner.run` (see the runner's task contract)."""
     modes = ("do_train", "do_eval")
-    export_task = "pretraining"
     min_seq_length = 3
     label_list = None
 
@@ -90,6 +89,7 @@ class PretrainingTask:
         self.masked_lm_prob = masked_lm_prob
         self.do_whole_word_mask = do_whole_word_mask
         self.heads = ("masked_lm", "next_sentence") if next_sentence else ("masked_lm",)
+        self.export_task = "pretraining" if next_sentence else "masked_lm"  # bert_tf.export.saved_model tasks
         self.loss = PretrainingLoss(next_sentence)
         self.train_files = self.eval_files = None
         self.compression = {}
@@ -105,6 +105,8 @@ class PretrainingTask:
             raise ValueError(f"num_warmup_steps must be in 0..num_train_steps, got {self.num_warmup_steps}.")
         if run.do_eval and self.max_eval_steps <= 0:
             raise ValueError(f"max_eval_steps must be positive, got {self.max_eval_steps}.")
+        if run.export_dir and not run.vocab_file:
+            raise ValueError("--export_dir needs --vocab_file: the SavedModel carries the model's vocabulary.")
         if self.dynamic_masking and not run.vocab_file:
             raise ValueError("--dynamic_masking needs --vocab_file (the vocabulary the data was made with): it masks "
                              "wordpieces with [MASK] and random vocabulary entries.")

@@ -185,7 +185,8 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     single = batch_features(tok, TEXTS_A, [""] * len(TEXTS_A), max_len)
     assert features["input_mask"].sum(1).max() == max_len  # some rows really are truncated
     spec, models = {}, {}
-    for task, labels in (("encoder", None), ("squad", None), ("ner", "O,B,I"), ("pretraining", None)):
+    for task, labels in (("encoder", None), ("squad", None), ("ner", "O,B,I"), ("pretraining", None),
+                         ("masked_lm", None)):
         tf.keras.utils.set_random_seed(1)
         model = saved_model.build_task_model(tiny["config"], task, 3 if labels else None)
         models[task] = model
@@ -193,7 +194,7 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
         path = saved_model.export_task_model(model, task, str(tmp_path / task), tiny["vocab"], True, max_len,
                                         label_list=labels, text_ops=text_ops)
         inputs = {k: v.tolist() for k, v in features.items()}
-        if task == "pretraining":
+        if task in ("pretraining", "masked_lm"):
             inputs["masked_lm_positions"] = [[1, 2, 5]] * len(TEXTS_A)
         spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default", "inputs": inputs}
         if task == "ner":
@@ -215,10 +216,11 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     expected_outputs = {"encoder": ("sequence_output", "pooled_output"), "squad": ("start_logits", "end_logits"),
                         "ner": ("logits", "probabilities"),
                         "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output",
-                                        "pooled_output")}
+                                        "pooled_output"),
+                        "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output")}
     for task, model in models.items():
         inputs = {k: tf.constant(v) for k, v in features.items()}
-        if task == "pretraining":
+        if task in ("pretraining", "masked_lm"):
             inputs["masked_lm_positions"] = tf.constant([[1, 2, 5]] * len(TEXTS_A))
         ref = model(inputs, training=False)
         for name in expected_outputs[task]:

@@ -1,7 +1,8 @@
-"""Kill and rerun: each fine-tuning script, SIGKILLed during --do_train after its first checkpoint and rerun with
-the same command, ends with exactly the checkpoint of the uninterrupted run (weights, optimizer slots, input
-order seed, dropout random state, global step). Dropout is on: the checkpoint holds its random state, so the
-comparison is bit for bit. The tiny data sets are the tasks' own test data (tests/tasks)."""
+"""Kill and rerun: each training script (fine-tuning and run_pretraining.py), SIGKILLed during --do_train after its
+first checkpoint and rerun with the same command, ends with exactly the checkpoint of the uninterrupted run
+(weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the checkpoint holds
+its random state, so the comparison is bit for bit. The tiny data sets are the tasks' own test data (tests/tasks)
+and, for pretraining, create_pretraining_data.py's records of sample_text.txt."""
 import json
 import os
 import random
@@ -57,6 +58,17 @@ def _swag(data):
     return "run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--num_train_epochs=26.67"]  # int(3 / 2 x 26.67)
 
 
+def _pretraining(data):
+    fixtures = os.path.join(REPO, "tests", "fixtures")
+    subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
+                    f"--input_file={fixtures}/sample_text.txt", f"--output_file={data / 'seq16.tfrecord'}",
+                    f"--vocab_file={fixtures}/uncased_vocab.txt", "--max_seq_length=16",
+                    "--max_predictions_per_seq=3", "--dupe_factor=1"], check=True, capture_output=True)
+    vocab = open(f"{fixtures}/uncased_vocab.txt", encoding="utf-8").read().splitlines()
+    return "run_pretraining.py", vocab, [f"--input_file={data / 'seq16.tfrecord'}", "--max_predictions_per_seq=3",
+                                         f"--num_train_steps={NUM_STEPS}", "--num_warmup_steps=4"]
+
+
 def _command(script, flags, output_dir):
     return [sys.executable, os.path.join(REPO, "run_scripts", script), *flags, f"--output_dir={output_dir}"]
 
@@ -86,7 +98,8 @@ def _variables(output_dir):
             if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input_iterators/")}
 
 
-@pytest.mark.parametrize("task", [_mrpc, _squad, _ner, _swag], ids=["classifier", "squad", "ner", "swag"])
+@pytest.mark.parametrize("task", [_mrpc, _squad, _ner, _swag, _pretraining],
+                         ids=["classifier", "squad", "ner", "swag", "pretraining"])
 def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_bert_files):
     data = tmp_path / "data"
     data.mkdir()

@@ -1,0 +1,301 @@
+"""run_pretraining.py (bert_tf/tasks/pretraining.py): the original's loss and streaming eval metrics against NumPy,
+continued pretraining from an original checkpoint with its cls/ heads and back to the original names, the "No NSP"
+ablation, phase 2, dynamic masking, and every bad input the issue names."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import numpy_bert
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf.data.pretraining import dataset
+from bert_tf.model import task_models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks import pretraining
+from bert_tf.training import losses
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "run_scripts", "run_pretraining.py")
+SEQ, PREDS = 128, 20  # the golden records' flags (tests/fixtures/README.md)
+EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+             "next_sentence_loss"]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory, data_dir):
+    """A tiny original-format release (random NumPy weights under the original names, with the cls/ heads) whose
+    vocabulary is the golden records' (bert-base-uncased), and the run flags naming it and the golden records."""
+    path = tmp_path_factory.mktemp("release")
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=24, max_position_embeddings=SEQ, type_vocab_size=2)
+    weights = numpy_bert.random_weights(config, seed=4, heads=True)
+    numpy_bert.write_tf1_checkpoint(weights, str(path / "bert_model.ckpt"))
+    config.to_json_file(str(path / "bert_config.json"))
+    flags = [f"--input_file={data_dir}/pretraining_sample_text_seed12345.tfrecord",
+             f"--bert_config_file={path}/bert_config.json", f"--init_checkpoint={path}/bert_model.ckpt",
+             f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}", "--eval_batch_size=8"]
+    return path, config, weights, flags
+
+
+def _records(data_dir, count):
+    path = os.path.join(data_dir, "pretraining_sample_text_seed12345.tfrecord")
+    decode = dataset.decoder(SEQ, PREDS)
+    parsed = [decode(r) for r in tf.data.TFRecordDataset(path).take(count)]
+    return {name: np.stack([p[name].numpy() for p in parsed]) for name in parsed[0]}
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _numpy_batch(weights, config, r):
+    """NumPy, float64: per-prediction and per-example (nll, correct) of the masked LM and next sentence heads."""
+    w64 = {k: v.astype(np.float64) for k, v in weights.items()}
+    out = numpy_bert.forward(w64, config, r["input_ids"], r["input_mask"], r["segment_ids"])
+    mlm = _log_softmax(numpy_bert.masked_lm_logits(w64, config, out["sequence_output"], r["masked_lm_positions"]))
+    nsp = _log_softmax(out["pooled_output"] @ w64["cls/seq_relationship/output_weights"].T
+                       + w64["cls/seq_relationship/output_bias"])
+    ids, labels = r["masked_lm_ids"], r["next_sentence_labels"][:, 0]
+    return (-np.take_along_axis(mlm, ids[..., None], -1)[..., 0], (mlm.argmax(-1) == ids).astype(float),
+            -nsp[np.arange(len(labels)), labels], (nsp.argmax(-1) == labels).astype(float))
+
+
+def test_the_loss_terms_are_the_originals(release, data_dir):
+    """One batch through BertPretrainer and PretrainingLoss: masked-LM sum(w*nll)/(sum(w)+1e-5), NSP mean, total
+    their sum, the accuracies, all against NumPy."""
+    path, config, weights, _ = release
+    model = task_models.build(task_models.BertPretrainer(config))
+    checkpoints.restore(model, str(path / "bert_model.ckpt"), required_heads=("masked_lm", "next_sentence"))
+    r = _records(data_dir, 6)
+    features, labels = dataset.split({k: tf.constant(v) for k, v in r.items()})
+    loss = pretraining.PretrainingLoss()
+    got = losses.shares(loss, labels, model(features), losses.weight_totals(loss, labels))
+    nll, correct, nsp_nll, nsp_correct = _numpy_batch(weights, config, r)
+    w = r["masked_lm_weights"].astype(np.float64)
+    expected = {"masked_lm_loss": (w * nll).sum() / (w.sum() + 1e-5), "masked_lm_accuracy": (w * correct).sum()
+                / w.sum(), "next_sentence_loss": nsp_nll.mean(), "next_sentence_accuracy": nsp_correct.mean()}
+    expected["loss"] = expected["masked_lm_loss"] + expected["next_sentence_loss"]
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        assert float(got[name]) == pytest.approx(value, rel=2e-5), name
+    assert 0 < w.sum() < w.size  # the batch has padded predictions, which the weights leave out
+
+
+@pytest.fixture(scope="module")
+def runs(release, run_main, tmp_path_factory, uncased_vocab_file):
+    """run_pretraining.py, in one process: eval of the original checkpoint; continued pretraining + eval + the
+    original format; the same without NSP, exported as a SavedModel."""
+    path, _, _, flags = release
+    out = tmp_path_factory.mktemp("runs")
+    train = ["--do_train", "--num_train_steps=12", "--num_warmup_steps=2", "--learning_rate=3e-2",
+             "--train_batch_size=8", "--save_checkpoints_steps=6", "--iterations_per_loop=3", "--seed=1"]
+    errors = run_main(SCRIPT, flags + ["--do_eval", f"--output_dir={out / 'before'}"],
+                      flags + train + ["--do_eval", "--save_original_checkpoint", f"--output_dir={out / 'after'}"],
+                      flags + train + ["--do_eval", "--next_sentence=false", f"--output_dir={out / 'no_nsp'}",
+                                       f"--export_dir={out / 'no_nsp_export'}", f"--vocab_file={uncased_vocab_file}"])
+    assert errors == [None, None, None], errors
+    return out
+
+
+def _eval_results(path):
+    lines = (path / "eval_results.txt").read_text().splitlines()
+    return {key: float(value) for key, value in (line.split(" = ") for line in lines)}, [
+        line.split(" = ")[0] for line in lines]
+
+
+def test_eval_is_the_originals_streaming_metrics(runs, release, data_dir):
+    """--do_eval alone evaluates init_checkpoint: eval_results.txt holds the original's keys, sorted, with the
+    original's streaming metrics over the batches read in file order. max_eval_steps (100) is more than the data
+    holds (60 records: 7 full batches of 8), so the 56 records of those batches are evaluated."""
+    path, config, weights, _ = release
+    results, keys = _eval_results(runs / "before")
+    assert keys == EVAL_KEYS
+    r = _records(data_dir, 56)
+    nll, correct, nsp_nll, nsp_correct = _numpy_batch(weights, config, r)
+    w = r["masked_lm_weights"].astype(np.float64)
+    batch = lambda x: x.reshape(7, 8, *x.shape[1:])  # noqa: E731
+    batch_losses = ((batch(w * nll).sum((1, 2)) / (batch(w).sum((1, 2)) + 1e-5)) + batch(nsp_nll).mean(1))
+    expected = {"global_step": 0, "loss": batch_losses.mean(), "masked_lm_loss": (w * nll).sum() / w.sum(),
+                "masked_lm_accuracy": (w * correct).sum() / w.sum(), "next_sentence_loss": nsp_nll.mean(),
+                "next_sentence_accuracy": nsp_correct.mean()}
+    for key, value in expected.items():
+        assert results[key] == pytest.approx(value, rel=2e-5, abs=1e-7), key
+
+
+def test_continued_pretraining_learns_and_writes_the_original_names(runs, release):
+    """From an original checkpoint with its cls/ heads: the eval loss falls and the masked-LM accuracy rises; the
+    summaries hold the training figures; --save_original_checkpoint writes every variable under the original
+    names and shapes, equal to our final checkpoint, and the original checkpoint loads back."""
+    path, config, weights, _ = release
+    before, _ = _eval_results(runs / "before")
+    after, keys = _eval_results(runs / "after")
+    assert keys == EVAL_KEYS and after["global_step"] == 12
+    assert after["loss"] < before["loss"] - 0.5 and after["masked_lm_accuracy"] > before["masked_lm_accuracy"]
+    events = tf.io.gfile.glob(str(runs / "after" / "train" / "events.out.tfevents*"))
+    tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0]) for v in e.summary.value}
+    assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy",
+            "learning_rate", "gradient_norm", "examples_per_second"} <= tags
+    original = dict(tf.train.list_variables(str(runs / "after" / "original" / "bert_model.ckpt")))
+    assert original == {name: list(value.shape) for name, value in weights.items()
+                        if name.startswith(("bert/", "cls/predictions", "cls/seq_relationship"))}
+    ours = task_models.build(task_models.BertPretrainer(config))
+    checkpoints.restore(ours, str(runs / "after"), required_heads=("masked_lm", "next_sentence"))
+    reread = task_models.build(task_models.BertPretrainer(config))
+    checkpoints.restore(reread, str(runs / "after" / "original"), required_heads=("masked_lm", "next_sentence"))
+    for a, b in zip(ours.weights, reread.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    start = task_models.build(task_models.BertPretrainer(config))
+    checkpoints.restore(start, str(path / "bert_model.ckpt"))
+    assert max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(start.weights, ours.weights)) > 1e-3
+
+
+def test_no_next_sentence(runs):
+    """--next_sentence=false: eval_results.txt without the NSP metrics; no cls/seq_relationship in the checkpoint;
+    --export_dir exports the masked_lm SavedModel."""
+    results, keys = _eval_results(runs / "no_nsp")
+    assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
+    assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-2)  # per-batch vs pooled mean
+    names = [name for name, _ in tf.train.list_variables(str(runs / "no_nsp" / "ckpt-12"))]
+    assert any(name.startswith("masked_lm/") for name in names)
+    assert not any("next_sentence" in name or "seq_relationship" in name for name in names)
+    outputs = tf.saved_model.load(str(runs / "no_nsp_export" / "12")).signatures["serving_default"].structured_outputs
+    assert sorted(outputs) == ["masked_lm_logits", "pooled_output", "sequence_output"]
+
+
+def test_phase_two_continues_at_a_longer_length(release, run_main, tmp_path, uncased_vocab_file, data_dir):
+    """Phase 1 at seq 64, then phase 2 at seq 128 from phase 1's output_dir: the weights come from phase 1, the
+    step count, optimizer and schedule start afresh."""
+    path, _, _, flags = release
+    short = tmp_path / "seq64.tfrecord"
+    subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
+                    f"--input_file={data_dir}/sample_text.txt", f"--output_file={short}",
+                    f"--vocab_file={uncased_vocab_file}", "--max_seq_length=64", "--max_predictions_per_seq=10",
+                    "--dupe_factor=1"], check=True, capture_output=True)
+    common = [f"--bert_config_file={path}/bert_config.json", "--do_train", "--train_batch_size=4",
+              "--num_warmup_steps=0", "--seed=2"]
+    phase1 = common + [f"--input_file={short}", f"--init_checkpoint={path}/bert_model.ckpt", "--max_seq_length=64",
+                       "--max_predictions_per_seq=10", "--num_train_steps=4", f"--output_dir={tmp_path / 'p1'}"]
+    phase2 = common + [flags[0], f"--init_checkpoint={tmp_path / 'p1'}", f"--max_seq_length={SEQ}",
+                       f"--max_predictions_per_seq={PREDS}", "--num_train_steps=3", "--do_eval",
+                       f"--output_dir={tmp_path / 'p2'}"]
+    assert run_main(SCRIPT, phase1, phase2) == [None, None]
+    assert _eval_results(tmp_path / "p2")[0]["global_step"] == 3
+    state = tf.train.load_checkpoint(str(tmp_path / "p2" / "ckpt-3"))
+    assert int(state.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 3
+
+
+def test_dynamic_masking_masks_each_epoch_afresh(release, uncased_vocab_file, tmp_path):
+    """--dynamic_masking: the training batches carry other masks than the records, over the same text."""
+    task = pretraining.PretrainingTask(input_file=release[3][0].split("=", 1)[1], dynamic_masking=True,
+                                       num_train_steps=1)
+    from bert_tf.tasks import runner
+    run = runner.RunConfig(bert_config_file=release[3][1].split("=", 1)[1], vocab_file=uncased_vocab_file,
+                           output_dir=str(tmp_path), do_train=True, max_seq_length=SEQ)
+    task.check(run, release[1])
+    dataset_fn, _ = task.train_data(run, None)
+    plain = pretraining.PretrainingTask(input_file=task.input_file, num_train_steps=1)
+    plain.check(run, release[1])
+    (masked, masked_labels), (records, record_labels) = (next(iter(t.train_data(run, None)[0](8, None, 5)))
+                                                         for t in (task, plain))
+    assert not np.array_equal(masked["masked_lm_positions"], records["masked_lm_positions"])
+    np.testing.assert_array_equal(masked["input_mask"], records["input_mask"])  # the same records, in order
+
+
+BAD_INPUTS = [
+    ("--max_seq_length=64", r"feature 'input_ids' is a int64 feature of length 128; expected a int64 feature of "
+                            r"shape \[64\]"),
+    ("--max_predictions_per_seq=10", r"feature 'masked_lm_positions' is a int64 feature of length 20; expected a "
+                                     r"int64 feature of shape \[10\]"),
+    ("--input_file=/nonexistent/*.tfrecord", r"/nonexistent/\*\.tfrecord"),
+]
+
+
+def test_bad_input_is_an_error_naming_it(release, run_main, tmp_path, data_dir):
+    path, config, _, flags = release
+    (tmp_path / "small.json").write_text(json.dumps({**config.to_dict(), "vocab_size": 1000}))
+    (tmp_path / "wide.json").write_text(json.dumps({**config.to_dict(), "hidden_size": 32}))
+    (tmp_path / "deep.json").write_text(json.dumps({**config.to_dict(), "num_hidden_layers": 3}))
+    with tf.io.TFRecordWriter(str(tmp_path / "classifier.tfrecord")) as writer:
+        writer.write(tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * SEQ))})).SerializeToString())
+    out = f"--output_dir={tmp_path / 'out'}"
+    cases = [[flags[0], *(f for f in flags[1:] if not f.startswith(bad.split("=")[0])), bad, "--do_eval", out]
+             for bad, _ in BAD_INPUTS]
+    expected = [match for _, match in BAD_INPUTS]
+    cases.append(flags + [f"--input_file={tmp_path / 'classifier.tfrecord'}", "--do_eval", out])
+    expected.append(r"classifier.tfrecord, first record: no feature 'input_mask'")
+    cases.append(flags + [f"--bert_config_file={tmp_path / 'small.json'}", "--do_eval", out])
+    expected.append(r"pretraining_sample_text_seed12345.tfrecord, first record: input_ids holds id \d+, but the "
+                    r"model's vocab_size is 1000")
+    cases.append(flags + [f"--bert_config_file={tmp_path / 'wide.json'}", "--do_eval", out])
+    expected.append(r"hidden_size")
+    cases.append(flags + [f"--bert_config_file={tmp_path / 'deep.json'}", "--do_eval", out])
+    expected.append(r"bert/encoder/layer_2")
+    train = ["--do_train", "--num_train_steps=4", "--num_warmup_steps=0", "--train_batch_size=4",
+             "--save_checkpoints_steps=2", "--iterations_per_loop=1"]
+    cases.append(flags + train + [out])  # a run to resume ...
+    expected.append(None)
+    cases.append(flags + train + [f"--bert_config_file={tmp_path / 'deep.json'}", out])  # ... with another config
+    expected.append(r"holds checkpoints of a run with another bert_config \(num_hidden_layers 2 -> 3\).*--start_over")
+    cases.append(flags + train + [f"--bert_config_file={tmp_path / 'deep.json'}", "--start_over",
+                                  "--init_checkpoint=", out])
+    expected.append(None)
+    cases.append(flags + train + ["--learning_rate=1e30", "--save_checkpoints_steps=1",
+                                  f"--output_dir={tmp_path / 'nan'}"])
+    expected.append(r"FloatingPointError: The loss is (nan|inf) at step (\d+): stopped without saving. The last "
+                    r"good checkpoint: .*nan/ckpt-\d")
+    errors = run_main(SCRIPT, *cases)
+    for error, match in zip(errors, expected):
+        if match is None:
+            assert error is None
+        else:
+            assert error is not None and re.search(match, error), (match, error)
+
+
+@pytest.fixture(scope="module")
+def minilm_with_heads(minilm_release, tmp_path_factory):
+    """The real MiniLM release plus seeded pretraining heads under the original names, as a released checkpoint
+    has them (MiniLM ships none): a near-identity transform, so that the masked LM starts from the embeddings."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("minilm_heads")
+    reader = tf.train.load_checkpoint(os.path.join(minilm_release, "bert_model.ckpt"))
+    tensors = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    rng = np.random.RandomState(18)
+    h, v = tensors["bert/embeddings/word_embeddings"].shape[1], tensors["bert/embeddings/word_embeddings"].shape[0]
+    tensors.update({"cls/predictions/transform/dense/kernel": np.eye(h) + rng.normal(0, 0.02, (h, h)),
+                    "cls/predictions/transform/dense/bias": rng.normal(0, 0.05, h),
+                    "cls/predictions/transform/LayerNorm/gamma": 1 + rng.normal(0, 0.1, h),
+                    "cls/predictions/transform/LayerNorm/beta": rng.normal(0, 0.1, h),
+                    "cls/predictions/output_bias": rng.normal(0, 0.1, v),
+                    "cls/seq_relationship/output_weights": rng.normal(0, 0.2, (2, h)),
+                    "cls/seq_relationship/output_bias": rng.normal(0, 0.2, 2)})
+    numpy_bert.write_tf1_checkpoint({k: np.asarray(t, np.float32) for k, t in tensors.items()},
+                                    str(out / "bert_model.ckpt"))
+    for name in ("bert_config.json", "vocab.txt"):
+        shutil.copyfile(os.path.join(minilm_release, name), out / name)
+    return out
+
+
+@pytest.mark.slow
+def test_the_original_readme_demo_on_the_real_minilm(minilm_with_heads, run_main, tmp_path, data_dir):
+    """The original README's demo in spirit: sample_text's records, 20 steps from a pretrained checkpoint (batch 32,
+    lr 2e-5, warmup 10), then eval: the loss falls and the masked-LM accuracy rises."""
+    release = minilm_with_heads
+    flags = [f"--input_file={data_dir}/pretraining_sample_text_seed12345.tfrecord",
+             f"--bert_config_file={release}/bert_config.json", f"--init_checkpoint={release}/bert_model.ckpt",
+             "--max_seq_length=128", "--max_predictions_per_seq=20", "--do_eval", "--seed=1"]
+    train = ["--do_train", "--train_batch_size=32", "--num_train_steps=20", "--num_warmup_steps=10",
+             "--learning_rate=2e-5"]
+    assert run_main(SCRIPT, flags + [f"--output_dir={tmp_path / 'before'}"],
+                    flags + train + [f"--output_dir={tmp_path / 'after'}"]) == [None, None]
+    before, after = _eval_results(tmp_path / "before")[0], _eval_results(tmp_path / "after")[0]
+    assert after["global_step"] == 20
+    assert after["loss"] < before["loss"] and after["masked_lm_loss"] < before["masked_lm_loss"]
+    assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"], (before, after)
