@@ -11,7 +11,7 @@ import random
 import pytest
 import tensorflow as tf
 from tiny_classifier import random_sentence, run_script, tsv_line, write_lines, write_tiny_model
-from tiny_training import checkpoint_floats, max_diff
+from tiny_training import checkpoint_floats, max_diff, summaries
 
 from bert_tf.tasks import classifier, runner
 from bert_tf.training import distribute
@@ -86,20 +86,12 @@ def test_adam_bias_correction_changes_the_update(common_flags, one_device, tmp_p
     assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(one_device[0])) > 1e-3  # measured 0.007
 
 
-def _summaries(output_dir, tag):
-    """{step: value} of a TensorBoard scalar of output_dir/train."""
-    events = glob.glob(os.path.join(output_dir, "train", "events.out.tfevents*"))
-    return {e.step: tf.make_ndarray(v.tensor).item() if v.HasField("tensor") else v.simple_value
-            for path in events for e in tf.compat.v1.train.summary_iterator(path) for v in e.summary.value
-            if v.tag == tag}
-
-
 def test_lamb_follows_nvidias_schedule(common_flags, one_device, tmp_path):
     """--optimizer=lamb: another update than adamw, on the polynomial schedule of power 0.5 (no warmup here:
     int(4 steps * 0.1) = 0): the learning rate at step t is 1e-3 * sqrt(1 - t / 4)."""
     _train(common_flags, tmp_path, "--optimizer=lamb")
-    assert _max_diff(_checkpoint_floats(tmp_path), _checkpoint_floats(one_device[0])) > 1e-3
-    lamb, adamw = _summaries(tmp_path, "learning_rate"), _summaries(one_device[0], "learning_rate")
+    assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(one_device[0])) > 1e-3
+    lamb, adamw = (summaries(output_dir)[0]["learning_rate"] for output_dir in (tmp_path, one_device[0]))
     for step in (1, 2, 3):
         assert lamb[step] == pytest.approx(1e-3 * (1 - step / STEPS) ** 0.5, rel=1e-5)
         assert adamw[step] == pytest.approx(1e-3 * (1 - step / STEPS), rel=1e-5)
