@@ -20,7 +20,8 @@ def uncased_vocab_file():
 # Runs a script's absl main once per argv in one process (TensorFlow is imported once); prints each error or None.
 _MAIN_DRIVER = """
 import importlib.util, json, sys
-from absl import flags
+from absl import flags, logging
+logging.use_absl_handler()
 spec = importlib.util.spec_from_file_location("script", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
@@ -28,6 +29,7 @@ errors = []
 for argv in json.loads(sys.argv[2]):
     flags.FLAGS.unparse_flags()
     flags.FLAGS(["script"] + argv)
+    logging.set_verbosity(logging.INFO)  # the runs' logs on stderr, as under app.run
     try:
         module.main(None)
         errors.append(None)
@@ -40,16 +42,19 @@ print("ERRORS " + json.dumps(errors))
 @pytest.fixture(scope="session")
 def run_main():
     """run_main(script, *argvs) -> for each argv (a list of flags), "ExceptionType: message" of the error the
-    script's main raised, or None: one subprocess for several runs of a run_scripts/ script."""
+    script's main raised, or None: one subprocess for several runs of a run_scripts/ script, in order. With
+    `with_logs=True`: (those errors, the process's stderr: the runs' absl logs)."""
     import json
     import subprocess
     import sys
 
-    def run(script, *argvs):
+    def run(script, *argvs, with_logs=False):
         result = subprocess.run([sys.executable, "-c", _MAIN_DRIVER, script, json.dumps(argvs)],
-                                capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(DATA_DIR)))
+                                capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(DATA_DIR)),
+                                timeout=900)
         assert result.returncode == 0, result.stderr[-3000:]
-        return json.loads(result.stdout.split("ERRORS ", 1)[1])
+        errors = json.loads(result.stdout.split("ERRORS ", 1)[1])
+        return (errors, result.stderr) if with_logs else errors
     return run
 
 

@@ -8,10 +8,10 @@ import glob
 import os
 import random
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from tiny_classifier import random_sentence, run_script, tsv_line, write_lines, write_tiny_model
+from tiny_training import checkpoint_floats, max_diff, summaries
 
 from bert_tf.tasks import classifier, runner
 from bert_tf.training import distribute
@@ -47,18 +47,6 @@ def _eval_results(output_dir):
         return {key: float(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
 
 
-def _checkpoint_floats(output_dir):
-    """{name: value} of every floating-point tensor of the latest checkpoint (weights and Adam moments)."""
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(output_dir)))
-    return {name: reader.get_tensor(name) for name, dtype in reader.get_variable_to_dtype_map().items()
-            if dtype.is_floating}
-
-
-def _max_diff(a, b):
-    assert sorted(a) == sorted(b)
-    return max(float(np.abs(a[name] - b[name]).max()) for name in a)
-
-
 @pytest.fixture(scope="module")
 def one_device(common_flags, tmp_path_factory):
     """The reference: --distribution_strategy=one_device, float32, no accumulation, --keep_checkpoint_max=2."""
@@ -85,7 +73,7 @@ def test_mirrored_accumulation_and_xla_give_the_one_device_result(common_flags, 
     assert "Compiled cluster using XLA" in stderr
     assert stderr.index("Compiled cluster using XLA") < stderr.index("Running evaluation")  # the training step
     reference = one_device[0]
-    assert _max_diff(_checkpoint_floats(tmp_path), _checkpoint_floats(reference)) < 1e-5
+    assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(reference)) < 1e-5
     results, expected = _eval_results(tmp_path), _eval_results(reference)
     assert results["global_step"] == STEPS
     assert results["eval_loss"] == pytest.approx(expected["eval_loss"], abs=1e-5)
@@ -95,23 +83,15 @@ def test_adam_bias_correction_changes_the_update(common_flags, one_device, tmp_p
     """Bias correction divides Adam's moments by 1 - beta^t: the first updates differ (the update math and the
     default's equality with the original's uncorrected optimizer are in tests/training/test_optimization.py)."""
     _train(common_flags, tmp_path, "--adam_bias_correction")
-    assert _max_diff(_checkpoint_floats(tmp_path), _checkpoint_floats(one_device[0])) > 1e-3  # measured 0.007
-
-
-def _summaries(output_dir, tag):
-    """{step: value} of a TensorBoard scalar of output_dir/train."""
-    events = glob.glob(os.path.join(output_dir, "train", "events.out.tfevents*"))
-    return {e.step: tf.make_ndarray(v.tensor).item() if v.HasField("tensor") else v.simple_value
-            for path in events for e in tf.compat.v1.train.summary_iterator(path) for v in e.summary.value
-            if v.tag == tag}
+    assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(one_device[0])) > 1e-3  # measured 0.007
 
 
 def test_lamb_follows_nvidias_schedule(common_flags, one_device, tmp_path):
     """--optimizer=lamb: another update than adamw, on the polynomial schedule of power 0.5 (no warmup here:
     int(4 steps * 0.1) = 0): the learning rate at step t is 1e-3 * sqrt(1 - t / 4)."""
     _train(common_flags, tmp_path, "--optimizer=lamb")
-    assert _max_diff(_checkpoint_floats(tmp_path), _checkpoint_floats(one_device[0])) > 1e-3
-    lamb, adamw = _summaries(tmp_path, "learning_rate"), _summaries(one_device[0], "learning_rate")
+    assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(one_device[0])) > 1e-3
+    lamb, adamw = (summaries(output_dir)[0]["learning_rate"] for output_dir in (tmp_path, one_device[0]))
     for step in (1, 2, 3):
         assert lamb[step] == pytest.approx(1e-3 * (1 - step / STEPS) ** 0.5, rel=1e-5)
         assert adamw[step] == pytest.approx(1e-3 * (1 - step / STEPS), rel=1e-5)

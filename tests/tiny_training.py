@@ -1,5 +1,10 @@
 """Real checkpoints written by the Trainer (one update, optimizer included) for any tiny task model of
-bert_tf.model.task_models, with inputs and a loss made from the model itself."""
+bert_tf.model.task_models, with inputs and a loss made from the model itself; readers of what a training run
+writes (TensorBoard scalars, checkpoint tensors)."""
+import collections
+import glob
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -34,3 +39,30 @@ def train_one_step(build_model, output_dir):
 
     trainer.train(dataset_fn, 2, 1, 0)
     return trainer
+
+
+def summaries(output_dir):
+    """{tag: {step: value}} of the scalars in output_dir/train (every event file), and the event files' names."""
+    series = collections.defaultdict(dict)
+    files = sorted(glob.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")))
+    for path in files:
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                series[value.tag][event.step] = float(tf.make_ndarray(value.tensor))
+    return dict(series), [os.path.basename(path) for path in files]
+
+
+def checkpoint_floats(checkpoint):
+    """{name: value} of every floating-point tensor of `checkpoint` (a prefix, or a directory: its latest)."""
+    checkpoint = str(checkpoint)
+    if os.path.isdir(checkpoint):
+        checkpoint = tf.train.latest_checkpoint(checkpoint)
+    reader = tf.train.load_checkpoint(checkpoint)
+    return {name: reader.get_tensor(name) for name, dtype in reader.get_variable_to_dtype_map().items()
+            if dtype.is_floating}
+
+
+def max_diff(a, b):
+    """The largest absolute difference between two {name: array} of the same names."""
+    assert sorted(a) == sorted(b)
+    return max(float(np.abs(np.asarray(a[name]) - np.asarray(b[name])).max()) for name in a)

@@ -158,10 +158,10 @@ def check_output_dir(run, config):
     config.to_json_file(path)
 
 
-def make_trainer(run, build_model, loss_fn):
-    """A Trainer with the run's strategy, precision, optimizer and checkpoint settings (`loss_fn`: per-example
-    losses or a batch-level loss, see bert_tf.training.losses)."""
-    return Trainer(build_model, loss_fn, run.output_dir, strategy=run.strategy(),
+def make_trainer(run, strategy, build_model, loss_fn):
+    """A Trainer under `strategy` (`run.strategy()`) with the run's precision, optimizer and checkpoint settings
+    (`loss_fn`: per-example losses or a batch-level loss, see bert_tf.training.losses)."""
+    return Trainer(build_model, loss_fn, run.output_dir, strategy=strategy,
                    init_checkpoint=run.init_checkpoint, learning_rate=run.learning_rate,
                    save_checkpoints_steps=run.save_checkpoints_steps, iterations_per_loop=run.iterations_per_loop,
                    gradient_accumulation_steps=run.gradient_accumulation_steps,
@@ -208,10 +208,12 @@ def export(run, task, trainer):
 def run(task, run_config):
     """Runs `task` as its script would: train, evaluate, predict and export as `run_config` says."""
     config, tokenizer = prepare(run_config, task)
+    # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
+    strategy = run_config.strategy()
     task.check(run_config, config)
     if run_config.seed is not None:
         keras.utils.set_random_seed(run_config.seed)
-    trainer = make_trainer(run_config, lambda: task.build_model(config), task.loss)
+    trainer = make_trainer(run_config, strategy, lambda: task.build_model(config), task.loss)
     if run_config.do_train:
         train(run_config, task, tokenizer, trainer)
     else:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint

@@ -1,9 +1,14 @@
 """tf.distribute strategy and Keras precision policy for the run settings (bert_tf.tasks.runner.RunConfig)."""
+import socket
+
 import keras
 import tensorflow as tf
 from absl import logging
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+TPU_CONNECT_TIMEOUT_S = 10.0  # how long a TPU worker's address may take to answer
+_HTTP2_SETTINGS = 4  # the frame type a server answers a connection with
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, _HTTP2_SETTINGS, 0, 0, 0, 0, 0])
 
 
 def split_cpu(num_devices):
@@ -36,29 +41,87 @@ def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone
         raise ValueError(f"Unknown distribution_strategy {distribution_strategy!r}; expected one of {STRATEGIES}.")
     if num_cpu_devices != 1:
         split_cpu(num_cpu_devices)
-    gpus = tf.config.list_logical_devices("GPU")
-    if num_gpus is not None:
-        if not 0 <= num_gpus <= len(gpus):
-            raise ValueError(f"--num_gpus={num_gpus} but {len(gpus)} GPU(s) are visible: pass at most that many "
-                             f"(0 trains on the CPU).")
-        gpus = gpus[:num_gpus]
+    # Physical devices: listing them does not start TensorFlow's runtime (logical ones would, too early for
+    # multi_worker_mirrored).
+    visible = len(tf.config.list_physical_devices("GPU"))
+    if num_gpus is not None and not 0 <= num_gpus <= visible:
+        raise ValueError(f"--num_gpus={num_gpus} but {visible} GPU(s) are visible: pass at most that many "
+                         f"(0 trains on the CPU).")
     if distribution_strategy == "auto":
-        distribution_strategy = "tpu" if tpu else ("mirrored" if len(gpus) > 1 else "one_device")
+        used = visible if num_gpus is None else num_gpus
+        distribution_strategy = "tpu" if tpu else ("mirrored" if used > 1 else "one_device")
     if distribution_strategy == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "", zone=tpu_zone,
-                                                                      project=gcp_project)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        strategy = tf.distribute.TPUStrategy(resolver)
+        strategy = tf.distribute.TPUStrategy(connect_tpu(tpu, tpu_zone, gcp_project))
     elif distribution_strategy == "multi_worker_mirrored":
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    elif distribution_strategy == "mirrored":
-        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-        strategy = tf.distribute.MirroredStrategy(devices=devices)
+        strategy = multi_worker_strategy()
     else:
-        strategy = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+        gpus = tf.config.list_logical_devices("GPU")[:num_gpus]
+        if distribution_strategy == "mirrored":
+            devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+            strategy = tf.distribute.MirroredStrategy(devices=devices)
+        else:
+            strategy = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
     logging.info("Distribution: %s with %d replica(s)", type(strategy).__name__, strategy.num_replicas_in_sync)
     return strategy
+
+
+def multi_worker_strategy():
+    """MultiWorkerMirroredStrategy over the cluster of TF_CONFIG. Under a cluster of several workers it starts this
+    worker's server and configures the collective ops, so it must come before the process's first TensorFlow op."""
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    except RuntimeError as e:
+        if "must be configured at program startup" not in str(e):
+            raise
+        raise RuntimeError("--distribution_strategy=multi_worker_mirrored: TensorFlow ran an op before the strategy "
+                           "was created; with a TF_CONFIG cluster of several workers the strategy must come before "
+                           "the process's first TensorFlow op.") from e
+
+
+def check_grpc_server(address, timeout):
+    """Raises OSError unless `address` (host:port) accepts a connection and answers the HTTP/2 connection preface
+    with a SETTINGS frame, as a gRPC server does, within `timeout` seconds."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        connection.sendall(_HTTP2_PREFACE)
+        header = connection.recv(9)
+    if len(header) < 4 or header[3] != _HTTP2_SETTINGS:
+        raise OSError(f"it does not answer as a gRPC server: {header!r} instead of an HTTP/2 SETTINGS frame")
+
+
+def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_TIMEOUT_S):
+    """Connects to the TPU `tpu` (--tpu_name or --master: a Cloud TPU's name, its grpc://host:port address, or
+    "local" on a TPU VM) and initializes its TPU system. Returns its TPUClusterResolver.
+
+    Not finding the TPU is a ValueError, raised at once, naming the flags and what was not found: no TPU named, a
+    name Google Cloud cannot resolve from here, a worker address that accepts no connection within `timeout`
+    seconds (TensorFlow would wait for it forever), or no TPU device there.
+    """
+    flag = f"--tpu_name/--master={tpu!r}"
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "", zone=tpu_zone,
+                                                                      project=gcp_project)
+        workers = [address for job in resolver.cluster_spec().jobs
+                   for address in resolver.cluster_spec().job_tasks(job)]
+    except (ValueError, RuntimeError, OSError) as e:
+        if not tpu:
+            raise ValueError("--distribution_strategy=tpu (or --use_tpu) needs a TPU: pass --tpu_name (or --master): "
+                             "a Cloud TPU's name, its grpc://host:port address, or 'local' on a TPU VM. None was "
+                             f"given and the environment names none (TPU_NAME): {e}") from e
+        raise ValueError(f"{flag}: could not resolve the Cloud TPU ({type(e).__name__}: {e}). A TPU name is looked up "
+                         f"through Google Cloud (the metadata server of a GCE VM; the Cloud TPU API with --tpu_zone "
+                         f"and --gcp_project); from elsewhere pass the TPU's grpc://host:port address.") from e
+    for address in workers:
+        try:
+            check_grpc_server(address, timeout)
+        except OSError as e:
+            raise ValueError(f"{flag}: no TPU worker answers at {address} ({e}; waited up to {timeout:g} s).") from e
+    try:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except tf.errors.OpError as e:
+        raise ValueError(f"{flag}: no TPU found there ({e.message.splitlines()[0]}).") from e
+    return resolver
 
 
 def set_precision(policy="float32"):
@@ -70,15 +133,20 @@ def set_precision(policy="float32"):
 
 
 def worker_position(strategy):
-    """(this worker's index, number of workers) of `strategy`: its input pipeline. Under MultiWorkerMirrored the
-    chief (or worker 0 when the cluster has no chief) is 0 and the other workers follow in task order; (0, 1)
+    """(this worker's index, number of workers) of `strategy`: its input pipeline (see `cluster_position`); (0, 1)
     for one-host strategies."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
         return 0, 1
-    jobs = resolver.cluster_spec().as_dict()
-    num_workers = len(jobs.get("chief", [])) + len(jobs.get("worker", []))
-    if not resolver.task_type or num_workers <= 1:
+    return cluster_position(resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id)
+
+
+def cluster_position(cluster, task_type, task_id):
+    """(index, number of workers) of task `task_type` `task_id` in `cluster` ({job name: [addresses]}, as
+    TF_CONFIG's): the chief (or worker 0 when the cluster has no chief) is 0 and the other workers follow in task
+    order, as MultiWorkerMirroredStrategy numbers them; (0, 1) without a task or with one worker."""
+    chiefs = len(cluster.get("chief", []))
+    num_workers = chiefs + len(cluster.get("worker", []))
+    if not task_type or num_workers <= 1:
         return 0, 1
-    index = resolver.task_id + (len(jobs.get("chief", [])) if resolver.task_type == "worker" else 0)
-    return index, num_workers
+    return task_id + (chiefs if task_type == "worker" else 0), num_workers

@@ -119,9 +119,9 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
         pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
     if pipelines > 1:
         if len(files) < pipelines:
-            raise ValueError(f"{len(files)} input file(s) for {pipelines} workers: each worker reads its own "
-                             f"files, so give at least one file per worker (create_pretraining_data.py writes "
-                             f"shards with --num_workers).")
+            raise ValueError(f"{len(files)} input file(s) (--input_file) for {pipelines} workers: each worker reads "
+                             f"its own files, so give at least one file per worker (create_pretraining_data.py "
+                             f"writes shards with --num_workers).")
         files = files[pipeline::pipelines]  # as Dataset.shard
     num_files = len(files)
     files = tf.data.Dataset.from_tensor_slices(tf.constant(files)).repeat().shuffle(num_files, seed=seed)

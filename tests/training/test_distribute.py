@@ -1,0 +1,115 @@
+"""bert_tf.training.distribute without the hardware: TPUStrategy on a machine without a TPU fails at once with an
+error naming the TPU flags and what was not found (never a hang), and the workers' positions in a cluster
+(the two-process MultiWorkerMirroredStrategy run is in test_multi_worker.py)."""
+import socket
+import threading
+import time
+
+import pytest
+import tensorflow as tf
+from tensorflow.python.distribute import multi_worker_util
+
+from bert_tf.tasks import runner
+from bert_tf.training import distribute
+
+
+def _unused_port():
+    """A localhost port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def no_tpu_environment(monkeypatch):
+    """No TPU named by the environment, and the GCE metadata server (where a Cloud TPU name is looked up) at a
+    localhost port that refuses connections, whatever machine the tests run on."""
+    for name in ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{_unused_port()}")
+    monkeypatch.setenv("NO_PROXY", "*")
+    monkeypatch.setenv("no_proxy", "*")
+
+
+def _run_config(**settings):
+    return runner.RunConfig(bert_config_file="unused", vocab_file=None, output_dir="unused", **settings)
+
+
+def test_tpu_without_a_name(no_tpu_environment):
+    """--use_tpu or --distribution_strategy=tpu without --tpu_name/--master: what to pass, before any TPU call."""
+    message = r"--distribution_strategy=tpu \(or --use_tpu\) needs a TPU: pass --tpu_name \(or --master\)"
+    for settings in ({"use_tpu": True}, {"distribution_strategy": "tpu"}):
+        with pytest.raises(ValueError, match=message):
+            _run_config(**settings).strategy()
+
+
+def test_tpu_name_that_cannot_be_resolved(no_tpu_environment):
+    """A Cloud TPU name is looked up through Google Cloud: unreachable here, so the error says so and names the
+    flags (the metadata server refusing the connection is in the message)."""
+    with pytest.raises(ValueError, match=r"--tpu_name/--master='my-tpu': could not resolve the Cloud TPU "
+                                         r"\(URLError: .*refused.*grpc://host:port"):
+        _run_config(use_tpu=True, tpu_name="my-tpu").strategy()
+
+
+def test_tpu_address_where_nothing_answers(no_tpu_environment):
+    """A grpc:// address (--master, the original's flag) with nothing listening fails at once; one whose server
+    accepts the connection but never answers (TensorFlow would wait for it forever) fails after the timeout."""
+    port = _unused_port()
+    with pytest.raises(ValueError, match=rf"--tpu_name/--master='grpc://127.0.0.1:{port}': no TPU worker answers "
+                                         rf"at 127.0.0.1:{port} \(.*refused"):
+        _run_config(distribution_strategy="tpu", master=f"grpc://127.0.0.1:{port}").strategy()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = "127.0.0.1:%d" % silent.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(ValueError, match=rf"no TPU worker answers at {address} \(timed out; waited up to 0.5 s"):
+            distribute.connect_tpu(f"grpc://{address}", timeout=0.5)
+        assert time.monotonic() - start < 5
+
+
+def test_a_grpc_server_passes_the_check():
+    """A real TensorFlow gRPC server (what a TPU worker runs) answers the HTTP/2 preface, so TensorFlow gets to
+    connect to it; a server answering something else does not pass."""
+    server = tf.distribute.Server.create_local_server(start=True)
+    distribute.check_grpc_server(server.target[len("grpc://"):], timeout=5)
+
+    def answer_http1(listener):
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(100)
+            connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        thread = threading.Thread(target=answer_http1, args=(listener,))
+        thread.start()
+        with pytest.raises(OSError, match="does not answer as a gRPC server: b'HTTP/1.1 '"):
+            distribute.check_grpc_server("127.0.0.1:%d" % listener.getsockname()[1], timeout=5)
+        thread.join()
+
+
+CLUSTERS = [
+    {"worker": ["a:1", "b:1"]},
+    {"chief": ["c:1"], "worker": ["a:1", "b:1"]},
+    {"chief": ["c:1"]},
+    {"worker": ["a:1"]},
+]
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_cluster_position_numbers_workers_as_tensorflow(cluster):
+    """Each task's (index, count) is TensorFlow's own numbering of MultiWorkerMirroredStrategy's workers
+    (multi_worker_util.id_in_cluster and worker_count); a one-worker cluster is (0, 1)."""
+    for task_type, addresses in cluster.items():
+        for task_id in range(len(addresses)):
+            expected = (multi_worker_util.id_in_cluster(cluster, task_type, task_id),
+                        multi_worker_util.worker_count(cluster, task_type))
+            assert distribute.cluster_position(cluster, task_type, task_id) == expected
+    assert distribute.cluster_position(cluster, None, None) == (0, 1)
+
+
+def test_one_host_strategies_are_one_worker():
+    for strategy in (tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.MirroredStrategy(["/cpu:0"])):
+        assert distribute.worker_position(strategy) == (0, 1)
