@@ -137,17 +137,25 @@ def prepare(run, task):
 
 
 def check_output_dir(run, config):
-    """Training resumes the run of output_dir: refuses one whose checkpoints belong to another bert_config (with
-    `start_over`, deletes them); records the config as output_dir/bert_config.json."""
+    """Training resumes the run of output_dir: refuses one whose checkpoints belong to another bert_config (the
+    output_dir/bert_config.json that `start_training` recorded), unless `start_over`."""
     path = os.path.join(run.output_dir, "bert_config.json")
-    if tf.io.gfile.exists(path) and checkpoints.latest_checkpoint(run.output_dir):
-        previous = BertConfig.from_json_file(path).to_dict()
-        differences = [f"{key} {previous.get(key)} -> {value}" for key, value in config.to_dict().items()
-                       if previous.get(key) != value]
-        if differences and not run.start_over:
-            raise ValueError(f"{run.output_dir} holds checkpoints of a run with another bert_config "
-                             f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
-                             f"--start_over to delete its checkpoints.")
+    if run.start_over or not tf.io.gfile.exists(path) or not checkpoints.latest_checkpoint(run.output_dir):
+        return
+    previous = BertConfig.from_json_file(path).to_dict()
+    differences = [f"{key} {previous.get(key)} -> {value}" for key, value in config.to_dict().items()
+                   if previous.get(key) != value]
+    if differences:
+        raise ValueError(f"{run.output_dir} holds checkpoints of a run with another bert_config "
+                         f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
+                         f"--start_over to delete its checkpoints.")
+
+
+def start_training(run, trainer):
+    """Once every input is checked, on the chief: with `start_over`, deletes the checkpoints output_dir holds;
+    records the model's config as output_dir/bert_config.json (what `check_output_dir` compares)."""
+    if not trainer.is_chief:
+        return
     if run.start_over:
         for name in checkpoints.checkpoint_files(run.output_dir):
             logging.info("--start_over: deleting %s", name)
@@ -155,7 +163,7 @@ def check_output_dir(run, config):
                 tf.io.gfile.rmtree(name)
             else:
                 tf.io.gfile.remove(name)
-    config.to_json_file(path)
+    trainer.model.bert.config.to_json_file(os.path.join(run.output_dir, "bert_config.json"))
 
 
 def make_trainer(run, strategy, build_model, loss_fn):
@@ -179,6 +187,7 @@ def train(run, task, tokenizer, trainer):
     else:
         num_train_steps, num_warmup_steps = compute_train_steps(num_examples, run.train_batch_size,
                                                                 run.num_train_epochs, run.warmup_proportion)
+    start_training(run, trainer)
     logging.info("***** Running training *****")
     if num_examples is not None:
         logging.info("  Num examples = %d", num_examples)
