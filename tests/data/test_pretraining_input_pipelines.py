@@ -56,3 +56,22 @@ def test_fewer_files_than_workers_is_an_error(shards):
     with pytest.raises(ValueError, match=r"2 input file\(s\) \(--input_file\) for 3 workers: each worker reads its "
                                          r"own files"):
         dataset.training_dataset(paths[:2], 6, SEQ, PREDS, input_context=context)
+
+
+def test_gzip_records_are_recognized_and_read_alike(shards, tmp_path):
+    """create_pretraining_data.py --gzip output: recognized by its first bytes, checked, and read to the same
+    batches; plain and GZIP files mixed are an error naming one of them."""
+    paths, _ = shards
+    gzipped = []
+    for i, path in enumerate(paths):
+        gzipped.append(str(tmp_path / f"shard-{i}.tfrecord.gz"))
+        with tf.io.TFRecordWriter(gzipped[-1], tf.io.TFRecordOptions(compression_type="GZIP")) as writer:
+            for record in tf.data.TFRecordDataset(path):
+                writer.write(record.numpy())
+    assert dataset.check_input_files(paths, SEQ, PREDS) == ""
+    assert dataset.check_input_files(gzipped, SEQ, PREDS, vocab_size=30522) == "GZIP"
+    for plain, packed in zip(dataset.evaluation_dataset(paths, 8, SEQ, PREDS),
+                             dataset.evaluation_dataset(gzipped, 8, SEQ, PREDS, compression="GZIP")):
+        tf.nest.map_structure(lambda a, b: tf.debugging.assert_equal(a, b), plain, packed)
+    with pytest.raises(ValueError, match=r"GZIP-compressed .*shard-0\.tfrecord\.gz.* and others are not"):
+        dataset.check_input_files(paths[:2] + gzipped[:1], SEQ, PREDS)
