@@ -22,16 +22,21 @@ def define_model_flags():
 
 def define_run_flags():
     """Training/eval/predict flags of run_classifier.py and run_squad.py, plus bert-tf's own."""
+    define_training_flags()
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.")
+
+
+def define_training_flags():
+    """The flags run_pretraining.py shares with the fine-tuning scripts, plus bert-tf's training flags."""
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results are written.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
     flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
     flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
     flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.")
     flags.DEFINE_string("export_dir", None, "If set, also export the trained (or loaded) model as a TF Serving "
@@ -68,6 +73,11 @@ def define_distribution_flags():
     flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
                       "AdamWeightDecayOptimizer has none.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's AdamWeightDecay on warmup + "
+                      "linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with power 0.5 after the warmup, "
+                      "bias-corrected moments, layer-wise trust ratio).")
+    flags.DEFINE_bool("start_over", False, "Training into an output_dir that holds checkpoints of a run with another "
+                      "bert_config is an error; with --start_over those checkpoints are deleted first.")
 
 
 def define_pretraining_data_flags():
@@ -94,8 +104,9 @@ def define_pretraining_data_flags():
 
 
 def run_config(flag_values):
-    """The shared run settings (`define_model_flags` + `define_run_flags`) as a `runner.RunConfig`."""
+    """The shared run settings (`define_model_flags` + `define_run_flags` or `define_training_flags`) as a
+    `runner.RunConfig`; settings without a flag keep their defaults."""
     from bert_tf.tasks import runner
 
     return runner.RunConfig(**{field.name: flag_values[field.name].value
-                               for field in dataclasses.fields(runner.RunConfig)})
+                               for field in dataclasses.fields(runner.RunConfig) if field.name in flag_values})

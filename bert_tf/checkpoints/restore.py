@@ -28,6 +28,14 @@ def latest_checkpoint(directory):
     return named if tf.io.gfile.exists(named + ".index") else None
 
 
+def checkpoint_files(directory):
+    """What a training run keeps in `directory`: its `checkpoint` state file, ckpt-<step> files and the
+    workers/ directory of other workers' checkpoints (the paths that exist)."""
+    names = [os.path.join(directory, name) for name in ("checkpoint", "workers")]
+    return sorted([name for name in names if tf.io.gfile.exists(name)]
+                  + tf.io.gfile.glob(os.path.join(directory, "ckpt-*")))
+
+
 def resolve_checkpoint(path):
     """A checkpoint prefix from what users pass.
 

@@ -134,26 +134,31 @@ class BertPretrainer(TaskModel):
     """BERT with the pretraining heads (the original run_pretraining.py model).
 
     Inputs (dict): input_ids, input_mask, segment_ids [B, S] int32, masked_lm_positions [B, P] int32.
-    Outputs (dict): masked_lm_logits [B, P, V], next_sentence_logits [B, 2] (float32), plus the encoder's outputs.
+    Outputs (dict): masked_lm_logits [B, P, V], next_sentence_logits [B, 2] (float32), plus the encoder's
+    sequence_output and pooled_output. `with_next_sentence=False` (the paper's "No NSP" ablation): no
+    `cls/seq_relationship` head (`.next_sentence`) and no next_sentence_logits.
     """
+    _task_kwargs = ("with_next_sentence",)
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, with_next_sentence=True, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
         bert, policy, inputs = self._init_task(config, kwargs)
         config = bert.config
         self.masked_lm = MaskedLMHead(bert.embeddings, config.hidden_act, config.initializer_range,
                                       name="predictions", dtype=policy)
-        self.next_sentence = OutputProjection(2, config.initializer_range, name="seq_relationship", dtype=policy)
         encoder = bert(inputs)
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
         outputs = {
             "masked_lm_logits": self.masked_lm(encoder["sequence_output"], inputs["masked_lm_positions"]),
-            "next_sentence_logits": ops.cast(self.next_sentence(encoder["pooled_output"]), "float32"),
             "sequence_output": encoder["sequence_output"],
             "pooled_output": encoder["pooled_output"],
         }
+        if with_next_sentence:
+            self.next_sentence = OutputProjection(2, config.initializer_range, name="seq_relationship",
+                                                  dtype=policy)
+            outputs["next_sentence_logits"] = ops.cast(self.next_sentence(encoder["pooled_output"]), "float32")
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
-
+        self.with_next_sentence = with_next_sentence
 
 def build(model):
     """Creates the variables of a task model with [B, S] inputs (calls it once on a dummy batch of one 2-token

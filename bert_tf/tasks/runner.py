@@ -11,9 +11,12 @@ object that knows its data and outputs, and nothing else:
   check_settings(run)         optional: checks of its own settings that come before the model files are read
   check(run, config)          validates its own settings and reads every input it will need, before any work
   build_model(config)         the Keras task model (`bert_tf.model.task_models`)
-  loss(labels, outputs)       per-example loss [B], float32
+  loss(labels, outputs)       per-example loss [B], float32; or a batch-level loss object (bert_tf.training.losses,
+                              e.g. the pretraining loss)
   train_data(run, tokenizer)  -> (dataset_fn, num_examples): the training set converted (output_dir/train.tf_record)
                               and a Trainer `dataset_fn(batch_size, input_context)` reading it
+  train_steps(run)            optional: (num_train_steps, num_warmup_steps) (default: from the examples, epochs
+                              and warmup_proportion, as the original fine-tuning scripts)
   evaluate(run, tokenizer, trainer)   (with do_eval) predicts the dev set, logs and writes its eval outputs, returns
                                       the results
   predict(run, tokenizer, trainer)    predicts the test set and writes its outputs
@@ -48,7 +51,7 @@ class RunConfig:
     """The settings every fine-tuning run shares, with the original scripts' names and defaults."""
     # The pre-trained model.
     bert_config_file: str
-    vocab_file: str
+    vocab_file: str | None
     output_dir: str
     init_checkpoint: str | None = None
     do_lower_case: bool = True
@@ -83,6 +86,8 @@ class RunConfig:
     gradient_accumulation_steps: int = 1
     adam_bias_correction: bool = False
     keep_checkpoint_max: int = 5
+    optimizer: str = "adamw"
+    start_over: bool = False
 
     @property
     def fixed_batches(self):
@@ -122,29 +127,61 @@ def prepare(run, task):
     if run.max_seq_length < task.min_seq_length:
         raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
     tf.io.gfile.makedirs(run.output_dir)
+    if run.do_train:
+        check_output_dir(run, config)
+    if not run.vocab_file:  # run_pretraining.py reads ids and needs none
+        return config, None
     tokenizer = tokenization.FullTokenizer(run.vocab_file, run.do_lower_case)
     check_vocab_size(config, tokenizer.vocab, run.vocab_file)
     return config, tokenizer
 
 
+def check_output_dir(run, config):
+    """Training resumes the run of output_dir: refuses one whose checkpoints belong to another bert_config (with
+    `start_over`, deletes them); records the config as output_dir/bert_config.json."""
+    path = os.path.join(run.output_dir, "bert_config.json")
+    if tf.io.gfile.exists(path) and checkpoints.latest_checkpoint(run.output_dir):
+        previous = BertConfig.from_json_file(path).to_dict()
+        differences = [f"{key} {previous.get(key)} -> {value}" for key, value in config.to_dict().items()
+                       if previous.get(key) != value]
+        if differences and not run.start_over:
+            raise ValueError(f"{run.output_dir} holds checkpoints of a run with another bert_config "
+                             f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
+                             f"--start_over to delete its checkpoints.")
+    if run.start_over:
+        for name in checkpoints.checkpoint_files(run.output_dir):
+            logging.info("--start_over: deleting %s", name)
+            if tf.io.gfile.isdir(name):
+                tf.io.gfile.rmtree(name)
+            else:
+                tf.io.gfile.remove(name)
+    config.to_json_file(path)
+
+
 def make_trainer(run, build_model, loss_fn):
-    """A Trainer with the run's strategy, precision, optimizer and checkpoint settings."""
+    """A Trainer with the run's strategy, precision, optimizer and checkpoint settings (`loss_fn`: per-example
+    losses or a batch-level loss, see bert_tf.training.losses)."""
     return Trainer(build_model, loss_fn, run.output_dir, strategy=run.strategy(),
                    init_checkpoint=run.init_checkpoint, learning_rate=run.learning_rate,
                    save_checkpoints_steps=run.save_checkpoints_steps, iterations_per_loop=run.iterations_per_loop,
                    gradient_accumulation_steps=run.gradient_accumulation_steps,
                    mixed_precision=run.mixed_precision, use_xla=run.use_xla,
-                   adam_bias_correction=run.adam_bias_correction, keep_checkpoint_max=run.keep_checkpoint_max)
+                   adam_bias_correction=run.adam_bias_correction, keep_checkpoint_max=run.keep_checkpoint_max,
+                   optimizer=run.optimizer)
 
 
 def train(run, task, tokenizer, trainer):
-    """Converts the training set and trains for the original's number of steps,
-    int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them."""
+    """Converts the training set and trains for the original's number of steps: the task's `train_steps(run)`,
+    else int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them."""
     dataset_fn, num_examples = task.train_data(run, tokenizer)
-    num_train_steps, num_warmup_steps = compute_train_steps(num_examples, run.train_batch_size,
-                                                            run.num_train_epochs, run.warmup_proportion)
+    if hasattr(task, "train_steps"):
+        num_train_steps, num_warmup_steps = task.train_steps(run)
+    else:
+        num_train_steps, num_warmup_steps = compute_train_steps(num_examples, run.train_batch_size,
+                                                                run.num_train_epochs, run.warmup_proportion)
     logging.info("***** Running training *****")
-    logging.info("  Num examples = %d", num_examples)
+    if num_examples is not None:
+        logging.info("  Num examples = %d", num_examples)
     logging.info("  Batch size = %d", run.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
     return trainer.train(dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps, seed=run.seed)

@@ -67,3 +67,18 @@ def set_precision(policy="float32"):
         raise ValueError(f"Unknown precision policy {policy!r}; expected float32, mixed_float16 or mixed_bfloat16.")
     keras.mixed_precision.set_global_policy(policy)
     return policy
+
+
+def worker_position(strategy):
+    """(this worker's index, number of workers) of `strategy`: its input pipeline. Under MultiWorkerMirrored the
+    chief (or worker 0 when the cluster has no chief) is 0 and the other workers follow in task order; (0, 1)
+    for one-host strategies."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return 0, 1
+    jobs = resolver.cluster_spec().as_dict()
+    num_workers = len(jobs.get("chief", [])) + len(jobs.get("worker", []))
+    if not resolver.task_type or num_workers <= 1:
+        return 0, 1
+    index = resolver.task_id + (len(jobs.get("chief", [])) if resolver.task_type == "worker" else 0)
+    return index, num_workers

@@ -1,4 +1,4 @@
-"""The original's optimization: linear warmup then linear decay to 0, Adam with decoupled weight decay.
+"""The original's optimization (AdamWeightDecay, warmup then linear decay) and NVIDIA's LAMB recipe.
 
 Original semantics (optimization.py of google-research/bert):
 - learning rate at step t (t = updates done so far, starting at 0): init_lr * t / warmup while t < warmup, else
@@ -8,6 +8,31 @@ Original semantics (optimization.py of google-research/bert):
   update (decoupled, scaled by the learning rate) for every variable whose name matches none of
   "LayerNorm", "layer_norm", "bias".
 `bias_correction=False` (the default) is that exact mode; `bias_correction=True` gives standard Adam(W) moments.
+
+NVIDIA's LAMB recipe (NVIDIA/DeepLearningExamples, TensorFlow/LanguageModeling/BERT/optimization.py, last
+changed in 398dc781: `create_optimizer(..., optimizer_type="lamb")` and class `LAMBOptimizer`), `optimizer="lamb"`:
+- learning rate: the same linear warmup, then `tf.compat.v1.train.polynomial_decay(init_lr, t, num_train_steps,
+  end_learning_rate=0.0, power=0.5)`, i.e. init_lr * (1 - min(t, num_train_steps) / num_train_steps) ** 0.5 (its
+  `adjusted_init_lr` is init_lr for lamb; only its adam branch rescales init_lr, and that branch is not the
+  original's, so `optimizer="adamw"` keeps the original's);
+- gradients clipped to global norm 1.0 in `create_optimizer`, for lamb as for adam;
+- `LAMBOptimizer(weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=
+  ["LayerNorm", "layer_norm", "bias"])`, slots `adam_m` / `adam_v`; per variable w: the Adam moments m, v **with**
+  bias correction m / (1 - beta_1 ** t), v / (1 - beta_2 ** t); update = m_hat / (sqrt(v_hat) + epsilon), plus
+  weight_decay_rate * w where w decays; trust ratio = ||w|| / ||update|| (Frobenius norms, w before the step), 1.0
+  where either norm is 0; w -= ratio * lr * update. Every variable gets the trust ratio (no exclusion from layer
+  adaptation; `exclude_from_layer_adaptation` here is an opt-in, default none).
+- t of the bias correction: `LAMBOptimizer.apply_gradients` reads global_step while the same step's
+  `global_step.assign(global_step + 1)` runs unordered beside it. With TF1 reference variables (NVIDIA's TF1
+  containers) the read aliases the variable and sees the incremented value: t = 1 at the first update (with resource
+  variables it reads 0 and divides by 0: NaN). So t = the updates including this one, as in standard Adam. Its
+  learning rate reads global_step the same way, so there update k (from 0) takes the rate of step k + 1: run in TF1
+  graph mode with reference variables, NVIDIA's create_optimizer matches this module's LAMB with the schedule read at
+  k + 1 to 4e-7. The original's create_optimizer increments global_step in the same unordered way; this module
+  gives update k the rate of step k, for lamb as for adamw (the original's schedule as written).
+Not in the optimizer, for whoever runs it: NVIDIA's gradient accumulation clips each micro-batch's gradients to
+global norm 1.0 before summing them (bert_tf's Trainer clips the sum), and its run_pretraining.py multiplies
+--learning_rate by the number of Horovod workers.
 """
 import re
 
@@ -15,22 +40,31 @@ import keras
 from keras import ops
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZERS = ("adamw", "lamb")
+LAMB_DECAY_POWER = 0.5
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """init_lr * step / num_warmup_steps during warmup, then init_lr * (1 - step / num_train_steps), >= 0."""
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """init_lr * step / num_warmup_steps during warmup, then init_lr * (1 - step / num_train_steps) ** power, >= 0.
 
-    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+    The decay is tf.compat.v1.train.polynomial_decay to 0 over num_train_steps; power 1.0 is the original's linear.
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, power=1.0):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}.")
+        if power <= 0:
+            raise ValueError(f"The learning rate decay power must be positive, got {power}.")
         self.init_lr = float(init_lr)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
+        self.power = float(power)
 
     def __call__(self, step):
         step = ops.cast(step, "float32")
-        decayed = self.init_lr * (1.0 - ops.minimum(step, float(self.num_train_steps)) / self.num_train_steps)
+        remaining = 1.0 - ops.minimum(step, float(self.num_train_steps)) / self.num_train_steps
+        decayed = self.init_lr * (remaining if self.power == 1.0 else ops.power(remaining, self.power))
         if not self.num_warmup_steps:
             return decayed
         warmup = self.init_lr * step / float(self.num_warmup_steps)
@@ -38,27 +72,49 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
-                "num_warmup_steps": self.num_warmup_steps}
+                "num_warmup_steps": self.num_warmup_steps, "power": self.power}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class AdamWeightDecay(keras.optimizers.Optimizer):
-    """The original AdamWeightDecayOptimizer as a Keras 3 optimizer (see the module docstring).
+class WarmupLinearDecay(WarmupPolynomialDecay):
+    """The original's schedule: WarmupPolynomialDecay with power 1.0."""
 
-    Variables are matched for weight decay by their Keras path (e.g. `layer_0/attention/LayerNorm/gamma`), which
-    carries the original's layer names. Slots are named `adam_m` and `adam_v` as in the original.
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+        super().__init__(init_lr, num_train_steps, num_warmup_steps)
+
+    def get_config(self):
+        return {k: v for k, v in super().get_config().items() if k != "power"}
+
+
+def matches(variable, patterns):
+    """Whether `variable` (a Keras variable, by its path such as `layer_0/attention/LayerNorm/gamma`, or a name
+    string) matches any of the regular expressions `patterns` (re.search, as the original matches names)."""
+    name = variable if isinstance(variable, str) else variable.path
+    return any(re.search(p, name) for p in patterns)
+
+
+class BertOptimizer(keras.optimizers.Optimizer):
+    """What the original's AdamWeightDecay and NVIDIA's LAMB share, as a Keras 3 optimizer: Adam moments in slots
+    `adam_m` / `adam_v` (bias-corrected or not), decoupled weight decay for the variables whose Keras path matches
+    none of `exclude_from_weight_decay`, gradients clipped to global norm `global_clipnorm` (1.0, the original's).
+
+    Its gradients may come already summed over the tf.distribute replicas: Keras sums the replicas' gradients
+    inside `apply_gradients`, after clipping each replica's part by its own global norm.
+    `bert_tf.training.trainer.Trainer` sums them first and builds its optimizer with `sum_replica_gradients=False`,
+    so that global-norm clipping sees the gradient of the whole batch, as on one device.
     """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                  exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, bias_correction=False, global_clipnorm=1.0,
-                 name="AdamWeightDecay", **kwargs):
-        super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm, name=name, **kwargs)
+                 sum_replica_gradients=True, **kwargs):
+        super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm, **kwargs)
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
         self.bias_correction = bias_correction
+        self.sum_replica_gradients = sum_replica_gradients
 
     def build(self, var_list):
         if self.built:
@@ -70,13 +126,18 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def decays(self, variable):
         """Whether weight decay applies to `variable` (a Keras variable, matched by path, or a name string)."""
-        name = variable if isinstance(variable, str) else variable.path
-        return bool(self.weight_decay_rate) and not any(re.search(p, name) for p in self.exclude_from_weight_decay)
+        return bool(self.weight_decay_rate) and not matches(variable, self.exclude_from_weight_decay)
 
-    def update_step(self, gradient, variable, learning_rate):
+    def _all_reduce_sum_gradients(self, grads_and_vars):  # overrides Keras's TensorFlow-backend hook
+        if self.sum_replica_gradients:
+            return super()._all_reduce_sum_gradients(grads_and_vars)
+        return list(grads_and_vars)
+
+    def _adam_update(self, gradient, variable):
+        """Advances the moments of `variable` by `gradient`; returns m_hat / (sqrt(v_hat) + epsilon), plus
+        weight_decay_rate * variable where it decays (the variable's shape, before the learning rate)."""
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
-        lr = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
         self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
         self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
@@ -88,17 +149,85 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         if self._decay[index]:
             update = update + self.weight_decay_rate * variable
-        self.assign_sub(variable, lr * update)
+        return update
 
     def get_config(self):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
                 "beta_2": self.beta_2, "epsilon": self.epsilon,
                 "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
-                "bias_correction": self.bias_correction}
+                "bias_correction": self.bias_correction, "sum_replica_gradients": self.sum_replica_gradients}
 
 
-def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01):
-    """The original's fine-tuning/pretraining optimizer: AdamWeightDecay on a warmup + linear decay schedule."""
-    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(BertOptimizer):
+    """The original AdamWeightDecayOptimizer as a Keras 3 optimizer (see the module docstring): w -= lr * update.
+
+    Takes BertOptimizer's arguments; by default the original's exact mode (no bias correction).
+    """
+
+    def __init__(self, *args, name="AdamWeightDecay", **kwargs):
+        super().__init__(*args, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        update = self._adam_update(gradient, variable)
+        self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * update)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Lamb(BertOptimizer):
+    """NVIDIA's LAMBOptimizer as a Keras 3 optimizer (see the module docstring): w -= ratio * lr * update, with the
+    trust ratio ||w|| / ||update|| (1.0 where either is 0) for every variable whose Keras path matches none of
+    `exclude_from_layer_adaptation` (NVIDIA's: none), 1.0 for the others.
+
+    Takes BertOptimizer's arguments; by default NVIDIA's (bias-corrected moments).
+    """
+
+    def __init__(self, *args, bias_correction=True, exclude_from_layer_adaptation=(), name="Lamb", **kwargs):
+        super().__init__(*args, bias_correction=bias_correction, name=name, **kwargs)
+        self.exclude_from_layer_adaptation = tuple(exclude_from_layer_adaptation or ())
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._adapt = [self.adapts(v) for v in var_list]
+
+    def adapts(self, variable):
+        """Whether the trust ratio scales the update of `variable` (a Keras variable, by path, or a name string)."""
+        return not matches(variable, self.exclude_from_layer_adaptation)
+
+    def update_step(self, gradient, variable, learning_rate):
+        update = self._adam_update(gradient, variable)
+        lr = ops.cast(learning_rate, variable.dtype)
+        if self._adapt[self._get_variable_index(variable)]:
+            w_norm, u_norm = ops.norm(ops.reshape(variable, [-1])), ops.norm(ops.reshape(update, [-1]))
+            lr = lr * ops.where(ops.logical_and(w_norm > 0, u_norm > 0), w_norm / u_norm, 1.0)
+        self.assign_sub(variable, lr * update)
+
+    def get_config(self):
+        return {**super().get_config(), "exclude_from_layer_adaptation": list(self.exclude_from_layer_adaptation)}
+
+
+def learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw"):
+    """The schedule `create_optimizer` gives `optimizer`: warmup, then linear decay (adamw, the original's) or
+    decay with power 0.5 (lamb, NVIDIA's)."""
+    if optimizer == "adamw":
+        return WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    if optimizer == "lamb":
+        return WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps, power=LAMB_DECAY_POWER)
+    raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}.")
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01,
+                     sum_replica_gradients=True, optimizer="adamw"):
+    """The pretraining/fine-tuning optimizer on its schedule (`learning_rate_schedule`).
+
+    optimizer: "adamw", the original's AdamWeightDecay (bias correction per `bias_correction`); "lamb", NVIDIA's
+    recipe (LAMB, always bias-corrected as NVIDIA's: `bias_correction` is AdamWeightDecay's alone).
+    """
+    schedule = learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer)
+    if optimizer == "lamb":
+        return Lamb(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
+                    sum_replica_gradients=sum_replica_gradients)
     return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
-                           bias_correction=bias_correction)
+                           bias_correction=bias_correction, sum_replica_gradients=sum_replica_gradients)

@@ -2,18 +2,29 @@
 
 A task gives three things:
   build_model()                 -> a Keras task model (bert_tf.model.task_models), built in the strategy scope
-  loss_fn(labels, outputs)      -> per-example loss [B] float32 (dicts of tensors in, as the dataset/model give)
+  loss                          -> per-example loss function `loss_fn(labels, outputs) -> [B]` float32 (dicts of
+                                   tensors in, as the dataset/model give), or a batch-level loss with metrics
+                                   (bert_tf.training.losses: e.g. the masked-LM loss sum(w*nll) / (sum(w) + 1e-5))
   dataset_fn(batch_size, ctx, seed) -> tf.data.Dataset of (features, labels) batches of `batch_size`, repeated,
                                    in an order that is a function of `seed`, ctx's input pipeline and
                                    TensorFlow's global seed (tf.data mixes it in; --seed sets it, else unset)
-Then `Trainer.train` runs the original's optimizer (bert_tf.training.optimization) for num_train_steps updates,
-saving `output_dir/ckpt-<step>` every save_checkpoints_steps and at the end. A run restarted with the same
-output_dir resumes from its last checkpoint as the run it continues: the checkpoint holds the weights, the
-optimizer state, the input order's seed (the one given, else drawn at random once) and the dropout layers' random
-state, and the resumed run (the same command: the same global seed) skips the batches already used. Otherwise
-the model starts from `init_checkpoint`: an original TF1 BERT checkpoint or one of ours. A training run first
-removes the temporaries a killed run left in output_dir (bert_tf.data.fileio.remove_stale_temporaries).
+Then `Trainer.train` runs the optimizer (bert_tf.training.optimization; the original's by default) for
+num_train_steps updates, saving `output_dir/ckpt-<step>` every save_checkpoints_steps and at the end. The
+gradients of an update are summed over micro-batches and replicas before they are clipped to global norm 1.0,
+so that every strategy and accumulation computes the update of one device on the whole batch.
+
+A run restarted with the same output_dir resumes from its last checkpoint as the run it continues: the checkpoint
+holds the weights, the optimizer state, the input iterators' positions (tf.data iterator checkpoints: their
+shuffle buffers included, nothing is re-read), the input order's seed (the one given, else drawn at random once)
+and the dropout layers' random state. Otherwise the model starts from `init_checkpoint`: an original TF1 BERT
+checkpoint or one of ours. A training run first removes the temporaries a killed run left in output_dir
+(bert_tf.data.fileio.remove_stale_temporaries).
+
+Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
+results to output_dir, each other worker its checkpoints (its own input position) to
+output_dir/workers/worker-<i>.
 """
+import collections
 import os
 import random
 import time
@@ -26,7 +37,7 @@ from tqdm import tqdm
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
-from bert_tf.training import distribute, optimization
+from bert_tf.training import distribute, losses, optimization
 
 
 def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
@@ -50,13 +61,25 @@ def _random_states(model):
     return [v for v in model.variables if id(v) not in weights]
 
 
+def _add_gradients(a, b):
+    """The gradient of two micro-batches: the sum, or for the embedding tables' IndexedSlices the concatenation of
+    their rows, which is what one batch of both gives (the original's global norm, TensorFlow's and Keras's count
+    each row of an IndexedSlices: a token used twice adds two rows, not one summed row)."""
+    if a is None:
+        return None
+    if isinstance(a, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.concat([a.values, b.values], 0), tf.concat([a.indices, b.indices], 0),
+                                a.dense_shape)
+    return a + b
+
+
 class Trainer:
     """Trains and runs one task model under a tf.distribute strategy (see the module docstring)."""
 
     def __init__(self, build_model, loss_fn, output_dir, *, strategy=None, init_checkpoint=None,
                  learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000,
                  gradient_accumulation_steps=1, mixed_precision="float32", use_xla=False,
-                 adam_bias_correction=False, keep_checkpoint_max=5):
+                 adam_bias_correction=False, keep_checkpoint_max=5, optimizer="adamw"):
         if not output_dir:
             raise ValueError("output_dir is required.")
         if gradient_accumulation_steps < 1:
@@ -70,9 +93,16 @@ class Trainer:
         self.mixed_precision = distribute.set_precision(mixed_precision)
         self.use_xla = use_xla
         self.adam_bias_correction = adam_bias_correction
+        if optimizer not in optimization.OPTIMIZERS:
+            raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(optimization.OPTIMIZERS)}.")
+        if optimizer != "adamw" and adam_bias_correction:
+            raise ValueError("--adam_bias_correction applies to --optimizer=adamw only (lamb always corrects).")
+        self.optimizer_name = optimizer
         self.keep_checkpoint_max = keep_checkpoint_max
         self.loss_fn = loss_fn
+        self.loss = losses.as_batch_loss(loss_fn)
         self.strategy = strategy or distribute.get_strategy("auto")
+        self.worker_index, self.num_workers = distribute.worker_position(self.strategy)
         with self.strategy.scope():
             self.model = build_model()
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
@@ -80,7 +110,20 @@ class Trainer:
             self.input_seed = tf.Variable(0, dtype=tf.int64, trainable=False, name="input_seed",
                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.optimizer = None
+        self.input_iterators = []
         tf.io.gfile.makedirs(output_dir)
+
+    @property
+    def is_chief(self):
+        """Whether this process writes the run's checkpoints, summaries and results (worker 0)."""
+        return self.worker_index == 0
+
+    @property
+    def checkpoint_dir(self):
+        """Where this worker's checkpoints go: output_dir for the chief, output_dir/workers/worker-<i> else."""
+        if self.is_chief:
+            return self.output_dir
+        return os.path.join(self.output_dir, "workers", f"worker-{self.worker_index}")
 
     # --- checkpoints ---------------------------------------------------------------------------------------
 
@@ -88,13 +131,15 @@ class Trainer:
         parts = _trackables(self.model)
         if self.optimizer is not None:
             parts["optimizer"] = self.optimizer
+        if self.input_iterators:
+            parts["input_iterators"] = self.input_iterators
         return tf.train.Checkpoint(global_step=self.global_step, input_seed=self.input_seed,
                                    dropout_random_state=_random_states(self.model), **parts)
 
     def _manager(self):
         """The CheckpointManager of output_dir, over one Checkpoint that restores and saves (its save_counter
         carries on)."""
-        return tf.train.CheckpointManager(self._checkpoint(), self.output_dir, self.keep_checkpoint_max,
+        return tf.train.CheckpointManager(self._checkpoint(), self.checkpoint_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
     @property
@@ -103,8 +148,9 @@ class Trainer:
         return int(self.global_step.numpy())
 
     def latest_checkpoint(self):
-        """The latest checkpoint of output_dir, looked up inside it (`checkpoints.latest_checkpoint`), or None."""
-        return checkpoints.latest_checkpoint(self.output_dir)
+        """The latest checkpoint of this worker's checkpoint_dir (output_dir for the chief), looked up inside it
+        (`checkpoints.latest_checkpoint`), or None."""
+        return checkpoints.latest_checkpoint(self.checkpoint_dir)
 
     def load_init_checkpoint(self, path):
         """Initializes from an original TF1 checkpoint or one of ours (`checkpoints.restore`).
@@ -134,87 +180,120 @@ class Trainer:
     def _build_optimizer(self, num_train_steps, num_warmup_steps):
         with self.strategy.scope():
             optimizer = optimization.create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps,
-                                                      bias_correction=self.adam_bias_correction)
+                                                      bias_correction=self.adam_bias_correction,
+                                                      sum_replica_gradients=False, optimizer=self.optimizer_name)
             if self.mixed_precision == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)
         return optimizer
 
-    def _restore_or_init(self, manager, seed):
-        """Resumes from the latest checkpoint of `manager`, else starts from init_checkpoint (if any) with the
-        input order seeded by `seed` (None: drawn at random). Returns the step to start at."""
+    def _restore_input_seed(self, seed):
+        """Sets the input order's seed: the latest checkpoint's when resuming, else `seed`, else one drawn at random.
+        Returns the latest checkpoint of checkpoint_dir, or None."""
         latest = self.latest_checkpoint()
         if latest:
-            manager.checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
-                         "random state and the input order (seed %d)", latest, self.step,
-                         ", ".join(sorted(_trackables(self.model))), self.input_seed.numpy())
+            tf.train.Checkpoint(input_seed=self.input_seed).restore(latest).expect_partial()
             if seed is not None and seed != self.input_seed.numpy():
                 logging.warning("Ignoring seed %d: the run being resumed was seeded with %d.", seed,
                                 self.input_seed.numpy())
-            return self.step
-        if self.init_checkpoint:
-            self.load_init_checkpoint(self.init_checkpoint)
+            return latest
         self.input_seed.assign(random.randrange(2 ** 31) if seed is None else seed)
         logging.info("Input order seed: %d%s", self.input_seed.numpy(),
                      " (drawn at random; saved with the checkpoints)" if seed is None else "")
-        return self.step
+        return None
 
-    def _gradients(self, features, labels, global_batch_size):
-        """(loss, gradients) of one micro-batch: its per-example losses summed / the whole update's batch size, so
-        that summing over micro-batches and replicas gives the mean over the update's batch."""
+    def _restore_or_init(self, manager, latest):
+        """Resumes from `latest` (model, optimizer, input position, random state), else starts from
+        init_checkpoint (if any)."""
+        if not latest:
+            if self.init_checkpoint:
+                self.load_init_checkpoint(self.init_checkpoint)
+            return
+        manager.checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
+                     "random state and the input position (seed %d)", latest, self.step,
+                     ", ".join(sorted(_trackables(self.model))), self.input_seed.numpy())
+        if not any(name.startswith("input_iterators/") for name, _ in tf.train.list_variables(latest)):
+            logging.warning("%s holds no input position (written by an older bert-tf): the input starts again at "
+                            "the beginning of its order.", latest)
+
+    def _gradients(self, features, labels, totals):
+        """(shares, gradients) of one micro-batch: its share of each loss term and metric, the whole update's
+        summed weights being `totals` (bert_tf.training.losses), so that summing over micro-batches and replicas
+        gives the figures of the whole batch; gradients of the loss share (scaled under mixed_float16)."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(features, training=True)
-            per_example = tf.cast(self.loss_fn(labels, outputs), tf.float32)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-            scaled = self.optimizer.scale_loss(loss)
-        return loss, tape.gradient(scaled, variables)
+            shares = losses.shares(self.loss, labels, outputs, totals)
+            scaled = self.optimizer.scale_loss(shares["loss"])
+        return shares, tape.gradient(scaled, variables)
 
-    def _replica_step(self, inputs, global_batch_size):
-        """One update on this replica: `accumulation` micro-batches, gradients summed, applied once.
+    def _replica_step(self, inputs):
+        """One update on this replica: `accumulation` micro-batches, gradients summed over them and over the
+        replicas, applied once (clipped to global norm 1.0 by the optimizer). Returns (this replica's shares of the
+        figures, the global gradient norm).
 
         Variables without a gradient (e.g. the pooler under a span head) are left untouched, as the original
         skips them; so they also get no weight decay.
         """
         features, labels = inputs
         n = self.accumulation
+        context = tf.distribute.get_replica_context()
+        replicated = self.strategy.num_replicas_in_sync > 1
+        totals = losses.weight_totals(self.loss, labels)
+        if replicated:
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
         gradients_fn = tf.function(self._gradients, jit_compile=self.use_xla, reduce_retracing=True)
         if n == 1:
-            loss, grads = gradients_fn(features, labels, global_batch_size)
+            shares, grads = gradients_fn(features, labels, totals)
         else:
             split = lambda t: tf.reshape(t, tf.concat([[n, -1], tf.shape(t)[1:]], 0))  # noqa: E731
             micro = tf.nest.map_structure(split, (features, labels))
-            loss, grads = gradients_fn(*tf.nest.map_structure(lambda t: t[0], micro), global_batch_size)
-            grads = [g if g is None else tf.convert_to_tensor(g) for g in grads]  # embedding IndexedSlices
+            shares, grads = gradients_fn(*tf.nest.map_structure(lambda t: t[0], micro), totals)
             for i in range(1, n):  # unrolled: n is small, and the calls run in order (they read variables)
-                micro_loss, micro_grads = gradients_fn(*tf.nest.map_structure(lambda t, i=i: t[i], micro),
-                                                       global_batch_size)
-                loss += micro_loss
-                grads = [g if g is None else g + mg for g, mg in zip(grads, micro_grads)]
-        self.optimizer.apply_gradients(
-            [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None])
-        return loss
+                micro_shares, micro_grads = gradients_fn(*tf.nest.map_structure(lambda t, i=i: t[i], micro), totals)
+                shares = {name: value + micro_shares[name] for name, value in shares.items()}
+                grads = [_add_gradients(g, mg) for g, mg in zip(grads, micro_grads)]
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        grads = [g for g, _ in pairs]
+        if replicated:  # IndexedSlices are gathered: their rows are the whole batch's, as on one device
+            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        norm = tf.linalg.global_norm(grads)
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            norm = norm / tf.cast(self.optimizer.dynamic_scale, tf.float32)
+        self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]))
+        return shares, norm
 
     def _remove_stale_temporaries(self):
-        for path in fileio.remove_stale_temporaries(self.output_dir):
+        for path in fileio.remove_stale_temporaries(self.checkpoint_dir):
             logging.info("Removed %s (left by a killed run)", path)
 
-    def _input_iterator(self, dataset_fn, per_replica, step):
-        """The batches of `dataset_fn` with the input order seed, from `step` on: each input pipeline skips the
-        per-replica batches its replicas used in the first `step` updates."""
-        seed = int(self.input_seed.numpy())
+    def _input(self, dataset_fn, per_replica):
+        """Opens this worker's input: one tf.data iterator over its input pipeline's batches (`input_iterators`,
+        checkpointed with the run). Returns `next_update()`, for the training tf.function: the per-replica batches
+        of one update, the worker's consecutive batches going to its replicas in order, as tf.distribute deals
+        them."""
+        replicas = self.strategy.num_replicas_in_sync
+        context = tf.distribute.InputContext(num_input_pipelines=self.num_workers,
+                                             input_pipeline_id=self.worker_index, num_replicas_in_sync=replicas)
+        iterator = iter(dataset_fn(per_replica, context, int(self.input_seed.numpy())))
+        self.input_iterators = [iterator]
+        local = replicas // self.num_workers
+        first = self.worker_index * local
 
-        def input_fn(ctx):
-            batches_per_update = ctx.num_replicas_in_sync // ctx.num_input_pipelines
-            return dataset_fn(per_replica, ctx, seed).skip(step * batches_per_update)
+        def next_update():
+            batches = [next(iterator) for _ in range(local)]
+            return self.strategy.experimental_distribute_values_from_function(
+                lambda replica: batches[replica.replica_id_in_sync_group - first])
 
-        return iter(self.strategy.distribute_datasets_from_function(input_fn))
+        return next_update
 
     def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None):
         """Trains until global_step == num_train_steps. Returns the last loss (mean over the last loop).
 
         `seed`: the input order's seed of a new run (None: drawn at random); a resumed run keeps its checkpoint's.
+        Each loop's mean loss and metrics (bert_tf.training.losses), gradient norm, learning rate and examples/s
+        go to TensorBoard (output_dir/train) and the log; `self.figures` holds the last loop's.
         """
         replicas = self.strategy.num_replicas_in_sync
         if global_batch_size % (replicas * self.accumulation):
@@ -222,50 +301,96 @@ class Trainer:
                              f"gradient_accumulation_steps ({self.accumulation}).")
         self._remove_stale_temporaries()
         self.optimizer = self._build_optimizer(num_train_steps, num_warmup_steps)
+        latest = self._restore_input_seed(seed)
+        next_update = self._input(dataset_fn, global_batch_size // replicas)
         manager = self._manager()
-        step = self._restore_or_init(manager, seed)
+        self._restore_or_init(manager, latest)
+        step = self.step
         if step >= num_train_steps:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
             return None
-        iterator = self._input_iterator(dataset_fn, global_batch_size // replicas, step)
+        names = ["loss", *(name for name in self.loss.terms if name != "loss")]
 
         @tf.function
-        def train_loop(iterator, steps):
-            total = tf.constant(0.0)
+        def train_loop(steps):
+            """Up to `steps` updates; stops after one whose loss is not finite. Returns the figures' means."""
+            sums = {name: tf.constant(0.0) for name in names + ["gradient_norm"]}
+            done = tf.constant(0.0)
             for _ in tf.range(steps):
-                loss = self.strategy.run(self._replica_step, args=(next(iterator), global_batch_size))
-                total += self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+                shares, norm = self.strategy.run(self._replica_step, args=(next_update(),))
+                figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
+                           for name in names}
+                figures["gradient_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+                sums = {name: total + figures[name] for name, total in sums.items()}
+                done += 1.0
                 self.global_step.assign_add(1)
-            return total / tf.cast(steps, tf.float32)
+                if not tf.math.is_finite(figures["loss"]):
+                    break
+            return {name: total / done for name, total in sums.items()}
 
-        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train"))
-        schedule = optimization.WarmupLinearDecay(self.learning_rate, num_train_steps, num_warmup_steps)
-        loss = None
-        with tqdm(total=num_train_steps, initial=step, unit="step", desc="train", dynamic_ncols=True) as bar:
+        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.is_chief else None
+        self.figures = {}
+        with tqdm(total=num_train_steps, initial=step, unit="step", desc="train", dynamic_ncols=True,
+                  disable=not self.is_chief) as bar:
             while step < num_train_steps:
                 chunk = min(self.iterations_per_loop, num_train_steps - step,
                             self.save_checkpoints_steps - step % self.save_checkpoints_steps)
                 start = time.time()
-                loss = float(train_loop(iterator, tf.constant(chunk)))
+                figures = {name: float(value) for name, value in train_loop(tf.constant(chunk)).items()}
                 elapsed = time.time() - start
                 step = int(self.global_step.numpy())
-                if not np.isfinite(loss):
-                    raise FloatingPointError(f"Loss is {loss} at step {step}; last checkpoint: "
-                                             f"{self.latest_checkpoint()}.")
-                with writer.as_default(step=step):
-                    tf.summary.scalar("loss", loss)
-                    tf.summary.scalar("learning_rate", float(schedule(step - 1)))
-                    tf.summary.scalar("examples_per_second", chunk * global_batch_size / elapsed)
+                if not np.isfinite(figures["loss"]):
+                    raise FloatingPointError(
+                        f"The loss is {figures['loss']} at step {step}: stopped without saving. The last good "
+                        f"checkpoint: {self.latest_checkpoint() or 'none (no checkpoint yet)'}.")
+                figures["learning_rate"] = float(self.optimizer.learning_rate)
+                figures["examples_per_second"] = chunk * global_batch_size / elapsed
+                self.figures = figures
+                self._summarize(writer, step, figures)
                 bar.update(chunk)
-                bar.set_postfix(loss=f"{loss:.4f}")
-                logging.info("step %d/%d loss %.4f (%.1f examples/s)", step, num_train_steps, loss,
-                             chunk * global_batch_size / elapsed)
+                bar.set_postfix(loss=f"{figures['loss']:.4f}")
+                logging.info("step %d/%d %s (%.1f examples/s)", step, num_train_steps,
+                             " ".join(f"{name} {figures[name]:.4f}" for name in names), figures["examples_per_second"])
                 if step % self.save_checkpoints_steps == 0 or step == num_train_steps:
-                    logging.info("Saved %s", manager.save(checkpoint_number=step))
-        writer.flush()
-        return loss
+                    saved = manager.save(checkpoint_number=step)
+                    logging.info("Saved %s", saved)
+        if writer:
+            writer.flush()
+        return self.figures["loss"]
+
+    @staticmethod
+    def _summarize(writer, step, figures):
+        if writer is None:
+            return
+        with writer.as_default(step=step):
+            for name, value in figures.items():
+                tf.summary.scalar(name, value)
 
     # --- inference -----------------------------------------------------------------------------------------
+
+    def evaluate(self, dataset):
+        """The loss terms' figures over `dataset` ((features, labels) batches), streamed as the original's
+        tf.metrics: each term's sum(values) / sum(weights) over all the batches (a weighted mean or accuracy), and
+        `loss`, the mean of the batches' losses. Returns ({name: float32}, the number of batches)."""
+        @tf.function(jit_compile=self.use_xla, reduce_retracing=True)
+        def batch_figures(features, labels):
+            outputs = self.model(features, training=False)
+            values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
+            sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
+            totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
+            return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
+
+        sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
+        for features, labels in dataset:
+            batch_sums, batch_totals, loss = batch_figures(features, labels)
+            sums.update({name: float(value) for name, value in batch_sums.items()})
+            totals.update({name: float(value) for name, value in batch_totals.items()})
+            batch_losses.append(float(loss))
+        if not batch_losses:
+            raise ValueError("Nothing to evaluate: the evaluation data holds no full batch.")
+        figures = {name: np.float32(sums[name] / totals[name]) for name in self.loss.terms}
+        figures["loss"] = np.float32(np.mean(batch_losses))
+        return figures, len(batch_losses)
 
     def predict(self, dataset, with_loss=False):
         """Yields the model's outputs per batch as numpy dicts, in dataset order.

@@ -1,8 +1,16 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.training.optimization import AdamWeightDecay, WarmupLinearDecay, create_optimizer
+from bert_tf.training.optimization import (
+    AdamWeightDecay,
+    Lamb,
+    WarmupLinearDecay,
+    WarmupPolynomialDecay,
+    create_optimizer,
+    learning_rate_schedule,
+)
 
 
 def original_learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
@@ -13,6 +21,15 @@ def original_learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
     return decayed
 
 
+def nvidia_lamb_learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
+    """NVIDIA's create_optimizer(optimizer_type="lamb") schedule: polynomial_decay with power 0.5, its warmup mix."""
+    decayed = float(tf.compat.v1.train.polynomial_decay(init_lr, step, num_train_steps, end_learning_rate=0.0,
+                                                        power=0.5, cycle=False)())
+    is_warmup = float(num_warmup_steps > 0 and step < num_warmup_steps)
+    warmup = init_lr * step / num_warmup_steps if num_warmup_steps else 0.0
+    return (1.0 - is_warmup) * decayed + is_warmup * warmup
+
+
 @pytest.mark.parametrize("warmup", [0, 3])
 def test_schedule_is_the_originals(warmup):
     schedule = WarmupLinearDecay(2e-5, 10, warmup)
@@ -21,8 +38,28 @@ def test_schedule_is_the_originals(warmup):
         assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-12)
 
 
-def numpy_original_adam(params, grads_per_step, lrs, decay_names, bias_correction=False, wd=0.01):
-    """The original AdamWeightDecayOptimizer after global-norm clipping at 1.0, written out in NumPy."""
+def test_power_one_is_the_linear_schedule_bit_for_bit():
+    """The original's formula in float32 arithmetic, as the schedule computes it: equal to the last bit."""
+    f32 = np.float32
+    for schedule in (WarmupLinearDecay(3e-4, 7, 2), WarmupPolynomialDecay(3e-4, 7, 2, power=1.0)):
+        for step in range(9):
+            decayed = f32(3e-4) * (f32(1.0) - min(f32(step), f32(7)) / f32(7))
+            expected = f32(3e-4) * f32(step) / f32(2) if step < 2 else decayed
+            assert np.float32(schedule(step)) == expected, (schedule, step)
+
+
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_lamb_schedule_is_nvidias(warmup):
+    schedule = learning_rate_schedule(1e-3, 10, warmup, optimizer="lamb")
+    assert schedule.power == 0.5
+    for step in range(13):
+        expected = nvidia_lamb_learning_rate(step, 1e-3, 10, warmup)
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-12), step
+
+
+def numpy_reference(params, grads_per_step, lrs, decay_names, bias_correction=False, adapt_names=(), wd=0.01):
+    """After global-norm clipping at 1.0, the original AdamWeightDecayOptimizer (no `adapt_names`) or NVIDIA's
+    LAMBOptimizer (bias_correction=True; its trust ratio for `adapt_names`), written out in NumPy."""
     params = {k: v.astype(np.float64).copy() for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v_ = {k: np.zeros_like(v) for k, v in params.items()}
@@ -37,41 +74,112 @@ def numpy_original_adam(params, grads_per_step, lrs, decay_names, bias_correctio
             update = mh / (np.sqrt(vh) + 1e-6)
             if k in decay_names:
                 update += wd * params[k]
-            params[k] -= lr * update
+            ratio = 1.0
+            w_norm, u_norm = np.linalg.norm(params[k]), np.linalg.norm(update)
+            if k in adapt_names and w_norm > 0 and u_norm > 0:
+                ratio = w_norm / u_norm
+            params[k] -= ratio * lr * update
     return params
+
+
+def train_tiny_model(optimizer, num_steps, zero_gradient=()):
+    """Applies `num_steps` random gradients (zeros for the paths in `zero_gradient`) to a model with a random
+    dense/kernel, zero biases, an all-zero zero/kernel and LayerNorm gamma/beta. Returns (start, steps, variables):
+    the start values and the gradients by path, and the variables after training."""
+    rng = np.random.RandomState(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="dense"),
+                              keras.layers.Dense(3, kernel_initializer="zeros", name="zero"),
+                              keras.layers.LayerNormalization(name="LayerNorm")], name="model")
+    variables = {v.path: v for v in model.trainable_variables}
+    start = {k: v.numpy() for k, v in variables.items()}
+    steps = [{k: np.zeros_like(v) if k in zero_gradient else rng.normal(0, 3, v.shape).astype(np.float32)
+              for k, v in start.items()} for _ in range(num_steps)]
+    for grads in steps:
+        optimizer.apply_gradients([(tf.constant(grads[k]), variables[k]) for k in variables])
+    return start, steps, variables
 
 
 @pytest.mark.parametrize("bias_correction", [False, True])
 def test_update_matches_the_original_optimizer(bias_correction):
-    import keras
-    rng = np.random.RandomState(0)
-    layer = keras.layers.Dense(3, name="dense")
-    norm = keras.layers.LayerNormalization(name="LayerNorm")
-    model = keras.Sequential([keras.Input((4,)), layer, norm])
-    variables = {v.path: v for v in model.trainable_variables}
-    start = {k: v.numpy() for k, v in variables.items()}
     optimizer = create_optimizer(0.1, num_train_steps=5, num_warmup_steps=2, bias_correction=bias_correction)
-    steps = [{k: rng.normal(0, 3, v.shape).astype(np.float32) for k, v in start.items()} for _ in range(4)]
-    for grads in steps:
-        optimizer.apply_gradients([(tf.constant(grads[k]), variables[k]) for k in variables])
+    start, steps, variables = train_tiny_model(optimizer, 4)
     lrs = [original_learning_rate(t, 0.1, 5, 2) for t in range(4)]
     decayed = {k for k in variables if optimizer.decays(k)}
-    assert decayed == {k for k in variables if k.endswith("dense/kernel")}  # not LayerNorm, not bias
-    expected = numpy_original_adam(start, steps, lrs, decayed, bias_correction)
+    assert decayed == {"model/dense/kernel", "model/zero/kernel"}  # not LayerNorm, not bias
+    expected = numpy_reference(start, steps, lrs, decayed, bias_correction)
     for k, v in variables.items():
         np.testing.assert_allclose(v.numpy(), expected[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
-def test_weight_decay_exclusions_follow_the_original_names():
-    optimizer = AdamWeightDecay()
+@pytest.mark.parametrize("exclude_from_layer_adaptation", [None, ("LayerNorm", "bias")])
+def test_lamb_matches_nvidias_optimizer(exclude_from_layer_adaptation):
+    """NVIDIA's recipe (None: every variable adapted) and the opt-in exclusion from layer adaptation.
+
+    zero/kernel and the biases start at 0 and the first update's rate is 0 (warmup), so the second update meets
+    ||w|| = 0 at a non-zero rate; LayerNorm/gamma gets no gradient and no decay (||update|| = 0). Both take ratio
+    1, not NaN."""
+    if exclude_from_layer_adaptation is None:
+        optimizer = create_optimizer(0.1, num_train_steps=5, num_warmup_steps=2, optimizer="lamb")
+    else:
+        optimizer = Lamb(learning_rate=learning_rate_schedule(0.1, 5, 2, optimizer="lamb"),
+                         exclude_from_layer_adaptation=exclude_from_layer_adaptation)
+    start, steps, variables = train_tiny_model(optimizer, 4, zero_gradient={"model/LayerNorm/gamma"})
+    lrs = [nvidia_lamb_learning_rate(t, 0.1, 5, 2) for t in range(4)]
+    decayed = {k for k in variables if optimizer.decays(k)}
+    adapted = {k for k in variables if optimizer.adapts(k)}
+    assert decayed == {"model/dense/kernel", "model/zero/kernel"}
+    assert adapted == (set(variables) if exclude_from_layer_adaptation is None else decayed)
+    expected = numpy_reference(start, steps, lrs, decayed, bias_correction=True, adapt_names=adapted)
+    for k, v in variables.items():
+        np.testing.assert_allclose(v.numpy(), expected[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    assert np.all(variables["model/zero/kernel"].numpy() != 0)  # moved off 0 (by lr * update, ratio 1)
+    np.testing.assert_array_equal(variables["model/LayerNorm/gamma"].numpy(), start["model/LayerNorm/gamma"])
+    assert {"model_dense_kernel_adam_m", "model_dense_kernel_adam_v"} <= {s.name for s in optimizer.variables}
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_config_round_trip(optimizer):
+    original = create_optimizer(1e-3, 100, 10, weight_decay_rate=0.02, sum_replica_gradients=False,
+                                optimizer=optimizer)
+    config = original.get_config()
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(original))
+    assert type(restored) is type(original) and restored.get_config() == config
+    assert restored.sum_replica_gradients is False and restored.weight_decay_rate == 0.02
+    assert config["learning_rate"]["config"].get("power") == {"adamw": None, "lamb": 0.5}[optimizer]
+
+
+@pytest.mark.parametrize("schedule", [WarmupLinearDecay(1e-4, 100, 10), WarmupPolynomialDecay(1e-4, 100, 10, 0.5)])
+def test_schedule_config_round_trip(schedule):
+    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert type(restored) is type(schedule) and restored.get_config() == schedule.get_config()
+    for step in (0, 5, 10, 50, 100, 120):
+        assert float(restored(step)) == float(schedule(step))
+
+
+@pytest.mark.parametrize("optimizer_class", [AdamWeightDecay, Lamb])
+def test_weight_decay_exclusions_follow_the_original_names(optimizer_class):
+    optimizer = optimizer_class()
     assert optimizer.decays("bert/encoder/layer_0/attention/self/query/kernel")
     assert optimizer.decays("embeddings/word_embeddings")
     for name in ("layer_0/attention/LayerNorm/gamma", "embeddings/LayerNorm/beta", "pooler/dense/bias",
                  "predictions/output_bias", "classifier/projection/output_bias"):
         assert not optimizer.decays(name), name
-    assert not AdamWeightDecay(weight_decay_rate=0.0).decays("dense/kernel")
+    assert not optimizer_class(weight_decay_rate=0.0).decays("dense/kernel")
+
+
+def test_lamb_adapts_every_variable_unless_told():
+    assert Lamb().adapts("layer_0/attention/LayerNorm/gamma") and Lamb().adapts("pooler/dense/bias")
+    optimizer = Lamb(exclude_from_layer_adaptation=["LayerNorm"])
+    assert not optimizer.adapts("embeddings/LayerNorm/beta") and optimizer.adapts("pooler/dense/bias")
+
+
+def test_unknown_optimizer():
+    with pytest.raises(ValueError, match="Unknown optimizer 'adam': expected one of adamw, lamb"):
+        create_optimizer(1e-4, 10, 1, optimizer="adam")
 
 
 def test_bad_schedule():
     with pytest.raises(ValueError, match="num_train_steps must be positive"):
         WarmupLinearDecay(1e-4, 0)
+    with pytest.raises(ValueError, match="decay power must be positive"):
+        WarmupPolynomialDecay(1e-4, 10, power=0.0)

@@ -101,7 +101,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     tf.random.set_seed(None)
     resumed.train(toy_task.dataset_fn, 16, 10, 2)
     assert f"Resuming from {resumed_dir}/ckpt-5 at step 5: restored the model (bert, classifier, model), the " \
-           f"optimizer state, the dropout random state and the input order (seed {seed})" in caplog.text
+           f"optimizer state, the dropout random state and the input position (seed {seed})" in caplog.text
     assert resumed.step == 10 and int(resumed.input_seed.numpy()) == seed
     predictor = _trainer(resumed_dir, seed=3, config=config)
     predictor.restore_for_predict(("classifier",))
@@ -204,13 +204,17 @@ import toy_task
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
-def train(output_dir, name, accumulation=1):
+def loud_loss(labels, outputs):  # gradients far beyond norm 1: clipping decides every update
+    return 20.0 * toy_task.loss_fn(labels, outputs)
+def train(output_dir, name, accumulation=1, loss_fn=toy_task.loss_fn):
     tf.keras.utils.set_random_seed(1)
-    trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), toy_task.loss_fn, output_dir,
+    trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), loss_fn, output_dir,
                       strategy=distribute.get_strategy(name), learning_rate=1e-3,
                       gradient_accumulation_steps=accumulation, save_checkpoints_steps=2)
     trainer.train(toy_task.dataset_fn, 16, 4, 1)
     print(name, accumulation, "replicas", trainer.strategy.num_replicas_in_sync)
+    if loss_fn is loud_loss:
+        print("gradient norm", trainer.figures["gradient_norm"])
     return [v.numpy() for v in trainer.model.weights]
 def max_diff(x, y):
     return max(float(np.abs(a - b).max()) for a, b in zip(x, y))
@@ -219,6 +223,9 @@ for name, accumulation in [("one_device", 1), ("mirrored", 1), ("mirrored", 2), 
     weights[(name, accumulation)] = train(f"{sys.argv[2]}/{name}{accumulation}", name, accumulation)
 for key, value in weights.items():
     print(key, "max diff", max_diff(weights[("one_device", 1)], value))
+loud = [train(f"{sys.argv[2]}/loud_{name}", name, 2 if name == "mirrored" else 1, loud_loss)
+        for name in ("one_device", "mirrored")]
+print("clipped max diff", max_diff(*loud))
 # Resumed from the step-2 checkpoint (1 input pipeline, 2 replicas: 2 batches per update to skip): the same weights
 # as the uninterrupted mirrored run.
 for suffix in (".index", ".data-00000-of-00001"):
@@ -230,13 +237,16 @@ print("resumed diff", max_diff(weights[("mirrored", 1)], train(sys.argv[2], "mir
 
 @pytest.mark.slow
 def test_mirrored_replicas_match_one_device(tmp_path):
-    """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device; a run resumed under
-    MirroredStrategy = the uninterrupted one."""
+    """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device, also when clipping
+    to global norm 1.0 decides every update (the replicas' gradients are summed before they are clipped); a run
+    resumed under MirroredStrategy = the uninterrupted one."""
     result = subprocess.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert "mirrored 2 replicas 2" in lines
     diffs = [float(line.rsplit(" ", 1)[1]) for line in lines if "max diff" in line]
-    assert len(diffs) == 4 and max(diffs) < 1e-5, lines
+    assert len(diffs) == 5 and max(diffs) < 1e-5, lines
+    norms = [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("gradient norm")]
+    assert len(norms) == 2 and min(norms) > 2, lines  # the clipped runs were clipped
     assert "resumed diff 0.0" in lines, lines

@@ -14,6 +14,7 @@ written as its deterministic serialization (map entries in sorted key order; the
 in an order that varies from process to process).
 """
 import collections
+import collections.abc
 import random
 
 from absl import logging
@@ -31,20 +32,22 @@ TrainingInstance = collections.namedtuple(
 
 
 class VocabTables:
-    """What the algorithm needs from a FullTokenizer's vocab, by id.
+    """What the algorithm needs from a vocabulary, by id.
 
     `random_ids[k]` is the id of the k-th vocab entry (the original's `vocab_words[k]`), `is_subword[id]`
     tells whether the token starts with "##" (whole-word masking), `cls_id`, `sep_id`, `mask_id`.
     """
 
-    def __init__(self, tokenizer):
-        vocab = tokenizer.vocab
+    def __init__(self, vocab, vocab_file=None):
+        """`vocab`: {token: id} as `tokenization.load_vocab` returns it (a FullTokenizer's `vocab`), or the list
+        of tokens in id order; `vocab_file`: the file it was read from, named in errors."""
+        if not isinstance(vocab, collections.abc.Mapping):
+            vocab = {token: index for index, token in enumerate(vocab)}
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
-            raise ValueError(f"The vocab file {getattr(tokenizer, 'vocab_file', '?')!r} has no "
-                             f"{', '.join(missing)} entry; pre-training data needs {', '.join(SPECIAL_TOKENS)}.")
-        self.vocab = vocab
-        self.vocab_file = getattr(tokenizer, "vocab_file", None)
+            source = f"vocab file {vocab_file!r}" if vocab_file else "vocab"
+            raise ValueError(f"The {source} has no {', '.join(missing)} entry; pre-training data needs "
+                             f"{', '.join(SPECIAL_TOKENS)}.")
         self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIAL_TOKENS)
         self.random_ids = list(vocab.values())
         size = max(self.random_ids) + 1
@@ -295,7 +298,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     if None) when `encoder` is not False, else TrainingInstance objects. `documents` (list) replaces reading
     `input_files` when given. The first `log_examples` instances made are logged (INFO).
     """
-    tables = VocabTables(tokenizer)
+    tables = VocabTables(tokenizer.vocab, tokenizer.vocab_file)
     if documents is None:
         documents = read_documents(input_files, tokenizer)
     if not documents:
@@ -338,7 +341,7 @@ def run_exact(input_file, output_file, vocab_file, do_lower_case=True, do_whole_
         raise ValueError("No output file given.")
     wire.check_writable(output_files)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-    VocabTables(tokenizer)  # fail on a vocab without special tokens before reading the corpus
+    VocabTables(tokenizer.vocab, vocab_file)  # fail on a vocab without special tokens before reading the corpus
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)

@@ -82,7 +82,7 @@ def make_config(vocab_file, do_lower_case=True, do_whole_word_mask=False, max_se
         if "," in output_file:
             raise ValueError("A sharded run writes one set of shards: give output_file a single path prefix.")
         wire.check_writable([output_file])
-    instances.VocabTables(tokenization.FullTokenizer(vocab_file, do_lower_case))
+    instances.VocabTables(tokenization.load_vocab(vocab_file), vocab_file)
     return dict(vocab_file=vocab_file if fileio.is_url(vocab_file) else os.path.abspath(vocab_file),
                 do_lower_case=bool(do_lower_case), do_whole_word_mask=bool(do_whole_word_mask),
                 max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
@@ -98,7 +98,7 @@ def worker_state(config):
     key = (config["vocab_file"], config["do_lower_case"])
     if _WORKER.get("key") != key:
         tokenizer = tokenization.FullTokenizer(config["vocab_file"], config["do_lower_case"])
-        tables = instances.VocabTables(tokenizer)
+        tables = instances.VocabTables(tokenizer.vocab, tokenizer.vocab_file)
         _WORKER.update(key=key, tokenizer=tokenizer, tables=tables)
     return _WORKER["tokenizer"], _WORKER["tables"]
 

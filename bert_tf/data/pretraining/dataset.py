@@ -1,0 +1,150 @@
+"""Reading the TFRecords of create_pretraining_data.py as the original run_pretraining.py reads them.
+
+The schema (`schema`, the original input_fn's name_to_features): input_ids, input_mask, segment_ids [S] int64;
+masked_lm_positions, masked_lm_ids [P] int64, masked_lm_weights [P] float32; next_sentence_labels [1] int64;
+S = max_seq_length, P = max_predictions_per_seq. int64 features become int32, as the original's.
+
+- `check_input_files` reads the first record of every file before any work: a missing feature, another kind or
+  another length than the flags is a ValueError naming the file, the feature and the expected shape; a file
+  written with GZIP compression is recognized (all files must share one compression).
+- `training_dataset`: the original's order for training: the file names repeated and shuffled (buffer: the number
+  of files), records interleaved from min(4, files) files at a time, shuffled (buffer 100), fixed batches (remainder
+  dropped). Under several input pipelines (multi-worker) each reads its own files. Deterministic for a seed (the
+  original interleaves "sloppy", in no fixed order), so that a run resumes exactly.
+  With `DynamicMasking` (bert_tf.data.pretraining.dynamic_masking) every epoch is masked afresh.
+- `evaluation_dataset`: the files in order, fixed batches, at most max_eval_steps of them.
+Batches are (features, labels): features input_ids, input_mask, segment_ids, masked_lm_positions (the model's
+inputs); labels masked_lm_ids, masked_lm_weights, next_sentence_labels.
+"""
+import tensorflow as tf
+
+FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+_CYCLE_LENGTH = 4  # the original's num_cpu_threads
+_SHUFFLE_BUFFER = 100
+
+
+def schema(max_seq_length, max_predictions_per_seq):
+    """The original run_pretraining.py's name_to_features: feature name -> tf.io.FixedLenFeature."""
+    lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length, "segment_ids": max_seq_length,
+               "masked_lm_positions": max_predictions_per_seq, "masked_lm_ids": max_predictions_per_seq,
+               "masked_lm_weights": max_predictions_per_seq, "next_sentence_labels": 1}
+    return {name: tf.io.FixedLenFeature([length], tf.float32 if name == "masked_lm_weights" else tf.int64)
+            for name, length in lengths.items()}
+
+
+def compression_of(path):
+    """"GZIP" if the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return "GZIP" if f.read(2) == b"\x1f\x8b" else ""
+
+
+def _first_record(path, compression):
+    for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
+        return record.numpy()
+    return None
+
+
+def check_record(record, features, where):
+    """Checks one serialized tf.train.Example against `features` (a schema); ValueError naming `where`, the feature
+    and the expected shape."""
+    example = tf.train.Example.FromString(record).features.feature
+    for name, spec in features.items():
+        kind = "float_list" if spec.dtype == tf.float32 else "int64_list"
+        expected = f"{kind.split('_')[0]} feature of shape {list(spec.shape)}"
+        if name not in example:
+            raise ValueError(f"{where}: no feature {name!r}; expected a {expected} (the TFRecords of "
+                             f"create_pretraining_data.py; features found: {', '.join(sorted(example))}).")
+        found = example[name].WhichOneof("kind")
+        length = len(getattr(example[name], found).value) if found else 0
+        if found != kind or length != spec.shape[0]:
+            raise ValueError(f"{where}: feature {name!r} is a {(found or 'empty').split('_')[0]} feature of length "
+                             f"{length}; expected a {expected} (check --max_seq_length and "
+                             f"--max_predictions_per_seq against the flags the data was made with).")
+
+
+def check_input_files(input_files, max_seq_length, max_predictions_per_seq, vocab_size=None):
+    """Checks the first record of every file (see the module docstring) and, with `vocab_size`, that its ids are
+    below it. Returns the files' compression ("" or "GZIP")."""
+    if not input_files:
+        raise ValueError("No input files.")
+    compressions = {path: compression_of(path) for path in input_files}
+    if len(set(compressions.values())) > 1:
+        gzipped = [path for path, c in compressions.items() if c]
+        raise ValueError(f"Some input files are GZIP-compressed ({gzipped[0]}, ...) and others are not: use one "
+                         f"compression for all.")
+    compression = compressions[input_files[0]]
+    features = schema(max_seq_length, max_predictions_per_seq)
+    for path in input_files:
+        record = _first_record(path, compression)
+        if record is None:
+            raise ValueError(f"{path}: no records (an empty TFRecord file).")
+        check_record(record, features, f"{path}, first record")
+        if vocab_size is not None:
+            check_ids(tf.io.parse_single_example(record, features), vocab_size, f"{path}, first record")
+    return compression
+
+
+def check_ids(parsed, vocab_size, where):
+    """ValueError naming `where` when input_ids or masked_lm_ids hold an id >= vocab_size."""
+    for name in ("input_ids", "masked_lm_ids"):
+        largest = int(tf.reduce_max(parsed[name]))
+        if largest >= vocab_size:
+            raise ValueError(f"{where}: {name} holds id {largest}, but the model's vocab_size is {vocab_size} "
+                             f"(bert_config.json and the data's vocab.txt disagree).")
+
+
+def decoder(max_seq_length, max_predictions_per_seq):
+    """record -> the parsed example (dict of the schema's features; int64 as int32)."""
+    features = schema(max_seq_length, max_predictions_per_seq)
+
+    def decode(record):
+        parsed = tf.io.parse_single_example(record, features)
+        return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in parsed.items()}
+
+    return decode
+
+
+def split(example):
+    """A parsed example (or batch) -> (features, labels) as the model and the loss take them."""
+    return {name: example[name] for name in FEATURES}, {name: example[name] for name in LABELS}
+
+
+def training_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
+                     seed=None, input_context=None, masking=None):
+    """The original's training input (see the module docstring): (features, labels) batches of `batch_size`,
+    repeated. `masking`: a DynamicMasking to re-mask every epoch (seeded with seed + the input pipeline's id)."""
+    files, pipeline, pipelines = list(input_files), 0, 1
+    if input_context is not None:
+        pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
+    if pipelines > 1:
+        if len(files) < pipelines:
+            raise ValueError(f"{len(files)} input file(s) for {pipelines} workers: each worker reads its own "
+                             f"files, so give at least one file per worker (create_pretraining_data.py writes "
+                             f"shards with --num_workers).")
+        files = files[pipeline::pipelines]  # as Dataset.shard
+    num_files = len(files)
+    files = tf.data.Dataset.from_tensor_slices(tf.constant(files)).repeat().shuffle(num_files, seed=seed)
+    d = files.interleave(lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+                         cycle_length=min(_CYCLE_LENGTH, num_files), num_parallel_calls=tf.data.AUTOTUNE,
+                         deterministic=True)
+    d = d.shuffle(_SHUFFLE_BUFFER, seed=seed)
+    d = d.map(decoder(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE,
+              deterministic=True)
+    if masking is not None:
+        d = masking.apply(d, (seed or 0) + pipeline)
+    d = d.map(split).batch(batch_size, drop_remainder=True)
+    return d.prefetch(tf.data.AUTOTUNE)
+
+
+def evaluation_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
+                       max_steps=None):
+    """The records in file order, (features, labels) batches of `batch_size` (remainder dropped, as the original),
+    at most `max_steps` of them."""
+    d = tf.data.TFRecordDataset(tf.constant(input_files), compression_type=compression)
+    d = d.map(decoder(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE,
+              deterministic=True)
+    d = d.map(split).batch(batch_size, drop_remainder=True)
+    if max_steps is not None:
+        d = d.take(max_steps)
+    return d.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,161 @@
+"""run_pretraining.py: masked-LM + next-sentence pretraining, from scratch or continued from a checkpoint.
+
+The original's model and numbers (google-research/bert run_pretraining.py):
+- the model is `BertPretrainer`: `cls/predictions` (transform dense + hidden_act + LayerNorm, logits against the
+  tied word embeddings + output_bias) and `cls/seq_relationship` (output_weights [2, H], output_bias [2]);
+- masked-LM loss: `sum(w * nll) / (sum(w) + 1e-5)` over the batch's predictions (w = masked_lm_weights, nll the
+  negative log-softmax of the label); next-sentence loss: the batch mean of the cross-entropy; loss: their sum.
+  `PretrainingLoss` gives them to the Trainer as batch-level ratios (bert_tf.training.losses), so they are the
+  numbers of the whole batch under every strategy and with gradient accumulation;
+- the optimizer and schedule of the original (AdamWeightDecay, warmup + linear decay), or LAMB (`--optimizer`);
+- eval: the original's streaming metrics over max_eval_steps batches read in file order: masked_lm_accuracy and
+  masked_lm_loss weighted by masked_lm_weights, next_sentence_accuracy and next_sentence_loss per example, loss
+  the mean of the batches' losses; output_dir/eval_results.txt with those keys and global_step.
+`next_sentence=False` is the paper's "No NSP" ablation: the masked-LM loss alone, no `cls/seq_relationship` head,
+no next-sentence metrics.
+"""
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data import fileio
+from bert_tf.data.pretraining import dataset
+from bert_tf.data.pretraining.dynamic_masking import DynamicMasking
+from bert_tf.model import task_models
+from bert_tf.tasks import result_files
+from bert_tf.text import tokenization
+from bert_tf.training import losses
+
+
+def log_likelihoods(logits, labels):
+    """log p(label) under softmax(logits): logits [..., K], labels [...] int -> [...] float32 (the original's
+    reduce_sum(log_probs * one_hot))."""
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    return tf.squeeze(tf.gather(log_probs, tf.cast(labels, tf.int32)[..., None], batch_dims=len(labels.shape)), -1)
+
+
+def correct(logits, labels):
+    """1.0 where argmax(logits) == label, else 0.0: [..., K], [...] -> [...] float32."""
+    return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(labels, tf.int32)), tf.float32)
+
+
+class PretrainingLoss:
+    """The original pretraining loss and metrics as Trainer terms (bert_tf.training.losses)."""
+
+    def __init__(self, next_sentence=True):
+        self.next_sentence = next_sentence
+        self.terms = {"masked_lm_loss": losses.Term(epsilon=1e-5),
+                      "masked_lm_accuracy": losses.Term(in_loss=False)}
+        if next_sentence:
+            self.terms.update(next_sentence_loss=losses.Term(), next_sentence_accuracy=losses.Term(in_loss=False))
+
+    def weights(self, labels):
+        w = tf.cast(labels["masked_lm_weights"], tf.float32)
+        weights = {"masked_lm_loss": w, "masked_lm_accuracy": w}
+        if self.next_sentence:
+            ones = tf.ones(tf.shape(labels["next_sentence_labels"])[:1], tf.float32)
+            weights.update(next_sentence_loss=ones, next_sentence_accuracy=ones)
+        return weights
+
+    def values(self, labels, outputs):
+        w = tf.cast(labels["masked_lm_weights"], tf.float32)
+        logits, ids = outputs["masked_lm_logits"], labels["masked_lm_ids"]
+        values = {"masked_lm_loss": -w * log_likelihoods(logits, ids), "masked_lm_accuracy": w * correct(logits, ids)}
+        if self.next_sentence:
+            logits, nsp = outputs["next_sentence_logits"], labels["next_sentence_labels"][:, 0]
+            values.update(next_sentence_loss=-log_likelihoods(logits, nsp),
+                          next_sentence_accuracy=correct(logits, nsp))
+        return values
+
+
+class PretrainingTask:
+    """The pretraining task for `bert_tf.tasks.runner.run` (see the runner's task contract)."""
+    modes = ("do_train", "do_eval")
+    export_task = "pretraining"
+    min_seq_length = 3
+    label_list = None
+
+    def __init__(self, input_file, max_predictions_per_seq=20, num_train_steps=100000, num_warmup_steps=10000,
+                 max_eval_steps=100, eval_input_file=None, next_sentence=True, dynamic_masking=False,
+                 masked_lm_prob=0.15, do_whole_word_mask=False):
+        self.input_file = input_file
+        self.eval_input_file = eval_input_file or input_file
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.max_eval_steps = max_eval_steps
+        self.next_sentence = next_sentence
+        self.dynamic_masking = dynamic_masking
+        self.masked_lm_prob = masked_lm_prob
+        self.do_whole_word_mask = do_whole_word_mask
+        self.heads = ("masked_lm", "next_sentence") if next_sentence else ("masked_lm",)
+        self.loss = PretrainingLoss(next_sentence)
+        self.train_files = self.eval_files = None
+        self.compression = {}
+
+    def check_settings(self, run):
+        """Checks of the flags alone (before the model files are read)."""
+        if not 0 < self.max_predictions_per_seq <= run.max_seq_length:
+            raise ValueError(f"max_predictions_per_seq must be in 1..max_seq_length ({run.max_seq_length}), got "
+                             f"{self.max_predictions_per_seq}.")
+        if run.do_train and self.num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {self.num_train_steps}.")
+        if not 0 <= self.num_warmup_steps <= max(self.num_train_steps, 0):
+            raise ValueError(f"num_warmup_steps must be in 0..num_train_steps, got {self.num_warmup_steps}.")
+        if run.do_eval and self.max_eval_steps <= 0:
+            raise ValueError(f"max_eval_steps must be positive, got {self.max_eval_steps}.")
+        if self.dynamic_masking and not run.vocab_file:
+            raise ValueError("--dynamic_masking needs --vocab_file (the vocabulary the data was made with): it masks "
+                             "wordpieces with [MASK] and random vocabulary entries.")
+
+    def check(self, run, config):
+        """Finds the input files and checks their first records against the flags and the config."""
+        def files(patterns, mode):
+            found = fileio.expand_patterns(patterns)
+            compression = dataset.check_input_files(found, run.max_seq_length, self.max_predictions_per_seq,
+                                                    config.vocab_size)
+            logging.info("*** %s input files: %d%s ***", mode, len(found), " (GZIP)" if compression else "")
+            return found, compression
+
+        if run.do_train:
+            self.train_files, self.compression["train"] = files(self.input_file, "Training")
+        if run.do_eval:
+            self.eval_files, self.compression["eval"] = files(self.eval_input_file, "Evaluation")
+
+    def build_model(self, config):
+        return task_models.BertPretrainer(config, with_next_sentence=self.next_sentence)
+
+    def train_steps(self, run):
+        """(num_train_steps, num_warmup_steps): given by the flags, as the original's."""
+        return self.num_train_steps, self.num_warmup_steps
+
+    def train_data(self, run, tokenizer):
+        """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), and None: the
+        number of examples is not counted (steps are given)."""
+        masking = None
+        if self.dynamic_masking:
+            masking = DynamicMasking(tokenization.load_vocab(run.vocab_file), self.max_predictions_per_seq,
+                                     self.masked_lm_prob, self.do_whole_word_mask)
+
+        def dataset_fn(batch_size, input_context=None, seed=None):
+            return dataset.training_dataset(self.train_files, batch_size, run.max_seq_length,
+                                            self.max_predictions_per_seq, self.compression["train"], seed,
+                                            input_context, masking)
+
+        return dataset_fn, None
+
+    def evaluate(self, run, tokenizer, trainer):
+        """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (written by
+        the chief). Returns the results."""
+        data = dataset.evaluation_dataset(self.eval_files, run.eval_batch_size, run.max_seq_length,
+                                          self.max_predictions_per_seq, self.compression["eval"],
+                                          self.max_eval_steps)
+        results, batches = trainer.evaluate(data)
+        if batches < self.max_eval_steps:
+            logging.warning("max_eval_steps=%d but the eval data holds %d full batch(es) of %d: evaluated those.",
+                            self.max_eval_steps, batches, run.eval_batch_size)
+        results["global_step"] = trainer.step
+        if trainer.is_chief:
+            result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
+        return results
