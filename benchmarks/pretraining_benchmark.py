@@ -49,6 +49,7 @@ Example (peers from `pip install -e ".[compare,corpus]"`):
 import argparse
 import datetime
 import importlib.metadata
+import itertools
 import json
 import os
 import re
@@ -80,7 +81,7 @@ MAX_PREDICTIONS = 20
 HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh"}
 WEIGHT_DECAY_EXCLUDED = ("LayerNorm", "layer_norm", "bias")
 RESULT_PREFIX = "RESULT "
-_STEP_LOG = re.compile(r"step (\d+)/(\d+) loss ([\d.naif+-]+) \(([\d.]+) examples/s\)")
+_STEP_LOG = re.compile(r"step (\d+)/(\d+) loss (\S+) .*?\(([\d.]+) examples/s\)")
 FLOPS_FORMULA = ("training FLOPs/sequence = 3 x forward; forward = 2 x (L x (S(4H^2 + 2HI) + 2S^2H) + P(H^2 + HV) "
                  "+ H^2 + 2H) [encoder + MLM head on P masked positions + pooler/NSP]")
 
@@ -178,35 +179,18 @@ def prepare_records(work_dir, dupe_factor):
     return records
 
 
-def tf_pretraining_dataset(records, batch_size, shuffle):
-    """Batches of the records as int32/float32 tensors with the original feature names, repeated forever."""
-    import tensorflow as tf
-
-    int_feature = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
-    schema = {"input_ids": int_feature(SEQ_LENGTH), "input_mask": int_feature(SEQ_LENGTH),
-              "segment_ids": int_feature(SEQ_LENGTH), "masked_lm_positions": int_feature(MAX_PREDICTIONS),
-              "masked_lm_ids": int_feature(MAX_PREDICTIONS),
-              "masked_lm_weights": tf.io.FixedLenFeature([MAX_PREDICTIONS], tf.float32),
-              "next_sentence_labels": int_feature(1)}
-
-    def parse(record):
-        parsed = tf.io.parse_single_example(record, schema)
-        return {k: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for k, t in parsed.items()}
-
-    d = tf.data.TFRecordDataset(records).repeat()
-    if shuffle:
-        d = d.shuffle(1000, seed=12345)
-    d = d.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return d.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-
 def batches_child(args):
-    """Writes the first loops x iterations_per_loop batches of the records (file order) to an .npz for PyTorch."""
-    steps = args.loops * args.iterations_per_loop
-    batches = list(tf_pretraining_dataset(args.records, args.batch_size, shuffle=False).take(steps))
+    """Writes the first loops x iterations_per_loop batches of the records (file order, bert-tf's evaluation reader)
+    to an .npz for PyTorch: each feature as [batches, batch_size, ...]."""
     import numpy as np
+
+    from bert_tf.data.pretraining import dataset
+
+    steps = args.loops * args.iterations_per_loop
+    batches = [{**features, **labels} for features, labels in dataset.evaluation_dataset(
+        [args.records], args.batch_size, SEQ_LENGTH, MAX_PREDICTIONS, max_steps=steps)]
     np.savez(args.batches_file, **{k: np.stack([b[k].numpy() for b in batches]) for k in batches[0]})
-    return {"steps": steps}
+    return {"batches": len(batches)}
 
 
 def prepare_batches(args):
@@ -242,6 +226,8 @@ def model_garden_child(args, config, jit_compile):
     from official.modeling import optimization, tf_utils
     from official.nlp.modeling import layers, models, networks
 
+    from bert_tf.data.pretraining import dataset
+
     tf.keras.utils.set_random_seed(0)
     initializer = lambda: tf_keras.initializers.TruncatedNormal(stddev=config["initializer_range"])  # noqa: E731
     activation = tf_utils.get_activation(config["hidden_act"])  # "gelu": the tanh approximation, as the original
@@ -266,21 +252,21 @@ def model_garden_child(args, config, jit_compile):
         "warmup": {"type": "polynomial", "polynomial": {"power": 1, "warmup_steps": args.iterations_per_loop}}}))
     optimizer = factory.build_optimizer(factory.build_learning_rate())
 
-    def loss_fn(batch, outputs):  # official.nlp.tasks.masked_lm.MaskedLMTask.build_losses, without its metrics
+    def loss_fn(labels, outputs):  # official.nlp.tasks.masked_lm.MaskedLMTask.build_losses, without its metrics
         lm = tf_keras.losses.sparse_categorical_crossentropy(
-            batch["masked_lm_ids"], tf.cast(outputs["mlm_logits"], tf.float32), from_logits=True)
-        weights = batch["masked_lm_weights"]
+            labels["masked_lm_ids"], tf.cast(outputs["mlm_logits"], tf.float32), from_logits=True)
+        weights = labels["masked_lm_weights"]
         mlm = tf.math.divide_no_nan(tf.reduce_sum(lm * weights), tf.reduce_sum(weights))
         nsp = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
-            batch["next_sentence_labels"], tf.cast(outputs["next_sentence"], tf.float32), from_logits=True))
+            labels["next_sentence_labels"], tf.cast(outputs["next_sentence"], tf.float32), from_logits=True))
         return mlm + nsp
 
     @tf.function(jit_compile=jit_compile)
-    def train_step(batch):
-        inputs = {"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
-                  "input_type_ids": batch["segment_ids"], "masked_lm_positions": batch["masked_lm_positions"]}
+    def train_step(features, labels):
+        inputs = {"input_word_ids": features["input_ids"], "input_mask": features["input_mask"],
+                  "input_type_ids": features["segment_ids"], "masked_lm_positions": features["masked_lm_positions"]}
         with tf.GradientTape() as tape:
-            loss = loss_fn(batch, model(inputs, training=True))
+            loss = loss_fn(labels, model(inputs, training=True))
         variables = model.trainable_variables
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
@@ -289,10 +275,11 @@ def model_garden_child(args, config, jit_compile):
     def train_loop(iterator, steps):
         total_loss = tf.constant(0.0)
         for _ in tf.range(steps):
-            total_loss += train_step(next(iterator))
+            total_loss += train_step(*next(iterator))
         return total_loss / tf.cast(steps, tf.float32)
 
-    iterator = iter(tf_pretraining_dataset(args.records, args.batch_size, shuffle=True))
+    # bert-tf's reader of the original's training input (interleave, shuffle 100, batches): the same input cost.
+    iterator = iter(dataset.training_dataset([args.records], args.batch_size, SEQ_LENGTH, MAX_PREDICTIONS, seed=0))
     steps = tf.constant(args.iterations_per_loop)
     result = timed_loops(lambda: float(train_loop(iterator, steps)), args.loops)
     result["threads"] = {"tf_intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
@@ -331,10 +318,10 @@ def torch_child(args, config):
         [{"params": [p for n, p in params.items() if decayed(n)], "weight_decay": 0.01},
          {"params": [p for n, p in params.items() if not decayed(n)], "weight_decay": 0.0}],
         lr=args.learning_rate, eps=1e-6)
-    total = len(batches)
+    total = args.loops * args.iterations_per_loop
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_linear_decay(step, args.iterations_per_loop, total))
-    position = iter(range(total))
+    position = itertools.cycle(range(len(batches)))
 
     def run_loop():
         loss_sum = torch.zeros(())
