@@ -44,7 +44,7 @@ loss of the first and last loop (a sanity check: ~ln(30522) + ln(2) = 11.0 at ra
   TensorFlow and in PyTorch, each in its own process, before and after the runs; all four are printed).
 
 Example (peers from `pip install -e ".[compare,corpus]"`):
-  python benchmarks/pretraining_benchmark.py --rounds 2 --batch_size 32 --iterations_per_loop 10 --loops 4
+  python benchmarks/pretraining_benchmark.py --rounds 2 --batch_size 32 --iterations_per_loop 10 --loops 3
 """
 import argparse
 import datetime
@@ -93,7 +93,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=2, help="Runs of every framework and config (alternated).")
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--iterations_per_loop", type=int, default=10, help="Steps per timed loop.")
-    p.add_argument("--loops", type=int, default=4, help="Loops per run; the first is dropped (warm-up).")
+    p.add_argument("--loops", type=int, default=3, help="Loops per run; the first is dropped (warm-up).")
     p.add_argument("--learning_rate", type=float, default=1e-4)
     p.add_argument("--dupe_factor", type=int, default=5, help="create_pretraining_data.py's --dupe_factor.")
     p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
