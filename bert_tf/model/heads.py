@@ -47,8 +47,11 @@ class OutputProjection(layers.Layer):
 
 
 def gather_indexes(sequence_tensor, positions):
-    """sequence_tensor [B, S, H], positions [B, P] int -> the vectors at those positions [B, P, H]."""
-    return ops.take_along_axis(sequence_tensor, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+    """sequence_tensor [B, S, H], positions [B, P] int -> the vectors at those positions, [B*P, H] (the original's
+    gather_indexes: one gather of rows of the [B*S, H] matrix, whose gradient is a scatter of B*P rows)."""
+    batch, length, width = ops.shape(sequence_tensor)
+    flat_positions = ops.cast(positions, "int32") + ops.arange(batch, dtype="int32")[:, None] * length
+    return ops.take(ops.reshape(sequence_tensor, (-1, width)), ops.reshape(flat_positions, (-1,)), axis=0)
 
 
 @serializable
@@ -79,10 +82,12 @@ class MaskedLMHead(layers.Layer):
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
+        # On [B*P, H] as the original: the logits are one [B*P, H] x [H, V] MatMul, whose gradient for the tied
+        # embeddings is one [V, B*P] x [B*P, H] MatMul (a batched einsum's is B products [V, H], then their sum).
         x = self.layer_norm(self.transform(gather_indexes(sequence_output, masked_lm_positions)))
         table = ops.cast(self.embedding_layer.word_embeddings, x.dtype)
-        logits = ops.einsum("bph,vh->bpv", x, table)
-        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        logits = ops.cast(ops.matmul(x, ops.transpose(table)), "float32") + ops.cast(self.output_bias, "float32")
+        return ops.reshape(logits, (-1, ops.shape(masked_lm_positions)[1], self.embedding_layer.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
         return tuple(masked_lm_positions_shape) + (self.embedding_layer.vocab_size,)

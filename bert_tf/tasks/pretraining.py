@@ -30,9 +30,9 @@ from bert_tf.training import losses
 
 def log_likelihoods(logits, labels):
     """log p(label) under softmax(logits): logits [..., K], labels [...] int -> [...] float32 (the original's
-    reduce_sum(log_probs * one_hot))."""
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-    return tf.squeeze(tf.gather(log_probs, tf.cast(labels, tf.int32)[..., None], batch_dims=len(labels.shape)), -1)
+    reduce_sum(log_probs * one_hot), as one fused op whose gradient is softmax - one_hot: a gather from the
+    log-probabilities has a scatter into all B*P*V of them as its gradient)."""
+    return -tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(labels, tf.int32), tf.cast(logits, tf.float32))
 
 
 def correct(logits, labels):
