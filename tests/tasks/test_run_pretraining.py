@@ -269,13 +269,13 @@ def minilm_with_heads(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_original_readme_demo_on_the_real_minilm(minilm_with_heads, run_main, tmp_path, data_dir):
-    """The original README's demo in spirit: sample_text's records, 20 steps from a pretrained checkpoint (batch 32,
+    """The original README's demo in spirit: sample_text's records, 20 steps from a pretrained checkpoint (batch 16,
     lr 2e-5, warmup 10), then eval: the loss falls and the masked-LM accuracy rises."""
     release = minilm_with_heads
     flags = [f"--input_file={data_dir}/pretraining_sample_text_seed12345.tfrecord",
              f"--bert_config_file={release}/bert_config.json", f"--init_checkpoint={release}/bert_model.ckpt",
              "--max_seq_length=128", "--max_predictions_per_seq=20", "--do_eval", "--seed=1"]
-    train = ["--do_train", "--train_batch_size=32", "--num_train_steps=20", "--num_warmup_steps=10",
+    train = ["--do_train", "--train_batch_size=16", "--num_train_steps=20", "--num_warmup_steps=10",
              "--learning_rate=2e-5"]
     assert run_main(SCRIPT, flags + [f"--output_dir={tmp_path / 'before'}"],
                     flags + train + [f"--output_dir={tmp_path / 'after'}"]) == [None, None]
