@@ -40,8 +40,9 @@ loss of the first and last loop (a sanity check: ~ln(30522) + ln(2) = 11.0 at ra
     MLM     = P x (H^2 + H V)                       (transform dense, decoder tied to the embeddings;
                                                      P = max_predictions_per_seq positions)
     NSP     = H^2 + 2 H                             (pooler, 2-way classifier)
-  and the peak is the highest float32 matmul rate measured on this machine (a square --peak_size matmul in
-  TensorFlow and in PyTorch, each in its own process, before and after the runs; all four are printed).
+  and the peak is the highest float32 matmul rate measured on this machine: a square --peak_size matmul in
+  TensorFlow and in PyTorch (each in its own process; the fastest of 30 calls), measured before the first round
+  and after every round (all printed), so that a measurement disturbed by other processes does not set it.
 
 Example (peers from `pip install -e ".[compare,corpus]"`):
   python benchmarks/pretraining_benchmark.py --rounds 2 --batch_size 32 --iterations_per_loop 10 --loops 3
@@ -341,7 +342,9 @@ def torch_child(args, config):
     return result
 
 
-def median_seconds(fn, warmup=5, repeats=20):
+def fastest_seconds(fn, warmup=5, repeats=30):
+    """The fastest of `repeats` timed calls of fn() after `warmup` untimed ones (a peak: the best the machine
+    gives, the least disturbed by other processes)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -349,23 +352,23 @@ def median_seconds(fn, warmup=5, repeats=20):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def peak_child(args, framework):
-    """[n, n] x [n, n] matmul GFLOP/s in --peak_dtype (median of 20 after 5 warm-ups), on TensorFlow's default
+    """[n, n] x [n, n] matmul GFLOP/s in --peak_dtype (the fastest of 30 calls after 5), on TensorFlow's default
     device (a GPU where there is one) or PyTorch's CPU."""
     n = args.peak_size
     if framework == "peak_tf":
         import tensorflow as tf
         a, b = (tf.cast(tf.random.normal((n, n), seed=seed), args.peak_dtype) for seed in (1, 2))
         matmul = tf.function(lambda a, b: tf.matmul(a, b)[:1, :1])
-        seconds = median_seconds(lambda: matmul(a, b).numpy())
+        seconds = fastest_seconds(lambda: matmul(a, b).numpy())
     else:
         import torch
         dtype = getattr(torch, args.peak_dtype)
         a, b, out = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype)
-        seconds = median_seconds(lambda: torch.matmul(a, b, out=out))
+        seconds = fastest_seconds(lambda: torch.matmul(a, b, out=out))
     return {"gflops": 2.0 * n ** 3 / seconds / 1e9}
 
 
@@ -454,16 +457,17 @@ def steady_seq_per_s(run, batch_size, iterations_per_loop):
     return len(seconds) * iterations_per_loop * batch_size / sum(seconds)
 
 
-def measure_peaks(args, when, peaks):
-    """The matmul peak of each library that a framework of the run uses."""
-    libraries = {"peak_torch" if f == "torch" else "peak_tf" for f in args.frameworks}
-    for child in sorted(libraries):
-        peaks[f"{child} {when}"] = launch(args, child, None)["gflops"]
+def measure_peaks(args, peaks):
+    """Appends a matmul peak measurement of each library that a framework of the run uses to peaks[library]."""
+    for child in sorted({"peak_torch" if f == "torch" else "peak_tf" for f in args.frameworks}):
+        peaks.setdefault(child, []).append(launch(args, child, None)["gflops"])
 
 
-def run_rounds(args):
-    """{(config file, framework): [run result, ...]} over --rounds, frameworks alternating."""
+def run_rounds(args, peaks):
+    """{(config file, framework): [run result, ...]} over --rounds, frameworks alternating; the matmul peaks are
+    measured before the first round and after every round."""
     runs = {}
+    measure_peaks(args, peaks)
     for r in range(args.rounds):
         order = args.frameworks if r % 2 == 0 else args.frameworks[::-1]
         for config_file in args.bert_config_files:
@@ -475,6 +479,7 @@ def run_rounds(args):
                       f"(loops {', '.join(f'{s:.2f}' for s in run['loop_seconds'])} s), peak RSS "
                       f"{run['peak_rss_mb']:.0f} MB, loss {run['losses'][0]:.3f} -> {run['losses'][-1]:.3f}, "
                       f"load {run['load']:.2f}", file=sys.stderr, flush=True)
+        measure_peaks(args, peaks)
     return runs
 
 
@@ -493,7 +498,8 @@ def summarize(args, runs, peak):
                      "mfu": median * flops / (peak * 1e9), "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
                      "loss_first": statistics.median(r["losses"][0] for r in results),
                      "loss_last": statistics.median(r["losses"][-1] for r in results),
-                     "threads": results[0].get("threads"), "rounds": rates})
+                     "threads": results[0].get("threads"), "rounds": rates,
+                     "loads": [r["load"] for r in results]})
     return rows
 
 
@@ -525,15 +531,16 @@ def versions():
 
 
 def print_report(args, rows, peaks, loads, mach, vers):
-    peak = max(peaks.values())
+    peak = max(max(values) for values in peaks.values())
     print(f"date: {datetime.date.today().isoformat()}; machine: {mach['cpu']}, {mach['cpus']} CPUs, "
           f"{mach['mem_gib']} GiB; load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if v))
     print(f"data: {args.records}; batch {args.batch_size}, seq {SEQ_LENGTH}, max_predictions_per_seq "
           f"{MAX_PREDICTIONS}; {args.rounds} rounds; {args.loops} loops of {args.iterations_per_loop} steps per "
           "run, the first dropped")
-    print(f"{args.peak_dtype} matmul peak (GFLOP/s, {args.peak_size}^3): "
-          + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()) + f"; MFU against {peak:.0f}")
+    print(f"{args.peak_dtype} matmul peak (GFLOP/s, {args.peak_size}^3, fastest of 30 calls; before the first "
+          "round and after each): " + "; ".join(f"{k} {' '.join(f'{v:.0f}' for v in values)}"
+                                                for k, values in peaks.items()) + f"; MFU against {peak:.0f}")
     print(FLOPS_FORMULA)
     for config_file in args.bert_config_files:
         c = load_config(config_file)
@@ -545,12 +552,13 @@ def print_report(args, rows, peaks, loads, mach, vers):
     threads = {r["framework"]: r["threads"] for r in rows if r["threads"]}
     print("threads: " + "; ".join(f"{k} {v}" for k, v in threads.items()) + " (TF 0 = one per core)")
     print()
-    print("| config | framework | seq/s (median) | min-max | GFLOP/s | MFU | peak RSS MB | loss first -> last loop |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    print("| config | framework | seq/s (median) | min-max | GFLOP/s | MFU | peak RSS MB | loss first -> last loop | "
+          "load at start |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---|")
     for r in rows:
         print(f"| {r['config']} | {LABELS[r['framework']]} | {r['seq_per_s']:.1f} | {r['min']:.1f}-{r['max']:.1f} | "
               f"{r['gflops']:.0f} | {100 * r['mfu']:.0f}% | {r['peak_rss_mb']:.0f} | "
-              f"{r['loss_first']:.2f} -> {r['loss_last']:.2f} |")
+              f"{r['loss_first']:.2f} -> {r['loss_last']:.2f} | {min(r['loads']):.1f}-{max(r['loads']):.1f} |")
     print()
     for line in target_status(rows):
         print("target (ahead of both peers): " + line)
@@ -565,11 +573,9 @@ def main(argv=None):
     args.records = prepare_records(args.work_dir, args.dupe_factor)
     args.batches_file = prepare_batches(args) if "torch" in args.frameworks else ""
     loads, peaks = [loadavg()], {}
-    measure_peaks(args, "before", peaks)
-    runs = run_rounds(args)
-    measure_peaks(args, "after", peaks)
+    runs = run_rounds(args, peaks)
     loads.append(loadavg())
-    rows = summarize(args, runs, max(peaks.values()))
+    rows = summarize(args, runs, max(max(values) for values in peaks.values()))
     mach, vers = machine_info(), versions()
     print_report(args, rows, peaks, loads, mach, vers)
     if args.json:

@@ -13,10 +13,16 @@ The `output_weights` of the original are stored [num_outputs, H] (transposed rel
 these heads keep that layout: logits = x @ output_weights^T + output_bias. The task models that put these heads on
 the encoder are in `bert_tf.model.task_models`.
 """
+import keras
 from keras import layers, ops
 
 from bert_tf.model import activations
 from bert_tf.model.encoder import create_initializer, make_layer_norm, serializable
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
+else:  # pragma: no cover - the package targets the TensorFlow backend
+    tf = None
 
 
 @serializable
@@ -44,6 +50,15 @@ class OutputProjection(layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_outputs": self.num_outputs,
                 "initializer_range": self.initializer_range}
+
+
+def logits_against(x, table):
+    """x [N, H], table [V, H] -> x @ table^T [N, V]. On TensorFlow one MatMul with transpose_b, whose gradient for
+    the table is one [V, N] x [N, H] MatMul, as the original's (x @ transpose(table) also transposes that gradient
+    from [H, V] to [V, H], a pass over the whole table every step)."""
+    if tf is None:  # pragma: no cover
+        return ops.matmul(x, ops.transpose(table))
+    return tf.matmul(x, table, transpose_b=True)
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -86,7 +101,7 @@ class MaskedLMHead(layers.Layer):
         # embeddings is one [V, B*P] x [B*P, H] MatMul (a batched einsum's is B products [V, H], then their sum).
         x = self.layer_norm(self.transform(gather_indexes(sequence_output, masked_lm_positions)))
         table = ops.cast(self.embedding_layer.word_embeddings, x.dtype)
-        logits = ops.cast(ops.matmul(x, ops.transpose(table)), "float32") + ops.cast(self.output_bias, "float32")
+        logits = ops.cast(logits_against(x, table), "float32") + ops.cast(self.output_bias, "float32")
         return ops.reshape(logits, (-1, ops.shape(masked_lm_positions)[1], self.embedding_layer.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
