@@ -13,16 +13,11 @@ The `output_weights` of the original are stored [num_outputs, H] (transposed rel
 these heads keep that layout: logits = x @ output_weights^T + output_bias. The task models that put these heads on
 the encoder are in `bert_tf.model.task_models`.
 """
-import keras
+import tensorflow as tf
 from keras import layers, ops
 
 from bert_tf.model import activations
 from bert_tf.model.encoder import create_initializer, make_layer_norm, serializable
-
-if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf
-else:  # pragma: no cover - the package targets the TensorFlow backend
-    tf = None
 
 
 @serializable
@@ -56,8 +51,6 @@ def logits_against(x, table):
     """x [N, H], table [V, H] -> x @ table^T [N, V]. On TensorFlow one MatMul with transpose_b, whose gradient for
     the table is one [V, N] x [N, H] MatMul, as the original's (x @ transpose(table) also transposes that gradient
     from [H, V] to [V, H], a pass over the whole table every step)."""
-    if tf is None:  # pragma: no cover
-        return ops.matmul(x, ops.transpose(table))
     return tf.matmul(x, table, transpose_b=True)
 
 
