@@ -6,6 +6,7 @@ settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Not
 """
 import dataclasses
 import sys
+import textwrap
 
 from absl import app, flags
 
@@ -20,7 +21,7 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
 def run(main, **kwargs):
     """absl's app.run(main, **kwargs) for a run script, with ENVIRONMENT_HELP at the end of its --help text."""
     script = sys.modules["__main__"]
-    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{ENVIRONMENT_HELP}\n"
+    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
     app.run(main, **kwargs)
 
 
