@@ -5,8 +5,24 @@ run_squad.py's max_seq_length 384), and hands the library plain values: `run_con
 settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Nothing below run_scripts/ reads flags.
 """
 import dataclasses
+import sys
+import textwrap
 
-from absl import flags
+from absl import app, flags
+
+import bert_tf
+
+ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set is kept): " + ", ".join(
+    f"{name} defaults to {value}" for name, value in bert_tf.ENVIRONMENT_DEFAULTS.items()) +
+    " (oneDNN graph rewrites on; TensorFlow's C++ start-up messages hidden). TF_ENABLE_ONEDNN_OPTS=0 turns the "
+    "rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows the messages.")
+
+
+def run(main, **kwargs):
+    """absl's app.run(main, **kwargs) for a run script, with ENVIRONMENT_HELP at the end of its --help text."""
+    script = sys.modules["__main__"]
+    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
+    app.run(main, **kwargs)
 
 
 def define_model_flags():

@@ -6,8 +6,9 @@ Example:
   python run_scripts/build_vocab.py --input_file=wiki.txt --output_file=vocab.txt --vocab_size=30522 \
     --do_lower_case=True
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
+from bert_tf import flags as bert_flags
 from bert_tf.data import vocab as vocab_lib
 
 FLAGS = flags.FLAGS
@@ -43,4 +44,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    bert_flags.run(main)

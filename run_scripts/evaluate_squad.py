@@ -14,6 +14,7 @@ import sys
 
 from absl import app, flags
 
+from bert_tf import flags as bert_flags
 from bert_tf.data import fileio
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 
@@ -45,7 +46,7 @@ def main(argv):
 
 if __name__ == "__main__":
     try:
-        app.run(main)
+        bert_flags.run(main)
     except (ValueError, FileNotFoundError) as e:
         print(f"evaluate_squad.py: error: {e}", file=sys.stderr)
         sys.exit(1)

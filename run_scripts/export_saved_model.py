@@ -12,7 +12,7 @@ Examples:
   python run_scripts/export_saved_model.py --task=encoder --init_checkpoint=$BERT/bert_model.ckpt ... \
     --text_ops=core      # raw-text signatures without TensorFlow Text ops: stock tensorflow/serving loads it
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import flags as bert_flags
 from bert_tf.export import saved_model
@@ -45,4 +45,4 @@ def main(_):
 if __name__ == "__main__":
     for name in ("task", "bert_config_file", "vocab_file", "init_checkpoint", "export_dir"):
         flags.mark_flag_as_required(name)
-    app.run(main)
+    bert_flags.run(main)

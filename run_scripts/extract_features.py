@@ -5,8 +5,9 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 """
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags as bert_flags
 from bert_tf.tasks import extract_features
 
 FLAGS = flags.FLAGS
@@ -42,4 +43,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file"])
-    app.run(main)
+    bert_flags.run(main)

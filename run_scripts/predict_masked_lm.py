@@ -7,7 +7,7 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --top_k=5
 """
-from absl import app, flags
+from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import fill_mask
@@ -32,4 +32,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file", "init_checkpoint"])
-    app.run(main)
+    bert_flags.run(main)

@@ -5,8 +5,9 @@ Example:
   python run_scripts/prepare_corpus.py --input_file='enwiki-*-pages-articles*.xml*.bz2' \
     --output_file=wiki.txt --num_workers=8
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
+from bert_tf import flags as bert_flags
 from bert_tf.data import corpus
 
 FLAGS = flags.FLAGS
@@ -39,4 +40,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    bert_flags.run(main)

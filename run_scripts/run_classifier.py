@@ -14,7 +14,7 @@ Outputs in output_dir: checkpoints (ckpt-<step>), train/eval/predict.tf_record, 
 test_results.tsv, the GLUE submission file (MRPC.tsv, MNLI-m.tsv, ...; predictions.tsv for tsv) and, for the tsv
 task, label_list.txt.
 """
-from absl import app, flags
+from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import classifier, runner
@@ -37,4 +37,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"])
-    app.run(main)
+    bert_flags.run(main)

@@ -13,7 +13,7 @@ Example:
     --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 \
     --num_train_epochs=3
 """
-from absl import app, flags
+from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import ner, runner
@@ -33,4 +33,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
-    app.run(main)
+    bert_flags.run(main)

@@ -20,7 +20,7 @@ TensorBoard summaries (train/: loss, masked-LM and next-sentence loss and accura
 examples/s), eval_results.txt; with --save_original_checkpoint, original/ (bert_model.ckpt under the original
 variable names, bert_config.json) for the original code and our fine-tuning scripts.
 """
-from absl import app, flags
+from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import pretraining, runner
@@ -56,4 +56,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "bert_config_file", "output_dir"])
-    app.run(main)
+    bert_flags.run(main)

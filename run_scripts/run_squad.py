@@ -16,7 +16,7 @@ SQuAD evaluation: exact_match/f1 for v1.1; exact, f1, HasAns_*, NoAns_*, best_* 
 """
 import json
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import runner, squad
@@ -55,4 +55,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["vocab_file", "bert_config_file", "output_dir"])
-    app.run(main)
+    bert_flags.run(main)

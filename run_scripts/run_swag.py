@@ -11,7 +11,7 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_train --do_eval --do_predict --max_seq_length=128
 """
-from absl import app, flags
+from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import runner, swag
@@ -30,4 +30,4 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
-    app.run(main)
+    bert_flags.run(main)
