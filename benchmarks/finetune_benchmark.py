@@ -13,8 +13,10 @@ global norm 1.0, and the original's schedule (linear warmup from 0, then init_lr
 runs `run_scripts/run_classifier.py --task_name=tsv --do_train --do_eval` in a subprocess with the original's
 optimizer (Adam without bias correction, epsilon 1e-6; side `bert_tf`) and with --adam_bias_correction (side
 `bert_tf_bc`: the same update as torch.optim.AdamW); PyTorch runs torch.optim.AdamW (epsilon 1e-6, bias
-correction) in a subprocess of this script (side `torch`). Reported: dev accuracy per seed, mean and standard deviation;
-seconds per epoch as medians over seeds (the first epoch, which includes tracing/warm-up, and the later ones).
+correction) in a subprocess of this script (side `torch`). Every run is a process of its own; the sides alternate from
+seed to seed (the order reversed every other seed; benchmarks/measure.py), and the load average at each run's
+start is printed. Reported: dev accuracy per seed, mean and standard deviation; seconds per epoch as medians over
+seeds (the first epoch, which includes tracing/warm-up, and the later ones).
 
 Example:
   python benchmarks/finetune_benchmark.py --seeds 0,1,2,3,4,5,6,7,8,9 --epochs 5 --batch_size 16 \
@@ -23,17 +25,18 @@ Example:
 import argparse
 import json
 import os
-import platform
 import random
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import measure
+
+REPO = measure.REPO
 RUN_CLASSIFIER = os.path.join(REPO, "run_scripts", "run_classifier.py")
+SIDES = ("bert_tf", "bert_tf_bc", "torch")
 _STEP_LOG = re.compile(r"step (\d+)/(\d+) loss ([\d.naif+-]+) \(([\d.]+) examples/s\)")
 
 
@@ -54,10 +57,15 @@ def parse_args(argv=None):
                                                     "temporary directory).")
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     p.add_argument("--_torch_child", default=None, help=argparse.SUPPRESS)  # JSON arguments of one PyTorch run
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if not args.sides or set(args.sides) - set(SIDES):
+        p.error(f"--sides: expected a comma-separated subset of {','.join(SIDES)}")
+    return args
 
 
 def run_bert_tf(args, release_dir, data_dir, out_dir, seed, num_train, bias_correction=False):
+    """One run_classifier.py process: {"accuracy", "eval_loss", "epoch_seconds", "wall_seconds", "load", ...}."""
     steps_per_epoch = num_train // args.batch_size
     cmd = [sys.executable, RUN_CLASSIFIER, "--task_name=tsv", "--do_train", "--do_eval",
            f"--data_dir={data_dir}", f"--output_dir={out_dir}", f"--vocab_file={release_dir}/vocab.txt",
@@ -67,18 +75,14 @@ def run_bert_tf(args, release_dir, data_dir, out_dir, seed, num_train, bias_corr
            f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
            f"--warmup_proportion={args.warmup_proportion}", f"--iterations_per_loop={steps_per_epoch}",
            "--save_checkpoints_steps=1000000", f"--seed={seed}", f"--adam_bias_correction={bias_correction}"]
-    start = time.time()
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    wall = time.time() - start
-    if result.returncode:
-        raise RuntimeError("run_classifier.py failed:\n" + result.stderr[-4000:])
-    epochs = []
-    for match in _STEP_LOG.finditer(result.stderr):
-        epochs.append(steps_per_epoch * args.batch_size / float(match.group(4)))
-    with open(os.path.join(out_dir, "eval_results.txt")) as f:
-        metrics = dict(line.strip().split(" = ") for line in f if " = " in line)
-    return {"accuracy": float(metrics["eval_accuracy"]), "eval_loss": float(metrics["eval_loss"]),
-            "epoch_seconds": epochs, "wall_seconds": wall}
+
+    def parse(run):
+        epochs = [steps_per_epoch * args.batch_size / float(m.group(4)) for m in _STEP_LOG.finditer(run["stderr"])]
+        with open(os.path.join(out_dir, "eval_results.txt")) as f:
+            metrics = dict(line.strip().split(" = ") for line in f if " = " in line)
+        return {"accuracy": float(metrics["eval_accuracy"]), "eval_loss": float(metrics["eval_loss"]),
+                "epoch_seconds": epochs}
+    return measure.child_result(measure.run_child(cmd, args.work_dir, os.path.basename(out_dir)), parse)
 
 
 def torch_child(spec):
@@ -155,22 +159,16 @@ def torch_child(spec):
                             for i in range(0, len(dev_y), 8)])
         loss = torch.nn.functional.cross_entropy(logits, dev_y).item()
     accuracy = (logits.argmax(-1) == dev_y).float().mean().item()
-    print(json.dumps({"accuracy": accuracy, "eval_loss": loss, "epoch_seconds": epoch_seconds,
-                      "threads": torch.get_num_threads()}))
+    measure.emit_result({"accuracy": accuracy, "eval_loss": loss, "epoch_seconds": epoch_seconds,
+                         "threads": torch.get_num_threads()})
 
 
 def run_torch(args, model_dir, data_dir, seed):
     spec = {"seed": seed, "model_dir": model_dir, "data_dir": data_dir, "max_seq_length": args.max_seq_length,
             "batch_size": args.batch_size, "learning_rate": args.learning_rate, "epochs": args.epochs,
             "warmup_proportion": args.warmup_proportion}
-    start = time.time()
-    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)],
-                            capture_output=True, text=True, cwd=REPO)
-    if result.returncode:
-        raise RuntimeError("PyTorch run failed:\n" + result.stderr[-4000:])
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    out["wall_seconds"] = time.time() - start
-    return out
+    cmd = [sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)]
+    return measure.child_result(measure.run_child(cmd, args.work_dir, f"torch_seed{seed}"))
 
 
 def summarize(runs):
@@ -193,33 +191,32 @@ def main(argv=None):
     from bert_tf import checkpoints, resources
     model_dir = args.model_dir or resources.minilm_dir()
     seeds = [int(s) for s in args.seeds.split(",")]
-    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
-    work = args.work_dir or tempfile.mkdtemp(prefix="finetune_bench_")
-    data_dir = os.path.join(work, "data")
+    args.work_dir = args.work_dir or tempfile.mkdtemp(prefix="finetune_bench_")
+    data_dir = os.path.join(args.work_dir, "data")
     num_train, num_dev = resources.write_polarity_tsv(data_dir, args.split_seed)
-    release_dir = os.path.join(work, "minilm_original")
-    need_release = any(s.startswith("bert_tf") for s in sides)
+    release_dir = os.path.join(args.work_dir, "minilm_original")
+    need_release = any(s.startswith("bert_tf") for s in args.sides)
     if need_release and not os.path.exists(os.path.join(release_dir, "bert_model.ckpt.index")):
         checkpoints.convert_hf_to_original(model_dir, release_dir)
     print(f"data: pang_lee_polarity {num_train} train / {num_dev} dev (split seed {args.split_seed}); model: "
           f"{model_dir}")
     print(f"hyperparameters: epochs {args.epochs}, batch {args.batch_size}, lr {args.learning_rate}, max_seq_length "
           f"{args.max_seq_length}, warmup {args.warmup_proportion}, weight decay 0.01, clip 1.0")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    results = {side: [] for side in sides}
-    for seed in seeds:
-        for side in ("bert_tf", "bert_tf_bc"):
-            if side in sides:
-                r = run_bert_tf(args, release_dir, data_dir, os.path.join(work, f"out_{side}_seed{seed}"), seed,
-                                num_train, bias_correction=side == "bert_tf_bc")
-                results[side].append(r)
-                print(f"seed {seed} {side}: accuracy {r['accuracy']:.4f}, epochs "
-                      f"{', '.join(f'{s:.1f}' for s in r['epoch_seconds'])} s", flush=True)
-        if "torch" in sides:
-            r = run_torch(args, model_dir, data_dir, seed)
-            results["torch"].append(r)
-            print(f"seed {seed} torch: accuracy {r['accuracy']:.4f}, epochs "
-                  f"{', '.join(f'{s:.1f}' for s in r['epoch_seconds'])} s ({r['threads']} threads)", flush=True)
+    print(f"machine: {measure.describe_machine(measure.machine_info())}; load average {measure.loadavg():.2f} at "
+          "the start")
+
+    def run_one(side, r):
+        seed = seeds[r]
+        if side == "torch":
+            result = run_torch(args, model_dir, data_dir, seed)
+        else:
+            result = run_bert_tf(args, release_dir, data_dir, os.path.join(args.work_dir, f"out_{side}_seed{seed}"),
+                                 seed, num_train, bias_correction=side == "bert_tf_bc")
+        print(f"seed {seed} {side}: accuracy {result['accuracy']:.4f}, epochs "
+              f"{', '.join(f'{s:.1f}' for s in result['epoch_seconds'])} s, load {result['load']:.2f} at the start",
+              flush=True)
+        return result
+    results = measure.alternate(args.sides, len(seeds), run_one)
     print()
     print("| implementation | dev accuracy per seed | mean (stdev) | s/epoch, first (median) | "
           "s/epoch, later (median) |")
@@ -228,15 +225,14 @@ def main(argv=None):
               "bert_tf_bc": "bert_tf run_classifier.py (tsv task), --adam_bias_correction, TF 2.20 CPU",
               "torch": "HF transformers BertForSequenceClassification, PyTorch CPU"}
     summary = {}
-    for side in sides:
+    for side in args.sides:
         s = summary[side] = summarize(results[side])
         fmt = lambda x: "n/a" if x is None else f"{x:.1f}"  # noqa: E731
         accuracies = " / ".join(f"{a:.3f}" for a in s["accuracies"])
         print(f"| {labels[side]} | {accuracies} | {s['mean_accuracy']:.4f} ({s['accuracy_stdev']:.3f}) | "
               f"{fmt(s['first_epoch_seconds'])} | {fmt(s['later_epoch_seconds'])} |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results, "summary": summary}, f, indent=2)
+        measure.write_json(args.json, args, {"results": results, "summary": summary}, internal=("_torch_child",))
 
 
 if __name__ == "__main__":
