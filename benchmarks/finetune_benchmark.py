@@ -165,7 +165,7 @@ def bert_tf_figures(stderr, start, end, batch_size):
         raise RuntimeError("run_classifier.py logged no training loop")
     done = [0] + [s for _, s, _ in steps]
     loop_steps = [b - a for a, b in zip(done, done[1:])]
-    ends = {"start-up": lines[0][0], "training": steps[-1][0], "exit": end - start}
+    ends = {"start-up": lines[0][0], "training": steps[-1][0], "exit": end - start}  # end: after the exit
     for phase, pattern in _PHASE_ENDS.items():
         ends[phase] = next(t for t, text in lines if pattern.search(text))
     previous, phases = 0.0, {}
@@ -175,16 +175,18 @@ def bert_tf_figures(stderr, start, end, batch_size):
             "loop_steps": loop_steps, "phases": phases}
 
 
-def run_bert_tf(args, release_dir, data_dir, out_dir, seed, num_train, log_dir, side):
+def run_bert_tf(args, release_dir, data_dir, work, seed, num_train, side):
+    out_dir = os.path.join(work, f"out_{side}")
     cmd = bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side == "bert_tf_bc")
     start = time.time()
-    run = measure.run_child(cmd, log_dir, f"{side}_seed{seed}")
-    end = time.time()
-    with open(os.path.join(out_dir, "eval_results.txt")) as f:
-        metrics = dict(line.strip().split(" = ") for line in f if " = " in line)
-    return {"accuracy": float(metrics["eval_accuracy"]), "eval_loss": float(metrics["eval_loss"]),
-            "end_to_end": end - start, "peak_rss_mb": run["peak_rss_mb"], "load": run["load"],
-            **bert_tf_figures(run["stderr"], start, end, args.batch_size)}
+
+    def parse(run):
+        with open(os.path.join(out_dir, "eval_results.txt")) as f:
+            metrics = dict(line.strip().split(" = ") for line in f if " = " in line)
+        return {"accuracy": float(metrics["eval_accuracy"]), "eval_loss": float(metrics["eval_loss"]),
+                **bert_tf_figures(run["stderr"], start, time.time(), args.batch_size)}
+
+    return measure.child_result(measure.run_child(cmd, work, f"{side}_seed{seed}"), parse)
 
 
 def torch_child(spec):
@@ -259,21 +261,18 @@ def train_torch(model, enc, y, spec):
     return loop_seconds, loop_steps
 
 
-def run_torch(args, model_dir, data_dir, seed, num_train, log_dir):
+def run_torch(args, model_dir, data_dir, seed, num_train, work):
     per_loop, total = loops(num_train, args)
     spec = {"seed": seed, "model_dir": model_dir, "data_dir": data_dir, "max_seq_length": args.max_seq_length,
             "batch_size": args.batch_size, "learning_rate": args.learning_rate, "loop": per_loop, "total": total,
             "warmup_proportion": args.warmup_proportion}
     start = time.time()
-    run = measure.run_child([sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)],
-                            log_dir, f"torch_seed{seed}")
-    end = time.time()
-    out = measure.child_result(run)
-    marks = {**out.pop("marks"), "exit": end}
+    out = measure.child_result(measure.run_child(
+        [sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)], work, f"torch_seed{seed}"))
+    marks = {**out.pop("marks"), "exit": time.time()}
     previous, out["phases"] = start, {}
     for phase in PHASES:
         out["phases"][phase], previous = marks[phase] - previous, marks[phase]
-    out["end_to_end"] = end - start
     return out
 
 
@@ -284,7 +283,7 @@ def summarize(runs):
                "first_loop": [r["loop_seconds"][0] for r in runs],
                "steady_step": [sum(r["loop_seconds"][1:]) / sum(r["loop_steps"][1:]) for r in runs
                                if sum(r["loop_steps"][1:])],
-               "end_to_end": [r["end_to_end"] for r in runs],
+               "end_to_end": [r["wall_seconds"] for r in runs],
                **{phase: [r["phases"][phase] for r in runs] for phase in PHASES}}
     return {"accuracies": accuracies, "mean_accuracy": statistics.mean(accuracies),
             "accuracy_stdev": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
@@ -292,18 +291,14 @@ def summarize(runs):
             **{name: measure.spread(values) for name, values in timings.items() if values}}
 
 
-def cell(s, fmt="{:.1f}"):
-    """'median (min-max)' of a measure.spread, or n/a."""
-    if s is None:
-        return "n/a"
-    if s["min"] == s["max"]:
-        return fmt.format(s["median"])
-    return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}-{fmt.format(s['max'])})"
+def cell(s, fmt=".1f"):
+    """measure.median_range of a measure.spread, or n/a."""
+    return "n/a" if s is None else measure.median_range(s, fmt)
 
 
 def print_tables(summary):
     rows = [[LABELS[side], " / ".join(f"{a:.3f}" for a in s["accuracies"]), f"{s['mean_accuracy']:.3f}",
-             cell(s.get("train")), cell(s.get("first_loop")), cell(s.get("steady_step"), "{:.3f}"),
+             cell(s.get("train")), cell(s.get("first_loop")), cell(s.get("steady_step"), ".3f"),
              cell(s.get("end_to_end")), f"{s['peak_rss_mb']:.0f}"] for side, s in summary.items()]
     print(measure.markdown_table(["implementation", "dev accuracy per seed", "mean", "train s", "first loop s",
                                   "steady s/step", "end to end s", "peak RSS MB"], rows, "llrrrrrr"))
@@ -324,39 +319,39 @@ def main(argv=None):
     seeds = [int(s) for s in args.seeds.split(",")]
     sides = [s for s in args.sides.split(",") if s]
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_bench_")
-    data_dir, release_dir, log_dir = (os.path.join(work, name) for name in ("data", "minilm_original", "logs"))
+    data_dir, release_dir = os.path.join(work, "data"), os.path.join(work, "minilm_original")
     num_train, num_dev, data = write_data(args, data_dir)
     if "torch" in sides:
         check_token_ids(model_dir, data_dir, args.max_seq_length)
     if any(s.startswith("bert_tf") for s in sides) and not os.path.exists(f"{release_dir}/bert_model.ckpt.index"):
         measure.run_child([sys.executable, CONVERT, f"--hf_model_dir={model_dir}", f"--output_dir={release_dir}"],
-                          log_dir, "convert")
+                          work, "convert")
     per_loop, total = loops(num_train, args)
-    mach = measure.machine_info()
     print(f"data: {data}; model: {model_dir}")
     print(f"recipe: {args.epochs} epochs of batch {args.batch_size} ({total} steps in loops of {per_loop}), lr "
           f"{args.learning_rate}, max_seq_length {args.max_seq_length}, warmup {args.warmup_proportion}, weight "
           f"decay 0.01, clip 1.0, eval batch 8")
-    print(f"machine: {measure.describe_machine(mach)}; "
-          f"{json.dumps(measure.versions(('tensorflow', 'keras', 'torch', 'transformers')))}")
-    results = {side: [] for side in sides}
-    for seed, order in zip(seeds, measure.round_orders(sides, len(seeds))):
-        for side in order:
-            if side == "torch":
-                r = run_torch(args, model_dir, data_dir, seed, num_train, log_dir)
-            else:
-                r = run_bert_tf(args, release_dir, data_dir, os.path.join(work, f"out_{side}"), seed, num_train,
-                                log_dir, side)
-            results[side].append(r)
-            print(f"seed {seed} {side}: accuracy {r['accuracy']:.3f}, loops "
-                  f"{', '.join(f'{s:.1f}' for s in r['loop_seconds'])} s, end to end {r['end_to_end']:.1f} s "
-                  f"(load at start {r['load']})", flush=True)
+    print(f"machine: {measure.describe_machine(measure.machine_info())}")
+
+    def run_one(side, r):
+        if side == "torch":
+            result = run_torch(args, model_dir, data_dir, seeds[r], num_train, work)
+        else:
+            result = run_bert_tf(args, release_dir, data_dir, work, seeds[r], num_train, side)
+        print(f"seed {seeds[r]} {side}: accuracy {result['accuracy']:.3f}, loops "
+              f"{', '.join(f'{s:.1f}' for s in result['loop_seconds'])} s, end to end "
+              f"{result['wall_seconds']:.1f} s (load at start {result['load']})", flush=True)
+        return result
+
+    session = measure.run_session(sides, len(seeds), run_one, (), work,
+                                  ("tensorflow", "keras", "torch", "transformers"))
+    print(f"versions: {json.dumps(session['versions'])}; load average {session['loads'][0]} at the start, "
+          f"{session['loads'][1]} at the end")
     print()
-    summary = {side: summarize(results[side]) for side in sides}
+    summary = {side: summarize(session["runs"][side]) for side in sides}
     print_tables(summary)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "machine": mach, "results": results, "summary": summary}, f, indent=2)
+        measure.write_json(args.json, args, {**session, "summary": summary}, internal=("_torch_child",))
 
 
 if __name__ == "__main__":
