@@ -27,3 +27,16 @@ def _stderr_of_a_script_start(**env_changes):
 def test_scripts_hide_tensorflow_cpp_messages_unless_asked():
     assert CPP_LOG_LINE.findall(_stderr_of_a_script_start()) == []
     assert CPP_LOG_LINE.findall(_stderr_of_a_script_start(TF_CPP_MIN_LOG_LEVEL="0"))  # the user's setting wins
+
+
+def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers():
+    """The last garbage collections of the interpreter skip them (bert_tf/__init__.py): an exit handler registered
+    before bert_tf is imported runs after bert_tf's and sees them frozen."""
+    code = ("import atexit, gc\n"
+            "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+            "import bert_tf\n"
+            "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout.splitlines() == ["frozen before exit: False", "frozen at exit: True"], result.stderr
