@@ -157,7 +157,7 @@ def absl_times(stderr, start):
 
 
 def bert_tf_figures(stderr, start, end, batch_size):
-    """-> ({"loop_seconds", "loop_steps", "phases"}) from run_classifier.py's log: each loop's seconds from its
+    """{"loop_seconds", "loop_steps", "phases"} from run_classifier.py's log: each loop's seconds from its
     `step N/M ... (X examples/s)` line; the phases' seconds (PHASES) between the log lines that end them."""
     lines = absl_times(stderr, start)
     steps = [(t, int(m.group(1)), float(m.group(3))) for t, text in lines for m in [_STEP_LOG.search(text)] if m]
