@@ -213,8 +213,9 @@ def main(argv=None):
             result = run_bert_tf(args, release_dir, data_dir, os.path.join(args.work_dir, f"out_{side}_seed{seed}"),
                                  seed, num_train, bias_correction=side == "bert_tf_bc")
         print(f"seed {seed} {side}: accuracy {result['accuracy']:.4f}, epochs "
-              f"{', '.join(f'{s:.1f}' for s in result['epoch_seconds'])} s, load {result['load']:.2f} at the start",
-              flush=True)
+              f"{', '.join(f'{s:.1f}' for s in result['epoch_seconds'])} s"
+              + (f" ({result['threads']} threads)" if "threads" in result else "")
+              + f", load {result['load']:.2f} at the start", flush=True)
         return result
     results = measure.alternate(args.sides, len(seeds), run_one)
     print()
