@@ -340,7 +340,8 @@ def main(argv=None):
             result = run_bert_tf(args, release_dir, data_dir, work, seeds[r], num_train, side)
         print(f"seed {seeds[r]} {side}: accuracy {result['accuracy']:.3f}, loops "
               f"{', '.join(f'{s:.1f}' for s in result['loop_seconds'])} s, end to end "
-              f"{result['wall_seconds']:.1f} s (load at start {result['load']})", flush=True)
+              f"{result['wall_seconds']:.1f} s" + (f" ({result['threads']} threads)" if "threads" in result else "")
+              + f", load {result['load']:.2f} at the start", flush=True)
         return result
 
     session = measure.run_session(sides, len(seeds), run_one, (), work,

@@ -12,7 +12,7 @@ cores), --rounds times, alternating (the order reversed every other round; bench
   torch    Hugging Face `BertModel` (eval, `torch.no_grad`, one thread per CPU) on the same weights: on the ids,
            after its fast tokenizer on the raw text, and the tokenizer alone
 
-Inputs: --batch_size texts from tests/data/sample_text.txt, each just long enough to fill --max_seq_length (then
+Inputs: --batch_size texts from tests/fixtures/sample_text.txt, each just long enough to fill --max_seq_length (then
 truncated), made by the parent with bert_tf's FullTokenizer (pure Python), which also gives the reference ids.
 Per path and run: latency at batch 1 (p50/p90 over --latency_runs calls after 3 warm-ups) and throughput at
 --batch_size (sequences/s from the median of --throughput_runs calls after 1); every call fetches its result as
@@ -44,6 +44,7 @@ ROWS = (  # (side, path, label), in the table's order
     ("core", "prep", "text -> packed ids only: bert-tf core ops"),
     ("torch", "prep", "text -> packed ids only: HF BertTokenizerFast"),
 )
+EXPORT_VERSION = 1
 OUTPUTS = ("sequence_output", "pooled_output")  # of the raw-text path, compared with PyTorch's
 DISTRIBUTIONS = ("tensorflow", "tensorflow-text", "keras", "torch", "transformers", "tokenizers", "numpy")
 
@@ -82,7 +83,7 @@ def make_inputs(model_dir, n, max_seq_length):
     from bert_tf.text import tokenization  # pure Python
 
     tokenizer = tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt"), do_lower_case=True)
-    with open(os.path.join(measure.REPO, "tests", "data", "sample_text.txt"), encoding="utf-8") as f:
+    with open(os.path.join(measure.REPO, "tests", "fixtures", "sample_text.txt"), encoding="utf-8") as f:
         lines = [line.strip() for line in f if line.strip()]
     rng = np.random.RandomState(0)
     texts, ids = [], []
@@ -104,7 +105,7 @@ def make_inputs(model_dir, n, max_seq_length):
 def saved_model_dir(args, text_ops):
     """The export of the text_ops SavedModel: its base directory and the version directory in it."""
     base = os.path.join(args.work_dir, text_ops)
-    return base, os.path.join(base, "1")
+    return base, os.path.join(base, str(EXPORT_VERSION))
 
 
 def export_child(args):
@@ -115,7 +116,7 @@ def export_child(args):
     encoder = checkpoints.from_hf_directory(args.model_dir)
     return {text_ops: saved_model.export_task_model(
         encoder, "encoder", saved_model_dir(args, text_ops)[0], os.path.join(args.model_dir, "vocab.txt"), True,
-        args.max_seq_length, version=1, overwrite=True, text_ops=text_ops) for text_ops in SIDES[:2]}
+        args.max_seq_length, version=EXPORT_VERSION, overwrite=True, text_ops=text_ops) for text_ops in SIDES[:2]}
 
 
 def tf_side(args, text_ops, inputs):
