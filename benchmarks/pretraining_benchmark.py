@@ -27,7 +27,8 @@ clipping at global norm 1.0:
                     it scores every position with the MLM decoder (its design), the others the masked ones only
 
 Each framework runs in its own process (this script with --child=<framework>, or run_pretraining.py itself),
---rounds times, alternating within a round (the order reversed every other round). A run trains --loops loops
+--rounds times, alternating within a round (the order reversed every other round); that plumbing (child processes,
+the peak, the machine description) is shared by the benchmarks in benchmarks/measure.py. A run trains --loops loops
 of --iterations_per_loop steps; the first loop (tracing, compiling, warm-up) is dropped and the others give the
 steady-state sequences/s (their examples / their seconds). Reported per framework and config: the median over
 rounds with min-max, the peak RSS of the child process (os.wait4's ru_maxrss; the largest over rounds), the
@@ -41,15 +42,15 @@ loss of the first and last loop (a sanity check: ~ln(30522) + ln(2) = 11.0 at ra
                                                      P = max_predictions_per_seq positions)
     NSP     = H^2 + 2 H                             (pooler, 2-way classifier)
   and the peak is the highest float32 matmul rate measured on this machine: a square --peak_size matmul in
-  TensorFlow and in PyTorch (each in its own process; the fastest of 30 calls), measured before the first round
-  and after every round (all printed), so that a measurement disturbed by other processes does not set it.
+  TensorFlow and in PyTorch (each in its own process, benchmarks/measure.py; the fastest of 30 calls), measured
+  before the first round and after every round (all printed), so that a measurement disturbed by other processes
+  does not set it.
 
 Example (peers from `pip install -e ".[compare,corpus]"`):
   python benchmarks/pretraining_benchmark.py --rounds 2 --batch_size 32 --iterations_per_loop 10 --loops 3
 """
 import argparse
 import datetime
-import importlib.metadata
 import itertools
 import json
 import os
@@ -62,9 +63,9 @@ import sys
 import tempfile
 import time
 
-from encoder_benchmark import loadavg, machine_info
+import measure
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = measure.REPO
 RUN_PRETRAINING = os.path.join(REPO, "run_scripts", "run_pretraining.py")
 DEFAULT_CONFIGS = ",".join(os.path.join(REPO, "configs", name, "bert_config.json")
                            for name in ("uncased_L-4_H-256_A-4", "uncased_L-4_H-512_A-8"))
@@ -81,8 +82,8 @@ MAX_PREDICTIONS = 20
 # The original's "gelu" is the tanh approximation: Hugging Face calls that "gelu_new" (its "gelu" is exact erf).
 HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh"}
 WEIGHT_DECAY_EXCLUDED = ("LayerNorm", "layer_norm", "bias")
-RESULT_PREFIX = "RESULT "
 _STEP_LOG = re.compile(r"step (\d+)/(\d+) loss (\S+) .*?\(([\d.]+) examples/s\)")
+DISTRIBUTIONS = ("tensorflow", "keras", "tf-keras", "tf-models-official", "torch", "transformers", "numpy")
 FLOPS_FORMULA = ("training FLOPs/sequence = 3 x forward; forward = 2 x (L x (S(4H^2 + 2HI) + 2S^2H) + P(H^2 + HV) "
                  "+ H^2 + 2H) [encoder + MLM head on P masked positions + pooler/NSP]")
 
@@ -283,8 +284,7 @@ def model_garden_child(args, config, jit_compile):
     iterator = iter(dataset.training_dataset([args.records], args.batch_size, SEQ_LENGTH, MAX_PREDICTIONS, seed=0))
     steps = tf.constant(args.iterations_per_loop)
     result = timed_loops(lambda: float(train_loop(iterator, steps)), args.loops)
-    result["threads"] = {"tf_intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                         "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+    result["threads"] = measure.thread_info()
     return result
 
 
@@ -337,55 +337,22 @@ def torch_child(args, config):
         return float(loss_sum) / args.iterations_per_loop
 
     result = timed_loops(run_loop, args.loops)
-    result["threads"] = {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+    result["threads"] = measure.thread_info()
     result["attn_implementation"] = model.config._attn_implementation
     return result
-
-
-def fastest_seconds(fn, warmup=5, repeats=30):
-    """The fastest of `repeats` timed calls of fn() after `warmup` untimed ones (a peak: the best the machine
-    gives, the least disturbed by other processes)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def peak_child(args, framework):
-    """[n, n] x [n, n] matmul GFLOP/s in --peak_dtype (the fastest of 30 calls after 5), on TensorFlow's default
-    device (a GPU where there is one) or PyTorch's CPU."""
-    n = args.peak_size
-    if framework == "peak_tf":
-        import tensorflow as tf
-        a, b = (tf.cast(tf.random.normal((n, n), seed=seed), args.peak_dtype) for seed in (1, 2))
-        matmul = tf.function(lambda a, b: tf.matmul(a, b)[:1, :1])
-        seconds = fastest_seconds(lambda: matmul(a, b).numpy())
-    else:
-        import torch
-        dtype = getattr(torch, args.peak_dtype)
-        a, b, out = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype)
-        seconds = fastest_seconds(lambda: torch.matmul(a, b, out=out))
-    return {"gflops": 2.0 * n ** 3 / seconds / 1e9}
 
 
 def child_main(args):
     config = load_config(args.child_config) if args.child_config else None
     if args.child == "batches":
         result = batches_child(args)
-    elif args.child.startswith("peak_"):
-        result = peak_child(args, args.child)
     elif args.child.startswith("model_garden"):
         result = model_garden_child(args, config, jit_compile=args.child == "model_garden_xla")
     elif args.child == "torch":
         result = torch_child(args, config)
     else:
-        raise ValueError(f"--child={args.child}: expected batches, peak_tf, peak_torch, model_garden, "
-                         f"model_garden_xla or torch")
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+        raise ValueError(f"--child={args.child}: expected batches, model_garden, model_garden_xla or torch")
+    measure.emit_result(result)
 
 
 # --- the parent ---------------------------------------------------------------------------------------------
@@ -393,42 +360,25 @@ def child_main(args):
 
 def launch(args, child, config_file, extra=None):
     """Runs one child process to completion: this script with --child (or run_pretraining.py for bert_tf).
-    Returns its result dict with "peak_rss_mb" (the child's maximum resident set) and "load" (1-minute load
-    average at its start)."""
-    log_dir = os.path.join(args.work_dir, "logs")
-    os.makedirs(log_dir, exist_ok=True)
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}_{child}_{config_name(config_file) if config_file else 'all'}"
+    Returns its result dict with "peak_rss_mb" (the child's maximum resident set), "load" (1-minute load
+    average at its start) and "wall_seconds"."""
     output_dir = tempfile.mkdtemp(prefix="output_", dir=args.work_dir)  # fresh: run_pretraining.py resumes
     if child.startswith("bert_tf"):
         cmd = bert_tf_command(args, config_file, output_dir, child)
     else:
         cmd = [sys.executable, os.path.abspath(__file__), f"--child={child}", f"--records={args.records}",
                f"--batch_size={args.batch_size}", f"--iterations_per_loop={args.iterations_per_loop}",
-               f"--loops={args.loops}", f"--learning_rate={args.learning_rate}", f"--peak_size={args.peak_size}",
-               f"--peak_dtype={args.peak_dtype}",
+               f"--loops={args.loops}", f"--learning_rate={args.learning_rate}",
                f"--batches_file={(extra or {}).get('batches_file', args.batches_file)}"]
         cmd += [f"--child_config={config_file}"] if config_file else []
-    load = loadavg()
-    stdout_path, stderr_path = os.path.join(log_dir, name + ".out"), os.path.join(log_dir, name + ".err")
-    with open(stdout_path, "w") as out, open(stderr_path, "w") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
-        _, status, usage = os.wait4(proc.pid, 0)
-    shutil.rmtree(output_dir)  # checkpoints
-    with open(stdout_path, encoding="utf-8") as f:
-        stdout = f.read()
-    with open(stderr_path, encoding="utf-8") as f:
-        stderr = f.read()
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{child} failed (log {stderr_path}):\n{stderr[-4000:]}")
-    if child.startswith("bert_tf"):
-        result = parse_bert_tf_log(stderr, args.iterations_per_loop * args.batch_size, stderr_path)
-    else:
-        lines = [line for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-        if not lines:
-            raise RuntimeError(f"{child} printed no result (log {stderr_path})")
-        result = json.loads(lines[-1][len(RESULT_PREFIX):])
-    result.update(peak_rss_mb=usage.ru_maxrss / 1024, load=load)
-    return result
+    try:
+        run = measure.run_child(cmd, args.work_dir, f"{child}_{config_name(config_file) if config_file else 'all'}")
+    finally:
+        shutil.rmtree(output_dir)  # checkpoints
+    examples_per_loop = args.iterations_per_loop * args.batch_size
+    parse = (lambda run: parse_bert_tf_log(run["stderr"], examples_per_loop, run["log"])) if child.startswith(
+        "bert_tf") else None
+    return measure.child_result(run, parse)
 
 
 def bert_tf_command(args, config_file, output_dir, child):
@@ -457,30 +407,23 @@ def steady_seq_per_s(run, batch_size, iterations_per_loop):
     return len(seconds) * iterations_per_loop * batch_size / sum(seconds)
 
 
-def measure_peaks(args, peaks):
-    """Appends a matmul peak measurement of each library that a framework of the run uses to peaks[library]."""
-    for child in sorted({"peak_torch" if f == "torch" else "peak_tf" for f in args.frameworks}):
-        peaks.setdefault(child, []).append(launch(args, child, None)["gflops"])
+def run_rounds(args):
+    """measure.run_session's result, "runs" {(config file, framework): [run result, ...]} over --rounds, alternating
+    (the order of the configs and frameworks reversed every other round); the matmul peaks of the libraries the
+    frameworks use are measured before the first round and after every round."""
+    def run_one(name, r):
+        config_file, framework = name
+        run = launch(args, framework, config_file)
+        run["seq_per_s"] = steady_seq_per_s(run, args.batch_size, args.iterations_per_loop)
+        print(f"round {r + 1} {config_name(config_file)} {framework}: {run['seq_per_s']:.1f} seq/s "
+              f"(loops {', '.join(f'{s:.2f}' for s in run['loop_seconds'])} s), peak RSS "
+              f"{run['peak_rss_mb']:.0f} MB, loss {run['losses'][0]:.3f} -> {run['losses'][-1]:.3f}, "
+              f"load {run['load']:.2f}", file=sys.stderr, flush=True)
+        return run
 
-
-def run_rounds(args, peaks):
-    """{(config file, framework): [run result, ...]} over --rounds, frameworks alternating; the matmul peaks are
-    measured before the first round and after every round."""
-    runs = {}
-    measure_peaks(args, peaks)
-    for r in range(args.rounds):
-        order = args.frameworks if r % 2 == 0 else args.frameworks[::-1]
-        for config_file in args.bert_config_files:
-            for framework in order:
-                run = launch(args, framework, config_file)
-                run["seq_per_s"] = steady_seq_per_s(run, args.batch_size, args.iterations_per_loop)
-                runs.setdefault((config_file, framework), []).append(run)
-                print(f"round {r + 1} {config_name(config_file)} {framework}: {run['seq_per_s']:.1f} seq/s "
-                      f"(loops {', '.join(f'{s:.2f}' for s in run['loop_seconds'])} s), peak RSS "
-                      f"{run['peak_rss_mb']:.0f} MB, loss {run['losses'][0]:.3f} -> {run['losses'][-1]:.3f}, "
-                      f"load {run['load']:.2f}", file=sys.stderr, flush=True)
-        measure_peaks(args, peaks)
-    return runs
+    names = [(config_file, framework) for config_file in args.bert_config_files for framework in args.frameworks]
+    return measure.run_session(names, args.rounds, run_one, measure.peak_frameworks(args.frameworks), args.work_dir,
+                               DISTRIBUTIONS, args.peak_size, args.peak_dtype)
 
 
 def config_name(config_file):
@@ -520,27 +463,17 @@ def target_status(rows):
     return lines
 
 
-def versions():
-    out = {}
-    for dist in ("tensorflow", "keras", "tf-keras", "tf-models-official", "torch", "transformers", "numpy"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-def print_report(args, rows, peaks, loads, mach, vers):
+def print_report(args, rows, session):
+    peaks, loads = session["peaks"], session["loads"]
     peak = max(max(values) for values in peaks.values())
-    print(f"date: {datetime.date.today().isoformat()}; machine: {mach['cpu']}, {mach['cpus']} CPUs, "
-          f"{mach['mem_gib']} GiB; load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end")
-    print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if v))
+    print(f"date: {datetime.date.today().isoformat()}; machine: {measure.describe_machine(session['machine'])}; "
+          f"load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in session["versions"].items() if v))
     print(f"data: {args.records}; batch {args.batch_size}, seq {SEQ_LENGTH}, max_predictions_per_seq "
           f"{MAX_PREDICTIONS}; {args.rounds} rounds; {args.loops} loops of {args.iterations_per_loop} steps per "
           "run, the first dropped")
     print(f"{args.peak_dtype} matmul peak (GFLOP/s, {args.peak_size}^3, fastest of 30 calls; before the first "
-          "round and after each): " + "; ".join(f"{k} {' '.join(f'{v:.0f}' for v in values)}"
-                                                for k, values in peaks.items()) + f"; MFU against {peak:.0f}")
+          "round and after each): " + measure.describe_peaks(peaks) + f"; MFU against {peak:.0f}")
     print(FLOPS_FORMULA)
     for config_file in args.bert_config_files:
         c = load_config(config_file)
@@ -572,17 +505,13 @@ def main(argv=None):
     os.makedirs(args.work_dir, exist_ok=True)
     args.records = prepare_records(args.work_dir, args.dupe_factor)
     args.batches_file = prepare_batches(args) if "torch" in args.frameworks else ""
-    loads, peaks = [loadavg()], {}
-    runs = run_rounds(args, peaks)
-    loads.append(loadavg())
-    rows = summarize(args, runs, max(max(values) for values in peaks.values()))
-    mach, vers = machine_info(), versions()
-    print_report(args, rows, peaks, loads, mach, vers)
+    session = run_rounds(args)
+    rows = summarize(args, session["runs"], max(max(values) for values in session["peaks"].values()))
+    print_report(args, rows, session)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"args": {k: v for k, v in vars(args).items() if k != "child"}, "rows": rows, "peaks": peaks,
-                       "loads": loads, "machine": mach, "versions": vers, "formula": FLOPS_FORMULA,
-                       "runs": {f"{config_name(c)} {fw}": v for (c, fw), v in runs.items()}}, f, indent=2)
+        runs = {f"{config_name(c)} {fw}": v for (c, fw), v in session["runs"].items()}
+        measure.write_json(args.json, args, {"rows": rows, **session, "formula": FLOPS_FORMULA, "runs": runs},
+                           internal=("child",))
     return 0
 
 

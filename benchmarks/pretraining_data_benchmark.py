@@ -48,7 +48,7 @@ def parse_args(argv=None):
     parser.add_argument("--num_workers", type=int, default=2)
     parser.add_argument("--shard_size", type=int, default=100, help="fast mode: documents per shard")
     parser.add_argument("--dupe_factor", type=int, default=10)
-    parser.add_argument("--vocab_file", default=os.path.join(ROOT, "tests", "data", "uncased_vocab.txt"))
+    parser.add_argument("--vocab_file", default=os.path.join(ROOT, "tests", "fixtures", "uncased_vocab.txt"))
     parser.add_argument("--skip_original_above_mb", type=float, default=1e9,
                         help="do not run the original on corpora larger than this")
     parser.add_argument("--workdir", default=None)

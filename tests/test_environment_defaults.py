@@ -1,6 +1,7 @@
 """bert_tf's environment defaults (bert_tf/__init__.py): importing bert_tf before TensorFlow turns TensorFlow's
 oneDNN graph rewrites on and hides its C++ start-up messages (CUDA stubs, cuInit, oneDNN notices), unless the user
-sets TF_ENABLE_ONEDNN_OPTS / TF_CPP_MIN_LOG_LEVEL; every script's --help says so."""
+sets TF_ENABLE_ONEDNN_OPTS / TF_CPP_MIN_LOG_LEVEL; every script's --help says so; and it freezes the objects
+alive at exit."""
 import os
 import re
 import subprocess
@@ -49,3 +50,14 @@ def test_onednn_rewrites_on_unless_the_user_says_otherwise(setting, expected):
             "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], port.IsMklEnabled())")
     result = _run(["-c", code], **({} if setting is None else {"TF_ENABLE_ONEDNN_OPTS": setting}))
     assert result.stdout.strip() == expected, result.stderr[-2000:]
+
+
+def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers():
+    """The last garbage collections of the interpreter skip them (bert_tf/__init__.py): an exit handler registered
+    before bert_tf is imported runs after bert_tf's and sees them frozen."""
+    code = ("import atexit, gc\n"
+            "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+            "import bert_tf\n"
+            "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
+    result = _run(["-c", code])
+    assert result.stdout.splitlines() == ["frozen before exit: False", "frozen at exit: True"], result.stderr

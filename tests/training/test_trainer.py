@@ -1,3 +1,5 @@
+import collections
+import functools
 import logging
 import os
 import shutil
@@ -174,6 +176,35 @@ def test_predict_with_loss(tmp_path):
     outputs = list(trainer.predict(data, with_loss=True))
     assert [o["per_example_loss"].shape[0] for o in outputs] == [10] * 6 + [4]
     assert np.isfinite(np.concatenate([o["per_example_loss"] for o in outputs])).all()
+
+
+def _count_calls(layer):
+    """Counts the Python runs of `layer.call` by its `training` argument: inside a tf.function, one per trace."""
+    calls, call = collections.Counter(), layer.call
+
+    @functools.wraps(call)
+    def counted(*args, training=None, **kwargs):
+        calls["training" if training else "inference"] += 1
+        return call(*args, training=training, **kwargs)
+
+    layer.call = counted
+    return calls
+
+
+def test_training_evaluation_and_prediction_trace_once(tmp_path):
+    """Loops of 4, 4 and 2 steps run on one trace of the training loop (one forward pass traced); batches of 10 and
+    a last one of 4 on one trace of each inference function."""
+    trainer = _trainer(tmp_path, iterations_per_loop=4)
+    calls = _count_calls(trainer.model.classifier)
+    trainer.train(toy_task.dataset_fn, 16, 10, 0)
+    assert trainer.step == 10 and calls == {"training": 1}
+    data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS})).batch(10)
+    assert [len(o["per_example_loss"]) for o in trainer.predict(data, with_loss=True)] == [10] * 6 + [4]
+    assert calls == {"training": 1, "inference": 1}
+    assert [len(o["logits"]) for o in trainer.predict(data.map(lambda features, labels: features))] == [10] * 6 + [4]
+    assert calls == {"training": 1, "inference": 2}
+    figures, batches = trainer.evaluate(data)
+    assert batches == 7 and np.isfinite(figures["loss"]) and calls == {"training": 1, "inference": 3}
 
 
 def test_mixed_float16_trains_with_loss_scaling(tmp_path):

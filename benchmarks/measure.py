@@ -1,0 +1,292 @@
+"""Plumbing shared by the benchmarks: what machine they ran on, and each framework in its own process.
+
+Measurement hygiene (issue 10): two frameworks in one process fight over the cores (OpenMP's and TensorFlow's thread
+pools spin), so every framework runs in its own child process (`run_child`), the frameworks alternate round by round
+(`round_orders`: the order reversed every other round), the 1-minute load average is recorded at each child's start,
+and the matmul peak of TensorFlow and of PyTorch is measured, each in its own process (this file run as a script;
+the fastest of 30 calls after 5), before the first round and after each (`measure_peaks`). A child reports one JSON
+object on a stdout line `RESULT {...}` (`emit_result`, read back by `child_result`).
+
+The benchmarks import this file as a sibling module (`python benchmarks/X.py` puts benchmarks/ on sys.path); it
+imports neither TensorFlow nor PyTorch except in the peak child.
+
+As a script, one matmul peak (GFLOP/s of an [n, n] x [n, n] product):
+  python benchmarks/measure.py --framework tf --size 2048 --dtype float32
+"""
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULT_PREFIX = "RESULT "
+# The /proc/cpuinfo flags that decide TensorFlow's and PyTorch's CPU kernels (TensorFlow turns its oneDNN graph
+# rewrites on by itself only with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX).
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16")
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+              "TF_ENABLE_ONEDNN_OPTS", "XLA_FLAGS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES")
+PEAK_FRAMEWORKS = ("tf", "torch")
+
+
+# --- the machine ------------------------------------------------------------------------------------------------
+
+
+def parse_cpuinfo(text):
+    """The first "model name" of a /proc/cpuinfo text (None if it has none) and which of CPU_FLAGS its first "flags"
+    line lists: {"cpu": str or None, "cpu_flags": [flag, ...] in CPU_FLAGS' order}."""
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    present = set(fields.get("flags", "").split())
+    return {"cpu": fields.get("model name"), "cpu_flags": [f for f in CPU_FLAGS if f in present]}
+
+
+def machine_info():
+    """{"cpu": model name, "cpu_flags": [...], "cpus": logical CPUs, "mem_gib": total memory}."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info = parse_cpuinfo(f.read())
+    except OSError:
+        info = {"cpu": None, "cpu_flags": []}
+    info["cpu"] = info["cpu"] or platform.processor() or platform.machine()
+    info["cpus"] = os.cpu_count()
+    info["mem_gib"] = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            info["mem_gib"] = round(int(f.readline().split()[1]) / 2 ** 20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return info
+
+
+def describe_machine(mach):
+    """One line: 'AMD EPYC (avx2 fma avx512f), 2 CPUs, 24.0 GiB'."""
+    flags = " ".join(mach["cpu_flags"]) or f"none of {', '.join(CPU_FLAGS)}"
+    return f"{mach['cpu']} ({flags}), {mach['cpus']} CPUs, {mach['mem_gib']} GiB"
+
+
+def loadavg():
+    """The 1-minute load average, or None where the system has none."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def versions(dists):
+    """{"python": version, dist: installed version or None} without importing the distributions."""
+    out = {"python": platform.python_version()}
+    for dist in dists:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def thread_info():
+    """The thread pools of the frameworks this process imported, the CPU count and the thread-related environment."""
+    info = {}
+    if "tensorflow" in sys.modules:
+        tf = sys.modules["tensorflow"]
+        info["tf_intra_op"] = tf.config.threading.get_intra_op_parallelism_threads()
+        info["tf_inter_op"] = tf.config.threading.get_inter_op_parallelism_threads()
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        info["torch_threads"] = torch.get_num_threads()
+        info["torch_interop_threads"] = torch.get_num_interop_threads()
+    info["os_cpu_count"] = os.cpu_count()
+    info["env"] = {k: os.environ[k] for k in THREAD_ENV if k in os.environ}
+    return info
+
+
+# --- timing -----------------------------------------------------------------------------------------------------
+
+
+def call_times(fn, warmup, repeats):
+    """Seconds of each of `repeats` timed calls of fn(), after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def spread(values):
+    """{"median", "min", "max"} of a non-empty list of numbers."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def matmul_gflops(framework, size, dtype):
+    """[size, size] x [size, size] matmul GFLOP/s in `dtype`, the fastest of 30 calls after 5: on TensorFlow's
+    default device (a GPU where there is one; bert_tf is imported first, so its TensorFlow defaults apply, as in
+    every bert_tf script) or PyTorch's CPU."""
+    if framework == "tf":
+        import bert_tf  # noqa: F401, I001  (its environment defaults, before TensorFlow)
+        import tensorflow as tf
+        a, b = (tf.cast(tf.random.normal((size, size), seed=seed), dtype) for seed in (1, 2))
+        matmul = tf.function(lambda a, b: tf.matmul(a, b)[:1, :1])
+        fn = lambda: matmul(a, b).numpy()
+    else:
+        import torch
+        torch_dtype = getattr(torch, dtype)
+        a, b = torch.randn(size, size, dtype=torch_dtype), torch.randn(size, size, dtype=torch_dtype)
+        out = torch.empty(size, size, dtype=torch_dtype)
+        fn = lambda: torch.matmul(a, b, out=out)
+    return 2.0 * size ** 3 / min(call_times(fn, warmup=5, repeats=30)) / 1e9
+
+
+# --- rounds of child processes ----------------------------------------------------------------------------------------
+
+
+def round_orders(names, rounds):
+    """The order of `names` in each of `rounds` rounds: as given, then reversed, alternately."""
+    names = list(names)
+    return [names if r % 2 == 0 else names[::-1] for r in range(rounds)]
+
+
+def alternate(names, rounds, run_one, between_rounds=lambda: None):
+    """Calls run_one(name, round_index) for every name in every round, in round_orders' order, and between_rounds()
+    before the first round and after each. Returns {name: [run_one's result in each round]}."""
+    results = {name: [] for name in names}
+    between_rounds()
+    for r, order in enumerate(round_orders(names, rounds)):
+        for name in order:
+            results[name].append(run_one(name, r))
+        between_rounds()
+    return results
+
+
+def run_session(names, rounds, run_one, peak_frameworks, work_dir, dists, peak_size=2048, peak_dtype="float32"):
+    """A whole benchmark: alternate(names, rounds, run_one) with the matmul peaks of peak_frameworks (none: no
+    peak) measured before the first round and after each. Returns {"runs": alternate's result, "peaks":
+    {"peak_<framework>": [GFLOP/s, ...]}, "loads": [load average before, after], "machine": machine_info(),
+    "versions": versions(dists)}."""
+    peaks, loads = {}, [loadavg()]
+    runs = alternate(names, rounds, run_one,
+                     lambda: measure_peaks(peak_frameworks, peaks, work_dir, peak_size, peak_dtype))
+    loads.append(loadavg())
+    return {"runs": runs, "peaks": peaks, "loads": loads, "machine": machine_info(), "versions": versions(dists)}
+
+
+def write_json(path, args, sections, internal=("child", "out_prefix")):
+    """Writes {"args": the parsed arguments but the internal ones, **sections} to path."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"args": {k: v for k, v in vars(args).items() if k not in internal}, **sections}, f, indent=2)
+
+
+def emit_result(result):
+    """A child's report: one stdout line `RESULT {json}` (the last such line counts)."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_child(cmd, work_dir, name):
+    """Runs cmd (from the repository root) to completion, its stdout and stderr going to
+    work_dir/logs/<time>_<name>.out and .err. Returns {"stdout", "stderr", "log" (the .err path), "peak_rss_mb"
+    (the child's maximum resident set), "load" (1-minute load average at its start), "wall_seconds" (start to
+    exit)}; a failure raises RuntimeError with the end of its stderr."""
+    log_dir = os.path.join(work_dir, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    stem = os.path.join(log_dir, f"{time.strftime('%Y%m%d-%H%M%S')}_{name}")
+    load, start = loadavg(), time.perf_counter()
+    with open(stem + ".out", "w") as out, open(stem + ".err", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    with open(stem + ".out", encoding="utf-8") as f:
+        stdout = f.read()
+    with open(stem + ".err", encoding="utf-8") as f:
+        stderr = f.read()
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"{name} failed (log {stem}.err):\n{stderr[-4000:]}")
+    return {"stdout": stdout, "stderr": stderr, "log": stem + ".err", "peak_rss_mb": usage.ru_maxrss / 1024,
+            "load": load, "wall_seconds": seconds}
+
+
+def child_result(run, parse=None):
+    """What a run_child() run reports: parse(run) where given (e.g. a script's log lines), else its RESULT object;
+    with the run's "peak_rss_mb", "load" and "wall_seconds" added."""
+    if parse is not None:
+        result = parse(run)
+    else:
+        lines = [line for line in run["stdout"].splitlines() if line.startswith(RESULT_PREFIX)]
+        if not lines:
+            raise RuntimeError(f"the child printed no {RESULT_PREFIX.strip()} line (log {run['log']})")
+        result = json.loads(lines[-1][len(RESULT_PREFIX):])
+    result.update({k: run[k] for k in ("peak_rss_mb", "load", "wall_seconds")})
+    return result
+
+
+def peak_frameworks(names):
+    """The PEAK_FRAMEWORKS that the benchmarked names use: "torch" for "torch", "tf" for all others."""
+    return sorted({"torch" if name == "torch" else "tf" for name in names})
+
+
+def measure_peaks(frameworks, peaks, work_dir, size=2048, dtype="float32"):
+    """Measures the matmul peak of each of `frameworks` (from PEAK_FRAMEWORKS) in its own process and appends its
+    GFLOP/s to peaks["peak_<framework>"]."""
+    for framework in frameworks:
+        run = run_child([sys.executable, os.path.abspath(__file__), f"--framework={framework}", f"--size={size}",
+                         f"--dtype={dtype}"], work_dir, f"peak_{framework}")
+        peaks.setdefault(f"peak_{framework}", []).append(child_result(run)["gflops"])
+
+
+def describe_peaks(peaks):
+    """'peak_tf 310 305; peak_torch 290 301' (GFLOP/s, in the order measured)."""
+    return "; ".join(f"{k} {' '.join(f'{v:.0f}' for v in values)}" for k, values in peaks.items())
+
+
+def save_outputs(prefix, **arrays):
+    """Writes each array to <prefix>_<name>.npy (a child's outputs, for the parent to compare)."""
+    for name, array in arrays.items():
+        np.save(f"{prefix}_{name}.npy", array)
+
+
+def max_abs_diffs(runs, reference_runs, names):
+    """{name: the largest max |a - b| over rounds} between the save_outputs() arrays of runs and those of
+    reference_runs in the same rounds (each run a result dict whose "outputs" is its prefix)."""
+    diffs = dict.fromkeys(names, 0.0)
+    for run, reference in zip(runs, reference_runs):
+        for name in names:
+            a, b = (np.load(f"{r['outputs']}_{name}.npy") for r in (run, reference))
+            diffs[name] = max(diffs[name], float(np.abs(a - b).max()))
+    return diffs
+
+
+def median_range(s, fmt):
+    """'79.9 (78.1-80.3)': a spread() as median (min-max), each number in format fmt."""
+    return f"{s['median']:{fmt}} ({s['min']:{fmt}}-{s['max']:{fmt}})"
+
+
+def markdown_table(header, rows, align):
+    """A markdown table: header and rows are lists of cells (strings), align one character per column ('l' or
+    'r')."""
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--framework", choices=PEAK_FRAMEWORKS, required=True)
+    p.add_argument("--size", type=int, default=2048, help="Side of the square matmul.")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    args = p.parse_args(argv)
+    emit_result({"gflops": matmul_gflops(args.framework, args.size, args.dtype)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
