@@ -75,11 +75,11 @@ def describe_machine(mach):
 
 
 def loadavg():
-    """The 1-minute load average, or None where the system has none."""
+    """The 1-minute load average, or NaN where the system has none (it prints as "nan" in the tables)."""
     try:
         return os.getloadavg()[0]
     except OSError:
-        return None
+        return float("nan")
 
 
 def versions(dists):
