@@ -1,0 +1,62 @@
+"""A SavedModel loaded for serving runs fused kernels: TensorFlow's graph optimizer (Grappler, which TF Serving also
+runs on the graph it loads) turns every dense layer's MatMul + BiasAdd + activation into one oneDNN
+`_MklNativeFusedMatMul` kernel under bert_tf's default TF_ENABLE_ONEDNN_OPTS=1. Checked on the kernels that really
+ran (TensorFlow's profiler), in a fresh process that loads the export as a server would."""
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from bert_tf.export import saved_model
+from bert_tf.model.config import BertConfig
+from bert_tf.model.task_models import BertClassifier, build
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VOCAB = os.path.join(REPO, "tests", "fixtures", "uncased_vocab.txt")
+# Loads the SavedModel argv[1], calls serving_default once to warm up, profiles a second call into argv[2] and
+# prints {kernel type: count} of the kernels that ran.
+CHILD = """
+import collections, glob, json, sys
+import bert_tf  # its environment defaults, as every bert-tf script sets them
+import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+inputs = {name: tf.ones((4, 16), tf.int32) for name in serve.structured_input_signature[1]}
+serve(**inputs)
+tf.profiler.experimental.start(sys.argv[2])
+serve(**inputs)
+tf.profiler.experimental.stop()
+space = xplane_pb2.XSpace()
+with open(glob.glob(sys.argv[2] + "/**/*.xplane.pb", recursive=True)[0], "rb") as f:
+    space.ParseFromString(f.read())
+kernels = collections.Counter()
+for plane in space.planes:
+    for line in plane.lines:
+        for event in line.events:
+            name = plane.event_metadata[event.metadata_id].name
+            if ":" in name and not name.startswith("$"):
+                kernels[name.rsplit(":", 1)[1]] += 1
+print(json.dumps(kernels))
+"""
+
+
+def test_every_dense_layer_of_a_loaded_export_runs_as_one_fused_kernel(tmp_path):
+    layers = 2
+    config = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=128)
+    tf.keras.utils.set_random_seed(0)
+    model = build(BertClassifier(config, num_labels=3))
+    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "export"), VOCAB, max_seq_length=16,
+                                         text_ops="none")
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    result = subprocess.run([sys.executable, "-c", CHILD, path, str(tmp_path / "profile")], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    kernels = json.loads(result.stdout.strip().splitlines()[-1])
+    # Per layer Q, K, V, attention output, intermediate (+ GELU), output; then the pooler (+ tanh), the classifier.
+    assert kernels.get("_MklNativeFusedMatMul") == 6 * layers + 2, kernels
+    unfused = {k: n for k, n in kernels.items() if k in ("MatMul", "_MklMatMul", "BiasAdd", "Tanh", "_FusedMatMul")}
+    assert unfused == {}, kernels
