@@ -17,6 +17,21 @@ def uncased_vocab_file():
     return os.path.join(DATA_DIR, "uncased_vocab.txt")
 
 
+@pytest.fixture(scope="session")
+def child_env():
+    """child_env(unset=(), **changes) -> an environment for a child Python process: this one's, without the
+    variables in `unset`, with `changes`, and this checkout first on PYTHONPATH (so that the child imports this
+    checkout's bert_tf, whatever the venv has installed)."""
+    repo = os.path.dirname(os.path.dirname(DATA_DIR))
+
+    def make(unset=(), **changes):
+        env = {k: v for k, v in os.environ.items() if k not in unset}
+        env.update(changes)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+        return env
+    return make
+
+
 # Runs a script's absl main once per argv in one process (TensorFlow is imported once); prints each error or None.
 _MAIN_DRIVER = """
 import importlib.util, json, sys

@@ -16,48 +16,50 @@ CPP_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d [\d:.]+: [IWEF] |[IWEF]\d{4} [\d:.
 DEFAULTED = ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")
 
 
-def _run(args, **env_changes):
-    """Runs python `args` in the repository with the defaulted variables unset, then `env_changes` applied."""
-    env = {k: v for k, v in os.environ.items() if k not in DEFAULTED}
-    env.update(env_changes)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+@pytest.fixture
+def run(child_env):
+    """run(args, **env_changes): python `args` in the repository with the defaulted variables unset, then
+    `env_changes` applied."""
+    def run_python(args, **env_changes):
+        return subprocess.run([sys.executable, *args], cwd=REPO, env=child_env(DEFAULTED, **env_changes),
+                              capture_output=True, text=True, timeout=300)
+    return run_python
 
 
-def _help_of_a_script(**env_changes):
-    result = _run(["run_scripts/predict_masked_lm.py", "--helpshort"], **env_changes)
+def _help_of_a_script(run, **env_changes):
+    result = run(["run_scripts/predict_masked_lm.py", "--helpshort"], **env_changes)
     assert "--input_file" in result.stdout, result.stderr[-2000:]  # it got to its flags: TensorFlow was imported
     return result
 
 
 @pytest.mark.slow
-def test_scripts_hide_tensorflow_cpp_messages_unless_asked():
-    assert CPP_LOG_LINE.findall(_help_of_a_script().stderr) == []
-    assert CPP_LOG_LINE.findall(_help_of_a_script(TF_CPP_MIN_LOG_LEVEL="0").stderr)  # the user's setting wins
+def test_scripts_hide_tensorflow_cpp_messages_unless_asked(run):
+    assert CPP_LOG_LINE.findall(_help_of_a_script(run).stderr) == []
+    assert CPP_LOG_LINE.findall(_help_of_a_script(run, TF_CPP_MIN_LOG_LEVEL="0").stderr)  # the user's setting wins
 
 
-def test_help_names_the_environment_defaults():
-    stdout = " ".join(_help_of_a_script().stdout.split())  # as one line, whatever the wrapping
+def test_help_names_the_environment_defaults(run):
+    stdout = " ".join(_help_of_a_script(run).stdout.split())  # as one line, whatever the wrapping
     assert "TF_ENABLE_ONEDNN_OPTS defaults to 1" in stdout and "TF_ENABLE_ONEDNN_OPTS=0" in stdout
     assert "TF_CPP_MIN_LOG_LEVEL defaults to 3" in stdout
 
 
 @pytest.mark.parametrize("setting, expected", [(None, "1 True"), ("0", "0 False"), ("1", "1 True")])
-def test_onednn_rewrites_on_unless_the_user_says_otherwise(setting, expected):
+def test_onednn_rewrites_on_unless_the_user_says_otherwise(run, setting, expected):
     """TensorFlow's own check (IsMklEnabled) after importing bert_tf first: on by default on every CPU (TensorFlow
     alone leaves it off on CPUs without AVX512_VNNI/BF16, AVX_VNNI or AMX), off when the user sets 0."""
     code = ("import os, bert_tf, tensorflow; from tensorflow.python.util import _pywrap_util_port as port; "
             "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], port.IsMklEnabled())")
-    result = _run(["-c", code], **({} if setting is None else {"TF_ENABLE_ONEDNN_OPTS": setting}))
+    result = run(["-c", code], **({} if setting is None else {"TF_ENABLE_ONEDNN_OPTS": setting}))
     assert result.stdout.strip() == expected, result.stderr[-2000:]
 
 
-def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers():
+def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers(run):
     """The last garbage collections of the interpreter skip them (bert_tf/__init__.py): an exit handler registered
     before bert_tf is imported runs after bert_tf's and sees them frozen."""
     code = ("import atexit, gc\n"
             "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
             "import bert_tf\n"
             "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
-    result = _run(["-c", code])
+    result = run(["-c", code])
     assert result.stdout.splitlines() == ["frozen before exit: False", "frozen at exit: True"], result.stderr

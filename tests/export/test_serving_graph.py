@@ -3,7 +3,6 @@ runs on the graph it loads) turns every dense layer's MatMul + BiasAdd + activat
 `_MklNativeFusedMatMul` kernel under bert_tf's default TF_ENABLE_ONEDNN_OPTS=1. Checked on the kernels that really
 ran (TensorFlow's profiler), in a fresh process that loads the export as a server would."""
 import json
-import os
 import subprocess
 import sys
 
@@ -13,8 +12,6 @@ from bert_tf.export import saved_model
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertClassifier, build
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VOCAB = os.path.join(REPO, "tests", "fixtures", "uncased_vocab.txt")
 # Loads the SavedModel argv[1], calls serving_default once to warm up, profiles a second call into argv[2] and
 # prints {kernel type: count} of the kernels that ran.
 CHILD = """
@@ -42,17 +39,16 @@ print(json.dumps(kernels))
 """
 
 
-def test_every_dense_layer_of_a_loaded_export_runs_as_one_fused_kernel(tmp_path):
+def test_every_dense_layer_of_a_loaded_export_runs_as_one_fused_kernel(tmp_path, child_env, uncased_vocab_file):
     layers = 2
     config = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=layers, num_attention_heads=2,
                         intermediate_size=128)
     tf.keras.utils.set_random_seed(0)
     model = build(BertClassifier(config, num_labels=3))
-    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "export"), VOCAB, max_seq_length=16,
-                                         text_ops="none")
-    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
-    result = subprocess.run([sys.executable, "-c", CHILD, path, str(tmp_path / "profile")], env=env,
+    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "export"), uncased_vocab_file,
+                                         max_seq_length=16, text_ops="none")
+    result = subprocess.run([sys.executable, "-c", CHILD, path, str(tmp_path / "profile")],
+                            env=child_env(unset=("TF_ENABLE_ONEDNN_OPTS",)),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     kernels = json.loads(result.stdout.strip().splitlines()[-1])
