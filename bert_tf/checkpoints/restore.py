@@ -1,19 +1,24 @@
 """The one way every script loads a checkpoint: `restore(model, path, required_heads)`.
 
-It takes an original TF1 checkpoint (by variable name) or one of ours (a `tf.train.Checkpoint` with the encoder
-under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph),
-refuses an encoder that does not fit the model and a missing required head, and returns a LoadReport by original
-variable name.
+It takes an original TF1 checkpoint (by variable name), one of ours (a `tf.train.Checkpoint` with the encoder
+under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph), a
+Model Garden TF2 checkpoint or a TF Hub BERT SavedModel (`model_garden`), refuses an encoder that does not fit the
+model and a missing required head, and returns a LoadReport by original variable name. `model_files` resolves the
+bert_config, vocabulary and casing a run uses, from the flags or from a TF Hub model.
 """
+import dataclasses
 import os
 import re
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.checkpoints import name_map, original
+from bert_tf.checkpoints import model_garden, name_map, original
+from bert_tf.model import task_models
+from bert_tf.model.config import BertConfig
+from bert_tf.text import tokenization
 
-_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_OBJECT_GRAPH = model_garden.OBJECT_GRAPH
 _FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
@@ -42,13 +47,15 @@ def resolve_checkpoint(path):
     `path`: a prefix (`.../bert_model.ckpt`), one of its files (`.index`, `.data-00000-of-00001`), or a directory:
     the checkpoint its `checkpoint` state file names, looked up by file name inside that directory (a copied
     directory whose state file records an absolute path never loads the weights it was copied from), else its
-    `bert_model.ckpt`.
+    `bert_model.ckpt`; a SavedModel directory (a TF Hub model) is returned as it is.
     """
     if not path:
         raise ValueError("No checkpoint given (init_checkpoint is empty).")
     prefix = _FILE_SUFFIX.sub("", path)
     if tf.io.gfile.exists(prefix + ".index"):
         return prefix
+    if model_garden.is_saved_model(path):
+        return path
     if tf.io.gfile.isdir(path):
         latest = latest_checkpoint(path)
         if latest:
@@ -59,9 +66,14 @@ def resolve_checkpoint(path):
                                     f"but {path} holds no {os.path.basename(state.model_checkpoint_path)}.index.")
         if tf.io.gfile.exists(os.path.join(path, "bert_model.ckpt.index")):
             return os.path.join(path, "bert_model.ckpt")
+    if tf.io.gfile.isdir(path):
+        raise FileNotFoundError(
+            f"{path} is a directory that is neither a checkpoint nor a SavedModel: expected a `checkpoint` state "
+            f"file, a bert_model.ckpt.index or a saved_model.pb in it (it holds "
+            f"{sorted(tf.io.gfile.listdir(path))[:8]}).")
     raise FileNotFoundError(
         f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
-        f"beside it (e.g. .../bert_model.ckpt) or a directory holding one.")
+        f"beside it (e.g. .../bert_model.ckpt), a directory holding one, or a SavedModel directory.")
 
 
 def _object_graph_tensors(model, reader, source):
@@ -104,6 +116,18 @@ def _object_graph_tensors(model, reader, source):
     return tensors
 
 
+def _checkpoint_tensors(model, prefix):
+    """Original name -> tensor getter for what `prefix` (from `resolve_checkpoint`) holds, by its format."""
+    if model_garden.is_saved_model(prefix):
+        return model_garden.hub_tensors(model_garden.read_hub_model(prefix))
+    reader = tf.train.load_checkpoint(prefix)
+    if _OBJECT_GRAPH not in reader.get_variable_to_shape_map():
+        return original.original_tensors(reader)
+    if model_garden.is_model_garden_graph(reader):
+        return model_garden.checkpoint_tensors(reader, prefix)
+    return _object_graph_tensors(model, reader, prefix)
+
+
 def _check_encoder(report, config):
     """Raises if the checkpoint's encoder does not fit the model's: encoder variables missing or unused."""
     missing = [n for n in report.missing if n.startswith("bert/")]
@@ -121,9 +145,10 @@ def _check_encoder(report, config):
 def restore(model, path, required_heads=(), strict=False):
     """Loads a checkpoint into `model` (a BertModel or a task model): the encoder and each head the model has.
 
-    `path`: an original TF1 checkpoint (loaded by variable name) or one of ours (a tf.train.Checkpoint with the
+    `path`: an original TF1 checkpoint (loaded by variable name), one of ours (a tf.train.Checkpoint with the
     encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
-    graph), as a prefix, one of its files, or a directory (see `resolve_checkpoint`).
+    graph) or a Model Garden TF2 checkpoint (through its object graph), as a prefix, one of its files, or a
+    directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `model_garden`).
     `required_heads`: head attributes (keys of name_map.TASK_HEADS) the checkpoint must provide in full.
     `strict`: also raise if any other variable of the model is missing.
     Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another
@@ -136,9 +161,7 @@ def restore(model, path, required_heads=(), strict=False):
     if unknown:
         raise ValueError(f"{type(model).__name__} has no {', '.join(unknown)} head; its heads: {list(parts)[1:]}.")
     prefix = resolve_checkpoint(path)
-    reader = tf.train.load_checkpoint(prefix)
-    ours = _OBJECT_GRAPH in reader.get_variable_to_shape_map()
-    tensors = _object_graph_tensors(model, reader, prefix) if ours else original.original_tensors(reader)
+    tensors = _checkpoint_tensors(model, prefix)
     report = original.assign_by_name(model, tensors, prefix, strict=strict)
     _check_encoder(report, parts["bert"].config)
     lacking = [h for h in required_heads if h in report.missing_heads]
@@ -157,3 +180,77 @@ def load_original_checkpoint(model, init_checkpoint, strict=False):
     Returns: LoadReport (also logged).
     """
     return restore(model, init_checkpoint, strict=strict)
+
+
+@dataclasses.dataclass
+class ModelFiles:
+    """The pre-trained model a run uses besides its weights (`model_files`)."""
+    config: BertConfig
+    vocab_file: str | None
+    do_lower_case: bool
+
+
+def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
+    """The bert_config, vocabulary and casing of a run: those given; where one is not given (None) and
+    `init_checkpoint` is a TF Hub BERT SavedModel, the model's own: its bert_config.json (else the config inferred
+    from its weights, `model_garden.infer_bert_config`), its `vocab_file` asset and `do_lower_case` variable.
+    do_lower_case defaults to True (the original flag's default).
+
+    Raises ValueError if no bert_config is given or found, if a given vocab_file's size differs from the Hub
+    model's vocabulary, or if a given do_lower_case contradicts the Hub model's.
+    Returns: ModelFiles.
+    """
+    hub = (model_garden.read_hub_model(init_checkpoint) if init_checkpoint and model_garden.is_saved_model(
+        init_checkpoint) else None)
+    if bert_config_file:
+        config = BertConfig.from_json_file(bert_config_file)
+    elif hub and tf.io.gfile.exists(os.path.join(hub.path, "bert_config.json")):
+        config = BertConfig.from_json_file(os.path.join(hub.path, "bert_config.json"))
+    elif hub:
+        config = model_garden.infer_bert_config(hub)
+    else:
+        raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} is not a TF Hub BERT "
+                         f"SavedModel to take the config from.")
+    if hub is None:
+        return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
+    _check_hub_vocab(hub, vocab_file)
+    if do_lower_case is not None and hub.do_lower_case is not None and do_lower_case != hub.do_lower_case:
+        raise ValueError(f"do_lower_case={do_lower_case} contradicts {hub.path}, whose do_lower_case variable says "
+                         f"{hub.do_lower_case}: leave do_lower_case out to use the model's own casing.")
+    casing = next(c for c in (do_lower_case, hub.do_lower_case, True) if c is not None)
+    return ModelFiles(config, vocab_file or hub.vocab_file, casing)
+
+
+def _check_hub_vocab(hub, vocab_file):
+    """Raises if `vocab_file` (when given) does not have the Hub model's number of word embeddings."""
+    if not vocab_file:
+        return
+    size = len(tokenization.load_vocab(vocab_file))
+    if size != hub.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but {hub.path} has {hub.vocab_size} word embeddings: the "
+                         f"vocab does not belong to this TF Hub model; leave vocab_file out to use its own "
+                         f"{hub.vocab_file or 'vocab_file asset'}.")
+
+
+CONVERSION_FORMATS = ("original", "model_garden")
+
+
+def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None):
+    """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel) -> a release
+    directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's TF2
+    layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and vocab.txt
+    (`model_files`: those given, else a TF Hub model's own). It holds the encoder and whichever pretraining heads
+    the checkpoint has. Returns output_dir."""
+    if to not in CONVERSION_FORMATS:
+        raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
+    files = model_files(init_checkpoint, bert_config_file, vocab_file)
+    model = task_models.build(task_models.BertPretrainer(files.config))
+    report = restore(model, init_checkpoint)
+    mapping = name_map.original_variable_map(model)
+    tensors = {name: mapping[name].numpy() for name in report.loaded}
+    prefix = os.path.join(output_dir, "bert_model.ckpt")
+    if to == "model_garden":
+        model_garden.save_model_garden_checkpoint(tensors, files.config, prefix)
+    else:
+        original.save_tensors(tensors, prefix)
+    return original.write_release_files(files.config, output_dir, files.vocab_file)

@@ -49,12 +49,13 @@ from bert_tf.training.trainer import Trainer, compute_train_steps
 @dataclasses.dataclass
 class RunConfig:
     """The settings every fine-tuning run shares, with the original scripts' names and defaults."""
-    # The pre-trained model.
-    bert_config_file: str
+    # The pre-trained model (bert_config_file, vocab_file, do_lower_case: None takes a TF Hub init_checkpoint's own,
+    # see `checkpoints.model_files`; do_lower_case otherwise defaults to True).
+    bert_config_file: str | None
     vocab_file: str | None
     output_dir: str
     init_checkpoint: str | None = None
-    do_lower_case: bool = True
+    do_lower_case: bool | None = None
     max_seq_length: int = 128
     # What to run.
     do_train: bool = False
@@ -110,7 +111,10 @@ _NO_MODE = {
 
 def prepare(run, task):
     """The checks every run makes before any work, in the original scripts' order; creates output_dir.
-    Returns (BertConfig, FullTokenizer)."""
+    Returns (the RunConfig with its model files resolved (`checkpoints.model_files`: a TF Hub model's own
+    bert_config, vocab_file and do_lower_case where they are not given), BertConfig, FullTokenizer)."""
+    files = checkpoints.model_files(run.init_checkpoint, run.bert_config_file, run.vocab_file, run.do_lower_case)
+    run = dataclasses.replace(run, vocab_file=files.vocab_file, do_lower_case=files.do_lower_case)
     tokenization.validate_case_matches_checkpoint(run.do_lower_case, run.init_checkpoint)
     modes = getattr(task, "modes", ("do_train", "do_eval", "do_predict"))
     if not any(getattr(run, mode) for mode in modes):
@@ -120,7 +124,7 @@ def prepare(run, task):
     if run.export_dir and not task.export_task:
         raise ValueError("--export_dir: this task has no SavedModel export; see run_scripts/export_saved_model.py "
                          "for the tasks that have one.")
-    config = BertConfig.from_json_file(run.bert_config_file)
+    config = files.config
     if run.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"Cannot use sequence length {run.max_seq_length} because the BERT model was only trained "
                          f"up to sequence length {config.max_position_embeddings}")
@@ -130,10 +134,10 @@ def prepare(run, task):
     if run.do_train:
         check_output_dir(run, config)
     if not run.vocab_file:  # run_pretraining.py reads ids and needs none
-        return config, None
+        return run, config, None
     tokenizer = tokenization.FullTokenizer(run.vocab_file, run.do_lower_case)
     check_vocab_size(config, tokenizer.vocab, run.vocab_file)
-    return config, tokenizer
+    return run, config, tokenizer
 
 
 def check_output_dir(run, config):
@@ -216,7 +220,7 @@ def export(run, task, trainer):
 
 def run(task, run_config):
     """Runs `task` as its script would: train, evaluate, predict and export as `run_config` says."""
-    config, tokenizer = prepare(run_config, task)
+    run_config, config, tokenizer = prepare(run_config, task)
     # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
     strategy = run_config.strategy()
     task.check(run_config, config)

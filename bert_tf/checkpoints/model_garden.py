@@ -1,0 +1,456 @@
+"""Model Garden (tensorflow/models `official.nlp`) BERT weights in and out, in plain TensorFlow: neither `official`
+nor `tensorflow_hub` is imported.
+
+In (each source becomes a map of original variable names -> tensor getters for `original.assign_by_name`, so the
+LoadReport is the one of original checkpoints; what the model has no place for is reported unused under
+"model_garden:<object path>" or "tf_hub:<variable name>"):
+- a Model Garden TF2 checkpoint (`tf.train.Checkpoint`) of a `networks.BertEncoder` / `BertEncoderV2`, as
+  Model Garden's `tf2_bert_encoder_checkpoint_converter.py` writes it (`encoder`, or `model`), or of a
+  `models.BertPretrainerV2` as that converter and Model Garden's trainer write it (`encoder`, `masked_lm`,
+  `model/encoder_network`, `model/classification_heads/N`, `next_sentence.pooler_dense`). Found through the
+  checkpoint's object graph: the encoder is the first object (breadth first) holding `_embedding_layer` and
+  `_transformer_layers`, the masked LM the first `masked_lm`, the next-sentence head the classification head
+  whose `dense` is the root's `next_sentence.pooler_dense` (see `ENCODER_PATHS`, `MASKED_LM_PATHS`).
+- a TF Hub BERT SavedModel (Model Garden's `export_tfhub.py`: inputs `input_word_ids`/`input_mask`/
+  `input_type_ids`, outputs `pooled_output`/`sequence_output`/`encoder_outputs`, optional `.mlm`): its variables
+  by their Keras names (`transformer/layer_0/self_attention/query/kernel:0`), read from saved_model.pb's object graph
+  and the `variables/` checkpoint without loading the model; its `vocab_file` asset and `do_lower_case` variable;
+  `infer_bert_config` reads the config off the weights' shapes and the activation off the graph.
+
+Out: `save_model_garden_checkpoint` writes the object graph Model Garden's converter writes (`encoder` =
+`BertEncoder`, plus `masked_lm` as `BertPretrainerV2.checkpoint_items` when the model has the masked-LM head).
+
+Layouts: Model Garden keeps attention kernels per head: query/key/value kernel [H, N, D] (original [H, N*D]), bias
+[N, D] ([N*D]), attention-output kernel [N, D, H] ([N*D, H]); its next-sentence logits kernel is [H, 2] (original
+cls/seq_relationship/output_weights [2, H]).
+"""
+import collections
+import dataclasses
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
+
+from bert_tf.model.config import BertConfig
+
+OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_VALUE = "VARIABLE_VALUE"
+# Roots of a Model Garden training checkpoint that hold no model weights.
+_TRAINING_STATE = ("optimizer", "global_step", "save_counter")
+
+# (original name, Model Garden variable name, object path inside the BertEncoder, layout); `{i}` is the layer.
+_EMBEDDING_ROWS = [
+    ("bert/embeddings/word_embeddings", "word_embeddings/embeddings", "_embedding_layer/embeddings", None),
+    ("bert/embeddings/position_embeddings", "position_embedding/embeddings",
+     "_position_embedding_layer/embeddings", None),
+    ("bert/embeddings/token_type_embeddings", "type_embeddings/embeddings", "_type_embedding_layer/embeddings",
+     None),
+    ("bert/embeddings/LayerNorm/gamma", "embeddings/layer_norm/gamma", "_embedding_norm_layer/gamma", None),
+    ("bert/embeddings/LayerNorm/beta", "embeddings/layer_norm/beta", "_embedding_norm_layer/beta", None),
+]
+_LAYER_ROWS = [  # original under bert/encoder/layer_{i}/, name under transformer/layer_{i}/, path under the block
+    *[(f"attention/self/{p}/{w}", f"self_attention/{p}/{w}", f"_attention_layer/_{p}_dense/{w}", f"heads_{w}")
+      for p in ("query", "key", "value") for w in ("kernel", "bias")],
+    ("attention/output/dense/kernel", "self_attention/attention_output/kernel", "_attention_layer/_output_dense/kernel",
+     "heads_output"),
+    ("attention/output/dense/bias", "self_attention/attention_output/bias", "_attention_layer/_output_dense/bias",
+     None),
+    *[(f"attention/output/LayerNorm/{w}", f"self_attention_layer_norm/{w}", f"_attention_layer_norm/{w}", None)
+      for w in ("gamma", "beta")],
+    *[(f"intermediate/dense/{w}", f"intermediate/{w}", f"_intermediate_dense/{w}", None) for w in ("kernel", "bias")],
+    *[(f"output/dense/{w}", f"output/{w}", f"_output_dense/{w}", None) for w in ("kernel", "bias")],
+    *[(f"output/LayerNorm/{w}", f"output_layer_norm/{w}", f"_output_layer_norm/{w}", None) for w in ("gamma", "beta")],
+]
+_POOLER_ROWS = [(f"bert/pooler/dense/{w}", f"pooler_transform/{w}", f"_pooler_layer/{w}", None)
+                for w in ("kernel", "bias")]
+# (original name, Model Garden variable name, object path inside the MaskedLM layer); the layer also holds the word
+# embeddings as `embedding_table`, and its bias as `output_bias/bias` too.
+MASKED_LM_PATHS = [
+    (f"cls/predictions/transform/{o}/{w}", f"bert/cls/predictions/transform/{o}/{w}", f"{p}/{w}")
+    for o, p, names in (("dense", "dense", ("kernel", "bias")), ("LayerNorm", "layer_norm", ("gamma", "beta")))
+    for w in names
+] + [("cls/predictions/output_bias", "bert/cls/predictions/output_bias/bias", "bias")]
+
+
+def encoder_rows(num_layers):
+    """(original name, Model Garden variable name, object path inside the BertEncoder, layout) of every encoder
+    variable of a `num_layers` BERT; layout: None, "heads_kernel", "heads_bias" or "heads_output"."""
+    rows = list(_EMBEDDING_ROWS)
+    for i in range(num_layers):
+        rows += [(f"bert/encoder/layer_{i}/{o}", f"transformer/layer_{i}/{n}", f"_transformer_layers/{i}/{p}", k)
+                 for o, n, p, k in _LAYER_ROWS]
+    return rows + _POOLER_ROWS
+
+
+ENCODER_PATHS = encoder_rows(1)  # the documented table (layer 0 shows every layer)
+
+
+def to_original(layout, value):
+    """A Model Garden array in `layout` -> the original's shape (per-head axes merged, the logits kernel
+    transposed)."""
+    if layout == "heads_kernel":
+        return value.reshape(value.shape[0], -1)
+    if layout == "heads_bias":
+        return value.reshape(-1)
+    if layout == "heads_output":
+        return value.reshape(-1, value.shape[-1])
+    if layout == "transpose":
+        return value.T
+    return value
+
+
+def to_model_garden(layout, value, num_heads):
+    """The inverse of `to_original` for a model with `num_heads` attention heads."""
+    if layout == "heads_kernel":
+        return value.reshape(value.shape[0], num_heads, -1)
+    if layout == "heads_bias":
+        return value.reshape(num_heads, -1)
+    if layout == "heads_output":
+        return value.reshape(num_heads, -1, value.shape[-1])
+    if layout == "transpose":
+        return value.T
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model Garden TF2 checkpoints, through their object graph
+# ---------------------------------------------------------------------------------------------------------------
+
+class _ObjectGraph:
+    """A TrackableObjectGraph walked breadth first: the shortest object path of each node, children by name."""
+
+    def __init__(self, graph):
+        self.nodes = graph.nodes
+        self.paths = {0: ""}
+        queue = collections.deque([0])
+        while queue:
+            node_id = queue.popleft()
+            for child in self.nodes[node_id].children:
+                if child.node_id not in self.paths:
+                    self.paths[child.node_id] = f"{self.paths[node_id]}/{child.local_name}".lstrip("/")
+                    queue.append(child.node_id)
+
+    def child(self, node_id, path):
+        """The node at `path` ("a/b/0") below node_id, or None."""
+        for name in path.split("/"):
+            children = {c.local_name: c.node_id for c in self.nodes[node_id].children}
+            if name not in children:
+                return None
+            node_id = children[name]
+        return node_id
+
+    def find(self, *names):
+        """The first node (breadth first) that has every child in `names`, or None."""
+        for node_id in sorted(self.paths, key=lambda n: (self.paths[n].count("/"), self.paths[n])):
+            if all(self.child(node_id, name) is not None for name in names):
+                return node_id
+        return None
+
+    def value_key(self, node_id):
+        """The checkpoint key of a variable node's value, or None."""
+        keys = [a.checkpoint_key for a in self.nodes[node_id].attributes if a.name == _VALUE]
+        return keys[0] if keys else None
+
+
+def is_model_garden_graph(reader):
+    """Whether a TF2 checkpoint (a tf.train.CheckpointReader) holds a Model Garden BERT encoder."""
+    graph = _read_graph(reader)
+    return graph is not None and graph.find("_embedding_layer", "_transformer_layers") is not None
+
+
+def _read_graph(reader):
+    if OBJECT_GRAPH not in reader.get_variable_to_shape_map():
+        return None
+    return _ObjectGraph(trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(OBJECT_GRAPH)))
+
+
+def _next_sentence_nodes(graph):
+    """(pooler dense node, logits node) of the `next_sentence` classification head of a BertPretrainerV2
+    checkpoint, or (None, None)."""
+    pooler = graph.child(0, "next_sentence.pooler_dense")
+    heads = graph.find("classification_heads")
+    if pooler is None or heads is None:
+        return None, None
+    container = graph.child(heads, "classification_heads")
+    for head in graph.nodes[container].children:
+        if graph.child(head.node_id, "dense") == pooler:
+            return pooler, graph.child(head.node_id, "out_proj")
+    return pooler, None
+
+
+def checkpoint_tensors(reader, source):
+    """Original name -> tensor getter for a Model Garden TF2 checkpoint of a BertEncoder or BertPretrainerV2.
+
+    The encoder's variables, the masked LM's (`cls/predictions/...`) where the checkpoint has a `masked_lm`, and
+    where it has a `next_sentence` classification head (Model Garden's BERT pretraining): its logits as
+    cls/seq_relationship/... and its pooler dense layer as bert/pooler/dense, the original's next-sentence
+    pooler (Model Garden's encoder keeps a pooler of its own that its pretraining leaves untrained; that one is
+    then reported unused). Every other floating-point variable outside the training state (optimizer,
+    global_step, save_counter) is added without a getter under "model_garden:<object path>", so that it is
+    reported unused.
+    """
+    graph = _read_graph(reader)
+    encoder = graph.find("_embedding_layer", "_transformer_layers") if graph else None
+    if encoder is None:
+        roots = [c.local_name for c in graph.nodes[0].children] if graph else []
+        raise ValueError(f"{source} is a TF2 checkpoint without a Model Garden BERT encoder (an object with "
+                         f"`_embedding_layer` and `_transformer_layers`); its root objects: {roots}.")
+    layers = graph.child(encoder, "_transformer_layers")
+    num_layers = len(graph.nodes[layers].children)
+    rows = [(orig, graph.child(encoder, path), layout) for orig, _, path, layout in encoder_rows(num_layers)]
+    masked_lm = graph.find("masked_lm")
+    if masked_lm is not None:
+        head = graph.child(masked_lm, "masked_lm")
+        rows += [(orig, graph.child(head, path), None) for orig, _, path in MASKED_LM_PATHS]
+    pooler, logits = _next_sentence_nodes(graph)
+    if logits is not None:
+        rows = [row for row in rows if not row[0].startswith("bert/pooler/")]
+        rows += [(f"bert/pooler/dense/{w}", graph.child(pooler, w), None) for w in ("kernel", "bias")]
+        rows += [("cls/seq_relationship/output_weights", graph.child(logits, "kernel"), "transpose"),
+                 ("cls/seq_relationship/output_bias", graph.child(logits, "bias"), None)]
+    tensors = {orig: _getter(reader, graph.value_key(node), layout) for orig, node, layout in rows
+               if node is not None and graph.value_key(node)}
+    used = {node for _, node, _ in rows}
+    floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
+    for node_id, path in graph.paths.items():
+        key = graph.value_key(node_id)
+        if node_id not in used and key in floating and path.split("/")[0] not in _TRAINING_STATE:
+            tensors[f"model_garden:{path}"] = None
+    return tensors
+
+
+def _getter(reader, key, layout):
+    return lambda: to_original(layout, reader.get_tensor(key))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# TF Hub BERT SavedModels
+# ---------------------------------------------------------------------------------------------------------------
+
+def is_saved_model(path):
+    """Whether `path` is a SavedModel directory (saved_model.pb or .pbtxt)."""
+    return bool(path) and any(tf.io.gfile.exists(os.path.join(path, name))
+                              for name in ("saved_model.pb", "saved_model.pbtxt"))
+
+
+@dataclasses.dataclass
+class HubModel:
+    """What bert-tf reads from a TF Hub BERT SavedModel (`read_hub_model`)."""
+    path: str
+    variables: dict  # Model Garden variable name (without ":0") -> zero-argument getter of its value
+    shapes: dict  # Model Garden variable name -> shape (list)
+    vocab_file: str | None  # its `vocab_file` asset, if any
+    do_lower_case: bool | None  # its `do_lower_case` variable, if any
+    hidden_act: str  # "gelu_exact" where the graph computes Erf, else "gelu" (tanh)
+    signatures: list
+
+    @property
+    def vocab_size(self):
+        return self.shapes["word_embeddings/embeddings"][0]
+
+
+def _saved_model_proto(path):
+    pb = os.path.join(path, "saved_model.pb")
+    proto = saved_model_pb2.SavedModel()
+    if tf.io.gfile.exists(pb):
+        with tf.io.gfile.GFile(pb, "rb") as f:
+            proto.ParseFromString(f.read())
+    else:
+        from google.protobuf import text_format
+
+        with tf.io.gfile.GFile(os.path.join(path, "saved_model.pbtxt")) as f:
+            text_format.Parse(f.read(), proto)
+    return proto.meta_graphs[0]
+
+
+def _checkpoint_keys(saved_graph, checkpoint_graph):
+    """SavedObjectGraph node id -> its value's key in the variables/ checkpoint, for every variable node: the two
+    graphs walked together from their roots by child name."""
+    keys, stack, seen = {}, [(0, 0)], set()
+    while stack:
+        saved_id, ckpt_id = stack.pop()
+        if saved_id in seen:
+            continue
+        seen.add(saved_id)
+        if saved_graph.nodes[saved_id].WhichOneof("kind") == "variable":
+            keys[saved_id] = checkpoint_graph.value_key(ckpt_id)
+        ckpt_children = {c.local_name: c.node_id for c in checkpoint_graph.nodes[ckpt_id].children}
+        stack += [(c.node_id, ckpt_children[c.local_name]) for c in saved_graph.nodes[saved_id].children
+                  if c.local_name in ckpt_children]
+    return keys
+
+
+def _hidden_act(meta_graph):
+    ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
+    return "gelu_exact" if "Erf" in ops else "gelu"
+
+
+def read_hub_model(path):
+    """Reads a TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py) without loading its functions.
+
+    Raises ValueError (naming `path`, its signatures and variables) if it is not a BERT encoder.
+    Returns: HubModel.
+    """
+    meta_graph = _saved_model_proto(path)
+    saved_graph = meta_graph.object_graph_def
+    prefix = os.path.join(path, "variables", "variables")
+    reader = tf.train.load_checkpoint(prefix)
+    checkpoint_graph = _read_graph(reader)
+    if checkpoint_graph is None:
+        raise ValueError(f"{path} is a TF1 SavedModel (e.g. a hub.Module), not a TF2 TF Hub BERT encoder. A TF1 "
+                         f"BERT module keeps the original variable names: pass its checkpoint {prefix} as "
+                         f"init_checkpoint, with its bert_config.json and vocab.txt.")
+    keys = _checkpoint_keys(saved_graph, checkpoint_graph)
+    variables, shapes = {}, {}
+    for node_id, key in keys.items():
+        variable = saved_graph.nodes[node_id].variable
+        name = re.sub(r":\d+$", "", variable.name)
+        if key and variable.dtype != tf.bool.as_datatype_enum and name not in variables:
+            variables[name] = lambda k=key: reader.get_tensor(k)
+            shapes[name] = [d.size for d in variable.shape.dim]
+    signatures = sorted(meta_graph.signature_def)
+    if "word_embeddings/embeddings" not in variables or "transformer/layer_0/self_attention/query/kernel" \
+            not in variables:
+        raise ValueError(f"{path} is a SavedModel but not a TF Hub BERT encoder (Model Garden's export_tfhub.py "
+                         f"layout, with variables word_embeddings/embeddings and transformer/layer_N/...): its "
+                         f"signatures are {signatures} and its variables {sorted(variables)[:8]}"
+                         f"{' ...' if len(variables) > 8 else ''} ({len(variables)}).")
+    root = {c.local_name: c.node_id for c in saved_graph.nodes[0].children}
+    casing = keys.get(root.get("do_lower_case"))
+    do_lower_case = bool(reader.get_tensor(casing)) if casing else None
+    return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
+                    _hidden_act(meta_graph), signatures)
+
+
+def _vocab_asset(path, meta_graph, node_id):
+    """The path of the asset at `node_id` (the root's `vocab_file`), or None."""
+    node = meta_graph.object_graph_def.nodes[node_id] if node_id is not None else None
+    if node is None or node.WhichOneof("kind") != "asset":
+        return None
+    return os.path.join(path, "assets", meta_graph.asset_file_def[node.asset.asset_file_def_index].filename)
+
+
+def hub_tensors(hub):
+    """Original name -> tensor getter for a HubModel's encoder (and `.mlm` masked-LM head, if it has one); its
+    other floating-point variables are added without a getter under "tf_hub:<name>" (reported unused)."""
+    num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, hub.variables) if m})
+    rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(num_layers)]
+    rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
+    tensors = {orig: (lambda n=name, k=layout: to_original(k, hub.variables[n]()))
+               for orig, name, layout in rows if name in hub.variables}
+    used = {name for _, name, _ in rows}
+    tensors.update({f"tf_hub:{name}": None for name in hub.variables if name not in used})
+    return tensors
+
+
+def infer_bert_config(hub):
+    """The BertConfig of a HubModel from its weights' shapes (vocab_size, hidden_size, num_hidden_layers,
+    num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size) and its graph (hidden_act:
+    gelu_exact where it computes Erf, else gelu, the tanh form Model Garden's "gelu" computes); dropout and
+    initializer_range, which leave no trace in the weights, take the original's defaults. Logs what it inferred."""
+    shapes = hub.shapes
+    num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, shapes) if m})
+    vocab_size, hidden_size = shapes["word_embeddings/embeddings"]
+    values = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                  num_attention_heads=shapes["transformer/layer_0/self_attention/query/kernel"][1],
+                  intermediate_size=shapes["transformer/layer_0/intermediate/kernel"][1],
+                  max_position_embeddings=shapes["position_embedding/embeddings"][0],
+                  type_vocab_size=shapes["type_embeddings/embeddings"][0], hidden_act=hub.hidden_act)
+    config = BertConfig.from_dict(values, source=hub.path)
+    logging.info("%s has no bert_config.json: inferred %s from its weights' shapes and hidden_act=%s from its graph "
+                 "(%s); dropout and initializer_range take the original's defaults.", hub.path,
+                 ", ".join(f"{k}={v}" for k, v in values.items() if k != "hidden_act"), hub.hidden_act,
+                 "it computes Erf" if hub.hidden_act == "gelu_exact" else "no Erf op: the tanh approximation")
+    return config
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing a Model Garden checkpoint
+# ---------------------------------------------------------------------------------------------------------------
+
+class _Node(tf.Module):
+    """A plain trackable: its children are the attributes set on it, in the order they are set."""
+
+
+def _set_path(node, path, value):
+    """Sets `value` at `path` ("a/b/kernel") below `node`, creating the _Nodes on the way."""
+    *parents, leaf = path.split("/")
+    for name in parents:
+        if name not in vars(node):
+            setattr(node, name, _Node())
+        node = getattr(node, name)
+    setattr(node, leaf, value)
+
+
+def _encoder_layers(num_layers):
+    """(attribute path, `layer_with_weights-K`, `layer-M`) of each layer with weights of Model Garden's functional
+    BertEncoder (its Keras layer indices: the inputs, Add, Dropout, SelfAttentionMask and the [CLS] slice have none)."""
+    return ([("_embedding_layer", 0, 1), ("_position_embedding_layer", 1, 3), ("_type_embedding_layer", 2, 4),
+             ("_embedding_norm_layer", 3, 6)]
+            + [(f"_transformer_layers/{i}", 4 + i, 10 + i) for i in range(num_layers)]
+            + [("_pooler_layer", 4 + num_layers, 11 + num_layers)])
+
+
+def _encoder_trackable(variables, num_layers):
+    """A trackable with a Model Garden BertEncoder's object graph for every variable: `variables` (object path
+    inside the encoder -> tf.Variable) under `layer_with_weights-K` and `layer-M` (first: checkpoint keys take the
+    first shortest path, as for Model Garden's own) and under the layers' attributes, with Keras' aliases
+    (`_position_embeddings`, `_attention_layer_norm_kv`)."""
+    layers = {attr: _Node() for attr, _, _ in _encoder_layers(num_layers)}
+    for path, variable in variables.items():
+        attr = next(a for a in layers if path.startswith(a + "/"))
+        _set_path(layers[attr], path[len(attr) + 1:], variable)
+    position = layers["_position_embedding_layer"]
+    position._position_embeddings = position.embeddings
+    for i in range(num_layers):
+        block = layers[f"_transformer_layers/{i}"]
+        block._attention_layer_norm_kv = block._attention_layer_norm
+    encoder = _Node()
+    for attr, k, m in _encoder_layers(num_layers):
+        setattr(encoder, f"layer_with_weights-{k}", layers[attr])
+        setattr(encoder, f"layer-{m}", layers[attr])
+    for attr in ("_pooler_layer", "_transformer_layers", "_embedding_norm_layer", "_embedding_layer",
+                 "_position_embedding_layer", "_type_embedding_layer"):
+        if attr == "_transformer_layers":
+            encoder._transformer_layers = _Node()
+            for i in range(num_layers):
+                setattr(encoder._transformer_layers, str(i), layers[f"_transformer_layers/{i}"])
+        else:
+            setattr(encoder, attr, layers[attr])
+    return encoder
+
+
+def _masked_lm_trackable(variables, word_embeddings):
+    """A trackable with a Model Garden MaskedLM layer's object graph: `embedding_table`, `dense`, `layer_norm`,
+    `output_bias/bias` and its alias `bias` (`variables`: object path inside the layer -> tf.Variable)."""
+    head = _Node()
+    head.embedding_table = word_embeddings
+    for path, variable in variables.items():
+        if path == "bias":
+            setattr(head, "output_bias/bias", variable)
+        _set_path(head, path, variable)
+    return head
+
+
+def save_model_garden_checkpoint(original_tensors, config, checkpoint_prefix):
+    """Writes `original_tensors` (original name -> array) as the TF2 checkpoint Model Garden's
+    tf2_bert_encoder_checkpoint_converter.py writes: `encoder` with a functional BertEncoder's object graph, and
+    `masked_lm` (as BertPretrainerV2.checkpoint_items) when the masked-LM head is among the tensors; the
+    next-sentence head, which that converter's BertPretrainerV2 has no place for, is left out. Model Garden's
+    `tf.train.Checkpoint(encoder=BertEncoder(...))` (and its export_tfhub.py) restore it. Returns the prefix."""
+    heads = config.num_attention_heads
+
+    def variables(rows):
+        return {path: tf.Variable(to_model_garden(layout, original_tensors[orig], heads), dtype=tf.float32)
+                for orig, path, layout in rows}
+
+    encoder = variables([(o, p, k) for o, _, p, k in encoder_rows(config.num_hidden_layers)])
+    objects = {"encoder": _encoder_trackable(encoder, config.num_hidden_layers)}
+    if all(orig in original_tensors for orig, _, _ in MASKED_LM_PATHS):
+        objects["masked_lm"] = _masked_lm_trackable(variables([(o, p, None) for o, _, p in MASKED_LM_PATHS]),
+                                                    encoder["_embedding_layer/embeddings"])
+    tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(checkpoint_prefix)))
+    tf.train.Checkpoint(**objects).write(checkpoint_prefix)
+    return checkpoint_prefix

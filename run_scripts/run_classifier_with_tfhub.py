@@ -1,0 +1,41 @@
+"""Fine-tune a TF Hub BERT for sentence (pair) classification: the original run_classifier_with_tfhub.py, same flags
+(bert_hub_module_handle plus run_classifier.py's), through the same task code as run_classifier.py.
+
+bert_hub_module_handle is a local TF2 TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py format:
+inputs input_word_ids/input_mask/input_type_ids, outputs pooled_output/sequence_output; download and extract a
+model from a hub first). The weights come from it, and so do the vocabulary (its vocab_file asset), the casing (its
+do_lower_case) and the config (its bert_config.json, else inferred from its weights), each unless given by
+--vocab_file, --do_lower_case or --bert_config_file. As in the original, the classifier reads the encoder's
+pooled_output through a new output layer.
+
+Example:
+  python run_scripts/run_classifier_with_tfhub.py --task_name=MRPC --do_train=true --do_eval=true \
+    --data_dir=$GLUE_DIR/MRPC --bert_hub_module_handle=/path/to/bert_en_uncased_L-12_H-768_A-12_4 \
+    --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 \
+    --output_dir=/tmp/mrpc_output/
+"""
+from absl import flags
+
+from bert_tf import flags as bert_flags
+from bert_tf.tasks import classifier, runner
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("bert_hub_module_handle", None, "Handle for the BERT TF-Hub module: a local TF2 SavedModel "
+                    "directory.")
+bert_flags.define_classifier_flags()
+bert_flags.define_model_flags()
+bert_flags.define_run_flags()
+
+
+def main(_):
+    if FLAGS.init_checkpoint:
+        raise ValueError("--init_checkpoint: the weights come from --bert_hub_module_handle here; use "
+                         "run_classifier.py to start from a checkpoint.")
+    task = classifier.ClassifierTask(task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
+                                     xnli_language=FLAGS.xnli_language)
+    runner.run(task, bert_flags.run_config(FLAGS, init_checkpoint=FLAGS.bert_hub_module_handle))
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["data_dir", "task_name", "bert_hub_module_handle", "output_dir"])
+    bert_flags.run(main)

@@ -1,0 +1,58 @@
+"""run_classifier_with_tfhub.py: the original's flags, and the same results as run_classifier.py from the checkpoint
+the TF Hub model was exported from."""
+import os
+import random
+import re
+import subprocess
+import sys
+
+import numpy as np
+import numpy_bert
+import pytest
+from tiny_classifier import REPO, SCRIPT, random_sentence, tsv_line, write_lines, write_tiny_model
+from tiny_model_garden import model_garden_files
+
+from bert_tf.model.config import BertConfig
+
+HUB_SCRIPT = os.path.join(REPO, "run_scripts", "run_classifier_with_tfhub.py")
+
+
+def _flag_names(script):
+    result = subprocess.run([sys.executable, script, "--helpfull"], capture_output=True, text=True, cwd=REPO)
+    return set(re.findall(r"^\s+--(?:\[no\])?(\w+):", result.stdout, re.M))
+
+
+def test_flags_are_run_classifier_flags_plus_the_hub_handle():
+    assert _flag_names(HUB_SCRIPT) == _flag_names(SCRIPT) | {"bert_hub_module_handle"}
+
+
+def _eval_results(path):
+    with open(path) as f:
+        return {key: float(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
+
+
+@pytest.mark.slow
+def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_path, run_main):
+    d = str(tmp_path)
+    vocab_file, config_file = write_tiny_model(os.path.join(d, "release"))
+    config = BertConfig.from_json_file(config_file)
+    weights = {k: v for k, v in numpy_bert.random_weights(config, seed=3, heads=True).items()
+               if k.startswith(("bert/", "cls/predictions"))}
+    prefix = numpy_bert.write_tf1_checkpoint(weights, os.path.join(d, "release", "bert_model.ckpt"))
+    hub = model_garden_files(os.path.join(d, "mg"), prefix, config, vocab_file)[2]
+    rng = random.Random(0)
+    header = tsv_line("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
+    for split, n in (("train", 12), ("dev", 6)):
+        write_lines(f"{d}/data/{split}.tsv", [header] + [tsv_line(rng.randint(0, 1), i, i + 1, random_sentence(rng),
+                                                                  random_sentence(rng)) for i in range(n)])
+    common = [f"--data_dir={d}/data", "--task_name=MRPC", "--do_train", "--do_eval", "--max_seq_length=16",
+              "--train_batch_size=4", "--num_train_epochs=2", "--eval_batch_size=2", "--seed=1",
+              "--learning_rate=1e-3"]
+    assert run_main(SCRIPT, [*common, f"--output_dir={d}/orig", f"--vocab_file={vocab_file}",
+                             f"--bert_config_file={config_file}", f"--init_checkpoint={prefix}"]) == [None]
+    assert run_main(HUB_SCRIPT, [*common, f"--output_dir={d}/hub", f"--bert_hub_module_handle={hub}"]) == [None]
+    expected, results = _eval_results(f"{d}/orig/eval_results.txt"), _eval_results(f"{d}/hub/eval_results.txt")
+    assert sorted(results) == sorted(expected) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
+    np.testing.assert_allclose([results[k] for k in sorted(results)], [expected[k] for k in sorted(results)],
+                               rtol=1e-5)
+    assert results["global_step"] == 6
