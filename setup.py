@@ -2,7 +2,8 @@
 import setuptools
 
 # One TensorFlow family: tensorflow-text must match tensorflow's minor version, and the optional
-# tf-models-official 2.20 (the `compare` extra) pins tensorflow 2.20, so the whole family is pinned to 2.20.x.
+# tf-models-official 2.20 (the `compare` and `ecosystem` extras) pins tensorflow 2.20, so the whole family is
+# pinned to 2.20.x.
 TF_FAMILY = ["tensorflow==2.20.*", "tensorflow-text==2.20.*"]
 
 setuptools.setup(
@@ -27,6 +28,9 @@ setuptools.setup(
         "dev": ["pytest>=8", "gensim>=4.3", "ruff==0.17.*"],
         "compare": ["tf-models-official==2.20.*", "transformers>=4.40", "torch==2.13.0", "tokenizers>=0.19",
                     "safetensors>=0.4"],
+        # Model Garden and TF Hub, to read and write their BERTs and to test against them; without torch.
+        # tensorflow_hub 0.16 imports pkg_resources, which setuptools >= 81 no longer ships.
+        "ecosystem": ["tf-models-official==2.20.*", "tensorflow-hub==0.16.*", "setuptools<81"],
         "corpus": ["mwparserfromhell>=0.6", "pysbd>=0.3.4"],
         "beam": ["apache-beam[tfrecord]>=2.60"],
     },

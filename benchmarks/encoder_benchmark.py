@@ -15,6 +15,9 @@ loads the model, then times
 and saves the throughput batch's sequence_output and pooled_output as .npy files, which the parent compares with
 PyTorch's of the same round (max |ours - PyTorch|).
 
+With --profile_calls N, each child then profiles N calls at each batch size (measure.op_profile: TensorFlow's
+profiler, PyTorch's for torch) and the report ends with each variant's top op types in its last round.
+
 Reported per variant: the median over rounds, with min-max, of sequences/s and of the batch-1 p50; the encoder's
 matmul GFLOP/s (dense layers + attention, 2 per multiply-add) at the median and its % of the float32 matmul peak
 (the highest of a square --peak_size matmul in TensorFlow and in PyTorch, each in its own process, the fastest of 30
@@ -60,6 +63,9 @@ def parse_args(argv=None):
     p.add_argument("--latency_runs", type=int, default=100, help="Timed calls at batch 1 per run (p50, p90).")
     p.add_argument("--warmup", type=int, default=3, help="Untimed calls before timing, the first one included.")
     p.add_argument("--seed", type=int, default=12345, help="Seed of the random token ids.")
+    p.add_argument("--profile_calls", type=int, default=0,
+                   help="Also profile this many calls at batch --batch_size and at batch 1 in every child (after the "
+                        "timed calls) and print each variant's top op types (measure.op_profile).")
     p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
     p.add_argument("--no_peak", action="store_true", help="Skip the float32 matmul peak measurement.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "encoder_benchmark"),
@@ -150,6 +156,11 @@ def child_main(args, config):
               "latency_first_call_s": measure.call_times(latency, 0, 1)[0],
               "latency_s": measure.call_times(latency, args.warmup - 1, args.latency_runs),
               "threads": measure.thread_info(), **info}
+    if args.profile_calls:
+        framework = "torch" if args.child == "torch" else "tf"
+        result["profile"] = {str(batch): measure.op_profile(framework, fn, args.profile_calls,
+                                                            f"{args.out_prefix}_profile_b{batch}")
+                             for batch, fn in ((args.batch_size, throughput), (1, latency))}
     measure.save_outputs(args.out_prefix, **dict(zip(OUTPUTS, throughput())))
     measure.emit_result(result)
 
@@ -164,7 +175,7 @@ def run_variant(args, variant, round_index):
     cmd = [sys.executable, os.path.abspath(__file__), f"--child={variant}", f"--out_prefix={prefix}",
            f"--model_dir={args.model_dir}", f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
            f"--repeats={args.repeats}", f"--latency_runs={args.latency_runs}", f"--warmup={args.warmup}",
-           f"--seed={args.seed}"]
+           f"--seed={args.seed}", f"--profile_calls={args.profile_calls}"]
     result = measure.child_result(measure.run_child(cmd, args.work_dir, name))
     result["outputs"] = prefix
     print(f"round {round_index + 1} {variant}: {args.batch_size / statistics.median(result['times_s']):.1f} seq/s, "
@@ -185,6 +196,8 @@ def summarize(args, runs, flops, peak):
                "gflops": statistics.median(rates) * flops / 1e9, "loads": [r["load"] for r in results],
                "peak_rss_mb": max(r["peak_rss_mb"] for r in results), "threads": results[0]["threads"],
                "attn_implementation": results[0].get("attn_implementation")}
+        if "profile" in results[-1]:
+            row["profile"] = results[-1]["profile"]
         row["pct_peak"] = 100.0 * row["gflops"] / peak if peak else None
         if "torch" in runs and variant != "torch":
             row["max_diff"] = measure.max_abs_diffs(results, runs["torch"], OUTPUTS)
@@ -228,6 +241,10 @@ def print_report(args, config, rows, session, flops):
     print("versions: " + ", ".join(f"{k} {v}" for k, v in session["versions"].items() if v))
     print()
     print(table(args, rows))
+    for r in rows:
+        for batch, profile in r.get("profile", {}).items():
+            print(f"\ntop ops, {r['label']}, batch {batch} x {args.seq_length} ({args.profile_calls} calls of the "
+                  f"last round):\n{measure.top_ops_table(profile)}")
 
 
 def main(argv=None):

@@ -18,6 +18,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,59 @@ def thread_info():
     info["os_cpu_count"] = os.cpu_count()
     info["env"] = {k: os.environ[k] for k in THREAD_ENV if k in os.environ}
     return info
+
+
+# --- where the time goes ---------------------------------------------------------------------------------------
+
+_TF_OP_EVENT = re.compile(r"^[^:]+:([A-Za-z_][A-Za-z0-9_]*)$")  # "<node name>:<op type>" on the executor threads
+
+
+def op_profile(framework, fn, calls, logdir):
+    """{op type: {"ms": wall ms per call, "count": ops per call}} of `calls` calls of fn() under the framework's
+    profiler. TensorFlow (framework "tf"; `tf.profiler`, trace written under logdir): each op's wall time on the
+    executor threads (the `tf_Compute` lines: an op's time includes its intra-op workers'; ops that run side by side
+    overlap, so the sum can exceed the call's wall time). PyTorch ("torch"; `torch.profiler`): each aten op's self
+    CPU time."""
+    if framework == "torch":
+        import torch
+
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(calls):
+                fn()
+        return {e.key: {"ms": e.self_cpu_time_total / 1e3 / calls, "count": e.count / calls}
+                for e in prof.key_averages() if e.self_cpu_time_total > 0}
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    tf.profiler.experimental.start(logdir)
+    for _ in range(calls):
+        fn()
+    tf.profiler.experimental.stop()
+    paths = [os.path.join(d, f) for d, _, files in os.walk(logdir) for f in files if f.endswith(".xplane.pb")]
+    space = xplane_pb2.XSpace()
+    with open(max(paths, key=os.path.getmtime), "rb") as f:
+        space.ParseFromString(f.read())
+    ops = {}
+    for plane in space.planes:
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                match = _TF_OP_EVENT.match(plane.event_metadata[event.metadata_id].name)
+                if match and not match.group(1).startswith("__"):
+                    op = ops.setdefault(match.group(1), {"ms": 0.0, "count": 0.0})
+                    op["ms"] += event.duration_ps / 1e9 / calls
+                    op["count"] += 1 / calls
+    return ops
+
+
+def top_ops_table(profile, top=10):
+    """A markdown table of the `top` op types of an op_profile() by time, with their share of all ops' time."""
+    total = sum(op["ms"] for op in profile.values()) or 1.0
+    ranked = sorted(profile.items(), key=lambda kv: -kv[1]["ms"])[:top]
+    rows = [[name, f"{op['ms']:.2f}", f"{100 * op['ms'] / total:.0f}%", f"{op['count']:.0f}"] for name, op in ranked]
+    rows.append(["all ops", f"{total:.2f}", "100%", f"{sum(op['count'] for op in profile.values()):.0f}"])
+    return markdown_table(["op", "ms per call", "share", "ops per call"], rows, "lrrr")
 
 
 # --- timing -----------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """benchmarks/measure.py: the cpuinfo parser, the alternation of the frameworks, child processes and their results,
-the comparison of saved outputs (no timing is tested)."""
+the op profile, the comparison of saved outputs (no timing is tested)."""
 import importlib.util
 import os
 import sys
@@ -81,3 +81,22 @@ def test_spread_and_the_markdown_table():
     assert s == {"median": 2.5, "min": 1.0, "max": 10.0}
     assert measure.median_range(s, ".1f") == "2.5 (1.0-10.0)"
     assert measure.markdown_table(["a", "b"], [["x", "1"]], "lr") == "| a | b |\n|---|---:|\n| x | 1 |"
+
+
+def test_op_profile_counts_the_ops_of_each_call(tmp_path):
+    import tensorflow as tf
+
+    a = tf.constant(np.ones((64, 64), np.float32))
+
+    @tf.function
+    def two_matmuls_and_a_softmax():
+        return tf.nn.softmax(tf.matmul(tf.matmul(a, a), a))
+
+    two_matmuls_and_a_softmax()  # traced outside the profile
+    profile = measure.op_profile("tf", two_matmuls_and_a_softmax, 3, str(tmp_path))
+    matmuls = {name: op for name, op in profile.items() if "MatMul" in name}  # MatMul or oneDNN's _MklMatMul
+    assert sum(op["count"] for op in matmuls.values()) == pytest.approx(2)
+    assert sum(op["count"] for name, op in profile.items() if "Softmax" in name) == pytest.approx(1)
+    assert all(op["ms"] > 0 for op in profile.values())
+    table = measure.top_ops_table(profile, top=1).splitlines()
+    assert len(table) == 4 and table[-1].startswith("| all ops |")  # header, rule, the top op, the total
