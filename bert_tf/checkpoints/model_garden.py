@@ -10,7 +10,8 @@ LoadReport is the one of original checkpoints; what the model has no place for i
   `model/encoder_network`, `model/classification_heads/N`, `next_sentence.pooler_dense`). Found through the
   checkpoint's object graph: the encoder is the first object (breadth first) holding `_embedding_layer` and
   `_transformer_layers`, the masked LM the first `masked_lm`, the next-sentence head the classification head
-  whose `dense` is the root's `next_sentence.pooler_dense` (see `ENCODER_PATHS`, `MASKED_LM_PATHS`).
+  whose `dense` is the root's `next_sentence.pooler_dense` (the paths below them: `encoder_rows`,
+  `MASKED_LM_PATHS`).
 - a TF Hub BERT SavedModel (Model Garden's `export_tfhub.py`: inputs `input_word_ids`/`input_mask`/
   `input_type_ids`, outputs `pooled_output`/`sequence_output`/`encoder_outputs`, optional `.mlm`): its variables
   by their Keras names (`transformer/layer_0/self_attention/query/kernel:0`), read from saved_model.pb's object graph
@@ -84,9 +85,6 @@ def encoder_rows(num_layers):
     return rows + _POOLER_ROWS
 
 
-ENCODER_PATHS = encoder_rows(1)  # the documented table (layer 0 shows every layer)
-
-
 def to_original(layout, value):
     """A Model Garden array in `layout` -> the original's shape (per-head axes merged, the logits kernel
     transposed)."""
@@ -102,15 +100,13 @@ def to_original(layout, value):
 
 
 def to_model_garden(layout, value, num_heads):
-    """The inverse of `to_original` for a model with `num_heads` attention heads."""
+    """The inverse of `to_original` for an encoder variable of a model with `num_heads` attention heads."""
     if layout == "heads_kernel":
         return value.reshape(value.shape[0], num_heads, -1)
     if layout == "heads_bias":
         return value.reshape(num_heads, -1)
     if layout == "heads_output":
         return value.reshape(num_heads, -1, value.shape[-1])
-    if layout == "transpose":
-        return value.T
     return value
 
 
@@ -230,9 +226,8 @@ def _getter(reader, key, layout):
 # ---------------------------------------------------------------------------------------------------------------
 
 def is_saved_model(path):
-    """Whether `path` is a SavedModel directory (saved_model.pb or .pbtxt)."""
-    return bool(path) and any(tf.io.gfile.exists(os.path.join(path, name))
-                              for name in ("saved_model.pb", "saved_model.pbtxt"))
+    """Whether `path` is a SavedModel directory (one with a saved_model.pb)."""
+    return bool(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
 
 
 @dataclasses.dataclass
@@ -243,25 +238,18 @@ class HubModel:
     shapes: dict  # Model Garden variable name -> shape (list)
     vocab_file: str | None  # its `vocab_file` asset, if any
     do_lower_case: bool | None  # its `do_lower_case` variable, if any
-    hidden_act: str  # "gelu_exact" where the graph computes Erf, else "gelu" (tanh)
-    signatures: list
+    hidden_act: str  # "gelu_exact" where the graph computes Erf or Erfc, else "gelu" (tanh)
 
     @property
     def vocab_size(self):
         return self.shapes["word_embeddings/embeddings"][0]
 
 
-def _saved_model_proto(path):
-    pb = os.path.join(path, "saved_model.pb")
+def _meta_graph(path):
+    """The MetaGraphDef of the SavedModel at `path` (its saved_model.pb)."""
     proto = saved_model_pb2.SavedModel()
-    if tf.io.gfile.exists(pb):
-        with tf.io.gfile.GFile(pb, "rb") as f:
-            proto.ParseFromString(f.read())
-    else:
-        from google.protobuf import text_format
-
-        with tf.io.gfile.GFile(os.path.join(path, "saved_model.pbtxt")) as f:
-            text_format.Parse(f.read(), proto)
+    with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
     return proto.meta_graphs[0]
 
 
@@ -283,8 +271,10 @@ def _checkpoint_keys(saved_graph, checkpoint_graph):
 
 
 def _hidden_act(meta_graph):
+    """"gelu_exact" where the SavedModel's functions compute the error function (tf.nn.gelu's exact form uses
+    Erfc), else "gelu" (the tanh form)."""
     ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
-    return "gelu_exact" if "Erf" in ops else "gelu"
+    return "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"
 
 
 def read_hub_model(path):
@@ -293,7 +283,7 @@ def read_hub_model(path):
     Raises ValueError (naming `path`, its signatures and variables) if it is not a BERT encoder.
     Returns: HubModel.
     """
-    meta_graph = _saved_model_proto(path)
+    meta_graph = _meta_graph(path)
     saved_graph = meta_graph.object_graph_def
     prefix = os.path.join(path, "variables", "variables")
     reader = tf.train.load_checkpoint(prefix)
@@ -310,7 +300,7 @@ def read_hub_model(path):
         if key and variable.dtype != tf.bool.as_datatype_enum and name not in variables:
             variables[name] = lambda k=key: reader.get_tensor(k)
             shapes[name] = [d.size for d in variable.shape.dim]
-    signatures = sorted(meta_graph.signature_def)
+    signatures = sorted(name for name in meta_graph.signature_def if not name.startswith("__"))
     if "word_embeddings/embeddings" not in variables or "transformer/layer_0/self_attention/query/kernel" \
             not in variables:
         raise ValueError(f"{path} is a SavedModel but not a TF Hub BERT encoder (Model Garden's export_tfhub.py "
@@ -321,7 +311,7 @@ def read_hub_model(path):
     casing = keys.get(root.get("do_lower_case"))
     do_lower_case = bool(reader.get_tensor(casing)) if casing else None
     return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
-                    _hidden_act(meta_graph), signatures)
+                    _hidden_act(meta_graph))
 
 
 def _vocab_asset(path, meta_graph, node_id):
@@ -348,7 +338,8 @@ def hub_tensors(hub):
 def infer_bert_config(hub):
     """The BertConfig of a HubModel from its weights' shapes (vocab_size, hidden_size, num_hidden_layers,
     num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size) and its graph (hidden_act:
-    gelu_exact where it computes Erf, else gelu, the tanh form Model Garden's "gelu" computes); dropout and
+    gelu_exact where it computes Erf or Erfc (tf.nn.gelu's exact form), else gelu, the tanh form Model Garden's
+    "gelu" computes); dropout and
     initializer_range, which leave no trace in the weights, take the original's defaults. Logs what it inferred."""
     shapes = hub.shapes
     num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, shapes) if m})
@@ -362,7 +353,8 @@ def infer_bert_config(hub):
     logging.info("%s has no bert_config.json: inferred %s from its weights' shapes and hidden_act=%s from its graph "
                  "(%s); dropout and initializer_range take the original's defaults.", hub.path,
                  ", ".join(f"{k}={v}" for k, v in values.items() if k != "hidden_act"), hub.hidden_act,
-                 "it computes Erf" if hub.hidden_act == "gelu_exact" else "no Erf op: the tanh approximation")
+                 "it computes the error function" if hub.hidden_act == "gelu_exact"
+                 else "no Erf/Erfc op: the tanh approximation")
     return config
 
 

@@ -90,7 +90,9 @@ def _object_graph_tensors(model, reader, source):
     roots = [c.local_name for c in graph.nodes[0].children]
     if "bert" not in roots:
         raise ValueError(f"{source} is a tf.train.Checkpoint without a `bert` object (it holds {roots}); "
-                         f"bert-tf checkpoints hold the encoder as `bert` and each head under its attribute.")
+                         f"bert-tf checkpoints hold the encoder as `bert` and each head under its attribute, Model "
+                         f"Garden checkpoints a BertEncoder (an object with `_embedding_layer` and "
+                         f"`_transformer_layers`).")
     names = {id(variable): name for name, variable in name_map.original_variable_map(model).items()}
     floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
     parts = name_map.model_parts(model)
@@ -191,10 +193,10 @@ class ModelFiles:
 
 
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """The bert_config, vocabulary and casing of a run: those given; where one is not given (None) and
-    `init_checkpoint` is a TF Hub BERT SavedModel, the model's own: its bert_config.json (else the config inferred
-    from its weights, `model_garden.infer_bert_config`), its `vocab_file` asset and `do_lower_case` variable.
-    do_lower_case defaults to True (the original flag's default).
+    """The bert_config, vocabulary and casing of a run: those given; where one is not given (None), the model's
+    own: the bert_config.json in init_checkpoint's directory (a release or SavedModel directory), else for a TF Hub
+    BERT SavedModel the config inferred from its weights (`model_garden.infer_bert_config`); a TF Hub model's
+    `vocab_file` asset and `do_lower_case` variable. do_lower_case defaults to True (the original flag's default).
 
     Raises ValueError if no bert_config is given or found, if a given vocab_file's size differs from the Hub
     model's vocabulary, or if a given do_lower_case contradicts the Hub model's.
@@ -202,15 +204,14 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     """
     hub = (model_garden.read_hub_model(init_checkpoint) if init_checkpoint and model_garden.is_saved_model(
         init_checkpoint) else None)
-    if bert_config_file:
-        config = BertConfig.from_json_file(bert_config_file)
-    elif hub and tf.io.gfile.exists(os.path.join(hub.path, "bert_config.json")):
-        config = BertConfig.from_json_file(os.path.join(hub.path, "bert_config.json"))
+    beside = _config_beside(init_checkpoint)
+    if bert_config_file or beside:
+        config = BertConfig.from_json_file(bert_config_file or beside)
     elif hub:
         config = model_garden.infer_bert_config(hub)
     else:
-        raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} is not a TF Hub BERT "
-                         f"SavedModel to take the config from.")
+        raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} has no "
+                         f"bert_config.json beside it and is not a TF Hub BERT SavedModel to infer one from.")
     if hub is None:
         return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
     _check_hub_vocab(hub, vocab_file)
@@ -219,6 +220,15 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
                          f"{hub.do_lower_case}: leave do_lower_case out to use the model's own casing.")
     casing = next(c for c in (do_lower_case, hub.do_lower_case, True) if c is not None)
     return ModelFiles(config, vocab_file or hub.vocab_file, casing)
+
+
+def _config_beside(init_checkpoint):
+    """The bert_config.json in init_checkpoint's directory (a release or SavedModel directory), or None."""
+    if not init_checkpoint:
+        return None
+    directory = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+    path = os.path.join(directory, "bert_config.json")
+    return path if tf.io.gfile.exists(path) else None
 
 
 def _check_hub_vocab(hub, vocab_file):

@@ -94,8 +94,8 @@ def test_model_garden_pretrainer_checkpoint_and_hub_model_load_the_masked_lm(tin
 
 def test_hub_model_files_vocab_casing_and_inferred_config(tiny_release, model_garden_files, caplog):
     hub_dir = model_garden_files[2]
-    with caplog.at_level("INFO"):
-        files = checkpoints.model_files(hub_dir)
+    caplog.set_level("INFO", logger="absl")
+    files = checkpoints.model_files(hub_dir)
     assert files.config.to_dict() == tiny_release["config"].to_dict()  # gelu: the tanh form, no Erf in the graph
     assert "inferred vocab_size=99, hidden_size=32, num_hidden_layers=2" in caplog.text
     with open(files.vocab_file) as f, open(tiny_release["vocab"]) as g:
@@ -133,12 +133,43 @@ def test_pretrainer_v2_heads_land_in_the_pretraining_heads(tmp_path):
     model = task_models.build(task_models.BertPretrainer(config))
     report = checkpoints.restore(model, prefix)
     assert report.missing == [] and report.heads == ["masked_lm", "next_sentence"]
-    # The encoder's own pooler, which Model Garden's pretraining leaves untrained, is the one unused pair.
-    assert report.unused == ["model_garden:encoder/_pooler_layer/bias", "model_garden:encoder/_pooler_layer/kernel"]
+    # The encoder's own pooler (_pooler_layer), which Model Garden's pretraining leaves untrained, is the one unused
+    # pair, under its checkpoint key's path.
+    assert report.unused == ["model_garden:encoder/layer_with_weights-6/bias",
+                             "model_garden:encoder/layer_with_weights-6/kernel"]
     outputs = model(batch)
     np.testing.assert_allclose(outputs["masked_lm_logits"], expected["mlm_logits"], atol=1e-5)
     np.testing.assert_allclose(outputs["next_sentence_logits"], expected["next_sentence"], atol=1e-5)
     np.testing.assert_allclose(outputs["sequence_output"], expected["sequence_output"], atol=1e-5)
+
+
+def test_model_garden_bert_encoder_v2_checkpoint_loads(tmp_path):
+    """Model Garden's Keras-layer encoder (BertEncoderV2, its `encoder.type: bert_v2`): bert-tf's outputs from its
+    checkpoint equal Model Garden's own."""
+    require_official()
+    from official.modeling import tf_utils
+    from official.nlp.modeling import networks
+
+    config = BertConfig(**TINY)
+    mg_encoder = networks.BertEncoderV2(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads, inner_dim=config.intermediate_size,
+        inner_activation=tf_utils.get_activation("gelu"), max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size)
+    batch = {k: v for k, v in _batch(config).items() if k != "masked_lm_positions"}
+    mg_encoder({"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+                "input_type_ids": batch["segment_ids"]})
+    for variable in mg_encoder.trainable_variables:
+        variable.assign(variable + tf.random.normal(variable.shape, stddev=0.1, seed=2))
+    expected = mg_encoder({"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+                           "input_type_ids": batch["segment_ids"]}, training=False)
+    prefix = tf.train.Checkpoint(encoder=mg_encoder).write(str(tmp_path / "v2"))
+    model = encoder.build_bert_model(config)
+    report = checkpoints.restore(model, prefix)
+    assert report.missing == [] and report.unused == []
+    outputs = model(batch)
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(outputs[key], expected[key], atol=1e-5)
 
 
 def _model_garden_encoder(config):
@@ -152,15 +183,21 @@ def _model_garden_encoder(config):
         type_vocab_size=config.type_vocab_size, dict_outputs=True)
 
 
+def _keys(prefix):
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return {key: shape for key, shape in shapes.items() if key != "save_counter/.ATTRIBUTES/VARIABLE_VALUE"}
+
+
 def test_to_model_garden_restores_into_model_garden_bert_encoder(tiny_release, model_garden_files, tmp_path):
     require_official()
     out = checkpoints.convert_checkpoint(tiny_release["dir"], str(tmp_path / "mg"), to="model_garden")
     prefix = os.path.join(out, "bert_model.ckpt")
-    theirs = tf.train.load_checkpoint(model_garden_files[0]).get_variable_to_shape_map()
-    ours = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    # Model Garden's converter's layout, key for key (ours adds the masked LM, which BertPretrainerV2 keeps).
-    assert {k: v for k, v in theirs.items() if k != "save_counter/.ATTRIBUTES/VARIABLE_VALUE"} == {
-        k: v for k, v in ours.items() if not k.startswith("masked_lm/")}
+    # Model Garden's converter's layout, key for key: with the masked LM as its BertPretrainerV2 conversion writes
+    # it; without, as its encoder conversion.
+    assert _keys(prefix) == _keys(model_garden_files[1])
+    encoder_only = checkpoints.convert_checkpoint(model_garden_files[0], str(tmp_path / "mg_encoder"),
+                                                  to="model_garden", bert_config_file=f"{out}/bert_config.json")
+    assert _keys(os.path.join(encoder_only, "bert_model.ckpt")) == _keys(model_garden_files[0])
     config = tiny_release["config"]
     mg_encoder = _model_garden_encoder(config)
     tf.train.Checkpoint(encoder=mg_encoder).read(prefix).assert_existing_objects_matched()
@@ -179,7 +216,12 @@ def test_hub_model_converts_to_an_original_release(tiny_release, model_garden_fi
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "run_scripts",
                           "convert_checkpoint.py")
     out = str(tmp_path / "from_hub")
-    assert run_main(script, [f"--init_checkpoint={model_garden_files[2]}", f"--output_dir={out}"]) == [None]
+    errors = run_main(script, [f"--init_checkpoint={model_garden_files[2]}", f"--output_dir={out}"],
+                      [f"--init_checkpoint={out}", "--hf_model_dir=/hf", f"--output_dir={tmp_path}/x"],
+                      ["--to=model_garden", f"--output_dir={tmp_path}/y"])
+    assert errors == [None, "ValueError: Give --init_checkpoint or --hf_model_dir, not both.",
+                      "ValueError: --to=model_garden needs --init_checkpoint: convert a Hugging Face model to the "
+                      "original format first, then pass that directory as --init_checkpoint."]
     reader = tf.train.load_checkpoint(os.path.join(out, "bert_model.ckpt"))
     weights = {k: v for k, v in tiny_release["weights"].items() if not k.startswith("cls/seq_relationship")}
     assert sorted(reader.get_variable_to_shape_map()) == sorted(weights)
@@ -211,6 +253,18 @@ def test_a_saved_model_that_is_not_a_bert_encoder(tmp_path):
         checkpoints.restore(model, str(tmp_path / "sm"))
 
 
+def test_a_tf1_saved_model_names_its_checkpoint(tmp_path):
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        x = tf.compat.v1.placeholder(tf.float32, [None], name="x")
+        weight = tf.compat.v1.get_variable("bert/embeddings/word_embeddings", initializer=[1.0])
+        session.run(tf.compat.v1.global_variables_initializer())
+        tf.compat.v1.saved_model.simple_save(session, str(tmp_path / "module"), {"x": x}, {"y": x * weight})
+    model = encoder.build_bert_model(BertConfig(**TINY))
+    with pytest.raises(ValueError, match=r"module is a TF1 SavedModel \(e\.g\. a hub\.Module\).*pass its checkpoint "
+                                         r".*module/variables/variables as init_checkpoint"):
+        checkpoints.restore(model, str(tmp_path / "module"))
+
+
 def test_hub_vocab_size_and_casing_conflicts(tiny_release, model_garden_files, tmp_path):
     hub_dir = model_garden_files[2]
     short_vocab = tmp_path / "vocab.txt"
@@ -228,3 +282,40 @@ def test_model_garden_encoder_of_another_depth_is_refused(tiny_release, model_ga
     model = encoder.build_bert_model(BertConfig(**{**TINY, "num_hidden_layers": 3}))
     with pytest.raises(ValueError, match=r"does not fit the encoder of this bert_config.json \(num_hidden_layers=3"):
         checkpoints.restore(model, model_garden_files[0])
+
+
+@pytest.mark.slow
+def test_real_minilm_through_model_garden_and_tf_hub(tmp_path):
+    """The real MiniLM (exact-erf GELU) with seeded pretraining heads, through Model Garden's converter and TF Hub
+    exporter: bert-tf loads both with nothing missing, its outputs equal those from the original checkpoint, the
+    Hub model's inferred config says gelu_exact, and the Hub model itself computes what bert-tf computes."""
+    require_official()
+    import tf_keras
+
+    from bert_tf import resources
+
+    release = checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path / "minilm"),
+                                                 pretraining_heads_seed=18)
+    config = BertConfig.from_json_file(os.path.join(release, "bert_config.json"))
+    encoder_ckpt, _, hub_dir = make_model_garden_files(
+        str(tmp_path / "mg"), os.path.join(release, "bert_model.ckpt"), config, os.path.join(release, "vocab.txt"),
+        hidden_act=tf_keras.activations.gelu)  # exact erf (approximate=False); Model Garden's "gelu" is the tanh form
+    files = checkpoints.model_files(hub_dir)
+    assert files.config.to_dict() == config.to_dict() and files.config.hidden_act == "gelu_exact"
+    batch = {k: v for k, v in _batch(config).items() if k != "masked_lm_positions"}
+    expected = encoder.build_bert_model(config)
+    checkpoints.restore(expected, release)
+    expected = expected(batch)
+    masked_lm = sorted(name for name, _, _ in checkpoints.model_garden.MASKED_LM_PATHS)
+    for source, unused in ((encoder_ckpt, []), (hub_dir, masked_lm)):  # the Hub model has its .mlm
+        model = encoder.build_bert_model(config)
+        report = checkpoints.restore(model, source)
+        assert report.missing == [] and report.unused == unused, source
+        outputs = model(batch)
+        for key in ("sequence_output", "pooled_output"):
+            np.testing.assert_allclose(outputs[key], expected[key], atol=1e-5, err_msg=f"{source}: {key}")
+    hub = tf.saved_model.load(hub_dir)(
+        {"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+         "input_type_ids": batch["segment_ids"]}, training=False)
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(hub[key], expected[key], atol=1e-4, err_msg=key)

@@ -22,6 +22,7 @@ def _flag_names(script):
     return set(re.findall(r"^\s+--(?:\[no\])?(\w+):", result.stdout, re.M))
 
 
+@pytest.mark.slow
 def test_flags_are_run_classifier_flags_plus_the_hub_handle():
     assert _flag_names(HUB_SCRIPT) == _flag_names(SCRIPT) | {"bert_hub_module_handle"}
 
