@@ -27,8 +27,10 @@ def run(main, **kwargs):
 
 def define_model_flags():
     """The flags naming a pre-trained model, as in the original scripts."""
-    flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained BERT model.")
-    flags.DEFINE_string("vocab_file", None, "The vocab.txt the BERT model was trained on.")
+    flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained BERT model. Not given: the "
+                        "one beside init_checkpoint, else a TF Hub model's config inferred from its weights.")
+    flags.DEFINE_string("vocab_file", None, "The vocab.txt the BERT model was trained on. Not given: a TF Hub "
+                        "model's vocab_file asset.")
     flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: an original BERT checkpoint "
                         "(.../bert_model.ckpt), a directory holding one, a bert-tf checkpoint, a Model Garden TF2 "
                         "checkpoint, or a TF Hub BERT SavedModel directory (whose vocab_file asset, do_lower_case "

@@ -32,5 +32,5 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"])
+    flags.mark_flags_as_required(["data_dir", "task_name", "output_dir"])
     bert_flags.run(main)

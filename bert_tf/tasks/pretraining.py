@@ -74,6 +74,7 @@ class PretrainingTask:
     modes = ("do_train", "do_eval")
     min_seq_length = 3
     label_list = None
+    needs_vocab = False  # reads token ids
 
     def __init__(self, input_file, max_predictions_per_seq=20, num_train_steps=100000, num_warmup_steps=10000,
                  max_eval_steps=100, eval_input_file=None, next_sentence=True, dynamic_masking=False,

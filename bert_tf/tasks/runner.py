@@ -21,6 +21,7 @@ object that knows its data and outputs, and nothing else:
                                       the results
   predict(run, tokenizer, trainer)    predicts the test set and writes its outputs
   label_list                  the labels to export with the model (None for tasks without labels)
+  needs_vocab                 optional: False for a task that reads token ids only (pretraining); default True
 
 `run(task, RunConfig(...))` does the rest, in the original scripts' order: checks, seed, strategy, training
 (`Trainer`), evaluation, prediction, `--export_dir` and `--save_original_checkpoint`. `RunConfig` holds the shared
@@ -133,7 +134,11 @@ def prepare(run, task):
     tf.io.gfile.makedirs(run.output_dir)
     if run.do_train:
         check_output_dir(run, config)
-    if not run.vocab_file:  # run_pretraining.py reads ids and needs none
+    if not run.vocab_file:
+        if getattr(task, "needs_vocab", True):
+            raise ValueError(f"No vocab_file given, and init_checkpoint={run.init_checkpoint!r} is not a TF Hub BERT "
+                             f"SavedModel with a vocab_file asset: pass --vocab_file (the vocab.txt the model was "
+                             f"trained on).")
         return run, config, None
     tokenizer = tokenization.FullTokenizer(run.vocab_file, run.do_lower_case)
     check_vocab_size(config, tokenizer.vocab, run.vocab_file)

@@ -1,5 +1,5 @@
 """run_classifier_with_tfhub.py: the original's flags, and the same results as run_classifier.py from the checkpoint
-the TF Hub model was exported from."""
+the TF Hub model was exported from (as has run_classifier.py given the TF Hub model as init_checkpoint)."""
 import os
 import random
 import re
@@ -49,11 +49,20 @@ def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_pa
     common = [f"--data_dir={d}/data", "--task_name=MRPC", "--do_train", "--do_eval", "--max_seq_length=16",
               "--train_batch_size=4", "--num_train_epochs=2", "--eval_batch_size=2", "--seed=1",
               "--learning_rate=1e-3"]
-    assert run_main(SCRIPT, [*common, f"--output_dir={d}/orig", f"--vocab_file={vocab_file}",
-                             f"--bert_config_file={config_file}", f"--init_checkpoint={prefix}"]) == [None]
+    errors = run_main(SCRIPT, [*common, f"--output_dir={d}/orig", f"--vocab_file={vocab_file}",
+                               f"--bert_config_file={config_file}", f"--init_checkpoint={prefix}"],
+                      # run_classifier.py itself takes the vocab, casing and config from a TF Hub init_checkpoint
+                      [*common, f"--output_dir={d}/hub_init", f"--init_checkpoint={hub}"],
+                      [*common, f"--output_dir={d}/no_vocab", f"--init_checkpoint={prefix}"])
+    assert errors[:2] == [None, None]
+    assert re.match(r"ValueError: No vocab_file given, and init_checkpoint='.*bert_model\.ckpt' is not a TF Hub BERT "
+                    r"SavedModel with a vocab_file asset: pass --vocab_file", errors[2])
     assert run_main(HUB_SCRIPT, [*common, f"--output_dir={d}/hub", f"--bert_hub_module_handle={hub}"]) == [None]
-    expected, results = _eval_results(f"{d}/orig/eval_results.txt"), _eval_results(f"{d}/hub/eval_results.txt")
-    assert sorted(results) == sorted(expected) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
-    np.testing.assert_allclose([results[k] for k in sorted(results)], [expected[k] for k in sorted(results)],
-                               rtol=1e-5)
-    assert results["global_step"] == 6
+    expected = _eval_results(f"{d}/orig/eval_results.txt")
+    assert sorted(expected) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
+    assert expected["global_step"] == 6
+    for output_dir in ("hub", "hub_init"):
+        results = _eval_results(f"{d}/{output_dir}/eval_results.txt")
+        assert sorted(results) == sorted(expected)
+        np.testing.assert_allclose([results[k] for k in sorted(results)], [expected[k] for k in sorted(results)],
+                                   rtol=1e-5, err_msg=output_dir)
