@@ -1,4 +1,4 @@
-"""Export a BERT task model as a SavedModel for TF Serving (`export_dir/<version>/`).
+"""Export a BERT task model as a SavedModel for TF Serving, or in the TF Hub formats (`export_dir/<version>/`).
 
 Signatures: `serving_default` (int32 input_ids, input_mask, segment_ids [batch, seq]; pretraining also
 masked_lm_positions) and, unless --text_ops=none, `serving_text` (string text_a) and `serving_text_pair`
@@ -11,15 +11,28 @@ Examples:
     --export_dir=/models/mrpc --version=1
   python run_scripts/export_saved_model.py --task=encoder --init_checkpoint=$BERT/bert_model.ckpt ... \
     --text_ops=core      # raw-text signatures without TensorFlow Text ops: stock tensorflow/serving loads it
+
+--format=tfhub writes the formats of Model Garden's export_tfhub.py (see bert_tf/export/tfhub.py): --task=encoder
+(hub.KerasLayer(path) takes input_word_ids, input_mask, input_type_ids), --task=masked_lm (plus the `mlm`
+subobject); --task=preprocessing (with either format; needs only --vocab_file and --do_lower_case) writes the
+preprocessing model (strings -> packed inputs at --max_seq_length; `tokenize`, `bert_pack_inputs`):
+  python run_scripts/export_saved_model.py --format=tfhub --task=encoder --bert_config_file=$BERT/bert_config.json \
+    --vocab_file=$BERT/vocab.txt --init_checkpoint=$BERT/bert_model.ckpt --export_dir=/hub/bert_encoder
+  python run_scripts/export_saved_model.py --task=preprocessing --vocab_file=$BERT/vocab.txt \
+    --export_dir=/hub/bert_preprocess
 """
 from absl import flags, logging
 
 from bert_tf import flags as bert_flags
-from bert_tf.export import saved_model
+from bert_tf.export import saved_model, tfhub
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
-flags.DEFINE_enum("task", None, list(saved_model.TASKS), "Which model to export.")
+flags.DEFINE_enum("format", "serving", ["serving", "tfhub"], "serving: TF Serving signatures (docs/serving.md); "
+                  "tfhub: the TF Hub BERT formats of Model Garden's export_tfhub.py (tasks encoder, masked_lm, "
+                  "preprocessing).")
+flags.DEFINE_enum("task", None, list(saved_model.TASKS) + ["preprocessing"],
+                  "Which model to export. preprocessing: the TF Hub preprocessing model (with either --format).")
 flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.")
 flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: comma-separated, or a file with one "
                     "label per line. Saved as assets/labels.txt; gives --num_labels.")
@@ -29,11 +42,18 @@ flags.DEFINE_integer("version", 1, "Model version (TF Serving's numbered subdire
 flags.DEFINE_bool("overwrite", False, "Replace an existing <export_dir>/<version>.")
 flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
-                  "core (core TensorFlow ops only; stock TF Serving) or none.")
+                  "core (core TensorFlow ops only; stock TF Serving) or none. --format=serving only.")
 
 
 def main(_):
-    path = saved_model.export_from_checkpoint(
+    if FLAGS.format == "tfhub" or FLAGS.task == "preprocessing":
+        path = tfhub.export_from_checkpoint(
+            task=FLAGS.task, vocab_file=FLAGS.vocab_file, export_dir=FLAGS.export_dir,
+            bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,
+            do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, version=FLAGS.version,
+            overwrite=FLAGS.overwrite, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list)
+    else:
+        path = saved_model.export_from_checkpoint(
         task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
         init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
         max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
@@ -43,6 +63,6 @@ def main(_):
 
 
 if __name__ == "__main__":
-    for name in ("task", "bert_config_file", "vocab_file", "init_checkpoint", "export_dir"):
+    for name in ("task", "vocab_file", "export_dir"):
         flags.mark_flag_as_required(name)
     bert_flags.run(main)

@@ -97,6 +97,24 @@ def load_checkpoint(model, task, init_checkpoint, num_labels=None):
         raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{labels}: {e}") from e
 
 
+def load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length, num_labels=None):
+    """The `task` model of bert_config.json with `init_checkpoint` loaded, after checking that the config fits
+    `vocab_file` and `max_seq_length` (ValueError naming the file otherwise)."""
+    for flag, path in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
+        if not path or not os.path.isfile(path):
+            raise FileNotFoundError(f"--{flag} {path!r} does not exist.")
+    if not init_checkpoint:
+        raise ValueError(f"The {task} export needs --init_checkpoint.")
+    config = BertConfig.from_json_file(bert_config_file)
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                         f"{config.max_position_embeddings} of {bert_config_file}.")
+    check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
+    model = build_task_model(config, task, num_labels)
+    load_checkpoint(model, task, init_checkpoint, num_labels)
+    return model
+
+
 def read_label_list(label_list):
     """Labels from a list, a comma-separated string, or a file with one label per line (None -> None)."""
     if label_list is None:
@@ -124,6 +142,63 @@ def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_te
     raise ValueError(f"text_ops must be one of {TEXT_OPS} for a preprocessor, got {text_ops!r}.")
 
 
+def function_variables(concrete_functions):
+    """The tf.Variables the concrete functions read, each once, in order. An export tracks these (not the Keras
+    model, whose variables are Keras 3 wrappers) so that every loader restores what its functions read."""
+    seen, variables = set(), []
+    for fn in concrete_functions:
+        for v in fn.variables:
+            if id(v) not in seen:
+                seen.add(id(v))
+                variables.append(v)
+    return variables
+
+
+# --- writing a version directory ---------------------------------------------------------------------------
+
+def version_dir(export_dir, version, overwrite=False):
+    """`export_dir/<version>` for a positive integer version; FileExistsError if it exists and not `overwrite`."""
+    version = int(version)
+    if version < 1:
+        raise ValueError(f"version must be a positive integer, got {version}.")
+    final_dir = os.path.join(export_dir, str(version))
+    if os.path.exists(final_dir) and not overwrite:
+        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
+    return final_dir
+
+
+def write_version(export_dir, version, overwrite, vocab_file, write):
+    """Writes a SavedModel to `export_dir/<version>` atomically and returns that path.
+
+    `write(src_dir, vocab_copy, saved_dir)` saves the SavedModel to `saved_dir`, inside a staging directory beside
+    the version; `src_dir` (same staging directory) holds `vocab_copy`, a copy of `vocab_file` named vocab.txt (the
+    source of the `assets/vocab.txt` asset), and any other asset source `write` puts there. The finished model
+    replaces the version directory in one rename; the staging directory is removed whatever happens.
+    """
+    final_dir = version_dir(export_dir, version, overwrite)
+    if not vocab_file or not os.path.isfile(vocab_file):
+        raise FileNotFoundError(f"vocab_file {vocab_file!r} does not exist.")
+    os.makedirs(export_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".tmp_export_{int(version)}_", dir=export_dir)
+    try:
+        src_dir = os.path.join(staging, "_src")
+        os.makedirs(src_dir)
+        vocab_copy = os.path.join(src_dir, "vocab.txt")
+        shutil.copyfile(vocab_file, vocab_copy)
+        saved = os.path.join(staging, "model")
+        write(src_dir, vocab_copy, saved)
+        if os.path.exists(final_dir):
+            old = tempfile.mkdtemp(prefix=f".old_{int(version)}_", dir=export_dir)
+            os.replace(final_dir, os.path.join(old, "v"))
+            os.replace(saved, final_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(saved, final_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final_dir
+
+
 # --- the serving module ------------------------------------------------------------------------------------
 
 class _ServingModule(tf.Module):
@@ -144,13 +219,7 @@ class _ServingModule(tf.Module):
             self.labels = tf.constant(labels, tf.string)
 
     def track_variables(self, concrete_functions):
-        seen, variables = set(), []
-        for fn in concrete_functions:
-            for v in fn.variables:
-                if id(v) not in seen:
-                    seen.add(id(v))
-                    variables.append(v)
-        self.model_variables = variables
+        self.model_variables = function_variables(concrete_functions)
 
     def outputs(self, inputs):
         result = self._model.obj(inputs, training=False)
@@ -193,14 +262,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
     if text_ops not in TEXT_OPS:
         raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
-    version = int(version)
-    if version < 1:
-        raise ValueError(f"version must be a positive integer, got {version}.")
-    if not vocab_file or not os.path.isfile(vocab_file):
-        raise FileNotFoundError(f"vocab_file {vocab_file!r} does not exist.")
-    final_dir = os.path.join(export_dir, str(version))
-    if os.path.exists(final_dir) and not overwrite:
-        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
+    version_dir(export_dir, version, overwrite)  # fail before the checks below
     labels = None
     if task == "classifier" and getattr(model, "regression", False):
         if label_list:
@@ -212,25 +274,20 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
             raise ValueError(f"label_list has {len(labels)} labels but the model's head has {num_labels}.")
     elif label_list:
         raise ValueError(f"A label list does not apply to the {task} task.")
+    has_text = text_ops != "none" and task not in _PRETRAINING
+    signatures = {}
 
-    os.makedirs(export_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".tmp_export_{version}_", dir=export_dir)
-    try:
-        extra = os.path.join(staging, "_src")
-        os.makedirs(extra)
-        vocab_copy = os.path.join(extra, "vocab.txt")
-        shutil.copyfile(vocab_file, vocab_copy)
-        has_text = text_ops != "none" and task not in _PRETRAINING
+    def write(src_dir, vocab_copy, saved):
         preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops) if has_text else None
         module = _ServingModule(model, task, vocab_copy, labels, preprocessor)
         if labels is not None:
-            module.labels_asset = tf.saved_model.Asset(_write_labels(extra, labels))
+            module.labels_asset = tf.saved_model.Asset(_write_labels(src_dir, labels))
 
         specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _TENSOR_INPUTS}
         if task in _PRETRAINING:
             specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
-        serving_default = tf.function(lambda **inputs: module.outputs(inputs)).get_concrete_function(**specs)
-        signatures = {"serving_default": serving_default}
+        signatures["serving_default"] = tf.function(
+            lambda **inputs: module.outputs(inputs)).get_concrete_function(**specs)
         if has_text:
             signatures["serving_text"] = tf.function(
                 lambda text_a: module.text_outputs(preprocessor.encode(text_a))).get_concrete_function(
@@ -240,7 +297,6 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
             ).get_concrete_function(tf.TensorSpec([None], tf.string, name="text_a"),
                                     tf.TensorSpec([None], tf.string, name="text_b"))
         module.track_variables(signatures.values())
-        saved = os.path.join(staging, "model")
         tf.saved_model.save(module, saved, signatures=signatures)
         meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
                 "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures),
@@ -248,15 +304,8 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
         os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
         with open(os.path.join(saved, "assets.extra", "export_metadata.json"), "w") as f:
             json.dump(meta, f, indent=2, sort_keys=True)
-        if os.path.exists(final_dir):
-            old = tempfile.mkdtemp(prefix=f".old_{version}_", dir=export_dir)
-            os.replace(final_dir, os.path.join(old, "v"))
-            os.replace(saved, final_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(saved, final_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    final_dir = write_version(export_dir, version, overwrite, vocab_file, write)
     logging.info("Exported the %s model to %s (signatures: %s)", task, final_dir, ", ".join(sorted(signatures)))
     return final_dir
 
@@ -272,15 +321,7 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
         num_labels = len(labels)
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    final_dir = os.path.join(export_dir, str(int(version)))
-    if os.path.exists(final_dir) and not overwrite:  # fail before the slow part
-        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
-    config = BertConfig.from_json_file(bert_config_file)
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{config.max_position_embeddings} of {bert_config_file}.")
-    check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
-    model = build_task_model(config, task, num_labels)
-    load_checkpoint(model, task, init_checkpoint, num_labels)
+    version_dir(export_dir, version, overwrite)  # fail before the slow part
+    model = load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length, num_labels)
     return export_task_model(model, task, export_dir, vocab_file, do_lower_case, max_seq_length, version,
                              overwrite, label_list=labels, text_ops=text_ops)

@@ -271,6 +271,7 @@ class InGraphTokenizer(tf.Module):
       tokenize_exact: the same ids, every string on the code-point route (reference/testing).
       basic_tokenize: tf.string RaggedTensor `[batch, (num_words)]`, the original BasicTokenizer's words.
       (These two have no input signature: they are exported only if they were called before saving.)
+    `tokenize_words` (a plain method, traced by its caller) gives `tokenize`'s ids grouped by word.
 
     Attributes: `vocab_file` (the path, e.g. for a `tf.saved_model.Asset`), `do_lower_case`, `vocab_size`,
     `unk_id`, `cls_id`, `sep_id`, `pad_id` (0, as the original pads).
@@ -304,6 +305,9 @@ class InGraphTokenizer(tf.Module):
         for token, index in vocab.items():
             if token and token != "##":
                 tokens[index] = token
+        # The original's WordPiece marks every piece after a word's first with "##"; no word starts with "#" (a
+        # punctuation character, hence a word of its own), and an unknown word is one `unk_token`.
+        self._starts_word = tf.constant([not token.startswith("##") for token in tokens])
         # Exact route: whole words in (at most 4 bytes per character), ids out.
         self._word_wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=tokens, suffix_indicator="##", max_bytes_per_word=4 * self.max_input_chars_per_word,
@@ -327,6 +331,17 @@ class InGraphTokenizer(tf.Module):
     def tokenize(self, strings):
         """WordPiece ids of each string: int32 RaggedTensor [batch, (num_wordpieces)]."""
         return self._tokenize_routed(strings)[0]
+
+    def tokenize_words(self, strings):
+        """`tokenize`'s ids grouped by the original BasicTokenizer's words: int32 RaggedTensor
+        [batch, (num_words), (num_wordpieces)] (the original's WordpieceTokenizer applied to each word)."""
+        ids = self.tokenize(strings)
+        starts = tf.gather(self._starts_word, ids.flat_values)
+        word_of_piece = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+        words = tf.RaggedTensor.from_value_rowids(ids.flat_values, word_of_piece,
+                                                  nrows=tf.reduce_sum(tf.cast(starts, tf.int64)), validate=False)
+        return tf.RaggedTensor.from_value_rowids(words, tf.boolean_mask(ids.value_rowids(), starts),
+                                                 nrows=ids.nrows(), validate=False)
 
     def _routes(self, strings):
         """The route each string takes: 0 ASCII, 1 BMP, 2 exact (int32 [batch]; for tests, runs eagerly)."""

@@ -31,7 +31,8 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
       ids_b: optional RaggedTensor `[batch, (len_b)]` (second segment). A row whose second segment is empty
         is packed as a single segment, as in the original (`if tokens_b:`); so is one whose second segment
         the pair truncation empties (possible only for max_seq_length 3 or 4), keeping the pair-truncated a.
-      max_seq_length: output length; at least 2 (3 if `ids_b` is given).
+      max_seq_length: output length; at least 2 (3 if `ids_b` is given). A Python int, or a scalar integer tensor
+        (checked in graph; the result's second dimension is then not static).
       cls_id, sep_id: ids of `[CLS]` and `[SEP]`.
 
     Returns:
@@ -41,17 +42,26 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
       the original `_truncate_seq_pair` rule.
     """
     min_length = 2 if ids_b is None else 3
-    if max_seq_length < min_length:
-        raise ValueError("max_seq_length must be at least %d %s, got %d" % (
-            min_length, "for single segments" if ids_b is None else "for segment pairs", max_seq_length))
+    message = "max_seq_length must be at least %d %s" % (
+        min_length, "for single segments" if ids_b is None else "for segment pairs")
+    if tf.is_tensor(max_seq_length):
+        limit = tf.cast(max_seq_length, tf.int64)
+        with tf.control_dependencies([tf.debugging.assert_greater_equal(limit, tf.constant(min_length, tf.int64),
+                                                                        message=message)]):
+            limit = tf.identity(limit)
+        shape = tf.stack([tf.constant(-1, tf.int64), limit])
+    else:
+        if max_seq_length < min_length:
+            raise ValueError("%s, got %d" % (message, max_seq_length))
+        limit, shape = int(max_seq_length), [None, int(max_seq_length)]
     ids_a = tf.cast(ids_a, tf.int32)
     len_a = ids_a.row_lengths()
     if ids_b is None:
         ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
     ids_b = tf.cast(ids_b, tf.int32)
     len_b = ids_b.row_lengths()
-    pair_a, pair_b = truncated_pair_lengths(len_a, len_b, max_seq_length - 3)
-    keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, max_seq_length - 2))
+    pair_a, pair_b = truncated_pair_lengths(len_a, len_b, limit - 3)
+    keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, tf.cast(limit - 2, len_a.dtype)))
     keep_b = tf.where(len_b > 0, pair_b, 0)
     # As in the original, a second segment that truncation emptied (max_seq_length 3 or 4) gets no [SEP].
     has_b = keep_b > 0
@@ -68,7 +78,6 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
     tokens = tf.concat([cls, seg_a, sep, seg_b, sep_b], axis=1)
     segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(seg_a), tf.zeros_like(sep),
                           tf.ones_like(seg_b), tf.ones_like(sep_b)], axis=1)
-    shape = [None, max_seq_length]
     input_ids = tokens.to_tensor(default_value=0, shape=shape)
     return {
         "input_ids": input_ids,

@@ -1,0 +1,369 @@
+"""TF Hub exports (bert_tf.export.tfhub; export_saved_model.py --format=tfhub, --task=preprocessing).
+
+The encoder reloads with its outputs equal to the Keras model's, trains through its trainable variables, and -- where
+Model Garden (tf-models-official) and tensorflow_hub are installed -- equals Model Garden's own export of the same
+original checkpoint under `hub.KerasLayer` in a fresh tf_keras process, with the same signatures, names, dtypes and
+attributes. The preprocessing model packs real text exactly as FullTokenizer + the original packing, and has the
+API of Model Garden's preprocessing export.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import original_packing
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, resources
+from bert_tf.data import corpus
+from bert_tf.export import saved_model, tfhub
+from bert_tf.model.config import BertConfig
+from bert_tf.text import tokenization
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "run_scripts", "export_saved_model.py")
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jump", "##s", "##ed", "over",
+         "lazy", "dog", ",", ".", "!", "un", "##want", "##ing", "a", "b", "c", "hello", "world", "##o", "h", "e",
+         "l", "o", "##l", "is", "it", "?", "cafe"]
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "unwanted, cafe!", "hello", "", "hello world " * 9,
+         "Is it? " * 3, "jumped Hellooo"]
+SEQ_LENGTH = 16
+
+# Model Garden's own exports (official.nlp.tools), in a tf_keras process: the original checkpoint converted by its
+# converter, then export_tfhub_lib.export_model and export_preprocessing.
+MODEL_GARDEN_EXPORT = r"""
+import json, os, sys
+import tensorflow as tf
+from official.legacy.bert import configs
+from official.nlp.tools import export_tfhub_lib, tf2_bert_encoder_checkpoint_converter as converter
+job = json.loads(sys.argv[1])
+config = configs.BertConfig.from_json_file(job["bert_config_file"])
+converted_dir = os.path.join(job["work_dir"], "converted")
+converter.convert_checkpoint(config, os.path.join(converted_dir, "ckpt"), job["init_checkpoint"],
+                             converted_model="pretrainer" if job["with_mlm"] else "encoder")
+export_tfhub_lib.export_model(job["encoder"], bert_config=config, with_mlm=job["with_mlm"],
+                              model_checkpoint_path=tf.train.latest_checkpoint(converted_dir),
+                              vocab_file=job["vocab_file"], do_lower_case=True)
+if job["preprocessing"]:
+    export_tfhub_lib.export_preprocessing(job["preprocessing"], vocab_file=job["vocab_file"], do_lower_case=True,
+                                          tokenize_with_offsets=False, default_seq_length=job["seq_length"])
+"""
+
+# A user's process: tensorflow, tensorflow_hub, tensorflow_text and tf_keras only (TF_USE_LEGACY_KERAS=1). Loads one
+# encoder export (and one preprocessing export) and writes what it sees: outputs (npz) and structure (json).
+HUB_USER = r"""
+import inspect, json, os, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_hub as hub
+import tensorflow_text  # registers the preprocessing models' ops
+import tf_keras
+job = json.loads(sys.argv[1])
+arrays, report = {}, {}
+
+def spec(t):
+    return [t.dtype.name, t.shape.as_list()]
+
+def specs(outputs):
+    return {k: [spec(t) for t in v] if isinstance(v, list) else spec(v) for k, v in outputs.items()}
+
+# Input names and specs; output specs in the order of their names (the two exports name outputs alike only up to
+# that order: Model Garden's Keras export names them after an internal layer, bert_encoder_1, bert_encoder_1_1...).
+def signature_report(signature):
+    return {"inputs": {k: spec(v) for k, v in signature.structured_input_signature[1].items()},
+            "outputs": [spec(v) for _, v in sorted(signature.structured_outputs.items())]}
+
+def put(prefix, outputs):
+    for key, value in outputs.items():
+        for i, t in enumerate(value if isinstance(value, list) else [value]):
+            arrays[f"{prefix}/{key}/{i}"] = t.numpy()
+
+inputs = {k: tf.constant(v, tf.int32) for k, v in job["inputs"].items()}
+layer = hub.KerasLayer(job["encoder"], trainable=True)
+outputs = layer(inputs, training=False)
+put("keras_layer", outputs)
+with tf.GradientTape() as tape:
+    trained = layer(inputs, training=True)
+    loss = tf.reduce_sum(trained["pooled_output"] ** 2) + tf.reduce_sum(trained["sequence_output"] ** 2)
+grads = tape.gradient(loss, layer.trainable_weights)
+obj = hub.load(job["encoder"])
+signature = obj.signatures["serving_default"]
+served = signature(**inputs)
+put("serving_default", {str(i): served[k] for i, k in enumerate(sorted(served))})
+report["encoder"] = {
+    "outputs": specs(outputs),
+    "dropout_changes_outputs": bool(np.abs(trained["pooled_output"] - outputs["pooled_output"]).max() > 0),
+    "trainable_sizes": sorted(int(np.prod(w.shape)) for w in layer.trainable_weights),
+    "gradients": sum(g is not None and bool(np.any(tf.convert_to_tensor(g).numpy() != 0)) for g in grads),
+    "call_arguments": inspect.getfullargspec(obj.__call__).args[:2],
+    "serving_default": signature_report(signature),
+    "vocab_file": os.path.basename(obj.vocab_file.asset_path.numpy().decode()),
+    "do_lower_case": [bool(obj.do_lower_case.numpy()), obj.do_lower_case.dtype.name, obj.do_lower_case.trainable],
+    "regularization_losses": len(obj.regularization_losses),
+    "variables": [len(obj.variables) - len(obj.trainable_variables) > 0,
+                  any(v is obj.do_lower_case for v in obj.variables)],
+}
+if hasattr(obj, "mlm"):
+    mlm = obj.mlm(dict(inputs, masked_lm_positions=tf.constant(job["positions"], tf.int32)), training=False)
+    put("mlm", mlm)
+    report["mlm"] = {"outputs": specs(mlm), "trainable": len(obj.mlm.trainable_variables)}
+
+if job["preprocessor"]:
+    texts = tf.constant(job["texts"])
+    obj = hub.load(job["preprocessor"])
+    packed = hub.KerasLayer(job["preprocessor"])(texts)
+    put("call", packed)
+    tokens = hub.KerasLayer(obj.tokenize)(texts)
+    reverse = tf.gather(tokens, tf.range(tokens.nrows() - 1, -1, -1))
+    pair = hub.KerasLayer(obj.bert_pack_inputs, arguments=dict(seq_length=job["pair_length"]))([tokens, reverse])
+    flat_pair = obj.bert_pack_inputs([tokens.merge_dims(1, 2), reverse.merge_dims(1, 2)],
+                                     seq_length=tf.constant(job["pair_length"]))
+    report["preprocessing"] = {
+        "call": specs(packed),
+        "serving_default": signature_report(obj.signatures["serving_default"]),
+        "reusable": [len(o.variables) + len(o.trainable_variables) + len(o.regularization_losses)
+                     for o in (obj, obj.tokenize)],
+        "tokenize": [type(tokens).__name__, tokens.dtype.name, tokens.shape.rank, tokens.ragged_rank],
+        "pair": specs(pair),
+        "flat_pair_equal": all(bool(np.array_equal(flat_pair[k], pair[k])) for k in pair),
+        "special_tokens": {k: [v.dtype.name, int(v)] for k, v in obj.tokenize.get_special_tokens_dict().items()},
+        "default_length": specs(obj.bert_pack_inputs([tokens])),
+    }
+assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf was imported"
+assert not any(m == "official" or m.startswith("official.") for m in sys.modules), "official was imported"
+np.savez(job["arrays"], **arrays)
+with open(job["report"], "w") as f:
+    json.dump(report, f)
+"""
+
+
+def run_child(code, job, env):
+    """Starts `python -c code json(job)`; the returned function waits for it (asserting success)."""
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(job)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+    def wait():
+        _, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stderr[-4000:]
+    return wait
+
+
+def packed_inputs(vocab_file, texts, seq_length):
+    """FullTokenizer + the original packing of single segments, under the TF Hub input names."""
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    rows = [original_packing.pack_ids(tokenizer.tokenize(t), None, seq_length, tokenizer.vocab) for t in texts]
+    return {name: np.array([r[i] for r in rows], np.int32) for i, name in enumerate(tfhub.HUB_INPUTS)}
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory):
+    """An original-format release of a tiny BERT (L=2, H=32, dropout 0.1) with the masked-LM head, every weight
+    drawn at random (biases and LayerNorm included, so that none is trivially 0 or 1)."""
+    d = tmp_path_factory.mktemp("tiny_release")
+    (d / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
+    config.to_json_file(str(d / "bert_config.json"))
+    model = saved_model.build_task_model(config, "masked_lm")
+    rng = np.random.RandomState(7)
+    for w in model.trainable_weights:
+        w.assign(rng.normal(0, 0.3, w.shape).astype(np.float32))
+    checkpoints.save_original_checkpoint(model, str(d / "bert_model.ckpt"))
+    return {"dir": d, "vocab": str(d / "vocab.txt"), "config": str(d / "bert_config.json"),
+            "ckpt": str(d / "bert_model.ckpt"), "model": model}
+
+
+# --- without Model Garden ----------------------------------------------------------------------------------
+
+def test_encoder_reloads_equal_to_keras_and_trains(tmp_path, tiny_release):
+    """The reloaded encoder (and `mlm`) equal the Keras model (1e-5); dropout under training=True; gradients
+    reach every trainable variable; the attributes Model Garden's export carries."""
+    path = tfhub.export_from_checkpoint("masked_lm", tiny_release["vocab"], str(tmp_path / "hub"),
+                                        bert_config_file=tiny_release["config"],
+                                        init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
+    assert path == str(tmp_path / "hub" / "1")
+    loaded = tf.saved_model.load(path)
+    inputs = packed_inputs(tiny_release["vocab"], TEXTS, SEQ_LENGTH)
+    positions = np.array([[1, 2, 3]] * len(TEXTS), np.int32)
+    model = tiny_release["model"]
+    ref = model.bert({ours: inputs[hub] for hub, ours in tfhub.HUB_INPUTS.items()}, training=False)
+    ref_mlm = model({**{ours: inputs[hub] for hub, ours in tfhub.HUB_INPUTS.items()},
+                     "masked_lm_positions": positions}, training=False)["masked_lm_logits"]
+
+    out = loaded(inputs, training=False)
+    assert sorted(out) == ["default", "encoder_outputs", "pooled_output", "sequence_output"]
+    for name in ("sequence_output", "pooled_output"):
+        assert np.abs(out[name].numpy() - ref[name].numpy()).max() <= 1e-5, name
+    np.testing.assert_array_equal(out["default"], out["pooled_output"])
+    assert len(out["encoder_outputs"]) == 2
+    for got, want in zip(out["encoder_outputs"], ref["encoder_outputs"]):
+        assert np.abs(got.numpy() - want.numpy()).max() <= 1e-5
+    mlm = loaded.mlm({**inputs, "masked_lm_positions": positions})
+    assert sorted(mlm) == ["encoder_outputs", "mlm_logits", "pooled_output", "sequence_output"]
+    assert mlm["mlm_logits"].shape == (len(TEXTS), 3, len(VOCAB))
+    assert np.abs(mlm["mlm_logits"].numpy() - ref_mlm.numpy()).max() <= 1e-5
+    signature = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
+    assert sorted(signature) == ["default", "encoder_outputs", "encoder_outputs_1", "pooled_output",
+                                 "sequence_output"]
+    np.testing.assert_array_equal(signature["encoder_outputs_1"], out["encoder_outputs"][1])
+
+    assert len(loaded.trainable_variables) == len(model.bert.trainable_weights)
+    assert len(loaded.mlm.trainable_variables) == len(model.trainable_weights)
+    assert list(loaded.regularization_losses) == []
+    assert loaded.do_lower_case.numpy() and not loaded.do_lower_case.trainable
+    with open(loaded.vocab_file.asset_path.numpy().decode()) as f:
+        assert f.read().split() == VOCAB
+    with tf.GradientTape() as tape:
+        trained = loaded(inputs, training=True)
+        loss = tf.reduce_sum(trained["pooled_output"] ** 2) + tf.reduce_sum(trained["sequence_output"] ** 2)
+    grads = tape.gradient(loss, loaded.trainable_variables)
+    assert all(g is not None and np.any(tf.convert_to_tensor(g).numpy() != 0) for g in grads)
+    assert np.abs(trained["pooled_output"].numpy() - out["pooled_output"].numpy()).max() > 1e-3  # dropout
+
+
+def wiki_lines(count):
+    """`count` lines spread over the tokenizer benchmark's corpus (gensim's Wikipedia dump sample, raw wikitext)."""
+    path = resources.gensim_test_file(resources.WIKI_DUMP)
+    lines = [line for page in corpus.iter_wiki_pages(path) for line in page.text.split("\n") if line.strip()]
+    return lines[::max(1, len(lines) // count)][:count]
+
+
+def test_preprocessing_packs_like_the_original(tmp_path, uncased_vocab_file):
+    """Real text: the root call, `tokenize` (words, then pieces) and `bert_pack_inputs` (pairs, truncation,
+    seq_length) equal FullTokenizer + the original packing, id for id."""
+    lines = wiki_lines(400) + ["Café naïve ŒUVRE Straße ΣΊΣΥΦΟΣ", "中文字符 ﬁ … ½", "a" * 250 + " b"]
+    path = tfhub.export_preprocessing(str(tmp_path / "pre"), uncased_vocab_file, do_lower_case=True,
+                                      seq_length=128)
+    loaded = tf.saved_model.load(path)
+    full = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=True)
+    tokens = [full.tokenize(line) for line in lines]
+    packed = {k: v.numpy() for k, v in loaded(tf.constant(lines)).items()}
+    assert sorted(packed) == ["input_mask", "input_type_ids", "input_word_ids"]
+    rows = [original_packing.pack_ids(t, None, 128, full.vocab) for t in tokens]
+    for i, name in enumerate(tfhub.HUB_INPUTS):
+        np.testing.assert_array_equal(packed[name], np.array([r[i] for r in rows]), err_msg=name)
+
+    words = loaded.tokenize(tf.constant(lines))
+    assert words.ragged_rank == 2 and words.dtype == tf.int32
+    expected = [[full.convert_tokens_to_ids(full.wordpiece_tokenizer.tokenize(word))
+                 for word in full.basic_tokenizer.tokenize(line)] for line in lines]
+    assert words.to_list() == expected
+
+    first, second = words[:-1], words[1:]
+    for seq_length in (9, 64):
+        pair = loaded.bert_pack_inputs([first, second], seq_length=tf.constant(seq_length))
+        rows = [original_packing.pack_ids(a, b, seq_length, full.vocab) for a, b in zip(tokens[:-1], tokens[1:])]
+        for i, name in enumerate(tfhub.HUB_INPUTS):
+            np.testing.assert_array_equal(pair[name].numpy(), np.array([r[i] for r in rows]),
+                                          err_msg=f"{name} {seq_length}")
+    special = {k: int(v) for k, v in loaded.tokenize.get_special_tokens_dict().items()}
+    assert special == {"vocab_size": 30522, "start_of_sequence_id": full.vocab["[CLS]"], "padding_id": 0,
+                       "end_of_segment_id": full.vocab["[SEP]"], "mask_id": full.vocab["[MASK]"]}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="at least 3 for segment pairs"):
+        loaded.bert_pack_inputs([first, second], seq_length=tf.constant(2))
+
+
+def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
+    """The script writes both formats; clear errors: a task --format=tfhub does not export, a missing vocabulary,
+    config or checkpoint, labels, three segments, an existing version."""
+    common = [f"--vocab_file={tiny_release['vocab']}", f"--bert_config_file={tiny_release['config']}",
+              f"--init_checkpoint={tiny_release['ckpt']}", f"--export_dir={tmp_path / 'e'}",
+              f"--max_seq_length={SEQ_LENGTH}"]
+    errors = run_main(
+        SCRIPT,
+        ["--format=tfhub", "--task=classifier"] + common,
+        ["--format=tfhub", "--task=encoder", f"--vocab_file={tmp_path / 'missing.txt'}"] + common[1:],
+        ["--format=tfhub", "--task=encoder"] + common[:1] + common[3:],
+        ["--format=tfhub", "--task=encoder"] + common[:2] + common[3:],
+        ["--format=tfhub", "--task=encoder", "--label_list=a,b"] + common,
+        ["--task=preprocessing"] + common + ["--max_seq_length=2"],
+        ["--task=preprocessing"] + common,
+        ["--task=preprocessing", "--format=tfhub"] + common,
+        ["--format=tfhub", "--task=masked_lm", "--version=2", "--do_lower_case=false"] + common)
+    assert "--format=tfhub exports the encoder" in errors[0] and "not 'classifier'" in errors[0]
+    assert errors[1].startswith("FileNotFoundError") and "--vocab_file" in errors[1] and "missing.txt" in errors[1]
+    assert errors[2].startswith("FileNotFoundError") and "--bert_config_file None" in errors[2]
+    assert "needs --init_checkpoint" in errors[3]
+    assert "--label_list do not apply" in errors[4]
+    assert "max_seq_length >= 3" in errors[5]
+    assert errors[6] is None
+    assert errors[7].startswith("FileExistsError") and "--overwrite" in errors[7]
+    assert errors[8] is None
+    assert sorted(os.listdir(tmp_path / "e")) == ["1", "2"]
+    loaded = tf.saved_model.load(str(tmp_path / "e" / "1"))
+    assert loaded(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ_LENGTH)
+    encoder = tf.saved_model.load(str(tmp_path / "e" / "2"))
+    assert not encoder.do_lower_case.numpy()
+    inputs = packed_inputs(tiny_release["vocab"], TEXTS[:2], SEQ_LENGTH)
+    assert encoder.mlm({**inputs, "masked_lm_positions": np.ones((2, 1), np.int32)})["mlm_logits"].shape == (
+        2, 1, len(VOCAB))
+    ragged = tf.ragged.constant([[5, 6]], tf.int32)
+    with pytest.raises(ValueError, match="packs 1 or 2 segments"):
+        tfhub.pack_segments([ragged] * 3, 8, cls_id=2, sep_id=3)
+
+
+# --- against Model Garden ----------------------------------------------------------------------------------
+
+def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts, seq_length, tolerance):
+    """Model Garden's exports and ours of the same release directory (encoder, with the `mlm` subobject and the
+    preprocessing model if `with_mlm`), each examined by HUB_USER: their outputs agree within `tolerance` and their
+    signatures, attributes and structures are equal."""
+    pytest.importorskip("official", reason="Model Garden (tf-models-official, the `ecosystem` extra) is needed")
+    pytest.importorskip("tensorflow_hub", reason="tensorflow_hub (the `ecosystem` extra) is needed")
+    env = child_env(TF_USE_LEGACY_KERAS="1", CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+    vocab, config = os.path.join(release_dir, "vocab.txt"), os.path.join(release_dir, "bert_config.json")
+    ckpt = os.path.join(release_dir, "bert_model.ckpt")
+    inputs = packed_inputs(vocab, texts, seq_length)
+    mg = {"encoder": str(tmp_path / "mg_encoder"),
+          "preprocessor": str(tmp_path / "mg_preprocessing") if with_mlm else None}
+    mg_export = run_child(MODEL_GARDEN_EXPORT, {
+        "bert_config_file": config, "init_checkpoint": ckpt, "vocab_file": vocab, "work_dir": str(tmp_path),
+        "with_mlm": with_mlm, "seq_length": seq_length, "encoder": mg["encoder"],
+        "preprocessing": mg["preprocessor"]}, env)
+    ours = {"encoder": tfhub.export_from_checkpoint("masked_lm" if with_mlm else "encoder", vocab,
+                                                    str(tmp_path / "ours_encoder"), bert_config_file=config,
+                                                    init_checkpoint=ckpt, max_seq_length=seq_length),
+            "preprocessor": tfhub.export_preprocessing(str(tmp_path / "ours_preprocessing"), vocab,
+                                                       seq_length=seq_length) if with_mlm else None}
+
+    def examine(name, paths):
+        job = {"inputs": {k: v.tolist() for k, v in inputs.items()}, "positions": [[1, 2, 3]] * len(texts),
+               "texts": texts, "pair_length": 10, **paths,
+               "arrays": str(tmp_path / f"{name}.npz"), "report": str(tmp_path / f"{name}.json")}
+        wait = run_child(HUB_USER, job, env)
+
+        def result():
+            wait()
+            with open(job["report"]) as f:
+                return dict(np.load(job["arrays"])), json.load(f)
+        return result
+    examine_ours = examine("ours", ours)  # while Model Garden's export runs
+    mg_export()
+    (theirs, their_report), (mine, my_report) = examine("mg", mg)(), examine_ours()
+
+    assert my_report == their_report
+    assert my_report["encoder"]["gradients"] == len(my_report["encoder"]["trainable_sizes"]) > 0
+    assert my_report["encoder"]["dropout_changes_outputs"]
+    assert sorted(mine) == sorted(theirs)
+    # [B, S, H] outputs are compared on real tokens: at padding both are far from a float64 reference (MiniLM:
+    # up to 6e-4 from NumPy float64 at padded positions, both; 4e-6 at real tokens) and no model reads them.
+    mask = inputs["input_mask"].astype(bool)
+    for key in mine:
+        real = mask[..., None] if mine[key].shape[:2] == mask.shape and mine[key].ndim == 3 else True
+        assert np.abs(np.where(real, mine[key] - theirs[key], 0)).max() <= tolerance, key
+
+
+def test_encoder_and_preprocessing_equal_model_garden_exports(tmp_path, tiny_release, child_env):
+    """Model Garden's `export_model(with_mlm=True)` and `export_preprocessing` of the tiny release, and ours, under
+    hub.KerasLayer in a tf_keras process: same outputs (1e-5), signatures, attributes, trainable weights,
+    callables and output keys/dtypes/shapes; the same ids on text both tokenizers split alike."""
+    compare_with_model_garden(tmp_path, child_env, str(tiny_release["dir"]), True, TEXTS, SEQ_LENGTH, 1e-5)
+
+
+@pytest.mark.slow
+def test_real_minilm_encoder_equals_model_garden_export(tmp_path, golden_checkpoint, child_env):
+    """The real MiniLM-L6-H384 (the golden release, "gelu"): ours and Model Garden's encoder export agree within
+    1e-5 on real text (measured 4.3e-6, CPU, TF 2.20)."""
+    compare_with_model_garden(tmp_path, child_env, golden_checkpoint, False, wiki_lines(16), 128, 1e-5)
