@@ -16,7 +16,9 @@ LoadReport is the one of original checkpoints; what the model has no place for i
   `input_type_ids`, outputs `pooled_output`/`sequence_output`/`encoder_outputs`, optional `.mlm`): its variables
   by their Keras names (`transformer/layer_0/self_attention/query/kernel:0`), read from saved_model.pb's object graph
   and the `variables/` checkpoint without loading the model; its `vocab_file` asset and `do_lower_case` variable;
-  `infer_bert_config` reads the config off the weights' shapes and the activation off the graph.
+  `infer_bert_config` reads the config off the weights' shapes and the activation off the graph. bert-tf's own
+  TF Hub export (`bert_tf.export.tfhub`, layout "bert_tf") keeps its Keras variable paths, which `restore` maps
+  through the model being loaded, and carries its bert_config.json beside saved_model.pb.
 
 Out: `save_model_garden_checkpoint` writes the object graph Model Garden's converter writes (`encoder` =
 `BertEncoder`, plus `masked_lm` as `BertPretrainerV2.checkpoint_items` when the model has the masked-LM head).
@@ -225,6 +227,11 @@ def _getter(reader, key, layout):
 # TF Hub BERT SavedModels
 # ---------------------------------------------------------------------------------------------------------------
 
+# Variables that identify a TF Hub BERT encoder's layout: (word embeddings, layer 0's query kernel) by name.
+_HUB_LAYOUTS = {"model_garden": ("word_embeddings/embeddings", "transformer/layer_0/self_attention/query/kernel"),
+                "bert_tf": ("embeddings/word_embeddings", "layer_0/attention/query/kernel")}
+
+
 def is_saved_model(path):
     """Whether `path` is a SavedModel directory (one with a saved_model.pb)."""
     return bool(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
@@ -239,10 +246,11 @@ class HubModel:
     vocab_file: str | None  # its `vocab_file` asset, if any
     do_lower_case: bool | None  # its `do_lower_case` variable, if any
     hidden_act: str  # "gelu_exact" where the graph computes Erf or Erfc, else "gelu" (tanh)
+    layout: str = "model_garden"  # or "bert_tf": bert-tf's own TF Hub export (its Keras variable paths)
 
     @property
     def vocab_size(self):
-        return self.shapes["word_embeddings/embeddings"][0]
+        return self.shapes[_HUB_LAYOUTS[self.layout][0]][0]
 
 
 def _meta_graph(path):
@@ -297,21 +305,22 @@ def read_hub_model(path):
     for node_id, key in keys.items():
         variable = saved_graph.nodes[node_id].variable
         name = re.sub(r":\d+$", "", variable.name)
-        if key and variable.dtype != tf.bool.as_datatype_enum and name not in variables:
+        if key and tf.as_dtype(variable.dtype).is_floating and name not in variables:  # not counters, seeds
             variables[name] = lambda k=key: reader.get_tensor(k)
             shapes[name] = [d.size for d in variable.shape.dim]
     signatures = sorted(name for name in meta_graph.signature_def if not name.startswith("__"))
-    if "word_embeddings/embeddings" not in variables or "transformer/layer_0/self_attention/query/kernel" \
-            not in variables:
+    layout = next((k for k, names in _HUB_LAYOUTS.items() if all(n in variables for n in names)), None)
+    if layout is None:
         raise ValueError(f"{path} is a SavedModel but not a TF Hub BERT encoder (Model Garden's export_tfhub.py "
-                         f"layout, with variables word_embeddings/embeddings and transformer/layer_N/...): its "
-                         f"signatures are {signatures} and its variables {sorted(variables)[:8]}"
-                         f"{' ...' if len(variables) > 8 else ''} ({len(variables)}).")
+                         f"layout, with variables word_embeddings/embeddings and transformer/layer_N/..., or "
+                         f"bert-tf's export_saved_model.py --format=tfhub): its signatures are {signatures} and its "
+                         f"variables {sorted(variables)[:8]}{' ...' if len(variables) > 8 else ''} "
+                         f"({len(variables)}).")
     root = {c.local_name: c.node_id for c in saved_graph.nodes[0].children}
     casing = keys.get(root.get("do_lower_case"))
     do_lower_case = bool(reader.get_tensor(casing)) if casing else None
     return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
-                    _hidden_act(meta_graph))
+                    _hidden_act(meta_graph), layout)
 
 
 def _vocab_asset(path, meta_graph, node_id):
@@ -322,12 +331,19 @@ def _vocab_asset(path, meta_graph, node_id):
     return os.path.join(path, "assets", meta_graph.asset_file_def[node.asset.asset_file_def_index].filename)
 
 
-def hub_tensors(hub):
+def hub_tensors(hub, keras_paths=None):
     """Original name -> tensor getter for a HubModel's encoder (and `.mlm` masked-LM head, if it has one); its
-    other floating-point variables are added without a getter under "tf_hub:<name>" (reported unused)."""
-    num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, hub.variables) if m})
-    rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(num_layers)]
-    rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
+    other floating-point variables are added without a getter under "tf_hub:<name>" (reported unused).
+
+    keras_paths: for bert-tf's own export (layout "bert_tf", whose variables keep their Keras paths), Keras path ->
+    original name of the model being loaded (`name_map.original_variable_map`)."""
+    if hub.layout == "bert_tf":
+        rows = [(keras_paths[name], name, None) for name in hub.variables if name in (keras_paths or {})]
+    else:
+        num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, hub.variables)
+                          if m})
+        rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(num_layers)]
+        rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
     tensors = {orig: (lambda n=name, k=layout: to_original(k, hub.variables[n]()))
                for orig, name, layout in rows if name in hub.variables}
     used = {name for _, name, _ in rows}
@@ -341,6 +357,9 @@ def infer_bert_config(hub):
     gelu_exact where it computes Erf or Erfc (tf.nn.gelu's exact form), else gelu, the tanh form Model Garden's
     "gelu" computes); dropout and
     initializer_range, which leave no trace in the weights, take the original's defaults. Logs what it inferred."""
+    if hub.layout == "bert_tf":
+        raise ValueError(f"{hub.path} is a bert-tf TF Hub export without its bert_config.json (bert-tf writes it "
+                         f"beside saved_model.pb): pass --bert_config_file.")
     shapes = hub.shapes
     num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, shapes) if m})
     vocab_size, hidden_size = shapes["word_embeddings/embeddings"]

@@ -121,7 +121,8 @@ def _object_graph_tensors(model, reader, source):
 def _checkpoint_tensors(model, prefix):
     """Original name -> tensor getter for what `prefix` (from `resolve_checkpoint`) holds, by its format."""
     if model_garden.is_saved_model(prefix):
-        return model_garden.hub_tensors(model_garden.read_hub_model(prefix))
+        keras_paths = {variable.path: name for name, variable in name_map.original_variable_map(model).items()}
+        return model_garden.hub_tensors(model_garden.read_hub_model(prefix), keras_paths)
     reader = tf.train.load_checkpoint(prefix)
     if _OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return original.original_tensors(reader)

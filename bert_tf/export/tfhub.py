@@ -13,10 +13,11 @@ Encoder (`export_encoder`, Model Garden's `--export_type=model`; task "encoder")
   `encoder_outputs` (list of num_hidden_layers [B, S, H]), float32. `training=True` applies dropout.
   Attributes: `trainable_variables` (the encoder's weights), `variables` (those, `do_lower_case` and the
   dropout layers' seed states), `regularization_losses` (empty), `vocab_file` (asset `assets/vocab.txt`),
-  `do_lower_case` (bool tf.Variable, not trainable). The signature `serving_default` takes the three inputs by
-  name and returns the outputs flattened: `default`, `encoder_outputs`, `encoder_outputs_1`, ..., `pooled_output`,
-  `sequence_output` (Model Garden's Keras export names the same tensors, in this order, after its internal
-  layer: `bert_encoder_1`, `bert_encoder_1_1`, ...).
+  `do_lower_case` (bool tf.Variable, not trainable); `bert_config.json` beside saved_model.pb, so that bert-tf
+  takes the export back as an init_checkpoint (the variables keep bert-tf's Keras paths). The signature
+  `serving_default` takes the three inputs by name and returns the outputs flattened: `default`,
+  `encoder_outputs`, `encoder_outputs_1`, ..., `pooled_output`, `sequence_output` (Model Garden's Keras export
+  names the same tensors, in this order, after its internal layer: `bert_encoder_1`, `bert_encoder_1_1`, ...).
   With the masked-LM head (task "masked_lm", Model Garden's `--export_type=model_with_mlm`), the subobject `mlm`
   takes `masked_lm_positions` int32 [B, P] as well and adds `mlm_logits` [B, P, V] (the original's
   `cls/predictions` logits, before the softmax).
@@ -131,6 +132,9 @@ def export_encoder(model, export_dir, vocab_file, do_lower_case=True, version=1,
         root.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False, name="do_lower_case")
         root.variables.append(root.do_lower_case)  # as in Model Garden's export (a Keras model tracks it)
         tf.saved_model.save(root, saved, signatures={"serving_default": root.serving_signature()})
+        # Beside saved_model.pb, for bert-tf to load the export as an init_checkpoint (its variables keep bert-tf's
+        # Keras paths and [H, H] kernels, which do not tell the number of heads); TF Hub ignores the file.
+        bert.config.to_json_file(os.path.join(saved, "bert_config.json"))
 
     path = saved_model.write_version(export_dir, version, overwrite, vocab_file, write)
     logging.info("Exported the TF Hub encoder%s to %s", " with its masked-LM head" if masked_lm else "", path)

@@ -223,6 +223,28 @@ def test_encoder_reloads_equal_to_keras_and_trains(tmp_path, tiny_release):
     assert np.abs(trained["pooled_output"].numpy() - out["pooled_output"].numpy()).max() > 1e-3  # dropout
 
 
+def test_export_loads_back_as_init_checkpoint(tmp_path, tiny_release):
+    """bert-tf's own TF Hub export is an init_checkpoint like Model Garden's: its config (written beside
+    saved_model.pb), vocab asset and casing are the run's, and every weight of the encoder and masked-LM head
+    restores (nothing missing or unused)."""
+    path = tfhub.export_from_checkpoint("masked_lm", tiny_release["vocab"], str(tmp_path / "hub"),
+                                        bert_config_file=tiny_release["config"],
+                                        init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
+    files = checkpoints.model_files(path)
+    assert files.config.to_dict() == BertConfig.from_json_file(tiny_release["config"]).to_dict()
+    assert files.do_lower_case is True
+    with open(files.vocab_file) as f:
+        assert f.read().split() == VOCAB
+    model = saved_model.build_task_model(files.config, "masked_lm")  # fresh random weights
+    report = checkpoints.restore(model, path, required_heads=("masked_lm",))
+    assert not report.missing and not report.unused
+    for got, want in zip(model.trainable_weights, tiny_release["model"].trainable_weights):
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=got.path)
+    os.remove(os.path.join(path, "bert_config.json"))
+    with pytest.raises(ValueError, match=r"bert-tf TF Hub export without its bert_config\.json .*--bert_config_file"):
+        checkpoints.model_files(path)
+
+
 def wiki_lines(count):
     """`count` lines spread over the tokenizer benchmark's corpus (gensim's Wikipedia dump sample, raw wikitext)."""
     path = resources.gensim_test_file(resources.WIKI_DUMP)
