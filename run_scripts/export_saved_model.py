@@ -54,10 +54,10 @@ def main(_):
             overwrite=FLAGS.overwrite, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list)
     else:
         path = saved_model.export_from_checkpoint(
-        task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-        init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
-        version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops)
+            task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+            init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
+            max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
+            version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops)
     logging.info("SavedModel written to %s", path)
     print(path)
 

@@ -36,6 +36,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
+from bert_tf.checkpoints import original
 from bert_tf.model.config import BertConfig
 
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -252,6 +253,12 @@ class HubModel:
     def vocab_size(self):
         return self.shapes[_HUB_LAYOUTS[self.layout][0]][0]
 
+    @property
+    def num_layers(self):
+        """The number of transformer layers (`transformer/layer_N/...` or, bert-tf's layout, `layer_N/...`)."""
+        pattern = re.compile(r"^(?:transformer/)?layer_(\d+)/")
+        return len({m.group(1) for m in map(pattern.match, self.variables) if m})
+
 
 def _meta_graph(path):
     """The MetaGraphDef of the SavedModel at `path` (its saved_model.pb)."""
@@ -340,9 +347,7 @@ def hub_tensors(hub, keras_paths=None):
     if hub.layout == "bert_tf":
         rows = [(keras_paths[name], name, None) for name in hub.variables if name in (keras_paths or {})]
     else:
-        num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, hub.variables)
-                          if m})
-        rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(num_layers)]
+        rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(hub.num_layers)]
         rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
     tensors = {orig: (lambda n=name, k=layout: to_original(k, hub.variables[n]()))
                for orig, name, layout in rows if name in hub.variables}
@@ -361,7 +366,7 @@ def infer_bert_config(hub):
         raise ValueError(f"{hub.path} is a bert-tf TF Hub export without its bert_config.json (bert-tf writes it "
                          f"beside saved_model.pb): pass --bert_config_file.")
     shapes = hub.shapes
-    num_layers = len({m.group(1) for m in map(re.compile(r"^transformer/layer_(\d+)/").match, shapes) if m})
+    num_layers = hub.num_layers
     vocab_size, hidden_size = shapes["word_embeddings/embeddings"]
     values = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                   num_attention_heads=shapes["transformer/layer_0/self_attention/query/kernel"][1],
@@ -462,6 +467,6 @@ def save_model_garden_checkpoint(original_tensors, config, checkpoint_prefix):
     if all(orig in original_tensors for orig, _, _ in MASKED_LM_PATHS):
         objects["masked_lm"] = _masked_lm_trackable(variables([(o, p, None) for o, _, p in MASKED_LM_PATHS]),
                                                     encoder["_embedding_layer/embeddings"])
-    tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(checkpoint_prefix)))
-    tf.train.Checkpoint(**objects).write(checkpoint_prefix)
+    with original.staged_checkpoint(checkpoint_prefix) as staged:
+        tf.train.Checkpoint(**objects).write(staged)
     return checkpoint_prefix

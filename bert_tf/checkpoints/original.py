@@ -2,6 +2,7 @@
 loaded, missing and unused), and write a model back under the original names and shapes (the original code loads
 it; `export_original` writes a directory like a released BERT).
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -119,21 +120,27 @@ def save_original_checkpoint(model, checkpoint_prefix):
 
 
 def save_tensors(tensors, checkpoint_prefix):
-    """Writes `tensors` (original name -> array) as a TF1 checkpoint, as float32.
+    """Writes `tensors` (original name -> array) as a TF1 checkpoint, as float32 (`staged_checkpoint`). Returns the
+    prefix."""
+    with staged_checkpoint(checkpoint_prefix) as staged:
+        names = sorted(tensors)
+        tf.raw_ops.SaveV2(prefix=staged, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.convert_to_tensor(tensors[n], tf.float32) for n in names])
+    return checkpoint_prefix
 
-    Writes `<prefix>.index`, `<prefix>.data-00000-of-00001` and a `checkpoint` state file naming the prefix
-    relative to its directory (so that a copy of the directory loads its own files), each under a temporary name
-    first and renamed when complete. Returns the prefix.
-    """
+
+@contextlib.contextmanager
+def staged_checkpoint(checkpoint_prefix):
+    """Yields a prefix in a temporary directory beside `checkpoint_prefix` to write a checkpoint to; when the block
+    ends, moves its files (`<prefix>.index`, `<prefix>.data-*`) beside `checkpoint_prefix` and writes a `checkpoint`
+    state file naming the prefix relative to its directory (so that a copy of the directory loads its own files).
+    Nothing is left under the final names if the block fails."""
     directory = os.path.dirname(os.path.abspath(checkpoint_prefix))
     os.makedirs(directory, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".tmp_ckpt_", dir=directory)
     try:
-        names = sorted(tensors)
         base = os.path.basename(checkpoint_prefix)
-        tf.raw_ops.SaveV2(prefix=os.path.join(staging, base), tensor_names=names,
-                          shape_and_slices=[""] * len(names),
-                          tensors=[tf.convert_to_tensor(tensors[n], tf.float32) for n in names])
+        yield os.path.join(staging, base)
         for filename in os.listdir(staging):
             os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
         state = os.path.join(staging, "checkpoint")
@@ -142,7 +149,6 @@ def save_tensors(tensors, checkpoint_prefix):
         os.replace(state, os.path.join(directory, "checkpoint"))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return checkpoint_prefix
 
 
 def export_original(model, output_dir, vocab_file=None):
