@@ -48,11 +48,16 @@ flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every si
                   "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
 
 
+SERVING_ONLY_FLAGS = ("text_ops", "use_xla")  # the TF Serving export's own settings
+
+
 def main(_):
     if FLAGS.format == "tfhub" or FLAGS.task == "preprocessing":
-        if FLAGS.use_xla:
-            raise ValueError("--use_xla applies to the TF Serving export of a model (--format=serving), not to "
-                             f"--format={FLAGS.format} --task={FLAGS.task}.")
+        given = [f"--{name}" for name in SERVING_ONLY_FLAGS if FLAGS[name].present]
+        if given:
+            raise ValueError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the TF Serving "
+                             f"export of a model (--format=serving), not to --format={FLAGS.format} "
+                             f"--task={FLAGS.task}.")
         path = tfhub.export_from_checkpoint(
             task=FLAGS.task, vocab_file=FLAGS.vocab_file, export_dir=FLAGS.export_dir,
             bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,

@@ -289,7 +289,7 @@ def test_preprocessing_packs_like_the_original(tmp_path, uncased_vocab_file):
 
 def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     """The script writes both formats; clear errors: a task --format=tfhub does not export, a missing vocabulary,
-    config or checkpoint, labels, three segments, an existing version."""
+    config or checkpoint, labels, three segments, an existing version, the TF Serving export's own flags."""
     common = [f"--vocab_file={tiny_release['vocab']}", f"--bert_config_file={tiny_release['config']}",
               f"--init_checkpoint={tiny_release['ckpt']}", f"--export_dir={tmp_path / 'e'}",
               f"--max_seq_length={SEQ_LENGTH}"]
@@ -303,7 +303,8 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
         ["--task=preprocessing"] + common + ["--max_seq_length=2"],
         ["--task=preprocessing"] + common,
         ["--task=preprocessing", "--format=tfhub"] + common,
-        ["--format=tfhub", "--task=masked_lm", "--version=2", "--do_lower_case=false"] + common)
+        ["--format=tfhub", "--task=masked_lm", "--version=2", "--do_lower_case=false"] + common,
+        ["--task=preprocessing", "--text_ops=core", "--use_xla", "--version=3"] + common)
     assert "--format=tfhub exports the encoder" in errors[0] and "not 'classifier'" in errors[0]
     assert errors[1].startswith("FileNotFoundError") and "--vocab_file" in errors[1] and "missing.txt" in errors[1]
     assert errors[2].startswith("FileNotFoundError") and "--bert_config_file None" in errors[2]
@@ -313,6 +314,7 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     assert errors[6] is None
     assert errors[7].startswith("FileExistsError") and "--overwrite" in errors[7]
     assert errors[8] is None
+    assert "--text_ops and --use_xla apply to the TF Serving export" in errors[9]
     assert sorted(os.listdir(tmp_path / "e")) == ["1", "2"]
     loaded = tf.saved_model.load(str(tmp_path / "e" / "1"))
     assert loaded(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ_LENGTH)
