@@ -8,6 +8,7 @@ from bert_tf.training.optimization import (
     Lamb,
     WarmupLinearDecay,
     WarmupPolynomialDecay,
+    clip_by_global_norm,
     create_optimizer,
     learning_rate_schedule,
 )
@@ -183,3 +184,46 @@ def test_bad_schedule():
         WarmupLinearDecay(1e-4, 0)
     with pytest.raises(ValueError, match="decay power must be positive"):
         WarmupPolynomialDecay(1e-4, 10, power=0.0)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+@pytest.mark.parametrize("gradient_scale", [30.0, 1e-4])  # clipped, and left as it is
+def test_clipping_outside_the_optimizer_gives_the_same_numbers(optimizer, gradient_scale):
+    """The Trainer's clipping (clip_by_global_norm with the global norm it reports, optimizer built with
+    global_clipnorm=None) updates the variables as the optimizer clipping by itself, embedding gradients
+    (IndexedSlices with a repeated row) included: the same numbers but for float32 rounding where TensorFlow's
+    graph optimizer orders a product differently (1 ulp, rarely)."""
+    rng = np.random.default_rng(3)
+    initial = [rng.normal(size=shape).astype("float32") for shape in [(50, 8), (8, 16), (16,), (16, 4)]]
+    ids = tf.constant([3, 7, 3, 41, 3, 9])
+
+    def gradients(variables):
+        with tf.GradientTape() as tape:
+            x = tf.gather(variables[0], ids)
+            y = tf.nn.gelu(tf.matmul(x, variables[1]) + variables[2])
+            loss = gradient_scale * tf.reduce_sum(tf.matmul(y, variables[3]) ** 2)
+        return tape.gradient(loss, variables)
+
+    def train(global_clipnorm):
+        variables = [keras.Variable(value, name=f"w{i}") for i, value in enumerate(initial)]
+        opt = create_optimizer(1e-3, 10, 2, optimizer=optimizer, global_clipnorm=global_clipnorm)
+        opt.build(variables)
+
+        @tf.function(autograph=False)
+        def step():
+            grads = gradients(variables)
+            assert isinstance(grads[0], tf.IndexedSlices)
+            if global_clipnorm is None:
+                grads = clip_by_global_norm(grads, tf.linalg.global_norm(grads))
+            opt.apply_gradients(zip(grads, variables))
+            return tf.linalg.global_norm(grads)
+
+        norms = [float(step()) for _ in range(4)]
+        return [v.numpy() for v in variables], norms
+
+    inside, norms_inside = train(1.0)
+    outside, norms_outside = train(None)
+    assert (min(norms_inside) > 1.0) == (gradient_scale > 1.0)
+    for a, b, start in zip(inside, outside, initial):
+        assert not np.array_equal(a, start)
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
