@@ -87,6 +87,7 @@ class RunConfig:
     use_xla: bool = False
     gradient_accumulation_steps: int = 1
     adam_bias_correction: bool = False
+    fused_adam: bool = True
     keep_checkpoint_max: int = 5
     optimizer: str = "adamw"
     start_over: bool = False
@@ -184,7 +185,7 @@ def make_trainer(run, strategy, build_model, loss_fn):
                    gradient_accumulation_steps=run.gradient_accumulation_steps,
                    mixed_precision=run.mixed_precision, use_xla=run.use_xla,
                    adam_bias_correction=run.adam_bias_correction, keep_checkpoint_max=run.keep_checkpoint_max,
-                   optimizer=run.optimizer)
+                   optimizer=run.optimizer, fused_adam=run.fused_adam)
 
 
 def train(run, task, tokenizer, trainer):

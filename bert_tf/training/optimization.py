@@ -8,6 +8,8 @@ Original semantics (optimization.py of google-research/bert):
   update (decoupled, scaled by the learning rate) for every variable whose name matches none of
   "LayerNorm", "layer_norm", "bias".
 `bias_correction=False` (the default) is that exact mode; `bias_correction=True` gives standard Adam(W) moments.
+In that mode AdamWeightDecay applies the update with TensorFlow's fused Adam kernel unless `fused=False`: the same
+update to float32 rounding, but for 1 - beta_2 taken in float32 (AdamWeightDecay._fused_update).
 
 NVIDIA's LAMB recipe (NVIDIA/DeepLearningExamples, TensorFlow/LanguageModeling/BERT/optimization.py, last
 changed in 398dc781: `create_optimizer(..., optimizer_type="lamb")` and class `LAMBOptimizer`), `optimizer="lamb"`:
@@ -165,14 +167,42 @@ class AdamWeightDecay(BertOptimizer):
     """The original AdamWeightDecayOptimizer as a Keras 3 optimizer (see the module docstring): w -= lr * update.
 
     Takes BertOptimizer's arguments; by default the original's exact mode (no bias correction).
+    fused: without bias correction, apply the update with TensorFlow's fused Adam kernel (`_fused_update`): about
+    half the time of the element-wise ops on a CPU, the same update to float32 rounding. False: the element-wise
+    ops, the original's arithmetic step by step.
     """
 
-    def __init__(self, *args, name="AdamWeightDecay", **kwargs):
+    def __init__(self, *args, fused=True, name="AdamWeightDecay", **kwargs):
         super().__init__(*args, name=name, **kwargs)
+        self.fused = fused
 
     def update_step(self, gradient, variable, learning_rate):
-        update = self._adam_update(gradient, variable)
-        self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * update)
+        learning_rate = ops.cast(learning_rate, variable.dtype)
+        if self.fused and not self.bias_correction:
+            self._fused_update(gradient, variable, learning_rate)
+        else:
+            self.assign_sub(variable, learning_rate * self._adam_update(gradient, variable))
+
+    def _fused_update(self, gradient, variable, learning_rate):
+        """The update by ResourceApplyAdam: the moments and the variable in one pass over them, where the
+        element-wise ops of `_adam_update` make a dozen. With beta powers 0 its step size is learning_rate exactly
+        (no bias correction). The weight decay, learning_rate * weight_decay_rate * w, is subtracted first: the
+        Adam part does not read w. The kernel takes 1 - beta_2 in float32 (9.9998713e-4, where the original's
+        float64 constant rounds to 1e-3), so v and the update differ from the original's by up to 1.3e-5 and 6.4e-6
+        relative, besides float32 rounding."""
+        index = self._get_variable_index(variable)
+        variable = _tf_variable(variable)
+        if self._decay[index]:
+            variable.assign_sub(learning_rate * (self.weight_decay_rate * variable))
+        constant = lambda value: tf.constant(value, variable.dtype)  # noqa: E731
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=_tf_variable(self._m[index]).handle, v=_tf_variable(self._v[index]).handle,
+            beta1_power=constant(0.0), beta2_power=constant(0.0), lr=learning_rate, beta1=constant(self.beta_1),
+            beta2=constant(self.beta_2), epsilon=constant(self.epsilon),
+            grad=tf.convert_to_tensor(gradient, variable.dtype))
+
+    def get_config(self):
+        return {**super().get_config(), "fused": self.fused}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -210,6 +240,11 @@ class Lamb(BertOptimizer):
         return {**super().get_config(), "exclude_from_layer_adaptation": list(self.exclude_from_layer_adaptation)}
 
 
+def _tf_variable(variable):
+    """The tf.Variable behind a Keras variable (under tf.distribute, in an update: this device's)."""
+    return variable.value if isinstance(variable, keras.Variable) else variable
+
+
 def clip_by_global_norm(grads, norm, clip_norm=CLIP_NORM):
     """`grads` (IndexedSlices made dense) clipped to global norm `clip_norm`, given their global norm `norm`.
 
@@ -234,17 +269,18 @@ def learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01,
-                     sum_replica_gradients=True, optimizer="adamw", global_clipnorm=CLIP_NORM):
+                     sum_replica_gradients=True, optimizer="adamw", global_clipnorm=CLIP_NORM, fused=True):
     """The pretraining/fine-tuning optimizer on its schedule (`learning_rate_schedule`).
 
     optimizer: "adamw", the original's AdamWeightDecay (bias correction per `bias_correction`); "lamb", NVIDIA's
     recipe (LAMB, always bias-corrected as NVIDIA's: `bias_correction` is AdamWeightDecay's alone).
     global_clipnorm: the optimizer clips the gradients to this global norm (the original's 1.0); None for a caller
     that clips them itself (bert_tf.training.trainer).
+    fused: AdamWeightDecay's (its fused kernel where there is no bias correction); lamb has none.
     """
     schedule = learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer)
     common = {"learning_rate": schedule, "weight_decay_rate": weight_decay_rate,
               "sum_replica_gradients": sum_replica_gradients, "global_clipnorm": global_clipnorm}
     if optimizer == "lamb":
         return Lamb(**common)
-    return AdamWeightDecay(bias_correction=bias_correction, **common)
+    return AdamWeightDecay(bias_correction=bias_correction, fused=fused, **common)

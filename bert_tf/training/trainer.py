@@ -79,7 +79,7 @@ class Trainer:
     def __init__(self, build_model, loss_fn, output_dir, *, strategy=None, init_checkpoint=None,
                  learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000,
                  gradient_accumulation_steps=1, mixed_precision="float32", use_xla=False,
-                 adam_bias_correction=False, keep_checkpoint_max=5, optimizer="adamw"):
+                 adam_bias_correction=False, keep_checkpoint_max=5, optimizer="adamw", fused_adam=True):
         if not output_dir:
             raise ValueError("output_dir is required.")
         if gradient_accumulation_steps < 1:
@@ -93,6 +93,7 @@ class Trainer:
         self.mixed_precision = distribute.set_precision(mixed_precision)
         self.use_xla = use_xla
         self.adam_bias_correction = adam_bias_correction
+        self.fused_adam = fused_adam
         if optimizer not in optimization.OPTIMIZERS:
             raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(optimization.OPTIMIZERS)}.")
         if optimizer != "adamw" and adam_bias_correction:
@@ -182,7 +183,8 @@ class Trainer:
             optimizer = optimization.create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps,
                                                       bias_correction=self.adam_bias_correction,
                                                       sum_replica_gradients=False, optimizer=self.optimizer_name,
-                                                      global_clipnorm=None)  # _replica_step clips
+                                                      global_clipnorm=None,  # _replica_step clips
+                                                      fused=self.fused_adam)
             if self.mixed_precision == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)

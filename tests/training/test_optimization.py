@@ -58,9 +58,16 @@ def test_lamb_schedule_is_nvidias(warmup):
         assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-12), step
 
 
-def numpy_reference(params, grads_per_step, lrs, decay_names, bias_correction=False, adapt_names=(), wd=0.01):
+# 1 - beta in float32, as TensorFlow's fused Adam kernel takes it (the original's float64 constants: 0.1, 0.001)
+KERNEL_ONE_MINUS_BETAS = (float(1 - np.float32(0.9)), float(1 - np.float32(0.999)))
+
+
+def numpy_reference(params, grads_per_step, lrs, decay_names, bias_correction=False, adapt_names=(), wd=0.01,
+                    one_minus_betas=(0.1, 0.001)):
     """After global-norm clipping at 1.0, the original AdamWeightDecayOptimizer (no `adapt_names`) or NVIDIA's
-    LAMBOptimizer (bias_correction=True; its trust ratio for `adapt_names`), written out in NumPy."""
+    LAMBOptimizer (bias_correction=True; its trust ratio for `adapt_names`), written out in NumPy (with
+    `one_minus_betas` for 1 - beta_1 and 1 - beta_2)."""
+    c1, c2 = one_minus_betas
     params = {k: v.astype(np.float64).copy() for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v_ = {k: np.zeros_like(v) for k, v in params.items()}
@@ -69,8 +76,8 @@ def numpy_reference(params, grads_per_step, lrs, decay_names, bias_correction=Fa
         scale = min(1.0, 1.0 / norm)
         for k in params:
             g = grads[k] * scale
-            m[k] = 0.9 * m[k] + 0.1 * g
-            v_[k] = 0.999 * v_[k] + 0.001 * g * g
+            m[k] = 0.9 * m[k] + c1 * g
+            v_[k] = 0.999 * v_[k] + c2 * g * g
             mh, vh = (m[k] / (1 - 0.9 ** t), v_[k] / (1 - 0.999 ** t)) if bias_correction else (m[k], v_[k])
             update = mh / (np.sqrt(vh) + 1e-6)
             if k in decay_names:
@@ -100,16 +107,59 @@ def train_tiny_model(optimizer, num_steps, zero_gradient=()):
     return start, steps, variables
 
 
-@pytest.mark.parametrize("bias_correction", [False, True])
-def test_update_matches_the_original_optimizer(bias_correction):
-    optimizer = create_optimizer(0.1, num_train_steps=5, num_warmup_steps=2, bias_correction=bias_correction)
+@pytest.mark.parametrize("bias_correction,fused", [(False, True), (False, False), (True, True)])
+def test_update_matches_the_original_optimizer(bias_correction, fused):
+    optimizer = create_optimizer(0.1, num_train_steps=5, num_warmup_steps=2, bias_correction=bias_correction,
+                                 fused=fused)
     start, steps, variables = train_tiny_model(optimizer, 4)
     lrs = [original_learning_rate(t, 0.1, 5, 2) for t in range(4)]
     decayed = {k for k in variables if optimizer.decays(k)}
     assert decayed == {"model/dense/kernel", "model/zero/kernel"}  # not LayerNorm, not bias
-    expected = numpy_reference(start, steps, lrs, decayed, bias_correction)
+    kernel = fused and not bias_correction
+    expected = numpy_reference(start, steps, lrs, decayed, bias_correction,
+                               one_minus_betas=KERNEL_ONE_MINUS_BETAS if kernel else (0.1, 0.001))
     for k, v in variables.items():
         np.testing.assert_allclose(v.numpy(), expected[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def kernel_ops(optimizer, variables):
+    """The op types of one traced apply_gradients of `optimizer` over `variables`."""
+    optimizer.build(variables)
+    apply = tf.function(lambda: optimizer.apply_gradients([(tf.ones_like(v), v) for v in variables]))
+    return {op.type for op in apply.get_concrete_function().graph.get_operations()}
+
+
+@pytest.mark.parametrize("bias_correction,fused,kernel", [(False, True, True), (False, False, False),
+                                                          (True, True, False)])
+def test_fused_kernel_only_where_it_computes_the_originals_update(bias_correction, fused, kernel):
+    optimizer = create_optimizer(1e-3, 10, 2, bias_correction=bias_correction, fused=fused)
+    assert ("ResourceApplyAdam" in kernel_ops(optimizer, [keras.Variable(np.ones((3, 2), "float32"))])) == kernel
+
+
+def test_fused_kernel_moves_the_variables_as_the_element_wise_ops():
+    """20 updates at the fine-tuning learning rate: where the element-wise ops move a variable by d (weight decay
+    and exclusions included), the fused kernel moves it by d to 2e-5 relative (its 1 - beta_2 in float32: 1.3e-5
+    on v, 6.4e-6 on the step) plus float32 rounding of the variable (4 ulp); the moments agree to 2e-5."""
+    results = []
+    for fused in (True, False):
+        keras.utils.set_random_seed(0)  # the same start
+        optimizer = create_optimizer(5e-5, 20, 2, fused=fused)
+        start, _, variables = train_tiny_model(optimizer, 20, zero_gradient=("model/zero/bias",))
+        moments = [m.numpy() for m in optimizer.variables if "adam" in m.path]
+        results.append(({k: v.numpy() for k, v in variables.items()}, moments, start))
+    (fused_vars, fused_moments, _), (ops_vars, ops_moments, start) = results
+    for k, w0 in start.items():
+        np.testing.assert_array_equal(results[0][2][k], w0)
+        if k == "model/zero/bias":  # no gradient, no decay: neither moves it
+            np.testing.assert_array_equal(fused_vars[k], ops_vars[k])
+            np.testing.assert_array_equal(fused_vars[k], w0)
+            continue
+        change = ops_vars[k].astype(np.float64) - w0
+        assert np.abs(change).max() > 0, k
+        bound = 2e-5 * np.abs(change) + 20 * np.spacing(np.abs(ops_vars[k]))  # 1 ulp a step
+        assert np.all(np.abs(fused_vars[k].astype(np.float64) - ops_vars[k]) <= bound), k
+    for a, b in zip(fused_moments, ops_moments):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-30)
 
 
 @pytest.mark.parametrize("exclude_from_layer_adaptation", [None, ("LayerNorm", "bias")])
