@@ -22,6 +22,7 @@ before the runs.
               original's optimizer (Adam without bias correction, epsilon 1e-6); one loop = --iterations_per_loop
               of one epoch, whose seconds its log reports (`step N/M ... (X examples/s)`)
   bert_tf_bc  the same with --adam_bias_correction (the same update as torch.optim.AdamW)
+  bert_tf_ops the same with --nofused_adam (the original's update in element-wise ops, not the fused Adam kernel)
   torch       this script's child: BertForSequenceClassification, torch.optim.AdamW (epsilon 1e-6), LambdaLR
 
 Each seed is one round; in a round every side runs in its own process (`measure.run_child`), in the order of
@@ -53,9 +54,10 @@ import measure
 REPO = measure.REPO
 RUN_CLASSIFIER = os.path.join(REPO, "run_scripts", "run_classifier.py")
 CONVERT = os.path.join(REPO, "run_scripts", "convert_checkpoint.py")
-SIDES = ("bert_tf", "bert_tf_bc", "torch")
+SIDES = ("bert_tf", "bert_tf_bc", "bert_tf_ops", "torch")
 LABELS = {"bert_tf": "bert_tf run_classifier.py, original optimizer",
           "bert_tf_bc": "bert_tf run_classifier.py --adam_bias_correction",
+          "bert_tf_ops": "bert_tf run_classifier.py --nofused_adam",
           "torch": "HF BertForSequenceClassification, PyTorch"}
 PHASES = ("start-up", "data + model", "training", "checkpoint", "evaluation", "exit")
 # bert_tf's phases end at these log messages (the first matching line; "training" at the last step's line).
@@ -131,7 +133,7 @@ def loops(num_train, args):
     return num_train // args.batch_size, int(num_train / args.batch_size * args.epochs)
 
 
-def bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, bias_correction):
+def bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side):
     return [sys.executable, RUN_CLASSIFIER, "--task_name=tsv", "--do_train", "--do_eval", f"--data_dir={data_dir}",
             f"--output_dir={out_dir}", f"--vocab_file={release_dir}/vocab.txt",
             f"--bert_config_file={release_dir}/bert_config.json", f"--init_checkpoint={release_dir}/bert_model.ckpt",
@@ -139,7 +141,8 @@ def bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, bias_
             f"--train_batch_size={args.batch_size}", "--eval_batch_size=8", f"--learning_rate={args.learning_rate}",
             f"--num_train_epochs={args.epochs}", f"--warmup_proportion={args.warmup_proportion}",
             f"--iterations_per_loop={loops(num_train, args)[0]}", "--save_checkpoints_steps=1000000",
-            f"--seed={seed}", f"--adam_bias_correction={bias_correction}", "--start_over"]
+            f"--seed={seed}", f"--adam_bias_correction={side == 'bert_tf_bc'}",
+            f"--fused_adam={side != 'bert_tf_ops'}", "--start_over"]
 
 
 def absl_times(stderr, start):
@@ -177,7 +180,7 @@ def bert_tf_figures(stderr, start, end, batch_size):
 
 def run_bert_tf(args, release_dir, data_dir, work, seed, num_train, side):
     out_dir = os.path.join(work, f"out_{side}")
-    cmd = bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side == "bert_tf_bc")
+    cmd = bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side)
     start = time.time()
 
     def parse(run):
