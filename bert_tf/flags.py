@@ -104,9 +104,9 @@ def define_distribution_flags():
     flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
                       "AdamWeightDecayOptimizer has none.")
     flags.DEFINE_bool("fused_adam", True, "Apply --optimizer=adamw's update (without --adam_bias_correction) "
-                      "with TensorFlow's fused Adam kernel: about half the optimizer's time on a CPU, the original's "
-                      "update to float32 rounding (its 1 - beta_2 taken in float32). --nofused_adam: the original's "
-                      "element-wise ops.")
+                      "with TensorFlow's fused Adam kernel: one pass over each variable where the element-wise ops "
+                      "make a dozen; the original's update to float32 rounding (its 1 - beta_2 taken in float32). "
+                      "--nofused_adam: the original's element-wise ops.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's AdamWeightDecay on warmup + "
                       "linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with power 0.5 after the warmup, "

@@ -167,9 +167,9 @@ class AdamWeightDecay(BertOptimizer):
     """The original AdamWeightDecayOptimizer as a Keras 3 optimizer (see the module docstring): w -= lr * update.
 
     Takes BertOptimizer's arguments; by default the original's exact mode (no bias correction).
-    fused: without bias correction, apply the update with TensorFlow's fused Adam kernel (`_fused_update`): about
-    half the time of the element-wise ops on a CPU, the same update to float32 rounding. False: the element-wise
-    ops, the original's arithmetic step by step.
+    fused: without bias correction, apply the update with TensorFlow's fused Adam kernel (`_fused_update`): one
+    pass over the variable and its moments, the same update to float32 rounding but for 1 - beta_2. False: the
+    element-wise ops, the original's arithmetic step by step.
     """
 
     def __init__(self, *args, fused=True, name="AdamWeightDecay", **kwargs):
