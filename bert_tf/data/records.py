@@ -51,6 +51,13 @@ def parse(record, schema):
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in parsed.items()}
 
 
+def decoded(dataset, decode):
+    """`dataset` mapped by `decode` in parallel, in order. `decode` is traced as plain Python, without AutoGraph: a
+    record decoder parses and casts, with no control flow on tensors, and converting it cost ~0.25 s per dataset."""
+    return dataset.map(tf.autograph.experimental.do_not_convert(decode), num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True)
+
+
 def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, input_context=None,
                      repeat_first=False, drop_remainder=True):
     """Training batches of the records of `input_file`: sharded per input pipeline (`input_context`), shuffled
@@ -67,8 +74,7 @@ def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, 
         d = d.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     else:
         d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+    return decoded(d, decode).batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
 def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None):
@@ -82,6 +88,5 @@ def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, 
 
 def reading_dataset(input_file, decode, batch_size, drop_remainder=False):
     """The records of `input_file` in file order, decoded by `decode(record)` and batched (evaluation, prediction)."""
-    d = tf.data.TFRecordDataset(input_file)
-    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    d = decoded(tf.data.TFRecordDataset(input_file), decode)
     return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

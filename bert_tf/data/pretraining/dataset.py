@@ -18,6 +18,8 @@ inputs); labels masked_lm_ids, masked_lm_weights, next_sentence_labels.
 """
 import tensorflow as tf
 
+from bert_tf.data import records
+
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 _CYCLE_LENGTH = 4  # the original's num_cpu_threads
@@ -105,6 +107,7 @@ def decoder(max_seq_length, max_predictions_per_seq):
     return decode
 
 
+@tf.autograph.experimental.do_not_convert  # mapped over datasets: plain Python, nothing to convert
 def split(example):
     """A parsed example (or batch) -> (features, labels) as the model and the loss take them."""
     return {name: example[name] for name in FEATURES}, {name: example[name] for name in LABELS}
@@ -129,8 +132,7 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
                          cycle_length=min(_CYCLE_LENGTH, num_files), num_parallel_calls=tf.data.AUTOTUNE,
                          deterministic=True)
     d = d.shuffle(_SHUFFLE_BUFFER, seed=seed)
-    d = d.map(decoder(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE,
-              deterministic=True)
+    d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
     if masking is not None:
         d = masking.apply(d, (seed or 0) + pipeline)
     d = d.map(split).batch(batch_size, drop_remainder=True)
@@ -142,8 +144,7 @@ def evaluation_dataset(input_files, batch_size, max_seq_length, max_predictions_
     """The records in file order, (features, labels) batches of `batch_size` (remainder dropped, as the original),
     at most `max_steps` of them."""
     d = tf.data.TFRecordDataset(tf.constant(input_files), compression_type=compression)
-    d = d.map(decoder(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE,
-              deterministic=True)
+    d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
     d = d.map(split).batch(batch_size, drop_remainder=True)
     if max_steps is not None:
         d = d.take(max_steps)
