@@ -5,6 +5,14 @@ import pytest
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
+# Under pytest-xdist (`dev.py test`: a worker per core) the workers and the processes they start share the cores:
+# one TensorFlow thread per pool each, unless the environment sets its own. TensorFlow's default, a pool of a thread
+# per core in every process, oversubscribed the cores: tests/training, tests/data and the distribution tests took
+# 414 s on 2 cores, 257 s with one thread each.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        os.environ.setdefault(_name, "1")
+
 
 @pytest.fixture(scope="session")
 def data_dir():

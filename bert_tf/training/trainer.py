@@ -327,7 +327,7 @@ class Trainer:
                 return (done + 1.0, tf.math.is_finite(figures["loss"]),
                         {name: total + figures[name] for name, total in sums.items()})
 
-        # A tf.while_loop written out rather than AutoGraph's conversion of a Python loop: ~0.4 s less tracing.
+        # A tf.while_loop written out, where AutoGraph would convert a Python loop and its `break` while tracing.
         @tf.function(autograph=False)
         def train_loop(steps):
             """Up to `steps` updates; stops after one whose loss is not finite. Returns the figures' means."""

@@ -49,6 +49,16 @@ def test_trains_saves_and_summarizes(tmp_path):
     assert accuracy > 0.75 and (before.argmax(-1) == toy_task.LABELS).mean() < accuracy
 
 
+def test_a_loop_stops_after_the_first_non_finite_loss(tmp_path):
+    """Inside a loop of 5 steps: at learning rate 1e30 the first update blows the weights up, so the second step's
+    loss is not finite; the loop stops there (step 2, not 5) and nothing is saved."""
+    trainer = _trainer(tmp_path, learning_rate=1e30, iterations_per_loop=5, save_checkpoints_steps=5)
+    with pytest.raises(FloatingPointError, match=r"The loss is (nan|inf) at step 2: stopped without saving\. "
+                                                 r"The last good checkpoint: none"):
+        trainer.train(toy_task.dataset_fn, 16, 10, 0)
+    assert trainer.step == 2 and trainer.latest_checkpoint() is None
+
+
 def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path):
     """A `checkpoint` state file recording absolute paths (as TF1 Savers wrote them) still names the copy's files:
     prediction and resumption read the copied directory, never the one it was copied from."""
