@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
+from bert_tf.model import encoder
 from bert_tf.training import distribute, losses, optimization
 
 
@@ -104,7 +105,9 @@ class Trainer:
         self.loss = losses.as_batch_loss(loss_fn)
         self.strategy = strategy or distribute.get_strategy("auto")
         self.worker_index, self.num_workers = distribute.worker_position(self.strategy)
-        with self.strategy.scope():
+        # With an init_checkpoint every path restores the encoder before the model is used (`train`: it or a
+        # checkpoint of output_dir; `restore_for_predict`), so its random initial values are not computed.
+        with self.strategy.scope(), encoder.restored_encoder(bool(init_checkpoint)):
             self.model = build_model()
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)

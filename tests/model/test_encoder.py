@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf.model import activations, encoder
+from bert_tf.model import activations, encoder, task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertAttention, BertEmbeddings, BertModel, BertPooler, TransformerBlock
 
@@ -126,3 +126,32 @@ def test_long_sequence_is_rejected_clearly(tiny_config):
     ids = np.zeros((1, tiny_config.max_position_embeddings + 1), np.int32)
     with pytest.raises(ValueError, match="Sequence length 25 exceeds max_position_embeddings"):
         model({"input_ids": ids, "input_mask": ids, "segment_ids": ids})
+
+
+def test_a_restored_encoder_computes_no_random_values_and_changes_no_other(tiny_config, tmp_path):
+    """Under `restored_encoder` a BertModel (here inside a classifier) leaves its truncated-normal variables at
+    zeros, and only those: the rest, the head's random kernel included, is what it is without it (the seeds are
+    drawn alike). Restoring a checkpoint then gives the same model; a model built afterwards is random again."""
+    def build(restored):
+        keras.utils.set_random_seed(3)
+        with encoder.restored_encoder(restored):
+            return task_models.BertClassifier(tiny_config, 3)
+
+    plain, restored = build(False), build(True)
+    assert [v.path for v in plain.weights] == [v.path for v in restored.weights]
+    changed = [(a, b) for a, b in zip(plain.weights, restored.weights)
+               if not np.array_equal(a.numpy(), b.numpy())]
+    assert len(changed) == 3 + 6 * tiny_config.num_hidden_layers + 1  # embedding tables, kernels, pooler
+    for a, b in changed:
+        assert not np.any(b.numpy()) and np.std(a.numpy()) > 0, a.path
+        assert any(a is w for w in plain.bert.weights), a.path
+    for a, b in zip(plain.classifier.weights, restored.classifier.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+    prefix = checkpoints.save_original_checkpoint(plain, str(tmp_path / "bert_model.ckpt"))
+    assert checkpoints.restore(restored, prefix).missing_heads == []
+    for a, b in zip(plain.weights, restored.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    again = build(False)
+    for a, b in zip(plain.weights, again.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
