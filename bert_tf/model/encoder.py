@@ -63,8 +63,8 @@ def restored_encoder(active=True):
     zeros instead of computing random initial values, for a caller that restores the encoder from a checkpoint
     next: `bert_tf.checkpoints.restore` refuses a checkpoint that lacks any encoder variable, so all of them are
     overwritten, as the original's `init_from_checkpoint` replaced their initializers. Task heads, built outside
-    the BertModel, get their random values as always. Building MiniLM-L6-H384's classifier took 0.36 s instead of
-    0.85 s; the saving grows with the model."""
+    the BertModel, get their random values as always. Building MiniLM-L6-H384's classifier took 0.30 s instead of
+    0.81 s (BENCHMARKS.md); the saving grows with the model."""
     token = _ENCODER_RESTORED.set(bool(active))
     try:
         yield
