@@ -116,7 +116,8 @@ def load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq
         raise ValueError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings="
                          f"{config.max_position_embeddings} of {bert_config_file}.")
     check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
-    model = build_task_model(config, task, num_labels)
+    with encoder.restored_encoder():  # restored next: no random initial values
+        model = build_task_model(config, task, num_labels)
     load_checkpoint(model, task, init_checkpoint, num_labels)
     return model
 

@@ -17,7 +17,7 @@ from tqdm import tqdm
 from bert_tf import checkpoints
 from bert_tf.data import fileio
 from bert_tf.model.config import BertConfig, check_vocab_size
-from bert_tf.model.encoder import build_bert_model
+from bert_tf.model.encoder import build_bert_model, restored_encoder
 from bert_tf.text import packing, tokenization
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -137,7 +137,8 @@ def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint=N
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
     check_vocab_size(config, tokenizer.vocab, vocab_file)
-    model = build_bert_model(config)
+    with restored_encoder(bool(init_checkpoint)):  # restored next: no random initial values
+        model = build_bert_model(config)
     if init_checkpoint:
         checkpoints.restore(model, init_checkpoint)
     else:

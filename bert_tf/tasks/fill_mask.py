@@ -21,7 +21,7 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
-from bert_tf.model import task_models
+from bert_tf.model import encoder, task_models
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.tasks import extract_features
 from bert_tf.text import packing, tokenization
@@ -114,7 +114,8 @@ def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint, 
     examples = convert_examples(extract_features.read_examples(input_file), tokenizer, max_seq_length, input_file)
     if not examples:
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
-    model = task_models.build(task_models.BertPretrainer(config))
+    with encoder.restored_encoder():  # restored next: no random initial values
+        model = task_models.build(task_models.BertPretrainer(config))
     checkpoints.restore(model, init_checkpoint, required_heads=("masked_lm",))
     with fileio.atomic_write(output_file) as f:
         for example, probabilities, ids in predict(model, examples, top_k, batch_size, use_xla):
