@@ -162,6 +162,23 @@ def test_fused_kernel_only_where_it_computes_the_originals_update(bias_correctio
     assert ("ResourceApplyAdam" in kernel_ops(optimizer, [keras.Variable(np.ones((3, 2), "float32"))])) == kernel
 
 
+def test_fused_kernel_constants_are_traced_once_per_update():
+    """The fused kernel's five scalars (beta powers, betas, epsilon) are one set of graph constants shared by every
+    variable of a traced update, not five constants per variable; the update is still each variable's own."""
+    optimizer = create_optimizer(1e-3, 10, 0)
+    variables = [keras.Variable(np.full((3, 2), i + 1.0, "float32")) for i in range(4)]
+    optimizer.build(variables)
+    apply = tf.function(lambda: optimizer.apply_gradients([(tf.ones_like(v), v) for v in variables]))
+    graph = apply.get_concrete_function().graph
+    kernels = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]
+    assert len(kernels) == len(variables)
+    for position in (3, 4, 6, 7, 8):  # beta1_power, beta2_power, beta1, beta2, epsilon
+        assert len({op.inputs[position].name for op in kernels}) == 1, position
+    apply()
+    moved = [float(np.abs(v.numpy() - (i + 1.0)).max()) for i, v in enumerate(variables)]
+    assert all(m > 0 for m in moved)
+
+
 def test_fused_kernel_moves_the_variables_as_the_element_wise_ops():
     """20 updates at the fine-tuning learning rate: where the element-wise ops move a variable by d (weight decay
     and exclusions included), the fused kernel moves it by d to 2e-5 relative (its 1 - beta_2 in float32: 1.3e-5
