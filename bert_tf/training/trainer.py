@@ -25,6 +25,7 @@ results to output_dir, each other worker its checkpoints (its own input position
 output_dir/workers/worker-<i>.
 """
 import collections
+import concurrent.futures
 import os
 import random
 import time
@@ -115,6 +116,8 @@ class Trainer:
                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.optimizer = None
         self.input_iterators = []
+        self._forward_functions = {}
+        self._pending_save = None
         tf.io.gfile.makedirs(output_dir)
 
     @property
@@ -154,7 +157,15 @@ class Trainer:
     def latest_checkpoint(self):
         """The latest checkpoint of this worker's checkpoint_dir (output_dir for the chief), looked up inside it
         (`checkpoints.latest_checkpoint`), or None."""
+        self.wait_for_checkpoint()
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
+
+    def wait_for_checkpoint(self):
+        """Waits until the checkpoint `train(..., save_last_in_background=True)` writes is complete (its errors
+        raised here); at once when none is being written."""
+        pending, self._pending_save = self._pending_save, None
+        if pending is not None:
+            pending.result()
 
     def load_init_checkpoint(self, path):
         """Initializes from an original TF1 checkpoint or one of ours (`checkpoints.restore`).
@@ -208,13 +219,8 @@ class Trainer:
                      " (drawn at random; saved with the checkpoints)" if seed is None else "")
         return None
 
-    def _restore_or_init(self, manager, latest):
-        """Resumes from `latest` (model, optimizer, input position, random state), else starts from
-        init_checkpoint (if any)."""
-        if not latest:
-            if self.init_checkpoint:
-                self.load_init_checkpoint(self.init_checkpoint)
-            return
+    def _resume(self, manager, latest):
+        """Resumes from `latest`: the model, the optimizer, the input position and the random state."""
         manager.checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
                      "random state and the input position (seed %d)", latest, self.step,
@@ -297,13 +303,21 @@ class Trainer:
 
         return next_update
 
-    def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None):
+    def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None, meanwhile=None,
+              save_last_in_background=False):
         """Trains until global_step == num_train_steps. Returns the last loss (mean over the last loop).
 
         `seed`: the input order's seed of a new run (None: drawn at random); a resumed run keeps its checkpoint's.
         Each loop's mean loss and metrics (bert_tf.training.losses), gradient norm, learning rate and examples/s
         go to TensorBoard (output_dir/train) and the log; `self.figures` holds the last loop's.
+
+        Once the training loop is traced, TensorFlow optimizes its graph (seconds of C++ for BERT) in a thread
+        while this one loads init_checkpoint (a new run) and calls `meanwhile()` (e.g. `prepare_predict` for the
+        evaluation that follows), before the first update.
+        `save_last_in_background`: the last checkpoint is written in a thread and `train` returns before it is
+        complete (`wait_for_checkpoint`; `latest_checkpoint`, `restore_for_predict` and `train` wait for it).
         """
+        self.wait_for_checkpoint()
         replicas = self.strategy.num_replicas_in_sync
         if global_batch_size % (replicas * self.accumulation):
             raise ValueError(f"train_batch_size {global_batch_size} is not divisible by replicas ({replicas}) x "
@@ -313,37 +327,18 @@ class Trainer:
         latest = self._restore_input_seed(seed)
         next_update = self._input(dataset_fn, global_batch_size // replicas)
         manager = self._manager()
-        self._restore_or_init(manager, latest)
+        if latest:
+            self._resume(manager, latest)
         step = self.step
         if step >= num_train_steps:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
             return None
-        names = ["loss", *(name for name in self.loss.terms if name != "loss")]
-
-        def update(done, finite, sums):
-            """One update: the loop's body. `finite`: whether its loss is finite."""
-            shares, norm = self.strategy.run(self._replica_step, args=(next_update(),))
-            figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
-                       for name in names}
-            figures["gradient_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
-            with tf.control_dependencies([self.global_step.assign_add(1)]):
-                return (done + 1.0, tf.math.is_finite(figures["loss"]),
-                        {name: total + figures[name] for name, total in sums.items()})
-
-        # A tf.while_loop written out, where AutoGraph would convert a Python loop and its `break` while tracing.
-        @tf.function(autograph=False)
-        def train_loop(steps):
-            """Up to `steps` updates; stops after one whose loss is not finite. Returns the figures' means."""
-            sums = {name: tf.constant(0.0) for name in names + ["gradient_norm"]}
-            limit = tf.cast(steps, tf.float32)
-            done, _, sums = tf.while_loop(lambda done, finite, _: tf.logical_and(done < limit, finite), update,
-                                          (tf.constant(0.0), tf.constant(True), sums))
-            return {name: total / done for name, total in sums.items()}
-
         writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.is_chief else None
         self.figures = {}
+        names = self._figure_names()
         with tqdm(total=num_train_steps, initial=step, unit="step", desc="train", dynamic_ncols=True,
                   disable=not self.is_chief) as bar:
+            train_loop = self._prepare_train_loop(next_update, latest, meanwhile)
             while step < num_train_steps:
                 chunk = min(self.iterations_per_loop, num_train_steps - step,
                             self.save_checkpoints_steps - step % self.save_checkpoints_steps)
@@ -363,12 +358,66 @@ class Trainer:
                 bar.set_postfix(loss=f"{figures['loss']:.4f}")
                 logging.info("step %d/%d %s (%.1f examples/s)", step, num_train_steps,
                              " ".join(f"{name} {figures[name]:.4f}" for name in names), figures["examples_per_second"])
-                if step % self.save_checkpoints_steps == 0 or step == num_train_steps:
-                    saved = manager.save(checkpoint_number=step)
-                    logging.info("Saved %s", saved)
+                if step == num_train_steps and save_last_in_background:
+                    saving = concurrent.futures.ThreadPoolExecutor(1)
+                    self._pending_save = saving.submit(self._save, manager, step)
+                    saving.shutdown(wait=False)
+                elif step % self.save_checkpoints_steps == 0 or step == num_train_steps:
+                    self._save(manager, step)
         if writer:
             writer.flush()
         return self.figures["loss"]
+
+    def _prepare_train_loop(self, next_update, resumed, meanwhile):
+        """The training tf.function, traced here and optimized by TensorFlow in a thread (a call with no update)
+        while this one loads init_checkpoint (unless `resumed`) and runs `meanwhile`."""
+        train_loop = self._train_loop(next_update)
+        train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            optimized = pool.submit(train_loop, tf.constant(0))
+            if not resumed and self.init_checkpoint:
+                self.load_init_checkpoint(self.init_checkpoint)
+            if meanwhile is not None:
+                meanwhile()
+            optimized.result()
+        return train_loop
+
+    @staticmethod
+    def _save(manager, step):
+        saved = manager.save(checkpoint_number=step)
+        logging.info("Saved %s", saved)
+        return saved
+
+    def _figure_names(self):
+        """The training figures the log shows: the loss, then the loss's other terms."""
+        return ["loss", *(name for name in self.loss.terms if name != "loss")]
+
+    def _train_loop(self, next_update):
+        """The training tf.function: `train_loop(steps)` runs up to `steps` updates on the batches of
+        `next_update()` and stops after one whose loss is not finite; it returns the figures' means (NaN for 0
+        steps)."""
+        names = self._figure_names()
+
+        def update(done, finite, sums):
+            """One update: the loop's body. `finite`: whether its loss is finite."""
+            shares, norm = self.strategy.run(self._replica_step, args=(next_update(),))
+            figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
+                       for name in names}
+            figures["gradient_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+            with tf.control_dependencies([self.global_step.assign_add(1)]):
+                return (done + 1.0, tf.math.is_finite(figures["loss"]),
+                        {name: total + figures[name] for name, total in sums.items()})
+
+        # A tf.while_loop written out, where AutoGraph would convert a Python loop and its `break` while tracing.
+        @tf.function(autograph=False)
+        def train_loop(steps):
+            sums = {name: tf.constant(0.0) for name in names + ["gradient_norm"]}
+            limit = tf.cast(steps, tf.float32)
+            done, _, sums = tf.while_loop(lambda done, finite, _: tf.logical_and(done < limit, finite), update,
+                                          (tf.constant(0.0), tf.constant(True), sums))
+            return {name: total / done for name, total in sums.items()}
+
+        return train_loop
 
     @staticmethod
     def _summarize(writer, step, figures):
@@ -412,23 +461,35 @@ class Trainer:
 
         `dataset`: a tf.data.Dataset of features dicts or (features, labels); with labels and `with_loss`, each
         dict also holds `per_example_loss` [B]. Its element_spec is the signature of the one trace every batch runs
-        on (a last, smaller batch included).
+        on (a last, smaller batch included), made once per element_spec (`prepare_predict`).
         """
-        spec = dataset.element_spec
-        labelled = isinstance(spec, tuple)
-        with_loss = with_loss and labelled
-
-        @tf.function(input_signature=[spec[0] if labelled else spec], jit_compile=self.use_xla, autograph=False)
-        def forward(features):
-            return self.model(features, training=False)
-
-        def forward_with_loss(features, labels):
-            outputs = forward(features)
-            return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
-
-        if with_loss:
-            forward_with_loss = tf.function(forward_with_loss, input_signature=list(spec), autograph=False)
+        labelled = isinstance(dataset.element_spec, tuple)
+        forward = self.prepare_predict(dataset.element_spec, with_loss)
         for batch in dataset:
             features, labels = batch if labelled else (batch, None)
-            outputs = forward_with_loss(features, labels) if with_loss else forward(features)
+            outputs = forward(features, labels) if with_loss and labelled else forward(features)
             yield tf.nest.map_structure(lambda t: t.numpy(), outputs)
+
+    def prepare_predict(self, element_spec, with_loss=False):
+        """The traced function `predict` runs on a dataset of `element_spec`: made on the first call for that spec
+        (e.g. as `train`'s `meanwhile`), then reused. Where the batch size is not fixed, it also runs once on an
+        empty batch, so that TensorFlow optimizes its graph now rather than on the first batch."""
+        labelled = isinstance(element_spec, tuple)
+        with_loss = with_loss and labelled
+        key = (repr(element_spec), with_loss)  # the structure, names, shapes and dtypes
+        if key not in self._forward_functions:
+            signature = list(element_spec) if with_loss else [element_spec[0] if labelled else element_spec]
+            forward = tf.function(lambda features: self.model(features, training=False), jit_compile=self.use_xla,
+                                  input_signature=signature[:1], autograph=False)
+
+            def forward_with_loss(features, labels):
+                outputs = forward(features)
+                return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
+
+            function = tf.function(forward_with_loss, input_signature=signature, autograph=False) if with_loss \
+                else forward
+            function.get_concrete_function()
+            if all(spec.shape.rank and spec.shape[0] is None for spec in tf.nest.flatten(signature)):
+                function(*tf.nest.map_structure(lambda spec: tf.zeros([0, *spec.shape[1:]], spec.dtype), signature))
+            self._forward_functions[key] = function
+        return self._forward_functions[key]

@@ -217,6 +217,35 @@ def test_training_evaluation_and_prediction_trace_once(tmp_path):
     assert batches == 7 and np.isfinite(figures["loss"]) and calls == {"training": 1, "inference": 3}
 
 
+def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_the_background(tmp_path):
+    """`meanwhile` runs once, after the training loop is traced and init_checkpoint loaded, before any update; the
+    evaluation it prepares is not traced again. The last checkpoint, written in the background, is complete once
+    waited for and holds the trained weights."""
+    init = _trainer(tmp_path / "init")
+    init.train(toy_task.dataset_fn, 16, 2, 0)
+    trainer = _trainer(tmp_path / "run", init_checkpoint=str(tmp_path / "init"), iterations_per_loop=3)
+    calls = _count_calls(trainer.model.classifier)
+    data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS})).batch(10)
+    seen = []
+
+    def meanwhile():
+        seen.append((trainer.step, dict(calls), _max_diff(_weights(trainer), _weights(init))))
+        trainer.prepare_predict(data.element_spec, with_loss=True)
+
+    trainer.train(toy_task.dataset_fn, 16, 6, 0, meanwhile=meanwhile, save_last_in_background=True)
+    assert seen == [(0, {"training": 1}, 0.0)]
+    outputs = list(trainer.predict(data, with_loss=True))
+    assert [len(o["per_example_loss"]) for o in outputs] == [10] * 6 + [4]
+    assert calls == {"training": 1, "inference": 1}
+    features, _ = next(iter(data))
+    np.testing.assert_allclose(outputs[0]["logits"], trainer.model(features, training=False)["logits"], atol=1e-6)
+    assert trainer.latest_checkpoint().endswith("ckpt-6")  # waits for the save
+    saved = _trainer(tmp_path / "other", init_checkpoint=str(tmp_path / "run"))
+    saved.load_init_checkpoint(str(tmp_path / "run"))
+    assert _max_diff(_weights(trainer), _weights(saved)) == 0.0
+    assert _max_diff(_weights(trainer), _weights(init)) > 0  # trained on
+
+
 def test_mixed_float16_trains_with_loss_scaling(tmp_path):
     try:
         trainer = _trainer(tmp_path, mixed_precision="mixed_float16")

@@ -32,6 +32,12 @@ def format_submission(ids, predictions, label_list, id_header="index"):
     return "".join(lines)
 
 
+def eval_dataset(eval_file, max_seq_length, eval_batch_size, fixed_batches, regression):
+    """The evaluation's (features, labels) batches of `eval_file` (a file written later has the same spec)."""
+    return file_based_dataset(eval_file, max_seq_length, eval_batch_size, is_training=False,
+                              drop_remainder=fixed_batches, regression=regression)
+
+
 def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_seq_length, eval_batch_size,
              global_step, fixed_batches=False):
     """Evaluates on every dev set; writes `eval_results.txt` (`eval_results_mm.txt` for MNLI mismatched).
@@ -53,8 +59,7 @@ def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, ma
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", eval_batch_size)
-        dataset = file_based_dataset(eval_file, max_seq_length, eval_batch_size, is_training=False,
-                                     drop_remainder=fixed_batches, regression=regression)
+        dataset = eval_dataset(eval_file, max_seq_length, eval_batch_size, fixed_batches, regression)
         result = eval_metrics(trainer.predict(dataset, with_loss=True), features, global_step, regression,
                               metric_names)
         result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
@@ -143,6 +148,12 @@ class ClassifierTask:
         file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer, train_file)
         return file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True, drop_remainder=True,
                                            regression=self.processor.is_regression), len(examples)
+
+    def prepare_evaluation(self, run, trainer):
+        """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists."""
+        spec = eval_dataset(os.path.join(run.output_dir, "eval.tf_record"), run.max_seq_length, run.eval_batch_size,
+                            run.fixed_batches, self.processor.is_regression).element_spec
+        trainer.prepare_predict(spec, with_loss=True)
 
     def evaluate(self, run, tokenizer, trainer):
         """eval_results.txt of every dev set; -> {suffix: results}."""
