@@ -34,6 +34,7 @@ Python without absl:
         init_checkpoint="bert/bert_model.ckpt", output_dir="/tmp/ner", do_train=True, do_eval=True))
 """
 import dataclasses
+import functools
 import os
 
 import keras
@@ -203,10 +204,11 @@ def train(run, task, tokenizer, trainer):
         logging.info("  Num examples = %d", num_examples)
     logging.info("  Batch size = %d", run.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
-    prepare_evaluation = getattr(task, "prepare_evaluation", None) if run.do_eval else None
+    meanwhile = None  # while TensorFlow optimizes the training graph: the evaluation's trace, where there is one
+    if run.do_eval and hasattr(task, "prepare_evaluation"):
+        meanwhile = functools.partial(task.prepare_evaluation, run, trainer)
     return trainer.train(dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps, seed=run.seed,
-                         meanwhile=prepare_evaluation and (lambda: prepare_evaluation(run, trainer)),
-                         save_last_in_background=True)
+                         meanwhile=meanwhile, save_last_in_background=True)
 
 
 def export(run, task, trainer):
