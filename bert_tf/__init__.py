@@ -17,12 +17,43 @@ At exit, after every other exit handler, the objects still alive are frozen (`gc
 garbage collections then skip them. A process that traced a model holds millions of them (graphs, Keras objects),
 and those collections took 2 to 40 s after run_classifier.py had written its results (MiniLM, 2 loaded cores).
 Nothing is lost: the operating system frees the memory, and Python never promised `__del__` at exit.
+
+Keras' optional extras load on first use (`DEFERRED_MODULES`): `import keras` (which `import tensorflow` runs)
+imports its scikit-learn wrappers and its plotting helpers, and with them scikit-learn, SciPy and matplotlib's
+pyplot where they are installed: 1.3-1.6 s of every script's start-up (2 CPUs), for modules no script uses. Those
+Keras modules are now created empty and run on their first attribute access (`importlib.util.LazyLoader`), so
+`keras.wrappers.SKLearnClassifier` and `keras.visualization.plot_image_gallery` work as before.
 """
 import atexit
 import gc
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
+import sys
 
 ENVIRONMENT_DEFAULTS = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 os.environ.update({name: value for name, value in ENVIRONMENT_DEFAULTS.items() if name not in os.environ})
 atexit.register(gc.freeze)  # registered first, so run last
+
+DEFERRED_MODULES = frozenset({"keras.wrappers", "keras.visualization", "keras.src.visualization"})
+
+
+class DeferredImports(importlib.abc.MetaPathFinder):
+    """Finds the modules in `names` as the import system would, and loads them on their first attribute access."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
+if not any(isinstance(finder, DeferredImports) for finder in sys.meta_path):
+    sys.meta_path.insert(0, DeferredImports(DEFERRED_MODULES))

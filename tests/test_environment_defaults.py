@@ -63,3 +63,19 @@ def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers(run)
             "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
     result = run(["-c", code])
     assert result.stdout.splitlines() == ["frozen before exit: False", "frozen at exit: True"], result.stderr
+
+
+def test_keras_optional_extras_load_on_first_use(run):
+    """Importing TensorFlow after bert_tf leaves scikit-learn and matplotlib's pyplot unloaded (Keras' wrappers and
+    plotting helpers are deferred, bert_tf/__init__.py); both Keras APIs still work when used."""
+    code = ("import importlib.util, sys, bert_tf, tensorflow as tf, keras\n"
+            "loaded = lambda: [name for name in ('sklearn', 'matplotlib.pyplot') if name in sys.modules]\n"
+            "print('after import:', loaded())\n"
+            "wrapper = tf.keras.wrappers.SKLearnClassifier\n"
+            "import sklearn.base\n"
+            "print(issubclass(wrapper, sklearn.base.BaseEstimator), loaded())\n"
+            "from keras.src.visualization import plot_image_gallery as gallery\n"
+            "has_matplotlib = importlib.util.find_spec('matplotlib') is not None\n"
+            "print(callable(keras.visualization.plot_image_gallery), (gallery.plt is not None) == has_matplotlib)\n")
+    result = run(["-c", code])
+    assert result.stdout.splitlines() == ["after import: []", "True ['sklearn']", "True True"], result.stderr
