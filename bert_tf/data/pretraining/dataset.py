@@ -148,4 +148,4 @@ def evaluation_dataset(input_files, batch_size, max_seq_length, max_predictions_
     d = d.map(split).batch(batch_size, drop_remainder=True)
     if max_steps is not None:
         d = d.take(max_steps)
-    return d.prefetch(tf.data.AUTOTUNE)
+    return records.read_once(d.prefetch(tf.data.AUTOTUNE))
