@@ -20,7 +20,7 @@ Nothing is lost: the operating system frees the memory, and Python never promise
 
 Keras' optional extras load on first use (`DEFERRED_MODULES`): `import keras` (which `import tensorflow` runs)
 imports its scikit-learn wrappers and its plotting helpers, and with them scikit-learn, SciPy and matplotlib's
-pyplot where they are installed: 1.3-1.6 s of every script's start-up (2 CPUs), for modules no script uses. Those
+pyplot where they are installed: about 1.5 s of every script's start-up (2 CPUs), for modules no script uses. Those
 Keras modules are now created empty and run on their first attribute access (`importlib.util.LazyLoader`), so
 `keras.wrappers.SKLearnClassifier` and `keras.visualization.plot_image_gallery` work as before.
 """

@@ -95,8 +95,8 @@ def reading_dataset(input_file, decode, batch_size, drop_remainder=False):
 def read_once(dataset):
     """`dataset` with tf.data's autotuning off, for a pipeline read once to its end (evaluation, prediction).
 
-    Deleting an exhausted iterator of an autotuned pipeline waits for the autotuner's next period: 1.6-2.1 s after
-    MiniLM's 25 evaluation batches of run_classifier.py, in 3 runs of 4 (TensorFlow 2.20, 2 CPUs). Without the
+    Deleting an exhausted iterator of an autotuned pipeline waits for the autotuner's next period: 1.4-2.1 s after
+    MiniLM's 25 evaluation batches of run_classifier.py, in 4 runs of 5 (TensorFlow 2.20, 2 CPUs). Without the
     autotuner, `AUTOTUNE` map parallelism is one call per core and the prefetch buffer grows as needed; the
     elements and their order are the same.
     """
