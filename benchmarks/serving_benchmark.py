@@ -14,6 +14,9 @@ alternating (the order reversed every other round; benchmarks/measure.py):
            and `serving_text` (each batch size compiles once, in the warm-up calls)
   frozen   the tf_text export in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN keeps its reordered
            weights; for processes that serve fixed weights only, docs/serving.md): `serving_default`, `serving_text`
+  latency  the tf_text export in a process with two thread settings tried for batch-1 latency (BENCHMARKS.md): one
+           inter-op thread (TF_NUM_INTEROP_THREADS=1), and oneDNN running one of its jobs on the thread that runs
+           the op (TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1): `serving_default`, `serving_text`
   torch    Hugging Face `BertModel` (eval, `torch.no_grad`, one thread per CPU) on the same weights: on the ids,
            after its fast tokenizer on the raw text, and the tokenizer alone
 
@@ -38,11 +41,12 @@ import tempfile
 import measure
 import numpy as np
 
-SIDES = ("tf_text", "core", "xla", "frozen", "torch")
-# bert-tf sides: (text_ops, use_xla) of the export each loads, and whether its process assumes frozen weights.
+SIDES = ("tf_text", "core", "xla", "frozen", "latency", "torch")
+# bert-tf sides: (text_ops, use_xla) of the export each loads, and the TensorFlow settings of its process.
 EXPORTS = {"tf_text": ("tf_text", False), "core": ("core", False), "xla": ("tf_text", True),
-           "frozen": ("tf_text", False)}
-FROZEN_SIDES = ("frozen",)
+           "frozen": ("tf_text", False), "latency": ("tf_text", False)}
+SIDE_ENVIRONMENT = {"frozen": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},
+                    "latency": {"TF_NUM_INTEROP_THREADS": "1", "TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"}}
 ROWS = (  # (side, path, label), in the table's order
     ("tf_text", "ids", "bert-tf SavedModel, serving_default (int32 ids)"),
     ("tf_text", "text", "bert-tf SavedModel, serving_text (TF Text ops)"),
@@ -51,6 +55,8 @@ ROWS = (  # (side, path, label), in the table's order
     ("xla", "text", "bert-tf SavedModel --use_xla, serving_text (TF Text ops)"),
     ("frozen", "ids", "bert-tf SavedModel, serving_default, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"),
     ("frozen", "text", "bert-tf SavedModel, serving_text, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"),
+    ("latency", "ids", "bert-tf SavedModel, serving_default, batch-1 latency settings"),
+    ("latency", "text", "bert-tf SavedModel, serving_text, batch-1 latency settings"),
     ("torch", "ids", "HF PyTorch, ids"),
     ("torch", "text", "HF PyTorch + BertTokenizerFast, raw text"),
     ("tf_text", "prep", "text -> packed ids only: bert-tf TF Text ops"),
@@ -143,8 +149,7 @@ def export_child(args):
 def tf_side(args, side, inputs):
     """(paths, text outputs, packed ids) of one SavedModel: paths maps "ids"/"text"/"prep" to make(batch) -> a
     no-argument callable."""
-    if side in FROZEN_SIDES:  # read by TensorFlow at its first oneDNN matmul
-        os.environ["TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"] = "1"
+    os.environ.update(SIDE_ENVIRONMENT.get(side, {}))  # read by TensorFlow at its start and first oneDNN kernel
     import bert_tf  # noqa: F401, I001  (its TensorFlow defaults, before TensorFlow)
     import tensorflow as tf
     if EXPORTS[side][0] == "tf_text":
