@@ -15,6 +15,16 @@ loads the model, then times
 and saves the throughput batch's sequence_output and pooled_output as .npy files, which the parent compares with
 PyTorch's of the same round (max |ours - PyTorch|).
 
+With --dense_layers_only, every variant runs only the encoder's dense layers, on the same weights, to show how much of
+a gap lies in the matmul kernels: per layer, query, key and value of x, the attention output dense of q + k + v, the
+intermediate dense (with its GELU) and the output dense, whose result is the next layer's x; then the pooler's tanh
+dense on each sequence's first position. No embeddings, attention, LayerNorm or residuals: the input x is a seeded
+standard-normal [B * S, H] array and the values grow from layer to layer (to about 1e6), so the last layer's output
+is compared with PyTorch's relative to PyTorch's largest value, and the pooled output (tanh of such values) is timed
+but not compared. bert-tf's side is written as the encoder writes its dense layers (MatMul +
+BiasAdd + activation on a 2-D tensor, which TensorFlow fuses into one oneDNN kernel), PyTorch's calls the model's own
+`nn.Linear` modules.
+
 With --profile_calls N, each child then profiles N calls at each batch size (measure.op_profile: TensorFlow's
 profiler, PyTorch's for torch) and the report ends with each variant's top op types in its last round.
 
@@ -62,7 +72,10 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=10, help="Timed calls at --batch_size per run (median reported).")
     p.add_argument("--latency_runs", type=int, default=100, help="Timed calls at batch 1 per run (p50, p90).")
     p.add_argument("--warmup", type=int, default=3, help="Untimed calls before timing, the first one included.")
-    p.add_argument("--seed", type=int, default=12345, help="Seed of the random token ids.")
+    p.add_argument("--seed", type=int, default=12345,
+                   help="Seed of the random token ids (and of --dense_layers_only's input).")
+    p.add_argument("--dense_layers_only", action="store_true",
+                   help="Time only the encoder's dense layers (see above), not the whole encoder.")
     p.add_argument("--profile_calls", type=int, default=0,
                    help="Also profile this many calls at batch --batch_size and at batch 1 in every child (after the "
                         "timed calls) and print each variant's top op types (measure.op_profile).")
@@ -100,19 +113,51 @@ def make_batch(config, batch_size, seq_length, seed):
     return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
 
 
-def encoder_flops(config, seq_length):
-    """Matmul FLOPs of one sequence through the encoder + pooler (2 per multiply-add)."""
+def encoder_flops(config, seq_length, attention=True):
+    """Matmul FLOPs of one sequence through the encoder + pooler (2 per multiply-add); without the attention's
+    batched matmuls where `attention` is false (--dense_layers_only)."""
     h, i, n_layers, s = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], seq_length
-    per_layer = 2 * s * (4 * h * h + 2 * h * i) + 2 * 2 * s * s * h  # Q, K, V, output; FFN; QK^T and PV
+    per_layer = 2 * s * (4 * h * h + 2 * h * i) + attention * 2 * 2 * s * s * h  # Q, K, V, output; FFN; QK^T, PV
     return n_layers * per_layer + 2 * h * h
+
+
+def dense_layers_input(batch, hidden_size, seed):
+    """The --dense_layers_only input of a batch of ids [B, S]: seeded standard-normal x [B * S, H], float32."""
+    rows = batch["input_ids"].size
+    return np.random.RandomState(seed).standard_normal((rows, hidden_size)).astype(np.float32)
+
+
+def torch_dense_layers(model, x, seq_length):
+    """--dense_layers_only on a Hugging Face BertModel: (x after the last layer [B, S, H], pooled [B, H])."""
+    for layer in model.encoder.layer:
+        attention = layer.attention
+        qkv = attention.self.query(x) + attention.self.key(x) + attention.self.value(x)
+        x = layer.output.dense(layer.intermediate(attention.output.dense(qkv)))
+    x = x.reshape(-1, seq_length, x.shape[-1])
+    return x, model.pooler(x)
+
+
+def tf_dense_layers(model, x, seq_length):
+    """--dense_layers_only on a bert_tf BertModel: (x after the last layer [B, S, H], pooled [B, H])."""
+    import tensorflow as tf
+
+    def dense(layer, x):  # as the encoder writes it: MatMul + BiasAdd + activation on [M, K]
+        return layer.activation(tf.nn.bias_add(tf.matmul(x, layer.kernel), layer.bias))
+    for block in model.encoder_layers:
+        attention = block.attention
+        qkv = dense(attention.query, x) + dense(attention.key, x) + dense(attention.value, x)
+        x = dense(block.output_dense, dense(block.intermediate, dense(attention.output_dense, qkv)))
+    x = tf.reshape(x, (-1, seq_length, x.shape[-1]))
+    return x, dense(model.pooler.dense, x[:, 0])
 
 
 # --- the child: one variant ---------------------------------------------------------------------------------------
 
 
-def make_forward(variant, model_dir):
+def make_forward(variant, model_dir, dense_layers_only=False, seed=0):
     """(bind, info): bind(batch of NumPy arrays) -> a no-argument callable doing one forward pass on that batch and
-    returning (sequence_output [B, S, H], pooled_output [B, H]) as NumPy."""
+    returning (sequence_output [B, S, H], pooled_output [B, H]) as NumPy; with dense_layers_only, the dense layers'
+    outputs on dense_layers_input(batch) instead."""
     if variant == "torch":
         import torch
         from transformers import BertModel
@@ -120,14 +165,21 @@ def make_forward(variant, model_dir):
         model = BertModel.from_pretrained(model_dir, dtype=torch.float32).eval()
 
         def bind(batch):
-            x = {"input_ids": torch.from_numpy(batch["input_ids"].astype(np.int64)),
-                 "attention_mask": torch.from_numpy(batch["input_mask"].astype(np.int64)),
-                 "token_type_ids": torch.from_numpy(batch["segment_ids"].astype(np.int64))}
+            if dense_layers_only:
+                x = torch.from_numpy(dense_layers_input(batch, model.config.hidden_size, seed))
+                forward = lambda: torch_dense_layers(model, x, batch["input_ids"].shape[1])
+            else:
+                x = {"input_ids": torch.from_numpy(batch["input_ids"].astype(np.int64)),
+                     "attention_mask": torch.from_numpy(batch["input_mask"].astype(np.int64)),
+                     "token_type_ids": torch.from_numpy(batch["segment_ids"].astype(np.int64))}
+
+                def forward():
+                    out = model(**x)
+                    return out.last_hidden_state, out.pooler_output
 
             def run():
                 with torch.inference_mode():
-                    out = model(**x)
-                return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+                    return tuple(t.numpy() for t in forward())
             return run
         return bind, {"attn_implementation": getattr(model.config, "_attn_implementation", None)}
 
@@ -136,19 +188,23 @@ def make_forward(variant, model_dir):
     model = checkpoints.from_hf_directory(model_dir)
 
     def call(inputs):
+        if dense_layers_only:
+            return tf_dense_layers(model, inputs["x"], inputs["input_ids"].shape[1])
         out = model(inputs, training=False)
         return out["sequence_output"], out["pooled_output"]
     forward = call if variant == "eager" else tf.function(call, jit_compile=variant == "xla")
 
     def bind(batch):
         x = {k: tf.constant(v) for k, v in batch.items()}
+        if dense_layers_only:
+            x["x"] = tf.constant(dense_layers_input(batch, model.config.hidden_size, seed))
         return lambda: tuple(t.numpy() for t in forward(x))
     return bind, {}
 
 
 def child_main(args, config):
     """Times one variant (throughput, then batch-1 latency), saves its outputs and emits the timings."""
-    bind, info = make_forward(args.child, args.model_dir)
+    bind, info = make_forward(args.child, args.model_dir, args.dense_layers_only, args.seed)
     throughput = bind(make_batch(config, args.batch_size, args.seq_length, args.seed))
     latency = bind(make_batch(config, 1, args.seq_length, args.seed))
     result = {"first_call_s": measure.call_times(throughput, 0, 1)[0],
@@ -175,13 +231,19 @@ def run_variant(args, variant, round_index):
     cmd = [sys.executable, os.path.abspath(__file__), f"--child={variant}", f"--out_prefix={prefix}",
            f"--model_dir={args.model_dir}", f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
            f"--repeats={args.repeats}", f"--latency_runs={args.latency_runs}", f"--warmup={args.warmup}",
-           f"--seed={args.seed}", f"--profile_calls={args.profile_calls}"]
+           f"--seed={args.seed}", f"--profile_calls={args.profile_calls}",
+           *(["--dense_layers_only"] if args.dense_layers_only else [])]
     result = measure.child_result(measure.run_child(cmd, args.work_dir, name))
     result["outputs"] = prefix
     print(f"round {round_index + 1} {variant}: {args.batch_size / statistics.median(result['times_s']):.1f} seq/s, "
           f"batch-1 p50 {1e3 * statistics.median(result['latency_s']):.1f} ms, load {result['load']:.2f}",
           file=sys.stderr, flush=True)
     return result
+
+
+def largest_value(runs, name):
+    """The largest |value| in the save_outputs() array `name` of any of the runs."""
+    return max(float(np.abs(np.load(f"{r['outputs']}_{name}.npy")).max()) for r in runs)
 
 
 def summarize(args, runs, flops, peak):
@@ -200,19 +262,24 @@ def summarize(args, runs, flops, peak):
             row["profile"] = results[-1]["profile"]
         row["pct_peak"] = 100.0 * row["gflops"] / peak if peak else None
         if "torch" in runs and variant != "torch":
-            row["max_diff"] = measure.max_abs_diffs(results, runs["torch"], OUTPUTS)
+            if args.dense_layers_only:  # the last layer's output, relative: the values grow (see above)
+                diff = measure.max_abs_diffs(results, runs["torch"], OUTPUTS[:1])[OUTPUTS[0]]
+                row["max_diff"] = {OUTPUTS[0]: diff / largest_value(runs["torch"], OUTPUTS[0])}
+            else:
+                row["max_diff"] = measure.max_abs_diffs(results, runs["torch"], OUTPUTS)
         rows.append(row)
     return rows
 
 
 def table(args, rows):
+    diff = "max rel diff" if args.dense_layers_only else "max abs diff"
     header = ["variant", f"seq/s, batch {args.batch_size} (min-max)", "batch 1 p50 ms (min-max)", "batch 1 p90 ms",
-              "GFLOP/s", "% peak", "1st call s", "max abs diff sequence_output", "max abs diff pooled_output",
+              "GFLOP/s", "% peak", "1st call s", f"{diff} sequence_output", f"{diff} pooled_output",
               "load at start"]
     body = [[r["label"], measure.median_range(r["seq_per_s"], ".1f"), measure.median_range(r["p50_ms"], ".1f"),
              f"{r['p90_ms']['median']:.1f}", f"{r['gflops']:.0f}",
              "-" if r["pct_peak"] is None else f"{r['pct_peak']:.0f}%", f"{r['first_call_s']:.1f}",
-             *([f"{r['max_diff'][k]:.1e}" for k in OUTPUTS] if "max_diff" in r
+             *([f"{r['max_diff'][k]:.1e}" if k in r["max_diff"] else "-" for k in OUTPUTS] if "max_diff" in r
                else ["(reference)" if r["variant"] == "torch" else "-"] * 2),
              f"{min(r['loads']):.2f}-{max(r['loads']):.2f}"] for r in rows]
     return measure.markdown_table(header, body, "lrrrrrrrrr")
@@ -222,6 +289,9 @@ def print_report(args, config, rows, session, flops):
     print(f"\nmodel: {args.model_dir}\n  L={config['num_hidden_layers']} H={config['hidden_size']} "
           f"A={config['num_attention_heads']} I={config['intermediate_size']} hidden_act={config.get('hidden_act')} "
           f"(Hugging Face 'gelu' = exact erf)")
+    if args.dense_layers_only:
+        print("the encoder's dense layers only (--dense_layers_only): no embeddings, attention, LayerNorm or "
+              "residuals; input x seeded standard-normal [B * S, H]; diff relative to PyTorch's largest value")
     print(f"batch {args.batch_size} x seq {args.seq_length} (throughput) and 1 x {args.seq_length} (latency), random "
           f"in-vocab ids, full mask, seed {args.seed}; {args.warmup} warm-up + {args.repeats} timed calls at batch "
           f"{args.batch_size} and {args.latency_runs} at batch 1 per run; each variant in its own process, "
@@ -229,7 +299,8 @@ def print_report(args, config, rows, session, flops):
     loads, peaks = session["loads"], session["peaks"]
     print(f"machine: {measure.describe_machine(session['machine'])}; load average {loads[0]:.2f} at the start, "
           f"{loads[1]:.2f} at the end")
-    print(f"encoder matmul FLOPs per sequence: {flops / 1e9:.3f} GFLOP"
+    work = "dense layers" if args.dense_layers_only else "encoder"
+    print(f"{work} matmul FLOPs per sequence: {flops / 1e9:.3f} GFLOP"
           + (f"; float32 matmul peak (GFLOP/s, {args.peak_size}^3, fastest of 30 calls, each framework in its own "
              f"process; before the first round and after each): {measure.describe_peaks(peaks)}; % peak of the "
              "highest" if peaks else ""))
@@ -258,7 +329,7 @@ def main(argv=None):
     frameworks = [] if args.no_peak else measure.peak_frameworks(args.variants)
     session = measure.run_session(args.variants, args.rounds, lambda v, r: run_variant(args, v, r), frameworks,
                                   args.work_dir, DISTRIBUTIONS, args.peak_size)
-    flops = encoder_flops(config, args.seq_length)
+    flops = encoder_flops(config, args.seq_length, attention=not args.dense_layers_only)
     peak = max((max(values) for values in session["peaks"].values()), default=None)
     rows = summarize(args, session["runs"], flops, peak)
     print_report(args, config, rows, session, flops)

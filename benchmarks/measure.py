@@ -32,7 +32,8 @@ RESULT_PREFIX = "RESULT "
 # rewrites on by itself only with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX).
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16")
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
-              "TF_ENABLE_ONEDNN_OPTS", "XLA_FLAGS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES",
+              "TF_ENABLE_ONEDNN_OPTS", "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "XLA_FLAGS", "OMP_WAIT_POLICY",
+              "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES",
               # the instruction sets the kernels may use (an AVX2-only CPU emulated on an AVX-512 one)
               "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
 PEAK_FRAMEWORKS = ("tf", "torch")
