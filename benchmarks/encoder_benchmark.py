@@ -21,9 +21,8 @@ intermediate dense (with its GELU) and the output dense, whose result is the nex
 dense on each sequence's first position. No embeddings, attention, LayerNorm or residuals: the input x is a seeded
 standard-normal [B * S, H] array and the values grow from layer to layer (to about 1e6), so the last layer's output
 is compared with PyTorch's relative to PyTorch's largest value, and the pooled output (tanh of such values) is timed
-but not compared. bert-tf's side is written as the encoder writes its dense layers (MatMul +
-BiasAdd + activation on a 2-D tensor, which TensorFlow fuses into one oneDNN kernel), PyTorch's calls the model's own
-`nn.Linear` modules.
+but not compared. bert-tf's side calls the encoder's own `dense_2d` (MatMul + BiasAdd + activation on a 2-D tensor,
+which TensorFlow fuses into one oneDNN kernel) and pooler, PyTorch's the model's own `nn.Linear` modules and pooler.
 
 With --profile_calls N, each child then profiles N calls at each batch size (measure.op_profile: TensorFlow's
 profiler, PyTorch's for torch) and the report ends with each variant's top op types in its last round.
@@ -141,14 +140,14 @@ def tf_dense_layers(model, x, seq_length):
     """--dense_layers_only on a bert_tf BertModel: (x after the last layer [B, S, H], pooled [B, H])."""
     import tensorflow as tf
 
-    def dense(layer, x):  # as the encoder writes it: MatMul + BiasAdd + activation on [M, K]
-        return layer.activation(tf.nn.bias_add(tf.matmul(x, layer.kernel), layer.bias))
+    from bert_tf.model.encoder import dense_2d
+
     for block in model.encoder_layers:
         attention = block.attention
-        qkv = dense(attention.query, x) + dense(attention.key, x) + dense(attention.value, x)
-        x = dense(block.output_dense, dense(block.intermediate, dense(attention.output_dense, qkv)))
+        qkv = dense_2d(attention.query, x) + dense_2d(attention.key, x) + dense_2d(attention.value, x)
+        x = dense_2d(block.output_dense, dense_2d(block.intermediate, dense_2d(attention.output_dense, qkv)))
     x = tf.reshape(x, (-1, seq_length, x.shape[-1]))
-    return x, dense(model.pooler.dense, x[:, 0])
+    return x, model.pooler(x)
 
 
 # --- the child: one variant ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Mixed precision: under a `mixed_*` Keras policy the matmuls run in float16/bfloa
 LayerNorm compute in float32.
 
 Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] as MatMul + BiasAdd (+ activation),
-see `_dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
+see `dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
 and the arithmetic are the original's; only float32 rounding differs (benchmarks/encoder_benchmark.py).
 """
 import contextlib
@@ -77,7 +77,7 @@ def make_layer_norm(name, dtype):
     return layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name, dtype=dtype)
 
 
-def _dense_2d(dense, x):
+def dense_2d(dense, x):
     """`dense(x)` for a built `keras.layers.Dense` and a 2-D input x [M, K]: x @ kernel + bias, then the activation.
 
     Same arithmetic as calling the layer, written as MatMul + BiasAdd (+ activation) on a 2-D tensor: the form that
@@ -202,16 +202,16 @@ class BertAttention(layers.Layer):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         # The dense layers run on [B * S, H] (a free reshape): plain 2-D matmuls that fuse with their bias add.
         x_2d = ops.reshape(x, (-1, self.hidden_size))
-        q = self._split_heads(_dense_2d(self.query, x_2d), batch, seq)
-        k = self._split_heads(_dense_2d(self.key, x_2d), batch, seq)
-        v = self._split_heads(_dense_2d(self.value, x_2d), batch, seq)
+        q = self._split_heads(dense_2d(self.query, x_2d), batch, seq)
+        k = self._split_heads(dense_2d(self.key, x_2d), batch, seq)
+        v = self._split_heads(dense_2d(self.value, x_2d), batch, seq)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
         # Softmax in float32 whatever the compute dtype.
         probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(mask_adder, "float32"), axis=-1)
         probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
         context = ops.reshape(context, (-1, self.hidden_size))  # [B * S, H]
-        attention_output = self.output_dropout(_dense_2d(self.output_dense, context), training=training)
+        attention_output = self.output_dropout(dense_2d(self.output_dense, context), training=training)
         return ops.reshape(self.layer_norm(attention_output + x_2d), ops.shape(x))
 
     def compute_output_shape(self, x_shape, mask_adder_shape=None):
@@ -261,8 +261,8 @@ class TransformerBlock(layers.Layer):
 
     def call(self, x, mask_adder, training=None):
         attention_output = self.attention(x, mask_adder, training=training)
-        attention_2d = ops.reshape(attention_output, (-1, self.hidden_size))  # [B * S, H], see `_dense_2d`
-        layer_output = _dense_2d(self.output_dense, _dense_2d(self.intermediate, attention_2d))
+        attention_2d = ops.reshape(attention_output, (-1, self.hidden_size))  # [B * S, H], see `dense_2d`
+        layer_output = dense_2d(self.output_dense, dense_2d(self.intermediate, attention_2d))
         layer_output = self.output_dropout(layer_output, training=training)
         return ops.reshape(self.layer_norm(layer_output + attention_2d), ops.shape(x))
 
