@@ -1,16 +1,13 @@
 """benchmarks/measure.py: the cpuinfo parser, the alternation of the frameworks, child processes and their results,
 the op profile, the comparison of saved outputs (no timing is tested)."""
-import importlib.util
 import os
 import sys
 
+import benchmark_modules
 import numpy as np
 import pytest
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "measure.py")
-_SPEC = importlib.util.spec_from_file_location("benchmark_measure", _PATH)
-measure = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(measure)
+measure = benchmark_modules.load("measure")
 
 # Two processors of an AVX-512 machine without BF16 or AMX (abridged /proc/cpuinfo).
 CPUINFO = """processor\t: 0

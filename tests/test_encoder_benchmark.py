@@ -1,20 +1,14 @@
 """benchmarks/encoder_benchmark.py's --dense_layers_only: bert-tf's side runs the encoder's dense layers on the
 model's own weights, in the order the module docstring states (checked against NumPy on a tiny model)."""
-import importlib.util
-import os
-import sys
 
+import benchmark_modules
 import numpy as np
 import numpy_bert
 
 from bert_tf import checkpoints
 from bert_tf.model import encoder
 
-_BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-sys.path.insert(0, _BENCHMARKS)  # encoder_benchmark imports its sibling measure.py
-_SPEC = importlib.util.spec_from_file_location("encoder_benchmark", os.path.join(_BENCHMARKS, "encoder_benchmark.py"))
-encoder_benchmark = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(encoder_benchmark)
+encoder_benchmark = benchmark_modules.load("encoder_benchmark")
 
 
 def numpy_dense_layers(weights, config, x, seq_length):

@@ -1,24 +1,11 @@
 """benchmarks/finetune_benchmark.py: the loops and phases it reads from run_classifier.py's log (no timing is
 tested)."""
 import datetime
-import importlib.util
-import os
-import sys
 
+import benchmark_modules
 import pytest
 
-_BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(_BENCHMARKS, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sys.modules.setdefault("measure", _load("measure"))  # the benchmark's sibling import
-finetune = _load("finetune_benchmark")
+finetune = benchmark_modules.load("finetune_benchmark")
 
 # run_classifier.py's stderr, abridged: absl lines (one after a progress bar, as tqdm leaves it) and other output.
 LOG = """2026-11-23 02:59:45.100000: I tensorflow/core/util/port.cc:153] oneDNN custom operations are on.
