@@ -87,8 +87,8 @@ def parse_args(argv=None):
     p.add_argument("--max_seq_length", type=int, default=64)
     p.add_argument("--warmup_proportion", type=float, default=0.1)
     p.add_argument("--sides", default="bert_tf,torch", help=f"Comma-separated, from {', '.join(SIDES)}.")
-    p.add_argument("--work_dir", default=None, help="Where data, the converted model, outputs and logs go "
-                                                    "(default: a temporary directory).")
+    p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "finetune_benchmark"),
+                   help="Where data, the converted model, outputs and logs go (a rerun overwrites them).")
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     p.add_argument("--_torch_child", default=None, help=argparse.SUPPRESS)  # JSON arguments of one PyTorch run
     args = p.parse_args(argv)
@@ -327,12 +327,13 @@ def main(argv=None):
     model_dir = args.model_dir or resources.minilm_dir()
     seeds = [int(s) for s in args.seeds.split(",")]
     sides = [s for s in args.sides.split(",") if s]
-    work = args.work_dir or tempfile.mkdtemp(prefix="finetune_bench_")
+    work = args.work_dir
+    os.makedirs(work, exist_ok=True)
     data_dir, release_dir = os.path.join(work, "data"), os.path.join(work, "minilm_original")
     num_train, num_dev, data = write_data(args, data_dir)
     if "torch" in sides:
         check_token_ids(model_dir, data_dir, args.max_seq_length)
-    if any(s.startswith("bert_tf") for s in sides) and not os.path.exists(f"{release_dir}/bert_model.ckpt.index"):
+    if any(s.startswith("bert_tf") for s in sides):  # converted again on every run: --model_dir may have changed
         measure.run_child([sys.executable, CONVERT, f"--hf_model_dir={model_dir}", f"--output_dir={release_dir}"],
                           work, "convert")
     per_loop, total = loops(num_train, args)

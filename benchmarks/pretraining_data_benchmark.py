@@ -51,7 +51,8 @@ def parse_args(argv=None):
     parser.add_argument("--vocab_file", default=os.path.join(ROOT, "tests", "fixtures", "uncased_vocab.txt"))
     parser.add_argument("--skip_original_above_mb", type=float, default=1e9,
                         help="do not run the original on corpora larger than this")
-    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "pretraining_data_benchmark"),
+                        help="Where the corpora, the shim and the outputs go (a rerun overwrites them).")
     return parser.parse_args(argv)
 
 
@@ -146,7 +147,7 @@ def read_records(paths):
 
 def main(argv=None):
     args = parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="pretraining_bench_")
+    workdir = args.workdir
     os.makedirs(workdir, exist_ok=True)
     articles = wiki_articles()
     python = sys.executable

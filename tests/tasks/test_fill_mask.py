@@ -47,8 +47,8 @@ def _reference(weights, config, example, top_k):
     return np.take_along_axis(probabilities, order, -1), order
 
 
-def test_masks_survive_tokenization():
-    tokenizer = _tokenizer()
+def test_masks_survive_tokenization(tmp_path):
+    tokenizer = _tokenizer(tmp_path)
     assert fill_mask.tokenize_with_masks("The [MASK] bought milk.", tokenizer) == ["the", "[MASK]", "bought",
                                                                                   "milk", "."]
     assert fill_mask.tokenize_with_masks("[MASK][MASK]", tokenizer) == ["[MASK]", "[MASK]"]
@@ -56,10 +56,8 @@ def test_masks_survive_tokenization():
     assert tokenizer.tokenize("[MASK]") == ["[UNK]", "[UNK]", "[UNK]"]
 
 
-def _tokenizer(tmp_path=None):
-    import tempfile
-
-    path = os.path.join(tmp_path or tempfile.mkdtemp(), "vocab.txt")
+def _tokenizer(directory):
+    path = os.path.join(directory, "vocab.txt")
     with open(path, "w") as f:
         f.write("".join(t + "\n" for t in VOCAB))
     return tokenization.FullTokenizer(path, do_lower_case=True)
