@@ -24,6 +24,10 @@ is compared with PyTorch's relative to PyTorch's largest value, and the pooled o
 but not compared. bert-tf's side calls the encoder's own `dense_2d` (MatMul + BiasAdd + activation on a 2-D tensor,
 which TensorFlow fuses into one oneDNN kernel) and pooler, PyTorch's the model's own `nn.Linear` modules and pooler.
 
+With --turns N, the batch-1 latency is then measured again in turns: every variant's process loaded at once, each
+timing --turn_calls calls in turn while the others wait, N turns in the same minutes (measure.latency_in_turns), and
+compared with PyTorch's turn by turn.
+
 With --profile_calls N, each child then profiles N calls at each batch size (measure.op_profile: TensorFlow's
 profiler, PyTorch's for torch) and the report ends with each variant's top op types in its last round.
 
@@ -78,6 +82,10 @@ def parse_args(argv=None):
     p.add_argument("--profile_calls", type=int, default=0,
                    help="Also profile this many calls at batch --batch_size and at batch 1 in every child (after the "
                         "timed calls) and print each variant's top op types (measure.op_profile).")
+    p.add_argument("--turns", type=int, default=0,
+                   help="After the rounds, also measure the batch-1 latency in this many turns, every variant's "
+                        "process loaded at once (see above; 0: not).")
+    p.add_argument("--turn_calls", type=int, default=20, help="Batch-1 calls in a variant's turn.")
     p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
     p.add_argument("--no_peak", action="store_true", help="Skip the float32 matmul peak measurement.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "encoder_benchmark"),
@@ -85,14 +93,17 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one variant
     p.add_argument("--out_prefix", default=None, help=argparse.SUPPRESS)  # the child's .npy outputs
+    p.add_argument("--serve_turns", action="store_true", help=argparse.SUPPRESS)  # the child times batch 1 in turns
     args = p.parse_args(argv)
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in args.variants if v not in VARIANTS]
     if bad or not args.variants:
         p.error(f"--variants: unknown or none {bad}; choose from {VARIANTS}")
-    if args.repeats < 1 or args.warmup < 1 or args.latency_runs < 1 or args.rounds < 1:
-        p.error("--repeats, --latency_runs, --rounds and --warmup must be >= 1 (the first call traces/compiles and "
-                "is never timed)")
+    if min(args.repeats, args.warmup, args.latency_runs, args.rounds, args.turn_calls) < 1:
+        p.error("--repeats, --latency_runs, --rounds, --turn_calls and --warmup must be >= 1 (the first call "
+                "traces/compiles and is never timed)")
+    if args.turns < 0:
+        p.error("--turns must be >= 0")
     if args.model_dir is None:
         from bert_tf import resources
         args.model_dir = resources.minilm_dir()
@@ -202,8 +213,14 @@ def make_forward(variant, model_dir, dense_layers_only=False, seed=0):
 
 
 def child_main(args, config):
-    """Times one variant (throughput, then batch-1 latency), saves its outputs and emits the timings."""
+    """Times one variant (throughput, then batch-1 latency), saves its outputs and emits the timings; with
+    --serve_turns, times batch 1 in turns instead (measure.serve_turns)."""
     bind, info = make_forward(args.child, args.model_dir, args.dense_layers_only, args.seed)
+    if args.serve_turns:
+        latency = bind(make_batch(config, 1, args.seq_length, args.seed))
+        measure.call_times(latency, args.warmup, 0)
+        measure.serve_turns({"batch 1": latency})
+        return
     throughput = bind(make_batch(config, args.batch_size, args.seq_length, args.seed))
     latency = bind(make_batch(config, 1, args.seq_length, args.seed))
     result = {"first_call_s": measure.call_times(throughput, 0, 1)[0],
@@ -223,15 +240,19 @@ def child_main(args, config):
 # --- the parent -------------------------------------------------------------------------------------------------
 
 
+def child_command(args, variant, *extra):
+    return [sys.executable, os.path.abspath(__file__), f"--child={variant}", f"--model_dir={args.model_dir}",
+            f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}", f"--repeats={args.repeats}",
+            f"--latency_runs={args.latency_runs}", f"--warmup={args.warmup}", f"--seed={args.seed}",
+            f"--profile_calls={args.profile_calls}", *(["--dense_layers_only"] if args.dense_layers_only else []),
+            *extra]
+
+
 def run_variant(args, variant, round_index):
     """One child process timing `variant`: its result, with "outputs" (the prefix of its .npy files)."""
     name = f"{variant}_round{round_index + 1}"
     prefix = os.path.join(args.work_dir, name)
-    cmd = [sys.executable, os.path.abspath(__file__), f"--child={variant}", f"--out_prefix={prefix}",
-           f"--model_dir={args.model_dir}", f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
-           f"--repeats={args.repeats}", f"--latency_runs={args.latency_runs}", f"--warmup={args.warmup}",
-           f"--seed={args.seed}", f"--profile_calls={args.profile_calls}",
-           *(["--dense_layers_only"] if args.dense_layers_only else [])]
+    cmd = child_command(args, variant, f"--out_prefix={prefix}")
     result = measure.child_result(measure.run_child(cmd, args.work_dir, name))
     result["outputs"] = prefix
     print(f"round {round_index + 1} {variant}: {args.batch_size / statistics.median(result['times_s']):.1f} seq/s, "
@@ -332,6 +353,11 @@ def main(argv=None):
     peak = max((max(values) for values in session["peaks"].values()), default=None)
     rows = summarize(args, session["runs"], flops, peak)
     print_report(args, config, rows, session, flops)
+    if args.turns:
+        session["turns"] = measure.report_turns(
+            {variant: child_command(args, variant, "--serve_turns") for variant in args.variants}, args.turns,
+            args.turn_calls, args.work_dir, "torch" if "torch" in args.variants else args.variants[0],
+            lambda variant, path: f"{LABELS[variant]}, {path}")
     if args.json:
         measure.write_json(args.json, args, {"rows": rows, "flops_per_sequence": flops, **session})
     return 0

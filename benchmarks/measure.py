@@ -7,6 +7,10 @@ and the matmul peak of TensorFlow and of PyTorch is measured, each in its own pr
 the fastest of 30 calls after 5), before the first round and after each (`measure_peaks`). A child reports one JSON
 object on a stdout line `RESULT {...}` (`emit_result`, read back by `child_result`).
 
+The host's speed can move by a fifth between rounds minutes apart, more than the batch-1 gaps measured. So the batch-1
+latency can also be measured in turns (`latency_in_turns`): every framework's child loaded at once, each timing a few
+calls in turn while the others wait idle, many turns in the same minutes, compared turn by turn (`turn_table`).
+
 The benchmarks import this file as a sibling module (`python benchmarks/X.py` puts benchmarks/ on sys.path); it
 imports neither TensorFlow nor PyTorch except in the peak child.
 
@@ -14,6 +18,7 @@ As a script, one matmul peak (GFLOP/s of an [n, n] x [n, n] product):
   python benchmarks/measure.py --framework tf --size 2048 --dtype float32
 """
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -284,6 +289,104 @@ def child_result(run, parse=None):
         result = json.loads(lines[-1][len(RESULT_PREFIX):])
     result.update({k: run[k] for k in ("peak_rss_mb", "load", "wall_seconds")})
     return result
+
+
+# --- batch-1 latency in turns ----------------------------------------------------------------------------------------
+
+READY_LINE = "READY"
+
+
+def serve_turns(paths, lines=None):
+    """A child's end of `latency_in_turns`: paths maps a name to a warmed-up no-argument callable. Prints READY_LINE,
+    then for each input line (stdin unless `lines` is given) holding a number n times n calls of each path and
+    reports {path: [seconds, ...]} (`emit_result`); returns when the input ends."""
+    print(READY_LINE, flush=True)
+    for line in sys.stdin if lines is None else lines:
+        emit_result({name: call_times(fn, 0, int(line)) for name, fn in paths.items()})
+
+
+def _read_until(proc, prefix, name, log):
+    """The first stdout line of proc that starts with prefix (other lines are skipped); RuntimeError with the end of
+    its stderr log if it exits first."""
+    for line in proc.stdout:
+        if line.startswith(prefix):
+            return line.rstrip("\n")
+    proc.wait()
+    with open(log, encoding="utf-8") as f:
+        raise RuntimeError(f"{name} exited ({proc.returncode}) before {prefix.strip()} (log {log}):\n"
+                           f"{f.read()[-4000:]}")
+
+
+def latency_in_turns(commands, turns, calls, work_dir, pause_s=0.5):
+    """Batch-1 latency of several children measured in the same minutes, turn by turn (the answer to the host's
+    speed moving between the rounds of `alternate`).
+
+    commands maps a name to the command of a child that loads its model, warms it up and calls `serve_turns`. All
+    children start and get ready together; then in each of `turns` turns every child in turn (in round_orders'
+    order) times `calls` calls of each of its paths while the others wait, blocked on their input. Each turn starts
+    `pause_s` after the previous one ends, so that the threads of the child before (OpenMP's and TensorFlow's spin
+    when idle) are asleep. Children's stderr goes to work_dir/logs. Returns {name: [{path: [seconds, ...]} per
+    turn]}."""
+    log_dir = os.path.join(work_dir, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    stamp, procs, logs = time.strftime("%Y%m%d-%H%M%S"), {}, {}
+    try:
+        for name, cmd in commands.items():
+            logs[name] = os.path.join(log_dir, f"{stamp}_{name}_turns.err")
+            with open(logs[name], "w") as err:
+                procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                               cwd=REPO, text=True)
+        for name, proc in procs.items():
+            _read_until(proc, READY_LINE, name, logs[name])
+        results = {name: [] for name in commands}
+        for order in round_orders(commands, turns):
+            for name in order:
+                time.sleep(pause_s)
+                procs[name].stdin.write(f"{calls}\n")
+                procs[name].stdin.flush()
+                line = _read_until(procs[name], RESULT_PREFIX, name, logs[name])
+                results[name].append(json.loads(line[len(RESULT_PREFIX):]))
+        return results
+    finally:
+        for proc in procs.values():
+            with contextlib.suppress(BrokenPipeError):  # a child that already failed
+                proc.stdin.close()
+            proc.wait()
+
+
+def turn_table(results, reference, label=lambda name, path: f"{name} {path}"):
+    """A markdown table of latency_in_turns() results: per child and path, the p50 over all its calls, the median
+    and min-max of its per-turn p50s, and (against the child `reference`, on the same path) the median ratio of the
+    per-turn p50s and the turns at or below the reference's p50 of the same turn."""
+    rows = []
+    for name, turns in results.items():
+        for path in turns[0]:
+            p50s = [statistics.median(turn[path]) for turn in turns]
+            every = [t for turn in turns for t in turn[path]]
+            row = [label(name, path), f"{1e3 * statistics.median(every):.1f}",
+                   median_range({k: 1e3 * v for k, v in spread(p50s).items()}, ".1f")]
+            if name != reference and path in results[reference][0]:
+                ref = [statistics.median(turn[path]) for turn in results[reference]]
+                row += [f"{statistics.median(a / b for a, b in zip(p50s, ref)):.3f}",
+                        f"{sum(a <= b for a, b in zip(p50s, ref))} of {len(ref)}"]
+            else:
+                row += ["(reference)" if name == reference else "-", "-"]
+            rows.append(row)
+    return markdown_table(["path", "p50 ms, all calls", "per-turn p50 ms, median (min-max)",
+                           f"median ratio to {reference}", f"turns at or below {reference}"], rows, "lrrrr")
+
+
+def report_turns(commands, turns, calls, work_dir, reference, label):
+    """latency_in_turns(commands, turns, calls, work_dir), printed: the load average before and after, and
+    turn_table against the child `reference` (label(name, path) names a row). Returns the timings."""
+    loads = [loadavg()]
+    results = latency_in_turns(commands, turns, calls, work_dir)
+    loads.append(loadavg())
+    print(f"\nbatch-1 latency in turns: every child loaded at once, {turns} turns of {calls} calls of each path per "
+          f"child (the order reversed every other turn); load average {loads[0]:.2f} at the start, {loads[1]:.2f} "
+          f"at the end\n")
+    print(turn_table(results, reference, label))
+    return results
 
 
 def peak_frameworks(names):

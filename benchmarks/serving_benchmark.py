@@ -29,7 +29,11 @@ model and flags, the float32 matmul peak of TensorFlow and PyTorch (each in its 
 and after each; --no_peak skips it). Checks: each side's raw-text outputs on the whole batch against PyTorch's (max
 abs diff), and each tokenizer's packed ids against FullTokenizer's.
 
-  python benchmarks/serving_benchmark.py [--rounds 2] [--max_seq_length 128] [--latency_runs 100]
+With --turns N, the batch-1 latency of the ids and text paths is then measured again in turns: every side's process
+loaded at once, each timing --turn_calls calls of each path in turn while the others wait, N turns in the same minutes
+(measure.latency_in_turns), and compared with PyTorch's turn by turn.
+
+  python benchmarks/serving_benchmark.py [--rounds 2] [--max_seq_length 128] [--latency_runs 100] [--turns 20]
 """
 import argparse
 import json
@@ -63,6 +67,7 @@ ROWS = (  # (side, path, label), in the table's order
     ("core", "prep", "text -> packed ids only: bert-tf core ops"),
     ("torch", "prep", "text -> packed ids only: HF BertTokenizerFast"),
 )
+TURN_PATHS = ("ids", "text")  # timed at batch 1 in turns (--turns)
 EXPORT_VERSION = 1
 OUTPUTS = ("sequence_output", "pooled_output")  # of the raw-text path, compared with PyTorch's
 DISTRIBUTIONS = ("tensorflow", "tensorflow-text", "keras", "torch", "transformers", "tokenizers", "numpy")
@@ -78,6 +83,10 @@ def parse_args(argv=None):
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--latency_runs", type=int, default=100)
     p.add_argument("--throughput_runs", type=int, default=10)
+    p.add_argument("--turns", type=int, default=0,
+                   help="After the rounds, also measure the batch-1 latency in this many turns, every side's process "
+                        "loaded at once (measure.latency_in_turns; 0: not).")
+    p.add_argument("--turn_calls", type=int, default=20, help="Calls of each batch-1 path in a side's turn.")
     p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
     p.add_argument("--no_peak", action="store_true", help="Skip the float32 matmul peak measurement.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "serving_benchmark"),
@@ -85,13 +94,16 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: export or one side
     p.add_argument("--out_prefix", default=None, help=argparse.SUPPRESS)  # the child's .npy outputs
+    p.add_argument("--serve_turns", action="store_true", help=argparse.SUPPRESS)  # the child times batch 1 in turns
     args = p.parse_args(argv)
     sides = args.sides.split(",")
     if set(sides) - set(SIDES) or "torch" not in sides:
         p.error(f"--sides: names from {', '.join(SIDES)}, torch among them (the reference), got {args.sides!r}")
     args.sides = tuple(side for side in SIDES if side in sides)
-    if min(args.rounds, args.batch_size, args.latency_runs, args.throughput_runs) < 1:
-        p.error("--rounds, --batch_size, --latency_runs and --throughput_runs must be >= 1")
+    if min(args.rounds, args.batch_size, args.latency_runs, args.throughput_runs, args.turn_calls) < 1:
+        p.error("--rounds, --batch_size, --latency_runs, --throughput_runs and --turn_calls must be >= 1")
+    if args.turns < 0:
+        p.error("--turns must be >= 0")
     if args.model_dir is None:
         from bert_tf import resources
         args.model_dir = resources.minilm_dir()
@@ -221,6 +233,12 @@ def child_main(args):
     with open(os.path.join(args.work_dir, "inputs.json"), encoding="utf-8") as f:
         inputs = json.load(f)
     paths, outputs, packed = torch_side(args, inputs) if args.child == "torch" else tf_side(args, args.child, inputs)
+    if args.serve_turns:
+        calls = {path: paths[path](1) for path in TURN_PATHS}
+        for call in calls.values():
+            measure.call_times(call, 3, 0)  # warm-up
+        measure.serve_turns(calls)
+        return
     measure.save_outputs(args.out_prefix, **dict(zip(OUTPUTS, outputs)))
     timings = {path: {"latency_s": measure.call_times(paths[path](1), 3, args.latency_runs),
                       "batch_s": measure.call_times(paths[path](args.batch_size), 1, args.throughput_runs)}
@@ -322,6 +340,11 @@ def main(argv=None):
                                   DISTRIBUTIONS, args.peak_size)
     rows, checks = summarize(args, session["runs"]), agreement(session["runs"])
     print_report(args, rows, checks, session)
+    if args.turns:
+        labels = {(side, path): label for side, path, label in ROWS}
+        session["turns"] = measure.report_turns(
+            {side: child_command(args, side) + ["--serve_turns"] for side in args.sides}, args.turns,
+            args.turn_calls, args.work_dir, "torch", lambda side, path: labels[side, path])
     if args.json:
         measure.write_json(args.json, args, {"rows": rows, "checks": checks, **session})
     return 0

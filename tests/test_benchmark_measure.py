@@ -97,3 +97,54 @@ def test_op_profile_counts_the_ops_of_each_call(tmp_path):
     assert all(op["ms"] > 0 for op in profile.values())
     table = measure.top_ops_table(profile, top=1).splitlines()
     assert len(table) == 4 and table[-1].startswith("| all ops |")  # header, rule, the top op, the total
+
+
+# A child of latency_in_turns: its paths "a" and "b" append each call to a log shared by the children, as
+# "<child> <path> <its turn>".
+TURN_CHILD = """
+import sys
+sys.path.insert(0, {benchmarks!r})
+import measure
+log = open(sys.argv[1], "a")
+turn = [0]
+def path(name):
+    return lambda: log.write(f"{{sys.argv[2]}} {{name}} {{turn[0]}}\\n") and log.flush()
+def lines():
+    for line in sys.stdin:
+        turn[0] += 1
+        yield line
+print("loading ...", flush=True)  # not the ready line: skipped
+measure.serve_turns({{"a": path("a"), "b": path("b")}}, lines())
+"""
+
+
+def test_latency_in_turns_runs_every_child_in_every_turn_in_alternating_order(tmp_path):
+    code, log = TURN_CHILD.format(benchmarks=benchmark_modules.BENCHMARKS), tmp_path / "calls.log"
+    results = measure.latency_in_turns({name: [sys.executable, "-c", code, str(log), name] for name in ("tf", "torch")},
+                                       turns=3, calls=2, work_dir=str(tmp_path), pause_s=0.01)
+    assert list(results) == ["tf", "torch"]
+    for name in results:
+        assert [sorted(turn) for turn in results[name]] == [["a", "b"]] * 3
+        assert all(len(times) == 2 and all(t >= 0 for t in times) for turn in results[name] for times in turn.values())
+    orders = (["tf", "torch"], ["torch", "tf"], ["tf", "torch"])
+    assert log.read_text().split("\n")[:-1] == [f"{name} {path} {turn}" for turn, order in zip((1, 2, 3), orders)
+                                                for name in order for path in ("a", "a", "b", "b")]
+    # The rows: tf against the reference torch on each path, from the timings as given.
+    table = measure.turn_table(results, "torch").splitlines()
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| tf a", "| tf b", "| torch a", "| torch b"]
+    assert table[4].endswith("| (reference) | - |") and table[2].endswith(" of 3 |")
+
+
+def test_turn_table_compares_turn_by_turn():
+    # tf is faster than torch in turns 1 and 3, slower in turn 2; its p50 over all calls is the middle of 6 values.
+    results = {"tf": [{"ids": [0.010, 0.012]}, {"ids": [0.030, 0.030]}, {"ids": [0.011, 0.011]}],
+               "torch": [{"ids": [0.020, 0.020]}, {"ids": [0.020, 0.020]}, {"ids": [0.022, 0.022]}]}
+    row = measure.turn_table(results, "torch").splitlines()[2]
+    assert row == "| tf ids | 11.5 | 11.0 (11.0-30.0) | 0.550 | 2 of 3 |"
+
+
+def test_latency_in_turns_reports_a_child_that_dies_before_it_is_ready(tmp_path):
+    with pytest.raises(RuntimeError, match=r"broken exited \(3\) before READY \(log .*_broken_turns\.err\):\nno model"):
+        measure.latency_in_turns({"broken": [sys.executable, "-c", "import sys; sys.stderr.write('no model'); "
+                                                                   "sys.exit(3)"]},
+                                 turns=1, calls=1, work_dir=str(tmp_path))
