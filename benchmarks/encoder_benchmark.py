@@ -82,10 +82,7 @@ def parse_args(argv=None):
     p.add_argument("--profile_calls", type=int, default=0,
                    help="Also profile this many calls at batch --batch_size and at batch 1 in every child (after the "
                         "timed calls) and print each variant's top op types (measure.op_profile).")
-    p.add_argument("--turns", type=int, default=0,
-                   help="After the rounds, also measure the batch-1 latency in this many turns, every variant's "
-                        "process loaded at once (see above; 0: not).")
-    p.add_argument("--turn_calls", type=int, default=20, help="Batch-1 calls in a variant's turn.")
+    measure.add_turn_arguments(p, "variant")
     p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
     p.add_argument("--no_peak", action="store_true", help="Skip the float32 matmul peak measurement.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "encoder_benchmark"),
@@ -93,17 +90,14 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one variant
     p.add_argument("--out_prefix", default=None, help=argparse.SUPPRESS)  # the child's .npy outputs
-    p.add_argument("--serve_turns", action="store_true", help=argparse.SUPPRESS)  # the child times batch 1 in turns
     args = p.parse_args(argv)
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in args.variants if v not in VARIANTS]
     if bad or not args.variants:
         p.error(f"--variants: unknown or none {bad}; choose from {VARIANTS}")
-    if min(args.repeats, args.warmup, args.latency_runs, args.rounds, args.turn_calls) < 1:
-        p.error("--repeats, --latency_runs, --rounds, --turn_calls and --warmup must be >= 1 (the first call "
-                "traces/compiles and is never timed)")
-    if args.turns < 0:
-        p.error("--turns must be >= 0")
+    if min(args.repeats, args.warmup, args.latency_runs, args.rounds) < 1:
+        p.error("--repeats, --latency_runs, --rounds and --warmup must be >= 1 (the first call traces/compiles and "
+                "is never timed)")
     if args.model_dir is None:
         from bert_tf import resources
         args.model_dir = resources.minilm_dir()

@@ -296,6 +296,25 @@ def child_result(run, parse=None):
 READY_LINE = "READY"
 
 
+def _at_least(low):
+    def parse(text):
+        if not text.lstrip("-").isdigit() or int(text) < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return int(text)
+    return parse
+
+
+def add_turn_arguments(parser, process):
+    """A benchmark's flags for `report_turns`: --turns, --turn_calls, and its children's hidden --serve_turns (each
+    `process`, e.g. "variant", loaded once and timed in turns)."""
+    parser.add_argument("--turns", type=_at_least(0), default=0,
+                        help=f"After the rounds, also measure the batch-1 latency in this many turns, every "
+                             f"{process}'s process loaded at once (measure.latency_in_turns; 0: not).")
+    parser.add_argument("--turn_calls", type=_at_least(1), default=20,
+                        help=f"Calls of each batch-1 path in a {process}'s turn.")
+    parser.add_argument("--serve_turns", action="store_true", help=argparse.SUPPRESS)  # a child times in turns
+
+
 def serve_turns(paths, lines=None):
     """A child's end of `latency_in_turns`: paths maps a name to a warmed-up no-argument callable. Prints READY_LINE,
     then for each input line (stdin unless `lines` is given) holding a number n times n calls of each path and

@@ -83,10 +83,7 @@ def parse_args(argv=None):
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--latency_runs", type=int, default=100)
     p.add_argument("--throughput_runs", type=int, default=10)
-    p.add_argument("--turns", type=int, default=0,
-                   help="After the rounds, also measure the batch-1 latency in this many turns, every side's process "
-                        "loaded at once (measure.latency_in_turns; 0: not).")
-    p.add_argument("--turn_calls", type=int, default=20, help="Calls of each batch-1 path in a side's turn.")
+    measure.add_turn_arguments(p, "side")
     p.add_argument("--peak_size", type=int, default=2048, help="Side of the square matmul of the peak.")
     p.add_argument("--no_peak", action="store_true", help="Skip the float32 matmul peak measurement.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "serving_benchmark"),
@@ -94,16 +91,13 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: export or one side
     p.add_argument("--out_prefix", default=None, help=argparse.SUPPRESS)  # the child's .npy outputs
-    p.add_argument("--serve_turns", action="store_true", help=argparse.SUPPRESS)  # the child times batch 1 in turns
     args = p.parse_args(argv)
     sides = args.sides.split(",")
     if set(sides) - set(SIDES) or "torch" not in sides:
         p.error(f"--sides: names from {', '.join(SIDES)}, torch among them (the reference), got {args.sides!r}")
     args.sides = tuple(side for side in SIDES if side in sides)
-    if min(args.rounds, args.batch_size, args.latency_runs, args.throughput_runs, args.turn_calls) < 1:
-        p.error("--rounds, --batch_size, --latency_runs, --throughput_runs and --turn_calls must be >= 1")
-    if args.turns < 0:
-        p.error("--turns must be >= 0")
+    if min(args.rounds, args.batch_size, args.latency_runs, args.throughput_runs) < 1:
+        p.error("--rounds, --batch_size, --latency_runs and --throughput_runs must be >= 1")
     if args.model_dir is None:
         from bert_tf import resources
         args.model_dir = resources.minilm_dir()

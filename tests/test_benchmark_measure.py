@@ -1,5 +1,6 @@
 """benchmarks/measure.py: the cpuinfo parser, the alternation of the frameworks, child processes and their results,
 the op profile, the comparison of saved outputs (no timing is tested)."""
+import argparse
 import os
 import sys
 
@@ -148,3 +149,16 @@ def test_latency_in_turns_reports_a_child_that_dies_before_it_is_ready(tmp_path)
         measure.latency_in_turns({"broken": [sys.executable, "-c", "import sys; sys.stderr.write('no model'); "
                                                                    "sys.exit(3)"]},
                                  turns=1, calls=1, work_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("argv, message", [(["--turns=-1"], "argument --turns: expected an integer >= 0, got '-1'"),
+                                           (["--turn_calls=0"], "argument --turn_calls: expected an integer >= 1, "
+                                                                "got '0'"),
+                                           (["--turns=x"], "argument --turns: expected an integer >= 0, got 'x'")])
+def test_turn_arguments_reject_bad_counts(capsys, argv, message):
+    parser = argparse.ArgumentParser()
+    measure.add_turn_arguments(parser, "side")
+    assert vars(parser.parse_args(["--turns=3"])) == {"turns": 3, "turn_calls": 20, "serve_turns": False}
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv)
+    assert message in capsys.readouterr().err
