@@ -111,8 +111,24 @@ def define_distribution_flags():
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's AdamWeightDecay on warmup + "
                       "linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with power 0.5 after the warmup, "
                       "bias-corrected moments, layer-wise trust ratio).")
+    define_length_flags()
+    flags.DEFINE_bool("group_by_length", False, "Training batches of examples of similar lengths (tf.data's "
+                      "bucket_by_sequence_length), each cut to its longest: less padding than the default, but "
+                      "not the original's batches (which examples share a batch depends on their lengths). A "
+                      "resumed run continues the same batches.")
     flags.DEFINE_bool("start_over", False, "Training into an output_dir that holds checkpoints of a run with another "
                       "bert_config is an error; with --start_over those checkpoints are deleted first.")
+
+
+def define_length_flags():
+    """How long the batches are: cut to their longest text (default), or max_seq_length (the original's)."""
+    flags.DEFINE_bool("pad_to_max_seq_length", False, "Pad every batch to max_seq_length, as the original (fixed "
+                      "shapes). Default: each batch is cut to its longest text (rounded up to "
+                      "--seq_length_multiple), which gives the real tokens the same values to float rounding; with "
+                      "dropout on, training then draws its dropout masks for the shorter shape.")
+    flags.DEFINE_integer("seq_length_multiple", None, "Cut batches to a multiple of this length (at most "
+                         "max_seq_length). Default: 32 with --use_xla or on TPU (each length compiles a program "
+                         "once: max_seq_length / 32 of them), else 1.", lower_bound=1)
 
 
 def define_pretraining_data_flags():

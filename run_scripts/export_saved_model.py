@@ -2,8 +2,8 @@
 
 Signatures: `serving_default` (int32 input_ids, input_mask, segment_ids [batch, seq]; pretraining also
 masked_lm_positions) and, unless --text_ops=none, `serving_text` (string text_a) and `serving_text_pair`
-(text_a, text_b), which tokenize and pack in graph exactly like the Python FullTokenizer pipeline. See
-docs/serving.md.
+(text_a, text_b), which tokenize and pack in graph exactly like the Python FullTokenizer pipeline, to the longest
+text of each request (--pad_to_max_seq_length: always to --max_seq_length). See docs/serving.md.
 
 Examples:
   python run_scripts/export_saved_model.py --task=classifier --bert_config_file=$BERT/bert_config.json \
@@ -46,9 +46,11 @@ flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
 flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
                   "latency on CPU, slower at large batches; each new input shape compiles on its first request, and "
                   "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
+bert_flags.define_length_flags()
 
 
-SERVING_ONLY_FLAGS = ("text_ops", "use_xla")  # the TF Serving export's own settings
+# the TF Serving export's own settings
+SERVING_ONLY_FLAGS = ("text_ops", "use_xla", "pad_to_max_seq_length", "seq_length_multiple")
 
 
 def main(_):
@@ -68,7 +70,8 @@ def main(_):
             task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
             init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
             max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
-            version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla)
+            version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla,
+            pad_to_max_seq_length=FLAGS.pad_to_max_seq_length, length_multiple=FLAGS.seq_length_multiple)
     logging.info("SavedModel written to %s", path)
     print(path)
 

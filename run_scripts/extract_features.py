@@ -31,6 +31,7 @@ flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility with the or
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility with the original; the lookup "
                   "is the same either way.")
 flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
+bert_flags.define_length_flags()
 
 
 def main(_):
@@ -38,7 +39,8 @@ def main(_):
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint, layers=FLAGS.layers,
         max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case, batch_size=FLAGS.batch_size,
-        use_xla=FLAGS.use_xla)
+        use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
+        seq_length_multiple=FLAGS.seq_length_multiple)
 
 
 if __name__ == "__main__":

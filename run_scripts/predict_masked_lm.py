@@ -20,6 +20,7 @@ flags.DEFINE_integer("top_k", 5, "How many predictions to write for each mask, m
 flags.DEFINE_integer("batch_size", 8, "Batch size for predictions.")
 flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
 bert_flags.define_model_flags()
+bert_flags.define_length_flags()
 
 
 def main(_):
@@ -27,7 +28,8 @@ def main(_):
                   bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
                   init_checkpoint=FLAGS.init_checkpoint, do_lower_case=FLAGS.do_lower_case,
                   max_seq_length=FLAGS.max_seq_length, top_k=FLAGS.top_k, batch_size=FLAGS.batch_size,
-                  use_xla=FLAGS.use_xla)
+                  use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
+                  seq_length_multiple=FLAGS.seq_length_multiple)
 
 
 if __name__ == "__main__":

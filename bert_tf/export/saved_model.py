@@ -14,7 +14,12 @@ Signatures (named inputs and outputs; batch-major, any batch size):
 |                     | masked_lm)                                                |                                  |
 | `serving_text`      | string `text_a` [B]                                        | the task's outputs + the packed  |
 | `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b` row is    | `input_ids`, `input_mask`,       |
-|                     | packed as a single segment, as the original does)          | `segment_ids` [B, max_seq_length]|
+|                     | packed as a single segment, as the original does)          | `segment_ids` [B, S]             |
+
+S: the tensor signature takes any length (up to max_position_embeddings); the text signatures pack each request to
+its longest text (truncated at max_seq_length as the original), so a short request costs what its texts need,
+not max_seq_length (`pad_to_max_seq_length=True`: always max_seq_length, the original's fixed shape). The real
+positions' outputs are the same either way, to float rounding (bert_tf.data.lengths says why).
 
 Task outputs: encoder `sequence_output` [B,S,H], `pooled_output` [B,H]; classifier `logits`, `probabilities`
 [B,L] and `predicted_label` (string [B]) (a regression
@@ -36,8 +41,10 @@ The text signatures tokenize and pack in graph exactly like the Python pipeline 
 `use_xla=True` compiles the model's computation in every signature with XLA (`jit_compile`; the tokenizer, the
 packing and the label lookup stay outside it). On CPU that cuts batch-1 latency (one fused program instead of
 oneDNN's per-op kernels and transposes), while the default is faster at large batches (BENCHMARKS.md). Each new
-input shape compiles once, on its first request, and TF Serving runs such a model only when started with
-`--xla_cpu_compilation_enabled=true`.
+input shape compiles once, on its first request, so the sequence length is rounded up to a multiple of
+`length_multiple` (default 32) in every signature, the tensor signature's inputs padded to it and its per-token
+outputs cut back to the length sent: at most max_seq_length / 32 lengths compile per batch size. TF Serving runs
+such a model only when started with `--xla_cpu_compilation_enabled=true`.
 
 Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for the classifier and NER (one label
 per line). `export_metadata.json` in assets.extra describes task, signatures and settings.
@@ -51,6 +58,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.data import lengths
 from bert_tf.model import encoder, task_models
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.text import core_ops, preprocessing, tokenization
@@ -69,6 +77,11 @@ _OUTPUTS = {
     "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
     "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output"),
 }
+# Each task's outputs with a sequence axis (the second): under use_xla, computed on the inputs padded to a rounded
+# length and cut back to the length sent.
+_SEQUENCE_OUTPUTS = {"encoder": ("sequence_output",), "classifier": (), "squad": ("start_logits", "end_logits"),
+                     "ner": ("logits", "probabilities"), "pretraining": ("sequence_output",),
+                     "masked_lm": ("sequence_output",)}
 _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -140,12 +153,14 @@ def read_label_list(label_list):
     return labels
 
 
-def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text"):
+def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
+                      length_multiple=1):
     """The in-graph text -> inputs module the text signatures use (see the module docstring)."""
+    padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, length_multiple=length_multiple)
     if text_ops == "tf_text":
-        return preprocessing.InGraphPreprocessor(vocab_file, do_lower_case, max_seq_length)
+        return preprocessing.InGraphPreprocessor(vocab_file, do_lower_case, max_seq_length, **padding)
     if text_ops == "core":
-        return core_ops.CorePreprocessor(vocab_file, do_lower_case, max_seq_length)
+        return core_ops.CorePreprocessor(vocab_file, do_lower_case, max_seq_length, **padding)
     raise ValueError(f"text_ops must be one of {TEXT_OPS} for a preprocessor, got {text_ops!r}.")
 
 
@@ -209,13 +224,15 @@ def write_version(export_dir, version, overwrite, vocab_file, write):
 # --- the serving module ------------------------------------------------------------------------------------
 
 class _ServingModule(tf.Module):
-    def __init__(self, model, task, vocab_file, labels, preprocessor, use_xla=False):
+    def __init__(self, model, task, vocab_file, labels, preprocessor, use_xla=False, length_multiple=1):
         super().__init__()
         # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
         # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
         # use restores every variable a signature reads.
         forward = lambda inputs: model(inputs, training=False)
         self._forward = core_ops.Untracked(tf.function(forward, jit_compile=True) if use_xla else forward)
+        self.length_multiple = length_multiple if use_xla else 1
+        self.max_length = (model if task == "encoder" else model.bert).config.max_position_embeddings
         self.task = task
         self.output_names = _OUTPUTS[task]
         if task == "classifier" and getattr(model, "regression", False):
@@ -230,12 +247,23 @@ class _ServingModule(tf.Module):
         self.model_variables = function_variables(concrete_functions)
 
     def outputs(self, inputs):
-        result = self._forward.obj(inputs)
+        result = self._forward_rounded(inputs) if self.length_multiple > 1 else self._forward.obj(inputs)
         out = {name: tf.identity(result[name], name=name) for name in self.output_names}
         if self._labels is not None:
             predicted = tf.gather(self.labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
             out["predicted_label" if self.task == "classifier" else "predicted_labels"] = predicted
         return out
+
+    def _forward_rounded(self, inputs):
+        """The model on `inputs` zero-padded to a length rounded up to `length_multiple` (at least the length sent,
+        at most max_position_embeddings), its per-token outputs cut back to the length sent."""
+        length = tf.shape(inputs["input_ids"], out_type=tf.int64)[1]
+        rounded = tf.maximum(length, preprocessing.longest_length([length], self.max_length, self.length_multiple))
+        padding = [[0, 0], [0, rounded - length]]
+        result = self._forward.obj({name: tf.pad(t, padding) if name in _TENSOR_INPUTS else t
+                                    for name, t in inputs.items()})
+        return {name: t[:, :length] if name in _SEQUENCE_OUTPUTS[self.task] else t
+                for name, t in result.items() if name in self.output_names}
 
     def text_outputs(self, packed):
         out = self.outputs(packed)
@@ -251,7 +279,8 @@ def _write_labels(directory, labels):
 
 
 def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, version=1,
-                      overwrite=False, label_list=None, text_ops="tf_text", use_xla=False):
+                      overwrite=False, label_list=None, text_ops="tf_text", use_xla=False,
+                      pad_to_max_seq_length=False, length_multiple=None):
     """Writes `model` (a built Keras task model) as a TF Serving SavedModel at `export_dir/<version>`.
 
     Args:
@@ -266,8 +295,13 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
       text_ops: "tf_text", "core" or "none" (see the module docstring).
       use_xla: the model's computation in every signature compiled by XLA (`jit_compile`; see the module
         docstring).
+      pad_to_max_seq_length: the text signatures pack every request to max_seq_length (the original's fixed
+        shape); default: to its longest text.
+      length_multiple: lengths rounded up to a multiple of this (default: 32 with use_xla, where each length
+        compiles once, else 1).
     Returns: the path of the written version directory.
     """
+    length_multiple = lengths.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, length_multiple).multiple
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
     if text_ops not in TEXT_OPS:
@@ -288,8 +322,9 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
     signatures = {}
 
     def write(src_dir, vocab_copy, saved):
-        preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops) if has_text else None
-        module = _ServingModule(model, task, vocab_copy, labels, preprocessor, use_xla)
+        preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops, pad_to_max_seq_length,
+                                         length_multiple) if has_text else None
+        module = _ServingModule(model, task, vocab_copy, labels, preprocessor, use_xla, length_multiple)
         if labels is not None:
             module.labels_asset = tf.saved_model.Asset(_write_labels(src_dir, labels))
 
@@ -310,6 +345,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
         tf.saved_model.save(module, saved, signatures=signatures)
         meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
                 "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
+                "pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": length_multiple,
                 "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()}
         os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
         with open(os.path.join(saved, "assets.extra", "export_metadata.json"), "w") as f:
@@ -322,7 +358,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
 
 def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=True,
                            max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
-                           text_ops="tf_text", use_xla=False):
+                           text_ops="tf_text", use_xla=False, pad_to_max_seq_length=False, length_multiple=None):
     """Builds the task model from bert_config.json, loads `init_checkpoint` and exports it (see above)."""
     labels = read_label_list(label_list)
     if labels is not None:
@@ -334,4 +370,5 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
     version_dir(export_dir, version, overwrite)  # fail before the slow part
     model = load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length, num_labels)
     return export_task_model(model, task, export_dir, vocab_file, do_lower_case, max_seq_length, version,
-                             overwrite, label_list=labels, text_ops=text_ops, use_xla=use_xla)
+                             overwrite, label_list=labels, text_ops=text_ops, use_xla=use_xla,
+                             pad_to_max_seq_length=pad_to_max_seq_length, length_multiple=length_multiple)

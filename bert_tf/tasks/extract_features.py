@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.model.encoder import build_bert_model, restored_encoder
 from bert_tf.text import packing, tokenization
@@ -70,22 +71,33 @@ def parse_layers(layers, num_hidden_layers):
     return indexes
 
 
-def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=False):
-    """Yields (feature, [layer activations [seq, H] for each index]) in input order."""
-    @tf.function(jit_compile=jit_compile, reduce_retracing=True)
+_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=False, lengths=None):
+    """Yields (feature, [layer activations [seq, H] for each index]) in input order; `seq` covers at least the
+    feature's tokens.
+
+    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the encoder runs on length-sorted
+    batches cut to their longest text (`LengthSorted`); the activations of the tokens are the same to float
+    rounding."""
+    seq_length = len(features[0].input_ids) if features else 0
+    inputs = {name: np.array([getattr(f, "input_type_ids" if name == "segment_ids" else name) for f in features],
+                             np.int32).reshape(len(features), seq_length) for name in _INPUTS}
+    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _INPUTS)
+
+    @tf.function(jit_compile=jit_compile, input_signature=[batches.dataset.element_spec], autograph=False)
     def forward(batch):
         outputs = model(batch, training=False)
-        return [outputs["encoder_outputs"][i] for i in layer_indexes]
+        return {f"layer_{k}": outputs["encoder_outputs"][i] for k, i in enumerate(layer_indexes)}
 
-    for start in tqdm(range(0, len(features), batch_size), desc="extract_features", unit="batch",
-                      disable=len(features) <= batch_size):
-        chunk = features[start:start + batch_size]
-        batch = {"input_ids": np.array([f.input_ids for f in chunk], np.int32),
-                 "input_mask": np.array([f.input_mask for f in chunk], np.int32),
-                 "segment_ids": np.array([f.input_type_ids for f in chunk], np.int32)}
-        layer_outputs = [o.numpy() for o in forward(batch)]
-        for row, feature in enumerate(chunk):
-            yield feature, [o[row] for o in layer_outputs]
+    outputs = ({name: t.numpy() for name, t in forward(batch).items()} for batch in batches.dataset)
+    rows = iter(features)
+    for batch in tqdm(batches.in_input_order(outputs), total=-(-len(features) // batch_size),
+                      desc="extract_features", unit="batch", disable=len(features) <= batch_size):
+        layer_outputs = [batch[f"layer_{k}"] for k in range(len(layer_indexes))]
+        for row in range(len(layer_outputs[0])):
+            yield next(rows), [o[row] for o in layer_outputs]
 
 
 def feature_json(feature, layer_indexes, layer_values):
@@ -108,8 +120,9 @@ def write_jsonl(output_file, objects):
 
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,
-                     batch_size=32, jit_compile=False):
+                     batch_size=32, jit_compile=False, lengths=None):
     """The whole job: read, featurize, run the encoder, write the JSONL. Returns the number of examples.
+    `lengths`: see `predict_layers`.
 
     Raises ValueError for an empty `input_file` (before anything is written)."""
     config = model.config
@@ -123,16 +136,19 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
     os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
-    results = predict_layers(model, features, layer_indexes, batch_size, jit_compile)
+    results = predict_layers(model, features, layer_indexes, batch_size, jit_compile, lengths)
     write_jsonl(output_file, (feature_json(f, layer_indexes, values) for f, values in results))
     return len(features)
 
 
 def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint=None, layers="-1,-2,-3,-4",
-        max_seq_length=128, do_lower_case=True, batch_size=32, use_xla=False):
+        max_seq_length=128, do_lower_case=True, batch_size=32, use_xla=False, pad_to_max_seq_length=False,
+        seq_length_multiple=None):
     """What extract_features.py does: the model of `bert_config_file` restored from `init_checkpoint` (an original
-    checkpoint or one of ours; none: random weights, with a warning), then `extract_features`. Returns the number
-    of examples written."""
+    checkpoint or one of ours; none: random weights, with a warning), then `extract_features` on batches cut to
+    their longest text (unless `pad_to_max_seq_length`; rounded up to `seq_length_multiple`, by default 32 with
+    `use_xla`, else 1: bert_tf.data.lengths). Returns the number of examples written."""
+    lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
     config = BertConfig.from_json_file(bert_config_file)
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
@@ -143,6 +159,7 @@ def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint=N
         checkpoints.restore(model, init_checkpoint)
     else:
         logging.warning("No --init_checkpoint: the features come from a randomly initialized model.")
-    count = extract_features(model, tokenizer, input_file, output_file, layers, max_seq_length, batch_size, use_xla)
+    count = extract_features(model, tokenizer, input_file, output_file, layers, max_seq_length, batch_size, use_xla,
+                             lengths)
     logging.info("Wrote features of %d examples to %s", count, output_file)
     return count

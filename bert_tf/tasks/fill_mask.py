@@ -21,6 +21,7 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import encoder, task_models
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.tasks import extract_features
@@ -67,27 +68,47 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
     return converted
 
 
-def predict(model, examples, top_k=5, batch_size=8, jit_compile=False):
+_SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _cut_positions(inputs):
+    """A batch's masked_lm_positions cut to its most masks (`masked_lm_weights`: 1 for each mask); the model's
+    inputs."""
+    width = lengths_lib.cut_length(inputs["masked_lm_weights"])
+    return {**{name: inputs[name] for name in _SEQUENCE_INPUTS},
+            "masked_lm_positions": inputs["masked_lm_positions"][:, :width]}
+
+
+def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=None):
     """Yields (example, probabilities [num_masks, top_k], ids [num_masks, top_k]) for each MaskedExample, in order.
 
     `model`: a built BertPretrainer. A batch's masked_lm_positions are padded with position 0 to its most masks.
+    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the model runs on length-sorted batches
+    cut to their longest text (`LengthSorted`), the same probabilities to float rounding.
     """
-    @tf.function(jit_compile=jit_compile, reduce_retracing=True)
-    def top(inputs):
-        logits = tf.cast(model(inputs, training=False)["masked_lm_logits"], tf.float32)
-        return tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=top_k)
+    seq_length = len(examples[0].input_ids) if examples else 0
+    most = max((len(e.positions) for e in examples), default=1)
+    inputs = {name: np.array([getattr(e, name) for e in examples], np.int32).reshape(len(examples), seq_length)
+              for name in _SEQUENCE_INPUTS}
+    inputs["masked_lm_positions"] = np.array([e.positions + [0] * (most - len(e.positions)) for e in examples],
+                                             np.int32).reshape(len(examples), most)
+    inputs["masked_lm_weights"] = (np.arange(most) < np.array([len(e.positions) for e in examples])[:, None]).astype(
+        np.int32).reshape(len(examples), most)
+    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _SEQUENCE_INPUTS)
+    dataset = batches.dataset.map(tf.autograph.experimental.do_not_convert(_cut_positions))
 
-    for start in range(0, len(examples), batch_size):
-        batch = examples[start:start + batch_size]
-        width = max(len(e.positions) for e in batch)
-        inputs = {name: np.array([getattr(e, name) for e in batch], np.int32)
-                  for name in ("input_ids", "input_mask", "segment_ids")}
-        inputs["masked_lm_positions"] = np.array([e.positions + [0] * (width - len(e.positions)) for e in batch],
-                                                 np.int32)
-        values, indices = top(inputs)
-        for row, example in enumerate(batch):
+    @tf.function(jit_compile=jit_compile, input_signature=[dataset.element_spec], autograph=False)
+    def top(batch):
+        logits = tf.cast(model(batch, training=False)["masked_lm_logits"], tf.float32)
+        values, indices = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=top_k)
+        return {"values": values, "indices": indices}
+
+    rows = iter(examples)
+    for outputs in batches.in_input_order({name: t.numpy() for name, t in top(batch).items()} for batch in dataset):
+        for row in range(len(outputs["values"])):
+            example = next(rows)
             count = len(example.positions)
-            yield example, values.numpy()[row, :count], indices.numpy()[row, :count]
+            yield example, outputs["values"][row, :count], outputs["indices"][row, :count]
 
 
 def prediction_json(example, probabilities, ids, inv_vocab):
@@ -100,8 +121,12 @@ def prediction_json(example, probabilities, ids, inv_vocab):
 
 
 def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint, do_lower_case=True,
-        max_seq_length=128, top_k=5, batch_size=8, use_xla=False):
-    """What predict_masked_lm.py does (see the module docstring). Returns the number of examples written."""
+        max_seq_length=128, top_k=5, batch_size=8, use_xla=False, pad_to_max_seq_length=False,
+        seq_length_multiple=None):
+    """What predict_masked_lm.py does (see the module docstring), on batches cut to their longest text unless
+    `pad_to_max_seq_length` (rounded up to `seq_length_multiple`: by default 32 with `use_xla`, else 1). Returns the
+    number of examples written."""
+    lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
     config = BertConfig.from_json_file(bert_config_file)
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
@@ -118,7 +143,7 @@ def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint, 
         model = task_models.build(task_models.BertPretrainer(config))
     checkpoints.restore(model, init_checkpoint, required_heads=("masked_lm",))
     with fileio.atomic_write(output_file) as f:
-        for example, probabilities, ids in predict(model, examples, top_k, batch_size, use_xla):
+        for example, probabilities, ids in predict(model, examples, top_k, batch_size, use_xla, lengths):
             f.write(json.dumps(prediction_json(example, probabilities, ids, tokenizer.inv_vocab)) + "\n")
     logging.info("Wrote the top %d predictions of %d masks in %d examples to %s", top_k,
                  sum(len(e.positions) for e in examples), len(examples), output_file)

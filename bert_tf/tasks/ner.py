@@ -32,6 +32,7 @@ from absl import logging
 from seqeval import metrics as seqeval_metrics
 
 from bert_tf.data import fileio, records
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files
 from bert_tf.text import tokenization
@@ -231,7 +232,7 @@ def features_to_arrays(features):
 
 # --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
 
-_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids")
+_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids")  # also the arrays with a sequence axis
 
 
 def record_schema(seq_length):
@@ -246,16 +247,18 @@ def write_tf_record(features, output_file):
                                        .SerializeToString() for f in features))
 
 
-def train_dataset_fn(input_file, seq_length, num_records):
+def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
     """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
-    repeated (features, labels) batches of the records, remainder dropped."""
+    repeated (features, labels) batches of the records, remainder dropped, cut as `lengths` says
+    (bert_tf.data.lengths)."""
     schema = record_schema(seq_length)
 
     def decode(record):
         parsed = records.parse(record, schema)
         return {k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")}, {"label_ids": parsed["label_ids"]}
 
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000))
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), lengths=lengths,
+                                       sequence_names=_FEATURES)
 
 
 # --- model and loss --------------------------------------------------------------------------------------------
@@ -271,11 +274,13 @@ def masked_loss(labels, outputs):
 
 # --- prediction ------------------------------------------------------------------------------------------------
 
-def predict_windows(trainer, features, batch_size, fixed_batches=False):
+def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=None):
     """Runs the model on the windows -> ([predicted label ids of each window's words], eval losses dict).
 
     Losses: `eval_loss`, the mean per-window loss; `loss`, the mean of the batches' means (the Estimator's).
     With `fixed_batches` (TPU) the last batch is filled up with empty windows, whose outputs are dropped.
+    `lengths` (bert_tf.data.lengths): the model runs on length-sorted batches cut to their longest window (the
+    losses are still those of the input order's batches).
     """
     inputs, labels = features_to_arrays(features)
     padding = -len(features) % batch_size if fixed_batches else 0
@@ -283,9 +288,9 @@ def predict_windows(trainer, features, batch_size, fixed_batches=False):
         inputs = {k: np.concatenate([v, np.zeros((padding,) + v.shape[1:], v.dtype)]) for k, v in inputs.items()}
         labels = {k: np.concatenate([v, np.full((padding,) + v.shape[1:], IGNORE_ID, v.dtype)])
                   for k, v in labels.items()}
-    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(batch_size, drop_remainder=fixed_batches)
+    batches = lengths_lib.LengthSorted((inputs, labels), batch_size, lengths, _FEATURES, fixed_batches)
     predictions, losses, batch_means = [], [], []
-    for outputs in trainer.predict(dataset, with_loss=True):
+    for outputs in batches.in_input_order(trainer.predict(batches.dataset, with_loss=True)):
         label_ids = np.argmax(outputs["logits"], axis=-1)
         real = min(label_ids.shape[0], len(features) - len(predictions))
         for row in range(real):
@@ -346,15 +351,17 @@ def conll_output(examples, predicted):
     return "".join(lines)
 
 
-def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False):
+def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False,
+                      lengths=None):
     """Featurizes, predicts and re-joins -> (predicted labels per sentence, results, report text).
+    `lengths`: see `predict_windows`.
 
     results: eval_precision, eval_recall, eval_f1, eval_accuracy, eval_<TYPE>_..., eval_loss and loss.
     """
     features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
     logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
     logging.info("  Batch size = %d", batch_size)
-    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches)
+    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths)
     predicted = rejoin(examples, features, window_predictions, label_list)
     metrics, report = compute_metrics([e.labels for e in examples], predicted)
     results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
@@ -429,14 +436,15 @@ class NerTask:
         num_windows = write_tf_record(
             convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
         logging.info("Training on %d sentences in %d windows", len(examples), num_windows)
-        return train_dataset_fn(train_file, run.max_seq_length, num_windows), num_windows
+        return train_dataset_fn(train_file, run.max_seq_length, num_windows, run.sequence_lengths), num_windows
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt, eval_report.txt and eval_predictions.txt of the dev set; returns the results."""
         logging.info("***** Running evaluation *****")
         examples = self.examples["dev"]
         predicted, results, report = evaluate_examples(trainer, examples, self.label_list, tokenizer,
-                                                       run.max_seq_length, run.eval_batch_size, run.fixed_batches)
+                                                       run.max_seq_length, run.eval_batch_size, run.fixed_batches,
+                                                       run.sequence_lengths)
         results["global_step"] = trainer.step
         result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
         logging.info("\n%s", report)
@@ -450,7 +458,8 @@ class NerTask:
         logging.info("***** Running prediction *****")
         examples = self.examples["test"]
         predicted, results, _ = evaluate_examples(trainer, examples, self.label_list, tokenizer,
-                                                  run.max_seq_length, run.predict_batch_size, run.fixed_batches)
+                                                  run.max_seq_length, run.predict_batch_size, run.fixed_batches,
+                                                  run.sequence_lengths)
         logging.info("Test set (its gold labels): f1 = %.4f, precision = %.4f, recall = %.4f",
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
         fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.txt"),

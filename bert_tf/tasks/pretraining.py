@@ -144,7 +144,7 @@ class PretrainingTask:
         def dataset_fn(batch_size, input_context=None, seed=None):
             return dataset.training_dataset(self.train_files, batch_size, run.max_seq_length,
                                             self.max_predictions_per_seq, self.compression["train"], seed,
-                                            input_context, masking)
+                                            input_context, masking, run.sequence_lengths)
 
         return dataset_fn, None
 
@@ -153,7 +153,7 @@ class PretrainingTask:
         the chief). Returns the results."""
         data = dataset.evaluation_dataset(self.eval_files, run.eval_batch_size, run.max_seq_length,
                                           self.max_predictions_per_seq, self.compression["eval"],
-                                          self.max_eval_steps)
+                                          self.max_eval_steps, run.sequence_lengths)
         results, batches = trainer.evaluate(data)
         if batches < self.max_eval_steps:
             logging.warning("max_eval_steps=%d but the eval data holds %d full batch(es) of %d: evaluated those.",

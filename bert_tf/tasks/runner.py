@@ -42,6 +42,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.data import lengths
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.text import tokenization
 from bert_tf.training import distribute
@@ -92,11 +93,22 @@ class RunConfig:
     keep_checkpoint_max: int = 5
     optimizer: str = "adamw"
     start_over: bool = False
+    # Batch lengths (bert_tf.data.lengths): cut to the longest text of each batch unless pad_to_max_seq_length.
+    pad_to_max_seq_length: bool = False
+    seq_length_multiple: int | None = None
+    group_by_length: bool = False
 
     @property
     def fixed_batches(self):
         """Whether evaluation and prediction need whole batches (TPU), padded with examples the metrics ignore."""
         return self.use_tpu or self.distribution_strategy == "tpu"
+
+    @property
+    def sequence_lengths(self):
+        """How batches are cut (bert_tf.data.lengths.SequenceLengths): to their longest text, rounded up to
+        seq_length_multiple (default 32 with use_xla or on TPU, where each length compiles a program, else 1)."""
+        return lengths.SequenceLengths.for_run(self.pad_to_max_seq_length, self.use_xla or self.fixed_batches,
+                                               self.seq_length_multiple, self.group_by_length)
 
     def strategy(self):
         """The tf.distribute strategy these settings ask for (`--use_tpu` means tpu when the strategy is auto)."""
@@ -224,7 +236,8 @@ def export(run, task, trainer):
 
         written.append(saved_model.export_task_model(
             trainer.model, task.export_task, run.export_dir, run.vocab_file, run.do_lower_case, run.max_seq_length,
-            version=max(trainer.step, 1), overwrite=True, label_list=task.label_list))
+            version=max(trainer.step, 1), overwrite=True, label_list=task.label_list,
+            pad_to_max_seq_length=run.pad_to_max_seq_length, length_multiple=run.seq_length_multiple))
         logging.info("Exported the %s model to %s", task.export_task, written[-1])
     return written
 

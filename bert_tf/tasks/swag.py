@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.data import fileio, records
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files
 from bert_tf.text import packing, tokenization
@@ -27,7 +28,7 @@ from bert_tf.text import packing, tokenization
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
 TEXT_COLUMNS = ("sent1", "sent2") + ENDING_COLUMNS
-_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")  # also the arrays with a sequence axis
 
 # label: int in [0, NUM_CHOICES) or None (test set); file, line: where the example is.
 InputExample = collections.namedtuple("InputExample", ["guid", "context", "start_ending", "endings", "label",
@@ -142,9 +143,10 @@ def write_tf_record(features, output_file):
     return records.write(output_file, map(serialized, features))
 
 
-def train_dataset_fn(input_file, seq_length, num_records):
+def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
     """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
-    repeated (features [B, C, S], {"label": [B]}) batches, remainder dropped."""
+    repeated (features [B, C, S], {"label": [B]}) batches, remainder dropped, each cut to the longest of its
+    choices as `lengths` says (bert_tf.data.lengths)."""
     schema = record_schema(seq_length)
 
     def decode(record):
@@ -152,7 +154,8 @@ def train_dataset_fn(input_file, seq_length, num_records):
         inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in _INPUT_NAMES}
         return inputs, {"label": parsed["label"]}
 
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000))
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), lengths=lengths,
+                                       sequence_names=_INPUT_NAMES)
 
 
 # --- model, loss, metrics --------------------------------------------------------------------------------------
@@ -163,19 +166,21 @@ def choice_loss(labels, outputs):
                                                           logits=tf.cast(outputs["logits"], tf.float32))
 
 
-def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batches=False):
+def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batches=False, lengths=None):
     """-> (probabilities [N, C], None or the losses dict: `eval_loss`, the mean per-example loss, and `loss`, the
     mean of the batches' means as the Estimator's). With `fixed_batches` (TPU) the last batch is filled up with
-    all-padding examples, whose outputs are dropped."""
+    all-padding examples, whose outputs are dropped. `lengths` (bert_tf.data.lengths): the model runs on
+    length-sorted batches cut to their longest choice (the losses are still those of the input order's
+    batches)."""
     inputs, labels = features_to_arrays(features)
     padding = -len(features) % batch_size if fixed_batches else 0
     if padding:
         inputs, labels = ({k: np.concatenate([v, np.zeros((padding,) + v.shape[1:], v.dtype)]) for k, v in d.items()}
                           for d in (inputs, labels))
-    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels) if with_labels else inputs)
-    dataset = dataset.batch(batch_size, drop_remainder=fixed_batches)
+    batches = lengths_lib.LengthSorted((inputs, labels) if with_labels else inputs, batch_size, lengths,
+                                       _INPUT_NAMES, fixed_batches)
     probabilities, losses, batch_means = [], [], []
-    for outputs in trainer.predict(dataset, with_loss=with_labels):
+    for outputs in batches.in_input_order(trainer.predict(batches.dataset, with_loss=with_labels)):
         real = min(len(outputs["probabilities"]), len(features) - sum(len(p) for p in probabilities))
         probabilities.append(outputs["probabilities"][:real])
         if with_labels:
@@ -222,7 +227,7 @@ class SwagTask:
         train_file = os.path.join(run.output_dir, "train.tf_record")
         num_examples = write_tf_record(
             convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
-        return train_dataset_fn(train_file, run.max_seq_length, num_examples), num_examples
+        return train_dataset_fn(train_file, run.max_seq_length, num_examples, run.sequence_lengths), num_examples
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt (eval_accuracy, eval_loss, loss, global_step) of val.csv; returns the results."""
@@ -231,7 +236,7 @@ class SwagTask:
         logging.info("  Num examples = %d", len(examples))
         features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer))
         probabilities, losses = predict_probabilities(trainer, features, run.eval_batch_size, True,
-                                                      run.fixed_batches)
+                                                      run.fixed_batches, run.sequence_lengths)
         results = {"eval_accuracy": accuracy(probabilities, [e.label for e in examples]),
                    "global_step": trainer.step, **losses}
         result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
@@ -244,7 +249,7 @@ class SwagTask:
         logging.info("  Num examples = %d", len(examples))
         features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer))
         probabilities, _ = predict_probabilities(trainer, features, run.predict_batch_size, False,
-                                                 run.fixed_batches)
+                                                 run.fixed_batches, run.sequence_lengths)
         if all(e.label is not None for e in examples):
             logging.info("Test set (its labels): accuracy = %.4f", accuracy(probabilities, [e.label for e in examples]))
         fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.tsv"),

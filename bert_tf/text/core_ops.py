@@ -95,12 +95,15 @@ class CoreWordpieceTokenizer(tf.Module):
 
 
 class CorePreprocessor(tf.Module):
-    """Raw text -> packed inputs with core TF ops only (`CoreWordpieceTokenizer` + `preprocessing.pack_inputs`)."""
+    """Raw text -> packed inputs with core TF ops only (`CoreWordpieceTokenizer` + `preprocessing.pack_inputs`;
+    `pad_to_max_seq_length` and `length_multiple` as for `pack_inputs`)."""
 
-    def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None):
+    def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None, pad_to_max_seq_length=True,
+                 length_multiple=1):
         super().__init__(name=name)
         self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = int(max_seq_length)
+        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": int(length_multiple)}
 
     def __call__(self, text_a, text_b=None):
         return self.encode(text_a) if text_b is None else self.encode_pair(text_a, text_b)
@@ -109,10 +112,11 @@ class CorePreprocessor(tf.Module):
     def encode(self, text_a):
         tok = self.tokenizer
         return preprocessing.pack_inputs(tok.tokenize(text_a), max_seq_length=self.max_seq_length, cls_id=tok.cls_id,
-                           sep_id=tok.sep_id)
+                                         sep_id=tok.sep_id, **self.padding)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
     def encode_pair(self, text_a, text_b):
         tok = self.tokenizer
-        return preprocessing.pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b), max_seq_length=self.max_seq_length,
-                           cls_id=tok.cls_id, sep_id=tok.sep_id)
+        return preprocessing.pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b),
+                                         max_seq_length=self.max_seq_length, cls_id=tok.cls_id, sep_id=tok.sep_id,
+                                         **self.padding)

@@ -23,7 +23,7 @@ def _prefix(ids, lengths):
     return tf.gather(ids.flat_values, tf.ragged.range(starts, starts + lengths))
 
 
-def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
+def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max_seq_length=True, length_multiple=1):
     """Packs token ids into BERT inputs the way `run_classifier.convert_single_example` does.
 
     Args:
@@ -34,12 +34,15 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
       max_seq_length: output length; at least 2 (3 if `ids_b` is given). A Python int, or a scalar integer tensor
         (checked in graph; the result's second dimension is then not static).
       cls_id, sep_id: ids of `[CLS]` and `[SEP]`.
+      pad_to_max_seq_length: pad every row to max_seq_length (the original's fixed shape); False: to the longest
+        packed row of the batch, rounded up to a multiple of `length_multiple` (at most max_seq_length). The
+        truncation is max_seq_length's either way, and so are the real positions' values.
 
     Returns:
-      dict of int32 `[batch, max_seq_length]` tensors: `input_ids` (`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`,
-      then 0s), `input_mask` (1 on real tokens) and `segment_ids` (0 for `[CLS] a [SEP]`, 1 for `b [SEP]`).
-      A single segment is cut to `max_seq_length - 2` ids; a pair to `max_seq_length - 3` ids in total with
-      the original `_truncate_seq_pair` rule.
+      dict of int32 `[batch, max_seq_length]` (or `[batch, longest]`) tensors: `input_ids` (`[CLS] a [SEP]` or
+      `[CLS] a [SEP] b [SEP]`, then 0s), `input_mask` (1 on real tokens) and `segment_ids` (0 for `[CLS] a [SEP]`,
+      1 for `b [SEP]`). A single segment is cut to `max_seq_length - 2` ids; a pair to `max_seq_length - 3` ids in
+      total with the original `_truncate_seq_pair` rule.
     """
     min_length = 2 if ids_b is None else 3
     message = "max_seq_length must be at least %d %s" % (
@@ -78,6 +81,8 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
     tokens = tf.concat([cls, seg_a, sep, seg_b, sep_b], axis=1)
     segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(seg_a), tf.zeros_like(sep),
                           tf.ones_like(seg_b), tf.ones_like(sep_b)], axis=1)
+    if not pad_to_max_seq_length:
+        shape = [-1, longest_length(tokens.row_lengths(), limit, length_multiple)]
     input_ids = tokens.to_tensor(default_value=0, shape=shape)
     return {
         "input_ids": input_ids,
@@ -86,20 +91,31 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id):
     }
 
 
+def longest_length(row_lengths, max_seq_length, multiple=1):
+    """The width a batch of packed rows is padded to: its longest row, rounded up to a multiple of `multiple`, at
+    most `max_seq_length` (0 for an empty batch). An int64 scalar."""
+    longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int64), tf.zeros([1], tf.int64)], 0))
+    multiple = tf.constant(multiple, tf.int64)
+    return tf.minimum(tf.cast(max_seq_length, tf.int64), (longest + multiple - 1) // multiple * multiple)
+
+
 class InGraphPreprocessor(tf.Module):
     """Raw text -> packed BERT inputs, in graph: `InGraphTokenizer` followed by `pack_inputs`.
 
     Args:
       vocab_file, do_lower_case: as for `InGraphTokenizer` (or pass a ready `tokenizer`).
       max_seq_length: length of the packed inputs (>= 2; pairs need >= 3).
+      pad_to_max_seq_length, length_multiple: as for `pack_inputs`: False packs each call to its longest text.
 
     `preprocessor(text_a)` or `preprocessor(text_a, text_b)` (tf.string `[batch]`) returns the dict of int32
-    `[batch, max_seq_length]` tensors `input_ids`, `input_mask`, `segment_ids`; usable in `Dataset.map`.
+    `[batch, max_seq_length]` (or `[batch, longest]`) tensors `input_ids`, `input_mask`, `segment_ids`; usable in
+    `Dataset.map`.
     `encode` and `encode_pair` are the underlying `tf.function`s (with input signatures, so they survive
     `tf.saved_model.save`).
     """
 
-    def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None):
+    def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None,
+                 pad_to_max_seq_length=True, length_multiple=1):
         super().__init__(name=name)
         if tokenizer is None:
             if vocab_file is None:
@@ -109,6 +125,7 @@ class InGraphPreprocessor(tf.Module):
             raise ValueError("max_seq_length must be at least 2, got %d" % max_seq_length)
         self.tokenizer = tokenizer
         self.max_seq_length = int(max_seq_length)
+        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": int(length_multiple)}
 
     @property
     def vocab_file(self):
@@ -124,7 +141,7 @@ class InGraphPreprocessor(tf.Module):
         """Packs single segments: `[CLS] a [SEP]`."""
         tok = self.tokenizer
         return pack_inputs(tok.tokenize(text_a), max_seq_length=self.max_seq_length,
-                           cls_id=tok.cls_id, sep_id=tok.sep_id)
+                           cls_id=tok.cls_id, sep_id=tok.sep_id, **self.padding)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
     def encode_pair(self, text_a, text_b):
@@ -133,4 +150,4 @@ class InGraphPreprocessor(tf.Module):
             raise ValueError("max_seq_length must be at least 3 for segment pairs, got %d" % self.max_seq_length)
         tok = self.tokenizer
         return pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b), max_seq_length=self.max_seq_length,
-                           cls_id=tok.cls_id, sep_id=tok.sep_id)
+                           cls_id=tok.cls_id, sep_id=tok.sep_id, **self.padding)

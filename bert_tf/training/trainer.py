@@ -490,6 +490,8 @@ class Trainer:
                 else forward
             function.get_concrete_function()
             if all(spec.shape.rank and spec.shape[0] is None for spec in tf.nest.flatten(signature)):
-                function(*tf.nest.map_structure(lambda spec: tf.zeros([0, *spec.shape[1:]], spec.dtype), signature))
+                function(*tf.nest.map_structure(
+                    lambda spec: tf.zeros([0] + [1 if n is None else n for n in spec.shape[1:]], spec.dtype),
+                    signature))
             self._forward_functions[key] = function
         return self._forward_functions[key]

@@ -267,9 +267,11 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny):
 
     returncode, stdout, stderr = run()  # stock saved_model_cli: the TF1 loader, as TF Serving's
     assert returncode == 0, stderr[-2000:]
-    ids = python_features(tiny["tokenizer"], "Hello world!", "", max_len)[0]
+    ids, mask, _ = python_features(tiny["tokenizer"], "Hello world!", "", max_len)
     flat = " ".join(stdout.replace("[", " [ ").replace("]", " ] ").split())
-    assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in ids) + " ] ]" in flat, stdout
+    real = ids[:sum(mask)]  # packed to the request's longest text
+    assert len(real) < max_len
+    assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in real) + " ] ]" in flat, stdout
 
 
 def _must_compile_functions(saved_model_dir):
@@ -401,3 +403,58 @@ def test_a_trainer_squad_checkpoint_exports_from_its_output_dir(tmp_path, tiny):
     ref = keras_outputs(trainer.model, features, "squad")
     for name in ("start_logits", "end_logits"):
         assert np.abs(got[name].numpy() - ref[name]).max() <= 1e-5, name
+
+
+# --- requests packed to their longest text -------------------------------------------------------------------
+
+REQUESTS = {  # name -> (text_a, text_b): short, mixed with empty and over-long texts, all empty
+    "short": (["hello", "the dog", "is it?"], ["", "world", ""]),
+    "mixed": (["", "hello world " * 15, "the quick brown fox"], ["a", "", "the lazy dog " * 8]),
+    "empty": (["", "", ""], ["", "", ""]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_xla", [False, True], ids=["default", "xla"])
+def test_text_requests_are_packed_to_their_longest_text(tmp_path, tiny, use_xla):
+    """serving_text(_pair) pack each request to its longest text (truncated at max_seq_length as the original;
+    under use_xla rounded up to length_multiple): the outputs equal the fixed-length export's (within 1e-5) on
+    every real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. The
+    tensor signature takes any length; under use_xla its per-token outputs come back at the length sent."""
+    max_len, multiple = 20, 8
+    rng = np.random.RandomState(0)
+    exports = {}
+    for task, labels in (("classifier", ["x", "y", "z"]), ("ner", ["O", "B", "I"])):
+        model = saved_model.build_task_model(tiny["config"], task, 3)
+        model.set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in model.get_weights()])
+        for pad in (True, False):
+            exports[task, pad] = tf.saved_model.load(saved_model.export_task_model(
+                model, task, str(tmp_path / f"{task}_{pad}"), tiny["vocab"], True, max_len, label_list=labels,
+                pad_to_max_seq_length=pad, use_xla=use_xla and not pad,
+                length_multiple=multiple if use_xla and not pad else None))
+    for (texts_a, texts_b) in REQUESTS.values():
+        packed = batch_features(tiny["tokenizer"], texts_a, texts_b, max_len)
+        longest = int(packed["input_mask"].sum(1).max())
+        width = min(max_len, -(-longest // multiple) * multiple) if use_xla else longest
+        for task in ("classifier", "ner"):
+            fixed = exports[task, True].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
+                                                                       text_b=tf.constant(texts_b))
+            cut = exports[task, False].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
+                                                                      text_b=tf.constant(texts_b))
+            assert cut["input_ids"].shape == (3, width)
+            np.testing.assert_array_equal(cut["input_ids"].numpy(), packed["input_ids"][:, :width])
+            for name in ("logits", "probabilities"):
+                expected = fixed[name].numpy()
+                if task == "ner":  # [B, S, L]: the real positions of each row
+                    mask = packed["input_mask"][:, :width].astype(bool)
+                    np.testing.assert_allclose(cut[name].numpy()[mask], expected[:, :width][mask], atol=1e-5)
+                else:
+                    np.testing.assert_allclose(cut[name].numpy(), expected, atol=1e-5)
+            single = exports[task, False].signatures["serving_text"](text_a=tf.constant(texts_a))
+            assert single["input_ids"].shape[1] <= max_len
+    ids = batch_features(tiny["tokenizer"], ["the quick brown fox"], [""], max_len)
+    sent = {name: tf.constant(v[:, :5]) for name, v in ids.items()}  # 5 of the 6 tokens: any length is taken
+    by_ids = exports["ner", False].signatures["serving_default"](**sent)
+    reference = exports["ner", True].signatures["serving_default"](**sent)
+    assert by_ids["logits"].shape == (1, 5, 3)
+    np.testing.assert_allclose(by_ids["logits"].numpy(), reference["logits"].numpy(), atol=1e-5)

@@ -1,7 +1,8 @@
 """Kill and rerun: each training script (fine-tuning and run_pretraining.py), SIGKILLed during --do_train after its
 first checkpoint and rerun with the same command, ends with exactly the checkpoint of the uninterrupted run
 (weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the checkpoint holds
-its random state, so the comparison is bit for bit. The tiny data sets are the tasks' own test data (tests/tasks)
+its random state, so the comparison is bit for bit. The batches are cut to their longest text (the default), or
+grouped by length (--group_by_length). The tiny data sets are the tasks' own test data (tests/tasks)
 and, for pretraining, create_pretraining_data.py's records of sample_text.txt."""
 import json
 import os
@@ -35,6 +36,12 @@ def _mrpc(data):
     (data / "train.tsv").write_text("".join(row + "\n" for row in rows))
     return "run_classifier.py", test_classifier.VOCAB, ["--task_name=MRPC", f"--data_dir={data}",
                                                         "--num_train_epochs=10"]  # 8 examples / 2 x 10
+
+
+def _mrpc_grouped(data):
+    """The classifier with --group_by_length: its buckets are part of the input position."""
+    script, vocab, flags = _mrpc(data)
+    return script, vocab, [*flags, "--group_by_length", "--seq_length_multiple=4"]
 
 
 def _squad(data):
@@ -98,8 +105,8 @@ def _variables(output_dir):
             if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input_iterators/")}
 
 
-@pytest.mark.parametrize("task", [_mrpc, _squad, _ner, _swag, _pretraining],
-                         ids=["classifier", "squad", "ner", "swag", "pretraining"])
+@pytest.mark.parametrize("task", [_mrpc, _mrpc_grouped, _squad, _ner, _swag, _pretraining],
+                         ids=["classifier", "classifier_grouped", "squad", "ner", "swag", "pretraining"])
 def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_bert_files):
     data = tmp_path / "data"
     data.mkdir()

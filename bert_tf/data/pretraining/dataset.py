@@ -14,13 +14,17 @@ S = max_seq_length, P = max_predictions_per_seq. int64 features become int32, as
   With `DynamicMasking` (bert_tf.data.pretraining.dynamic_masking) every epoch is masked afresh.
 - `evaluation_dataset`: the files in order, fixed batches, at most max_eval_steps of them.
 Batches are (features, labels): features input_ids, input_mask, segment_ids, masked_lm_positions (the model's
-inputs); labels masked_lm_ids, masked_lm_weights, next_sentence_labels.
+inputs); labels masked_lm_ids, masked_lm_weights, next_sentence_labels. With a `lengths` setting
+(bert_tf.data.lengths) input_ids, input_mask and segment_ids are cut to the batch's longest sequence (the masked
+positions all lie within it, so every loss term is the padded batch's).
 """
 import tensorflow as tf
 
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
 
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")  # the features with a sequence axis
 LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 _CYCLE_LENGTH = 4  # the original's num_cpu_threads
 _SHUFFLE_BUFFER = 100
@@ -114,9 +118,11 @@ def split(example):
 
 
 def training_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
-                     seed=None, input_context=None, masking=None):
+                     seed=None, input_context=None, masking=None, lengths=None):
     """The original's training input (see the module docstring): (features, labels) batches of `batch_size`,
-    repeated. `masking`: a DynamicMasking to re-mask every epoch (seeded with seed + the input pipeline's id)."""
+    repeated. `masking`: a DynamicMasking to re-mask every epoch (seeded with seed + the input pipeline's id).
+    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): each batch cut to its longest
+    sequence (the masked positions all lie within it), or batches grouped by length."""
     files, pipeline, pipelines = list(input_files), 0, 1
     if input_context is not None:
         pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
@@ -135,17 +141,17 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
     d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
     if masking is not None:
         d = masking.apply(d, (seed or 0) + pipeline)
-    d = d.map(split).batch(batch_size, drop_remainder=True)
+    d = records.batched(d.map(split), batch_size, True, lengths, SEQUENCE_FEATURES)
     return d.prefetch(tf.data.AUTOTUNE)
 
 
 def evaluation_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
-                       max_steps=None):
+                       max_steps=None, lengths=None):
     """The records in file order, (features, labels) batches of `batch_size` (remainder dropped, as the original),
-    at most `max_steps` of them."""
+    at most `max_steps` of them, each cut to its longest sequence as `lengths` says (not grouped)."""
     d = tf.data.TFRecordDataset(tf.constant(input_files), compression_type=compression)
     d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
-    d = d.map(split).batch(batch_size, drop_remainder=True)
+    d = lengths_lib.trimmed(d.map(split).batch(batch_size, drop_remainder=True), lengths, SEQUENCE_FEATURES)
     if max_steps is not None:
         d = d.take(max_steps)
     return records.read_once(d.prefetch(tf.data.AUTOTUNE))

@@ -6,9 +6,11 @@ the TFRecord files hold the original's schema (`input_ids`, `input_mask`, `segme
 import dataclasses
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
 from bert_tf.tasks.classifier.processors import PaddingInputExample
 from bert_tf.text import packing, tokenization
@@ -114,35 +116,60 @@ def name_to_features(seq_length, regression=False):
     }
 
 
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")  # also the features with a sequence axis
+
+
 def decode_record(record, seq_length, regression=False):
     """A serialized example -> (features, labels): int64 becomes int32 as in the original."""
     example = records.parse(record, name_to_features(seq_length, regression))
-    features = {name: example[name] for name in ("input_ids", "input_mask", "segment_ids")}
+    features = {name: example[name] for name in MODEL_INPUTS}
     labels = {name: example[name] for name in ("label_ids", "is_real_example")}
     return features, labels
 
 
 def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression=False,
-                       input_context=None, shuffle_seed=None):
+                       input_context=None, shuffle_seed=None, lengths=None):
     """The original's input pipeline as a tf.data.Dataset of (features, labels) batches.
 
     Training: repeat, shuffle with a 100-record buffer (order drawn from `shuffle_seed`), batch (drop_remainder as
-    given); with an `input_context`, each input pipeline reads its shard of the records. Otherwise file order.
+    given), each batch cut as `lengths` says (bert_tf.data.lengths; None: seq_length); with an `input_context`,
+    each input pipeline reads its shard of the records. Otherwise file order, seq_length.
     """
     def decode(record):
         return decode_record(record, seq_length, regression)
 
     if is_training:
         return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
-                                        repeat_first=True, drop_remainder=drop_remainder)
+                                        repeat_first=True, drop_remainder=drop_remainder, lengths=lengths,
+                                        sequence_names=MODEL_INPUTS)
     return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
-                                shuffle_seed=None):
+                                shuffle_seed=None, lengths=None):
     """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)` (the original's input_fn
     builder)."""
     def dataset_fn(batch_size, input_context=None, seed=shuffle_seed):
         return file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression,
-                                  input_context, seed)
+                                  input_context, seed, lengths)
     return dataset_fn
+
+
+def features_to_arrays(features, seq_length, regression=False):
+    """[InputFeatures] -> (features dict of int32 [N, seq_length], labels dict: label_ids, is_real_example [N]),
+    as `decode_record` reads them back from the TFRecords."""
+    inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), seq_length)
+              for name in MODEL_INPUTS}
+    labels = {"label_ids": np.array([f.label_id for f in features], np.float32 if regression else np.int32),
+              "is_real_example": np.array([f.is_real_example for f in features], np.int32)}
+    return inputs, labels
+
+
+def prediction_batches(features, seq_length, batch_size, lengths=None, drop_remainder=False, regression=False,
+                       with_labels=True):
+    """The evaluation's ((features, labels)) or prediction's (features) batches of `features`, sorted by length and
+    cut as `lengths` says (`bert_tf.data.lengths.LengthSorted`: its `in_input_order` gives the outputs back in the
+    batches of the input order)."""
+    inputs, labels = features_to_arrays(features, seq_length, regression)
+    return lengths_lib.LengthSorted((inputs, labels) if with_labels else inputs, batch_size, lengths, MODEL_INPUTS,
+                                    drop_remainder)

@@ -12,8 +12,8 @@ from bert_tf.tasks import result_files
 from bert_tf.tasks.classifier.features import (
     check_dev_labels,
     file_based_convert_examples_to_features,
-    file_based_dataset,
     file_based_input_fn_builder,
+    prediction_batches,
 )
 from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, loss_fn_for, task_key
 from bert_tf.tasks.classifier.processors import get_processor, pad_examples, prepare_label_list
@@ -32,18 +32,13 @@ def format_submission(ids, predictions, label_list, id_header="index"):
     return "".join(lines)
 
 
-def eval_dataset(eval_file, max_seq_length, eval_batch_size, fixed_batches, regression):
-    """The evaluation's (features, labels) batches of `eval_file` (a file written later has the same spec)."""
-    return file_based_dataset(eval_file, max_seq_length, eval_batch_size, is_training=False,
-                              drop_remainder=fixed_batches, regression=regression)
-
-
 def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_seq_length, eval_batch_size,
-             global_step, fixed_batches=False):
+             global_step, fixed_batches=False, lengths=None):
     """Evaluates on every dev set; writes `eval_results.txt` (`eval_results_mm.txt` for MNLI mismatched).
 
     `fixed_batches` pads the set with PaddingInputExample to whole batches (TPU), which the metrics ignore.
-    Returns {suffix: result dict}.
+    `lengths` (bert_tf.data.lengths.SequenceLengths): the model runs on length-sorted batches cut to their longest
+    text; the metrics see the outputs in the input order's batches. Returns {suffix: result dict}.
     """
     regression = processor.is_regression
     metric_names = GLUE_METRICS.get(task_key(processor), ())
@@ -59,9 +54,9 @@ def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, ma
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", eval_batch_size)
-        dataset = eval_dataset(eval_file, max_seq_length, eval_batch_size, fixed_batches, regression)
-        result = eval_metrics(trainer.predict(dataset, with_loss=True), features, global_step, regression,
-                              metric_names)
+        batches = prediction_batches(features, max_seq_length, eval_batch_size, lengths, fixed_batches, regression)
+        result = eval_metrics(batches.in_input_order(trainer.predict(batches.dataset, with_loss=True)), features,
+                              global_step, regression, metric_names)
         result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
                                         f"Eval results{suffix}")
         results[suffix] = result
@@ -69,10 +64,11 @@ def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, ma
 
 
 def predict(trainer, processor, tokenizer, label_list, data_dir, output_dir, max_seq_length, predict_batch_size,
-            fixed_batches=False):
+            fixed_batches=False, lengths=None):
     """Predicts every test set; writes `test_results.tsv` (class probabilities, or the score for regression,
     per real example) and the submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...; `predictions.tsv` for tsv).
-    MNLI mismatched goes to `test_results_mm.tsv` and `MNLI-mm.tsv`. Returns {suffix: [rows]}."""
+    MNLI mismatched goes to `test_results_mm.tsv` and `MNLI-mm.tsv`. `lengths`: as for `evaluate`.
+    Returns {suffix: [rows]}."""
     regression = processor.is_regression
     output_key = "predictions" if regression else "probabilities"
     all_rows = {}
@@ -82,16 +78,17 @@ def predict(trainer, processor, tokenizer, label_list, data_dir, output_dir, max
         if fixed_batches:
             examples = pad_examples(examples, predict_batch_size)
         predict_file = os.path.join(output_dir, f"predict{suffix}.tf_record")
-        file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, predict_file)
+        features = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                                           predict_file)
         logging.info("***** Running prediction%s *****", suffix)
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", predict_batch_size)
         rows = []
         if examples:
-            dataset = file_based_dataset(predict_file, max_seq_length, predict_batch_size, is_training=False,
-                                         drop_remainder=fixed_batches, regression=regression)
-            for batch in trainer.predict(dataset.map(lambda features, labels: features)):
+            batches = prediction_batches(features, max_seq_length, predict_batch_size, lengths, fixed_batches,
+                                         regression, with_labels=False)
+            for batch in batches.in_input_order(trainer.predict(batches.dataset)):
                 rows.extend(np.asarray(batch[output_key], np.float32))
         rows = rows[:num_actual]
         if len(rows) != num_actual:
@@ -147,20 +144,22 @@ class ClassifierTask:
         train_file = os.path.join(run.output_dir, "train.tf_record")
         file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer, train_file)
         return file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True, drop_remainder=True,
-                                           regression=self.processor.is_regression), len(examples)
+                                           regression=self.processor.is_regression,
+                                           lengths=run.sequence_lengths), len(examples)
 
     def prepare_evaluation(self, run, trainer):
-        """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists."""
-        spec = eval_dataset(os.path.join(run.output_dir, "eval.tf_record"), run.max_seq_length, run.eval_batch_size,
-                            run.fixed_batches, self.processor.is_regression).element_spec
+        """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:
+        on the batches of an empty dev set, which have the spec of any other."""
+        spec = prediction_batches([], run.max_seq_length, run.eval_batch_size, run.sequence_lengths,
+                                  run.fixed_batches, self.processor.is_regression).dataset.element_spec
         trainer.prepare_predict(spec, with_loss=True)
 
     def evaluate(self, run, tokenizer, trainer):
         """eval_results.txt of every dev set; -> {suffix: results}."""
         return evaluate(**self._common(run, tokenizer, trainer), eval_batch_size=run.eval_batch_size,
-                        global_step=trainer.step, fixed_batches=run.fixed_batches)
+                        global_step=trainer.step, fixed_batches=run.fixed_batches, lengths=run.sequence_lengths)
 
     def predict(self, run, tokenizer, trainer):
         """test_results.tsv and the submission file of every test set."""
         return predict(**self._common(run, tokenizer, trainer), predict_batch_size=run.predict_batch_size,
-                       fixed_batches=run.fixed_batches)
+                       fixed_batches=run.fixed_batches, lengths=run.sequence_lengths)

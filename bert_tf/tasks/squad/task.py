@@ -84,7 +84,12 @@ class SquadTask:
         self.eval_results = None  # the official evaluation of the predictions, when predict_file has answers
 
     def check_settings(self, run):
-        """The original's checks of the input files, in its order: given when asked for (and here: present)."""
+        """The original's checks of the input files, in its order: given when asked for (and here: present).
+        run_squad.py keeps max_seq_length (bert_tf.data.lengths: the original's span loss and n-best lists take
+        every position, padding included), so --group_by_length is refused."""
+        if run.group_by_length:
+            raise ValueError("--group_by_length does not apply to run_squad.py: its batches keep max_seq_length "
+                             "(the original's span loss and n-best lists take every position, padding included).")
         for name, wanted in (("train_file", run.do_train), ("predict_file", run.do_predict)):
             path = getattr(self, name)
             if wanted and not path:

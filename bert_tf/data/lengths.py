@@ -1,0 +1,213 @@
+"""Batches as long as their longest text, not max_seq_length: trimmed training batches, length-sorted prediction.
+
+The original packs every example to max_seq_length (`[CLS] a [SEP] (b [SEP])`, then zero padding, input_mask 0)
+because TPUEstimator needs fixed shapes. A padded position changes no real position's output: its key gets -10000
+added to every attention score, whose exponential underflows to exactly 0 in float32, and nothing else mixes
+positions. So a batch cut to its longest real sequence gives its real positions the same values, to float rounding;
+on real texts (the quickstart's reviews: 27 of 128 tokens on average) that is most of the computation saved.
+
+What cutting keeps and changes:
+- every example, batch, order and loss term is the same; the outputs at padded positions (which no loss, metric or
+  output file of the original's tasks reads) are gone;
+- dropout draws its masks for the cut shape: with dropout on, training draws other random masks than a padded run
+  (statistically the same dropout, as another seed); with dropout off it computes the padded run's numbers;
+- run_squad.py keeps max_seq_length: the original's span loss takes its softmax over every position, padding
+  included, and its n-best lists pick from every position too, so cutting would change its numbers.
+
+`SequenceLengths` holds a run's settings: `pad` (the original's fixed shapes, `--pad_to_max_seq_length`),
+`multiple` (lengths rounded up to a multiple of it, capped at max_seq_length: under XLA and on TPU each length
+compiles its own program, so 32 keeps a run at max_seq_length / 32 programs), `group_by_length` (training batches of
+similar lengths; opt-in: it changes which examples share a batch).
+
+- `trimmed(dataset, lengths, names)`: a batched dataset cut batch by batch (training, and evaluation in file order).
+- `grouped_batches(dataset, batch_size, lengths, names)`: training batches drawn from buckets of
+  similar lengths (`tf.data`'s `bucket_by_sequence_length`), then cut.
+- `LengthSorted`: prediction over in-memory inputs in batches sorted by length within windows of `WINDOW_BATCHES`
+  batches, the outputs handed back in the input order and in the batches of the input order, so that every output
+  file and metric (the mean of batch means included) is today's to float rounding.
+"""
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+MASK = "input_mask"  # the feature that says which positions are real (1) and which are padding (0)
+XLA_MULTIPLE = 32  # the default rounding where each length compiles a program (--use_xla, TPU)
+GROUP_WIDTH = 16  # bucket width of `group_by_length` without rounding
+WINDOW_BATCHES = 64  # LengthSorted sorts within windows of this many batches: its outputs wait at most that long
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceLengths:
+    """How the sequence axis of a run's batches is cut (see the module docstring)."""
+    pad: bool = False
+    multiple: int = 1
+    group_by_length: bool = False
+
+    def __post_init__(self):
+        if self.multiple < 1:
+            raise ValueError(f"seq_length_multiple must be >= 1, got {self.multiple}.")
+        if self.pad and self.group_by_length:
+            raise ValueError("--group_by_length groups batches by their cut lengths: it does not go with "
+                             "--pad_to_max_seq_length.")
+
+    @classmethod
+    def for_run(cls, pad=False, compiled=False, multiple=None, group_by_length=False):
+        """A run's settings: `multiple` None means XLA_MULTIPLE when each shape is `compiled` (XLA, TPU), else 1."""
+        if multiple is None:
+            multiple = XLA_MULTIPLE if compiled else 1
+        return cls(pad=bool(pad), multiple=int(multiple), group_by_length=bool(group_by_length))
+
+
+PADDED = SequenceLengths(pad=True)
+
+
+def real_lengths(mask):
+    """[..., S] 0/1 mask -> [...] int32: one past the last real position of each row (0 for an all-padding row)."""
+    mask = tf.convert_to_tensor(mask)
+    positions = tf.range(1, tf.shape(mask)[-1] + 1, dtype=tf.int32)
+    return tf.reduce_max(tf.where(mask > 0, positions, 0), axis=-1)
+
+
+def cut_length(mask, multiple=1):
+    """The length a batch with `mask` [B, ..., S] is cut to: its longest real row, rounded up to `multiple`, at
+    least 1 and at most S."""
+    seq_length = tf.shape(mask)[-1]
+    longest = tf.maximum(tf.reduce_max(real_lengths(mask)), 1)
+    return tf.minimum(seq_length, (longest + multiple - 1) // multiple * multiple)
+
+
+def _dicts(element):
+    """The dicts of a dataset element: a dict, or a tuple of dicts (features, labels)."""
+    return element if isinstance(element, tuple) else (element,)
+
+
+def cut(element, names, length):
+    """`element` (a dict or a tuple of dicts of tensors) with the tensors named in `names` cut to `length` on
+    their last axis."""
+    cut_dicts = tuple({name: t[..., :length] if name in names else t for name, t in d.items()}
+                      for d in _dicts(element))
+    return cut_dicts if isinstance(element, tuple) else cut_dicts[0]
+
+
+def trim(element, names, multiple=1):
+    """A batch (`element`, whose first dict holds `input_mask`) cut to its longest real sequence (`cut_length`)."""
+    return cut(element, names, cut_length(_dicts(element)[0][MASK], multiple))
+
+
+def trimmed(dataset, lengths, names):
+    """`dataset` (batches) with each batch cut by `trim`; unchanged when `lengths` is None or pads."""
+    if lengths is None or lengths.pad:
+        return dataset
+
+    @tf.autograph.experimental.do_not_convert
+    def trim_batch(*element):
+        return trim(element if len(element) > 1 else element[0], names, lengths.multiple)
+
+    return dataset.map(trim_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def grouped_batches(dataset, batch_size, lengths, names):
+    """Batches of `batch_size` examples of similar lengths from `dataset` (single examples of a static
+    max_seq_length, repeated): each drawn from its bucket of lengths (bucket width `lengths.multiple`, or
+    GROUP_WIDTH without rounding) once the bucket holds a batch, then cut (`trim`). The order is a function of the
+    input's; a run resumes it exactly (the buckets are part of the iterator's checkpoint)."""
+    max_seq_length = _dicts(dataset.element_spec)[0][MASK].shape[-1]
+    width = lengths.multiple if lengths.multiple > 1 else GROUP_WIDTH
+    boundaries = list(range(width + 1, max_seq_length + 1, width))
+
+    @tf.autograph.experimental.do_not_convert
+    def length_of(*element):
+        return tf.reduce_max(real_lengths(_dicts(element if len(element) > 1 else element[0])[0][MASK]))
+
+    grouped = dataset.bucket_by_sequence_length(length_of, boundaries, [batch_size] * (len(boundaries) + 1),
+                                                no_padding=True, drop_remainder=True)
+    return trimmed(grouped, lengths, names)
+
+
+def example_lengths(mask):
+    """NumPy: [N, ..., S] 0/1 mask -> [N] the real length of each example (its longest row)."""
+    mask = np.asarray(mask)
+    positions = np.arange(1, mask.shape[-1] + 1)
+    lengths = np.where(mask > 0, positions, 0).max(axis=-1)
+    return lengths.reshape(len(mask), -1).max(axis=1) if lengths.ndim > 1 else lengths
+
+
+def length_order(lengths, batch_size, window_batches=WINDOW_BATCHES):
+    """The order LengthSorted runs examples in: within each window of `window_batches` batches of the input order,
+    longest first (ties in input order). Returns the permutation (input indexes in run order)."""
+    window = batch_size * window_batches
+    lengths = np.asarray(lengths)
+    return np.concatenate([start + np.argsort(-lengths[start:start + window], kind="stable")
+                           for start in range(0, len(lengths), window)] or [np.zeros([0], np.int64)])
+
+
+def _pad_to(array, shape):
+    if array.shape == tuple(shape):
+        return array
+    return np.pad(array, [(0, target - size) for size, target in zip(array.shape, shape)])
+
+
+def _stack_rows(parts):
+    """Per-batch output arrays of one window -> one array: rows of other lengths zero-padded to the longest."""
+    shape = np.max([p.shape for p in parts], axis=0)
+    return np.concatenate([_pad_to(p, (len(p), *shape[1:])) for p in parts])
+
+
+class LengthSorted:
+    """Prediction over in-memory inputs in length-sorted, cut batches, the outputs given back in the input order.
+
+    `inputs`: a dict, or a tuple of dicts (features, labels), of NumPy arrays [N, ...] in the input order.
+    `lengths`: SequenceLengths (None or `pad`: batches in the input order, not cut); `names`: the arrays with the
+    sequence on their last axis. `drop_remainder`: the input order's last, smaller batch is left out (TPU-style
+    fixed batches; then nothing is sorted or cut either). `window_batches`: how many batches are sorted together.
+
+    `dataset`: the batches to run, as a tf.data.Dataset of the inputs' structure. `in_input_order(outputs)` takes
+    the model's outputs for those batches (an iterable of dicts of NumPy arrays, e.g. `Trainer.predict(dataset)`)
+    and yields the same dicts for the batches `batch_size` of the input order would make, in that order; outputs
+    with a sequence axis are zero-padded beyond each example's real length to the window's longest.
+    """
+
+    def __init__(self, inputs, batch_size, lengths, names, drop_remainder=False, window_batches=WINDOW_BATCHES):
+        self.batch_size = batch_size
+        self.window = batch_size * window_batches
+        count = len(next(iter(_dicts(inputs)[0].values())))
+        if drop_remainder:
+            count -= count % batch_size
+            lengths = None
+        self.count = count
+        self.sorts = lengths is not None and not lengths.pad
+        if self.sorts:
+            self.order = length_order(example_lengths(_dicts(inputs)[0][MASK][:count]), batch_size, window_batches)
+        else:
+            self.order = np.arange(count)
+        arranged = tuple({name: np.asarray(a)[self.order] for name, a in d.items()} for d in _dicts(inputs))
+        dataset = tf.data.Dataset.from_tensor_slices(arranged if isinstance(inputs, tuple) else arranged[0])
+        self.dataset = trimmed(dataset.batch(batch_size, drop_remainder=drop_remainder),
+                               lengths if self.sorts else None, names)
+
+    def in_input_order(self, outputs):
+        """See the class docstring."""
+        if not self.sorts:
+            yield from outputs
+            return
+        window = self.window
+        pending, received, start = [], 0, 0
+        for batch in outputs:
+            pending.append(batch)
+            received += len(next(iter(batch.values())))
+            while received >= min(start + window, self.count) > start:
+                end = min(start + window, self.count)
+                yield from self._window(pending, start, end)
+                pending, start = [], end
+        if received != self.count:
+            raise RuntimeError(f"Got outputs for {received} of {self.count} examples.")
+
+    def _window(self, batches, start, end):
+        """The input-order batches of examples start..end, from the run-order outputs `batches` of that window."""
+        rows = {name: _stack_rows([b[name] for b in batches]) for name in batches[0]}
+        where = np.empty(end - start, np.int64)
+        where[self.order[start:end] - start] = np.arange(end - start)  # input position -> row in `rows`
+        for first in range(0, end - start, self.batch_size):
+            picked = where[first:first + self.batch_size]
+            yield {name: values[picked] for name, values in rows.items()}

@@ -1,0 +1,154 @@
+"""bert_tf.data.lengths: batches cut to their longest text give the real tokens the padded batch's values;
+length-sorted prediction hands its outputs back in the input order; grouped training batches resume exactly."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import lengths
+from bert_tf.model.encoder import build_bert_model
+
+
+def _masks(rows, seq_length):
+    """A [len(rows), seq_length] 0/1 mask with rows[i] leading ones."""
+    return (np.arange(seq_length)[None, :] < np.asarray(rows)[:, None]).astype(np.int32)
+
+
+def test_real_and_cut_lengths():
+    mask = _masks([3, 7, 0, 5], 16)
+    np.testing.assert_array_equal(lengths.real_lengths(mask).numpy(), [3, 7, 0, 5])
+    gappy = np.array([[1, 0, 1, 0, 0]], np.int32)  # one past the last real position, whatever lies before it
+    assert lengths.real_lengths(gappy).numpy().tolist() == [3]
+    assert int(lengths.cut_length(mask)) == 7
+    assert int(lengths.cut_length(mask, 4)) == 8
+    assert int(lengths.cut_length(mask, 32)) == 16  # at most S
+    assert int(lengths.cut_length(_masks([0, 0], 16))) == 1  # at least 1
+    choices = np.stack([_masks([2, 9], 12), _masks([4, 3], 12)])  # [B, C, S]: the longest choice of the batch
+    assert int(lengths.cut_length(choices)) == 9
+    np.testing.assert_array_equal(lengths.example_lengths(choices), [9, 4])
+
+
+def test_settings_for_a_run():
+    assert lengths.SequenceLengths.for_run() == lengths.SequenceLengths(False, 1, False)
+    assert lengths.SequenceLengths.for_run(compiled=True).multiple == lengths.XLA_MULTIPLE
+    assert lengths.SequenceLengths.for_run(compiled=True, multiple=8).multiple == 8
+    with pytest.raises(ValueError, match="seq_length_multiple must be >= 1"):
+        lengths.SequenceLengths.for_run(multiple=0)
+    with pytest.raises(ValueError, match="does not go with --pad_to_max_seq_length"):
+        lengths.SequenceLengths.for_run(pad=True, group_by_length=True)
+
+
+def test_trimmed_cuts_only_the_named_tensors():
+    mask = _masks([2, 5, 3], 10)
+    features = {"input_ids": mask * 7, "input_mask": mask, "positions": np.tile(np.arange(10), (3, 1))}
+    labels = {"tags": mask * 2 - 1, "label": np.array([0, 1, 2])}
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(2)
+    settings = lengths.SequenceLengths()
+    batches = list(lengths.trimmed(dataset, settings, ("input_ids", "input_mask", "tags")))
+    (f0, l0), (f1, l1) = batches
+    assert f0["input_ids"].shape == (2, 5) and f0["input_mask"].shape == (2, 5) and l0["tags"].shape == (2, 5)
+    assert f1["input_ids"].shape == (1, 3)
+    assert f0["positions"].shape == (2, 10) and l0["label"].shape == (2,)  # not named: untouched
+    np.testing.assert_array_equal(f0["input_ids"].numpy(), mask[:2, :5] * 7)
+    rounded = list(lengths.trimmed(dataset, lengths.SequenceLengths(multiple=4), ("input_ids", "input_mask")))
+    assert [f["input_ids"].shape[1] for f, _ in rounded] == [8, 4]
+    assert lengths.trimmed(dataset, lengths.PADDED, ("input_ids",)) is dataset
+    assert lengths.trimmed(dataset, None, ("input_ids",)) is dataset
+
+
+def test_cut_batches_give_the_real_tokens_the_padded_values(tiny_config):
+    """The encoder on a batch cut to its longest text: every real position's output equals the padded batch's
+    (to float rounding), so do the pooled output and every layer."""
+    model = build_bert_model(tiny_config)
+    rng = np.random.RandomState(3)
+    mask = _masks([5, 11, 2, 8], 20)
+    features = {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,
+                "segment_ids": (np.arange(20)[None, :] >= 4).astype(np.int32) * mask}
+    padded = model(features)
+    cut = model(lengths.trim(features, ("input_ids", "input_mask", "segment_ids")))
+    assert cut["sequence_output"].shape[1] == 11
+    np.testing.assert_allclose(cut["pooled_output"], padded["pooled_output"], atol=1e-6)
+    for name in ("sequence_output", "embedding_output"):
+        for row, length in enumerate([5, 11, 2, 8]):
+            np.testing.assert_allclose(cut[name][row, :length], padded[name][row, :length], atol=1e-6)
+
+
+def test_length_order_sorts_within_windows():
+    order = lengths.length_order([1, 5, 3, 5, 2, 9, 4], batch_size=2, window_batches=2)
+    # windows of 4 examples: [1, 5, 3, 5] -> 1, 3 (ties in input order), 2, 0; then [2, 9, 4] -> 5, 6, 4
+    np.testing.assert_array_equal(order, [1, 3, 2, 0, 5, 6, 4])
+    assert lengths.length_order([], 4).size == 0
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 23])
+def test_length_sorted_gives_outputs_back_in_the_input_order(count):
+    """A 'model' with per-example and per-token outputs, run on length-sorted cut batches: `in_input_order` gives
+    the input order's batches (its batch_size partition), with the values of padded batches; per-token outputs as
+    wide as the longest text of their window."""
+    rng = np.random.RandomState(count)
+    real = rng.randint(1, 13, count)
+    mask = _masks(real, 12)
+    inputs = {"input_ids": rng.randint(1, 50, (count, 12)).astype(np.int32) * mask, "input_mask": mask}
+    labels = {"weight": rng.rand(count).astype(np.float32)}
+
+    def model(features, labels):
+        ids = tf.cast(features["input_ids"], tf.float32)
+        running = tf.cumsum(ids, axis=-1) * tf.cast(features["input_mask"], tf.float32)
+        return {"total": tf.reduce_sum(ids, -1) * labels["weight"], "running": running,
+                "width": tf.fill(tf.shape(ids)[:1], tf.shape(ids)[1])}
+
+    batches = lengths.LengthSorted((inputs, labels), 3, lengths.SequenceLengths(), ("input_ids", "input_mask"),
+                                   window_batches=2)
+    ran = [{k: v.numpy() for k, v in model(*batch).items()} for batch in batches.dataset]
+    if count > 3:
+        assert [r["width"][0] for r in ran[:2]] == sorted([r["width"][0] for r in ran[:2]], reverse=True)
+    got = list(batches.in_input_order(ran))
+    assert [len(b["total"]) for b in got] == [len(range(i, min(i + 3, count))) for i in range(0, count, 3)]
+    expected = [{k: v.numpy() for k, v in model(*batch).items()}
+                for batch in tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(3)]
+    for first, batch, reference in zip(range(0, count, 3), got, expected, strict=True):
+        np.testing.assert_allclose(batch["total"], reference["total"], rtol=1e-6)
+        width = batch["running"].shape[1]  # the longest text of the window: the padded positions' values are 0
+        assert max(real[first:first + 3]) <= width <= 12
+        np.testing.assert_allclose(batch["running"], reference["running"][:, :width])
+        assert not reference["running"][:, width:].any()
+
+
+def test_length_sorted_without_cutting_keeps_the_input_batches():
+    mask = _masks([4, 2, 6, 1, 3], 6)
+    inputs = {"input_ids": mask, "input_mask": mask}
+    for settings in (None, lengths.PADDED):
+        batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"))
+        assert [b["input_mask"].shape for b in batches.dataset] == [(2, 6), (2, 6), (1, 6)]
+    fixed = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
+                                 drop_remainder=True)  # TPU-style fixed batches: neither sorted nor cut
+    assert [b["input_mask"].numpy().tolist() for b in fixed.dataset] == [mask[:2].tolist(), mask[2:4].tolist()]
+    assert fixed.dataset.element_spec["input_mask"].shape == (2, 6)
+    sorted_batches = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"))
+    with pytest.raises(RuntimeError, match="Got outputs for 4 of 5 examples"):
+        list(sorted_batches.in_input_order(iter([{"x": np.zeros(2)}, {"x": np.zeros(2)}])))
+
+
+def _example_stream(seed):
+    """Single examples of lengths 1..24 (padded to 24), repeated and shuffled."""
+    rng = np.random.RandomState(seed)
+    real = rng.randint(1, 25, 60)
+    mask = _masks(real, 24)
+    features = {"input_ids": (np.arange(60)[:, None] + 1) * mask, "input_mask": mask}
+    return tf.data.Dataset.from_tensor_slices((features, {"label": np.arange(60)})).repeat().shuffle(20, seed=seed)
+
+
+def test_grouped_batches_hold_similar_lengths_and_resume_exactly(tmp_path):
+    settings = lengths.SequenceLengths(multiple=8, group_by_length=True)
+    grouped = lengths.grouped_batches(_example_stream(1), 4, settings, ("input_ids", "input_mask"))
+    iterator = iter(grouped)
+    for _ in range(10):
+        features, labels = next(iterator)
+        real = lengths.real_lengths(features["input_mask"]).numpy()
+        assert features["input_mask"].shape == (4, -(-real.max() // 8) * 8)  # cut, rounded up to 8
+        assert len({(length - 1) // 8 for length in real}) == 1, real  # one bucket of width 8
+    saved = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))
+    expected = [next(iterator)[1]["label"].numpy() for _ in range(6)]
+    resumed = iter(lengths.grouped_batches(_example_stream(1), 4, settings, ("input_ids", "input_mask")))
+    tf.train.Checkpoint(iterator=resumed).restore(saved)
+    for labels in expected:
+        np.testing.assert_array_equal(next(resumed)[1]["label"].numpy(), labels)

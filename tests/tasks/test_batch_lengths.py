@@ -1,0 +1,150 @@
+"""Batches cut to their longest text (the default) against the original's max_seq_length
+(--pad_to_max_seq_length), script by script, dropout off: the same training (final weights within 1e-5), the same
+evaluation results and prediction files. And under --use_xla the training step is traced once, its batches taking
+at most max_seq_length / seq_length_multiple lengths."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import test_ner
+import test_swag
+import tiny_classifier
+
+from bert_tf.data import lengths
+from bert_tf.tasks import classifier, runner
+from bert_tf.training import trainer as trainer_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _model_flags(directory, vocab):
+    """vocab.txt and an L=2, H=16 bert_config.json without dropout in `directory`; the flags naming them."""
+    os.makedirs(directory, exist_ok=True)
+    tiny_classifier.write_lines(os.path.join(directory, "vocab.txt"), vocab)
+    config = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=24, max_position_embeddings=64, type_vocab_size=2, **NO_DROPOUT)
+    with open(os.path.join(directory, "bert_config.json"), "w") as f:
+        json.dump(config, f)
+    return [f"--vocab_file={directory}/vocab.txt", f"--bert_config_file={directory}/bert_config.json"]
+
+
+def _classifier(data):
+    rng = random.Random(4)
+    for name, count in (("train", 24), ("dev", 9), ("test", 7)):
+        rows = [tiny_classifier.tsv_line("text_a", "text_b", "label")]
+        rows += [tiny_classifier.tsv_line(tiny_classifier.random_sentence(rng),
+                                          tiny_classifier.random_sentence(rng) if rng.random() < 0.5 else "",
+                                          rng.choice("xyz")) for _ in range(count)]
+        tiny_classifier.write_lines(os.path.join(data, f"{name}.tsv"), rows)
+    return ("run_classifier.py", tiny_classifier.VOCAB,
+            ["--task_name=tsv", f"--data_dir={data}", "--do_eval", "--do_predict", "--num_train_epochs=1",
+             "--predict_batch_size=3"],
+            ["eval_results.txt", "test_results.tsv", "predictions.tsv"])
+
+
+def _ner(data):
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        tiny_classifier.write_lines(os.path.join(data, name), [test_ner.CONLL_SAMPLE])
+    return ("run_ner.py", test_ner.VOCAB, [f"--data_dir={data}", "--do_eval", "--do_predict",
+                                           "--num_train_epochs=3", "--predict_batch_size=3"],
+            ["eval_results.txt", "eval_predictions.txt", "test_results.txt"])
+
+
+def _swag(data):
+    rows = test_swag.SWAG_HEADER + "".join(test_swag.SWAG_ROWS)
+    for name in ("train.csv", "val.csv", "test.csv"):
+        tiny_classifier.write_lines(os.path.join(data, name), [rows])
+    return ("run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--do_eval", "--do_predict",
+                                             "--num_train_epochs=4", "--predict_batch_size=3"],
+            ["eval_results.txt", "test_results.tsv"])
+
+
+def _pretraining(data):
+    records = os.path.join(data, "short.tfrecord")  # every sequence a short one: the batches' lengths vary
+    subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
+                    f"--input_file={FIXTURES}/sample_text.txt", f"--output_file={records}",
+                    f"--vocab_file={FIXTURES}/uncased_vocab.txt", "--max_seq_length=32", "--short_seq_prob=1",
+                    "--max_predictions_per_seq=4", "--dupe_factor=1"], check=True, capture_output=True)
+    vocab = open(f"{FIXTURES}/uncased_vocab.txt", encoding="utf-8").read().splitlines()
+    return ("run_pretraining.py", vocab, [f"--input_file={records}", "--max_predictions_per_seq=4", "--do_eval",
+                                          "--num_train_steps=6", "--num_warmup_steps=2", "--max_eval_steps=5"],
+            ["eval_results.txt"])
+
+
+def _variables(output_dir):
+    reader = tf.train.load_checkpoint(output_dir)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input_iterators/")}
+
+
+def _numbers(path):
+    """The numbers of an output file, in order (text around them compared separately)."""
+    import re
+    text = open(path, encoding="utf-8").read()
+    return [float(x) for x in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)], re.sub(r"-?\d+\.\d+(?:e-?\d+)?", "#", text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [_classifier, _ner, _swag, _pretraining],
+                         ids=["classifier", "ner", "swag", "pretraining"])
+def test_cut_batches_train_and_predict_as_padded_ones(task, tmp_path, run_main):
+    data = tmp_path / "data"
+    data.mkdir()
+    script, vocab, task_flags, outputs = task(str(data))
+    flags = [*_model_flags(str(tmp_path / "model"), vocab), *task_flags, "--do_train", "--train_batch_size=4",
+             "--eval_batch_size=3", "--learning_rate=1e-3", "--seed=5",
+             "--max_seq_length=32"]
+    padded, cut = tmp_path / "padded", tmp_path / "cut"
+    errors = run_main(os.path.join(REPO, "run_scripts", script),
+                      [*flags, f"--output_dir={padded}", "--pad_to_max_seq_length"], [*flags, f"--output_dir={cut}"])
+    assert errors == [None, None]
+    expected, got = _variables(str(padded)), _variables(str(cut))
+    assert sorted(got) == sorted(expected)
+    assert int(got["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) > 1
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=name)
+    for name in outputs:
+        (expected_numbers, expected_text), (got_numbers, got_text) = (_numbers(d / name) for d in (padded, cut))
+        assert got_text == expected_text, name
+        np.testing.assert_allclose(got_numbers, expected_numbers, atol=1e-5, err_msg=name)
+
+
+class _CountingTrainer(trainer_lib.Trainer):
+    """A Trainer that records each trace of its gradient step and the lengths of the batches it trains on."""
+    traces = []
+
+    def _gradients(self, features, labels, totals):
+        type(self).traces.append(features["input_ids"].shape.as_list())
+        return super()._gradients(features, labels, totals)
+
+
+@pytest.mark.slow
+def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path):
+    """--use_xla with seq_length_multiple 8 at max_seq_length 32: batches of texts of 4 to 21 tokens come in lengths
+    8, 16 and 24 only (each compiles once in XLA), and the step is traced once, with an unknown length."""
+    data = tmp_path / "data"
+    _classifier(str(data))
+    vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "model"), **NO_DROPOUT)
+    run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=str(tmp_path / "out"),
+                           do_train=True, train_batch_size=4, num_train_epochs=2, max_seq_length=32, use_xla=True,
+                           seq_length_multiple=8, seed=1)
+    task = classifier.ClassifierTask("tsv", str(data))
+    run, config, tokenizer = runner.prepare(run, task)
+    task.check(run, config)
+    dataset_fn, _ = task.train_data(run, tokenizer)
+    seen = {int(f["input_ids"].shape[1]) for f, _ in dataset_fn(4).take(30)}
+    assert seen and seen <= {8, 16, 24, 32} and len(seen) > 1, seen
+    assert dataset_fn(4).element_spec[0]["input_ids"].shape.as_list() == [4, None]
+    _CountingTrainer.traces = []
+    trainer = _CountingTrainer(lambda: task.build_model(config), task.loss, run.output_dir, use_xla=True)
+    trainer.train(dataset_fn, 4, 12, 1, seed=1)
+    assert _CountingTrainer.traces == [[4, None]]
+    assert trainer.step == 12
+    assert run.sequence_lengths == lengths.SequenceLengths(multiple=8)
