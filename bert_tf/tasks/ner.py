@@ -257,8 +257,8 @@ def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
         parsed = records.parse(record, schema)
         return {k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")}, {"label_ids": parsed["label_ids"]}
 
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), lengths=lengths,
-                                       sequence_names=_FEATURES)
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
+                                       batch=lengths_lib.batcher(lengths, _FEATURES))
 
 
 # --- model and loss --------------------------------------------------------------------------------------------

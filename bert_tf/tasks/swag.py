@@ -154,8 +154,8 @@ def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
         inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in _INPUT_NAMES}
         return inputs, {"label": parsed["label"]}
 
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000), lengths=lengths,
-                                       sequence_names=_INPUT_NAMES)
+    return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
+                                       batch=lengths_lib.batcher(lengths, _INPUT_NAMES))
 
 
 # --- model, loss, metrics --------------------------------------------------------------------------------------

@@ -79,6 +79,16 @@ def test_length_order_sorts_within_windows():
     assert lengths.length_order([], 4).size == 0
 
 
+def test_budget_batches_fill_the_tokens_of_a_padded_batch():
+    """Sorted lengths in windows of 6, batch_size 2 at seq_length 12: each batch holds up to 24 tokens at its first
+    length (at least batch_size examples), never across a window."""
+    values = [12, 10, 4, 4, 3, 1, 12, 2, 2, 2, 1, 1, 1]
+    assert lengths.budget_batches(values, 2, 12, 6) == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 13)]
+    assert lengths.budget_batches([5, 5, 5], 2, 8, 6, multiple=4) == [(0, 2), (2, 3)]  # 5 -> 8: 16 // 8
+    assert lengths.rounded_length(0, 4, 8) == 1 and lengths.rounded_length(5, 4, 8) == 8
+    assert lengths.rounded_length(5, 4, 6) == 6
+
+
 @pytest.mark.parametrize("count", [0, 1, 7, 23])
 def test_length_sorted_gives_outputs_back_in_the_input_order(count):
     """A 'model' with per-example and per-token outputs, run on length-sorted cut batches: `in_input_order` gives

@@ -141,7 +141,7 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
     d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
     if masking is not None:
         d = masking.apply(d, (seed or 0) + pipeline)
-    d = records.batched(d.map(split), batch_size, True, lengths, SEQUENCE_FEATURES)
+    d = lengths_lib.batched(d.map(split), batch_size, lengths, SEQUENCE_FEATURES)
     return d.prefetch(tf.data.AUTOTUNE)
 
 

@@ -140,8 +140,8 @@ def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_rem
 
     if is_training:
         return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
-                                        repeat_first=True, drop_remainder=drop_remainder, lengths=lengths,
-                                        sequence_names=MODEL_INPUTS)
+                                        repeat_first=True, drop_remainder=drop_remainder,
+                                        batch=lengths_lib.batcher(lengths, MODEL_INPUTS))
     return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
 
 
