@@ -5,6 +5,7 @@ run_squad.py's max_seq_length 384), and hands the library plain values: `run_con
 settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Nothing below run_scripts/ reads flags.
 """
 import dataclasses
+import os
 import sys
 import textwrap
 
@@ -18,11 +19,36 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
     "rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows the messages.")
 
 
+# Errors that bad input raises (a file, a flag value, a config, data): a script ends with their message on one line.
+EXPECTED_ERRORS = (ValueError, OSError, FloatingPointError)
+
+
 def run(main, **kwargs):
-    """absl's app.run(main, **kwargs) for a run script, with ENVIRONMENT_HELP at the end of its --help text."""
+    """absl's app.run(main, **kwargs) for a run script, with ENVIRONMENT_HELP at the end of its --help text and
+    `one_line_errors`."""
     script = sys.modules["__main__"]
     script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
-    app.run(main, **kwargs)
+    app.run(one_line_errors(main), **kwargs)
+
+
+def one_line_errors(main):
+    """`main` that ends an expected error (EXPECTED_ERRORS: bad input) with one line, `<script>: error: <message>`,
+    and exit status 1; the traceback only with --verbosity=1 (or more), as for any other exception."""
+    def guarded(argv):
+        try:
+            return main(argv)
+        except EXPECTED_ERRORS as e:
+            if flags.FLAGS.verbosity >= 1:
+                raise
+            print(f"{os.path.basename(sys.argv[0])}: error: {e} (--verbosity=1 shows the traceback)", file=sys.stderr)
+            sys.exit(1)
+    return guarded
+
+
+def positive(name):
+    """Refuses a value of flag `name` that is not > 0 when the flags are parsed, before any work (absl's bounds are
+    inclusive)."""
+    flags.register_validator(name, lambda value: value is None or value > 0, message=f"--{name} must be > 0")
 
 
 def define_model_flags():
@@ -38,7 +64,7 @@ def define_model_flags():
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased). Not "
                       "given: a TF Hub model's own casing, else True.")
     flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece tokenization; longer "
-                         "inputs are truncated, shorter ones padded.")
+                         "inputs are truncated, shorter ones padded.", lower_bound=3)
 
 
 def define_classifier_flags():
@@ -55,9 +81,11 @@ def define_run_flags():
     """Training/eval/predict flags of run_classifier.py and run_squad.py, plus bert-tf's own."""
     define_training_flags()
     flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", lower_bound=1)
     flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.")
+    positive("num_train_epochs")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.",
+                       lower_bound=0.0, upper_bound=1.0)
 
 
 def define_training_flags():
@@ -65,18 +93,20 @@ def define_training_flags():
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results are written.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", lower_bound=1)
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", lower_bound=1)
     flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.")
+    positive("learning_rate")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.", lower_bound=1)
+    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.",
+                         lower_bound=1)
     flags.DEFINE_string("export_dir", None, "If set, also export the trained (or loaded) model as a TF Serving "
                         "SavedModel to <export_dir>/<global_step> (see run_scripts/export_saved_model.py).")
     flags.DEFINE_bool("save_original_checkpoint", False, "After training, also write the fine-tuned model in the "
                       "original TF1 format (original variable names) to <output_dir>/original/bert_model.ckpt, "
                       "with bert_config.json and vocab.txt.")
     flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
-                         "shuffling); unset: not seeded, as the original.")
+                         "shuffling); unset: not seeded, as the original.", lower_bound=0)
     define_distribution_flags()
 
 
@@ -87,27 +117,28 @@ def define_distribution_flags():
     flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
     flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.")
     flags.DEFINE_string("master", None, "TensorFlow master URL (original flag; same as --tpu_name).")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU system reports its cores.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU system reports its cores.",
+                         lower_bound=1)
     flags.DEFINE_enum("distribution_strategy", "auto",
                       ["auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
                       "tf.distribute strategy. auto: tpu with --use_tpu, mirrored with several GPUs, else one_device.")
     flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: the CPU only). More than are "
-                         "visible is an error.")
+                         "visible is an error.", lower_bound=0)
     flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices: with "
                          "--distribution_strategy=mirrored and no GPU, one replica each (multi-replica runs on a "
-                         "CPU-only machine, e.g. to test them).")
+                         "CPU-only machine, e.g. to test them).", lower_bound=1)
     flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches whose gradients are summed per update; "
-                         "train_batch_size is the batch of one update and must be divisible by this.")
+                         "train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
     flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
                       "AdamWeightDecayOptimizer has none.")
     flags.DEFINE_bool("fused_adam", True, "Apply --optimizer=adamw's update (without --adam_bias_correction) "
                       "with TensorFlow's fused Adam kernel: one pass over each variable where the element-wise ops "
                       "make a dozen; the original's update to float32 rounding (its 1 - beta_2 taken in float32). "
                       "--nofused_adam: the original's element-wise ops.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.", lower_bound=1)
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's AdamWeightDecay on warmup + "
                       "linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with power 0.5 after the warmup, "
                       "bias-corrected moments, layer-wise trust ratio).")
@@ -141,16 +172,19 @@ def define_pretraining_data_flags():
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
     flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece "
                       "masking.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length ([CLS] A [SEP] B [SEP]: at least 5).",
+                         lower_bound=5)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.",
+                         lower_bound=0)
     flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation (shard i of the sharded modes "
-                         "uses pretraining_data.shard_seed(random_seed, i)).")
-    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+                         "uses pretraining_data.shard_seed(random_seed, i)).", lower_bound=0)
+    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).",
+                         lower_bound=1)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", lower_bound=0.0, upper_bound=1.0)
     flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-                       "maximum length.")
+                       "maximum length.", lower_bound=0.0, upper_bound=1.0)
     flags.DEFINE_integer("shard_size", 1000, "Sharded modes: documents per shard (memory per worker grows with it; "
-                         "NSP random-next segments come from the same shard).")
+                         "NSP random-next segments come from the same shard).", lower_bound=1)
     flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
 
 

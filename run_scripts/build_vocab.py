@@ -15,21 +15,22 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text file glob(s), comma-separated (e.g. prepare_corpus.py's output).")
 flags.DEFINE_string("output_file", None, "The vocab.txt to write.")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size (the model's vocab_size); the learner aims at most this "
-                     "many tokens and [unusedN] tokens fill the rest unless --nopad_to_vocab_size.")
+                     "many tokens and [unusedN] tokens fill the rest unless --nopad_to_vocab_size.", lower_bound=1)
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (an uncased vocab), as FullTokenizer will.")
 flags.DEFINE_integer("num_unused", 994, "[unusedN] tokens reserved at the start (994 in the released vocabs: 99 "
-                     "before [UNK] [CLS] [SEP] [MASK], the rest after).")
+                     "before [UNK] [CLS] [SEP] [MASK], the rest after).", lower_bound=0)
 flags.DEFINE_bool("pad_to_vocab_size", True, "Append further [unusedN] tokens so the file has exactly vocab_size "
                   "lines.")
 flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size: the most frequent characters kept; words with other "
-                     "characters are not learned from (they become [UNK]).")
-flags.DEFINE_integer("max_token_length", 50, "Words longer than this are not learned from.")
+                     "characters are not learned from (they become [UNK]).", lower_bound=1)
+flags.DEFINE_integer("max_token_length", 50, "Words longer than this are not learned from.", lower_bound=1)
 flags.DEFINE_float("slack_ratio", 0.05, "The learner accepts a vocabulary between (1 - slack_ratio) * vocab_size "
-                   "and vocab_size tokens.")
+                   "and vocab_size tokens.", lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_integer("lower_thresh", 10, "Lowest word-piece frequency threshold the learner's search tries: lower it "
-                     "(e.g. 2) to reach a large vocab_size on a small corpus.")
-flags.DEFINE_integer("max_lines", None, "Count words in at most this many lines (a sample of a large corpus).")
-flags.DEFINE_integer("num_workers", 1, "Processes counting words.")
+                     "(e.g. 2) to reach a large vocab_size on a small corpus.", lower_bound=1)
+flags.DEFINE_integer("max_lines", None, "Count words in at most this many lines (a sample of a large corpus).",
+                     lower_bound=1)
+flags.DEFINE_integer("num_workers", 1, "Processes counting words.", lower_bound=1)
 
 
 def main(_):

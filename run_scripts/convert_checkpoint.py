@@ -36,7 +36,7 @@ flags.DEFINE_enum("to", "original", list(checkpoints.CONVERSION_FORMATS), "origi
 flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt.")
 flags.DEFINE_bool("pretraining_heads", False, "Also write the pretraining heads (cls/predictions/..., "
                   "cls/seq_relationship/...): the model's own, or seeded untrained ones where it has none.")
-flags.DEFINE_integer("pretraining_heads_seed", 18, "NumPy seed of the untrained pretraining heads.")
+flags.DEFINE_integer("pretraining_heads_seed", 18, "NumPy seed of the untrained pretraining heads.", lower_bound=0)
 
 
 def main(_):

@@ -18,7 +18,7 @@ from bert_tf.data.pretraining import instances, shards
 FLAGS = flags.FLAGS
 bert_flags.define_pretraining_data_flags()
 flags.DEFINE_integer("num_workers", 0, "0 (default): exact mode, identical to the original. N >= 1: fast mode "
-                     "with N worker processes.")
+                     "with N worker processes.", lower_bound=0)
 flags.DEFINE_bool("progress", True, "Fast mode: show a progress bar.")
 
 

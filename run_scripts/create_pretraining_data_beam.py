@@ -23,7 +23,8 @@ FLAGS = flags.FLAGS
 bert_flags.define_pretraining_data_flags()
 flags.DEFINE_enum("write_mode", "per_shard", ["per_shard", "sink"], "per_shard: each worker writes its shard's "
                   "file (the same files as create_pretraining_data.py's fast mode); sink: beam.io.WriteToTFRecord.")
-flags.DEFINE_integer("num_output_shards", 0, "sink mode: number of output files (0: the runner decides).")
+flags.DEFINE_integer("num_output_shards", 0, "sink mode: number of output files (0: the runner decides).",
+                     lower_bound=0)
 flags.DEFINE_string("runner", "DirectRunner", "Beam runner: DirectRunner, DataflowRunner, FlinkRunner, "
                     "SparkRunner, ...")
 

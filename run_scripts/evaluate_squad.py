@@ -10,7 +10,6 @@ Prints the metrics as JSON (and writes them to --out_file). --version=auto uses 
 data file or when --na_prob_file is given, else v1.1.
 """
 import json
-import sys
 
 from absl import app, flags
 
@@ -24,7 +23,8 @@ flags.DEFINE_string("pred_file", None, "The predictions file ({question id: answ
 flags.DEFINE_string("na_prob_file", None, "Optional: {question id: no-answer probability}, e.g. null_odds.json "
                     "(v2.0: reports best_exact/best_f1 and their thresholds).")
 flags.DEFINE_string("out_file", None, "Optional: write the metrics JSON here.")
-flags.DEFINE_float("na_prob_thresh", 1.0, "v2.0: predict 'no answer' when the no-answer probability is above this.")
+flags.DEFINE_float("na_prob_thresh", 1.0, "v2.0: predict 'no answer' when the no-answer probability is above this.",
+                   lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_enum("version", "auto", ["auto", "1.1", "2.0"], "Which official evaluation to run.")
 
 
@@ -45,8 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        bert_flags.run(main)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"evaluate_squad.py: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    bert_flags.run(main)

@@ -33,12 +33,12 @@ flags.DEFINE_enum("format", "serving", ["serving", "tfhub"], "serving: TF Servin
                   "preprocessing).")
 flags.DEFINE_enum("task", None, list(saved_model.TASKS) + ["preprocessing"],
                   "Which model to export. preprocessing: the TF Hub preprocessing model (with either --format).")
-flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.")
+flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.", lower_bound=1)
 flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: comma-separated, or a file with one "
                     "label per line. Saved as assets/labels.txt; gives --num_labels.")
 flags.DEFINE_string("export_dir", None, "Base directory of the served model; the SavedModel goes to "
                     "<export_dir>/<version>/.")
-flags.DEFINE_integer("version", 1, "Model version (TF Serving's numbered subdirectory).")
+flags.DEFINE_integer("version", 1, "Model version (TF Serving's numbered subdirectory).", lower_bound=1)
 flags.DEFINE_bool("overwrite", False, "Replace an existing <export_dir>/<version>.")
 flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "

@@ -17,17 +17,17 @@ flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer inde
                     "from the top).")
 flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained model.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length after WordPiece tokenization; longer inputs "
-                     "are truncated, shorter ones padded.")
+                     "are truncated, shorter ones padded.", lower_bound=3)
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint to load: an original BERT checkpoint "
                     "(.../bert_model.ckpt) or one of bert-tf's (e.g. a fine-tuning output_dir), as a prefix, one "
                     "of its files or a directory holding one. Its encoder must fit --bert_config_file.")
 flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
-flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.", lower_bound=1)
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility with the original; use --distribution_strategy "
                   "in the training scripts for TPUs.")
 flags.DEFINE_string("master", None, "Accepted for compatibility with the original (TPU master); unused.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility with the original; unused.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility with the original; unused.", lower_bound=1)
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility with the original; the lookup "
                   "is the same either way.")
 flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")

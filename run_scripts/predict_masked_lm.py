@@ -16,8 +16,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line (`text_a ||| text_b` for pairs); write "
                     "[MASK] where a wordpiece is to be predicted.")
 flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
-flags.DEFINE_integer("top_k", 5, "How many predictions to write for each mask, most probable first.")
-flags.DEFINE_integer("batch_size", 8, "Batch size for predictions.")
+flags.DEFINE_integer("top_k", 5, "How many predictions to write for each mask, most probable first.", lower_bound=1)
+flags.DEFINE_integer("batch_size", 8, "Batch size for predictions.", lower_bound=1)
 flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
 bert_flags.define_model_flags()
 bert_flags.define_length_flags()

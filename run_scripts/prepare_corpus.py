@@ -22,10 +22,11 @@ flags.DEFINE_enum("sentence_splitter", "pysbd", ["pysbd", "line"], "pysbd: rule-
                   "each input line (paragraph) is already one sentence.")
 flags.DEFINE_string("language", "en", "Language code for the sentence splitter.")
 flags.DEFINE_integer("min_sentence_chars", 5, "Drop sentences shorter than this many characters (leftovers of "
-                     "removed markup).")
-flags.DEFINE_integer("min_document_sentences", 1, "Drop documents with fewer sentences than this.")
-flags.DEFINE_integer("max_documents", None, "Stop after writing this many documents.")
-flags.DEFINE_integer("num_workers", 1, "Processes converting documents (wikitext parsing and sentence splitting).")
+                     "removed markup).", lower_bound=0)
+flags.DEFINE_integer("min_document_sentences", 1, "Drop documents with fewer sentences than this.", lower_bound=0)
+flags.DEFINE_integer("max_documents", None, "Stop after writing this many documents.", lower_bound=1)
+flags.DEFINE_integer("num_workers", 1, "Processes converting documents (wikitext parsing and sentence splitting).",
+                     lower_bound=1)
 
 
 def main(_):

@@ -30,15 +30,16 @@ flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob o
 flags.DEFINE_string("eval_input_file", None, "Held-out TF example files for --do_eval (glob or comma separated); "
                     "default: --input_file, as the original.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence. Must "
-                     "match data generation.")
-flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+                     "match data generation.", lower_bound=1)
+flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.", lower_bound=1)
+flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", lower_bound=0)
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", lower_bound=1)
 flags.DEFINE_bool("next_sentence", True, "Train and evaluate the next-sentence head. False: the paper's \"No NSP\" "
                   "ablation (masked-LM loss only; no cls/seq_relationship head needed or written).")
 flags.DEFINE_bool("dynamic_masking", False, "Mask every epoch afresh in the input pipeline (the original's 15% / "
                   "80-10-10 rule) from the same TFRecords; needs --vocab_file.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "--dynamic_masking: masked LM probability.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "--dynamic_masking: masked LM probability.", lower_bound=0.0,
+                   upper_bound=1.0)
 flags.DEFINE_bool("do_whole_word_mask", False, "--dynamic_masking: mask whole words rather than wordpieces.")
 bert_flags.define_model_flags()
 bert_flags.define_training_flags()

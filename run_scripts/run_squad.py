@@ -25,13 +25,13 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
 flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how much stride to take "
-                     "between chunks.")
+                     "between chunks.", lower_bound=1)
 flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question; longer questions are "
-                     "truncated to this length.")
+                     "truncated to this length.", lower_bound=1)
 flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in the "
-                     "nbest_predictions.json output file.")
+                     "nbest_predictions.json output file.", lower_bound=1)
 flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer that can be generated (start and "
-                     "end predictions are not conditioned on one another).")
+                     "end predictions are not conditioned on one another).", lower_bound=1)
 flags.DEFINE_bool("verbose_logging", False, "Print all warnings of the data processing (a number of them are "
                   "expected for a normal SQuAD evaluation).")
 flags.DEFINE_bool("version_2_with_negative", False, "The SQuAD examples include questions without an answer.")

@@ -17,8 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Packages of bert_tf from the bottom up: a module may import its own package and the ones below it, never above.
 LAYERS = {
-    "text": 0, "resources": 0,
-    "data": 1,
+    "text": 0,
+    "data": 1, "resources": 1,
     "model": 2,
     "checkpoints": 3,
     "training": 4,

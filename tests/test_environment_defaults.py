@@ -79,3 +79,24 @@ def test_keras_optional_extras_load_on_first_use(run):
             "print(callable(keras.visualization.plot_image_gallery), (gallery.plt is not None) == has_matplotlib)\n")
     result = run(["-c", code])
     assert result.stdout.splitlines() == ["after import: []", "True ['sklearn']", "True True"], result.stderr
+
+
+def test_a_skip_fails_under_ci(tmp_path):
+    """tests/conftest.py's hook: with CI=true a skipped test is a failure (a broken install of an extra); without
+    it, a skip."""
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    (tmp_path / "conftest.py").write_text(
+        "import importlib.util\n"
+        "spec = importlib.util.spec_from_file_location('bert_tf_conftest', "
+        f"{os.path.join(tests_dir, 'conftest.py')!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "pytest_runtest_makereport = module.pytest_runtest_makereport\n")
+    (tmp_path / "test_extra.py").write_text(
+        "import pytest\n\ndef test_needs_an_extra():\n    pytest.importorskip('no_such_extra_module')\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)]
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
+    plain = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert plain.returncode == 0 and "1 skipped" in plain.stdout, plain.stdout
+    ci = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env={**env, "CI": "true"})
+    assert ci.returncode == 1 and "skipped under CI=true" in ci.stdout, ci.stdout

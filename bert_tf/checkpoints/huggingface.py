@@ -34,7 +34,15 @@ def bert_config_from_hf(hf_config):
     if isinstance(hf_config, str):
         source = hf_config
         with open(hf_config, encoding="utf-8") as f:
-            hf_config = json.load(f)
+            text = f.read()
+        try:
+            hf_config = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{source}:{e.lineno}:{e.colno}: malformed JSON in the Hugging Face config: "
+                             f"{e.msg}") from None
+        if not isinstance(hf_config, dict):
+            raise ValueError(f"{source}: expected a JSON object (a Hugging Face BERT config.json), got a "
+                             f"{type(hf_config).__name__}.")
     act = hf_config.get("hidden_act", "gelu")
     if act not in _HF_ACTIVATIONS:
         raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of {sorted(_HF_ACTIVATIONS)}.")

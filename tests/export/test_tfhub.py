@@ -300,7 +300,6 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
         ["--format=tfhub", "--task=encoder"] + common[:1] + common[3:],
         ["--format=tfhub", "--task=encoder"] + common[:2] + common[3:],
         ["--format=tfhub", "--task=encoder", "--label_list=a,b"] + common,
-        ["--task=preprocessing"] + common + ["--max_seq_length=2"],
         ["--task=preprocessing"] + common,
         ["--task=preprocessing", "--format=tfhub"] + common,
         ["--format=tfhub", "--task=masked_lm", "--version=2", "--do_lower_case=false"] + common,
@@ -310,11 +309,12 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     assert errors[2].startswith("FileNotFoundError") and "--bert_config_file None" in errors[2]
     assert "needs --init_checkpoint" in errors[3]
     assert "--label_list do not apply" in errors[4]
-    assert "max_seq_length >= 3" in errors[5]
-    assert errors[6] is None
-    assert errors[7].startswith("FileExistsError") and "--overwrite" in errors[7]
-    assert errors[8] is None
-    assert "--text_ops and --use_xla apply to the TF Serving export" in errors[9]
+    with pytest.raises(ValueError, match="max_seq_length >= 3"):  # the CLI refuses it when parsed (test_script_errors)
+        tfhub.export_preprocessing(str(tmp_path / "p"), tiny_release["vocab"], seq_length=2)
+    assert errors[5] is None
+    assert errors[6].startswith("FileExistsError") and "--overwrite" in errors[6]
+    assert errors[7] is None
+    assert "--text_ops and --use_xla apply to the TF Serving export" in errors[8]
     assert sorted(os.listdir(tmp_path / "e")) == ["1", "2"]
     loaded = tf.saved_model.load(str(tmp_path / "e" / "1"))
     assert loaded(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ_LENGTH)

@@ -1,0 +1,138 @@
+"""Errors a user can read (issue 31): every numeric flag has its range, and a value outside it is refused when the
+flags are parsed, before any work, with a message naming the flag and what it allows; bad input ends a script with
+one line naming it (the traceback with --verbosity=1); a malformed Hugging Face config.json is named."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(REPO, "run_scripts")
+
+# script -> [(bad flag, the words of absl's message)]; each script also parses its defaults.
+BAD = {
+    "run_classifier.py": [
+        ("--train_batch_size=0", "0 is not a positive integer"),
+        ("--eval_batch_size=-8", "-8 is not a positive integer"),
+        ("--predict_batch_size=0", "0 is not a positive integer"),
+        ("--save_checkpoints_steps=0", "0 is not a positive integer"),
+        ("--iterations_per_loop=0", "0 is not a positive integer"),
+        ("--gradient_accumulation_steps=0", "0 is not a positive integer"),
+        ("--keep_checkpoint_max=0", "0 is not a positive integer"),
+        ("--num_train_epochs=0", "--num_train_epochs must be > 0"),
+        ("--learning_rate=-1e-5", "--learning_rate must be > 0"),
+        ("--warmup_proportion=1.5", "1.5 is not a number in the range [0.0, 1.0]"),
+        ("--max_seq_length=2", "2 is not integer >= 3"),
+        ("--seq_length_multiple=0", "0 is not a positive integer"),
+        ("--num_cpu_devices=0", "0 is not a positive integer"),
+        ("--num_gpus=-1", "-1 is not a non-negative integer"),
+        ("--seed=-3", "-3 is not a non-negative integer"),
+    ],
+    "run_pretraining.py": [
+        ("--num_train_steps=0", "0 is not a positive integer"),
+        ("--num_warmup_steps=-1", "-1 is not a non-negative integer"),
+        ("--max_eval_steps=0", "0 is not a positive integer"),
+        ("--max_predictions_per_seq=0", "0 is not a positive integer"),
+        ("--masked_lm_prob=1.5", "1.5 is not a number in the range [0.0, 1.0]"),
+    ],
+    "run_squad.py": [("--doc_stride=0", "0 is not a positive integer"),
+                     ("--n_best_size=0", "0 is not a positive integer"),
+                     ("--max_answer_length=0", "0 is not a positive integer"),
+                     ("--max_query_length=0", "0 is not a positive integer")],
+    "create_pretraining_data.py": [("--dupe_factor=0", "0 is not a positive integer"),
+                                   ("--max_seq_length=4", "4 is not integer >= 5"),
+                                   ("--short_seq_prob=-0.1", "-0.1 is not a number in the range [0.0, 1.0]"),
+                                   ("--shard_size=0", "0 is not a positive integer"),
+                                   ("--num_workers=-1", "-1 is not a non-negative integer")],
+    "extract_features.py": [("--batch_size=0", "0 is not a positive integer")],
+    "predict_masked_lm.py": [("--top_k=0", "0 is not a positive integer")],
+    "export_saved_model.py": [("--version=0", "0 is not a positive integer"),
+                              ("--max_seq_length=2", "2 is not integer >= 3"),
+                              ("--num_labels=0", "0 is not a positive integer")],
+    "evaluate_squad.py": [("--na_prob_thresh=2", "2.0 is not a number in the range [0.0, 1.0]")],
+    "build_vocab.py": [("--vocab_size=0", "0 is not a positive integer")],
+    "prepare_corpus.py": [("--num_workers=0", "0 is not a positive integer")],
+}
+
+# Loads each script in turn (its flags defined on import), parses each bad value, then removes the script's flags.
+_DRIVER = r"""
+import importlib.util, json, sys
+from absl import flags
+FLAGS = flags.FLAGS
+out = {}
+for script, bad in json.loads(sys.argv[1]).items():
+    before = set(FLAGS)
+    spec = importlib.util.spec_from_file_location(script[:-3], sys.argv[2] + "/" + script)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    FLAGS(["script"])  # the defaults are in range
+    FLAGS.unparse_flags()
+    out[script] = []
+    for value in bad:
+        try:
+            FLAGS(["script", value])
+            out[script].append(None)
+        except flags.IllegalFlagValueError as e:
+            out[script].append(str(e))
+        FLAGS.unparse_flags()
+    for name in set(FLAGS) - before:
+        delattr(FLAGS, name)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_numeric_flags_out_of_range_are_refused_when_parsed(child_env):
+    bad = {script: [value for value, _ in cases] for script, cases in BAD.items()}
+    result = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(bad), SCRIPTS], capture_output=True,
+                            text=True, env=child_env(), cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    messages = json.loads(result.stdout.split("RESULT ", 1)[1])
+    for script, cases in BAD.items():
+        for (value, words), message in zip(cases, messages[script]):
+            assert message is not None, f"{script} {value} was accepted"
+            assert message.startswith(f"flag {value.split('=')[0]}=") and words in message, (script, message)
+
+
+@pytest.mark.slow
+def test_a_bad_value_stops_the_script_before_any_work(tmp_path, child_env):
+    """run_classifier.py --train_batch_size=0: absl's one-line error and exit status 1, and no output_dir (the
+    original converted train.tf_record, then divided by zero)."""
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, os.path.join(SCRIPTS, "run_classifier.py"), "--task_name=tsv",
+                             f"--data_dir={tmp_path}", f"--output_dir={out}", "--do_train", "--train_batch_size=0"],
+                            capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=300)
+    assert result.returncode == 1
+    assert "flag --train_batch_size=0: 0 is not a positive integer" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_bad_input_ends_a_script_with_one_line(tmp_path, child_env):
+    """A missing input: `<script>: error: <message>` and status 1, no traceback; --verbosity=1 shows it."""
+    command = [sys.executable, os.path.join(SCRIPTS, "extract_features.py"), f"--input_file={tmp_path}/in.txt",
+               f"--output_file={tmp_path}/out.jsonl", f"--vocab_file={tmp_path}/vocab.txt",
+               f"--bert_config_file={tmp_path}/missing_config.json"]
+    quiet = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=300)
+    assert quiet.returncode == 1
+    lines = [line for line in quiet.stderr.splitlines() if "error:" in line]
+    assert lines == [f"extract_features.py: error: BERT config file not found: {tmp_path}/missing_config.json "
+                     f"(--verbosity=1 shows the traceback)"], quiet.stderr[-2000:]
+    assert "Traceback" not in quiet.stderr
+    loud = subprocess.run(command + ["--verbosity=1"], capture_output=True, text=True, env=child_env(), cwd=REPO,
+                          timeout=300)
+    assert loud.returncode == 1 and "Traceback" in loud.stderr and "FileNotFoundError" in loud.stderr
+
+
+def test_a_malformed_hugging_face_config_is_named(tmp_path):
+    from bert_tf.checkpoints import huggingface
+
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 384,\n "hidden_act": }')
+    with pytest.raises(ValueError, match=rf"^{path}:2:16: malformed JSON in the Hugging Face config: "):
+        huggingface.bert_config_from_hf(str(path))
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="expected a JSON object"):
+        huggingface.bert_config_from_hf(str(path))
