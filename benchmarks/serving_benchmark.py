@@ -176,8 +176,9 @@ def batches(count, size):
 def packed_ids(tokenizer, text, max_seq_length):
     """The original packing of one text: [CLS] tokens [SEP], the tokens truncated to fit max_seq_length (no
     padding)."""
-    tokens = ["[CLS]"] + tokenizer.tokenize(text)[:max_seq_length - 2] + ["[SEP]"]
-    return tokenizer.convert_tokens_to_ids(tokens)
+    from bert_tf.text import packing  # pure Python
+
+    return tokenizer.convert_tokens_to_ids(packing.pack_tokens(tokenizer.tokenize(text), None, max_seq_length)[0])
 
 
 def make_inputs(args):

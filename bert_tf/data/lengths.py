@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import records
+from bert_tf.text import packing
 
 MASK = "input_mask"  # the feature that says which positions are real (1) and which are padding (0)
 XLA_MULTIPLE = 32  # the default rounding where each length compiles a program (--use_xla, TPU)
@@ -63,9 +64,6 @@ class SequenceLengths:
         return cls(pad=bool(pad), multiple=int(multiple), group_by_length=bool(group_by_length))
 
 
-PADDED = SequenceLengths(pad=True)
-
-
 def real_lengths(mask):
     """[..., S] 0/1 mask -> [...] int32: one past the last real position of each row (0 for an all-padding row)."""
     mask = tf.convert_to_tensor(mask)
@@ -78,7 +76,7 @@ def cut_length(mask, multiple=1):
     least 1 and at most S."""
     seq_length = tf.shape(mask)[-1]
     longest = tf.maximum(tf.reduce_max(real_lengths(mask)), 1)
-    return tf.minimum(seq_length, (longest + multiple - 1) // multiple * multiple)
+    return tf.minimum(seq_length, packing.round_up(longest, multiple))
 
 
 def _dicts(element):
@@ -177,7 +175,7 @@ def _stack_rows(parts):
 def rounded_length(length, multiple, seq_length):
     """NumPy/Python: `length` rounded up to a multiple of `multiple`, at least 1 and at most seq_length (what
     `cut_length` computes in TensorFlow)."""
-    return min(seq_length, max(1, -(-int(length) // multiple) * multiple))
+    return min(seq_length, max(1, packing.round_up(int(length), multiple)))
 
 
 def budget_batches(lengths, batch_size, seq_length, window, multiple=1):

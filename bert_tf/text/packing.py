@@ -41,6 +41,12 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length, always_pair=False):
     return tokens, [0] * (len(tokens_a) + 2) + [1] * len(tail)
 
 
+def round_up(length, multiple):
+    """`length` rounded up to a multiple of `multiple`; Python, NumPy and TensorFlow integers alike (the lengths a
+    batch is cut to under XLA: bert_tf.data.lengths, bert_tf.text.preprocessing)."""
+    return (length + multiple - 1) // multiple * multiple
+
+
 def pad_inputs(input_ids, segment_ids, max_seq_length):
     """Zero-pads packed ids to `max_seq_length`: (input_ids, input_mask, segment_ids) lists of that length."""
     padding = [0] * (max_seq_length - len(input_ids))

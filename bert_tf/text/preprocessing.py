@@ -4,6 +4,7 @@
 """
 import tensorflow as tf
 
+from bert_tf.text import packing
 from bert_tf.text.in_graph import InGraphTokenizer
 
 
@@ -93,10 +94,10 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
 
 def longest_length(row_lengths, max_seq_length, multiple=1):
     """The width a batch of packed rows is padded to: its longest row, rounded up to a multiple of `multiple`, at
-    most `max_seq_length` (0 for an empty batch). An int64 scalar."""
-    longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int64), tf.zeros([1], tf.int64)], 0))
-    multiple = tf.constant(multiple, tf.int64)
-    return tf.minimum(tf.cast(max_seq_length, tf.int64), (longest + multiple - 1) // multiple * multiple)
+    least 1 (a request of no texts still runs the model, whose pooler reads position 0, also under XLA) and at most
+    `max_seq_length`. An int64 scalar."""
+    longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int64), tf.ones([1], tf.int64)], 0))
+    return tf.minimum(tf.cast(max_seq_length, tf.int64), packing.round_up(longest, tf.constant(multiple, tf.int64)))
 
 
 class InGraphPreprocessor(tf.Module):

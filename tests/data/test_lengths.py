@@ -51,7 +51,7 @@ def test_trimmed_cuts_only_the_named_tensors():
     np.testing.assert_array_equal(f0["input_ids"].numpy(), mask[:2, :5] * 7)
     rounded = list(lengths.trimmed(dataset, lengths.SequenceLengths(multiple=4), ("input_ids", "input_mask")))
     assert [f["input_ids"].shape[1] for f, _ in rounded] == [8, 4]
-    assert lengths.trimmed(dataset, lengths.PADDED, ("input_ids",)) is dataset
+    assert lengths.trimmed(dataset, lengths.SequenceLengths(pad=True), ("input_ids",)) is dataset
     assert lengths.trimmed(dataset, None, ("input_ids",)) is dataset
 
 
@@ -126,7 +126,7 @@ def test_length_sorted_gives_outputs_back_in_the_input_order(count):
 def test_length_sorted_without_cutting_keeps_the_input_batches():
     mask = _masks([4, 2, 6, 1, 3], 6)
     inputs = {"input_ids": mask, "input_mask": mask}
-    for settings in (None, lengths.PADDED):
+    for settings in (None, lengths.SequenceLengths(pad=True)):
         batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"))
         assert [b["input_mask"].shape for b in batches.dataset] == [(2, 6), (2, 6), (1, 6)]
     fixed = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),

@@ -452,6 +452,9 @@ def test_text_requests_are_packed_to_their_longest_text(tmp_path, tiny, use_xla)
                     np.testing.assert_allclose(cut[name].numpy(), expected, atol=1e-5)
             single = exports[task, False].signatures["serving_text"](text_a=tf.constant(texts_a))
             assert single["input_ids"].shape[1] <= max_len
+    for task in ("classifier", "ner"):  # a request of no texts: no rows, no error (XLA included)
+        nothing = exports[task, False].signatures["serving_text"](text_a=tf.constant([], tf.string))
+        assert nothing["probabilities"].shape[0] == 0
     ids = batch_features(tiny["tokenizer"], ["the quick brown fox"], [""], max_len)
     sent = {name: tf.constant(v[:, :5]) for name, v in ids.items()}  # 5 of the 6 tokens: any length is taken
     by_ids = exports["ner", False].signatures["serving_default"](**sent)

@@ -41,3 +41,11 @@ def test_truncate_seq_pair_matches_the_original_loop_exhaustively():
                 assert (a, b) == (ref_a, ref_b)
     with pytest.raises(ValueError, match="max_length must be >= 0"):
         packing.truncate_seq_pair([1], [2], -1)
+
+
+def test_round_up():
+    import numpy as np
+
+    assert [packing.round_up(n, 8) for n in (0, 1, 8, 9, 16)] == [0, 8, 8, 16, 16]
+    assert packing.round_up(5, 1) == 5
+    np.testing.assert_array_equal(packing.round_up(np.array([3, 32, 33]), 32), [32, 32, 64])
