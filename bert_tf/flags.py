@@ -98,8 +98,8 @@ def define_training_flags():
     flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
     positive("learning_rate")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.", lower_bound=1)
-    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call.",
-                         lower_bound=1)
+    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call "
+                         "(1 under multi_worker_mirrored, whose batches vary in length).", lower_bound=1)
     flags.DEFINE_string("export_dir", None, "If set, also export the trained (or loaded) model as a TF Serving "
                         "SavedModel to <export_dir>/<global_step> (see run_scripts/export_saved_model.py).")
     flags.DEFINE_bool("save_original_checkpoint", False, "After training, also write the fine-tuned model in the "

@@ -1,15 +1,18 @@
 """Real checkpoints written by the Trainer (one update, optimizer included) for any tiny task model of
 bert_tf.model.task_models, with inputs and a loss made from the model itself; readers of what a training run
-writes (TensorBoard scalars, checkpoint tensors)."""
+writes (TensorBoard scalars, checkpoint tensors, the numbers of output files)."""
 import collections
 import glob
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
+
+_DECIMAL = r"-?\d+\.\d+(?:e-?\d+)?"
 
 
 def random_features(model, batch_size=2, seq_length=6, seed=0):
@@ -66,3 +69,10 @@ def max_diff(a, b):
     """The largest absolute difference between two {name: array} of the same names."""
     assert sorted(a) == sorted(b)
     return max(float(np.abs(np.asarray(a[name]) - np.asarray(b[name])).max()) for name in a)
+
+
+def numbers_and_text(path):
+    """The decimal numbers of an output file, in order, and its text with each replaced by "#" (compared
+    separately)."""
+    text = open(path, encoding="utf-8").read()
+    return [float(x) for x in re.findall(_DECIMAL, text)], re.sub(_DECIMAL, "#", text)

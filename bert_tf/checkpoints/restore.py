@@ -34,11 +34,10 @@ def latest_checkpoint(directory):
 
 
 def checkpoint_files(directory):
-    """What a training run keeps in `directory`: its `checkpoint` state file, ckpt-<step> files and the
-    workers/ directory of other workers' checkpoints (the paths that exist)."""
-    names = [os.path.join(directory, name) for name in ("checkpoint", "workers")]
-    return sorted([name for name in names if tf.io.gfile.exists(name)]
-                  + tf.io.gfile.glob(os.path.join(directory, "ckpt-*")))
+    """What a training run keeps in `directory`: its `checkpoint` state file and ckpt-<step> files (the paths that
+    exist; the other workers' are in their own directories, output_dir/workers/worker-<i>)."""
+    state = os.path.join(directory, "checkpoint")
+    return sorted(([state] if tf.io.gfile.exists(state) else []) + tf.io.gfile.glob(os.path.join(directory, "ckpt-*")))
 
 
 def resolve_checkpoint(path):
@@ -259,9 +258,7 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
     report = restore(model, init_checkpoint)
     mapping = name_map.original_variable_map(model)
     tensors = {name: mapping[name].numpy() for name in report.loaded}
-    prefix = os.path.join(output_dir, "bert_model.ckpt")
-    if to == "model_garden":
-        model_garden.save_model_garden_checkpoint(tensors, files.config, prefix)
-    else:
-        original.save_tensors(tensors, prefix)
+    if to == "original":
+        return original.write_release(tensors, files.config, output_dir, files.vocab_file)
+    model_garden.save_model_garden_checkpoint(tensors, files.config, os.path.join(output_dir, "bert_model.ckpt"))
     return original.write_release_files(files.config, output_dir, files.vocab_file)

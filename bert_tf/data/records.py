@@ -5,9 +5,9 @@ original scripts' names, order and dtypes). `example(values, schema)` builds the
 (features in the schema's order, as the original's OrderedDicts), `write(path, serialized)` writes records
 atomically, `parse(record, schema)` reads one back with int64 cast to int32 as the original's input_fn does.
 
-The training readers are replayable: their order is a function of `seed` alone (and of the input pipeline's
-shard), so that `Trainer.train` can resume a run by rebuilding the reader with the seed saved in its checkpoint and
-skipping the batches already used.
+The training readers are replayable: their order is a function of `seed` alone (each worker keeping its share:
+`worker_share`), so that `Trainer.train` can resume a run by rebuilding the reader with the seed saved in its
+checkpoint and skipping the batches already used.
 """
 import contextlib
 
@@ -60,9 +60,9 @@ def decoded(dataset, decode):
 
 def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, input_context=None,
                      repeat_first=False, drop_remainder=True, batch=None):
-    """Training batches of the records of `input_file`: sharded per input pipeline (`input_context`), shuffled
-    (buffer `shuffle_buffer`, a new order each epoch, all drawn from `seed`), repeated, decoded by
-    `decode(record) -> (features, labels)`, batched ([batch_size, ...] tensors).
+    """Training batches of the records of `input_file`: shuffled (buffer `shuffle_buffer`, a new order each epoch,
+    all drawn from `seed`), repeated, decoded by `decode(record) -> (features, labels)`, batched ([batch_size, ...]
+    tensors: one replica's), this worker's share of them under several workers (`worker_share`).
 
     `repeat_first`: repeat, then shuffle (one buffer across epoch boundaries), as the original run_classifier.py
     and run_squad.py do; else shuffle each epoch, then repeat.
@@ -70,15 +70,47 @@ def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, 
     `Dataset.batch`; `bert_tf.data.lengths.batcher` cuts each batch to its longest text).
     """
     d = tf.data.TFRecordDataset(input_file)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if repeat_first:
         d = d.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     else:
         d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     d = decoded(d, decode)
-    batched = batch(d, batch_size, drop_remainder) if batch else d.batch(batch_size, drop_remainder=drop_remainder)
-    return batched.prefetch(tf.data.AUTOTUNE)
+    replicas = input_context.num_replicas_in_sync if worker_count(input_context) > 1 else 1
+    size = batch_size * replicas  # the global batch under several workers
+    batched = batch(d, size, drop_remainder) if batch else d.batch(size, drop_remainder=drop_remainder)
+    return worker_share(batched, batch_size, input_context).prefetch(tf.data.AUTOTUNE)
+
+
+def worker_count(input_context):
+    """The number of workers (input pipelines) of `input_context` (1 without one)."""
+    return input_context.num_input_pipelines if input_context is not None else 1
+
+
+def worker_share(batches, batch_size, input_context=None):
+    """This worker's per-replica batches of `batch_size` out of `batches` of the global batch (batch_size x
+    num_replicas_in_sync, as one device has them: cut to the longest text of the whole batch), its replicas' rows
+    in order; `batches` unchanged on one worker.
+
+    Every worker reads and decodes the whole training set in the same order (the same seed) and keeps its share,
+    as tf.data's AutoShardPolicy.DATA does, so that a run on several workers trains the updates of one device on
+    the global batch, as MirroredStrategy on one host does, and every replica's batch has the same length (the
+    collective gather of the embedding's IndexedSlices needs one shape on every worker). (Sharding the records
+    instead would give each worker another shuffle; pretraining corpora, too large to read on every worker, are
+    sharded by file: bert_tf.data.pretraining.dataset.)
+    """
+    if worker_count(input_context) <= 1:
+        return batches
+    local = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+    first = input_context.input_pipeline_id * local * batch_size
+
+    def rows(t):  # [global, ...] -> [local, batch_size, ...]: this worker's replicas' batches
+        return tf.reshape(t[first:first + local * batch_size], tf.concat([[local, batch_size], tf.shape(t)[1:]], 0))
+
+    @tf.autograph.experimental.do_not_convert  # plain Python
+    def share(*batch):
+        return tf.nest.map_structure(rows, batch if len(batch) > 1 else batch[0])
+
+    return batches.map(share).unbatch()
 
 
 def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None, batch=None):

@@ -52,13 +52,12 @@ per line). `export_metadata.json` in assets.extra describes task, signatures and
 import json
 import os
 import shutil
-import tempfile
 
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.data import lengths
+from bert_tf.data import fileio, lengths
 from bert_tf.model import encoder, task_models
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.text import core_ops, preprocessing, tokenization
@@ -179,10 +178,14 @@ def function_variables(concrete_functions):
 # --- writing a version directory ---------------------------------------------------------------------------
 
 def version_dir(export_dir, version, overwrite=False):
-    """`export_dir/<version>` for a positive integer version; FileExistsError if it exists and not `overwrite`."""
+    """`export_dir/<version>` for a positive integer version; FileExistsError if it exists and not `overwrite`.
+    What a killed export left in export_dir is cleaned up first (`fileio.remove_stale_temporaries`: a version it
+    was replacing is put back), so that the answer holds for the export that follows."""
     version = int(version)
     if version < 1:
         raise ValueError(f"version must be a positive integer, got {version}.")
+    if os.path.isdir(export_dir):
+        fileio.remove_stale_temporaries(export_dir)
     final_dir = os.path.join(export_dir, str(version))
     if os.path.exists(final_dir) and not overwrite:
         raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
@@ -193,15 +196,15 @@ def write_version(export_dir, version, overwrite, vocab_file, write):
     """Writes a SavedModel to `export_dir/<version>` atomically and returns that path.
 
     `write(src_dir, vocab_copy, saved_dir)` saves the SavedModel to `saved_dir`, inside a staging directory beside
-    the version; `src_dir` (same staging directory) holds `vocab_copy`, a copy of `vocab_file` named vocab.txt (the
-    source of the `assets/vocab.txt` asset), and any other asset source `write` puts there. The finished model
-    replaces the version directory in one rename; the staging directory is removed whatever happens.
+    the version (`fileio.temp_dir`); `src_dir` (same staging directory) holds `vocab_copy`, a copy of `vocab_file`
+    named vocab.txt (the source of the `assets/vocab.txt` asset), and any other asset source `write` puts there.
+    The finished model replaces the version directory as a whole (`fileio.replace_directory`: an export killed
+    half-way is rolled back by the next one's `version_dir`); the staging directory is removed whatever happens.
     """
     final_dir = version_dir(export_dir, version, overwrite)
     if not vocab_file or not os.path.isfile(vocab_file):
         raise FileNotFoundError(f"vocab_file {vocab_file!r} does not exist.")
-    os.makedirs(export_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".tmp_export_{int(version)}_", dir=export_dir)
+    staging = fileio.temp_dir(export_dir, f"export_{int(version)}")
     try:
         src_dir = os.path.join(staging, "_src")
         os.makedirs(src_dir)
@@ -209,13 +212,7 @@ def write_version(export_dir, version, overwrite, vocab_file, write):
         shutil.copyfile(vocab_file, vocab_copy)
         saved = os.path.join(staging, "model")
         write(src_dir, vocab_copy, saved)
-        if os.path.exists(final_dir):
-            old = tempfile.mkdtemp(prefix=f".old_{int(version)}_", dir=export_dir)
-            os.replace(final_dir, os.path.join(old, "v"))
-            os.replace(saved, final_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(saved, final_dir)
+        fileio.replace_directory(saved, final_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return final_dir

@@ -34,7 +34,7 @@ from seqeval import metrics as seqeval_metrics
 from bert_tf.data import fileio, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, runner
 from bert_tf.text import tokenization
 
 LABEL_LIST_FILE = "label_list.txt"
@@ -244,7 +244,7 @@ def record_schema(seq_length):
 def write_tf_record(features, output_file):
     """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns the count."""
     return records.write(output_file, (records.example(f._asdict(), record_schema(len(f.input_ids)))
-                                       .SerializeToString() for f in features))
+                                       .SerializeToString(deterministic=True) for f in features))
 
 
 def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
@@ -429,14 +429,16 @@ class NerTask:
         return task_models.BertTokenClassifier(config, len(self.label_list))
 
     def train_data(self, run, tokenizer):
-        """Saves the label list, writes output_dir/train.tf_record; -> (dataset_fn, number of windows)."""
-        write_label_list(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
-        train_file = os.path.join(run.output_dir, "train.tf_record")
+        """Saves the label list (the chief), writes work_dir/train.tf_record (runner.TrainData: number of windows)."""
+        if run.is_chief:
+            write_label_list(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
+        train_file = os.path.join(run.work_dir, "train.tf_record")
         examples = self.examples["train"]
         num_windows = write_tf_record(
             convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
         logging.info("Training on %d sentences in %d windows", len(examples), num_windows)
-        return train_dataset_fn(train_file, run.max_seq_length, num_windows, run.sequence_lengths), num_windows
+        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, num_windows, run.sequence_lengths)
+        return runner.TrainData(dataset_fn, num_windows, (train_file,))
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt, eval_report.txt and eval_predictions.txt of the dev set; returns the results."""

@@ -23,7 +23,7 @@ from bert_tf.data import fileio
 from bert_tf.data.pretraining import dataset
 from bert_tf.data.pretraining.dynamic_masking import DynamicMasking
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, runner
 from bert_tf.text import tokenization
 from bert_tf.training import losses
 
@@ -134,8 +134,8 @@ class PretrainingTask:
         return self.num_train_steps, self.num_warmup_steps
 
     def train_data(self, run, tokenizer):
-        """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), and None: the
-        number of examples is not counted (steps are given)."""
+        """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), in a
+        runner.TrainData whose number of examples is None (not counted: steps are given)."""
         masking = None
         if self.dynamic_masking:
             masking = DynamicMasking(tokenization.load_vocab(run.vocab_file), self.max_predictions_per_seq,
@@ -146,11 +146,13 @@ class PretrainingTask:
                                             self.max_predictions_per_seq, self.compression["train"], seed,
                                             input_context, masking, run.sequence_lengths)
 
-        return dataset_fn, None
+        settings = {"max_predictions_per_seq": self.max_predictions_per_seq, "next_sentence": self.next_sentence,
+                    "dynamic_masking": self.dynamic_masking}
+        return runner.TrainData(dataset_fn, None, tuple(self.train_files), settings)
 
     def evaluate(self, run, tokenizer, trainer):
-        """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (written by
-        the chief). Returns the results."""
+        """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (on the chief:
+        runner.run). Returns the results."""
         data = dataset.evaluation_dataset(self.eval_files, run.eval_batch_size, run.max_seq_length,
                                           self.max_predictions_per_seq, self.compression["eval"],
                                           self.max_eval_steps, run.sequence_lengths)
@@ -159,6 +161,5 @@ class PretrainingTask:
             logging.warning("max_eval_steps=%d but the eval data holds %d full batch(es) of %d: evaluated those.",
                             self.max_eval_steps, batches, run.eval_batch_size)
         results["global_step"] = trainer.step
-        if trainer.is_chief:
-            result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
+        result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
         return results

@@ -13,8 +13,9 @@ object that knows its data and outputs, and nothing else:
   build_model(config)         the Keras task model (`bert_tf.model.task_models`)
   loss(labels, outputs)       per-example loss [B], float32; or a batch-level loss object (bert_tf.training.losses,
                               e.g. the pretraining loss)
-  train_data(run, tokenizer)  -> (dataset_fn, num_examples): the training set converted (output_dir/train.tf_record)
-                              and a Trainer `dataset_fn(batch_size, input_context)` reading it
+  train_data(run, tokenizer)  -> TrainData: the training set converted (run.work_dir/train.tf_record: each worker
+                              writes its own), a Trainer `dataset_fn(batch_size, input_context, seed)` reading it,
+                              the number of examples, the record files and the task's settings that shape batches
   train_steps(run)            optional: (num_train_steps, num_warmup_steps) (default: from the examples, epochs
                               and warmup_proportion, as the original fine-tuning scripts)
   evaluate(run, tokenizer, trainer)   (with do_eval) predicts the dev set, logs and writes its eval outputs, returns
@@ -36,6 +37,7 @@ Python without absl:
 import dataclasses
 import functools
 import os
+import typing
 
 import keras
 import tensorflow as tf
@@ -43,7 +45,8 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.data import lengths
-from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.model.config import check_vocab_size
+from bert_tf.tasks import run_record
 from bert_tf.text import tokenization
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer, compute_train_steps
@@ -97,6 +100,21 @@ class RunConfig:
     pad_to_max_seq_length: bool = False
     seq_length_multiple: int | None = None
     group_by_length: bool = False
+    # This process's worker under multi_worker_mirrored (set by `run` from the strategy): 0 is the chief, which
+    # alone writes output_dir's shared files (results, label_list.txt, exports); each other worker writes only
+    # into its own `work_dir`.
+    worker_index: int = 0
+
+    @property
+    def is_chief(self):
+        """Whether this process writes the run's results and shared files (worker 0)."""
+        return self.worker_index == 0
+
+    @property
+    def work_dir(self):
+        """Where this worker writes its own files (its training records): output_dir for the chief,
+        output_dir/workers/worker-<i> for the others (`distribute.worker_dir`)."""
+        return distribute.worker_dir(self.output_dir, self.worker_index)
 
     @property
     def fixed_batches(self):
@@ -115,6 +133,14 @@ class RunConfig:
         name = "tpu" if self.use_tpu and self.distribution_strategy == "auto" else self.distribution_strategy
         return distribute.get_strategy(name, self.num_gpus, self.tpu_name or self.master, self.tpu_zone,
                                        self.gcp_project, self.num_cpu_devices)
+
+
+class TrainData(typing.NamedTuple):
+    """A task's training set (its `train_data`)."""
+    dataset_fn: typing.Callable  # the Trainer's dataset_fn(batch_size, input_context, seed)
+    num_examples: int | None  # sets the number of steps (None: the task's `train_steps` does)
+    files: tuple  # the record files dataset_fn reads (fingerprinted into output_dir/run_settings.json)
+    settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
 
 
 # The original scripts' messages when nothing is asked for (run_classifier.py's has its stray quote).
@@ -147,7 +173,7 @@ def prepare(run, task):
         raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
     tf.io.gfile.makedirs(run.output_dir)
     if run.do_train:
-        check_output_dir(run, config)
+        run_record.check(run.output_dir, run.start_over, config=config)
     if not run.vocab_file:
         if getattr(task, "needs_vocab", True):
             raise ValueError(f"No vocab_file given, and init_checkpoint={run.init_checkpoint!r} is not a TF Hub BERT "
@@ -157,36 +183,6 @@ def prepare(run, task):
     tokenizer = tokenization.FullTokenizer(run.vocab_file, run.do_lower_case)
     check_vocab_size(config, tokenizer.vocab, run.vocab_file)
     return run, config, tokenizer
-
-
-def check_output_dir(run, config):
-    """Training resumes the run of output_dir: refuses one whose checkpoints belong to another bert_config (the
-    output_dir/bert_config.json that `start_training` recorded), unless `start_over`."""
-    path = os.path.join(run.output_dir, "bert_config.json")
-    if run.start_over or not tf.io.gfile.exists(path) or not checkpoints.latest_checkpoint(run.output_dir):
-        return
-    previous = BertConfig.from_json_file(path).to_dict()
-    differences = [f"{key} {previous.get(key)} -> {value}" for key, value in config.to_dict().items()
-                   if previous.get(key) != value]
-    if differences:
-        raise ValueError(f"{run.output_dir} holds checkpoints of a run with another bert_config "
-                         f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
-                         f"--start_over to delete its checkpoints.")
-
-
-def start_training(run, trainer):
-    """Once every input is checked, on the chief: with `start_over`, deletes the checkpoints output_dir holds;
-    records the model's config as output_dir/bert_config.json (what `check_output_dir` compares)."""
-    if not trainer.is_chief:
-        return
-    if run.start_over:
-        for name in checkpoints.checkpoint_files(run.output_dir):
-            logging.info("--start_over: deleting %s", name)
-            if tf.io.gfile.isdir(name):
-                tf.io.gfile.rmtree(name)
-            else:
-                tf.io.gfile.remove(name)
-    trainer.model.bert.config.to_json_file(os.path.join(run.output_dir, "bert_config.json"))
 
 
 def make_trainer(run, strategy, build_model, loss_fn):
@@ -203,14 +199,21 @@ def make_trainer(run, strategy, build_model, loss_fn):
 
 def train(run, task, tokenizer, trainer):
     """Converts the training set and trains for the original's number of steps: the task's `train_steps(run)`,
-    else int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them."""
-    dataset_fn, num_examples = task.train_data(run, tokenizer)
+    else int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them.
+    Resumes output_dir's run only if its recorded settings are these (`run_record`), then records them."""
+    dataset_fn, num_examples, *_ = data = task.train_data(run, tokenizer)
+    settings = {**run_record.training_settings(run, trainer.strategy.num_replicas_in_sync, trainer.num_workers),
+                **run_record.data_settings(data)}
+    run_record.check(run.output_dir, run.start_over, settings=settings)
     if hasattr(task, "train_steps"):
         num_train_steps, num_warmup_steps = task.train_steps(run)
     else:
         num_train_steps, num_warmup_steps = compute_train_steps(num_examples, run.train_batch_size,
                                                                 run.num_train_epochs, run.warmup_proportion)
-    start_training(run, trainer)
+    if run.start_over:
+        run_record.delete_checkpoints(run.work_dir)
+    if run.is_chief:
+        run_record.record(run.output_dir, trainer.model.bert.config, settings)
     logging.info("***** Running training *****")
     if num_examples is not None:
         logging.info("  Num examples = %d", num_examples)
@@ -243,23 +246,32 @@ def export(run, task, trainer):
 
 
 def run(task, run_config):
-    """Runs `task` as its script would: train, evaluate, predict and export as `run_config` says."""
+    """Runs `task` as its script would: train, evaluate, predict and export as `run_config` says.
+
+    Under multi_worker_mirrored every worker trains; the chief alone then evaluates, predicts and exports."""
     run_config, config, tokenizer = prepare(run_config, task)
     # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
     strategy = run_config.strategy()
+    worker_index, num_workers = distribute.worker_position(strategy)
+    run_config = dataclasses.replace(run_config, worker_index=worker_index)
+    tf.io.gfile.makedirs(run_config.work_dir)
+    if run_config.do_train:  # the flags' settings, before any work (the data's once its records are written)
+        run_record.check(run_config.output_dir, run_config.start_over, settings=run_record.training_settings(
+            run_config, strategy.num_replicas_in_sync, num_workers))
     task.check(run_config, config)
     if run_config.seed is not None:
         keras.utils.set_random_seed(run_config.seed)
     trainer = make_trainer(run_config, strategy, lambda: task.build_model(config), task.loss)
     if run_config.do_train:
         train(run_config, task, tokenizer, trainer)
-    else:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint
+    elif run_config.is_chief:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint
         trainer.restore_for_predict(required_heads=task.heads)
-    if run_config.do_eval and hasattr(task, "evaluate"):
-        task.evaluate(run_config, tokenizer, trainer)
-    if run_config.do_predict:
-        task.predict(run_config, tokenizer, trainer)
-    export(run_config, task, trainer)
+    if run_config.is_chief:
+        if run_config.do_eval and hasattr(task, "evaluate"):
+            task.evaluate(run_config, tokenizer, trainer)
+        if run_config.do_predict:
+            task.predict(run_config, tokenizer, trainer)
+        export(run_config, task, trainer)
     trainer.wait_for_checkpoint()
-    logging.info("Done; outputs in %s", run_config.output_dir)
+    logging.info("Done; outputs in %s", run_config.output_dir if run_config.is_chief else run_config.work_dir)
     return trainer

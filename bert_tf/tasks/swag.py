@@ -22,7 +22,7 @@ from absl import logging
 from bert_tf.data import fileio, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, runner
 from bert_tf.text import packing, tokenization
 
 NUM_CHOICES = 4
@@ -138,7 +138,8 @@ def write_tf_record(features, output_file):
     """Writes InputFeatures (choices flattened) to a TFRecord file, atomically. Returns the count."""
     def serialized(f):
         values = {name: [x for choice in getattr(f, name) for x in choice] for name in _INPUT_NAMES}
-        return records.example({**values, "label": f.label}, record_schema(len(f.input_ids[0]))).SerializeToString()
+        example = records.example({**values, "label": f.label}, record_schema(len(f.input_ids[0])))
+        return example.SerializeToString(deterministic=True)
 
     return records.write(output_file, map(serialized, features))
 
@@ -223,11 +224,12 @@ class SwagTask:
         return task_models.BertMultipleChoice(config, num_choices=NUM_CHOICES)
 
     def train_data(self, run, tokenizer):
-        """Writes output_dir/train.tf_record; -> (dataset_fn, number of examples)."""
-        train_file = os.path.join(run.output_dir, "train.tf_record")
+        """Writes work_dir/train.tf_record (runner.TrainData)."""
+        train_file = os.path.join(run.work_dir, "train.tf_record")
         num_examples = write_tf_record(
             convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
-        return train_dataset_fn(train_file, run.max_seq_length, num_examples, run.sequence_lengths), num_examples
+        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, num_examples, run.sequence_lengths)
+        return runner.TrainData(dataset_fn, num_examples, (train_file,))
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt (eval_accuracy, eval_loss, loss, global_step) of val.csv; returns the results."""

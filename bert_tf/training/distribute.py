@@ -1,4 +1,5 @@
 """tf.distribute strategy and Keras precision policy for the run settings (bert_tf.tasks.runner.RunConfig)."""
+import os
 import socket
 
 import keras
@@ -139,6 +140,14 @@ def worker_position(strategy):
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
         return 0, 1
     return cluster_position(resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id)
+
+
+def worker_dir(output_dir, worker_index):
+    """Where a worker writes what is its own (its checkpoints, its copy of the training records): output_dir for the
+    chief (worker 0), output_dir/workers/worker-<i> for the others."""
+    if worker_index == 0:
+        return output_dir
+    return os.path.join(output_dir, "workers", f"worker-{worker_index}")
 
 
 def cluster_position(cluster, task_type, task_id):

@@ -17,12 +17,12 @@ A run restarted with the same output_dir resumes from its last checkpoint as the
 holds the weights, the optimizer state, the input iterators' positions (tf.data iterator checkpoints: their
 shuffle buffers included, nothing is re-read), the input order's seed (the one given, else drawn at random once)
 and the dropout layers' random state. Otherwise the model starts from `init_checkpoint`: an original TF1 BERT
-checkpoint or one of ours. A training run first removes the temporaries a killed run left in output_dir
-(bert_tf.data.fileio.remove_stale_temporaries).
+checkpoint or one of ours. A training run first removes the temporaries a killed run left in its checkpoint
+directory (bert_tf.data.fileio.remove_stale_temporaries: those of processes that have ended).
 
 Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
 results to output_dir, each other worker its checkpoints (its own input position) to
-output_dir/workers/worker-<i>.
+output_dir/workers/worker-<i>. Each call of the training loop then runs one update (see `__init__`).
 """
 import collections
 import concurrent.futures
@@ -90,7 +90,6 @@ class Trainer:
         self.init_checkpoint = init_checkpoint
         self.learning_rate = learning_rate
         self.save_checkpoints_steps = max(1, save_checkpoints_steps)
-        self.iterations_per_loop = max(1, iterations_per_loop)
         self.accumulation = gradient_accumulation_steps
         self.mixed_precision = distribute.set_precision(mixed_precision)
         self.use_xla = use_xla
@@ -106,6 +105,10 @@ class Trainer:
         self.loss = losses.as_batch_loss(loss_fn)
         self.strategy = strategy or distribute.get_strategy("auto")
         self.worker_index, self.num_workers = distribute.worker_position(self.strategy)
+        # Across workers, one update per call of the training loop: in a tf.while_loop the collective ops of every
+        # update share their instance keys, and the gather of the embedding gradient's rows (as many as the batch's
+        # tokens) then fails when two updates' batches differ in length.
+        self.iterations_per_loop = 1 if self.num_workers > 1 else max(1, iterations_per_loop)
         # With an init_checkpoint every path restores the encoder before the model is used (`train`: it or a
         # checkpoint of output_dir; `restore_for_predict`), so its random initial values are not computed.
         with self.strategy.scope(), encoder.restored_encoder(bool(init_checkpoint)):
@@ -128,9 +131,7 @@ class Trainer:
     @property
     def checkpoint_dir(self):
         """Where this worker's checkpoints go: output_dir for the chief, output_dir/workers/worker-<i> else."""
-        if self.is_chief:
-            return self.output_dir
-        return os.path.join(self.output_dir, "workers", f"worker-{self.worker_index}")
+        return distribute.worker_dir(self.output_dir, self.worker_index)
 
     # --- checkpoints ---------------------------------------------------------------------------------------
 
@@ -279,10 +280,6 @@ class Trainer:
         self.optimizer.apply_gradients(zip(optimization.clip_by_global_norm(grads, norm), [v for _, v in pairs]))
         return shares, norm
 
-    def _remove_stale_temporaries(self):
-        for path in fileio.remove_stale_temporaries(self.checkpoint_dir):
-            logging.info("Removed %s (left by a killed run)", path)
-
     def _input(self, dataset_fn, per_replica):
         """Opens this worker's input: one tf.data iterator over its input pipeline's batches (`input_iterators`,
         checkpointed with the run). Returns `next_update()`, for the training tf.function: the per-replica batches
@@ -322,7 +319,7 @@ class Trainer:
         if global_batch_size % (replicas * self.accumulation):
             raise ValueError(f"train_batch_size {global_batch_size} is not divisible by replicas ({replicas}) x "
                              f"gradient_accumulation_steps ({self.accumulation}).")
-        self._remove_stale_temporaries()
+        fileio.remove_stale_temporaries(self.checkpoint_dir)
         self.optimizer = self._build_optimizer(num_train_steps, num_warmup_steps)
         latest = self._restore_input_seed(seed)
         next_update = self._input(dataset_fn, global_batch_size // replicas)

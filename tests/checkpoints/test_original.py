@@ -8,6 +8,7 @@ import tensorflow as tf
 import tiny_training
 
 from bert_tf import checkpoints
+from bert_tf.data import fileio
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.model.heads import ClassifierHead, SpanHead
@@ -84,7 +85,7 @@ def test_saved_original_checkpoint_loads_in_a_tf1_graph(tiny_config, original_ch
     checkpoints.load_original_checkpoint(task, prefix)
     out = checkpoints.save_original_checkpoint(task, str(tmp_path / "out" / "model.ckpt"))
     assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt")
-    assert not [f for f in os.listdir(tmp_path / "out") if f.startswith(".tmp")]
+    assert not [f for f in os.listdir(tmp_path / "out") if fileio.TEMP_MARK in f]  # no staging directory left
     task_weights = {n: v for n, v in weights.items() if not n.startswith(("cls/predictions", "cls/seq"))}
     assert dict(tf.train.list_variables(out)) == {n: list(v.shape) for n, v in task_weights.items()}
     with tf.Graph().as_default():

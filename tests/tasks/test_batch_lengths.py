@@ -14,6 +14,7 @@ import tensorflow as tf
 import test_ner
 import test_swag
 import tiny_classifier
+from tiny_training import numbers_and_text
 
 from bert_tf.data import lengths
 from bert_tf.tasks import classifier, runner
@@ -84,13 +85,6 @@ def _variables(output_dir):
             if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input_iterators/")}
 
 
-def _numbers(path):
-    """The numbers of an output file, in order (text around them compared separately)."""
-    import re
-    text = open(path, encoding="utf-8").read()
-    return [float(x) for x in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)], re.sub(r"-?\d+\.\d+(?:e-?\d+)?", "#", text)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task", [_classifier, _ner, _swag, _pretraining],
                          ids=["classifier", "ner", "swag", "pretraining"])
@@ -111,7 +105,7 @@ def test_cut_batches_train_and_predict_as_padded_ones(task, tmp_path, run_main):
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=name)
     for name in outputs:
-        (expected_numbers, expected_text), (got_numbers, got_text) = (_numbers(d / name) for d in (padded, cut))
+        (expected_numbers, expected_text), (got_numbers, got_text) = (numbers_and_text(d / name) for d in (padded, cut))
         assert got_text == expected_text, name
         np.testing.assert_allclose(got_numbers, expected_numbers, atol=1e-5, err_msg=name)
 
@@ -138,7 +132,7 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
     task = classifier.ClassifierTask("tsv", str(data))
     run, config, tokenizer = runner.prepare(run, task)
     task.check(run, config)
-    dataset_fn, _ = task.train_data(run, tokenizer)
+    dataset_fn = task.train_data(run, tokenizer).dataset_fn
     seen = {int(f["input_ids"].shape[1]) for f, _ in dataset_fn(4).take(30)}
     assert seen and seen <= {8, 16, 24, 32} and len(seen) > 1, seen
     assert dataset_fn(4).element_spec[0]["input_ids"].shape.as_list() == [4, None]

@@ -15,6 +15,7 @@ from tiny_classifier import tsv_line as _tsv
 from tiny_classifier import write_lines as _write
 from tiny_classifier import write_tiny_model as _tiny_model
 
+from bert_tf.data import fileio
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertClassifier
@@ -261,7 +262,7 @@ def test_tsv_task_labels_learned_saved_and_reused(tmp_path):
     assert clf.prepare_label_list(p, data, out, do_train=True) == ["mixed", "neg", "pos"]
     with open(os.path.join(out, "label_list.txt")) as f:
         assert f.read() == "mixed\nneg\npos\n"
-    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+    assert not [n for n in os.listdir(out) if fileio.TEMP_MARK in n]
     train = p.get_train_examples(data)
     assert _summary(train)[:2] == [("train-a1", "good cat", "yes", "pos"), ("train-a2", "bad dog", "", "neg")]
     assert [e.example_id for e in train] == ["a1", "a2", "a3", "a4"]
@@ -523,7 +524,7 @@ def test_script_trains_evaluates_and_predicts_mrpc(tmp_path):
     files = set(os.listdir(out))
     assert {"train.tf_record", "eval.tf_record", "predict.tf_record", "eval_results.txt", "test_results.tsv",
             "MRPC.tsv", "ckpt-2.index", "ckpt-3.index"} <= files, files
-    assert not [f for f in files if f.endswith(".tmp")]
+    assert not [f for f in files if fileio.TEMP_MARK in f]
     with open(f"{out}/eval_results.txt") as f:
         lines = f.read().splitlines()
     assert [line.split(" = ")[0] for line in lines] == ["eval_accuracy", "eval_f1", "eval_loss", "global_step",

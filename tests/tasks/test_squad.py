@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf.data import fileio
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertSpanLabeler
@@ -174,7 +175,7 @@ def test_tfrecords_have_the_original_schema_and_are_written_atomically(tokenizer
     example = squad.SquadExample("q", "what did he buy ?", DOC.split(), "bought", 7, 7)
     path = str(tmp_path / "train.tf_record")
     assert squad.write_train_features([example], tokenizer, path, 11, 3, 3) == 4
-    assert not os.path.exists(path + ".tmp")
+    assert os.listdir(tmp_path) == ["train.tf_record"]  # no temporary left
     records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
     assert sorted(records[1].features.feature) == ["end_positions", "input_ids", "input_mask", "is_impossible",
                                                    "segment_ids", "start_positions", "unique_ids"]
@@ -201,7 +202,7 @@ def test_tfrecords_have_the_original_schema_and_are_written_atomically(tokenizer
         with squad.FeatureWriter(broken, is_training=False) as writer:
             writer.process_feature(feats[0])
             raise RuntimeError("boom")
-    assert not os.path.exists(broken) and not os.path.exists(broken + ".tmp")
+    assert not os.path.exists(broken) and not [f for f in os.listdir(tmp_path) if fileio.TEMP_MARK in f]
 
 
 def test_span_loss_is_the_originals():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.data import fileio
 from bert_tf.tasks import result_files, runner, swag
 from bert_tf.text import tokenization
 from bert_tf.text.packing import truncate_seq_pair
@@ -240,7 +241,7 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     assert float(results["eval_accuracy"]) == pytest.approx(np.mean(probabilities[:3].argmax(axis=1) == labels))
     assert float(results["eval_loss"]) == pytest.approx(per_example.mean(), rel=1e-5)
     assert float(results["loss"]) == pytest.approx(per_example.mean(), rel=1e-5)  # one batch of 3
-    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]
+    assert not [f for f in os.listdir(out) if fileio.TEMP_MARK in f]
 
     # Evaluate again from output_dir alone: the same results, the global step read from the checkpoint; `loss`
     # is now the mean of the means of batches [0, 1] and [2].

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.data import fileio
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
 import test_classifier  # noqa: E402
 import test_ner  # noqa: E402
@@ -128,4 +130,4 @@ def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_b
     assert sorted(got) == sorted(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    assert not [f for f in os.listdir(killed) if f.endswith((".tmp", "_temp"))]
+    assert not [f for f in os.listdir(killed) if fileio.TEMP_MARK in f or f.endswith("_temp")]

@@ -3,6 +3,7 @@ import functools
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 import tensorflow as tf
 import toy_task
 
+from bert_tf.data import fileio
 from bert_tf.model.task_models import BertClassifier, BertSpanLabeler
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer, compute_train_steps
@@ -140,13 +142,23 @@ def test_the_input_order_follows_the_seed(tmp_path):
         "input_seed/.ATTRIBUTES/VARIABLE_VALUE")) == runs[None][0]
 
 
+def _dead_pid():
+    """The pid of a process that has ended."""
+    process = subprocess.Popen([sys.executable, "-c", ""])
+    process.wait()
+    return process.pid
+
+
 def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
-    """What a killed run leaves (our *.tmp files, TensorFlow's checkpoint temporaries) goes, and is logged; other
-    files stay."""
+    """What a killed run leaves (our temporaries of a process that has ended, or of another host; TensorFlow's
+    checkpoint temporaries) goes, and is logged; a running process's temporaries and other files stay."""
     caplog.set_level(logging.INFO, logger="absl")  # absl logs under "absl", whatever other tests set
-    stale = ["eval.tf_record.tmp", "eval_results.txt.tmp", "checkpoint.tmp5f3c", "ckpt-7.index.tempstate123",
-             "ckpt-7_temp"]
-    kept = ["train.tf_record", "notes.tmpl", "ckpt-7_template.txt"]
+    host, dead = socket.gethostname(), _dead_pid()
+    stale = [f"eval.tf_record.tmp-{host}-{dead}-0123abcd", f".export_3.tmp-{host}-{dead}-89abcdef",
+             f"eval_results.txt.tmp-other-host-{os.getpid()}-00000000", "checkpoint.tmp5f3c",
+             "ckpt-7.index.tempstate123", "ckpt-7_temp"]
+    kept = ["train.tf_record", "notes.tmpl", "ckpt-7_template.txt", f"label_list.txt.tmp-{host}-{os.getpid()}-0badf00d",
+            f"eval.tf_record.tmp-{host}-{dead}-not-hex"]
     for name in stale[:-1] + kept:
         (tmp_path / name).write_text("x")
     (tmp_path / "ckpt-7_temp").mkdir()
@@ -156,6 +168,37 @@ def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
     assert not names & set(stale) and set(kept) <= names and "ckpt-2.index" in names
     for name in stale:
         assert f"Removed {tmp_path / name} (left by a killed run)" in caplog.text
+
+
+def test_a_directory_replaced_half_way_is_put_back(tmp_path):
+    """`fileio.replace_directory` killed between its renames leaves the old directory under a backup name: the
+    cleanup renames it back when the target is missing, and removes it when the target is there."""
+    host, dead = socket.gethostname(), _dead_pid()
+    for name, target_there in (("1", False), ("2", True)):
+        backup = tmp_path / f"{name}.old.tmp-{host}-{dead}-0123abcd"
+        backup.mkdir()
+        (backup / "saved_model.pb").write_text(f"old {name}")
+        if target_there:
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "saved_model.pb").write_text(f"new {name}")
+    assert fileio.remove_stale_temporaries(str(tmp_path)) == sorted(
+        str(tmp_path / f"{n}.old.tmp-{host}-{dead}-0123abcd") for n in "12")
+    assert sorted(os.listdir(tmp_path)) == ["1", "2"]
+    assert (tmp_path / "1" / "saved_model.pb").read_text() == "old 1"
+    assert (tmp_path / "2" / "saved_model.pb").read_text() == "new 2"
+    source = tmp_path / "staged"
+    source.mkdir()
+    (source / "saved_model.pb").write_text("newer 1")
+    fileio.replace_directory(str(source), str(tmp_path / "1"))
+    assert sorted(os.listdir(tmp_path)) == ["1", "2"] and (tmp_path / "1" / "saved_model.pb").read_text() == "newer 1"
+
+
+def test_temporary_names_are_unique_and_name_their_writer(tmp_path):
+    path = str(tmp_path / "eval_results.txt")
+    names = {fileio.temp_path(path) for _ in range(100)}
+    assert len(names) == 100
+    assert {fileio.temporary_writer(name) for name in names} == {(socket.gethostname(), os.getpid())}
+    assert fileio.temporary_writer(path) is None
 
 
 def test_init_from_original_and_from_ours(tmp_path):
@@ -271,6 +314,7 @@ tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU"
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
 import toy_task
+from bert_tf.data import fileio
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer

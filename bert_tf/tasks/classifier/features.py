@@ -100,7 +100,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
             if ex_index % 10000 == 0:
                 logging.info("Writing example %d of %d", ex_index, len(examples))
             feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
-            write(feature_to_tf_example(feature, regression).SerializeToString())
+            write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
             features.append(feature)
     return features
 
@@ -132,8 +132,9 @@ def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_rem
     """The original's input pipeline as a tf.data.Dataset of (features, labels) batches.
 
     Training: repeat, shuffle with a 100-record buffer (order drawn from `shuffle_seed`), batch (drop_remainder as
-    given), each batch cut as `lengths` says (bert_tf.data.lengths; None: seq_length); with an `input_context`,
-    each input pipeline reads its shard of the records. Otherwise file order, seq_length.
+    given), each batch cut as `lengths` says (bert_tf.data.lengths; None: seq_length); with an `input_context` of
+    several workers, this worker's share of those batches (`records.worker_share`). Otherwise file order,
+    seq_length.
     """
     def decode(record):
         return decode_record(record, seq_length, regression)

@@ -437,9 +437,10 @@ def get_processor(task_name, xnli_language="zh"):
     return PROCESSORS[name]()
 
 
-def prepare_label_list(processor, data_dir, output_dir, do_train):
+def prepare_label_list(processor, data_dir, output_dir, do_train, save=True):
     """The task's label list. For the `tsv` task: learned from train.tsv and saved to output_dir/label_list.txt
-    when training, read back from there otherwise. Returns None for regression tasks."""
+    when training (`save`: by the chief only, under several workers), read back from there otherwise. Returns
+    None for regression tasks."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
     label_file = os.path.join(output_dir, LABEL_LIST_FILE)
@@ -455,7 +456,8 @@ def prepare_label_list(processor, data_dir, output_dir, do_train):
                              "use a fresh output_dir for different training data.")
         if any("\n" in label for label in labels):
             raise ValueError("A label contains a newline.")
-        fileio.write_text_atomically(label_file, "".join(label + "\n" for label in labels))
+        if save:
+            fileio.write_text_atomically(label_file, "".join(label + "\n" for label in labels))
         return labels
     if saved is None:
         raise ValueError(f"{label_file} not found: the tsv task takes its label list from training; run with "

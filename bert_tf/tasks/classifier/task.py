@@ -8,7 +8,7 @@ from absl import logging
 
 from bert_tf.data import fileio
 from bert_tf.model.task_models import BertClassifier
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, runner
 from bert_tf.tasks.classifier.features import (
     check_dev_labels,
     file_based_convert_examples_to_features,
@@ -126,7 +126,8 @@ class ClassifierTask:
 
     def check(self, run, config):
         """Resolves the label list (tsv: learned from train.tsv, or the training run's); checks the dev labels."""
-        self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train)
+        self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
+                                         save=run.is_chief)
         if run.do_eval:  # a dev label the model cannot know: an error now, not after training
             check_dev_labels(self.processor, self.data_dir, self.labels)
 
@@ -139,13 +140,14 @@ class ClassifierTask:
                     data_dir=self.data_dir, output_dir=run.output_dir, max_seq_length=run.max_seq_length)
 
     def train_data(self, run, tokenizer):
-        """Converts the training set to output_dir/train.tf_record; -> (dataset_fn, number of examples)."""
+        """Converts the training set to work_dir/train.tf_record (runner.TrainData)."""
         examples = self.processor.get_train_examples(self.data_dir)
-        train_file = os.path.join(run.output_dir, "train.tf_record")
+        train_file = os.path.join(run.work_dir, "train.tf_record")
         file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer, train_file)
-        return file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True, drop_remainder=True,
-                                           regression=self.processor.is_regression,
-                                           lengths=run.sequence_lengths), len(examples)
+        dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
+                                                 drop_remainder=True, regression=self.processor.is_regression,
+                                                 lengths=run.sequence_lengths)
+        return runner.TrainData(dataset_fn, len(examples), (train_file,))
 
     def prepare_evaluation(self, run, trainer):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:

@@ -232,7 +232,7 @@ class FeatureWriter:
 
     def process_feature(self, feature):
         self.num_features += 1
-        self._write(feature_to_example(feature, self.is_training).SerializeToString())
+        self._write(feature_to_example(feature, self.is_training).SerializeToString(deterministic=True))
 
     def close(self):
         self._stack.close()
@@ -269,9 +269,9 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
                  shuffle_buffer=100, seed=None):
     """A tf.data pipeline over a SQuAD TFRecord file, as the original input_fn (int64 cast to int32).
 
-    Training: sharded by `input_context`, repeated, shuffled (buffer 100, order drawn from `seed`), batches of
-    (features, labels) with
-    features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped.
+    Training: repeated, shuffled (buffer 100, order drawn from `seed`), batches of (features, labels) with
+    features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped; under
+    several workers (`input_context`) this worker's share of them (`records.worker_share`).
     Prediction: batches of features only (input order, remainder kept); unique_ids follow the written order.
     """
     if drop_remainder is None:

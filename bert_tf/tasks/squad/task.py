@@ -8,6 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.model.task_models import BertSpanLabeler
+from bert_tf.tasks import runner
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad.examples import has_answers, read_predict_file, read_squad_examples
 from bert_tf.tasks.squad.features import (
@@ -119,10 +120,10 @@ class SquadTask:
 
     def train_data(self, run, tokenizer):
         """The original's training data: the examples pre-shuffled (random.Random(12345)), their features in
-        output_dir/train.tf_record; -> (dataset_fn, number of examples, which sets the number of steps)."""
+        work_dir/train.tf_record (runner.TrainData: the number of examples sets the number of steps)."""
         examples = list(self.train_examples)
         random.Random(12345).shuffle(examples)
-        train_file = os.path.join(run.output_dir, TRAIN_RECORD_FILE)
+        train_file = os.path.join(run.work_dir, TRAIN_RECORD_FILE)
         num_features = write_train_features(examples, tokenizer, train_file, **self._windows(run))
         logging.info("Training on %d examples split into %d features", len(examples), num_features)
 
@@ -130,7 +131,7 @@ class SquadTask:
             return make_dataset(train_file, run.max_seq_length, True, batch_size, input_context=input_context,
                                 seed=seed)
 
-        return dataset_fn, len(examples)
+        return runner.TrainData(dataset_fn, len(examples), (train_file,))
 
     def predict(self, run, tokenizer, trainer):
         """predictions.json, nbest_predictions.json, null_odds.json (v2) and, when the predict file has answers,

@@ -1,0 +1,213 @@
+"""No half-replaced files (issue 31): a child process replacing an export version (`saved_model.write_version`) or a
+release (`original.write_release`, what export_original and the converters write) is SIGKILLed after each of its
+renames in turn (os.replace wrapped in the child: the real code runs). After the recovery that the next write runs
+first, the target is entirely the old or entirely the new one (every file and its bytes; other files kept), no
+temporary is left, and the next replacement works."""
+import collections
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.checkpoints import original
+from bert_tf.data import fileio
+from bert_tf.export import saved_model
+from bert_tf.model.config import BertConfig
+
+# A child: `python -c _CHILD <kill_after> <replacement> <target> <version>` writes `version` of the replacement over
+# `target`, and SIGKILLs itself once `kill_after` renames are done (0: before the first).
+_CHILD = """
+import os, signal, sys
+import test_atomic_replacement
+kill_after, renames, rename = int(sys.argv[1]), 0, os.replace
+
+def replace(source, target):
+    global renames
+    if renames < kill_after:
+        rename(source, target)
+        renames += 1
+    if renames == kill_after:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace
+test_atomic_replacement.REPLACEMENTS[sys.argv[2]].write(sys.argv[3], int(sys.argv[4]))
+"""
+
+
+def _vocab_file(directory, version):
+    """A vocab file of `version` (its own tokens) in `directory`; returns its path."""
+    path = os.path.join(directory, f"vocab_{version}.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"[PAD]\ntoken_{version}\n")
+    return path
+
+
+def write_export(export_dir, version):
+    """Overwrites export_dir/1 through `write_version`, with a `write` that saves files of `version` (names and
+    contents of its own) instead of a SavedModel."""
+    def write(src_dir, vocab_copy, saved_dir):
+        os.makedirs(os.path.join(saved_dir, "variables"))
+        for name in ("saved_model.pb", f"variables/only_in_{version}"):
+            with open(os.path.join(saved_dir, name), "w") as f:
+                f.write(f"version {version}")
+    saved_model.write_version(export_dir, 1, True, _vocab_file(os.path.dirname(export_dir), version), write)
+
+
+def _tensors(version):
+    return {"bert/a": np.full((2, 3), version, np.float32), "bert/b": np.arange(4, dtype=np.float32) + version}
+
+
+def write_release(output_dir, version):
+    """`original.write_release` of tensors, config and vocab of `version`."""
+    config = BertConfig(vocab_size=10 + version, hidden_size=4, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=8)
+    original.write_release(_tensors(version), config, output_dir, _vocab_file(os.path.dirname(output_dir), version))
+
+
+def write_sharded_release(output_dir, version):
+    """`write_release`, its checkpoint then rewritten in two shards (a tensor each, as a sharded TF1 Saver writes):
+    a new one-shard checkpoint must not leave them behind."""
+    write_release(output_dir, version)
+    prefix = os.path.join(output_dir, "bert_model.ckpt")
+    for name in (f"{prefix}.index", f"{prefix}.data-00000-of-00001"):
+        os.remove(name)
+    parts = [os.path.join(f"{prefix}_parts", f"part-{i}") for i in range(2)]
+    for part, (name, value) in zip(parts, sorted(_tensors(version).items())):
+        tf.raw_ops.SaveV2(prefix=part, tensor_names=[name], shape_and_slices=[""], tensors=[tf.constant(value)])
+    tf.raw_ops.MergeV2Checkpoints(checkpoint_prefixes=parts, destination_prefix=prefix)  # removes the parts
+    assert sorted(f for f in os.listdir(output_dir) if ".data-" in f) == [
+        "bert_model.ckpt.data-00000-of-00002", "bert_model.ckpt.data-00001-of-00002"]
+
+
+Replacement = collections.namedtuple("Replacement", "write_old write recover")
+REPLACEMENTS = {
+    "export": Replacement(write_export, write_export, lambda d: saved_model.version_dir(d, 1, overwrite=True)),
+    "release": Replacement(write_sharded_release, write_release, original.recover),
+}
+
+
+def _tree(directory):
+    """Every directory and file under `directory` by relative path (files -> their bytes, directories -> None)."""
+    tree = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs:
+            tree[os.path.relpath(os.path.join(root, name), directory)] = None
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                tree[os.path.relpath(os.path.join(root, name), directory)] = f.read()
+    return tree
+
+
+def _target(parent):
+    """A new target directory `parent/target` holding a file of the user's (which every replacement keeps)."""
+    target = os.path.join(parent, "target")
+    os.makedirs(target)
+    with open(os.path.join(target, "notes.txt"), "w") as f:
+        f.write("the user's own file")
+    return target
+
+
+def _count_renames(monkeypatch, write, target, version):
+    """Runs `write(target, version)` here, counting its renames."""
+    calls, rename = [], os.replace
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", lambda source, dest: calls.append(dest) or rename(source, dest))
+        write(target, version)
+    return len(calls)
+
+
+def _kill_after(kill_after, name, target, version, env):
+    """Runs the child writing `version` of replacement `name` over `target`, killed after `kill_after` renames;
+    returns its exit status and stderr."""
+    child = subprocess.run([sys.executable, "-c", _CHILD, str(kill_after), name, target, str(version)],
+                           env=env, capture_output=True, text=True, timeout=300)
+    return child.returncode, child.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(REPLACEMENTS))
+def test_a_replacement_killed_after_any_rename_is_old_or_new_after_recovery(name, tmp_path, monkeypatch, child_env):
+    replacement = REPLACEMENTS[name]
+    pristine = _target(tmp_path / "old")
+    replacement.write_old(pristine, 1)
+    expected = {}
+    for version in (2, 3):  # written into a fresh directory: nothing of version 1 left
+        replacement.write(_target(tmp_path / f"fresh_{version}"), version)
+        expected[version] = _tree(tmp_path / f"fresh_{version}" / "target")
+    counted = shutil.copytree(pristine, tmp_path / "counted" / "target")
+    renames = _count_renames(monkeypatch, replacement.write, str(counted), 2)
+    assert _tree(counted) == expected[2] and renames >= 2
+    targets = [str(shutil.copytree(pristine, tmp_path / f"killed_{k}" / "target")) for k in range(renames + 1)]
+    env = child_env(PYTHONPATH=os.path.dirname(os.path.abspath(__file__)), TF_CPP_MIN_LOG_LEVEL="3",
+                    TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        children = list(pool.map(lambda k: _kill_after(k, name, targets[k], 2, env), range(renames + 1)))
+    old, outcomes = _tree(pristine), []
+    for k, (target, (status, stderr)) in enumerate(zip(targets, children)):
+        assert status == -signal.SIGKILL, f"the child was to be killed after {k} renames: {stderr[-2000:]}"
+        replacement.recover(target)
+        assert not [f for f in os.listdir(target) if fileio.TEMP_MARK in f], f"killed after {k} renames"
+        tree = _tree(target)
+        assert tree in (old, expected[2]), f"killed after {k} of {renames} renames: a mix of old and new"
+        outcomes.append("new" if tree == expected[2] else "old")
+        replacement.write(target, 3)
+        assert _tree(target) == expected[3], f"killed after {k} renames: the next replacement"
+    assert outcomes[0] == "old" and outcomes[-1] == "new" and outcomes == sorted(outcomes, reverse=True), outcomes
+
+
+def test_a_release_loads_its_new_tensors_after_a_replacement(tmp_path):
+    target = _target(tmp_path)
+    write_sharded_release(target, 1)
+    write_release(target, 2)
+    reader = tf.train.load_checkpoint(os.path.join(target, "bert_model.ckpt"))
+    for tensor, value in _tensors(2).items():
+        np.testing.assert_array_equal(reader.get_tensor(tensor), value)
+    assert sorted(os.listdir(target)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                                          "bert_model.ckpt.index", "checkpoint", "notes.txt", "vocab.txt"]
+
+
+def test_a_write_that_fails_leaves_the_old_release(tmp_path):
+    target = _target(tmp_path)
+    write_release(target, 1)
+    before = _tree(target)
+    with pytest.raises(RuntimeError, match="writer failed"):
+        with original.staged_checkpoint(os.path.join(target, "bert_model.ckpt")) as staged:
+            with open(staged + ".index", "w") as f:
+                f.write("half written")
+            raise RuntimeError("writer failed")
+    assert _tree(target) == before
+
+
+def _staging(directory, monkeypatch, pid, manifest):
+    """A checkpoint staging directory of the process `pid` in `directory`, holding x.ckpt.index; with `manifest`,
+    committed (the manifest names that file)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "getpid", lambda: pid)
+        staging = fileio.temp_dir(directory, "ckpt")
+    with open(os.path.join(staging, "x.ckpt.index"), "w") as f:
+        f.write(f"index of {pid}")
+    if manifest:
+        with open(os.path.join(staging, original.MANIFEST), "w") as f:
+            json.dump({"prefix": "x.ckpt", "files": ["x.ckpt.index"]}, f)
+    return os.path.basename(staging)
+
+
+def test_recovery_leaves_the_staging_directories_of_running_processes_alone(tmp_path, monkeypatch):
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    directory = str(tmp_path)
+    live = [_staging(directory, monkeypatch, os.getpid(), manifest) for manifest in (False, True)]
+    dead_unfinished = _staging(directory, monkeypatch, ended.pid, manifest=False)
+    dead_committed = _staging(directory, monkeypatch, ended.pid, manifest=True)
+    assert fileio.stale_temporaries(directory) == sorted(
+        os.path.join(directory, name) for name in (dead_unfinished, dead_committed))
+    original.recover(directory)
+    assert sorted(os.listdir(directory)) == sorted(live + ["x.ckpt.index"])
+    assert (tmp_path / "x.ckpt.index").read_text() == f"index of {ended.pid}"  # rolled forward
