@@ -72,7 +72,7 @@ class Steps:
     def __init__(self, total, verbose):
         self.total, self.verbose, self.number = total, verbose, 0
         self.env = dict(os.environ)
-        # The scripts hide TensorFlow's C++ messages themselves (bert_tf sets this default); the SavedModel step
+        # The scripts hide TensorFlow's C++ messages themselves (bert_tf.flags sets this default); the SavedModel step
         # imports only TensorFlow, so it is set here too. --verbose shows them all.
         self.env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "3")
         os.makedirs(here(OUT, "logs"))

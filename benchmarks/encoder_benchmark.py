@@ -187,8 +187,9 @@ def make_forward(variant, model_dir, dense_layers_only=False, seed=0):
             return run
         return bind, {"attn_implementation": getattr(model.config, "_attn_implementation", None)}
 
-    from bert_tf import checkpoints  # noqa: I001  (before TensorFlow: bert_tf's TensorFlow defaults)
     import tensorflow as tf
+
+    from bert_tf import checkpoints
     model = checkpoints.from_hf_directory(model_dir)
 
     def call(inputs):
@@ -358,4 +359,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from bert_tf import script_setup  # noqa: F401  (the scripts' TensorFlow defaults, for this process and its children)
     sys.exit(main())

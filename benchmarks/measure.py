@@ -12,7 +12,10 @@ latency can also be measured in turns (`latency_in_turns`): every framework's ch
 calls in turn while the others wait idle, many turns in the same minutes, compared turn by turn (`turn_table`).
 
 The benchmarks import this file as a sibling module (`python benchmarks/X.py` puts benchmarks/ on sys.path); it
-imports neither TensorFlow nor PyTorch except in the peak child.
+imports neither TensorFlow nor PyTorch except in the peak child. Every benchmark run as a script imports
+`bert_tf.script_setup` first (in its `__main__` block), so that its TensorFlow, in its own process or in the children
+it starts (they inherit the environment), has the run scripts' defaults (TF_ENABLE_ONEDNN_OPTS=1 and
+TF_CPP_MIN_LOG_LEVEL=3 unless set); importing a benchmark (the tests do) leaves the process alone.
 
 As a script, one matmul peak (GFLOP/s of an [n, n] x [n, n] product):
   python benchmarks/measure.py --framework tf --size 2048 --dtype float32
@@ -193,10 +196,9 @@ def spread(values):
 
 def matmul_gflops(framework, size, dtype):
     """[size, size] x [size, size] matmul GFLOP/s in `dtype`, the fastest of 30 calls after 5: on TensorFlow's
-    default device (a GPU where there is one; bert_tf is imported first, so its TensorFlow defaults apply, as in
-    every bert_tf script) or PyTorch's CPU."""
+    default device (a GPU where there is one; run as a script, with the scripts' TensorFlow defaults, as in every
+    bert_tf script) or PyTorch's CPU."""
     if framework == "tf":
-        import bert_tf  # noqa: F401, I001  (its environment defaults, before TensorFlow)
         import tensorflow as tf
         a, b = (tf.cast(tf.random.normal((size, size), seed=seed), dtype) for seed in (1, 2))
         matmul = tf.function(lambda a, b: tf.matmul(a, b)[:1, :1])
@@ -468,4 +470,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from bert_tf import script_setup  # noqa: F401  (the scripts' TensorFlow defaults, for this process and its children)
     sys.exit(main())

@@ -299,7 +299,6 @@ def tf_side(args, side, inputs):
     """(paths, run_text) of one SavedModel: paths maps "ids"/"text"/"prep" to make(indexes) -> a no-argument
     callable sending those texts; run_text as check_texts takes it."""
     os.environ.update(SIDE_ENVIRONMENT.get(side, {}))  # read by TensorFlow at its start and first oneDNN kernel
-    import bert_tf  # noqa: F401, I001  (its TensorFlow defaults, before TensorFlow)
     import tensorflow as tf
     if EXPORTS[side][0] == "tf_text":
         import tensorflow_text  # noqa: F401  (the tf_text signatures' ops)
@@ -529,4 +528,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from bert_tf import script_setup  # noqa: F401  (the scripts' TensorFlow defaults, for this process and its children)
     sys.exit(main())

@@ -206,4 +206,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from bert_tf import script_setup  # noqa: F401  (the scripts' TensorFlow defaults, for this process and its children)
     main()

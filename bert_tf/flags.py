@@ -3,6 +3,9 @@
 A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults (e.g.
 run_squad.py's max_seq_length 384), and hands the library plain values: `run_config(FLAGS)` for the shared run
 settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Nothing below run_scripts/ reads flags.
+
+Importing this module applies the scripts' start-up and exit defaults (`bert_tf.script_setup`: TensorFlow's
+environment, read when TensorFlow is imported), so a script imports it before anything that imports TensorFlow.
 """
 import dataclasses
 import os
@@ -11,10 +14,10 @@ import textwrap
 
 from absl import app, flags
 
-import bert_tf
+from bert_tf import script_setup
 
 ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set is kept): " + ", ".join(
-    f"{name} defaults to {value}" for name, value in bert_tf.ENVIRONMENT_DEFAULTS.items()) +
+    f"{name} defaults to {value}" for name, value in script_setup.ENVIRONMENT_DEFAULTS.items()) +
     " (oneDNN graph rewrites on; TensorFlow's C++ start-up messages hidden). TF_ENABLE_ONEDNN_OPTS=0 turns the "
     "rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows the messages.")
 
@@ -188,6 +191,12 @@ def define_pretraining_data_flags():
     flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
 
 
+def given(flag_values, name):
+    """The value of flag `name`, or None where it was not given on the command line (do_lower_case: then a TF Hub
+    model's own casing, else True: `checkpoints.model_files`)."""
+    return flag_values[name].value if flag_values[name].present else None
+
+
 def run_config(flag_values, **overrides):
     """The shared run settings (`define_model_flags` + `define_run_flags` or `define_training_flags`) as a
     `runner.RunConfig`, with `overrides` (RunConfig fields); settings without a flag keep their defaults, and
@@ -196,6 +205,6 @@ def run_config(flag_values, **overrides):
 
     values = {field.name: flag_values[field.name].value
               for field in dataclasses.fields(runner.RunConfig) if field.name in flag_values}
-    if "do_lower_case" in values and not flag_values["do_lower_case"].present:
-        values["do_lower_case"] = None
+    if "do_lower_case" in values:
+        values["do_lower_case"] = given(flag_values, "do_lower_case")
     return runner.RunConfig(**{**values, **overrides})

@@ -18,8 +18,8 @@ Example:
 """
 from absl import flags, logging
 
+import bert_tf.flags as bert_flags  # before bert_tf.checkpoints (TensorFlow): the scripts' defaults
 from bert_tf import checkpoints, resources
-from bert_tf import flags as bert_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_model_dir", None, "Hugging Face model directory. Default (without --init_checkpoint): "

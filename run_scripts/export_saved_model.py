@@ -63,12 +63,14 @@ def main(_):
         path = tfhub.export_from_checkpoint(
             task=FLAGS.task, vocab_file=FLAGS.vocab_file, export_dir=FLAGS.export_dir,
             bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,
-            do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, version=FLAGS.version,
+            do_lower_case=bert_flags.given(FLAGS, "do_lower_case"), max_seq_length=FLAGS.max_seq_length,
+            version=FLAGS.version,
             overwrite=FLAGS.overwrite, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list)
     else:
         path = saved_model.export_from_checkpoint(
             task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-            init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir, do_lower_case=FLAGS.do_lower_case,
+            init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
+            do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
             max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
             version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla,
             pad_to_max_seq_length=FLAGS.pad_to_max_seq_length, length_multiple=FLAGS.seq_length_multiple)
@@ -77,6 +79,6 @@ def main(_):
 
 
 if __name__ == "__main__":
-    for name in ("task", "vocab_file", "export_dir"):
+    for name in ("task", "export_dir"):
         flags.mark_flag_as_required(name)
     bert_flags.run(main)

@@ -15,14 +15,7 @@ flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_
 flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes to output (negative counts "
                     "from the top).")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained model.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length after WordPiece tokenization; longer inputs "
-                     "are truncated, shorter ones padded.", lower_bound=3)
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint to load: an original BERT checkpoint "
-                    "(.../bert_model.ckpt) or one of bert-tf's (e.g. a fine-tuning output_dir), as a prefix, one "
-                    "of its files or a directory holding one. Its encoder must fit --bert_config_file.")
-flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
+bert_flags.define_model_flags()
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.", lower_bound=1)
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility with the original; use --distribution_strategy "
                   "in the training scripts for TPUs.")
@@ -38,11 +31,12 @@ def main(_):
     extract_features.run(
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint, layers=FLAGS.layers,
-        max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case, batch_size=FLAGS.batch_size,
+        max_seq_length=FLAGS.max_seq_length, do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
+        batch_size=FLAGS.batch_size,
         use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
         seq_length_multiple=FLAGS.seq_length_multiple)
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file"])
+    flags.mark_flags_as_required(["input_file", "output_file"])
     bert_flags.run(main)

@@ -1,5 +1,6 @@
 """Fill-mask prediction: the top-k wordpieces for every [MASK] of each input line, from a checkpoint with the
-masked-LM head (a released original BERT or one of bert-tf's), as JSON lines (see bert_tf/tasks/fill_mask.py).
+masked-LM head (a released original BERT, one of bert-tf's, a Model Garden checkpoint or a TF Hub BERT SavedModel
+with its `mlm`, which needs no --vocab_file or --bert_config_file), as JSON lines (see bert_tf/tasks/fill_mask.py).
 
 Example:
   echo "the man went to the [MASK] to buy a gallon of milk ." > input.txt
@@ -26,12 +27,12 @@ bert_flags.define_length_flags()
 def main(_):
     fill_mask.run(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
                   bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-                  init_checkpoint=FLAGS.init_checkpoint, do_lower_case=FLAGS.do_lower_case,
+                  init_checkpoint=FLAGS.init_checkpoint, do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
                   max_seq_length=FLAGS.max_seq_length, top_k=FLAGS.top_k, batch_size=FLAGS.batch_size,
                   use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
                   seq_length_multiple=FLAGS.seq_length_multiple)
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file", "init_checkpoint"])
+    flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
     bert_flags.run(main)

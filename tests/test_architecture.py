@@ -1,7 +1,9 @@
 """The structure the code keeps: which layer may import which, no cycles, no private names across modules,
-TensorFlow-free data and text modules, scripts on top of the library.
+TensorFlow-free data and text modules, scripts on top of the library (each setting the scripts' defaults before
+TensorFlow), a library whose import changes nothing in the process.
 
-Reads the imports with `ast` (nothing is imported). Run it as a script to print the import graph:
+Reads the imports with `ast` (nothing is imported but `bert_tf` itself, in a fresh process). Run it as a script to
+print the import graph:
 
     python tests/test_architecture.py            # package-level edges with counts, then cycles (if any)
     python tests/test_architecture.py --modules  # every module-level edge
@@ -9,6 +11,7 @@ Reads the imports with `ast` (nothing is imported). Run it as a script to print 
 import ast
 import collections
 import os
+import subprocess
 import sys
 
 import pytest
@@ -25,8 +28,11 @@ LAYERS = {
     "export": 5,
     "tasks": 6,
 }
-# The drop-in modules for users of the original code, and the scripts' flags: nothing inside the library uses them.
-TOP_LEVEL_ONLY = {"bert_tf.modeling", "bert_tf.tokenization", "bert_tf.flags"}
+# The drop-in modules for users of the original code, and the scripts' flags and start-up defaults: nothing inside
+# the library uses them.
+TOP_LEVEL_ONLY = {"bert_tf.modeling", "bert_tf.tokenization", "bert_tf.flags", "bert_tf.script_setup"}
+# Third-party packages that import TensorFlow (a script imports bert_tf.flags before any of them).
+TENSORFLOW_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_text", "tensorflow_hub", "official")
 # Modules that must import without TensorFlow (worker processes, tokenization users): no top-level tensorflow.
 TF_FREE = ["bert_tf.text.tokenization", "bert_tf.text.packing", "bert_tf.data.fileio", "bert_tf.data.corpus",
            "bert_tf.data.vocab", "bert_tf.data.pretraining.instances", "bert_tf.data.pretraining.wire",
@@ -176,6 +182,32 @@ def test_scripts_use_only_the_library_and_the_library_not_the_scripts():
     script_imports = [i for path in python_files("run_scripts") for i in imports_of(path)]
     assert not [i for i in script_imports if i.target.startswith("run_scripts")]
     assert not [i for i in library_imports() if i.target.startswith(("run_scripts", "benchmarks", "tests"))]
+
+
+def test_scripts_import_bert_tf_flags_before_tensorflow():
+    """bert_tf.flags applies the scripts' defaults (bert_tf.script_setup), which TensorFlow reads when it is
+    imported: in every run script it comes before any other bert_tf module and any package that imports TensorFlow."""
+    late = []
+    for path in python_files("run_scripts"):
+        first = sorted((i for i in imports_of(path) if i.top_level), key=lambda i: i.line)
+        order = [i.target for i in first if i.target.startswith("bert_tf.")
+                 or i.target.split(".")[0] in TENSORFLOW_PACKAGES]
+        if not order or order[0] != "bert_tf.flags":
+            late.append(f"{module_name(path)}: {order[:3]}")
+    assert not late, "\n".join(late)
+
+
+def test_importing_bert_tf_changes_nothing_in_the_process(child_env):
+    """No environment variable, import hook or exit handler: those are the scripts' (bert_tf.script_setup)."""
+    code = ("import atexit, os, sys\n"
+            "state = lambda: (dict(os.environ), list(sys.meta_path), atexit._ncallbacks())\n"
+            "before = state()\n"
+            "import bert_tf\n"
+            "after = state()\n"
+            "print(sorted(set(after[0].items()) ^ set(before[0].items())), after[1:] == before[1:])\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=child_env(), capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.strip() == "[] True", result.stdout + result.stderr[-2000:]
 
 
 def main(argv):

@@ -1,7 +1,7 @@
-"""bert_tf's environment defaults (bert_tf/__init__.py): importing bert_tf before TensorFlow turns TensorFlow's
-oneDNN graph rewrites on and hides its C++ start-up messages (CUDA stubs, cuInit, oneDNN notices), unless the user
-sets TF_ENABLE_ONEDNN_OPTS / TF_CPP_MIN_LOG_LEVEL; every script's --help says so; and it freezes the objects
-alive at exit."""
+"""The run scripts' start-up and exit defaults (bert_tf/script_setup.py, imported by bert_tf/flags.py before
+TensorFlow): TensorFlow's oneDNN graph rewrites on and its C++ start-up messages (CUDA stubs, cuInit, oneDNN notices)
+hidden, unless the user sets TF_ENABLE_ONEDNN_OPTS / TF_CPP_MIN_LOG_LEVEL; every script's --help says so; the
+objects alive at exit frozen; Keras' optional extras loaded on first use. The library alone sets none of them."""
 import os
 import re
 import subprocess
@@ -44,31 +44,35 @@ def test_help_names_the_environment_defaults(run):
     assert "TF_CPP_MIN_LOG_LEVEL defaults to 3" in stdout
 
 
-@pytest.mark.parametrize("setting, expected", [(None, "1 True"), ("0", "0 False"), ("1", "1 True")])
-def test_onednn_rewrites_on_unless_the_user_says_otherwise(run, setting, expected):
-    """TensorFlow's own check (IsMklEnabled) after importing bert_tf first: on by default on every CPU (TensorFlow
-    alone leaves it off on CPUs without AVX512_VNNI/BF16, AVX_VNNI or AMX), off when the user sets 0."""
-    code = ("import os, bert_tf, tensorflow; from tensorflow.python.util import _pywrap_util_port as port; "
-            "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], port.IsMklEnabled())")
-    result = run(["-c", code], **({} if setting is None else {"TF_ENABLE_ONEDNN_OPTS": setting}))
+@pytest.mark.parametrize("settings, expected", [({}, "1 3 True"), ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "0 3 False"),
+                                                ({"TF_ENABLE_ONEDNN_OPTS": "1"}, "1 3 True"),
+                                                ({"TF_CPP_MIN_LOG_LEVEL": "1"}, "1 1 True")])
+def test_script_setup_sets_the_defaults_and_keeps_the_users(run, settings, expected):
+    """A fresh process importing bert_tf.script_setup first (as a script does through bert_tf.flags) has the
+    defaults, and keeps a value the user set; then TensorFlow's own check (IsMklEnabled): on by default on every CPU
+    (TensorFlow alone leaves it off on CPUs without AVX512_VNNI/BF16, AVX_VNNI or AMX), off when the user sets 0."""
+    code = ("import os, bert_tf.script_setup, tensorflow\n"
+            "from tensorflow.python.util import _pywrap_util_port as port\n"
+            "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], os.environ['TF_CPP_MIN_LOG_LEVEL'], port.IsMklEnabled())\n")
+    result = run(["-c", code], **settings)
     assert result.stdout.strip() == expected, result.stderr[-2000:]
 
 
 def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers(run):
-    """The last garbage collections of the interpreter skip them (bert_tf/__init__.py): an exit handler registered
-    before bert_tf is imported runs after bert_tf's and sees them frozen."""
+    """The last garbage collections of the interpreter skip them (bert_tf/script_setup.py): an exit handler
+    registered before bert_tf.script_setup is imported runs after its handler and sees them frozen."""
     code = ("import atexit, gc\n"
             "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
-            "import bert_tf\n"
+            "import bert_tf.script_setup\n"
             "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
     result = run(["-c", code])
     assert result.stdout.splitlines() == ["frozen before exit: False", "frozen at exit: True"], result.stderr
 
 
 def test_keras_optional_extras_load_on_first_use(run):
-    """Importing TensorFlow after bert_tf leaves scikit-learn and matplotlib's pyplot unloaded (Keras' wrappers and
-    plotting helpers are deferred, bert_tf/__init__.py); both Keras APIs still work when used."""
-    code = ("import importlib.util, sys, bert_tf, tensorflow as tf, keras\n"
+    """Importing TensorFlow after bert_tf.script_setup leaves scikit-learn and matplotlib's pyplot unloaded (Keras'
+    wrappers and plotting helpers are deferred); both Keras APIs still work when used."""
+    code = ("import importlib.util, sys, bert_tf.script_setup, tensorflow as tf, keras\n"
             "loaded = lambda: [name for name in ('sklearn', 'matplotlib.pyplot') if name in sys.modules]\n"
             "print('after import:', loaded())\n"
             "wrapper = tf.keras.wrappers.SKLearnClassifier\n"
@@ -79,6 +83,21 @@ def test_keras_optional_extras_load_on_first_use(run):
             "print(callable(keras.visualization.plot_image_gallery), (gallery.plt is not None) == has_matplotlib)\n")
     result = run(["-c", code])
     assert result.stdout.splitlines() == ["after import: []", "True ['sklearn']", "True True"], result.stderr
+
+
+def test_the_library_alone_sets_none_of_the_defaults(run):
+    """`import bert_tf` and a library package that imports TensorFlow, as in a user's notebook: no environment
+    variable set (TensorFlow's C++ errors, e.g. a CUDA library that fails to load, stay visible), no import hook, no
+    gc.freeze at exit (an exit handler registered first, so run last, sees nothing frozen)."""
+    code = ("import atexit, gc, os, sys\n"
+            "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+            "import bert_tf, bert_tf.checkpoints\n"
+            f"print('set:', [name for name in {DEFAULTED!r} if name in os.environ])\n"
+            "print('hooks:', [type(f).__name__ for f in sys.meta_path if type(f).__name__ == 'DeferredImports'])\n"
+            "print('script_setup:', 'bert_tf.script_setup' in sys.modules)\n")
+    result = run(["-c", code])
+    assert result.stdout.splitlines() == ["set: []", "hooks: []", "script_setup: False", "frozen at exit: False"], (
+        result.stdout + result.stderr[-2000:])
 
 
 def test_a_skip_fails_under_ci(tmp_path):

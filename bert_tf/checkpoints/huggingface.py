@@ -9,7 +9,7 @@ import re
 import numpy as np
 from absl import logging
 
-from bert_tf.checkpoints import original
+from bert_tf.checkpoints import assign, original
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertModel, build_bert_model
 from bert_tf.model.task_models import BertPretrainer
@@ -107,7 +107,7 @@ def load_hf_safetensors(model, safetensors_file, strict=False):
                 tensors[orig] = (lambda n=hf_name, t=transpose: f.get_tensor(n).T if t else f.get_tensor(n))
             elif not re.search(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$", hf_name):
                 tensors["hf:" + hf_name] = None
-        report = original.assign_by_name(model, tensors, safetensors_file, strict=strict)
+        report = assign.assign_by_name(model, tensors, safetensors_file, strict=strict)
     report.log()
     return report
 
@@ -155,7 +155,7 @@ def pretrainer_from_hf_directory(model_dir, heads_seed):
     if lacking:
         raise ValueError(f"{source} lacks {len(lacking)} encoder variables the model needs, e.g. {lacking[:3]}.")
     if report.missing:
-        original.assign_by_name(model, {name: (lambda v=seeded[name]: v) for name in report.missing},
+        assign.assign_by_name(model, {name: (lambda v=seeded[name]: v) for name in report.missing},
                                 f"seeded heads (seed {heads_seed})")
         logging.info("%s has no %s: wrote seeded untrained heads (seed %d) under the original names.", source,
                      " and ".join(report.missing_heads), heads_seed)

@@ -1,24 +1,15 @@
-"""Model Garden (tensorflow/models `official.nlp`) BERT weights in and out, in plain TensorFlow: neither `official`
-nor `tensorflow_hub` is imported.
+"""Model Garden (tensorflow/models `official.nlp`) BERT checkpoints in and out, in plain TensorFlow: neither
+`official` nor `tensorflow_hub` is imported. (TF Hub BERT SavedModels, Model Garden's other export: `tfhub`.)
 
-In (each source becomes a map of original variable names -> tensor getters for `original.assign_by_name`, so the
-LoadReport is the one of original checkpoints; what the model has no place for is reported unused under
-"model_garden:<object path>" or "tf_hub:<variable name>"):
-- a Model Garden TF2 checkpoint (`tf.train.Checkpoint`) of a `networks.BertEncoder` / `BertEncoderV2`, as
-  Model Garden's `tf2_bert_encoder_checkpoint_converter.py` writes it (`encoder`, or `model`), or of a
-  `models.BertPretrainerV2` as that converter and Model Garden's trainer write it (`encoder`, `masked_lm`,
-  `model/encoder_network`, `model/classification_heads/N`, `next_sentence.pooler_dense`). Found through the
-  checkpoint's object graph: the encoder is the first object (breadth first) holding `_embedding_layer` and
-  `_transformer_layers`, the masked LM the first `masked_lm`, the next-sentence head the classification head
-  whose `dense` is the root's `next_sentence.pooler_dense` (the paths below them: `encoder_rows`,
-  `MASKED_LM_PATHS`).
-- a TF Hub BERT SavedModel (Model Garden's `export_tfhub.py`: inputs `input_word_ids`/`input_mask`/
-  `input_type_ids`, outputs `pooled_output`/`sequence_output`/`encoder_outputs`, optional `.mlm`): its variables
-  by their Keras names (`transformer/layer_0/self_attention/query/kernel:0`), read from saved_model.pb's object graph
-  and the `variables/` checkpoint without loading the model; its `vocab_file` asset and `do_lower_case` variable;
-  `infer_bert_config` reads the config off the weights' shapes and the activation off the graph. bert-tf's own
-  TF Hub export (`bert_tf.export.tfhub`, layout "bert_tf") keeps its Keras variable paths, which `restore` maps
-  through the model being loaded, and carries its bert_config.json beside saved_model.pb.
+In (a map of original variable names -> tensor getters for `assign.assign_by_name`, so the LoadReport is the one of
+original checkpoints; what the model has no place for is reported unused under "model_garden:<object path>"): a
+Model Garden TF2 checkpoint (`tf.train.Checkpoint`) of a `networks.BertEncoder` / `BertEncoderV2`, as Model
+Garden's `tf2_bert_encoder_checkpoint_converter.py` writes it (`encoder`, or `model`), or of a
+`models.BertPretrainerV2` as that converter and Model Garden's trainer write it (`encoder`, `masked_lm`,
+`model/encoder_network`, `model/classification_heads/N`, `next_sentence.pooler_dense`). Found through the
+checkpoint's object graph: the encoder is the first object (breadth first) holding `_embedding_layer` and
+`_transformer_layers`, the masked LM the first `masked_lm`, the next-sentence head the classification head whose
+`dense` is the root's `next_sentence.pooler_dense` (the paths below them: `encoder_rows`, `MASKED_LM_PATHS`).
 
 Out: `save_model_garden_checkpoint` writes the object graph Model Garden's converter writes (`encoder` =
 `BertEncoder`, plus `masked_lm` as `BertPretrainerV2.checkpoint_items` when the model has the masked-LM head).
@@ -28,16 +19,11 @@ Layouts: Model Garden keeps attention kernels per head: query/key/value kernel [
 cls/seq_relationship/output_weights [2, H]).
 """
 import collections
-import dataclasses
-import os
-import re
 
 import tensorflow as tf
-from absl import logging
-from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.checkpoints import original
-from bert_tf.model.config import BertConfig
 
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VALUE = "VARIABLE_VALUE"
@@ -155,11 +141,12 @@ class _ObjectGraph:
 
 def is_model_garden_graph(reader):
     """Whether a TF2 checkpoint (a tf.train.CheckpointReader) holds a Model Garden BERT encoder."""
-    graph = _read_graph(reader)
+    graph = read_object_graph(reader)
     return graph is not None and graph.find("_embedding_layer", "_transformer_layers") is not None
 
 
-def _read_graph(reader):
+def read_object_graph(reader):
+    """The object graph of a TF2 checkpoint (a tf.train.CheckpointReader), or None for a name-based one."""
     if OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return None
     return _ObjectGraph(trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(OBJECT_GRAPH)))
@@ -190,7 +177,7 @@ def checkpoint_tensors(reader, source):
     global_step, save_counter) is added without a getter under "model_garden:<object path>", so that it is
     reported unused.
     """
-    graph = _read_graph(reader)
+    graph = read_object_graph(reader)
     encoder = graph.find("_embedding_layer", "_transformer_layers") if graph else None
     if encoder is None:
         roots = [c.local_name for c in graph.nodes[0].children] if graph else []
@@ -222,164 +209,6 @@ def checkpoint_tensors(reader, source):
 
 def _getter(reader, key, layout):
     return lambda: to_original(layout, reader.get_tensor(key))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# TF Hub BERT SavedModels
-# ---------------------------------------------------------------------------------------------------------------
-
-# Variables that identify a TF Hub BERT encoder's layout: (word embeddings, layer 0's query kernel) by name.
-_HUB_LAYOUTS = {"model_garden": ("word_embeddings/embeddings", "transformer/layer_0/self_attention/query/kernel"),
-                "bert_tf": ("embeddings/word_embeddings", "layer_0/attention/query/kernel")}
-
-
-def is_saved_model(path):
-    """Whether `path` is a SavedModel directory (one with a saved_model.pb)."""
-    return bool(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
-
-
-@dataclasses.dataclass
-class HubModel:
-    """What bert-tf reads from a TF Hub BERT SavedModel (`read_hub_model`)."""
-    path: str
-    variables: dict  # Model Garden variable name (without ":0") -> zero-argument getter of its value
-    shapes: dict  # Model Garden variable name -> shape (list)
-    vocab_file: str | None  # its `vocab_file` asset, if any
-    do_lower_case: bool | None  # its `do_lower_case` variable, if any
-    hidden_act: str  # "gelu_exact" where the graph computes Erf or Erfc, else "gelu" (tanh)
-    layout: str = "model_garden"  # or "bert_tf": bert-tf's own TF Hub export (its Keras variable paths)
-
-    @property
-    def vocab_size(self):
-        return self.shapes[_HUB_LAYOUTS[self.layout][0]][0]
-
-    @property
-    def num_layers(self):
-        """The number of transformer layers (`transformer/layer_N/...` or, bert-tf's layout, `layer_N/...`)."""
-        pattern = re.compile(r"^(?:transformer/)?layer_(\d+)/")
-        return len({m.group(1) for m in map(pattern.match, self.variables) if m})
-
-
-def _meta_graph(path):
-    """The MetaGraphDef of the SavedModel at `path` (its saved_model.pb)."""
-    proto = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    return proto.meta_graphs[0]
-
-
-def _checkpoint_keys(saved_graph, checkpoint_graph):
-    """SavedObjectGraph node id -> its value's key in the variables/ checkpoint, for every variable node: the two
-    graphs walked together from their roots by child name."""
-    keys, stack, seen = {}, [(0, 0)], set()
-    while stack:
-        saved_id, ckpt_id = stack.pop()
-        if saved_id in seen:
-            continue
-        seen.add(saved_id)
-        if saved_graph.nodes[saved_id].WhichOneof("kind") == "variable":
-            keys[saved_id] = checkpoint_graph.value_key(ckpt_id)
-        ckpt_children = {c.local_name: c.node_id for c in checkpoint_graph.nodes[ckpt_id].children}
-        stack += [(c.node_id, ckpt_children[c.local_name]) for c in saved_graph.nodes[saved_id].children
-                  if c.local_name in ckpt_children]
-    return keys
-
-
-def _hidden_act(meta_graph):
-    """"gelu_exact" where the SavedModel's functions compute the error function (tf.nn.gelu's exact form uses
-    Erfc), else "gelu" (the tanh form)."""
-    ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
-    return "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"
-
-
-def read_hub_model(path):
-    """Reads a TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py) without loading its functions.
-
-    Raises ValueError (naming `path`, its signatures and variables) if it is not a BERT encoder.
-    Returns: HubModel.
-    """
-    meta_graph = _meta_graph(path)
-    saved_graph = meta_graph.object_graph_def
-    prefix = os.path.join(path, "variables", "variables")
-    reader = tf.train.load_checkpoint(prefix)
-    checkpoint_graph = _read_graph(reader)
-    if checkpoint_graph is None:
-        raise ValueError(f"{path} is a TF1 SavedModel (e.g. a hub.Module), not a TF2 TF Hub BERT encoder. A TF1 "
-                         f"BERT module keeps the original variable names: pass its checkpoint {prefix} as "
-                         f"init_checkpoint, with its bert_config.json and vocab.txt.")
-    keys = _checkpoint_keys(saved_graph, checkpoint_graph)
-    variables, shapes = {}, {}
-    for node_id, key in keys.items():
-        variable = saved_graph.nodes[node_id].variable
-        name = re.sub(r":\d+$", "", variable.name)
-        if key and tf.as_dtype(variable.dtype).is_floating and name not in variables:  # not counters, seeds
-            variables[name] = lambda k=key: reader.get_tensor(k)
-            shapes[name] = [d.size for d in variable.shape.dim]
-    signatures = sorted(name for name in meta_graph.signature_def if not name.startswith("__"))
-    layout = next((k for k, names in _HUB_LAYOUTS.items() if all(n in variables for n in names)), None)
-    if layout is None:
-        raise ValueError(f"{path} is a SavedModel but not a TF Hub BERT encoder (Model Garden's export_tfhub.py "
-                         f"layout, with variables word_embeddings/embeddings and transformer/layer_N/..., or "
-                         f"bert-tf's export_saved_model.py --format=tfhub): its signatures are {signatures} and its "
-                         f"variables {sorted(variables)[:8]}{' ...' if len(variables) > 8 else ''} "
-                         f"({len(variables)}).")
-    root = {c.local_name: c.node_id for c in saved_graph.nodes[0].children}
-    casing = keys.get(root.get("do_lower_case"))
-    do_lower_case = bool(reader.get_tensor(casing)) if casing else None
-    return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
-                    _hidden_act(meta_graph), layout)
-
-
-def _vocab_asset(path, meta_graph, node_id):
-    """The path of the asset at `node_id` (the root's `vocab_file`), or None."""
-    node = meta_graph.object_graph_def.nodes[node_id] if node_id is not None else None
-    if node is None or node.WhichOneof("kind") != "asset":
-        return None
-    return os.path.join(path, "assets", meta_graph.asset_file_def[node.asset.asset_file_def_index].filename)
-
-
-def hub_tensors(hub, keras_paths=None):
-    """Original name -> tensor getter for a HubModel's encoder (and `.mlm` masked-LM head, if it has one); its
-    other floating-point variables are added without a getter under "tf_hub:<name>" (reported unused).
-
-    keras_paths: for bert-tf's own export (layout "bert_tf", whose variables keep their Keras paths), Keras path ->
-    original name of the model being loaded (`name_map.original_variable_map`)."""
-    if hub.layout == "bert_tf":
-        rows = [(keras_paths[name], name, None) for name in hub.variables if name in (keras_paths or {})]
-    else:
-        rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(hub.num_layers)]
-        rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
-    tensors = {orig: (lambda n=name, k=layout: to_original(k, hub.variables[n]()))
-               for orig, name, layout in rows if name in hub.variables}
-    used = {name for _, name, _ in rows}
-    tensors.update({f"tf_hub:{name}": None for name in hub.variables if name not in used})
-    return tensors
-
-
-def infer_bert_config(hub):
-    """The BertConfig of a HubModel from its weights' shapes (vocab_size, hidden_size, num_hidden_layers,
-    num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size) and its graph (hidden_act:
-    gelu_exact where it computes Erf or Erfc (tf.nn.gelu's exact form), else gelu, the tanh form Model Garden's
-    "gelu" computes); dropout and
-    initializer_range, which leave no trace in the weights, take the original's defaults. Logs what it inferred."""
-    if hub.layout == "bert_tf":
-        raise ValueError(f"{hub.path} is a bert-tf TF Hub export without its bert_config.json (bert-tf writes it "
-                         f"beside saved_model.pb): pass --bert_config_file.")
-    shapes = hub.shapes
-    num_layers = hub.num_layers
-    vocab_size, hidden_size = shapes["word_embeddings/embeddings"]
-    values = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                  num_attention_heads=shapes["transformer/layer_0/self_attention/query/kernel"][1],
-                  intermediate_size=shapes["transformer/layer_0/intermediate/kernel"][1],
-                  max_position_embeddings=shapes["position_embedding/embeddings"][0],
-                  type_vocab_size=shapes["type_embeddings/embeddings"][0], hidden_act=hub.hidden_act)
-    config = BertConfig.from_dict(values, source=hub.path)
-    logging.info("%s has no bert_config.json: inferred %s from its weights' shapes and hidden_act=%s from its graph "
-                 "(%s); dropout and initializer_range take the original's defaults.", hub.path,
-                 ", ".join(f"{k}={v}" for k, v in values.items() if k != "hidden_act"), hub.hidden_act,
-                 "it computes the error function" if hub.hidden_act == "gelu_exact"
-                 else "no Erf/Erfc op: the tanh approximation")
-    return config
 
 
 # ---------------------------------------------------------------------------------------------------------------

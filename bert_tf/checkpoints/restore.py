@@ -1,22 +1,18 @@
-"""The one way every script loads a checkpoint: `restore(model, path, required_heads)`.
+"""The one way weights are loaded into a model: `restore(model, path, required_heads)`.
 
 It takes an original TF1 checkpoint (by variable name), one of ours (a `tf.train.Checkpoint` with the encoder
 under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph), a
-Model Garden TF2 checkpoint or a TF Hub BERT SavedModel (`model_garden`), refuses an encoder that does not fit the
-model and a missing required head, and returns a LoadReport by original variable name. `model_files` resolves the
-bert_config, vocabulary and casing a run uses, from the flags or from a TF Hub model.
+Model Garden TF2 checkpoint (`model_garden`) or a TF Hub BERT SavedModel (`tfhub`), refuses an encoder that does not
+fit the model and a missing required head, and returns a LoadReport by original variable name. Also: where a path
+or a run directory keeps its checkpoint (`resolve_checkpoint`, `latest_checkpoint`, `checkpoint_files`).
 """
-import dataclasses
 import os
 import re
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.checkpoints import model_garden, name_map, original
-from bert_tf.model import task_models
-from bert_tf.model.config import BertConfig
-from bert_tf.text import tokenization
+from bert_tf.checkpoints import assign, model_garden, name_map, original, tfhub
 
 _OBJECT_GRAPH = model_garden.OBJECT_GRAPH
 _FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
@@ -53,7 +49,7 @@ def resolve_checkpoint(path):
     prefix = _FILE_SUFFIX.sub("", path)
     if tf.io.gfile.exists(prefix + ".index"):
         return prefix
-    if model_garden.is_saved_model(path):
+    if tfhub.is_saved_model(path):
         return path
     if tf.io.gfile.isdir(path):
         latest = latest_checkpoint(path)
@@ -119,9 +115,9 @@ def _object_graph_tensors(model, reader, source):
 
 def _checkpoint_tensors(model, prefix):
     """Original name -> tensor getter for what `prefix` (from `resolve_checkpoint`) holds, by its format."""
-    if model_garden.is_saved_model(prefix):
+    if tfhub.is_saved_model(prefix):
         keras_paths = {variable.path: name for name, variable in name_map.original_variable_map(model).items()}
-        return model_garden.hub_tensors(model_garden.read_hub_model(prefix), keras_paths)
+        return tfhub.hub_tensors(tfhub.read_hub_model(prefix), keras_paths)
     reader = tf.train.load_checkpoint(prefix)
     if _OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return original.original_tensors(reader)
@@ -136,9 +132,9 @@ def _check_encoder(report, config):
     unused = [n for n in report.unused if n.startswith("bert/")]
     if not (missing or unused):
         return
-    problems = ([f"the checkpoint has {original.describe_variables(unused)}, which the model has no place for"]
+    problems = ([f"the checkpoint has {assign.describe_variables(unused)}, which the model has no place for"]
                 if unused else [])
-    problems += [f"it lacks {original.describe_variables(missing)}"] if missing else []
+    problems += [f"it lacks {assign.describe_variables(missing)}"] if missing else []
     raise ValueError(f"{report.checkpoint} does not fit the encoder of this bert_config.json (num_hidden_layers="
                      f"{config.num_hidden_layers}, hidden_size={config.hidden_size}): {'; '.join(problems)}. Use "
                      f"the bert_config.json the checkpoint was trained with.")
@@ -150,7 +146,7 @@ def restore(model, path, required_heads=(), strict=False):
     `path`: an original TF1 checkpoint (loaded by variable name), one of ours (a tf.train.Checkpoint with the
     encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
     graph) or a Model Garden TF2 checkpoint (through its object graph), as a prefix, one of its files, or a
-    directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `model_garden`).
+    directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `tfhub`).
     `required_heads`: head attributes (keys of name_map.TASK_HEADS) the checkpoint must provide in full.
     `strict`: also raise if any other variable of the model is missing.
     Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another
@@ -164,7 +160,7 @@ def restore(model, path, required_heads=(), strict=False):
         raise ValueError(f"{type(model).__name__} has no {', '.join(unknown)} head; its heads: {list(parts)[1:]}.")
     prefix = resolve_checkpoint(path)
     tensors = _checkpoint_tensors(model, prefix)
-    report = original.assign_by_name(model, tensors, prefix, strict=strict)
+    report = assign.assign_by_name(model, tensors, prefix, strict=strict)
     _check_encoder(report, parts["bert"].config)
     lacking = [h for h in required_heads if h in report.missing_heads]
     if lacking:
@@ -182,83 +178,3 @@ def load_original_checkpoint(model, init_checkpoint, strict=False):
     Returns: LoadReport (also logged).
     """
     return restore(model, init_checkpoint, strict=strict)
-
-
-@dataclasses.dataclass
-class ModelFiles:
-    """The pre-trained model a run uses besides its weights (`model_files`)."""
-    config: BertConfig
-    vocab_file: str | None
-    do_lower_case: bool
-
-
-def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """The bert_config, vocabulary and casing of a run: those given; where one is not given (None), the model's
-    own: the bert_config.json in init_checkpoint's directory (a release or SavedModel directory), else for a TF Hub
-    BERT SavedModel the config inferred from its weights (`model_garden.infer_bert_config`); a TF Hub model's
-    `vocab_file` asset and `do_lower_case` variable. do_lower_case defaults to True (the original flag's default).
-
-    Raises ValueError if no bert_config is given or found, if a given vocab_file's size differs from the Hub
-    model's vocabulary, or if a given do_lower_case contradicts the Hub model's.
-    Returns: ModelFiles.
-    """
-    hub = (model_garden.read_hub_model(init_checkpoint) if init_checkpoint and model_garden.is_saved_model(
-        init_checkpoint) else None)
-    beside = _config_beside(init_checkpoint)
-    if bert_config_file or beside:
-        config = BertConfig.from_json_file(bert_config_file or beside)
-    elif hub:
-        config = model_garden.infer_bert_config(hub)
-    else:
-        raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} has no "
-                         f"bert_config.json beside it and is not a TF Hub BERT SavedModel to infer one from.")
-    if hub is None:
-        return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
-    _check_hub_vocab(hub, vocab_file)
-    if do_lower_case is not None and hub.do_lower_case is not None and do_lower_case != hub.do_lower_case:
-        raise ValueError(f"do_lower_case={do_lower_case} contradicts {hub.path}, whose do_lower_case variable says "
-                         f"{hub.do_lower_case}: leave do_lower_case out to use the model's own casing.")
-    casing = next(c for c in (do_lower_case, hub.do_lower_case, True) if c is not None)
-    return ModelFiles(config, vocab_file or hub.vocab_file, casing)
-
-
-def _config_beside(init_checkpoint):
-    """The bert_config.json in init_checkpoint's directory (a release or SavedModel directory), or None."""
-    if not init_checkpoint:
-        return None
-    directory = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    path = os.path.join(directory, "bert_config.json")
-    return path if tf.io.gfile.exists(path) else None
-
-
-def _check_hub_vocab(hub, vocab_file):
-    """Raises if `vocab_file` (when given) does not have the Hub model's number of word embeddings."""
-    if not vocab_file:
-        return
-    size = len(tokenization.load_vocab(vocab_file))
-    if size != hub.vocab_size:
-        raise ValueError(f"{vocab_file} has {size} tokens but {hub.path} has {hub.vocab_size} word embeddings: the "
-                         f"vocab does not belong to this TF Hub model; leave vocab_file out to use its own "
-                         f"{hub.vocab_file or 'vocab_file asset'}.")
-
-
-CONVERSION_FORMATS = ("original", "model_garden")
-
-
-def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None):
-    """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel) -> a release
-    directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's TF2
-    layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and vocab.txt
-    (`model_files`: those given, else a TF Hub model's own). It holds the encoder and whichever pretraining heads
-    the checkpoint has. Returns output_dir."""
-    if to not in CONVERSION_FORMATS:
-        raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
-    files = model_files(init_checkpoint, bert_config_file, vocab_file)
-    model = task_models.build(task_models.BertPretrainer(files.config))
-    report = restore(model, init_checkpoint)
-    mapping = name_map.original_variable_map(model)
-    tensors = {name: mapping[name].numpy() for name in report.loaded}
-    if to == "original":
-        return original.write_release(tensors, files.config, output_dir, files.vocab_file)
-    model_garden.save_model_garden_checkpoint(tensors, files.config, os.path.join(output_dir, "bert_model.ckpt"))
-    return original.write_release_files(files.config, output_dir, files.vocab_file)

@@ -49,6 +49,7 @@ such a model only when started with `--xla_cpu_compilation_enabled=true`.
 Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for the classifier and NER (one label
 per line). `export_metadata.json` in assets.extra describes task, signatures and settings.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -59,8 +60,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.data import fileio, lengths
 from bert_tf.model import encoder, task_models
-from bert_tf.model.config import BertConfig, check_vocab_size
-from bert_tf.text import core_ops, preprocessing, tokenization
+from bert_tf.text import core_ops, preprocessing
 
 TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm")
 _PRETRAINING = ("pretraining", "masked_lm")  # the tasks with masked_lm_positions among their inputs
@@ -108,30 +108,35 @@ def load_checkpoint(model, task, init_checkpoint, num_labels=None):
     Raises ValueError naming the task if the checkpoint lacks the task's head, its encoder does not fit, or its head
     has another label count (`num_labels`, as given by --num_labels / --label_list). Returns the checkpoint prefix.
     """
-    try:
+    with _naming_the_task(task, init_checkpoint, num_labels):
         return checkpoints.restore(model, init_checkpoint, required_heads=_REQUIRED_HEADS[task]).checkpoint
+
+
+@contextlib.contextmanager
+def _naming_the_task(task, init_checkpoint, num_labels):
+    """A ValueError raised in the block, prefixed with the task model and label count it loaded into."""
+    try:
+        yield
     except ValueError as e:
         labels = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
         raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{labels}: {e}") from e
 
 
-def load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length, num_labels=None):
-    """The `task` model of bert_config.json with `init_checkpoint` loaded, after checking that the config fits
-    `vocab_file` and `max_seq_length` (ValueError naming the file otherwise)."""
-    for flag, path in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
-        if not path or not os.path.isfile(path):
-            raise FileNotFoundError(f"--{flag} {path!r} does not exist.")
+def load_task_model(task, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
+                    max_seq_length=128, num_labels=None):
+    """The `task` model with `init_checkpoint` loaded (`checkpoints.load_pretrained`: any format it reads; a TF Hub
+    model needs no bert_config_file, vocab_file or do_lower_case), after checking that the config fits the
+    vocabulary and `max_seq_length`. Raises ValueError naming the task if the checkpoint lacks the task's head,
+    its encoder does not fit, or its head has another label count (`num_labels`).
+    Returns: checkpoints.Pretrained (the model, and the vocab_file and casing to export with it)."""
     if not init_checkpoint:
         raise ValueError(f"The {task} export needs --init_checkpoint.")
-    config = BertConfig.from_json_file(bert_config_file)
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{config.max_position_embeddings} of {bert_config_file}.")
-    check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
-    with encoder.restored_encoder():  # restored next: no random initial values
-        model = build_task_model(config, task, num_labels)
-    load_checkpoint(model, task, init_checkpoint, num_labels)
-    return model
+    loaded = checkpoints.load_pretrained(init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
+                                         vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                         max_seq_length=max_seq_length)
+    with _naming_the_task(task, init_checkpoint, num_labels):
+        loaded.build_model(lambda config: build_task_model(config, task, num_labels), _REQUIRED_HEADS[task])
+    return loaded
 
 
 def read_label_list(label_list):
@@ -353,10 +358,10 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
     return final_dir
 
 
-def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=True,
+def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=None,
                            max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
                            text_ops="tf_text", use_xla=False, pad_to_max_seq_length=False, length_multiple=None):
-    """Builds the task model from bert_config.json, loads `init_checkpoint` and exports it (see above)."""
+    """Loads the task model of `init_checkpoint` (`load_task_model`) and exports it (see above)."""
     labels = read_label_list(label_list)
     if labels is not None:
         if num_labels and num_labels != len(labels):
@@ -365,7 +370,9 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
     version_dir(export_dir, version, overwrite)  # fail before the slow part
-    model = load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length, num_labels)
-    return export_task_model(model, task, export_dir, vocab_file, do_lower_case, max_seq_length, version,
-                             overwrite, label_list=labels, text_ops=text_ops, use_xla=use_xla,
-                             pad_to_max_seq_length=pad_to_max_seq_length, length_multiple=length_multiple)
+    loaded = load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case, max_seq_length,
+                             num_labels)
+    return export_task_model(loaded.model, task, export_dir, loaded.files.vocab_file, loaded.files.do_lower_case,
+                             max_seq_length, version, overwrite, label_list=labels, text_ops=text_ops,
+                             use_xla=use_xla, pad_to_max_seq_length=pad_to_max_seq_length,
+                             length_multiple=length_multiple)

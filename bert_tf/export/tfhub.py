@@ -229,21 +229,24 @@ def export_preprocessing(export_dir, vocab_file, do_lower_case=True, seq_length=
 # --- from a checkpoint -------------------------------------------------------------------------------------
 
 def export_from_checkpoint(task, vocab_file, export_dir, bert_config_file=None, init_checkpoint=None,
-                           do_lower_case=True, max_seq_length=128, version=1, overwrite=False, num_labels=None,
+                           do_lower_case=None, max_seq_length=128, version=1, overwrite=False, num_labels=None,
                            label_list=None):
     """The CLI's `--format=tfhub` (and `--task=preprocessing`): task "encoder" or "masked_lm" (the encoder with
-    the `mlm` subobject) loads `init_checkpoint` (original TF1 or bert-tf) into the model of `bert_config_file`;
-    "preprocessing" needs only the vocabulary. `num_labels` / `label_list` must be None (no task head is
-    exported). Returns the written version directory."""
+    the `mlm` subobject) loads `init_checkpoint` (`saved_model.load_task_model`: any format; the model files given,
+    else a TF Hub model's own); "preprocessing" needs only the vocabulary (do_lower_case None: True).
+    `num_labels` / `label_list` must be None (no task head is exported). Returns the written version directory."""
     if task not in TASKS:
         raise ValueError(f"--format=tfhub exports the encoder (--task=encoder), the encoder with its masked-LM head "
                          f"(--task=masked_lm) or the preprocessing model (--task=preprocessing), not {task!r}.")
     if num_labels is not None or label_list is not None:
         raise ValueError(f"--num_labels / --label_list do not apply to the TF Hub {task} export.")
-    if not vocab_file or not os.path.isfile(vocab_file):
-        raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
     saved_model.version_dir(export_dir, version, overwrite)  # fail before the slow part
     if task == "preprocessing":
-        return export_preprocessing(export_dir, vocab_file, do_lower_case, max_seq_length, version, overwrite)
-    model = saved_model.load_task_model(task, bert_config_file, vocab_file, init_checkpoint, max_seq_length)
-    return export_encoder(model, export_dir, vocab_file, do_lower_case, version, overwrite)
+        if not vocab_file or not os.path.isfile(vocab_file):
+            raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
+        return export_preprocessing(export_dir, vocab_file, True if do_lower_case is None else do_lower_case,
+                                    max_seq_length, version, overwrite)
+    loaded = saved_model.load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
+                                         max_seq_length)
+    return export_encoder(loaded.model, export_dir, loaded.files.vocab_file, loaded.files.do_lower_case, version,
+                          overwrite)

@@ -135,6 +135,13 @@ class BertConfig:
         return f"BertConfig({self.to_dict()})"
 
 
+def check_max_seq_length(config, max_seq_length):
+    """Raises the original scripts' error if max_seq_length exceeds the model's max_position_embeddings."""
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"Cannot use sequence length {max_seq_length} because the BERT model was only trained up "
+                         f"to sequence length {config.max_position_embeddings}")
+
+
 def check_vocab_size(config, vocab, vocab_file):
     """Raises if the vocabulary has more tokens than the model has embedding rows; warns if it has fewer
     (some configs pad vocab_size, e.g. to a multiple of 8)."""

@@ -16,15 +16,11 @@ import contextvars
 import math
 
 import keras
+import tensorflow as tf
 from keras import layers, ops
 
 from bert_tf.model import activations
 from bert_tf.model.config import BertConfig
-
-if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf
-else:  # pragma: no cover - the package targets the TensorFlow backend
-    tf = None
 
 LAYER_NORM_EPSILON = 1e-12  # The original's fixed LayerNorm epsilon.
 _MASK_ADDER = -10000.0  # What the original adds to attention scores of masked positions.
@@ -87,7 +83,7 @@ def dense_2d(dense, x):
     layer's own variables are used (read under the caller's autocast scope, so mixed precision casts them as `Dense`
     would); a quantized layer is simply called.
     """
-    if tf is None or dense.quantization_mode is not None:
+    if dense.quantization_mode is not None:
         return dense(x)
     y = ops.matmul(x, dense.kernel)
     if dense.use_bias:

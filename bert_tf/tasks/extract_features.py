@@ -17,8 +17,8 @@ from tqdm import tqdm
 from bert_tf import checkpoints
 from bert_tf.data import fileio
 from bert_tf.data import lengths as lengths_lib
-from bert_tf.model.config import BertConfig, check_vocab_size
-from bert_tf.model.encoder import build_bert_model, restored_encoder
+from bert_tf.model.config import check_max_seq_length
+from bert_tf.model.encoder import build_bert_model
 from bert_tf.text import packing, tokenization
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -127,9 +127,7 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     Raises ValueError for an empty `input_file` (before anything is written)."""
     config = model.config
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"max_seq_length ({max_seq_length}) exceeds the model's max_position_embeddings "
-                         f"({config.max_position_embeddings}).")
+    check_max_seq_length(config, max_seq_length)
     examples = read_examples(input_file)
     if not examples:
         # The original exits 0 having written nothing (its lazily opened output file is never created).
@@ -141,25 +139,18 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     return len(features)
 
 
-def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint=None, layers="-1,-2,-3,-4",
-        max_seq_length=128, do_lower_case=True, batch_size=32, use_xla=False, pad_to_max_seq_length=False,
-        seq_length_multiple=None):
-    """What extract_features.py does: the model of `bert_config_file` restored from `init_checkpoint` (an original
-    checkpoint or one of ours; none: random weights, with a warning), then `extract_features` on batches cut to
-    their longest text (unless `pad_to_max_seq_length`; rounded up to `seq_length_multiple`, by default 32 with
-    `use_xla`, else 1: bert_tf.data.lengths). Returns the number of examples written."""
+def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None,
+        layers="-1,-2,-3,-4", max_seq_length=128, do_lower_case=None, batch_size=32, use_xla=False,
+        pad_to_max_seq_length=False, seq_length_multiple=None):
+    """What extract_features.py does: the encoder restored from `init_checkpoint` (any format
+    `checkpoints.load_pretrained` reads: a TF Hub model needs no bert_config_file, vocab_file or do_lower_case;
+    none: random weights, with a warning), then `extract_features` on batches cut to their longest text (unless
+    `pad_to_max_seq_length`; rounded up to `seq_length_multiple`, by default 32 with `use_xla`, else 1:
+    bert_tf.data.lengths). Returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
-    config = BertConfig.from_json_file(bert_config_file)
-    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-    check_vocab_size(config, tokenizer.vocab, vocab_file)
-    with restored_encoder(bool(init_checkpoint)):  # restored next: no random initial values
-        model = build_bert_model(config)
-    if init_checkpoint:
-        checkpoints.restore(model, init_checkpoint)
-    else:
-        logging.warning("No --init_checkpoint: the features come from a randomly initialized model.")
-    count = extract_features(model, tokenizer, input_file, output_file, layers, max_seq_length, batch_size, use_xla,
-                             lengths)
+    loaded = checkpoints.load_pretrained(build_bert_model, init_checkpoint, bert_config_file, vocab_file,
+                                         do_lower_case, max_seq_length)
+    count = extract_features(loaded.model, loaded.tokenizer, input_file, output_file, layers, max_seq_length,
+                             batch_size, use_xla, lengths)
     logging.info("Wrote features of %d examples to %s", count, output_file)
     return count

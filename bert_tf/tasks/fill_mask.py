@@ -22,10 +22,9 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.data import fileio
 from bert_tf.data import lengths as lengths_lib
-from bert_tf.model import encoder, task_models
-from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.model import task_models
 from bert_tf.tasks import extract_features
-from bert_tf.text import packing, tokenization
+from bert_tf.text import packing
 
 MASK = "[MASK]"
 
@@ -120,31 +119,29 @@ def prediction_json(example, probabilities, ids, inv_vocab):
     return {"linex_index": example.index, "tokens": example.tokens, "masks": masks}
 
 
-def run(input_file, output_file, bert_config_file, vocab_file, init_checkpoint, do_lower_case=True,
+def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None, do_lower_case=None,
         max_seq_length=128, top_k=5, batch_size=8, use_xla=False, pad_to_max_seq_length=False,
         seq_length_multiple=None):
-    """What predict_masked_lm.py does (see the module docstring), on batches cut to their longest text unless
+    """What predict_masked_lm.py does (see the module docstring) with the model of `init_checkpoint` (any format
+    `checkpoints.load_pretrained` reads, with its masked-LM head), on batches cut to their longest text unless
     `pad_to_max_seq_length` (rounded up to `seq_length_multiple`: by default 32 with `use_xla`, else 1). Returns the
     number of examples written."""
+    if not init_checkpoint:
+        raise ValueError("predict_masked_lm needs --init_checkpoint: a model with its masked-LM head.")
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
-    config = BertConfig.from_json_file(bert_config_file)
-    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-    check_vocab_size(config, tokenizer.vocab, vocab_file)
-    if not 1 <= top_k <= config.vocab_size:
-        raise ValueError(f"top_k must be in 1..vocab_size ({config.vocab_size}), got {top_k}.")
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"max_seq_length ({max_seq_length}) exceeds the model's max_position_embeddings "
-                         f"({config.max_position_embeddings}).")
-    examples = convert_examples(extract_features.read_examples(input_file), tokenizer, max_seq_length, input_file)
+    loaded = checkpoints.load_pretrained(init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
+                                         vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                         max_seq_length=max_seq_length)
+    if not 1 <= top_k <= loaded.config.vocab_size:
+        raise ValueError(f"top_k must be in 1..vocab_size ({loaded.config.vocab_size}), got {top_k}.")
+    examples = convert_examples(extract_features.read_examples(input_file), loaded.tokenizer, max_seq_length,
+                                input_file)
     if not examples:
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
-    with encoder.restored_encoder():  # restored next: no random initial values
-        model = task_models.build(task_models.BertPretrainer(config))
-    checkpoints.restore(model, init_checkpoint, required_heads=("masked_lm",))
+    loaded.build_model(lambda config: task_models.build(task_models.BertPretrainer(config)), ("masked_lm",))
     with fileio.atomic_write(output_file) as f:
-        for example, probabilities, ids in predict(model, examples, top_k, batch_size, use_xla, lengths):
-            f.write(json.dumps(prediction_json(example, probabilities, ids, tokenizer.inv_vocab)) + "\n")
+        for example, probabilities, ids in predict(loaded.model, examples, top_k, batch_size, use_xla, lengths):
+            f.write(json.dumps(prediction_json(example, probabilities, ids, loaded.tokenizer.inv_vocab)) + "\n")
     logging.info("Wrote the top %d predictions of %d masks in %d examples to %s", top_k,
                  sum(len(e.positions) for e in examples), len(examples), output_file)
     return len(examples)

@@ -45,10 +45,9 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.data import lengths
-from bert_tf.model.config import check_vocab_size
 from bert_tf.tasks import run_record
-from bert_tf.text import tokenization
 from bert_tf.training import distribute
+from bert_tf.training.config import TrainingConfig
 from bert_tf.training.trainer import Trainer, compute_train_steps
 
 
@@ -152,11 +151,8 @@ _NO_MODE = {
 
 def prepare(run, task):
     """The checks every run makes before any work, in the original scripts' order; creates output_dir.
-    Returns (the RunConfig with its model files resolved (`checkpoints.model_files`: a TF Hub model's own
-    bert_config, vocab_file and do_lower_case where they are not given), BertConfig, FullTokenizer)."""
-    files = checkpoints.model_files(run.init_checkpoint, run.bert_config_file, run.vocab_file, run.do_lower_case)
-    run = dataclasses.replace(run, vocab_file=files.vocab_file, do_lower_case=files.do_lower_case)
-    tokenization.validate_case_matches_checkpoint(run.do_lower_case, run.init_checkpoint)
+    Returns (the RunConfig with its model files resolved (`checkpoints.load_pretrained`: a TF Hub model's own
+    vocab_file and do_lower_case where they are not given), BertConfig, FullTokenizer or None)."""
     modes = getattr(task, "modes", ("do_train", "do_eval", "do_predict"))
     if not any(getattr(run, mode) for mode in modes):
         raise ValueError(_NO_MODE[modes])
@@ -165,36 +161,26 @@ def prepare(run, task):
     if run.export_dir and not task.export_task:
         raise ValueError("--export_dir: this task has no SavedModel export; see run_scripts/export_saved_model.py "
                          "for the tasks that have one.")
-    config = files.config
-    if run.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"Cannot use sequence length {run.max_seq_length} because the BERT model was only trained "
-                         f"up to sequence length {config.max_position_embeddings}")
+    loaded = checkpoints.load_pretrained(
+        init_checkpoint=run.init_checkpoint, bert_config_file=run.bert_config_file, vocab_file=run.vocab_file,
+        do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
+        needs_vocab=getattr(task, "needs_vocab", True))
+    run = dataclasses.replace(run, vocab_file=loaded.files.vocab_file, do_lower_case=loaded.files.do_lower_case)
     if run.max_seq_length < task.min_seq_length:
         raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
     tf.io.gfile.makedirs(run.output_dir)
     if run.do_train:
-        run_record.check(run.output_dir, run.start_over, config=config)
-    if not run.vocab_file:
-        if getattr(task, "needs_vocab", True):
-            raise ValueError(f"No vocab_file given, and init_checkpoint={run.init_checkpoint!r} is not a TF Hub BERT "
-                             f"SavedModel with a vocab_file asset: pass --vocab_file (the vocab.txt the model was "
-                             f"trained on).")
-        return run, config, None
-    tokenizer = tokenization.FullTokenizer(run.vocab_file, run.do_lower_case)
-    check_vocab_size(config, tokenizer.vocab, run.vocab_file)
-    return run, config, tokenizer
+        run_record.check(run.output_dir, run.start_over, config=loaded.config)
+    return run, loaded.config, loaded.tokenizer
 
 
 def make_trainer(run, strategy, build_model, loss_fn):
     """A Trainer under `strategy` (`run.strategy()`) with the run's precision, optimizer and checkpoint settings
-    (`loss_fn`: per-example losses or a batch-level loss, see bert_tf.training.losses)."""
-    return Trainer(build_model, loss_fn, run.output_dir, strategy=strategy,
-                   init_checkpoint=run.init_checkpoint, learning_rate=run.learning_rate,
-                   save_checkpoints_steps=run.save_checkpoints_steps, iterations_per_loop=run.iterations_per_loop,
-                   gradient_accumulation_steps=run.gradient_accumulation_steps,
-                   mixed_precision=run.mixed_precision, use_xla=run.use_xla,
-                   adam_bias_correction=run.adam_bias_correction, keep_checkpoint_max=run.keep_checkpoint_max,
-                   optimizer=run.optimizer, fused_adam=run.fused_adam)
+    (`loss_fn`: per-example losses or a batch-level loss, see bert_tf.training.losses): the TrainingConfig of the
+    RunConfig's fields of the same names."""
+
+    return Trainer(build_model, loss_fn, run.output_dir, config=TrainingConfig.of(run), strategy=strategy,
+                   init_checkpoint=run.init_checkpoint)
 
 
 def train(run, task, tokenizer, trainer):

@@ -16,7 +16,7 @@ from bert_tf.model.task_models import BertClassifier, build
 # prints {kernel type: count} of the kernels that ran.
 CHILD = """
 import collections, glob, json, sys
-import bert_tf  # its environment defaults, as every bert-tf script sets them
+import bert_tf.script_setup  # the scripts' environment defaults (every bert-tf script imports it via bert_tf.flags)
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]

@@ -297,7 +297,7 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
         SCRIPT,
         ["--format=tfhub", "--task=classifier"] + common,
         ["--format=tfhub", "--task=encoder", f"--vocab_file={tmp_path / 'missing.txt'}"] + common[1:],
-        ["--format=tfhub", "--task=encoder"] + common[:1] + common[3:],
+        ["--format=tfhub", "--task=encoder", f"--bert_config_file={tmp_path / 'nope.json'}"] + common[:1] + common[2:],
         ["--format=tfhub", "--task=encoder"] + common[:2] + common[3:],
         ["--format=tfhub", "--task=encoder", "--label_list=a,b"] + common,
         ["--task=preprocessing"] + common,
@@ -306,7 +306,7 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
         ["--task=preprocessing", "--text_ops=core", "--use_xla", "--version=3"] + common)
     assert "--format=tfhub exports the encoder" in errors[0] and "not 'classifier'" in errors[0]
     assert errors[1].startswith("FileNotFoundError") and "--vocab_file" in errors[1] and "missing.txt" in errors[1]
-    assert errors[2].startswith("FileNotFoundError") and "--bert_config_file None" in errors[2]
+    assert errors[2] == f"FileNotFoundError: BERT config file not found: {tmp_path / 'nope.json'}"
     assert "needs --init_checkpoint" in errors[3]
     assert "--label_list do not apply" in errors[4]
     with pytest.raises(ValueError, match="max_seq_length >= 3"):  # the CLI refuses it when parsed (test_script_errors)

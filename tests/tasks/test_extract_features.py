@@ -87,7 +87,7 @@ def test_bad_input_errors(tmp_path, tiny_config):
         ef.parse_layers("-1;-2", 2)
     model = encoder.build_bert_model(tiny_config)
     (tmp_path / "in.txt").write_text("hello\n")
-    with pytest.raises(ValueError, match=r"max_seq_length \(64\) exceeds the model's max_position_embeddings"):
+    with pytest.raises(ValueError, match="Cannot use sequence length 64 because the BERT model was only trained"):
         ef.extract_features(model, None, str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), layers="-1",
                             max_seq_length=64)
 
@@ -97,7 +97,7 @@ def test_script_reports_vocab_mismatch(tmp_path, data_dir, uncased_vocab_file, t
     config.write_text(tiny_config.to_json_string())
     result = _run_script(f"--input_file={os.path.join(data_dir, 'extract_input.txt')}",
                          f"--output_file={tmp_path / 'o.jsonl'}", f"--vocab_file={uncased_vocab_file}",
-                         f"--bert_config_file={config}")
+                         f"--bert_config_file={config}", "--max_seq_length=16")
     assert result.returncode != 0
     assert "has 30522 tokens but bert_config.json says vocab_size=99" in result.stderr
     assert not (tmp_path / "o.jsonl").exists()

@@ -1,0 +1,132 @@
+"""The pre-trained model a run starts from: its files (`model_files`: the bert_config, vocabulary and casing, from
+the flags or from a TF Hub model) and the model itself, built and restored (`load_pretrained`), the one way every
+script and export loads one.
+"""
+import dataclasses
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.checkpoints import tfhub
+from bert_tf.checkpoints.restore import restore
+from bert_tf.model.config import BertConfig, check_max_seq_length, check_vocab_size
+from bert_tf.model.encoder import restored_encoder
+from bert_tf.text import tokenization
+
+
+@dataclasses.dataclass
+class ModelFiles:
+    """The pre-trained model a run uses besides its weights (`model_files`)."""
+    config: BertConfig
+    vocab_file: str | None
+    do_lower_case: bool
+
+
+def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
+    """The bert_config, vocabulary and casing of a run: those given; where one is not given (None), the model's
+    own: the bert_config.json in init_checkpoint's directory (a release or SavedModel directory), else for a TF Hub
+    BERT SavedModel the config inferred from its weights (`tfhub.infer_bert_config`); a TF Hub model's
+    `vocab_file` asset and `do_lower_case` variable. do_lower_case defaults to True (the original flag's default).
+
+    Raises FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found,
+    if a given vocab_file's size differs from the Hub model's vocabulary, or if a given do_lower_case contradicts
+    the Hub model's.
+    Returns: ModelFiles.
+    """
+    hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
+        init_checkpoint) else None)
+    beside = _config_beside(init_checkpoint)
+    if bert_config_file or beside:
+        config = BertConfig.from_json_file(bert_config_file or beside)
+    elif hub:
+        config = tfhub.infer_bert_config(hub)
+    else:
+        raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} has no "
+                         f"bert_config.json beside it and is not a TF Hub BERT SavedModel to infer one from.")
+    if vocab_file and not tf.io.gfile.exists(vocab_file):
+        raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
+    if hub is None:
+        return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
+    _check_hub_vocab(hub, vocab_file)
+    if do_lower_case is not None and hub.do_lower_case is not None and do_lower_case != hub.do_lower_case:
+        raise ValueError(f"do_lower_case={do_lower_case} contradicts {hub.path}, whose do_lower_case variable says "
+                         f"{hub.do_lower_case}: leave do_lower_case out to use the model's own casing.")
+    casing = next(c for c in (do_lower_case, hub.do_lower_case, True) if c is not None)
+    return ModelFiles(config, vocab_file or hub.vocab_file, casing)
+
+
+def _config_beside(init_checkpoint):
+    """The bert_config.json in init_checkpoint's directory (a release or SavedModel directory), or None."""
+    if not init_checkpoint:
+        return None
+    directory = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+    path = os.path.join(directory, "bert_config.json")
+    return path if tf.io.gfile.exists(path) else None
+
+
+def _check_hub_vocab(hub, vocab_file):
+    """Raises if `vocab_file` (when given) does not have the Hub model's number of word embeddings."""
+    if not vocab_file:
+        return
+    size = len(tokenization.load_vocab(vocab_file))
+    if size != hub.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but {hub.path} has {hub.vocab_size} word embeddings: the "
+                         f"vocab does not belong to this TF Hub model; leave vocab_file out to use its own "
+                         f"{hub.vocab_file or 'vocab_file asset'}.")
+
+
+@dataclasses.dataclass
+class Pretrained:
+    """A pre-trained model loaded for a run (`load_pretrained`)."""
+    files: ModelFiles  # its bert_config, vocab_file and do_lower_case (given, or a TF Hub model's own)
+    tokenizer: tokenization.FullTokenizer | None  # None without a vocab_file (a task that reads token ids only)
+    init_checkpoint: str | None = None
+    model: object | None = None  # the model `build_model` made, with init_checkpoint's weights
+    report: object | None = None  # the restore's LoadReport (None without init_checkpoint)
+
+    @property
+    def config(self):
+        return self.files.config
+
+    def build_model(self, build, required_heads=()):
+        """Builds `build(config)` (a Keras model) and restores init_checkpoint into it with `required_heads` (none
+        given: random weights, with a warning). Returns the model (also `self.model`)."""
+        with restored_encoder(bool(self.init_checkpoint)):  # restored next: no random initial values
+            self.model = build(self.config)
+        if self.init_checkpoint:
+            self.report = restore(self.model, self.init_checkpoint, required_heads)
+        else:
+            logging.warning("No init_checkpoint: the model has random weights.")
+        return self.model
+
+
+def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,
+                    max_seq_length=None, required_heads=(), needs_vocab=True):
+    """The one way a script or an export loads a pre-trained model, from any format `restore` reads.
+
+    Resolves the model files (`model_files`: those given, else the ones beside init_checkpoint or a TF Hub model's
+    own), checks the casing against the checkpoint's name (the original's `validate_case_matches_checkpoint`),
+    max_seq_length against the position embeddings and the vocabulary against the embedding rows, then builds
+    `build(config)` (a Keras model; None: no model, e.g. the training scripts, whose Trainer builds it under its
+    strategy; or a caller that checks its own inputs first calls `Pretrained.build_model` later) and restores
+    init_checkpoint into it with `required_heads` (none given: random weights, with a warning). `needs_vocab`: raise
+    when no vocab_file is given or found.
+    Returns: Pretrained.
+    """
+    files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
+    tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
+    if max_seq_length is not None:
+        check_max_seq_length(files.config, max_seq_length)
+    tokenizer = None
+    if files.vocab_file:
+        tokenizer = tokenization.FullTokenizer(files.vocab_file, files.do_lower_case)
+        check_vocab_size(files.config, tokenizer.vocab, files.vocab_file)
+    elif needs_vocab:
+        raise ValueError(f"No vocab_file given, and init_checkpoint={init_checkpoint!r} is not a TF Hub BERT "
+                         f"SavedModel with a vocab_file asset: pass --vocab_file (the vocab.txt the model was "
+                         f"trained on).")
+    loaded = Pretrained(files, tokenizer, init_checkpoint)
+    if build is not None:
+        loaded.build_model(build, required_heads)
+    return loaded

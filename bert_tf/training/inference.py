@@ -1,0 +1,102 @@
+"""Evaluation and prediction of a task model: its loss's figures over a dataset, its outputs batch by batch.
+
+Each runs on one trace per dataset signature (its element_spec, a last smaller batch included); prediction keeps its
+traces (`Inference.prepare_predict`), so that one made ahead of time (e.g. while training starts) is reused.
+"""
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.training import losses
+
+
+class Inference:
+    """Evaluates and predicts with `model`: `loss_fn` a per-example loss or a batch-level loss
+    (bert_tf.training.losses); `use_xla`: whether the traces are compiled."""
+
+    def __init__(self, model, loss_fn, use_xla=False):
+        self.model = model
+        self.loss_fn = loss_fn
+        self.loss = losses.as_batch_loss(loss_fn)
+        self.use_xla = use_xla
+        self._forward_functions = {}
+
+    def evaluate(self, dataset):
+        """The loss terms' figures over `dataset` ((features, labels) batches), streamed as the original's
+        tf.metrics: each term's sum(values) / sum(weights) over all the batches (a weighted mean or accuracy), and
+        `loss`, the mean of the batches' losses. Returns ({name: float32}, the number of batches).
+
+        `dataset`: a tf.data.Dataset; its element_spec is the signature of the one trace every batch runs on (a
+        last, smaller batch included)."""
+        batch_figures = self._batch_figures(dataset.element_spec)
+        sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
+        for features, labels in dataset:
+            batch_sums, batch_totals, loss = batch_figures(features, labels)
+            sums.update({name: float(value) for name, value in batch_sums.items()})
+            totals.update({name: float(value) for name, value in batch_totals.items()})
+            batch_losses.append(float(loss))
+        if not batch_losses:
+            raise ValueError("Nothing to evaluate: the evaluation data holds no full batch.")
+        figures = {name: np.float32(sums[name] / totals[name]) for name in self.loss.terms}
+        figures["loss"] = np.float32(np.mean(batch_losses))
+        return figures, len(batch_losses)
+
+    def _batch_figures(self, element_spec):
+        """The traced function of one evaluation batch: (each term's sum of values, its sum of weights, the batch's
+        loss)."""
+        @tf.function(input_signature=list(element_spec), jit_compile=self.use_xla, autograph=False)
+        def batch_figures(features, labels):
+            outputs = self.model(features, training=False)
+            values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
+            sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
+            totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
+            return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
+
+        return batch_figures
+
+    def predict(self, dataset, with_loss=False):
+        """Yields the model's outputs per batch as numpy dicts, in dataset order.
+
+        `dataset`: a tf.data.Dataset of features dicts or (features, labels); with labels and `with_loss`, each
+        dict also holds `per_example_loss` [B]. Its element_spec is the signature of the one trace every batch runs
+        on (a last, smaller batch included), made once per element_spec (`prepare_predict`).
+        """
+        labelled = isinstance(dataset.element_spec, tuple)
+        forward = self.prepare_predict(dataset.element_spec, with_loss)
+        for batch in dataset:
+            features, labels = batch if labelled else (batch, None)
+            outputs = forward(features, labels) if with_loss and labelled else forward(features)
+            yield tf.nest.map_structure(lambda t: t.numpy(), outputs)
+
+    def prepare_predict(self, element_spec, with_loss=False):
+        """The traced function `predict` runs on a dataset of `element_spec`: made on the first call for that spec
+        (e.g. as `Trainer.train`'s `meanwhile`), then reused. Where the batch size is not fixed, it also runs once on
+        an empty batch, so that TensorFlow optimizes its graph now rather than on the first batch."""
+        labelled = isinstance(element_spec, tuple)
+        with_loss = with_loss and labelled
+        key = (repr(element_spec), with_loss)  # the structure, names, shapes and dtypes
+        if key not in self._forward_functions:
+            signature = list(element_spec) if with_loss else [element_spec[0] if labelled else element_spec]
+            function = self._forward(signature, with_loss)
+            function.get_concrete_function()
+            if all(spec.shape.rank and spec.shape[0] is None for spec in tf.nest.flatten(signature)):
+                function(*tf.nest.map_structure(
+                    lambda spec: tf.zeros([0] + [1 if n is None else n for n in spec.shape[1:]], spec.dtype),
+                    signature))
+            self._forward_functions[key] = function
+        return self._forward_functions[key]
+
+    def _forward(self, signature, with_loss):
+        """The tf.function of the model's outputs on `signature` ([features] or [features, labels]); with the loss,
+        they also hold `per_example_loss`."""
+        forward = tf.function(lambda features: self.model(features, training=False), jit_compile=self.use_xla,
+                              input_signature=signature[:1], autograph=False)
+        if not with_loss:
+            return forward
+
+        def forward_with_loss(features, labels):
+            outputs = forward(features)
+            return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
+
+        return tf.function(forward_with_loss, input_signature=signature, autograph=False)

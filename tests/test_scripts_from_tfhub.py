@@ -1,0 +1,89 @@
+"""Every script that loads a pre-trained model takes a TF Hub BERT SavedModel alone as --init_checkpoint (its
+vocab_file asset, casing and config; no --vocab_file, --bert_config_file or --do_lower_case), through the one loading
+path (`checkpoints.load_pretrained`): extract_features.py and predict_masked_lm.py give the outputs of the original
+release the SavedModel was exported from; export_saved_model.py, convert_checkpoint.py and run_ner.py run from it
+(run_classifier.py from a Model Garden TF Hub model: tests/tasks/test_classifier_with_tfhub.py).
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from export.test_tfhub import tiny_release  # noqa: F401, F811 (a fixture)
+from tasks import test_ner
+
+from bert_tf import checkpoints
+from bert_tf.export import tfhub
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINES = ["the quick brown [MASK]", "hello world ||| the lazy [MASK] jumps", "[MASK] is it ?"]
+pytestmark = pytest.mark.slow  # five script processes
+
+
+def _script(name):
+    return os.path.join(REPO, "run_scripts", name)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, tiny_release):  # noqa: F811 (the fixture imported above)
+    """tests/export/test_tfhub.py's original release (a tiny BERT with its masked-LM head, random weights), its
+    bert-tf TF Hub export, and the input lines."""
+    d = tmp_path_factory.mktemp("tfhub_alone")
+    hub = tfhub.export_from_checkpoint("masked_lm", tiny_release["vocab"], str(d / "hub"),
+                                       bert_config_file=tiny_release["config"], init_checkpoint=tiny_release["ckpt"],
+                                       max_seq_length=16)
+    (d / "input.txt").write_text("".join(line + "\n" for line in LINES))
+    return d, tiny_release["dir"], hub
+
+
+def _release_flags(release):
+    return [f"--vocab_file={release / 'vocab.txt'}", f"--bert_config_file={release / 'bert_config.json'}",
+            f"--init_checkpoint={release / 'bert_model.ckpt'}"]
+
+
+@pytest.mark.parametrize("script", ["extract_features.py", "predict_masked_lm.py"])
+def test_the_hub_model_alone_gives_the_release_outputs(models, script, run_main):
+    d, release, hub = models
+    common = [f"--input_file={d / 'input.txt'}", "--max_seq_length=16"]
+    common += ["--layers=-1,-2"] if script == "extract_features.py" else []
+    outputs = [d / f"{script}.hub.jsonl", d / f"{script}.release.jsonl"]
+    errors = run_main(_script(script), [*common, f"--output_file={outputs[0]}", f"--init_checkpoint={hub}"],
+                      [*common, f"--output_file={outputs[1]}", *_release_flags(release)])
+    assert errors == [None, None]
+    got, expected = ([json.loads(line) for line in open(path)] for path in outputs)
+    assert len(got) == len(LINES)
+    if script == "extract_features.py":
+        for a, b in zip(got, expected):
+            assert [f["token"] for f in a["features"]] == [f["token"] for f in b["features"]]
+            np.testing.assert_allclose([[layer["values"] for layer in f["layers"]] for f in a["features"]],
+                                       [[layer["values"] for layer in f["layers"]] for f in b["features"]], atol=1e-5)
+    else:
+        assert [[[p["token"] for p in m["predictions"]] for m in line["masks"]] for line in got] == \
+            [[[p["token"] for p in m["predictions"]] for m in line["masks"]] for line in expected]
+
+
+def test_export_and_convert_from_the_hub_model_alone(models, tmp_path, run_main):
+    _, release, hub = models
+    assert run_main(_script("export_saved_model.py"), ["--task=encoder", f"--init_checkpoint={hub}",
+                                                       f"--export_dir={tmp_path / 'serving'}",
+                                                       "--max_seq_length=16"]) == [None]
+    served = tf.saved_model.load(str(tmp_path / "serving" / "1"))
+    assert served.signatures["serving_text"](text_a=tf.constant(["eu rejects"]))["pooled_output"].shape == (1, 32)
+    assert run_main(_script("convert_checkpoint.py"), [f"--init_checkpoint={hub}",
+                                                       f"--output_dir={tmp_path / 'converted'}"]) == [None]
+    original = tf.train.load_checkpoint(str(release / "bert_model.ckpt"))
+    converted = tf.train.load_checkpoint(str(tmp_path / "converted" / "bert_model.ckpt"))
+    names = [n for n in original.get_variable_to_shape_map() if n.startswith("bert/")]
+    for name in names:
+        np.testing.assert_array_equal(converted.get_tensor(name), original.get_tensor(name), err_msg=name)
+    assert (tmp_path / "converted" / "vocab.txt").read_text() == (release / "vocab.txt").read_text()
+
+
+def test_run_ner_fine_tunes_the_hub_model_alone(models, tmp_path, run_main):
+    _, _, hub = models
+    (tmp_path / "train.txt").write_text(test_ner.CONLL_SAMPLE)
+    assert run_main(_script("run_ner.py"), [f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'out'}",
+                                            f"--init_checkpoint={hub}", "--do_train", "--max_seq_length=16",
+                                            "--train_batch_size=4", "--num_train_epochs=1"]) == [None]
+    assert checkpoints.latest_checkpoint(str(tmp_path / "out"))
