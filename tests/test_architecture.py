@@ -228,3 +228,21 @@ def main(argv):
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def test_the_runner_calls_tasks_through_their_contract():
+    """The runner calls a Task's methods and reads its attributes (bert_tf.tasks.task.Task gives the defaults): no
+    hasattr / getattr probing of what a task has; every task subclasses Task."""
+    import ast
+    import inspect
+
+    from bert_tf.tasks import classifier, ner, pretraining, runner, squad, swag
+    from bert_tf.tasks.task import Task
+
+    probes = [node.lineno for node in ast.walk(ast.parse(inspect.getsource(runner)))
+              if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("hasattr", "getattr")
+              and node.args and getattr(node.args[0], "id", None) == "task"]
+    assert probes == [], f"runner.py probes the task at lines {probes}"
+    for task in (classifier.ClassifierTask, ner.NerTask, pretraining.PretrainingTask, squad.SquadTask,
+                 swag.SwagTask):
+        assert issubclass(task, Task), task

@@ -58,48 +58,26 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.data import fileio, lengths
-from bert_tf.model import encoder, task_models
+from bert_tf.data import fileio, label_lists, lengths
+from bert_tf.model import task_models
 from bert_tf.text import core_ops, preprocessing
 
+# The exportable tasks: their models, the heads an export needs from the checkpoint, their outputs and those with a
+# sequence axis (under use_xla computed on the inputs padded to a rounded length and cut back to the length sent)
+# are `task_models.REGISTRY`'s.
 TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm")
 _PRETRAINING = ("pretraining", "masked_lm")  # the tasks with masked_lm_positions among their inputs
 TEXT_OPS = ("tf_text", "core", "none")
-# The heads (attributes, keys of checkpoints.TASK_HEADS) each task's export needs from its checkpoint.
-_REQUIRED_HEADS = {"encoder": (), "classifier": ("classifier",), "squad": ("span",), "ner": ("tagger",),
-                   "pretraining": ("masked_lm", "next_sentence"), "masked_lm": ("masked_lm",)}
-_OUTPUTS = {
-    "encoder": ("sequence_output", "pooled_output"),
-    "classifier": ("logits", "probabilities"),
-    "squad": ("start_logits", "end_logits"),
-    "ner": ("logits", "probabilities"),
-    "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
-    "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output"),
-}
-# Each task's outputs with a sequence axis (the second): under use_xla, computed on the inputs padded to a rounded
-# length and cut back to the length sent.
-_SEQUENCE_OUTPUTS = {"encoder": ("sequence_output",), "classifier": (), "squad": ("start_logits", "end_logits"),
-                     "ner": ("logits", "probabilities"), "pretraining": ("sequence_output",),
-                     "masked_lm": ("sequence_output",)}
 _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 # --- building and loading ----------------------------------------------------------------------------------
 
 def build_task_model(config, task, num_labels=None):
-    """The Keras model of `task`, built (variables created). `num_labels` for classifier and ner."""
+    """The Keras model of `task` (one of TASKS), built (variables created). `num_labels` for classifier and ner."""
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    if task in ("classifier", "ner") and (not num_labels or num_labels < 1):
-        raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
-    if task == "encoder":
-        return encoder.build_bert_model(config)
-    model = {"classifier": lambda: task_models.BertClassifier(config, num_labels),
-             "squad": lambda: task_models.BertSpanLabeler(config),
-             "ner": lambda: task_models.BertTokenClassifier(config, num_labels),
-             "pretraining": lambda: task_models.BertPretrainer(config),
-             "masked_lm": lambda: task_models.BertPretrainer(config, with_next_sentence=False)}[task]()
-    return task_models.build(model)
+    return task_models.build_task_model(task, config, num_labels)
 
 
 def load_checkpoint(model, task, init_checkpoint, num_labels=None):
@@ -109,7 +87,7 @@ def load_checkpoint(model, task, init_checkpoint, num_labels=None):
     has another label count (`num_labels`, as given by --num_labels / --label_list). Returns the checkpoint prefix.
     """
     with _naming_the_task(task, init_checkpoint, num_labels):
-        return checkpoints.restore(model, init_checkpoint, required_heads=_REQUIRED_HEADS[task]).checkpoint
+        return checkpoints.restore(model, init_checkpoint, required_heads=task_models.REGISTRY[task].heads).checkpoint
 
 
 @contextlib.contextmanager
@@ -135,26 +113,9 @@ def load_task_model(task, init_checkpoint, bert_config_file=None, vocab_file=Non
                                          vocab_file=vocab_file, do_lower_case=do_lower_case,
                                          max_seq_length=max_seq_length)
     with _naming_the_task(task, init_checkpoint, num_labels):
-        loaded.build_model(lambda config: build_task_model(config, task, num_labels), _REQUIRED_HEADS[task])
+        loaded.build_model(lambda config: build_task_model(config, task, num_labels),
+                           task_models.REGISTRY[task].heads)
     return loaded
-
-
-def read_label_list(label_list):
-    """Labels from a list, a comma-separated string, or a file with one label per line (None -> None)."""
-    if label_list is None:
-        return None
-    if isinstance(label_list, (list, tuple)):
-        labels = [str(label) for label in label_list]
-    elif os.path.isfile(label_list):
-        with open(label_list, encoding="utf-8") as f:
-            labels = [line.strip() for line in f if line.strip()]
-    else:
-        labels = [label.strip() for label in label_list.split(",") if label.strip()]
-    if not labels:
-        raise ValueError(f"Empty label list: {label_list!r}.")
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"Duplicate labels in {labels}.")
-    return labels
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
@@ -236,7 +197,7 @@ class _ServingModule(tf.Module):
         self.length_multiple = length_multiple if use_xla else 1
         self.max_length = (model if task == "encoder" else model.bert).config.max_position_embeddings
         self.task = task
-        self.output_names = _OUTPUTS[task]
+        self.output_names = task_models.REGISTRY[task].outputs
         if task == "classifier" and getattr(model, "regression", False):
             self.output_names = ("logits", "predictions")  # STS-B style regression: no labels
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
@@ -264,7 +225,7 @@ class _ServingModule(tf.Module):
         padding = [[0, 0], [0, rounded - length]]
         result = self._forward.obj({name: tf.pad(t, padding) if name in _TENSOR_INPUTS else t
                                     for name, t in inputs.items()})
-        return {name: t[:, :length] if name in _SEQUENCE_OUTPUTS[self.task] else t
+        return {name: t[:, :length] if name in task_models.REGISTRY[self.task].sequence_outputs else t
                 for name, t in result.items() if name in self.output_names}
 
     def text_outputs(self, packed):
@@ -315,7 +276,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
             raise ValueError("A regression classifier has no labels.")
     elif task in ("classifier", "ner"):
         num_labels = model.num_labels
-        labels = read_label_list(label_list) or [str(i) for i in range(num_labels)]
+        labels = label_lists.resolve(label_list) or [str(i) for i in range(num_labels)]
         if len(labels) != num_labels:
             raise ValueError(f"label_list has {len(labels)} labels but the model's head has {num_labels}.")
     elif label_list:
@@ -362,7 +323,7 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
                            max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
                            text_ops="tf_text", use_xla=False, pad_to_max_seq_length=False, length_multiple=None):
     """Loads the task model of `init_checkpoint` (`load_task_model`) and exports it (see above)."""
-    labels = read_label_list(label_list)
+    labels = label_lists.resolve(label_list)
     if labels is not None:
         if num_labels and num_labels != len(labels):
             raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")

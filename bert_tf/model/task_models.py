@@ -10,10 +10,13 @@
 
 `bert_tf.checkpoints` maps these attributes to the original variable names.
 """
+import dataclasses
+import typing
+
 import keras
 from keras import ops
 
-from bert_tf.model.encoder import BertModel, serializable
+from bert_tf.model.encoder import BertModel, build_bert_model, serializable
 from bert_tf.model.heads import ClassifierHead, FlattenChoices, MaskedLMHead, OutputProjection, SpanHead
 
 
@@ -161,11 +164,52 @@ class BertPretrainer(TaskModel):
         self.with_next_sentence = with_next_sentence
 
 def build(model):
-    """Creates the variables of a task model with [B, S] inputs (calls it once on a dummy batch of one 2-token
-    example, plus one masked position for BertPretrainer) and returns it."""
-    dummy = ops.zeros((1, 2), "int32")
+    """Creates the variables of a task model (calls it once on a dummy batch of one 2-token example, of each choice
+    for BertMultipleChoice, plus one masked position for BertPretrainer) and returns it."""
+    dummy = ops.zeros([1 if d is None else d for d in model.input["input_ids"].shape[:-1]] + [2], "int32")
     inputs = {"input_ids": dummy, "input_mask": ops.ones_like(dummy), "segment_ids": dummy}
     if "masked_lm_positions" in model.input:
         inputs["masked_lm_positions"] = ops.zeros((1, 1), "int32")
     model(inputs)
     return model
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """What one task's model is (`REGISTRY`): how to make it, the heads a trained one holds (attributes, keys of
+    `bert_tf.checkpoints.TASK_HEADS`), its outputs and those with a sequence axis (the second)."""
+    make: typing.Callable  # make(config, num_labels) -> an unbuilt Keras model
+    heads: tuple
+    outputs: tuple
+    sequence_outputs: tuple = ()
+    labelled: bool = False  # whether it needs num_labels
+
+
+# The task models by task name: the export (bert_tf.export.saved_model) and the tasks (bert_tf.tasks) read them here.
+REGISTRY = {
+    "encoder": TaskSpec(lambda config, _: build_bert_model(config), (), ("sequence_output", "pooled_output"),
+                        ("sequence_output",)),
+    "classifier": TaskSpec(BertClassifier, ("classifier",), ("logits", "probabilities"), labelled=True),
+    "squad": TaskSpec(lambda config, _: BertSpanLabeler(config), ("span",), ("start_logits", "end_logits"),
+                      ("start_logits", "end_logits")),
+    "ner": TaskSpec(BertTokenClassifier, ("tagger",), ("logits", "probabilities"), ("logits", "probabilities"),
+                    labelled=True),
+    "swag": TaskSpec(lambda config, _: BertMultipleChoice(config), ("choice",), ("logits", "probabilities")),
+    "pretraining": TaskSpec(lambda config, _: BertPretrainer(config), ("masked_lm", "next_sentence"),
+                            ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
+                            ("sequence_output",)),
+    "masked_lm": TaskSpec(lambda config, _: BertPretrainer(config, with_next_sentence=False), ("masked_lm",),
+                          ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",)),
+}
+
+
+def build_task_model(task, config, num_labels=None):
+    """The Keras model of `task` (a key of REGISTRY), built (variables created); `num_labels` for the labelled
+    ones (classifier, ner)."""
+    if task not in REGISTRY:
+        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
+    spec = REGISTRY[task]
+    if spec.labelled and (not num_labels or num_labels < 1):
+        raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
+    model = spec.make(config, num_labels)
+    return build(model) if isinstance(model, TaskModel) else model  # the encoder comes built

@@ -31,13 +31,14 @@ import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf.data import fileio, records
+from bert_tf.data import fileio, label_lists, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files, runner
+from bert_tf.tasks import prediction, result_files
+from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import tokenization
 
-LABEL_LIST_FILE = "label_list.txt"
+LABEL_LIST_FILE = label_lists.FILE_NAME
 IGNORE_ID = -1
 DEV_FILES = ("valid.txt", "dev.txt")
 
@@ -113,29 +114,6 @@ def dev_file(data_dir):
 def get_labels(examples):
     """The sorted set of labels of `examples`."""
     return sorted({label for example in examples for label in example.labels})
-
-
-def parse_label_list(text):
-    """"B-PER,I-PER,O" -> ["B-PER", "I-PER", "O"]; ValueError for empty or repeated labels."""
-    labels = [label.strip() for label in text.split(",")]
-    if not all(labels):
-        raise ValueError(f"--label_list has an empty label: {text!r}.")
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise ValueError(f"--label_list repeats {', '.join(repeated)}.")
-    return labels
-
-
-def read_label_list(path):
-    with tf.io.gfile.GFile(path, "r") as reader:
-        labels = [line.strip() for line in reader.read().splitlines() if line.strip()]
-    if not labels:
-        raise ValueError(f"{path} holds no labels.")
-    return labels
-
-
-def write_label_list(path, labels):
-    fileio.write_text_atomically(path, "".join(label + "\n" for label in labels))
 
 
 def check_labels(examples, label_list, source="the label list"):
@@ -283,23 +261,13 @@ def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=
     losses are still those of the input order's batches).
     """
     inputs, labels = features_to_arrays(features)
-    padding = -len(features) % batch_size if fixed_batches else 0
-    if padding:
-        inputs = {k: np.concatenate([v, np.zeros((padding,) + v.shape[1:], v.dtype)]) for k, v in inputs.items()}
-        labels = {k: np.concatenate([v, np.full((padding,) + v.shape[1:], IGNORE_ID, v.dtype)])
-                  for k, v in labels.items()}
-    batches = lengths_lib.LengthSorted((inputs, labels), batch_size, lengths, _FEATURES, fixed_batches)
-    predictions, losses, batch_means = [], [], []
-    for outputs in batches.in_input_order(trainer.predict(batches.dataset, with_loss=True)):
-        label_ids = np.argmax(outputs["logits"], axis=-1)
-        real = min(label_ids.shape[0], len(features) - len(predictions))
-        for row in range(real):
-            predictions.append(label_ids[row, features[len(predictions)].word_positions].tolist())
-        losses.append(outputs["per_example_loss"][:real])
-        batch_means.append(float(np.mean(outputs["per_example_loss"][:real])))
-    if len(predictions) != len(features):
-        raise RuntimeError(f"The model returned {len(predictions)} predictions for {len(features)} windows.")
-    return predictions, {"eval_loss": float(np.concatenate(losses).mean()), "loss": float(np.mean(batch_means))}
+    outputs, losses = prediction.predict_examples(trainer, inputs, labels, batch_size, lengths, _FEATURES,
+                                                  fixed_batches, label_fill=IGNORE_ID)
+    predictions = []
+    for batch in outputs:
+        for label_ids in np.argmax(batch["logits"], axis=-1):
+            predictions.append(label_ids[features[len(predictions)].word_positions].tolist())
+    return predictions, losses
 
 
 def rejoin(examples, features, window_predictions, label_list):
@@ -374,13 +342,10 @@ def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, 
 def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
     """-> (labels, where they came from): `label_list` (comma-separated), else output_dir/label_list.txt of the
     training run, else the sorted labels of data_dir/train.txt."""
-    saved_path = os.path.join(output_dir, LABEL_LIST_FILE)
-    saved = read_label_list(saved_path) if tf.io.gfile.exists(saved_path) else None
+    saved_path, saved = label_lists.saved(output_dir)
     if label_list:
-        labels = parse_label_list(label_list)
-        if saved is not None and saved != labels:
-            raise ValueError(f"--label_list ({','.join(labels)}) differs from the labels {saved_path} was trained "
-                             f"with ({','.join(saved)}); use another output_dir or drop --label_list.")
+        labels = label_lists.parse(label_list)
+        label_lists.check_unchanged(labels, "--label_list", saved_path, saved)
         return labels, "--label_list"
     if saved is not None:
         return saved, saved_path
@@ -394,15 +359,14 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
     return get_labels(read_conll(train_file, "train")), train_file
 
 
-class NerTask:
-    """run_ner.py's task (see bert_tf.tasks.runner): CoNLL-2003 files of `data_dir` -> BertTokenClassifier.
+class NerTask(Task):
+    """run_ner.py's task (a bert_tf.tasks.task.Task): CoNLL-2003 files of `data_dir` -> BertTokenClassifier.
 
     `label_list`: comma-separated labels in the order of the model's outputs (default: the training run's
     output_dir/label_list.txt, else the sorted labels of train.txt).
     """
-    heads = ("tagger",)
+    heads = task_models.REGISTRY["ner"].heads
     export_task = "ner"
-    min_seq_length = 3
     loss = staticmethod(masked_loss)
 
     def __init__(self, data_dir, label_list=None):
@@ -411,7 +375,7 @@ class NerTask:
         self.label_list = None
         self.examples = {}
 
-    def check(self, run, config):
+    def read_inputs(self, run, config):
         """Resolves the labels and reads and checks every input file the run needs, before any model work."""
         self.label_list, source = resolve_label_list(run.output_dir, self.data_dir, self.label_list_arg,
                                                      run.do_train)
@@ -429,16 +393,16 @@ class NerTask:
         return task_models.BertTokenClassifier(config, len(self.label_list))
 
     def train_data(self, run, tokenizer):
-        """Saves the label list (the chief), writes work_dir/train.tf_record (runner.TrainData: number of windows)."""
+        """Saves the label list (the chief), writes work_dir/train.tf_record (a TrainData: number of windows)."""
         if run.is_chief:
-            write_label_list(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
+            label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
         train_file = os.path.join(run.work_dir, "train.tf_record")
         examples = self.examples["train"]
         num_windows = write_tf_record(
             convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
         logging.info("Training on %d sentences in %d windows", len(examples), num_windows)
         dataset_fn = train_dataset_fn(train_file, run.max_seq_length, num_windows, run.sequence_lengths)
-        return runner.TrainData(dataset_fn, num_windows, (train_file,))
+        return TrainData(dataset_fn, num_windows, (train_file,))
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt, eval_report.txt and eval_predictions.txt of the dev set; returns the results."""
@@ -456,7 +420,8 @@ class NerTask:
         return results
 
     def predict(self, run, tokenizer, trainer):
-        """Writes test_results.txt (`token gold predicted` per word) of the test set."""
+        """Writes test_results.txt (`token gold predicted` per word) of the test set; returns the metrics against
+        its gold labels."""
         logging.info("***** Running prediction *****")
         examples = self.examples["test"]
         predicted, results, _ = evaluate_examples(trainer, examples, self.label_list, tokenizer,
@@ -466,3 +431,4 @@ class NerTask:
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
         fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.txt"),
                                      conll_output(examples, predicted))
+        return results

@@ -23,7 +23,8 @@ from bert_tf.data import fileio
 from bert_tf.data.pretraining import dataset
 from bert_tf.data.pretraining.dynamic_masking import DynamicMasking
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files, runner
+from bert_tf.tasks import result_files
+from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import tokenization
 from bert_tf.training import losses
 
@@ -69,11 +70,9 @@ class PretrainingLoss:
         return values
 
 
-class PretrainingTask:
-    """The pretraining task for `bert_tf.tasks.runner.run` (see the runner's task contract)."""
+class PretrainingTask(Task):
+    """run_pretraining.py's task (a bert_tf.tasks.task.Task): pretraining records -> BertPretrainer."""
     modes = ("do_train", "do_eval")
-    min_seq_length = 3
-    label_list = None
     needs_vocab = False  # reads token ids
 
     def __init__(self, input_file, max_predictions_per_seq=20, num_train_steps=100000, num_warmup_steps=10000,
@@ -89,13 +88,13 @@ class PretrainingTask:
         self.dynamic_masking = dynamic_masking
         self.masked_lm_prob = masked_lm_prob
         self.do_whole_word_mask = do_whole_word_mask
-        self.heads = ("masked_lm", "next_sentence") if next_sentence else ("masked_lm",)
+        self.heads = task_models.REGISTRY["pretraining" if next_sentence else "masked_lm"].heads
         self.export_task = "pretraining" if next_sentence else "masked_lm"  # bert_tf.export.saved_model tasks
         self.loss = PretrainingLoss(next_sentence)
         self.train_files = self.eval_files = None
         self.compression = {}
 
-    def check_settings(self, run):
+    def check_flags(self, run):
         """Checks of the flags alone (before the model files are read)."""
         if not 0 < self.max_predictions_per_seq <= run.max_seq_length:
             raise ValueError(f"max_predictions_per_seq must be in 1..max_seq_length ({run.max_seq_length}), got "
@@ -112,7 +111,7 @@ class PretrainingTask:
             raise ValueError("--dynamic_masking needs --vocab_file (the vocabulary the data was made with): it masks "
                              "wordpieces with [MASK] and random vocabulary entries.")
 
-    def check(self, run, config):
+    def read_inputs(self, run, config):
         """Finds the input files and checks their first records against the flags and the config."""
         def files(patterns, mode):
             found = fileio.expand_patterns(patterns)
@@ -129,13 +128,13 @@ class PretrainingTask:
     def build_model(self, config):
         return task_models.BertPretrainer(config, with_next_sentence=self.next_sentence)
 
-    def train_steps(self, run):
+    def train_steps(self, run, num_examples):
         """(num_train_steps, num_warmup_steps): given by the flags, as the original's."""
         return self.num_train_steps, self.num_warmup_steps
 
     def train_data(self, run, tokenizer):
         """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), in a
-        runner.TrainData whose number of examples is None (not counted: steps are given)."""
+        TrainData whose number of examples is None (not counted: steps are given)."""
         masking = None
         if self.dynamic_masking:
             masking = DynamicMasking(tokenization.load_vocab(run.vocab_file), self.max_predictions_per_seq,
@@ -148,7 +147,7 @@ class PretrainingTask:
 
         settings = {"max_predictions_per_seq": self.max_predictions_per_seq, "next_sentence": self.next_sentence,
                     "dynamic_masking": self.dynamic_masking}
-        return runner.TrainData(dataset_fn, None, tuple(self.train_files), settings)
+        return TrainData(dataset_fn, None, tuple(self.train_files), settings)
 
     def evaluate(self, run, tokenizer, trainer):
         """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (on the chief:

@@ -1,43 +1,24 @@
-"""One way to run a fine-tuning task: everything run_classifier.py, run_squad.py, run_ner.py and run_swag.py share.
+"""One way to run a task: everything run_classifier.py, run_squad.py, run_ner.py, run_swag.py and run_pretraining.py
+share.
 
-A task (`bert_tf.tasks.classifier.ClassifierTask`, `squad.SquadTask`, `ner.NerTask`, `swag.SwagTask`) is a small
-object that knows its data and outputs, and nothing else:
-
-  heads                       the head attributes of its model, e.g. ("classifier",): required to predict and export
-  modes                       optional: the run modes it has (default do_train, do_eval, do_predict; SQuAD has no
-                              do_eval: its predictions are evaluated when the predict file has answers)
-  export_task                 its `bert_tf.export.saved_model` task name, or None (no SavedModel export)
-  min_seq_length              the smallest max_seq_length it accepts
-  check_settings(run)         optional: checks of its own settings that come before the model files are read
-  check(run, config)          validates its own settings and reads every input it will need, before any work
-  build_model(config)         the Keras task model (`bert_tf.model.task_models`)
-  loss(labels, outputs)       per-example loss [B], float32; or a batch-level loss object (bert_tf.training.losses,
-                              e.g. the pretraining loss)
-  train_data(run, tokenizer)  -> TrainData: the training set converted (run.work_dir/train.tf_record: each worker
-                              writes its own), a Trainer `dataset_fn(batch_size, input_context, seed)` reading it,
-                              the number of examples, the record files and the task's settings that shape batches
-  train_steps(run)            optional: (num_train_steps, num_warmup_steps) (default: from the examples, epochs
-                              and warmup_proportion, as the original fine-tuning scripts)
-  evaluate(run, tokenizer, trainer)   (with do_eval) predicts the dev set, logs and writes its eval outputs, returns
-                                      the results
-  predict(run, tokenizer, trainer)    predicts the test set and writes its outputs
-  label_list                  the labels to export with the model (None for tasks without labels)
-  needs_vocab                 optional: False for a task that reads token ids only (pretraining); default True
+A task (`bert_tf.tasks.classifier.ClassifierTask`, `squad.SquadTask`, `ner.NerTask`, `swag.SwagTask`,
+`pretraining.PretrainingTask`) is a `bert_tf.tasks.task.Task`: a small object that knows its data and outputs, and
+nothing else (its contract, and the order the runner calls it in: bert_tf/tasks/task.py).
 
 `run(task, RunConfig(...))` does the rest, in the original scripts' order: checks, seed, strategy, training
-(`Trainer`), evaluation, prediction, `--export_dir` and `--save_original_checkpoint`. `RunConfig` holds the shared
-settings under the original flag names (`bert_tf.flags.run_config` builds one from the flags), so a task runs from
-Python without absl:
+(`Trainer`), evaluation, prediction, `--export_dir` and `--save_original_checkpoint`, and returns `RunResults`.
+`RunConfig` holds the shared settings under the original flag names (`bert_tf.flags.run_config` builds one from the
+flags), so a task runs from Python without absl:
 
     from bert_tf.tasks import ner, runner
-    runner.run(ner.NerTask(data_dir="conll"), runner.RunConfig(
+    results = runner.run(ner.NerTask(data_dir="conll"), runner.RunConfig(
         bert_config_file="bert/bert_config.json", vocab_file="bert/vocab.txt",
         init_checkpoint="bert/bert_model.ckpt", output_dir="/tmp/ner", do_train=True, do_eval=True))
+    results.eval_results["eval_f1"]
 """
 import dataclasses
 import functools
 import os
-import typing
 
 import keras
 import tensorflow as tf
@@ -48,7 +29,7 @@ from bert_tf.data import lengths
 from bert_tf.tasks import run_record
 from bert_tf.training import distribute
 from bert_tf.training.config import TrainingConfig
-from bert_tf.training.trainer import Trainer, compute_train_steps
+from bert_tf.training.trainer import Trainer
 
 
 @dataclasses.dataclass
@@ -134,12 +115,14 @@ class RunConfig:
                                        self.gcp_project, self.num_cpu_devices)
 
 
-class TrainData(typing.NamedTuple):
-    """A task's training set (its `train_data`)."""
-    dataset_fn: typing.Callable  # the Trainer's dataset_fn(batch_size, input_context, seed)
-    num_examples: int | None  # sets the number of steps (None: the task's `train_steps` does)
-    files: tuple  # the record files dataset_fn reads (fingerprinted into output_dir/run_settings.json)
-    settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
+@dataclasses.dataclass
+class RunResults:
+    """What `run` did: its Trainer (the model, the step), the task's evaluation results (do_eval) and prediction
+    results (do_predict; e.g. SQuAD's official evaluation when the predict file has answers), None where not run
+    (or on a worker other than the chief)."""
+    trainer: Trainer
+    eval_results: dict | None = None
+    predict_results: dict | None = None
 
 
 # The original scripts' messages when nothing is asked for (run_classifier.py's has its stray quote).
@@ -153,18 +136,16 @@ def prepare(run, task):
     """The checks every run makes before any work, in the original scripts' order; creates output_dir.
     Returns (the RunConfig with its model files resolved (`checkpoints.load_pretrained`: a TF Hub model's own
     vocab_file and do_lower_case where they are not given), BertConfig, FullTokenizer or None)."""
-    modes = getattr(task, "modes", ("do_train", "do_eval", "do_predict"))
-    if not any(getattr(run, mode) for mode in modes):
-        raise ValueError(_NO_MODE[modes])
-    if hasattr(task, "check_settings"):
-        task.check_settings(run)
+    if not any(getattr(run, mode) for mode in task.modes):
+        raise ValueError(_NO_MODE[task.modes])
+    task.check_flags(run)
     if run.export_dir and not task.export_task:
         raise ValueError("--export_dir: this task has no SavedModel export; see run_scripts/export_saved_model.py "
                          "for the tasks that have one.")
     loaded = checkpoints.load_pretrained(
         init_checkpoint=run.init_checkpoint, bert_config_file=run.bert_config_file, vocab_file=run.vocab_file,
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
-        needs_vocab=getattr(task, "needs_vocab", True))
+        needs_vocab=task.needs_vocab)
     run = dataclasses.replace(run, vocab_file=loaded.files.vocab_file, do_lower_case=loaded.files.do_lower_case)
     if run.max_seq_length < task.min_seq_length:
         raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
@@ -184,18 +165,14 @@ def make_trainer(run, strategy, build_model, loss_fn):
 
 
 def train(run, task, tokenizer, trainer):
-    """Converts the training set and trains for the original's number of steps: the task's `train_steps(run)`,
-    else int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them.
+    """Converts the training set and trains for the task's number of steps (`Task.train_steps`: by default the
+    original's int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them).
     Resumes output_dir's run only if its recorded settings are these (`run_record`), then records them."""
     dataset_fn, num_examples, *_ = data = task.train_data(run, tokenizer)
     settings = {**run_record.training_settings(run, trainer.strategy.num_replicas_in_sync, trainer.num_workers),
                 **run_record.data_settings(data)}
     run_record.check(run.output_dir, run.start_over, settings=settings)
-    if hasattr(task, "train_steps"):
-        num_train_steps, num_warmup_steps = task.train_steps(run)
-    else:
-        num_train_steps, num_warmup_steps = compute_train_steps(num_examples, run.train_batch_size,
-                                                                run.num_train_epochs, run.warmup_proportion)
+    num_train_steps, num_warmup_steps = task.train_steps(run, num_examples)
     if run.start_over:
         run_record.delete_checkpoints(run.work_dir)
     if run.is_chief:
@@ -205,9 +182,8 @@ def train(run, task, tokenizer, trainer):
         logging.info("  Num examples = %d", num_examples)
     logging.info("  Batch size = %d", run.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
-    meanwhile = None  # while TensorFlow optimizes the training graph: the evaluation's trace, where there is one
-    if run.do_eval and hasattr(task, "prepare_evaluation"):
-        meanwhile = functools.partial(task.prepare_evaluation, run, trainer)
+    # while TensorFlow optimizes the training graph: the evaluation's trace
+    meanwhile = functools.partial(task.prepare_evaluation, run, trainer) if run.do_eval else None
     return trainer.train(dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps, seed=run.seed,
                          meanwhile=meanwhile, save_last_in_background=True)
 
@@ -232,7 +208,8 @@ def export(run, task, trainer):
 
 
 def run(task, run_config):
-    """Runs `task` as its script would: train, evaluate, predict and export as `run_config` says.
+    """Runs `task` (a `bert_tf.tasks.task.Task`) as its script would: train, evaluate, predict and export as
+    `run_config` says. Returns RunResults.
 
     Under multi_worker_mirrored every worker trains; the chief alone then evaluates, predicts and exports."""
     run_config, config, tokenizer = prepare(run_config, task)
@@ -244,7 +221,7 @@ def run(task, run_config):
     if run_config.do_train:  # the flags' settings, before any work (the data's once its records are written)
         run_record.check(run_config.output_dir, run_config.start_over, settings=run_record.training_settings(
             run_config, strategy.num_replicas_in_sync, num_workers))
-    task.check(run_config, config)
+    task.read_inputs(run_config, config)
     if run_config.seed is not None:
         keras.utils.set_random_seed(run_config.seed)
     trainer = make_trainer(run_config, strategy, lambda: task.build_model(config), task.loss)
@@ -252,12 +229,13 @@ def run(task, run_config):
         train(run_config, task, tokenizer, trainer)
     elif run_config.is_chief:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint
         trainer.restore_for_predict(required_heads=task.heads)
+    results = RunResults(trainer)
     if run_config.is_chief:
-        if run_config.do_eval and hasattr(task, "evaluate"):
-            task.evaluate(run_config, tokenizer, trainer)
+        if run_config.do_eval and "do_eval" in task.modes:
+            results.eval_results = task.evaluate(run_config, tokenizer, trainer)
         if run_config.do_predict:
-            task.predict(run_config, tokenizer, trainer)
+            results.predict_results = task.predict(run_config, tokenizer, trainer)
         export(run_config, task, trainer)
     trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", run_config.output_dir if run_config.is_chief else run_config.work_dir)
-    return trainer
+    return results

@@ -22,7 +22,8 @@ from absl import logging
 from bert_tf.data import fileio, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files, runner
+from bert_tf.tasks import prediction, result_files
+from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing, tokenization
 
 NUM_CHOICES = 4
@@ -174,25 +175,10 @@ def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batc
     length-sorted batches cut to their longest choice (the losses are still those of the input order's
     batches)."""
     inputs, labels = features_to_arrays(features)
-    padding = -len(features) % batch_size if fixed_batches else 0
-    if padding:
-        inputs, labels = ({k: np.concatenate([v, np.zeros((padding,) + v.shape[1:], v.dtype)]) for k, v in d.items()}
-                          for d in (inputs, labels))
-    batches = lengths_lib.LengthSorted((inputs, labels) if with_labels else inputs, batch_size, lengths,
-                                       _INPUT_NAMES, fixed_batches)
-    probabilities, losses, batch_means = [], [], []
-    for outputs in batches.in_input_order(trainer.predict(batches.dataset, with_loss=with_labels)):
-        real = min(len(outputs["probabilities"]), len(features) - sum(len(p) for p in probabilities))
-        probabilities.append(outputs["probabilities"][:real])
-        if with_labels:
-            losses.append(outputs["per_example_loss"][:real])
-            batch_means.append(float(np.mean(losses[-1])))
-    probabilities = np.concatenate(probabilities) if probabilities else np.zeros((0, NUM_CHOICES), np.float32)
-    if len(probabilities) != len(features):
-        raise RuntimeError(f"The model returned {len(probabilities)} predictions for {len(features)} examples.")
-    if not with_labels:
-        return probabilities, None
-    return probabilities, {"eval_loss": float(np.concatenate(losses).mean()), "loss": float(np.mean(batch_means))}
+    outputs, losses = prediction.predict_examples(trainer, inputs, labels if with_labels else None, batch_size,
+                                                  lengths, _INPUT_NAMES, fixed_batches)
+    probabilities = [batch["probabilities"] for batch in outputs]
+    return (np.concatenate(probabilities) if probabilities else np.zeros((0, NUM_CHOICES), np.float32)), losses
 
 
 def accuracy(probabilities, labels):
@@ -201,19 +187,16 @@ def accuracy(probabilities, labels):
 
 # --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
-class SwagTask:
-    """run_swag.py's task (see bert_tf.tasks.runner): SWAG CSV files of `data_dir` -> BertMultipleChoice."""
-    heads = ("choice",)
-    export_task = None
-    min_seq_length = 3
-    label_list = None
+class SwagTask(Task):
+    """run_swag.py's task (a bert_tf.tasks.task.Task): SWAG CSV files of `data_dir` -> BertMultipleChoice."""
+    heads = task_models.REGISTRY["swag"].heads
     loss = staticmethod(choice_loss)
 
     def __init__(self, data_dir):
         self.data_dir = data_dir
         self.examples = {}
 
-    def check(self, run, config):
+    def read_inputs(self, run, config):
         """Reads and checks every input file the run needs (train.csv, val.csv, test.csv), before any model work."""
         files = {"train": (run.do_train, "train.csv", True), "dev": (run.do_eval, "val.csv", True),
                  "test": (run.do_predict, "test.csv", False)}
@@ -224,12 +207,12 @@ class SwagTask:
         return task_models.BertMultipleChoice(config, num_choices=NUM_CHOICES)
 
     def train_data(self, run, tokenizer):
-        """Writes work_dir/train.tf_record (runner.TrainData)."""
+        """Writes work_dir/train.tf_record (a TrainData)."""
         train_file = os.path.join(run.work_dir, "train.tf_record")
         num_examples = write_tf_record(
             convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
         dataset_fn = train_dataset_fn(train_file, run.max_seq_length, num_examples, run.sequence_lengths)
-        return runner.TrainData(dataset_fn, num_examples, (train_file,))
+        return TrainData(dataset_fn, num_examples, (train_file,))
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt (eval_accuracy, eval_loss, loss, global_step) of val.csv; returns the results."""

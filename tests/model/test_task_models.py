@@ -4,6 +4,7 @@ import numpy_bert
 import pytest
 
 from bert_tf import checkpoints
+from bert_tf.model import task_models
 from bert_tf.model.heads import ClassifierHead, SpanHead
 from bert_tf.model.task_models import (
     BertClassifier,
@@ -123,3 +124,22 @@ def test_multiple_choice_scores_each_choice_from_its_cls_vector(tiny_config, tin
 def test_regression_needs_one_output(tiny_config):
     with pytest.raises(ValueError, match="regression task has one output"):
         BertClassifier(tiny_config, 2, regression=True)
+
+
+def test_the_registry_says_what_each_task_model_is(tiny_config):
+    """task_models.REGISTRY (read by the export and the tasks): each model builds, holds exactly its heads (as
+    checkpoints.model_parts names them), gives exactly its outputs, and its sequence outputs have the text's
+    length on their second axis."""
+    for task, spec in task_models.REGISTRY.items():
+        model = task_models.build_task_model(task, tiny_config, num_labels=3 if spec.labelled else None)
+        assert sorted(checkpoints.model_parts(model)) == sorted(("bert",) + spec.heads), task
+        choices = (4,) if task == "swag" else ()  # SWAG's four
+        ids = np.ones((1, *choices, 5), np.int32)
+        inputs = {"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}
+        if task in ("pretraining", "masked_lm"):
+            inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
+        outputs = model(inputs)
+        assert set(spec.outputs) <= set(outputs), task
+        assert all(outputs[name].shape[1] == 5 for name in spec.sequence_outputs), task
+    with pytest.raises(ValueError, match="The ner task needs num_labels >= 1"):
+        task_models.build_task_model("ner", tiny_config)

@@ -131,7 +131,7 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
                            seq_length_multiple=8, seed=1)
     task = classifier.ClassifierTask("tsv", str(data))
     run, config, tokenizer = runner.prepare(run, task)
-    task.check(run, config)
+    task.read_inputs(run, config)
     dataset_fn = task.train_data(run, tokenizer).dataset_fn
     seen = {int(f["input_ids"].shape[1]) for f, _ in dataset_fn(4).take(30)}
     assert seen and seen <= {8, 16, 24, 32} and len(seen) > 1, seen

@@ -636,7 +636,7 @@ def test_stsb_regression_in_process(tmp_path, tokenizer):
     task = clf.ClassifierTask("sts-b", f"{d}/data")
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=out, max_seq_length=16,
                            train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1)
-    task.check(run, config)
+    task.read_inputs(run, config)
     loss = runner.train(run, task, tokenizer, trainer)
     steps = trainer.step
     assert steps == 4 and np.isfinite(loss)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import fileio
+from bert_tf.data import fileio, label_lists
 from bert_tf.tasks import ner, result_files, runner
 from bert_tf.text import tokenization
 
@@ -172,13 +172,13 @@ def test_label_list_resolution(tmp_path, conll_file):
     out.mkdir()
     dirs = dict(output_dir=str(out), data_dir=str(tmp_path))
     assert ner.resolve_label_list(**dirs, do_train=True) == (LABELS, conll_file)  # sorted labels of train.txt
-    ner.write_label_list(str(out / "label_list.txt"), ["O", "B-PER", "I-PER"])
+    label_lists.write(str(out / "label_list.txt"), ["O", "B-PER", "I-PER"])
     assert ner.resolve_label_list(**dirs, do_train=True)[0] == ["O", "B-PER", "I-PER"]  # the saved order wins
     assert ner.resolve_label_list(**dirs, label_list="O, B-PER,I-PER", do_train=True)[0] == ["O", "B-PER", "I-PER"]
     with pytest.raises(ValueError, match="differs from the labels"):
         ner.resolve_label_list(**dirs, label_list="B-PER,I-PER,O", do_train=True)
     with pytest.raises(ValueError, match="repeats O"):
-        ner.parse_label_list("O,B-X,O")
+        label_lists.parse("O,B-X,O")
     with pytest.raises(ValueError, match="No label list: pass --label_list"):
         ner.resolve_label_list(output_dir=str(tmp_path / "empty"), data_dir=str(tmp_path / "nodata"))
 

@@ -197,9 +197,9 @@ def test_dynamic_masking_masks_each_epoch_afresh(release, uncased_vocab_file, tm
     from bert_tf.tasks import runner
     run = runner.RunConfig(bert_config_file=release[3][1].split("=", 1)[1], vocab_file=uncased_vocab_file,
                            output_dir=str(tmp_path), do_train=True, max_seq_length=SEQ)
-    task.check(run, release[1])
+    task.read_inputs(run, release[1])
     plain = pretraining.PretrainingTask(input_file=task.input_file, num_train_steps=1)
-    plain.check(run, release[1])
+    plain.read_inputs(run, release[1])
     (masked, masked_labels), (records, record_labels) = (next(iter(t.train_data(run, None).dataset_fn(8, None, 5)))
                                                          for t in (task, plain))
     assert not np.array_equal(masked["masked_lm_positions"], records["masked_lm_positions"])

@@ -15,10 +15,10 @@ from typing import Any
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf.data import fileio, label_lists
 from bert_tf.text import tokenization
 
-LABEL_LIST_FILE = "label_list.txt"
+LABEL_LIST_FILE = label_lists.FILE_NAME
 
 
 @dataclasses.dataclass
@@ -443,21 +443,12 @@ def prepare_label_list(processor, data_dir, output_dir, do_train, save=True):
     None for regression tasks."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
-    label_file = os.path.join(output_dir, LABEL_LIST_FILE)
-    saved = None
-    if tf.io.gfile.exists(label_file):
-        with tf.io.gfile.GFile(label_file, "r") as f:
-            saved = [line.rstrip("\r") for line in f.read().split("\n")]
-        saved = saved[:-1] if saved and saved[-1] == "" else saved
+    label_file, saved = label_lists.saved(output_dir)
     if do_train:
         labels = processor.learn_labels(data_dir)
-        if saved is not None and saved != labels:
-            raise ValueError(f"{label_file} lists the labels {saved}, but {data_dir}/train.tsv has {labels}: "
-                             "use a fresh output_dir for different training data.")
-        if any("\n" in label for label in labels):
-            raise ValueError("A label contains a newline.")
+        label_lists.check_unchanged(labels, f"{data_dir}/train.tsv", label_file, saved)
         if save:
-            fileio.write_text_atomically(label_file, "".join(label + "\n" for label in labels))
+            label_lists.write(label_file, labels)
         return labels
     if saved is None:
         raise ValueError(f"{label_file} not found: the tsv task takes its label list from training; run with "

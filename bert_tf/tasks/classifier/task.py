@@ -7,8 +7,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf.data import fileio
+from bert_tf.model import task_models
 from bert_tf.model.task_models import BertClassifier
-from bert_tf.tasks import result_files, runner
+from bert_tf.tasks import result_files
 from bert_tf.tasks.classifier.features import (
     check_dev_labels,
     file_based_convert_examples_to_features,
@@ -17,6 +18,7 @@ from bert_tf.tasks.classifier.features import (
 )
 from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, loss_fn_for, task_key
 from bert_tf.tasks.classifier.processors import get_processor, pad_examples, prepare_label_list
+from bert_tf.tasks.task import Task, TrainData
 
 
 def format_submission(ids, predictions, label_list, id_header="index"):
@@ -104,14 +106,13 @@ def predict(trainer, processor, tokenizer, label_list, data_dir, output_dir, max
     return all_rows
 
 
-class ClassifierTask:
-    """run_classifier.py's task (see bert_tf.tasks.runner): a processor's train/dev/test sets -> BertClassifier.
+class ClassifierTask(Task):
+    """run_classifier.py's task (a bert_tf.tasks.task.Task): a processor's train/dev/test sets -> BertClassifier.
 
     `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv).
     """
-    heads = ("classifier",)
+    heads = task_models.REGISTRY["classifier"].heads
     export_task = "classifier"
-    min_seq_length = 3
 
     def __init__(self, task_name, data_dir, xnli_language="zh"):
         self.processor = get_processor(task_name, xnli_language=xnli_language)
@@ -124,7 +125,7 @@ class ClassifierTask:
         """The labels to export with the model (None for regression)."""
         return None if self.processor.is_regression else self.labels
 
-    def check(self, run, config):
+    def read_inputs(self, run, config):
         """Resolves the label list (tsv: learned from train.tsv, or the training run's); checks the dev labels."""
         self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
                                          save=run.is_chief)
@@ -140,14 +141,14 @@ class ClassifierTask:
                     data_dir=self.data_dir, output_dir=run.output_dir, max_seq_length=run.max_seq_length)
 
     def train_data(self, run, tokenizer):
-        """Converts the training set to work_dir/train.tf_record (runner.TrainData)."""
+        """Converts the training set to work_dir/train.tf_record (a TrainData)."""
         examples = self.processor.get_train_examples(self.data_dir)
         train_file = os.path.join(run.work_dir, "train.tf_record")
         file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer, train_file)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
                                                  lengths=run.sequence_lengths)
-        return runner.TrainData(dataset_fn, len(examples), (train_file,))
+        return TrainData(dataset_fn, len(examples), (train_file,))
 
     def prepare_evaluation(self, run, trainer):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:

@@ -7,8 +7,8 @@ import random
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.model import task_models
 from bert_tf.model.task_models import BertSpanLabeler
-from bert_tf.tasks import runner
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad.examples import has_answers, read_predict_file, read_squad_examples
 from bert_tf.tasks.squad.features import (
@@ -28,6 +28,7 @@ from bert_tf.tasks.squad.postprocess import (
     write_json,
     write_predictions,
 )
+from bert_tf.tasks.task import Task, TrainData
 
 
 def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,
@@ -59,17 +60,15 @@ def evaluate_predictions(dataset, predictions, null_odds=None, version_2_with_ne
     return squad_evaluate.evaluate_v1(dataset["data"], predictions)
 
 
-class SquadTask:
-    """run_squad.py's task (see bert_tf.tasks.runner): SQuAD 1.1 / 2.0 json files -> BertSpanLabeler.
+class SquadTask(Task):
+    """run_squad.py's task (a bert_tf.tasks.task.Task): SQuAD 1.1 / 2.0 json files -> BertSpanLabeler.
 
     Training and prediction (no do_eval: predictions are evaluated with the official script's metrics when
     `predict_file` has answers, into output_dir/eval_results.json).
     """
-    heads = ("span",)
+    heads = task_models.REGISTRY["squad"].heads
     export_task = "squad"
-    label_list = None
     modes = ("do_train", "do_predict")
-    min_seq_length = 3
     loss = staticmethod(span_loss)
 
     def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64, n_best_size=20,
@@ -82,9 +81,8 @@ class SquadTask:
         self.null_score_diff_threshold = null_score_diff_threshold
         self.verbose_logging = verbose_logging
         self.train_examples = self.predict_examples = self.predict_dataset = None
-        self.eval_results = None  # the official evaluation of the predictions, when predict_file has answers
 
-    def check_settings(self, run):
+    def check_flags(self, run):
         """The original's checks of the input files, in its order: given when asked for (and here: present).
         run_squad.py keeps max_seq_length (bert_tf.data.lengths: the original's span loss and n-best lists take
         every position, padding included), so --group_by_length is refused."""
@@ -99,7 +97,7 @@ class SquadTask:
             if wanted and not tf.io.gfile.exists(path):
                 raise FileNotFoundError(f"--{name} not found: {path}")
 
-    def check(self, run, config):
+    def read_inputs(self, run, config):
         """The window lengths, then reads the input files, before any model work."""
         validate_lengths(run.max_seq_length, self.max_query_length, self.doc_stride, config.max_position_embeddings)
         if self.n_best_size < 1 or self.max_answer_length < 1:
@@ -120,7 +118,7 @@ class SquadTask:
 
     def train_data(self, run, tokenizer):
         """The original's training data: the examples pre-shuffled (random.Random(12345)), their features in
-        work_dir/train.tf_record (runner.TrainData: the number of examples sets the number of steps)."""
+        work_dir/train.tf_record (a TrainData: the number of examples sets the number of steps)."""
         examples = list(self.train_examples)
         random.Random(12345).shuffle(examples)
         train_file = os.path.join(run.work_dir, TRAIN_RECORD_FILE)
@@ -131,11 +129,11 @@ class SquadTask:
             return make_dataset(train_file, run.max_seq_length, True, batch_size, input_context=input_context,
                                 seed=seed)
 
-        return runner.TrainData(dataset_fn, len(examples), (train_file,))
+        return TrainData(dataset_fn, len(examples), (train_file,))
 
     def predict(self, run, tokenizer, trainer):
         """predictions.json, nbest_predictions.json, null_odds.json (v2) and, when the predict file has answers,
-        eval_results.json (the official evaluation, also kept in `eval_results`). Returns the predictions."""
+        eval_results.json (the official evaluation). Returns that evaluation's results, or None without answers."""
         predictions, _, null_odds = predict(
             trainer.predict, self.predict_examples, tokenizer, run.output_dir, **self._windows(run),
             predict_batch_size=run.predict_batch_size, n_best_size=self.n_best_size,
@@ -149,5 +147,5 @@ class SquadTask:
                          "v2.0" if self.version_2_with_negative else "v1.1")
             for key, value in results.items():
                 logging.info("  %s = %s", key, value)
-            self.eval_results = results
-        return predictions
+            return results
+        return None

@@ -1,0 +1,72 @@
+"""Label lists, one set of rules for every run and export that keeps one (the classifier's tsv task, run_ner.py,
+export_saved_model.py's --label_list):
+
+- `label_list.txt` (`FILE_NAME`, in a training run's output_dir) holds one label per line, in the order of the
+  model's outputs, each exactly as the run learned it (only the line ending is not part of it); blank lines are
+  skipped. `write` refuses a label that is empty or holds a line break.
+- On a command line, a label list is comma-separated (`parse`: each label stripped of surrounding spaces), or the
+  path of such a file (`resolve`).
+Every reader refuses an empty list and a repeated label, naming where it came from.
+"""
+import os
+
+from bert_tf.data import fileio
+
+FILE_NAME = "label_list.txt"
+
+
+def _checked(labels, source):
+    if not labels:
+        raise ValueError(f"{source} holds no labels.")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"{source} repeats {', '.join(repeated)}.")
+    return labels
+
+
+def read(path):
+    """The labels of the file `path`, one per line (see the module docstring)."""
+    text = fileio.read_text(path, "Label list")
+    return _checked([line.rstrip("\r") for line in text.split("\n") if line.strip()], path)
+
+
+def saved(output_dir):
+    """(the path of output_dir's label_list.txt, the labels a training run saved there or None)."""
+    path = os.path.join(output_dir, FILE_NAME)
+    return path, (read(path) if fileio.exists(path) else None)
+
+
+def check_unchanged(labels, source, path, saved_labels):
+    """Raises if `labels` (from `source`, e.g. "--label_list") differ from those a training run saved at `path`
+    (`saved_labels`, None: nothing saved)."""
+    if saved_labels is not None and saved_labels != labels:
+        raise ValueError(f"{source} has the labels {labels}, which differs from the labels the run in that "
+                         f"output_dir was trained with: {path} lists the labels {saved_labels}. Use another "
+                         f"output_dir.")
+
+
+def write(path, labels):
+    """Writes `labels` to `path`, one per line, atomically."""
+    bad = [label for label in labels if not label or "\n" in label or "\r" in label]
+    if bad:
+        raise ValueError(f"Cannot write the label {bad[0]!r} to {path}: labels must be non-empty, on one line.")
+    fileio.write_text_atomically(path, "".join(label + "\n" for label in labels))
+
+
+def parse(text):
+    """"B-PER,I-PER,O" -> ["B-PER", "I-PER", "O"]; ValueError for an empty or repeated label."""
+    labels = [label.strip() for label in text.split(",")]
+    if not all(labels):
+        raise ValueError(f"--label_list has an empty label: {text!r}.")
+    return _checked(labels, "--label_list")
+
+
+def resolve(label_list):
+    """Labels from a list, a comma-separated string or a file with one label per line; None -> None."""
+    if label_list is None:
+        return None
+    if isinstance(label_list, (list, tuple)):
+        return _checked([str(label) for label in label_list], "The label list")
+    if os.path.isfile(label_list):
+        return read(label_list)
+    return parse(label_list)

@@ -1,0 +1,68 @@
+"""What a task gives `bert_tf.tasks.runner.run`: the `Task` base class (its contract, with defaults) and
+`TrainData`, the training set a task hands the Trainer.
+
+A task is a small object that knows its data and outputs, and nothing else. The runner calls it in this order:
+  check_flags(run)                   its own settings, before the model files are read
+  read_inputs(run, config)           reads and checks every input file the run will need, before any model work
+                                     (what it reads stays on the task for the calls below)
+  build_model(config)                the Keras task model (`bert_tf.model.task_models`), in the strategy's scope
+  train_data(run, tokenizer)         (do_train) -> TrainData
+  train_steps(run, num_examples)     (do_train) -> (num_train_steps, num_warmup_steps)
+  prepare_evaluation(run, trainer)   (do_train with do_eval) traces the evaluation while TensorFlow optimizes
+                                     the training graph
+  evaluate(run, tokenizer, trainer)  (do_eval) predicts the dev set, writes its outputs -> results (a dict)
+  predict(run, tokenizer, trainer)   (do_predict) predicts the test set, writes its outputs -> results or None
+and reads its class attributes: `heads` (the head attributes its model needs to predict and export), `modes`,
+`export_task`, `label_list`, `min_seq_length`, `needs_vocab`, and `loss` (per-example `loss(labels, outputs)`
+[B] float32, or a batch-level loss object of bert_tf.training.losses).
+"""
+import typing
+
+from bert_tf.training.trainer import compute_train_steps
+
+
+class TrainData(typing.NamedTuple):
+    """A task's training set (its `train_data`)."""
+    dataset_fn: typing.Callable  # the Trainer's dataset_fn(batch_size, input_context, seed)
+    num_examples: int | None  # sets the number of steps (None: the task's `train_steps` does)
+    files: tuple  # the record files dataset_fn reads (fingerprinted into output_dir/run_settings.json)
+    settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
+
+
+class Task:
+    """The base of every task (see the module docstring); the defaults are those of a fine-tuning task."""
+    heads = ()
+    modes = ("do_train", "do_eval", "do_predict")
+    export_task = None  # its `bert_tf.export.saved_model` task name, or None (no SavedModel export)
+    label_list = None  # the labels to export with the model (None for tasks without labels)
+    min_seq_length = 3
+    needs_vocab = True  # False for a task that reads token ids only (pretraining)
+
+    def check_flags(self, run):
+        """Checks the task's own settings (RunConfig `run` and the task's arguments); raises ValueError."""
+
+    def read_inputs(self, run, config):
+        """Reads and checks every input file the run needs (BertConfig `config`), before any model work."""
+
+    def build_model(self, config):
+        raise NotImplementedError
+
+    def loss(self, labels, outputs):
+        raise NotImplementedError
+
+    def train_data(self, run, tokenizer):
+        raise NotImplementedError
+
+    def train_steps(self, run, num_examples):
+        """(num_train_steps, num_warmup_steps): the original fine-tuning scripts' int(num_examples /
+        train_batch_size * num_train_epochs), warming up over warmup_proportion of them."""
+        return compute_train_steps(num_examples, run.train_batch_size, run.num_train_epochs, run.warmup_proportion)
+
+    def prepare_evaluation(self, run, trainer):
+        """Traces what `evaluate` will run (optional: a speed-up)."""
+
+    def evaluate(self, run, tokenizer, trainer):
+        raise NotImplementedError
+
+    def predict(self, run, tokenizer, trainer):
+        raise NotImplementedError
