@@ -8,7 +8,7 @@ Example:
 from absl import flags
 
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import extract_features
+from bert_tf.inference import extract_features
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")

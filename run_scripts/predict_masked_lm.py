@@ -1,6 +1,6 @@
 """Fill-mask prediction: the top-k wordpieces for every [MASK] of each input line, from a checkpoint with the
 masked-LM head (a released original BERT, one of bert-tf's, a Model Garden checkpoint or a TF Hub BERT SavedModel
-with its `mlm`, which needs no --vocab_file or --bert_config_file), as JSON lines (see bert_tf/tasks/fill_mask.py).
+with its `mlm`, which needs no --vocab_file or --bert_config_file), as JSON lines (see bert_tf/inference/fill_mask.py).
 
 Example:
   echo "the man went to the [MASK] to buy a gallon of milk ." > input.txt
@@ -11,7 +11,7 @@ Example:
 from absl import flags
 
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import fill_mask
+from bert_tf.inference import fill_mask
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line (`text_a ||| text_b` for pairs); write "

@@ -25,7 +25,7 @@ LAYERS = {
     "model": 2,
     "checkpoints": 3,
     "training": 4,
-    "export": 5,
+    "export": 5, "inference": 5,
     "tasks": 6,
 }
 # The drop-in modules for users of the original code, and the scripts' flags and start-up defaults: nothing inside

@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints, modeling, tokenization
+from bert_tf.inference import extract_features
 from bert_tf.model import activations, config, encoder
-from bert_tf.tasks import extract_features
 from bert_tf.text import tokenization as text_tokenization
 
 # The names the original tokenization.py defines and its own tests use (the three private helpers included).

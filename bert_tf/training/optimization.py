@@ -33,7 +33,7 @@ changed in 398dc781: `create_optimizer(..., optimizer_type="lamb")` and class `L
   k + 1 to 4e-7. The original's create_optimizer increments global_step in the same unordered way; this module
   gives update k the rate of step k, for lamb as for adamw (the original's schedule as written).
 Not in the optimizer, for whoever runs it: NVIDIA's gradient accumulation clips each micro-batch's gradients to
-global norm 1.0 before summing them (bert_tf's Trainer clips the sum), and its run_pretraining.py multiplies
+global norm 1.0 before summing them (bert_tf's update step clips the sum), and its run_pretraining.py multiplies
 --learning_rate by the number of Horovod workers.
 """
 import re
@@ -104,8 +104,9 @@ class BertOptimizer(keras.optimizers.Optimizer):
 
     Its gradients may come already summed over the tf.distribute replicas: Keras sums the replicas' gradients
     inside `apply_gradients`, after clipping each replica's part by its own global norm.
-    `bert_tf.training.trainer.Trainer` sums them first and builds its optimizer with `sum_replica_gradients=False`,
-    so that global-norm clipping sees the gradient of the whole batch, as on one device.
+    The Trainer's update step (`bert_tf.training.update`) sums them first and builds its optimizer with
+    `sum_replica_gradients=False`, so that global-norm clipping sees the gradient of the whole batch, as on one
+    device.
     """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,

@@ -22,8 +22,8 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.data import fileio
 from bert_tf.data import lengths as lengths_lib
+from bert_tf.inference import extract_features
 from bert_tf.model import task_models
-from bert_tf.tasks import extract_features
 from bert_tf.text import packing
 
 MASK = "[MASK]"

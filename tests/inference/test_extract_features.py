@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tiny_training
 
+from bert_tf.inference import extract_features as ef
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertClassifier
-from bert_tf.tasks import extract_features as ef
 from bert_tf.text import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,4 +1,4 @@
-"""Fill-mask prediction (bert_tf/tasks/fill_mask.py, run_scripts/predict_masked_lm.py) against a NumPy forward pass
+"""Fill-mask prediction (bert_tf/inference/fill_mask.py, run_scripts/predict_masked_lm.py) against a NumPy forward pass
 of an original-format checkpoint with the masked-LM head."""
 import json
 import os
@@ -9,8 +9,8 @@ import numpy as np
 import numpy_bert
 import pytest
 
+from bert_tf.inference import extract_features, fill_mask
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks import extract_features, fill_mask
 from bert_tf.text import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
