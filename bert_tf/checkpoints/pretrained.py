@@ -11,7 +11,6 @@ from absl import logging
 from bert_tf.checkpoints import tfhub
 from bert_tf.checkpoints.restore import restore
 from bert_tf.model.config import BertConfig, check_max_seq_length, check_vocab_size
-from bert_tf.model.encoder import restored_encoder
 from bert_tf.text import tokenization
 
 
@@ -90,10 +89,11 @@ class Pretrained:
         return self.files.config
 
     def build_model(self, build, required_heads=()):
-        """Builds `build(config)` (a Keras model) and restores init_checkpoint into it with `required_heads` (none
-        given: random weights, with a warning). Returns the model (also `self.model`)."""
-        with restored_encoder(bool(self.init_checkpoint)):  # restored next: no random initial values
-            self.model = build(self.config)
+        """Builds `build(config, restored)` (a Keras model; `restored`: whether init_checkpoint is restored into it
+        next, so that its encoder need not compute random initial values, see `encoder.BertModel`) and restores
+        init_checkpoint into it with `required_heads` (none given: random weights, with a warning). Returns the
+        model (also `self.model`)."""
+        self.model = build(self.config, bool(self.init_checkpoint))
         if self.init_checkpoint:
             self.report = restore(self.model, self.init_checkpoint, required_heads)
         else:
@@ -108,10 +108,11 @@ def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, voc
     Resolves the model files (`model_files`: those given, else the ones beside init_checkpoint or a TF Hub model's
     own), checks the casing against the checkpoint's name (the original's `validate_case_matches_checkpoint`),
     max_seq_length against the position embeddings and the vocabulary against the embedding rows, then builds
-    `build(config)` (a Keras model; None: no model, e.g. the training scripts, whose Trainer builds it under its
-    strategy; or a caller that checks its own inputs first calls `Pretrained.build_model` later) and restores
-    init_checkpoint into it with `required_heads` (none given: random weights, with a warning). `needs_vocab`: raise
-    when no vocab_file is given or found.
+    `build(config, restored)` (a Keras model; None: no model, e.g. the training scripts, whose Trainer builds it
+    under its strategy; or a caller that checks its own inputs first calls `Pretrained.build_model` later) and
+    restores
+    init_checkpoint into it with `required_heads` (none given: random weights, with a warning). `needs_vocab`:
+    raise when no vocab_file is given or found.
     Returns: Pretrained.
     """
     files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)

@@ -73,11 +73,12 @@ _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 # --- building and loading ----------------------------------------------------------------------------------
 
-def build_task_model(config, task, num_labels=None):
-    """The Keras model of `task` (one of TASKS), built (variables created). `num_labels` for classifier and ner."""
+def build_task_model(config, task, num_labels=None, restored=False):
+    """The Keras model of `task` (one of TASKS), built (variables created). `num_labels` for classifier and ner;
+    `restored`: the caller restores its encoder next (see `encoder.BertModel`)."""
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    return task_models.build_task_model(task, config, num_labels)
+    return task_models.build_task_model(task, config, num_labels, restored)
 
 
 def load_checkpoint(model, task, init_checkpoint, num_labels=None):
@@ -113,7 +114,7 @@ def load_task_model(task, init_checkpoint, bert_config_file=None, vocab_file=Non
                                          vocab_file=vocab_file, do_lower_case=do_lower_case,
                                          max_seq_length=max_seq_length)
     with _naming_the_task(task, init_checkpoint, num_labels):
-        loaded.build_model(lambda config: build_task_model(config, task, num_labels),
+        loaded.build_model(lambda config, restored: build_task_model(config, task, num_labels, restored),
                            task_models.REGISTRY[task].heads)
     return loaded
 

@@ -148,7 +148,8 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
     `pad_to_max_seq_length`; rounded up to `seq_length_multiple`, by default 32 with `use_xla`, else 1:
     bert_tf.data.lengths). Returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
-    loaded = checkpoints.load_pretrained(build_bert_model, init_checkpoint, bert_config_file, vocab_file,
+    build = lambda config, restored: build_bert_model(config, restored=restored)  # noqa: E731
+    loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file,
                                          do_lower_case, max_seq_length)
     count = extract_features(loaded.model, loaded.tokenizer, input_file, output_file, layers, max_seq_length,
                              batch_size, use_xla, lengths)

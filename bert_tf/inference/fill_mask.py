@@ -138,7 +138,8 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
                                 input_file)
     if not examples:
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
-    loaded.build_model(lambda config: task_models.build(task_models.BertPretrainer(config)), ("masked_lm",))
+    loaded.build_model(lambda config, restored: task_models.build_task_model("pretraining", config, restored=restored),
+                       ("masked_lm",))
     with fileio.atomic_write(output_file) as f:
         for example, probabilities, ids in predict(loaded.model, examples, top_k, batch_size, use_xla, lengths):
             f.write(json.dumps(prediction_json(example, probabilities, ids, loaded.tokenizer.inv_vocab)) + "\n")

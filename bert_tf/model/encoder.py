@@ -11,7 +11,6 @@ Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] 
 see `dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
 and the arithmetic are the original's; only float32 rounding differs (benchmarks/encoder_benchmark.py).
 """
-import contextlib
 import contextvars
 import math
 
@@ -31,15 +30,14 @@ def serializable(cls):
     return keras.saving.register_keras_serializable(package="bert_tf")(cls)
 
 
-# Set while a BertModel whose every variable a checkpoint will overwrite builds its layers (`restored_encoder`).
+# Set only inside the constructor of a BertModel made with `restored=True`, while it builds its layers.
 _SKIP_INITIAL_VALUES = contextvars.ContextVar("bert_tf_skip_initial_values", default=False)
-_ENCODER_RESTORED = contextvars.ContextVar("bert_tf_encoder_restored", default=False)
 
 
 @serializable
 class OriginalInitializer(keras.initializers.TruncatedNormal):
     """The original's weight initializer: truncated normal with stddev `initializer_range`, but zeros (the values
-    are not computed) while a BertModel built under `restored_encoder` builds its layers. Its seed is drawn when
+    are not computed) while a BertModel made with `restored=True` builds its layers. Its seed is drawn when
     it is created either way, so every other random value (a task head's) stays the same."""
 
     def __call__(self, shape, dtype=None):
@@ -51,21 +49,6 @@ class OriginalInitializer(keras.initializers.TruncatedNormal):
 def create_initializer(initializer_range=0.02):
     """The original's weight initializer: truncated normal with stddev `initializer_range` (`OriginalInitializer`)."""
     return OriginalInitializer(stddev=initializer_range)
-
-
-@contextlib.contextmanager
-def restored_encoder(active=True):
-    """Within (if `active`): a BertModel built (also inside a task model) leaves its embedding tables and kernels at
-    zeros instead of computing random initial values, for a caller that restores the encoder from a checkpoint
-    next: `bert_tf.checkpoints.restore` refuses a checkpoint that lacks any encoder variable, so all of them are
-    overwritten, as the original's `init_from_checkpoint` replaced their initializers. Task heads, built outside
-    the BertModel, get their random values as always. Building MiniLM-L6-H384's classifier took 0.30 s instead of
-    0.81 s (BENCHMARKS.md); the saving grows with the model."""
-    token = _ENCODER_RESTORED.set(bool(active))
-    try:
-        yield
-    finally:
-        _ENCODER_RESTORED.reset(token)
 
 
 def make_layer_norm(name, dtype):
@@ -309,10 +292,16 @@ class BertModel(keras.Model):
       encoder_outputs  list of num_hidden_layers x [B, S, H]   get_all_encoder_layers()
       embedding_output [B, S, H]   get_embedding_output()
     `get_embedding_table()` returns the word embedding variable [V, H]. S may be at most max_position_embeddings.
+
+    `restored=True`: the caller restores every variable from a checkpoint next (`bert_tf.checkpoints.restore`
+    refuses a checkpoint that lacks any encoder variable, so all of them are overwritten, as the original's
+    `init_from_checkpoint` replaced their initializers): the embedding tables and kernels are left at zeros instead
+    of computing random initial values. Building MiniLM-L6-H384's classifier took 0.30 s instead of 0.81 s
+    (BENCHMARKS.md); the saving grows with the model. Task heads get their random values as always.
     """
 
-    def __init__(self, config, **kwargs):
-        token = _SKIP_INITIAL_VALUES.set(_ENCODER_RESTORED.get())
+    def __init__(self, config, restored=False, **kwargs):
+        token = _SKIP_INITIAL_VALUES.set(bool(restored))
         try:
             self._build_encoder(config, **kwargs)
         finally:
@@ -362,9 +351,9 @@ class BertModel(keras.Model):
         return cls(**config)
 
 
-def build_bert_model(config, dtype=None):
-    """A BertModel with its variables created (called once on a dummy batch)."""
-    model = BertModel(config, dtype=dtype)
+def build_bert_model(config, dtype=None, restored=False):
+    """A BertModel with its variables created (called once on a dummy batch); `restored`: see BertModel."""
+    model = BertModel(config, restored=restored, dtype=dtype)
     dummy = ops.zeros((1, 2), "int32")
     model({"input_ids": dummy, "input_mask": ops.ones_like(dummy), "segment_ids": dummy})
     return model

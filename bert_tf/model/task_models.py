@@ -34,8 +34,11 @@ class TaskModel(keras.Model):
         self.dtype_policy = dtype
 
     def _init_task(self, config, kwargs):
-        """Pops the encoder and dtype from kwargs; returns (bert, policy, encoder input dict)."""
-        bert = kwargs.pop("bert", None) or BertModel(config, dtype=kwargs.pop("dtype", None))
+        """Pops the encoder, dtype and restored_encoder (BertModel's `restored`: the caller restores the encoder
+        next, so its random initial values are not computed) from kwargs; returns (bert, policy, encoder input
+        dict)."""
+        restored = kwargs.pop("restored_encoder", False)
+        bert = kwargs.pop("bert", None) or BertModel(config, restored=restored, dtype=kwargs.pop("dtype", None))
         self.bert = bert
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ("input_ids", "input_mask", "segment_ids")}
@@ -178,7 +181,7 @@ def build(model):
 class TaskSpec:
     """What one task's model is (`REGISTRY`): how to make it, the heads a trained one holds (attributes, keys of
     `bert_tf.checkpoints.TASK_HEADS`), its outputs and those with a sequence axis (the second)."""
-    make: typing.Callable  # make(config, num_labels) -> an unbuilt Keras model
+    make: typing.Callable  # make(config, num_labels, restored) -> the Keras model (`restored`: see BertModel)
     heads: tuple
     outputs: tuple
     sequence_outputs: tuple = ()
@@ -187,29 +190,33 @@ class TaskSpec:
 
 # The task models by task name: the export (bert_tf.export.saved_model) and the tasks (bert_tf.tasks) read them here.
 REGISTRY = {
-    "encoder": TaskSpec(lambda config, _: build_bert_model(config), (), ("sequence_output", "pooled_output"),
-                        ("sequence_output",)),
-    "classifier": TaskSpec(BertClassifier, ("classifier",), ("logits", "probabilities"), labelled=True),
-    "squad": TaskSpec(lambda config, _: BertSpanLabeler(config), ("span",), ("start_logits", "end_logits"),
-                      ("start_logits", "end_logits")),
-    "ner": TaskSpec(BertTokenClassifier, ("tagger",), ("logits", "probabilities"), ("logits", "probabilities"),
-                    labelled=True),
-    "swag": TaskSpec(lambda config, _: BertMultipleChoice(config), ("choice",), ("logits", "probabilities")),
-    "pretraining": TaskSpec(lambda config, _: BertPretrainer(config), ("masked_lm", "next_sentence"),
+    "encoder": TaskSpec(lambda config, _, restored: build_bert_model(config, restored=restored), (),
+                        ("sequence_output", "pooled_output"), ("sequence_output",)),
+    "classifier": TaskSpec(lambda config, labels, restored: BertClassifier(config, labels, restored_encoder=restored),
+                           ("classifier",), ("logits", "probabilities"), labelled=True),
+    "squad": TaskSpec(lambda config, _, restored: BertSpanLabeler(config, restored_encoder=restored), ("span",),
+                      ("start_logits", "end_logits"), ("start_logits", "end_logits")),
+    "ner": TaskSpec(lambda config, labels, restored: BertTokenClassifier(config, labels, restored_encoder=restored),
+                    ("tagger",), ("logits", "probabilities"), ("logits", "probabilities"), labelled=True),
+    "swag": TaskSpec(lambda config, _, restored: BertMultipleChoice(config, restored_encoder=restored), ("choice",),
+                     ("logits", "probabilities")),
+    "pretraining": TaskSpec(lambda config, _, restored: BertPretrainer(config, restored_encoder=restored),
+                            ("masked_lm", "next_sentence"),
                             ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
                             ("sequence_output",)),
-    "masked_lm": TaskSpec(lambda config, _: BertPretrainer(config, with_next_sentence=False), ("masked_lm",),
-                          ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",)),
+    "masked_lm": TaskSpec(
+        lambda config, _, restored: BertPretrainer(config, with_next_sentence=False, restored_encoder=restored),
+        ("masked_lm",), ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",)),
 }
 
 
-def build_task_model(task, config, num_labels=None):
+def build_task_model(task, config, num_labels=None, restored=False):
     """The Keras model of `task` (a key of REGISTRY), built (variables created); `num_labels` for the labelled
-    ones (classifier, ner)."""
+    ones (classifier, ner); `restored`: the caller restores its encoder next (see BertModel)."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     spec = REGISTRY[task]
     if spec.labelled and (not num_labels or num_labels < 1):
         raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
-    model = spec.make(config, num_labels)
+    model = spec.make(config, num_labels, restored)
     return build(model) if isinstance(model, TaskModel) else model  # the encoder comes built

@@ -389,8 +389,8 @@ class NerTask(Task):
         for examples in self.examples.values():
             check_labels(examples, self.label_list, f"the label list ({source}{hint})")
 
-    def build_model(self, config):
-        return task_models.BertTokenClassifier(config, len(self.label_list))
+    def build_model(self, config, restored_encoder=False):
+        return task_models.BertTokenClassifier(config, len(self.label_list), restored_encoder=restored_encoder)
 
     def train_data(self, run, tokenizer):
         """Saves the label list (the chief), writes work_dir/train.tf_record (a TrainData: number of windows)."""

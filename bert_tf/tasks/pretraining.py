@@ -125,8 +125,9 @@ class PretrainingTask(Task):
         if run.do_eval:
             self.eval_files, self.compression["eval"] = files(self.eval_input_file, "Evaluation")
 
-    def build_model(self, config):
-        return task_models.BertPretrainer(config, with_next_sentence=self.next_sentence)
+    def build_model(self, config, restored_encoder=False):
+        return task_models.BertPretrainer(config, with_next_sentence=self.next_sentence,
+                                          restored_encoder=restored_encoder)
 
     def train_steps(self, run, num_examples):
         """(num_train_steps, num_warmup_steps): given by the flags, as the original's."""

@@ -224,7 +224,11 @@ def run(task, run_config):
     task.read_inputs(run_config, config)
     if run_config.seed is not None:
         keras.utils.set_random_seed(run_config.seed)
-    trainer = make_trainer(run_config, strategy, lambda: task.build_model(config), task.loss)
+    # With an init_checkpoint every path restores the encoder before the model is used (Trainer.train: it or a
+    # checkpoint of output_dir; restore_for_predict), so its random initial values need not be computed.
+    restored = bool(run_config.init_checkpoint)
+    trainer = make_trainer(run_config, strategy, lambda: task.build_model(config, restored_encoder=restored),
+                           task.loss)
     if run_config.do_train:
         train(run_config, task, tokenizer, trainer)
     elif run_config.is_chief:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint

@@ -203,8 +203,8 @@ class SwagTask(Task):
         self.examples = {split: read_swag(os.path.join(self.data_dir, name), split, require_label=labelled)
                          for split, (wanted, name, labelled) in files.items() if wanted}
 
-    def build_model(self, config):
-        return task_models.BertMultipleChoice(config, num_choices=NUM_CHOICES)
+    def build_model(self, config, restored_encoder=False):
+        return task_models.BertMultipleChoice(config, num_choices=NUM_CHOICES, restored_encoder=restored_encoder)
 
     def train_data(self, run, tokenizer):
         """Writes work_dir/train.tf_record (a TrainData)."""

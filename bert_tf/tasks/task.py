@@ -5,7 +5,8 @@ A task is a small object that knows its data and outputs, and nothing else. The 
   check_flags(run)                   its own settings, before the model files are read
   read_inputs(run, config)           reads and checks every input file the run will need, before any model work
                                      (what it reads stays on the task for the calls below)
-  build_model(config)                the Keras task model (`bert_tf.model.task_models`), in the strategy's scope
+  build_model(config, restored_encoder)  the Keras task model (`bert_tf.model.task_models`), in the strategy's
+                                     scope (`restored_encoder`: its encoder is restored from a checkpoint next)
   train_data(run, tokenizer)         (do_train) -> TrainData
   train_steps(run, num_examples)     (do_train) -> (num_train_steps, num_warmup_steps)
   prepare_evaluation(run, trainer)   (do_train with do_eval) traces the evaluation while TensorFlow optimizes
@@ -44,7 +45,9 @@ class Task:
     def read_inputs(self, run, config):
         """Reads and checks every input file the run needs (BertConfig `config`), before any model work."""
 
-    def build_model(self, config):
+    def build_model(self, config, restored_encoder=False):
+        """The task's Keras model for BertConfig `config`; `restored_encoder`: the caller restores the encoder from
+        a checkpoint next, so it need not compute random initial values (`encoder.BertModel`'s `restored`)."""
         raise NotImplementedError
 
     def loss(self, labels, outputs):

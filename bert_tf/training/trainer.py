@@ -40,7 +40,6 @@ from tqdm import tqdm
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
-from bert_tf.model import encoder
 from bert_tf.training import distribute, inference, losses, run_state, update
 from bert_tf.training.config import TrainingConfig
 
@@ -78,9 +77,7 @@ class Trainer:
         # update share their instance keys, and the gather of the embedding gradient's rows (as many as the batch's
         # tokens) then fails when two updates' batches differ in length.
         self.iterations_per_loop = 1 if self.num_workers > 1 else max(1, config.iterations_per_loop)
-        # With an init_checkpoint every path restores the encoder before the model is used (`train`: it or a
-        # checkpoint of output_dir; `restore_for_predict`), so its random initial values are not computed.
-        with self.strategy.scope(), encoder.restored_encoder(bool(init_checkpoint)):
+        with self.strategy.scope():
             self.model = build_model()
             self.state = run_state.RunState(self.model, self.checkpoint_dir, config.keep_checkpoint_max)
         self.inference = inference.Inference(self.model, loss_fn, config.use_xla)

@@ -132,9 +132,10 @@ class ClassifierTask(Task):
         if run.do_eval:  # a dev label the model cannot know: an error now, not after training
             check_dev_labels(self.processor, self.data_dir, self.labels)
 
-    def build_model(self, config):
+    def build_model(self, config, restored_encoder=False):
         regression = self.processor.is_regression
-        return BertClassifier(config, 1 if regression else len(self.labels), regression=regression)
+        return BertClassifier(config, 1 if regression else len(self.labels), regression=regression,
+                              restored_encoder=restored_encoder)
 
     def _common(self, run, tokenizer, trainer):
         return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,

@@ -109,8 +109,8 @@ class SquadTask(Task):
             self.train_examples = read_squad_examples(self.train_file, is_training=True,
                                                       version_2_with_negative=self.version_2_with_negative)
 
-    def build_model(self, config):
-        return BertSpanLabeler(config)
+    def build_model(self, config, restored_encoder=False):
+        return BertSpanLabeler(config, restored_encoder=restored_encoder)
 
     def _windows(self, run):
         return dict(max_seq_length=run.max_seq_length, doc_stride=self.doc_stride,
