@@ -237,7 +237,7 @@ def run(task, run_config):
     if run_config.is_chief:
         if run_config.do_eval and "do_eval" in task.modes:
             results.eval_results = task.evaluate(run_config, tokenizer, trainer)
-        if run_config.do_predict:
+        if run_config.do_predict and "do_predict" in task.modes:
             results.predict_results = task.predict(run_config, tokenizer, trainer)
         export(run_config, task, trainer)
     trainer.wait_for_checkpoint()

@@ -17,6 +17,7 @@ and reads its class attributes: `heads` (the head attributes its model needs to 
 `export_task`, `label_list`, `min_seq_length`, `needs_vocab`, and `loss` (per-example `loss(labels, outputs)`
 [B] float32, or a batch-level loss object of bert_tf.training.losses).
 """
+import abc
 import typing
 
 from bert_tf.training.trainer import compute_train_steps
@@ -30,8 +31,13 @@ class TrainData(typing.NamedTuple):
     settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
 
 
-class Task:
-    """The base of every task (see the module docstring); the defaults are those of a fine-tuning task."""
+class Task(abc.ABC):
+    """The base of every task (see the module docstring); the defaults are those of a fine-tuning task.
+
+    A subclass defines `build_model` and `train_data`, `loss` (a class attribute, e.g. `staticmethod(span_loss)`,
+    or set in `__init__`), and `evaluate` / `predict` for the modes it has (`modes`: SQuAD has no do_eval,
+    pretraining no do_predict; the runner calls only those).
+    """
     heads = ()
     modes = ("do_train", "do_eval", "do_predict")
     export_task = None  # its `bert_tf.export.saved_model` task name, or None (no SavedModel export)
@@ -40,21 +46,23 @@ class Task:
     needs_vocab = True  # False for a task that reads token ids only (pretraining)
 
     def check_flags(self, run):
-        """Checks the task's own settings (RunConfig `run` and the task's arguments); raises ValueError."""
+        """Checks the task's own settings (RunConfig `run` and the task's arguments); raises ValueError. By
+        default there are none."""
+        return None
 
     def read_inputs(self, run, config):
-        """Reads and checks every input file the run needs (BertConfig `config`), before any model work."""
+        """Reads and checks every input file the run needs (BertConfig `config`), before any model work. By
+        default there are none."""
+        return None
 
+    @abc.abstractmethod
     def build_model(self, config, restored_encoder=False):
         """The task's Keras model for BertConfig `config`; `restored_encoder`: the caller restores the encoder from
         a checkpoint next, so it need not compute random initial values (`encoder.BertModel`'s `restored`)."""
-        raise NotImplementedError
 
-    def loss(self, labels, outputs):
-        raise NotImplementedError
-
+    @abc.abstractmethod
     def train_data(self, run, tokenizer):
-        raise NotImplementedError
+        """The training set converted into records (in `run.work_dir`) -> TrainData."""
 
     def train_steps(self, run, num_examples):
         """(num_train_steps, num_warmup_steps): the original fine-tuning scripts' int(num_examples /
@@ -62,10 +70,5 @@ class Task:
         return compute_train_steps(num_examples, run.train_batch_size, run.num_train_epochs, run.warmup_proportion)
 
     def prepare_evaluation(self, run, trainer):
-        """Traces what `evaluate` will run (optional: a speed-up)."""
-
-    def evaluate(self, run, tokenizer, trainer):
-        raise NotImplementedError
-
-    def predict(self, run, tokenizer, trainer):
-        raise NotImplementedError
+        """Traces what `evaluate` will run (a speed-up; by default nothing is traced ahead)."""
+        return None
