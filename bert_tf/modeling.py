@@ -31,8 +31,8 @@ TF2 differences:
   weights, build the Keras layers instead (`TransformerBlock`, `bert_tf.model.encoder.BertModel`).
 
 The library's Keras names are re-exported too: the layers (`BertEmbeddings`, `BertAttention`, `TransformerBlock`,
-`BertPooler`), `build_bert_model(config)` (a built Keras encoder, `bert_tf.model.encoder.BertModel`, which is called
-on an inputs dict), `attention_mask_adder` and `LAYER_NORM_EPSILON`.
+`BertPooler`), `KerasBertModel` (the Keras encoder, `bert_tf.model.encoder.BertModel`: its variables exist once it is
+constructed; it is called on an inputs dict), `attention_mask_adder` and `LAYER_NORM_EPSILON`.
 """
 import collections
 import copy
@@ -53,16 +53,16 @@ from bert_tf.model.encoder import (
     BertPooler,
     TransformerBlock,
     attention_mask_adder,
-    build_bert_model,
     create_initializer,
 )
+from bert_tf.model.encoder import BertModel as KerasBertModel
 
 __all__ = [
     "BertConfig", "BertModel", "gelu", "get_activation", "get_assignment_map_from_checkpoint", "dropout",
     "layer_norm", "layer_norm_and_dropout", "create_initializer", "create_attention_mask_from_input_mask",
     "transformer_model", "get_shape_list", "reshape_to_matrix", "reshape_from_matrix", "assert_rank",
     "BertEmbeddings", "BertAttention", "TransformerBlock", "BertPooler", "LAYER_NORM_EPSILON",
-    "attention_mask_adder", "build_bert_model",
+    "attention_mask_adder", "KerasBertModel",
 ]
 
 # The Keras encoders of the live BertModels: get_assignment_map_from_checkpoint names their variables.

@@ -47,7 +47,7 @@ def test_modeling_has_the_originals_names_but_the_documented_absent_ones():
         assert callable(getattr(modeling.BertModel, getter)), getter
     assert modeling.BertConfig is config.BertConfig
     assert modeling.gelu is activations.gelu and modeling.create_initializer is encoder.create_initializer
-    assert modeling.build_bert_model is encoder.build_bert_model
+    assert modeling.KerasBertModel is encoder.BertModel
 
 
 def test_get_activation_follows_the_original():

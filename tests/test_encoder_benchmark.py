@@ -25,7 +25,7 @@ def numpy_dense_layers(weights, config, x, seq_length):
 
 
 def test_dense_layers_only_runs_the_encoders_dense_layers_in_order(tiny_config, tiny_batch):
-    model = encoder.build_bert_model(tiny_config)
+    model = encoder.BertModel(tiny_config)
     weights = numpy_bert.random_weights(tiny_config, seed=3)
     checkpoints.assign_by_name(model, {k: (lambda v=v: v) for k, v in weights.items()}, "random", strict=True)
     seq_length = tiny_batch["input_ids"].shape[1]

@@ -20,7 +20,7 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
     if to not in CONVERSION_FORMATS:
         raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
     files = model_files(init_checkpoint, bert_config_file, vocab_file)
-    model = task_models.build(task_models.BertPretrainer(files.config))
+    model = task_models.BertPretrainer(files.config)
     report = restore(model, init_checkpoint)
     mapping = name_map.original_variable_map(model)
     tensors = {name: mapping[name].numpy() for name in report.loaded}

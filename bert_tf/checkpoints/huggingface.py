@@ -11,7 +11,7 @@ from absl import logging
 
 from bert_tf.checkpoints import assign, original
 from bert_tf.model.config import BertConfig
-from bert_tf.model.encoder import BertModel, build_bert_model
+from bert_tf.model.encoder import BertModel
 from bert_tf.model.task_models import BertPretrainer
 
 _HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu",
@@ -115,7 +115,7 @@ def load_hf_safetensors(model, safetensors_file, strict=False):
 def from_hf_directory(model_dir, dtype=None):
     """Builds a BertModel from a Hugging Face model directory (config.json + model.safetensors)."""
     config = bert_config_from_hf(os.path.join(model_dir, "config.json"))
-    model = build_bert_model(config, dtype=dtype)
+    model = BertModel(config, dtype=dtype)
     load_hf_safetensors(model, os.path.join(model_dir, "model.safetensors"), strict=True)
     return model
 

@@ -88,16 +88,27 @@ class Pretrained:
     def config(self):
         return self.files.config
 
-    def build_model(self, build, required_heads=()):
-        """Builds `build(config, restored)` (a Keras model; `restored`: whether init_checkpoint is restored into it
-        next, so that its encoder need not compute random initial values, see `encoder.BertModel`) and restores
-        init_checkpoint into it with `required_heads` (none given: random weights, with a warning). Returns the
-        model (also `self.model`)."""
-        self.model = build(self.config, bool(self.init_checkpoint))
+    @property
+    def restores(self):
+        """Whether `restore` overwrites the encoder's weights (there is an init_checkpoint): a model built for it
+        need not compute the encoder's random initial values (`encoder.BertModel`'s `restored`)."""
+        return bool(self.init_checkpoint)
+
+    def restore(self, model, required_heads=()):
+        """Restores init_checkpoint into `model` (`checkpoints.restore`), raising if a head of `required_heads` is
+        absent; without an init_checkpoint, logs that the model keeps its random weights. Returns the LoadReport
+        (also `self.report`), or None."""
         if self.init_checkpoint:
-            self.report = restore(self.model, self.init_checkpoint, required_heads)
+            self.report = restore(model, self.init_checkpoint, required_heads)
         else:
             logging.warning("No init_checkpoint: the model has random weights.")
+        return self.report
+
+    def build_model(self, build, required_heads=()):
+        """Builds `build(config, restored)` (a Keras model; `restored`: `self.restores`) and restores
+        init_checkpoint into it (`restore`). Returns the model (also `self.model`)."""
+        self.model = build(self.config, self.restores)
+        self.restore(self.model, required_heads)
         return self.model
 
 
@@ -108,11 +119,11 @@ def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, voc
     Resolves the model files (`model_files`: those given, else the ones beside init_checkpoint or a TF Hub model's
     own), checks the casing against the checkpoint's name (the original's `validate_case_matches_checkpoint`),
     max_seq_length against the position embeddings and the vocabulary against the embedding rows, then builds
-    `build(config, restored)` (a Keras model; None: no model, e.g. the training scripts, whose Trainer builds it
-    under its strategy; or a caller that checks its own inputs first calls `Pretrained.build_model` later) and
-    restores
-    init_checkpoint into it with `required_heads` (none given: random weights, with a warning). `needs_vocab`:
-    raise when no vocab_file is given or found.
+    `build(config, restored)` (a Keras model) and restores init_checkpoint into it with `required_heads` (none
+    given: random weights, with a warning). build None: no model yet; the caller builds one later and restores
+    through the returned Pretrained (the training scripts' Trainer, which builds under its strategy and restores
+    unless it resumes a run; `Pretrained.build_model` for a caller that checks its own inputs first).
+    `needs_vocab`: raise when no vocab_file is given or found.
     Returns: Pretrained.
     """
     files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)

@@ -350,10 +350,3 @@ class BertModel(keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
-
-def build_bert_model(config, dtype=None, restored=False):
-    """A BertModel with its variables created (called once on a dummy batch); `restored`: see BertModel."""
-    model = BertModel(config, restored=restored, dtype=dtype)
-    dummy = ops.zeros((1, 2), "int32")
-    model({"input_ids": dummy, "input_mask": ops.ones_like(dummy), "segment_ids": dummy})
-    return model

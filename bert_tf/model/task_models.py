@@ -16,7 +16,7 @@ import typing
 import keras
 from keras import ops
 
-from bert_tf.model.encoder import BertModel, build_bert_model, serializable
+from bert_tf.model.encoder import BertModel, serializable
 from bert_tf.model.heads import ClassifierHead, FlattenChoices, MaskedLMHead, OutputProjection, SpanHead
 
 
@@ -166,17 +166,6 @@ class BertPretrainer(TaskModel):
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
         self.with_next_sentence = with_next_sentence
 
-def build(model):
-    """Creates the variables of a task model (calls it once on a dummy batch of one 2-token example, of each choice
-    for BertMultipleChoice, plus one masked position for BertPretrainer) and returns it."""
-    dummy = ops.zeros([1 if d is None else d for d in model.input["input_ids"].shape[:-1]] + [2], "int32")
-    inputs = {"input_ids": dummy, "input_mask": ops.ones_like(dummy), "segment_ids": dummy}
-    if "masked_lm_positions" in model.input:
-        inputs["masked_lm_positions"] = ops.zeros((1, 1), "int32")
-    model(inputs)
-    return model
-
-
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
     """What one task's model is (`REGISTRY`): how to make it, the heads a trained one holds (attributes, keys of
@@ -190,7 +179,7 @@ class TaskSpec:
 
 # The task models by task name: the export (bert_tf.export.saved_model) and the tasks (bert_tf.tasks) read them here.
 REGISTRY = {
-    "encoder": TaskSpec(lambda config, _, restored: build_bert_model(config, restored=restored), (),
+    "encoder": TaskSpec(lambda config, _, restored: BertModel(config, restored=restored), (),
                         ("sequence_output", "pooled_output"), ("sequence_output",)),
     "classifier": TaskSpec(lambda config, labels, restored: BertClassifier(config, labels, restored_encoder=restored),
                            ("classifier",), ("logits", "probabilities"), labelled=True),
@@ -211,12 +200,11 @@ REGISTRY = {
 
 
 def build_task_model(task, config, num_labels=None, restored=False):
-    """The Keras model of `task` (a key of REGISTRY), built (variables created); `num_labels` for the labelled
-    ones (classifier, ner); `restored`: the caller restores its encoder next (see BertModel)."""
+    """The Keras model of `task` (a key of REGISTRY); `num_labels` for the labelled ones (classifier, ner);
+    `restored`: the caller restores its encoder next (see BertModel)."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     spec = REGISTRY[task]
     if spec.labelled and (not num_labels or num_labels < 1):
         raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
-    model = spec.make(config, num_labels, restored)
-    return build(model) if isinstance(model, TaskModel) else model  # the encoder comes built
+    return spec.make(config, num_labels, restored)

@@ -134,8 +134,9 @@ _NO_MODE = {
 
 def prepare(run, task):
     """The checks every run makes before any work, in the original scripts' order; creates output_dir.
-    Returns (the RunConfig with its model files resolved (`checkpoints.load_pretrained`: a TF Hub model's own
-    vocab_file and do_lower_case where they are not given), BertConfig, FullTokenizer or None)."""
+    Returns (the RunConfig with its model files resolved (a TF Hub model's own vocab_file and do_lower_case where
+    they are not given), the `checkpoints.Pretrained` the run starts from (`checkpoints.load_pretrained`: its
+    BertConfig, its FullTokenizer or None, its init_checkpoint, restored later by the Trainer))."""
     if not any(getattr(run, mode) for mode in task.modes):
         raise ValueError(_NO_MODE[task.modes])
     task.check_flags(run)
@@ -152,16 +153,15 @@ def prepare(run, task):
     tf.io.gfile.makedirs(run.output_dir)
     if run.do_train:
         run_record.check(run.output_dir, run.start_over, config=loaded.config)
-    return run, loaded.config, loaded.tokenizer
+    return run, loaded
 
 
-def make_trainer(run, strategy, build_model, loss_fn):
+def make_trainer(run, strategy, build_model, loss_fn, pretrained):
     """A Trainer under `strategy` (`run.strategy()`) with the run's precision, optimizer and checkpoint settings
     (`loss_fn`: per-example losses or a batch-level loss, see bert_tf.training.losses): the TrainingConfig of the
-    RunConfig's fields of the same names."""
-
+    RunConfig's fields of the same names; a new run starts from `pretrained` (a `checkpoints.Pretrained`)."""
     return Trainer(build_model, loss_fn, run.output_dir, config=TrainingConfig.of(run), strategy=strategy,
-                   init_checkpoint=run.init_checkpoint)
+                   pretrained=pretrained)
 
 
 def train(run, task, tokenizer, trainer):
@@ -212,7 +212,8 @@ def run(task, run_config):
     `run_config` says. Returns RunResults.
 
     Under multi_worker_mirrored every worker trains; the chief alone then evaluates, predicts and exports."""
-    run_config, config, tokenizer = prepare(run_config, task)
+    run_config, pretrained = prepare(run_config, task)
+    config, tokenizer = pretrained.config, pretrained.tokenizer
     # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
     strategy = run_config.strategy()
     worker_index, num_workers = distribute.worker_position(strategy)
@@ -226,9 +227,9 @@ def run(task, run_config):
         keras.utils.set_random_seed(run_config.seed)
     # With an init_checkpoint every path restores the encoder before the model is used (Trainer.train: it or a
     # checkpoint of output_dir; restore_for_predict), so its random initial values need not be computed.
-    restored = bool(run_config.init_checkpoint)
-    trainer = make_trainer(run_config, strategy, lambda: task.build_model(config, restored_encoder=restored),
-                           task.loss)
+    trainer = make_trainer(run_config, strategy,
+                           lambda: task.build_model(config, restored_encoder=pretrained.restores), task.loss,
+                           pretrained)
     if run_config.do_train:
         train(run_config, task, tokenizer, trainer)
     elif run_config.is_chief:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint

@@ -16,8 +16,9 @@ so that every strategy and accumulation computes the update of one device on the
 A run restarted with the same output_dir resumes from its last checkpoint as the run it continues: the checkpoint
 holds the weights, the optimizer state, the input iterators' positions (tf.data iterator checkpoints: their
 shuffle buffers included, nothing is re-read), the input order's seed (the one given, else drawn at random once)
-and the dropout layers' random state. Otherwise the model starts from `init_checkpoint`: an original TF1 BERT
-checkpoint or one of ours. A training run first removes the temporaries a killed run left in its checkpoint
+and the dropout layers' random state. Otherwise the model starts from `pretrained` (`checkpoints.load_pretrained`'s
+result: an original TF1 BERT checkpoint, one of ours, a Model Garden or TF Hub BERT), restored after the training
+loop is traced. A training run first removes the temporaries a killed run left in its checkpoint
 directory (bert_tf.data.fileio.remove_stale_temporaries: those of processes that have ended).
 
 Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
@@ -58,15 +59,16 @@ class Trainer:
 
     `config`: a TrainingConfig (default: the defaults); keyword `settings` replace its fields (e.g.
     `Trainer(..., learning_rate=1e-3)`). The Keras global precision policy is set to config.mixed_precision.
+    `pretrained`: the `checkpoints.Pretrained` a new run starts from (None: random weights).
     """
 
-    def __init__(self, build_model, loss_fn, output_dir, *, config=None, strategy=None, init_checkpoint=None,
+    def __init__(self, build_model, loss_fn, output_dir, *, config=None, strategy=None, pretrained=None,
                  **settings):
         if not output_dir:
             raise ValueError("output_dir is required.")
         self.config = config = dataclasses.replace(config or TrainingConfig(), **settings)
         self.output_dir = output_dir
-        self.init_checkpoint = init_checkpoint
+        self.pretrained = pretrained
         self.save_checkpoints_steps = max(1, config.save_checkpoints_steps)
         self.mixed_precision = distribute.set_precision(config.mixed_precision)
         self.loss_fn = loss_fn
@@ -120,24 +122,24 @@ class Trainer:
         raised here); at once when none is being written."""
         self.state.wait_for_checkpoint()
 
-    def load_init_checkpoint(self, path):
-        """Initializes from an original TF1 checkpoint or one of ours (`checkpoints.restore`).
-
-        Returns the names of the task heads the checkpoint did not provide.
-        """
-        return checkpoints.restore(self.model, path).missing_heads
+    def load_pretrained(self):
+        """Restores the pre-trained model into the model (`checkpoints.Pretrained.restore`). Returns its LoadReport
+        (None without a pre-trained model or its init_checkpoint)."""
+        return self.pretrained.restore(self.model) if self.pretrained else None
 
     def restore_for_predict(self, required_heads=()):
-        """Loads the latest checkpoint of output_dir (and its step), else init_checkpoint; raises if a required
-        head is absent. Returns the checkpoint used."""
+        """Loads the latest checkpoint of output_dir (and its step), else the pre-trained model's; raises if a
+        required head is absent. Returns the checkpoint used."""
         latest = self.latest_checkpoint()
         if latest:
             self.state.restore_step(latest)
             logging.info("Restoring %s (step %d)", latest, self.step)
-        elif not self.init_checkpoint:
+            checkpoints.restore(self.model, latest, required_heads)
+            return latest
+        if not (self.pretrained and self.pretrained.restores):
             raise ValueError(f"Nothing to predict with: no checkpoint in {self.output_dir} and no init_checkpoint.")
-        checkpoints.restore(self.model, latest or self.init_checkpoint, required_heads)
-        return latest or self.init_checkpoint
+        self.pretrained.restore(self.model, required_heads)
+        return self.pretrained.init_checkpoint
 
     def export_original_checkpoint(self, checkpoint_prefix):
         """Writes the (fine-tuned) model under the original TF1 variable names."""
@@ -154,7 +156,7 @@ class Trainer:
         go to TensorBoard (output_dir/train) and the log; `self.figures` holds the last loop's.
 
         Once the training loop is traced, TensorFlow optimizes its graph (seconds of C++ for BERT) in a thread
-        while this one loads init_checkpoint (a new run) and calls `meanwhile()` (e.g. `prepare_predict` for the
+        while this one restores `pretrained` (a new run) and calls `meanwhile()` (e.g. `prepare_predict` for the
         evaluation that follows), before the first update.
         `save_last_in_background`: the last checkpoint is written in a thread and `train` returns before it is
         complete (`wait_for_checkpoint`; `latest_checkpoint`, `restore_for_predict` and `train` wait for it).
@@ -232,13 +234,13 @@ class Trainer:
 
     def _prepare_train_loop(self, next_update, resumed, meanwhile):
         """The training tf.function, traced here and optimized by TensorFlow in a thread (a call with no update)
-        while this one loads init_checkpoint (unless `resumed`) and runs `meanwhile`."""
+        while this one restores `pretrained` (unless `resumed`) and runs `meanwhile`."""
         train_loop = self._train_loop(next_update)
         train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             optimized = pool.submit(train_loop, tf.constant(0))
-            if not resumed and self.init_checkpoint:
-                self.load_init_checkpoint(self.init_checkpoint)
+            if not resumed and self.pretrained:
+                self.load_pretrained()
             if meanwhile is not None:
                 meanwhile()
             optimized.result()

@@ -66,12 +66,12 @@ def _reference(tiny_release):
 
 
 def test_model_garden_encoder_checkpoint_loads(tiny_release, model_garden_files):
-    model = encoder.build_bert_model(tiny_release["config"])
+    model = encoder.BertModel(tiny_release["config"])
     report = checkpoints.restore(model, model_garden_files[0])
     assert report.missing == [] and report.unused == []
     batch, ref = _reference(tiny_release)
     outputs = model({k: v for k, v in batch.items() if k != "masked_lm_positions"})
-    from_original = encoder.build_bert_model(tiny_release["config"])
+    from_original = encoder.BertModel(tiny_release["config"])
     checkpoints.restore(from_original, tiny_release["prefix"])
     expected = from_original({k: v for k, v in batch.items() if k != "masked_lm_positions"})
     for key in ("sequence_output", "pooled_output"):
@@ -82,7 +82,7 @@ def test_model_garden_encoder_checkpoint_loads(tiny_release, model_garden_files)
 def test_model_garden_pretrainer_checkpoint_and_hub_model_load_the_masked_lm(tiny_release, model_garden_files):
     batch, ref = _reference(tiny_release)
     for source in model_garden_files[1:]:
-        model = task_models.build(task_models.BertPretrainer(tiny_release["config"]))
+        model = task_models.BertPretrainer(tiny_release["config"])
         report = checkpoints.restore(model, source)
         # Model Garden's converter drops the next-sentence head (its BertPretrainerV2 has none).
         assert report.missing == ["cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"], source
@@ -130,7 +130,7 @@ def test_pretrainer_v2_heads_land_in_the_pretraining_heads(tmp_path):
     expected = pretrainer(mg_inputs, training=False)
     prefix = tf.train.Checkpoint(model=pretrainer, **pretrainer.checkpoint_items).save(str(tmp_path / "ckpt"))
 
-    model = task_models.build(task_models.BertPretrainer(config))
+    model = task_models.BertPretrainer(config)
     report = checkpoints.restore(model, prefix)
     assert report.missing == [] and report.heads == ["masked_lm", "next_sentence"]
     # The encoder's own pooler (_pooler_layer), which Model Garden's pretraining leaves untrained, is the one unused
@@ -164,7 +164,7 @@ def test_model_garden_bert_encoder_v2_checkpoint_loads(tmp_path):
     expected = mg_encoder({"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
                            "input_type_ids": batch["segment_ids"]}, training=False)
     prefix = tf.train.Checkpoint(encoder=mg_encoder).write(str(tmp_path / "v2"))
-    model = encoder.build_bert_model(config)
+    model = encoder.BertModel(config)
     report = checkpoints.restore(model, prefix)
     assert report.missing == [] and report.unused == []
     outputs = model(batch)
@@ -203,7 +203,7 @@ def test_to_model_garden_restores_into_model_garden_bert_encoder(tiny_release, m
     tf.train.Checkpoint(encoder=mg_encoder).read(prefix).assert_existing_objects_matched()
     batch = _batch(config)
     mg = mg_encoder([batch["input_ids"], batch["input_mask"], batch["segment_ids"]], training=False)
-    model = encoder.build_bert_model(config)
+    model = encoder.BertModel(config)
     checkpoints.restore(model, tiny_release["prefix"])
     expected = model({k: v for k, v in batch.items() if k != "masked_lm_positions"})
     for key in ("sequence_output", "pooled_output"):
@@ -236,7 +236,7 @@ def test_hub_model_converts_to_an_original_release(tiny_release, model_garden_fi
 
 def test_a_directory_that_is_neither_checkpoint_nor_saved_model(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    model = encoder.build_bert_model(BertConfig(**TINY))
+    model = encoder.BertModel(BertConfig(**TINY))
     with pytest.raises(FileNotFoundError, match=r"is a directory that is neither a checkpoint nor a SavedModel.*"
                                                 r"notes\.txt"):
         checkpoints.restore(model, str(tmp_path))
@@ -247,7 +247,7 @@ def test_a_saved_model_that_is_not_a_bert_encoder(tmp_path):
     module.scale = tf.Variable(2.0, name="scale")
     module.__call__ = tf.function(lambda x: x * module.scale, input_signature=[tf.TensorSpec([None], tf.float32)])
     tf.saved_model.save(module, str(tmp_path / "sm"))
-    model = encoder.build_bert_model(BertConfig(**TINY))
+    model = encoder.BertModel(BertConfig(**TINY))
     with pytest.raises(ValueError, match=r"sm is a SavedModel but not a TF Hub BERT encoder.*signatures are "
                                          r"\['serving_default'\] and its variables \['scale'\]"):
         checkpoints.restore(model, str(tmp_path / "sm"))
@@ -259,7 +259,7 @@ def test_a_tf1_saved_model_names_its_checkpoint(tmp_path):
         weight = tf.compat.v1.get_variable("bert/embeddings/word_embeddings", initializer=[1.0])
         session.run(tf.compat.v1.global_variables_initializer())
         tf.compat.v1.saved_model.simple_save(session, str(tmp_path / "module"), {"x": x}, {"y": x * weight})
-    model = encoder.build_bert_model(BertConfig(**TINY))
+    model = encoder.BertModel(BertConfig(**TINY))
     with pytest.raises(ValueError, match=r"module is a TF1 SavedModel \(e\.g\. a hub\.Module\).*pass its checkpoint "
                                          r".*module/variables/variables as init_checkpoint"):
         checkpoints.restore(model, str(tmp_path / "module"))
@@ -279,7 +279,7 @@ def test_hub_vocab_size_and_casing_conflicts(tiny_release, model_garden_files, t
 
 
 def test_model_garden_encoder_of_another_depth_is_refused(tiny_release, model_garden_files):
-    model = encoder.build_bert_model(BertConfig(**{**TINY, "num_hidden_layers": 3}))
+    model = encoder.BertModel(BertConfig(**{**TINY, "num_hidden_layers": 3}))
     with pytest.raises(ValueError, match=r"does not fit the encoder of this bert_config.json \(num_hidden_layers=3"):
         checkpoints.restore(model, model_garden_files[0])
 
@@ -303,12 +303,12 @@ def test_real_minilm_through_model_garden_and_tf_hub(tmp_path):
     files = checkpoints.model_files(hub_dir)
     assert files.config.to_dict() == config.to_dict() and files.config.hidden_act == "gelu_exact"
     batch = {k: v for k, v in _batch(config).items() if k != "masked_lm_positions"}
-    expected = encoder.build_bert_model(config)
+    expected = encoder.BertModel(config)
     checkpoints.restore(expected, release)
     expected = expected(batch)
     masked_lm = sorted(name for name, _, _ in checkpoints.model_garden.MASKED_LM_PATHS)
     for source, unused in ((encoder_ckpt, []), (hub_dir, masked_lm)):  # the Hub model has its .mlm
-        model = encoder.build_bert_model(config)
+        model = encoder.BertModel(config)
         report = checkpoints.restore(model, source)
         assert report.missing == [] and report.unused == unused, source
         outputs = model(batch)

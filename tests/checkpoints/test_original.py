@@ -25,7 +25,7 @@ class TaskModel:
     """A stand-in for a fine-tuning model: the attribute convention checkpoints.py documents."""
 
     def __init__(self, config, num_labels):
-        self.bert = encoder.build_bert_model(config)
+        self.bert = encoder.BertModel(config)
         self.classifier = ClassifierHead(num_labels)
         self.classifier(np.zeros((1, config.hidden_size), np.float32))
         self.span = SpanHead()
@@ -44,7 +44,7 @@ def original_checkpoint(tiny_config, tmp_path):
 
 def test_load_original_checkpoint_matches_reference(tiny_config, tiny_batch, original_checkpoint):
     prefix, weights = original_checkpoint
-    model = encoder.build_bert_model(tiny_config)
+    model = encoder.BertModel(tiny_config)
     report = checkpoints.load_original_checkpoint(model, prefix)
     assert report.missing == []
     assert sorted(report.unused) == sorted(n for n in weights if not n.startswith("bert/"))  # heads, no slots
@@ -103,14 +103,14 @@ def test_vocab_size_mismatch_is_named(tiny_config, original_checkpoint):
     bigger = BertConfig.from_dict({**tiny_config.to_dict(), "vocab_size": 120})
     with pytest.raises(ValueError, match="vocab_size mismatch: .* 99 rows but the model's config says "
                                          "vocab_size=120"):
-        checkpoints.load_original_checkpoint(encoder.build_bert_model(bigger), prefix)
+        checkpoints.load_original_checkpoint(encoder.BertModel(bigger), prefix)
     wider = BertConfig.from_dict({**tiny_config.to_dict(), "intermediate_size": 40})
     with pytest.raises(ValueError, match="Shape mismatch for bert/encoder/layer_0/intermediate/dense/kernel"):
-        checkpoints.load_original_checkpoint(encoder.build_bert_model(wider), prefix)
+        checkpoints.load_original_checkpoint(encoder.BertModel(wider), prefix)
 
 
 def test_missing_checkpoint_is_clear(tiny_config, tmp_path):
-    model = encoder.build_bert_model(tiny_config)
+    model = encoder.BertModel(tiny_config)
     with pytest.raises(FileNotFoundError, match="No TensorFlow checkpoint at .*nowhere/bert_model.ckpt"):
         checkpoints.load_original_checkpoint(model, str(tmp_path / "nowhere" / "bert_model.ckpt"))
 
@@ -119,7 +119,7 @@ def test_checkpoint_without_bert_variables_is_rejected(tiny_config, tmp_path):
     prefix = numpy_bert.write_tf1_checkpoint({"dense/kernel": np.zeros((2, 2), np.float32)},
                                              str(tmp_path / "other.ckpt"))
     with pytest.raises(ValueError, match="holds no variable of a BERT model"):
-        checkpoints.load_original_checkpoint(encoder.build_bert_model(tiny_config), prefix)
+        checkpoints.load_original_checkpoint(encoder.BertModel(tiny_config), prefix)
 
 
 def test_check_vocab_size(tiny_config):
@@ -154,7 +154,7 @@ def test_hugging_face_safetensors_import(tiny_config, tiny_batch, tmp_path):
     save_file(_hf_state_dict(weights, config), path)
     hf_config = {**config.to_dict(), "hidden_act": "gelu", "layer_norm_eps": 1e-12, "model_type": "bert"}
     assert checkpoints.bert_config_from_hf(hf_config) == config  # HF "gelu" is the exact erf form
-    model = encoder.build_bert_model(config)
+    model = encoder.BertModel(config)
     report = checkpoints.load_hf_safetensors(model, path, strict=True)
     assert report.unused == []
     ref = numpy_bert.forward(weights, config, **tiny_batch)
@@ -265,12 +265,12 @@ def test_hugging_face_config_errors():
 
 
 def test_export_original_writes_a_release_directory(tiny_config, tmp_path, uncased_vocab_file):
-    model = encoder.build_bert_model(tiny_config)
+    model = encoder.BertModel(tiny_config)
     out = checkpoints.export_original(model, str(tmp_path / "release"), vocab_file=uncased_vocab_file)
     assert sorted(os.listdir(out)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                        "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
     assert BertConfig.from_json_file(os.path.join(out, "bert_config.json")) == tiny_config
-    again = encoder.build_bert_model(tiny_config)
+    again = encoder.BertModel(tiny_config)
     checkpoints.load_original_checkpoint(again, out, strict=True)
     for a, b in zip(model.weights, again.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -340,23 +340,23 @@ def test_an_encoder_that_does_not_fit_is_an_error(tmp_path):
     """A 1-layer config with a 3-layer checkpoint (and the reverse), original and ours: an error naming the layers."""
     deep, shallow = _config(num_hidden_layers=3), _config()
     original = numpy_bert.write_tf1_checkpoint(numpy_bert.random_weights(deep, seed=3), str(tmp_path / "o" / "ckpt"))
-    ours = tf.train.Checkpoint(bert=encoder.build_bert_model(deep)).save(str(tmp_path / "ours" / "ckpt"))
+    ours = tf.train.Checkpoint(bert=encoder.BertModel(deep)).save(str(tmp_path / "ours" / "ckpt"))
     for prefix, unused in ((original, "bert/encoder/layer_1..2 \\(32 variables\\)"), (ours, "\\(32 variables\\)")):
         with pytest.raises(ValueError, match=f"does not fit the encoder of this bert_config.json \\(num_hidden_layers"
                                              f"=1, hidden_size=32\\): the checkpoint has .*{unused}, which the model"):
-            checkpoints.restore(encoder.build_bert_model(shallow), prefix)
+            checkpoints.restore(encoder.BertModel(shallow), prefix)
     small = numpy_bert.write_tf1_checkpoint(numpy_bert.random_weights(shallow, seed=3), str(tmp_path / "s" / "ckpt"))
     with pytest.raises(ValueError, match="it lacks bert/encoder/layer_1..2 \\(32 variables\\)"):
-        checkpoints.restore(encoder.build_bert_model(deep), small)
+        checkpoints.restore(encoder.BertModel(deep), small)
 
 
 def test_hidden_size_mismatch_is_named(original_checkpoint, tmp_path):
     prefix, _ = original_checkpoint
-    ours = tf.train.Checkpoint(bert=encoder.build_bert_model(_config())).save(str(tmp_path / "ours" / "ckpt"))
+    ours = tf.train.Checkpoint(bert=encoder.BertModel(_config())).save(str(tmp_path / "ours" / "ckpt"))
     for path in (prefix, ours):
         with pytest.raises(ValueError, match="hidden_size mismatch: .* has bert/embeddings/word_embeddings with 32 "
                                              "columns but the model's config says hidden_size=48"):
-            checkpoints.restore(encoder.build_bert_model(_config(hidden_size=48)), path)
+            checkpoints.restore(encoder.BertModel(_config(hidden_size=48)), path)
     with pytest.raises(ValueError, match="Shape mismatch for output_weights \\(check `num_labels`\\)"):
         checkpoints.restore(TaskModel(_config(), num_labels=2), prefix)
 
@@ -364,7 +364,7 @@ def test_hidden_size_mismatch_is_named(original_checkpoint, tmp_path):
 def test_checkpoint_file_paths_are_accepted(tiny_config, original_checkpoint):
     prefix, weights = original_checkpoint
     for path in (prefix + ".index", prefix + ".data-00000-of-00001"):
-        model = encoder.build_bert_model(tiny_config)
+        model = encoder.BertModel(tiny_config)
         assert checkpoints.restore(model, path).checkpoint == prefix
         np.testing.assert_array_equal(model.get_embedding_table().numpy(), weights["bert/embeddings/word_embeddings"])
     with pytest.raises(FileNotFoundError, match="expected a prefix with a 'nowhere.ckpt.index' file"):
@@ -374,14 +374,14 @@ def test_checkpoint_file_paths_are_accepted(tiny_config, original_checkpoint):
 def test_a_directory_loads_its_own_files(tmp_path, trainer_checkpoints):
     """A copied directory whose `checkpoint` file records an absolute path (as TF1's Saver writes it) loads the
     copy's weights, and the state files we write hold relative paths."""
-    first, second = (encoder.build_bert_model(_config()) for _ in range(2))
+    first, second = (encoder.BertModel(_config()) for _ in range(2))
     checkpoints.save_original_checkpoint(first, str(tmp_path / "first" / "bert_model.ckpt"))
     checkpoints.save_original_checkpoint(second, str(tmp_path / "copy" / "bert_model.ckpt"))
     trainer_state = os.path.join(trainer_checkpoints["span"].output_dir, "checkpoint")
     assert open(tmp_path / "first" / "checkpoint").read().startswith('model_checkpoint_path: "bert_model.ckpt"\n')
     assert open(trainer_state).read().startswith('model_checkpoint_path: "ckpt-1"\n')
     (tmp_path / "copy" / "checkpoint").write_text(f'model_checkpoint_path: "{tmp_path}/first/bert_model.ckpt"\n')
-    model = encoder.build_bert_model(_config())
+    model = encoder.BertModel(_config())
     assert checkpoints.restore(model, str(tmp_path / "copy")).checkpoint == str(tmp_path / "copy" / "bert_model.ckpt")
     np.testing.assert_array_equal(model.get_embedding_table().numpy(), second.get_embedding_table().numpy())
     (tmp_path / "copy" / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/model.ckpt-7"\n')
@@ -390,6 +390,6 @@ def test_a_directory_loads_its_own_files(tmp_path, trainer_checkpoints):
 
 
 def test_an_object_checkpoint_without_an_encoder_is_rejected(tmp_path):
-    prefix = tf.train.Checkpoint(model=encoder.build_bert_model(_config())).save(str(tmp_path / "ckpt"))
+    prefix = tf.train.Checkpoint(model=encoder.BertModel(_config())).save(str(tmp_path / "ckpt"))
     with pytest.raises(ValueError, match="without a `bert` object \\(it holds \\['model', 'save_counter'\\]\\)"):
-        checkpoints.restore(encoder.build_bert_model(_config()), prefix)
+        checkpoints.restore(encoder.BertModel(_config()), prefix)

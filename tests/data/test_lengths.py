@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import lengths
-from bert_tf.model.encoder import build_bert_model
+from bert_tf.model.encoder import BertModel
 
 
 def _masks(rows, seq_length):
@@ -58,7 +58,7 @@ def test_trimmed_cuts_only_the_named_tensors():
 def test_cut_batches_give_the_real_tokens_the_padded_values(tiny_config):
     """The encoder on a batch cut to its longest text: every real position's output equals the padded batch's
     (to float rounding), so do the pooled output and every layer."""
-    model = build_bert_model(tiny_config)
+    model = BertModel(tiny_config)
     rng = np.random.RandomState(3)
     mask = _masks([5, 11, 2, 8], 20)
     features = {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf.export import saved_model
 from bert_tf.model.config import BertConfig
-from bert_tf.model.task_models import BertClassifier, build
+from bert_tf.model.task_models import BertClassifier
 
 # Loads the SavedModel argv[1], calls serving_default once to warm up, profiles a second call into argv[2] and
 # prints {kernel type: count} of the kernels that ran.
@@ -44,7 +44,7 @@ def test_every_dense_layer_of_a_loaded_export_runs_as_one_fused_kernel(tmp_path,
     config = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=layers, num_attention_heads=2,
                         intermediate_size=128)
     tf.keras.utils.set_random_seed(0)
-    model = build(BertClassifier(config, num_labels=3))
+    model = BertClassifier(config, num_labels=3)
     path = saved_model.export_task_model(model, "classifier", str(tmp_path / "export"), uncased_vocab_file,
                                          max_seq_length=16, text_ops="none")
     result = subprocess.run([sys.executable, "-c", CHILD, path, str(tmp_path / "profile")],

@@ -85,7 +85,7 @@ def test_bad_input_errors(tmp_path, tiny_config):
         ef.parse_layers("-1,-3", tiny_config.num_hidden_layers)
     with pytest.raises(ValueError, match="comma-separated integers"):
         ef.parse_layers("-1;-2", 2)
-    model = encoder.build_bert_model(tiny_config)
+    model = encoder.BertModel(tiny_config)
     (tmp_path / "in.txt").write_text("hello\n")
     with pytest.raises(ValueError, match="Cannot use sequence length 64 because the BERT model was only trained"):
         ef.extract_features(model, None, str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), layers="-1",
@@ -140,6 +140,6 @@ def test_empty_input_file_is_a_clear_error(tiny_files):
     (d / "empty.txt").write_text("")
     tokenizer = tokenization.FullTokenizer(str(d / "vocab.txt"))
     with pytest.raises(ValueError, match=re.escape(f"Input file {d}/empty.txt is empty")):
-        ef.extract_features(encoder.build_bert_model(config), tokenizer, str(d / "empty.txt"),
+        ef.extract_features(encoder.BertModel(config), tokenizer, str(d / "empty.txt"),
                             str(d / "out" / "o.jsonl"), "-1", 12)
     assert not (d / "out").exists()

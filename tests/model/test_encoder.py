@@ -11,7 +11,7 @@ from bert_tf.model.encoder import BertAttention, BertEmbeddings, BertModel, Bert
 
 
 def _model_with_weights(config, seed=0, dtype=None):
-    model = encoder.build_bert_model(config, dtype=dtype)
+    model = encoder.BertModel(config, dtype=dtype)
     weights = numpy_bert.random_weights(config, seed)
     checkpoints.assign_by_name(model, {k: (lambda v=v: v) for k, v in weights.items()}, "random", strict=True)
     return model, weights
@@ -81,7 +81,7 @@ def test_keras_file_round_trip(tiny_config, tiny_batch, tmp_path):
 def test_tf_checkpoint_round_trip(tiny_config, tiny_batch, tmp_path):
     model, _ = _model_with_weights(tiny_config)
     path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
-    other = encoder.build_bert_model(tiny_config)
+    other = encoder.BertModel(tiny_config)
     tf.train.Checkpoint(model=other).restore(path).assert_existing_objects_matched()
     np.testing.assert_array_equal(other(tiny_batch)["sequence_output"], model(tiny_batch)["sequence_output"])
 
@@ -122,7 +122,7 @@ def test_mixed_precision(tiny_config, tiny_batch, policy):
 
 
 def test_long_sequence_is_rejected_clearly(tiny_config):
-    model = encoder.build_bert_model(tiny_config)
+    model = encoder.BertModel(tiny_config)
     ids = np.zeros((1, tiny_config.max_position_embeddings + 1), np.int32)
     with pytest.raises(ValueError, match="Sequence length 25 exceeds max_position_embeddings"):
         model({"input_ids": ids, "input_mask": ids, "segment_ids": ids})

@@ -127,11 +127,14 @@ def test_regression_needs_one_output(tiny_config):
 
 
 def test_the_registry_says_what_each_task_model_is(tiny_config):
-    """task_models.REGISTRY (read by the export and the tasks): each model builds, holds exactly its heads (as
+    """task_models.REGISTRY (read by the export and the tasks): each model holds all its variables once constructed
+    (no call needed: every one has an original name, and a call creates none), holds exactly its heads (as
     checkpoints.model_parts names them), gives exactly its outputs, and its sequence outputs have the text's
     length on their second axis."""
     for task, spec in task_models.REGISTRY.items():
         model = task_models.build_task_model(task, tiny_config, num_labels=3 if spec.labelled else None)
+        constructed = [weight.path for weight in model.weights]
+        assert len(checkpoints.original_variable_map(model)) == len(constructed) > 0, task
         assert sorted(checkpoints.model_parts(model)) == sorted(("bert",) + spec.heads), task
         choices = (4,) if task == "swag" else ()  # SWAG's four
         ids = np.ones((1, *choices, 5), np.int32)
@@ -141,5 +144,6 @@ def test_the_registry_says_what_each_task_model_is(tiny_config):
         outputs = model(inputs)
         assert set(spec.outputs) <= set(outputs), task
         assert all(outputs[name].shape[1] == 5 for name in spec.sequence_outputs), task
+        assert [weight.path for weight in model.weights] == constructed, task
     with pytest.raises(ValueError, match="The ner task needs num_labels >= 1"):
         task_models.build_task_model("ner", tiny_config)

@@ -130,7 +130,8 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
                            do_train=True, train_batch_size=4, num_train_epochs=2, max_seq_length=32, use_xla=True,
                            seq_length_multiple=8, seed=1)
     task = classifier.ClassifierTask("tsv", str(data))
-    run, config, tokenizer = runner.prepare(run, task)
+    run, pretrained = runner.prepare(run, task)
+    config, tokenizer = pretrained.config, pretrained.tokenizer
     task.read_inputs(run, config)
     dataset_fn = task.train_data(run, tokenizer).dataset_fn
     seen = {int(f["input_ids"].shape[1]) for f, _ in dataset_fn(4).take(30)}

@@ -659,7 +659,7 @@ def test_script_errors_come_before_any_work(tmp_path, run_main):
 
     d = str(tmp_path)
     vocab_file, config_file = _tiny_model(d)
-    encoder_only = encoder.build_bert_model(BertConfig.from_json_file(config_file))
+    encoder_only = encoder.BertModel(BertConfig.from_json_file(config_file))
     checkpoints.save_original_checkpoint(encoder_only, f"{d}/encoder/bert_model.ckpt")
     _write(f"{d}/data/test.tsv", [_tsv("text_a"), _tsv("good")])
     _write(f"{d}/out/label_list.txt", ["neg", "pos"])

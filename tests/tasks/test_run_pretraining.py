@@ -70,7 +70,7 @@ def test_the_loss_terms_are_the_originals(release, data_dir):
     """One batch through BertPretrainer and PretrainingLoss: masked-LM sum(w*nll)/(sum(w)+1e-5), NSP mean, total
     their sum, the accuracies, all against NumPy."""
     path, config, weights, _ = release
-    model = task_models.build(task_models.BertPretrainer(config))
+    model = task_models.BertPretrainer(config)
     checkpoints.restore(model, str(path / "bert_model.ckpt"), required_heads=("masked_lm", "next_sentence"))
     r = _records(data_dir, 6)
     features, labels = dataset.split({k: tf.constant(v) for k, v in r.items()})
@@ -144,13 +144,13 @@ def test_continued_pretraining_learns_and_writes_the_original_names(runs, releas
     original = dict(tf.train.list_variables(str(runs / "after" / "original" / "bert_model.ckpt")))
     assert original == {name: list(value.shape) for name, value in weights.items()
                         if name.startswith(("bert/", "cls/predictions", "cls/seq_relationship"))}
-    ours = task_models.build(task_models.BertPretrainer(config))
+    ours = task_models.BertPretrainer(config)
     checkpoints.restore(ours, str(runs / "after"), required_heads=("masked_lm", "next_sentence"))
-    reread = task_models.build(task_models.BertPretrainer(config))
+    reread = task_models.BertPretrainer(config)
     checkpoints.restore(reread, str(runs / "after" / "original"), required_heads=("masked_lm", "next_sentence"))
     for a, b in zip(ours.weights, reread.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    start = task_models.build(task_models.BertPretrainer(config))
+    start = task_models.BertPretrainer(config)
     checkpoints.restore(start, str(path / "bert_model.ckpt"))
     assert max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(start.weights, ours.weights)) > 1e-3
 

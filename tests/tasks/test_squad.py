@@ -455,7 +455,7 @@ def tiny_release(tmp_path_factory, vocab_file):
                         intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
     (out / "bert_config.json").write_text(config.to_json_string())
     keras.utils.set_random_seed(3)
-    model = encoder.build_bert_model(config)
+    model = encoder.BertModel(config)
     checkpoints.save_original_checkpoint(model, str(out / "bert_model.ckpt"))
     return out, vocab_file
 

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 import toy_task
 
+from bert_tf import checkpoints
 from bert_tf.data import fileio
 from bert_tf.model.task_models import BertClassifier, BertSpanLabeler
 from bert_tf.training import distribute
@@ -24,6 +25,11 @@ def _trainer(output_dir, seed=1, config=toy_task.CONFIG, **kwargs):
     kwargs.setdefault("learning_rate", 1e-3)
     return Trainer(lambda: BertClassifier(config, 2), toy_task.loss_fn, str(output_dir),
                    strategy=distribute.get_strategy("one_device"), **kwargs)
+
+
+def _pretrained(init_checkpoint):
+    """What checkpoints.load_pretrained gives the toy task's Trainer for `init_checkpoint`."""
+    return checkpoints.Pretrained(checkpoints.ModelFiles(toy_task.CONFIG, None, True), None, init_checkpoint)
 
 
 def _weights(trainer):
@@ -206,12 +212,12 @@ def test_init_from_original_and_from_ours(tmp_path):
     trained.train(toy_task.dataset_fn, 16, 4, 0)
     original = trained.export_original_checkpoint(str(tmp_path / "orig" / "bert_model.ckpt"))
     for init in (original, str(tmp_path / "ours")):
-        other = _trainer(tmp_path / f"from_{os.path.basename(os.path.dirname(init))}", init_checkpoint=init)
-        assert other.load_init_checkpoint(init) == []
+        other = _trainer(tmp_path / f"from_{os.path.basename(os.path.dirname(init))}", pretrained=_pretrained(init))
+        assert other.load_pretrained().missing_heads == []
         assert _max_diff(_weights(trained), _weights(other)) == 0.0
         span = Trainer(lambda: BertSpanLabeler(toy_task.CONFIG), toy_task.loss_fn, str(tmp_path / "span"),
-                       init_checkpoint=init)
-        assert span.load_init_checkpoint(init) == ["span"]
+                       pretrained=_pretrained(init))
+        assert span.load_pretrained().missing_heads == ["span"]
         np.testing.assert_array_equal(span.model.bert.get_embedding_table().numpy(),
                                       trained.model.bert.get_embedding_table().numpy())
         with pytest.raises(ValueError, match="has no trained span head .*cls/squad/output_weights"):
@@ -219,8 +225,10 @@ def test_init_from_original_and_from_ours(tmp_path):
 
 
 def test_predict_without_any_checkpoint_is_an_error(tmp_path):
-    with pytest.raises(ValueError, match="Nothing to predict with"):
-        _trainer(tmp_path).restore_for_predict(("classifier",))
+    for pretrained in (None, _pretrained(None)):
+        with pytest.raises(ValueError, match="Nothing to predict with"):
+            _trainer(tmp_path, pretrained=pretrained).restore_for_predict(("classifier",))
+    assert _trainer(tmp_path).load_pretrained() is None
 
 
 def test_predict_with_loss(tmp_path):
@@ -266,7 +274,7 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     waited for and holds the trained weights."""
     init = _trainer(tmp_path / "init")
     init.train(toy_task.dataset_fn, 16, 2, 0)
-    trainer = _trainer(tmp_path / "run", init_checkpoint=str(tmp_path / "init"), iterations_per_loop=3)
+    trainer = _trainer(tmp_path / "run", pretrained=_pretrained(str(tmp_path / "init")), iterations_per_loop=3)
     calls = _count_calls(trainer.model.classifier)
     data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS})).batch(10)
     seen = []
@@ -283,8 +291,8 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     features, _ = next(iter(data))
     np.testing.assert_allclose(outputs[0]["logits"], trainer.model(features, training=False)["logits"], atol=1e-6)
     assert trainer.latest_checkpoint().endswith("ckpt-6")  # waits for the save
-    saved = _trainer(tmp_path / "other", init_checkpoint=str(tmp_path / "run"))
-    saved.load_init_checkpoint(str(tmp_path / "run"))
+    saved = _trainer(tmp_path / "other", pretrained=_pretrained(str(tmp_path / "run")))
+    saved.load_pretrained()
     assert _max_diff(_weights(trainer), _weights(saved)) == 0.0
     assert _max_diff(_weights(trainer), _weights(init)) > 0  # trained on
 
