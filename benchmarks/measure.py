@@ -14,8 +14,9 @@ calls in turn while the others wait idle, many turns in the same minutes, compar
 The benchmarks import this file as a sibling module (`python benchmarks/X.py` puts benchmarks/ on sys.path); it
 imports neither TensorFlow nor PyTorch except in the peak child. Every benchmark run as a script imports
 `bert_tf.script_setup` first (in its `__main__` block), so that its TensorFlow, in its own process or in the children
-it starts (they inherit the environment), has the run scripts' defaults (TF_ENABLE_ONEDNN_OPTS=1 and
-TF_CPP_MIN_LOG_LEVEL=3 unless set); importing a benchmark (the tests do) leaves the process alone.
+it starts (they inherit the environment), has the run scripts' defaults (TF_ENABLE_ONEDNN_OPTS=1, and
+TF_CPP_MIN_LOG_LEVEL=1 on a machine with an NVIDIA driver or a TPU, else 3, unless set); importing a benchmark (the
+tests do) leaves the process alone.
 
 As a script, one matmul peak (GFLOP/s of an [n, n] x [n, n] product):
   python benchmarks/measure.py --framework tf --size 2048 --dtype float32

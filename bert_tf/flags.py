@@ -18,8 +18,9 @@ from bert_tf import script_setup
 
 ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set is kept): " + ", ".join(
     f"{name} defaults to {value}" for name, value in script_setup.ENVIRONMENT_DEFAULTS.items()) +
-    " (oneDNN graph rewrites on; TensorFlow's C++ start-up messages hidden). TF_ENABLE_ONEDNN_OPTS=0 turns the "
-    "rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows the messages.")
+    " (oneDNN graph rewrites on; TF_CPP_MIN_LOG_LEVEL is 1 on a machine with an NVIDIA driver or a TPU, hiding "
+    "TensorFlow's C++ INFO lines but not its warnings and errors, else 3, hiding them all). TF_ENABLE_ONEDNN_OPTS=0 "
+    "turns the rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows every message.")
 
 
 # Errors that bad input raises (a file, a flag value, a config, data): a script ends with their message on one line.
@@ -132,9 +133,15 @@ def define_distribution_flags():
                          "CPU-only machine, e.g. to test them).", lower_bound=1)
     flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
-    flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA.")
+    flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA: each update is one XLA "
+                      "program (gradients, all-reduce, clipping, loss scaling, the optimizer's update) on one device "
+                      "or GPU replicas; replicas on CPU devices compile each micro-batch's gradients.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches whose gradients are summed per update; "
                          "train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
+    flags.DEFINE_bool("gradient_checkpointing", False, "Recompute each transformer layer's activations in the "
+                      "backward pass instead of keeping them (same dropout masks, same gradients): BERT-base at 512 "
+                      "tokens peaked at half the memory, its steps about 30% slower (BENCHMARKS.md, \"Gradient "
+                      "checkpointing\").")
     flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
                       "AdamWeightDecayOptimizer has none.")
     flags.DEFINE_bool("fused_adam", True, "Apply --optimizer=adamw's update (without --adam_bias_correction) "

@@ -10,8 +10,13 @@ block (its children inherit the environment). The library never imports it: `imp
     kernel, oneDNN matmuls), which TensorFlow turns on by itself only on CPUs with AVX512_VNNI, AVX512_BF16,
     AVX_VNNI or AMX. `TF_ENABLE_ONEDNN_OPTS=0` turns them off (float32 results differ by rounding only).
     Measured earlier: the MiniLM encoder ran at 35 seq/s without them on an AVX2 AMD EPYC, 44-46 with them.
-  - TF_CPP_MIN_LOG_LEVEL=3: hides TensorFlow's C++ start-up messages (CUDA stub lines, a `cuInit` error on a
-    machine without a GPU, oneDNN notices). `TF_CPP_MIN_LOG_LEVEL=0` shows them.
+  - TF_CPP_MIN_LOG_LEVEL (`cpp_log_level`): 1 on a machine with an NVIDIA driver or a TPU's chips
+    (`bert_tf.training.machine.accelerator_present`), which hides TensorFlow's C++ INFO lines (oneDNN notices, device
+    creation notes) and shows its warnings and errors, among them those of a device that fails (a CUDA library
+    that does not load: "Could not load dynamic library", "Cannot dlopen some GPU libraries", after which training
+    runs on the CPU). 3 on a machine with neither, which hides them all: there the only such line is the CUDA
+    stubs' failed `cuInit`, and the run's own device lines (`bert_tf.training.devices`) say in one line that the
+    machine has no NVIDIA driver. `TF_CPP_MIN_LOG_LEVEL=0` shows every message.
 - At exit, after every exit handler registered later, the objects still alive are frozen (`gc.freeze`), so that the
   interpreter's last garbage collections skip them. Measured earlier: 2 to 40 s of them after run_classifier.py had
   written its results. Nothing is lost: the operating system frees the memory.
@@ -29,7 +34,18 @@ import importlib.util
 import os
 import sys
 
-ENVIRONMENT_DEFAULTS = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+from bert_tf.training import machine  # TensorFlow-free
+
+
+def cpp_log_level(accelerator_present):
+    """TF_CPP_MIN_LOG_LEVEL's default: "1" (TensorFlow's C++ warnings and errors shown, its INFO lines hidden) where
+    the machine has a device besides the CPU (`accelerator_present`), "3" (every C++ message hidden) where it has
+    none."""
+    return "1" if accelerator_present else "3"
+
+
+ENVIRONMENT_DEFAULTS = {"TF_ENABLE_ONEDNN_OPTS": "1",
+                        "TF_CPP_MIN_LOG_LEVEL": cpp_log_level(machine.accelerator_present())}
 DEFERRED_MODULES = frozenset({"keras.wrappers", "keras.visualization", "keras.src.visualization"})
 
 

@@ -4,6 +4,7 @@ import os
 import pytest
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+SKIPPED_ON_A_GPU_HOST = pytest.StashKey[bool]()  # a cpu_only test's item, where TensorFlow sees a GPU
 
 # Under pytest-xdist (`dev.py test`: a worker per core) the workers and the processes they start share the cores:
 # one TensorFlow thread per pool each, unless the environment sets its own. TensorFlow's default, a pool of a thread
@@ -14,13 +15,32 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault(_name, "1")
 
 
+def visible_gpus():
+    """The GPUs TensorFlow sees in this process (listing physical devices does not start TensorFlow's runtime)."""
+    import tensorflow as tf
+    return tf.config.list_physical_devices("GPU")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips the tests marked cpu_only, naming the marker's reason and the GPUs, where TensorFlow sees a GPU: what
+    they assert (a oneDNN kernel, an x86 default, replicas on logical CPU devices) does not hold there."""
+    marked = [item for item in items if item.get_closest_marker("cpu_only")]
+    gpus = visible_gpus() if marked else []
+    for item in marked if gpus else []:
+        reason = item.get_closest_marker("cpu_only").args[0]
+        item.add_marker(pytest.mark.skip(reason=f"CPU-specific ({reason}); TensorFlow sees {len(gpus)} GPU(s)"))
+        item.stash[SKIPPED_ON_A_GPU_HOST] = True
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI (CI=true) a skipped test fails: the test command installs every extra the tests need (Model Garden,
-    TF Hub, Apache Beam, the data packages), so a skip there means a broken install, not an optional one."""
+    TF Hub, Apache Beam, the data packages), so a skip there means a broken install, not an optional one. A cpu_only
+    test skipped on a GPU host stays a skip."""
     outcome = yield
     report = outcome.get_result()
-    if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
+    if (os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail")
+            and not item.stash.get(SKIPPED_ON_A_GPU_HOST, False)):
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, where every extra is installed: {reason}"

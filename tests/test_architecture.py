@@ -33,10 +33,11 @@ LAYERS = {
 TOP_LEVEL_ONLY = {"bert_tf.modeling", "bert_tf.tokenization", "bert_tf.flags", "bert_tf.script_setup"}
 # Third-party packages that import TensorFlow (a script imports bert_tf.flags before any of them).
 TENSORFLOW_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_text", "tensorflow_hub", "official")
-# Modules that must import without TensorFlow (worker processes, tokenization users): no top-level tensorflow.
+# Modules that must import without TensorFlow (worker processes, tokenization users, bert_tf.script_setup before
+# TensorFlow starts): no top-level tensorflow.
 TF_FREE = ["bert_tf.text.tokenization", "bert_tf.text.packing", "bert_tf.data.fileio", "bert_tf.data.corpus",
            "bert_tf.data.vocab", "bert_tf.data.pretraining.instances", "bert_tf.data.pretraining.wire",
-           "bert_tf.data.pretraining.shards"]
+           "bert_tf.data.pretraining.shards", "bert_tf.training.machine"]
 
 
 def module_name(path):

@@ -81,6 +81,7 @@ def test_spread_and_the_markdown_table():
     assert measure.markdown_table(["a", "b"], [["x", "1"]], "lr") == "| a | b |\n|---|---:|\n| x | 1 |"
 
 
+@pytest.mark.cpu_only("op_profile times the ops on TensorFlow's CPU executor threads; with a GPU they run there")
 def test_op_profile_counts_the_ops_of_each_call(tmp_path):
     import tensorflow as tf
 

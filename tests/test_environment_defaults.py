@@ -1,7 +1,9 @@
 """The run scripts' start-up and exit defaults (bert_tf/script_setup.py, imported by bert_tf/flags.py before
-TensorFlow): TensorFlow's oneDNN graph rewrites on and its C++ start-up messages (CUDA stubs, cuInit, oneDNN notices)
-hidden, unless the user sets TF_ENABLE_ONEDNN_OPTS / TF_CPP_MIN_LOG_LEVEL; every script's --help says so; the
-objects alive at exit frozen; Keras' optional extras loaded on first use. The library alone sets none of them."""
+TensorFlow): TensorFlow's oneDNN graph rewrites on; its C++ INFO lines hidden, and on a machine without an NVIDIA
+driver or a TPU (bert_tf.training.machine.accelerator_present) its warnings and errors too (the CUDA stubs' cuInit),
+unless the user sets TF_ENABLE_ONEDNN_OPTS / TF_CPP_MIN_LOG_LEVEL; every script's --help says so; the objects alive
+at exit frozen; Keras' optional extras loaded on first use. The library alone sets none of them. Also the test
+suite's own hooks (tests/conftest.py): a skip fails under CI, but a cpu_only test's skip on a GPU host."""
 import os
 import re
 import subprocess
@@ -9,11 +11,19 @@ import sys
 
 import pytest
 
+from bert_tf.training import machine
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# TensorFlow's C++ log lines: "2026-11-22 22:34:25.946667: I external/.../cudart_stub.cc:31] ..." or absl's
-# "I0000 00:00:1795386899.757354   30289 mlir_graph_optimization_pass.cc:437] ...".
-CPP_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d [\d:.]+: [IWEF] |[IWEF]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\])", re.M)
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+# TensorFlow's C++ log lines, their level I, W, E or F: "2026-11-22 22:34:25.946667: I external/.../cudart_stub.cc:31]
+# ..." or absl's "I0000 00:00:1795386899.757354   30289 mlir_graph_optimization_pass.cc:437] ...".
+CPP_LOG_LINE = re.compile(r"^(?:\d{4}-\d\d-\d\d [\d:.]+: ([IWEF]) |([IWEF])\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\])", re.M)
 DEFAULTED = ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")
+
+
+def cpp_log_levels(stderr):
+    """The levels (I, W, E, F) of TensorFlow's C++ log lines in `stderr`."""
+    return {first or second for first, second in CPP_LOG_LINE.findall(stderr)}
 
 
 @pytest.fixture
@@ -33,27 +43,60 @@ def _help_of_a_script(run, **env_changes):
 
 
 @pytest.mark.slow
-def test_scripts_hide_tensorflow_cpp_messages_unless_asked(run):
-    assert CPP_LOG_LINE.findall(_help_of_a_script(run).stderr) == []
-    assert CPP_LOG_LINE.findall(_help_of_a_script(run, TF_CPP_MIN_LOG_LEVEL="0").stderr)  # the user's setting wins
+def test_scripts_hide_no_tensorflow_device_error_unless_the_machine_has_no_device(run):
+    """By default a script shows none of TensorFlow's C++ INFO lines, and on a machine without an NVIDIA driver or
+    a TPU no C++ line at all (there the CUDA stubs' failed cuInit is the only one); where there is a driver, its
+    warnings and errors (a CUDA library that does not load) are shown. The user's TF_CPP_MIN_LOG_LEVEL=0 shows all."""
+    levels = cpp_log_levels(_help_of_a_script(run).stderr)
+    assert "I" not in levels
+    if not machine.accelerator_present():
+        assert levels == set()
+    assert "I" in cpp_log_levels(_help_of_a_script(run, TF_CPP_MIN_LOG_LEVEL="0").stderr)  # the user's setting wins
 
 
 def test_help_names_the_environment_defaults(run):
     stdout = " ".join(_help_of_a_script(run).stdout.split())  # as one line, whatever the wrapping
     assert "TF_ENABLE_ONEDNN_OPTS defaults to 1" in stdout and "TF_ENABLE_ONEDNN_OPTS=0" in stdout
-    assert "TF_CPP_MIN_LOG_LEVEL defaults to 3" in stdout
+    assert re.search(r"TF_CPP_MIN_LOG_LEVEL defaults to [13] ", stdout), stdout
+    assert "TF_CPP_MIN_LOG_LEVEL is 1 on a machine with an NVIDIA driver or a TPU" in stdout
 
 
-@pytest.mark.parametrize("settings, expected", [({}, "1 3 True"), ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "0 3 False"),
-                                                ({"TF_ENABLE_ONEDNN_OPTS": "1"}, "1 3 True"),
-                                                ({"TF_CPP_MIN_LOG_LEVEL": "1"}, "1 1 True")])
+def test_the_log_level_default_shows_device_errors_where_a_device_could_be_used(run):
+    """bert_tf.script_setup.cpp_log_level: 1 (warnings and errors shown) with an NVIDIA driver or a TPU, 3 without;
+    a fresh script process gets the value for this machine's devices."""
+    code = ("import os, bert_tf.script_setup as setup\n"
+            "from bert_tf.training import machine\n"
+            "print(setup.cpp_log_level(True), setup.cpp_log_level(False), os.environ['TF_CPP_MIN_LOG_LEVEL'] == "
+            "setup.cpp_log_level(machine.accelerator_present()))\n")
+    result = run(["-c", code])
+    assert result.stdout.strip() == "1 3 True", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("settings, expected", [({}, "1 default"), ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "0 default"),
+                                                ({"TF_ENABLE_ONEDNN_OPTS": "1"}, "1 default"),
+                                                ({"TF_CPP_MIN_LOG_LEVEL": "0"}, "1 0"),
+                                                ({"TF_CPP_MIN_LOG_LEVEL": "2"}, "1 2")])
 def test_script_setup_sets_the_defaults_and_keeps_the_users(run, settings, expected):
     """A fresh process importing bert_tf.script_setup first (as a script does through bert_tf.flags) has the
-    defaults, and keeps a value the user set; then TensorFlow's own check (IsMklEnabled): on by default on every CPU
-    (TensorFlow alone leaves it off on CPUs without AVX512_VNNI/BF16, AVX_VNNI or AMX), off when the user sets 0."""
-    code = ("import os, bert_tf.script_setup, tensorflow\n"
+    defaults (TF_CPP_MIN_LOG_LEVEL: this machine's, `cpp_log_level`), and keeps a value the user set."""
+    code = ("import os, bert_tf.script_setup as setup\n"
+            "from bert_tf.training import machine\n"
+            "level = os.environ['TF_CPP_MIN_LOG_LEVEL']\n"
+            "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], "
+            "'default' if level == setup.cpp_log_level(machine.accelerator_present()) else level)\n")
+    result = run(["-c", code], **settings)
+    assert result.stdout.strip() == expected, result.stderr[-2000:]
+
+
+@pytest.mark.cpu_only("TensorFlow's oneDNN on an x86 CPU; a GPU host may be an Arm one")
+@pytest.mark.parametrize("settings, expected", [({}, "True"), ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "False")])
+def test_onednn_is_on_by_default_and_off_when_the_user_says(run, settings, expected):
+    """TensorFlow's own check (IsMklEnabled) in a fresh process importing bert_tf.script_setup first: on by default
+    on every x86 CPU (TensorFlow alone leaves it off on CPUs without AVX512_VNNI/BF16, AVX_VNNI or AMX), off when the
+    user sets TF_ENABLE_ONEDNN_OPTS=0."""
+    code = ("import bert_tf.script_setup, tensorflow\n"
             "from tensorflow.python.util import _pywrap_util_port as port\n"
-            "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], os.environ['TF_CPP_MIN_LOG_LEVEL'], port.IsMklEnabled())\n")
+            "print(port.IsMklEnabled())\n")
     result = run(["-c", code], **settings)
     assert result.stdout.strip() == expected, result.stderr[-2000:]
 
@@ -100,22 +143,45 @@ def test_the_library_alone_sets_none_of_the_defaults(run):
         result.stdout + result.stderr[-2000:])
 
 
-def test_a_skip_fails_under_ci(tmp_path):
-    """tests/conftest.py's hook: with CI=true a skipped test is a failure (a broken install of an extra); without
-    it, a skip."""
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
+def _pytest_with_our_hooks(tmp_path, test_code, ci):
+    """Runs pytest on `test_code` (a test module) in tmp_path with tests/conftest.py's hooks (with CI=true when
+    `ci`); returns the CompletedProcess."""
     (tmp_path / "conftest.py").write_text(
         "import importlib.util\n"
         "spec = importlib.util.spec_from_file_location('bert_tf_conftest', "
-        f"{os.path.join(tests_dir, 'conftest.py')!r})\n"
+        f"{os.path.join(TESTS_DIR, 'conftest.py')!r})\n"
         "module = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(module)\n"
+        "pytest_collection_modifyitems = module.pytest_collection_modifyitems\n"
         "pytest_runtest_makereport = module.pytest_runtest_makereport\n")
-    (tmp_path / "test_extra.py").write_text(
-        "import pytest\n\ndef test_needs_an_extra():\n    pytest.importorskip('no_such_extra_module')\n")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)]
+    (tmp_path / "test_hooks.py").write_text(test_code)
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+               "-W", "ignore::pytest.PytestUnknownMarkWarning", str(tmp_path)]
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
-    plain = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
+    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
+                          env={**env, "CI": "true"} if ci else env, timeout=300)
+
+
+def test_a_skip_fails_under_ci(tmp_path):
+    """tests/conftest.py's hook: with CI=true a skipped test is a failure (a broken install of an extra); without
+    it, a skip."""
+    code = "import pytest\n\ndef test_needs_an_extra():\n    pytest.importorskip('no_such_extra_module')\n"
+    plain = _pytest_with_our_hooks(tmp_path, code, ci=False)
     assert plain.returncode == 0 and "1 skipped" in plain.stdout, plain.stdout
-    ci = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env={**env, "CI": "true"})
+    ci = _pytest_with_our_hooks(tmp_path, code, ci=True)
     assert ci.returncode == 1 and "skipped under CI=true" in ci.stdout, ci.stdout
+
+
+def test_cpu_only_tests_skip_with_their_reason_where_a_gpu_is_visible(tmp_path):
+    """A test marked cpu_only runs where TensorFlow sees no GPU (this machine, unless it has one) and is skipped,
+    naming its reason, where it sees one, also under CI=true."""
+    import tensorflow as tf
+
+    code = ("import pytest\n\n@pytest.mark.cpu_only('a oneDNN kernel')\n"
+            "def test_on_the_cpu():\n    pass\n")
+    result = _pytest_with_our_hooks(tmp_path, code, ci=True)
+    if tf.config.list_physical_devices("GPU"):
+        assert result.returncode == 0 and "1 skipped" in result.stdout, result.stdout
+        assert "CPU-specific (a oneDNN kernel); TensorFlow sees" in result.stdout, result.stdout
+    else:
+        assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout

@@ -64,13 +64,15 @@ def test_one_device_keeps_the_last_two_checkpoints(one_device):
     assert _eval_results(out)["global_step"] == STEPS
 
 
-def test_mirrored_accumulation_and_xla_give_the_one_device_result(common_flags, one_device, tmp_path):
+def test_mirrored_accumulation_xla_and_checkpointing_give_the_one_device_result(common_flags, one_device, tmp_path):
     """Two replicas on two logical CPU devices (--num_cpu_devices=2), each accumulating 2 micro-batches of 2, the
-    gradients computed by XLA: the same global batch of 8 per update, so the same weights and Adam moments as one
-    device with batch 8 (measured: 5e-7 apart, the same eval loss)."""
+    gradients computed by XLA with the transformer layers recomputed in the backward pass (--gradient_checkpointing):
+    the same global batch of 8 per update, so the same weights and Adam moments as one device with batch 8
+    (measured: 5e-7 apart, the same eval loss)."""
     stderr = _train(common_flags, tmp_path, "--distribution_strategy=mirrored", "--num_cpu_devices=2",
-                    "--gradient_accumulation_steps=2", "--use_xla")
+                    "--gradient_accumulation_steps=2", "--use_xla", "--gradient_checkpointing")
     assert "Distribution: MirroredStrategy with 2 replica(s)" in stderr
+    assert "Gradient checkpointing: each transformer layer recomputes its activations" in stderr
     assert "Compiled cluster using XLA" in stderr
     assert stderr.index("Compiled cluster using XLA") < stderr.index("Running evaluation")  # the training step
     reference = one_device[0]
@@ -98,14 +100,23 @@ def test_lamb_follows_nvidias_schedule(common_flags, one_device, tmp_path):
         assert adamw[step] == pytest.approx(1e-3 * (1 - step / STEPS), rel=1e-5)
 
 
+# How far the bfloat16 run's eval loss may be from the float32 run's: measured 2e-4 on CPU. On a GPU the bfloat16
+# matmuls run on tensor cores (float32 accumulation, another summation order) and round differently, by as much
+# (8 bits of mantissa): expected to hold there, not yet measured (this project has no GPU with TensorFlow).
+BFLOAT16_EVAL_LOSS_TOLERANCE = 5e-3
+
+
 def test_mixed_bfloat16_trains_and_writes_float32_checkpoints(common_flags, one_device, tmp_path):
+    """--mixed_precision=mixed_bfloat16: float32 variables in the checkpoints, and the float32 run's eval loss within
+    BFLOAT16_EVAL_LOSS_TOLERANCE (its comment: measured on CPU, expected on a GPU)."""
     _train(common_flags, tmp_path, "--mixed_precision=mixed_bfloat16")
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
     dtypes = {dtype for dtype in reader.get_variable_to_dtype_map().values() if dtype.is_floating}
     assert dtypes == {tf.float32}
     results = _eval_results(tmp_path)
     assert results["global_step"] == STEPS
-    assert results["eval_loss"] == pytest.approx(_eval_results(one_device[0])["eval_loss"], abs=5e-3)  # 2e-4
+    assert results["eval_loss"] == pytest.approx(_eval_results(one_device[0])["eval_loss"],
+                                                 abs=BFLOAT16_EVAL_LOSS_TOLERANCE)
 
 
 def test_each_input_pipeline_trains_its_share_of_the_one_device_batches(one_device):

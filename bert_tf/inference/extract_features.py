@@ -20,6 +20,7 @@ from bert_tf.data import lengths as lengths_lib
 from bert_tf.model.config import check_max_seq_length
 from bert_tf.model.encoder import BertModel
 from bert_tf.text import packing, tokenization
+from bert_tf.training import devices
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
@@ -148,6 +149,7 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
     `pad_to_max_seq_length`; rounded up to `seq_length_multiple`, by default 32 with `use_xla`, else 1:
     bert_tf.data.lengths). Returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
+    devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
     build = lambda config, restored: BertModel(config, restored=restored)  # noqa: E731
     loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file,
                                          do_lower_case, max_seq_length)

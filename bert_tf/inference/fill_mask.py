@@ -25,6 +25,7 @@ from bert_tf.data import lengths as lengths_lib
 from bert_tf.inference import extract_features
 from bert_tf.model import task_models
 from bert_tf.text import packing
+from bert_tf.training import devices
 
 MASK = "[MASK]"
 
@@ -129,6 +130,7 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
     if not init_checkpoint:
         raise ValueError("predict_masked_lm needs --init_checkpoint: a model with its masked-LM head.")
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
+    devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
     loaded = checkpoints.load_pretrained(init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
                                          vocab_file=vocab_file, do_lower_case=do_lower_case,
                                          max_seq_length=max_seq_length)

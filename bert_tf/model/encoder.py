@@ -7,6 +7,15 @@ TF checkpoints (`tf.train.Checkpoint(model=...)`); `bert_tf.checkpoints` reads a
 Mixed precision: under a `mixed_*` Keras policy the matmuls run in float16/bfloat16 while attention softmax and
 LayerNorm compute in float32.
 
+Dropout in the transformer blocks (`TransformerBlock`): each block draws the seeds of its three dropouts once per
+training forward, before its computation (`SeededDropout.draw_seed`: each dropout layer's Keras SeedGenerator, as a
+Keras Dropout call draws it), and masks with the stateless op of those seeds. The masks are the ones Keras' Dropout
+draws (the original's distribution: keep with probability 1 - rate, scaled by 1 / (1 - rate)), so the random stream
+is the one of earlier bert-tf versions, and the seed state is the same checkpointed variables. With gradient
+checkpointing (`BertModel(gradient_checkpointing=True)`, `BertModel.set_gradient_checkpointing`) each block's
+activations are recomputed in the backward pass (`tf.recompute_grad`) from the same seeds: the same masks, hence the
+same gradients.
+
 Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] as MatMul + BiasAdd (+ activation),
 see `dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
 and the arithmetic are the original's; only float32 rounding differs (benchmarks/encoder_benchmark.py).
@@ -63,15 +72,39 @@ def dense_2d(dense, x):
     TensorFlow's grappler remapper fuses into one oneDNN `_FusedMatMul` kernel (BiasAdd, and GELU/ReLU/... as
     post-ops) when traced in `tf.function`. Keras' `Dense.call` on [B, S, H] goes through tensordot's reshapes and
     adds the bias with AddV2, which leaves the bias add and the activation as separate passes over the output. The
-    layer's own variables are used (read under the caller's autocast scope, so mixed precision casts them as `Dense`
-    would); a quantized layer is simply called.
+    layer's own variables are used, cast to its compute dtype as `Dense` casts them under mixed precision (here
+    explicitly: a recomputation in the backward pass runs outside the Keras call that sets the autocast scope); a
+    quantized layer is simply called.
     """
     if dense.quantization_mode is not None:
         return dense(x)
-    y = ops.matmul(x, dense.kernel)
+    y = ops.matmul(x, ops.cast(dense.kernel, dense.compute_dtype))
     if dense.use_bias:
-        y = tf.nn.bias_add(y, dense.bias)
+        y = tf.nn.bias_add(y, ops.cast(dense.bias, dense.compute_dtype))
     return dense.activation(y)
+
+
+@serializable
+class SeededDropout(layers.Dropout):
+    """Keras' Dropout with its seed drawn apart from its use, so that a recomputation replays the same mask.
+
+    `draw_seed()`: the next seed, [2] int32 (advances the layer's SeedGenerator as one Keras Dropout call does), or
+    None when rate is 0. Call: inputs [any shape], seed -> inputs with each value dropped with probability `rate`
+    and the others scaled by 1 / (1 - rate), a function of `seed` alone (tf.nn.experimental.stateless_dropout, the
+    op and seed cast of Keras' Dropout: the same mask; one mask for the whole input, no `noise_shape`); inputs
+    unchanged when `seed` is None (not training).
+    """
+
+    def draw_seed(self):
+        if self.rate == 0:
+            return None
+        state = self.seed_generator.next()  # [2] int64; the stateless ops take int32, cast as Keras casts it
+        return tf.cast(tf.math.floormod(state, tf.int32.max - 1), tf.int32)
+
+    def call(self, inputs, seed=None):
+        if seed is None:
+            return inputs
+        return tf.nn.experimental.stateless_dropout(inputs, self.rate, seed)
 
 
 def attention_mask_adder(input_mask, dtype="float32"):
@@ -139,7 +172,8 @@ class BertEmbeddings(layers.Layer):
 class BertAttention(layers.Layer):
     """Multi-head self-attention with its output projection, residual connection and LayerNorm (post-LN).
 
-    Call: x [B, S, H], mask_adder [B, 1, 1, S] (from `attention_mask_adder`) -> [B, S, H].
+    Call: x [B, S, H], mask_adder [B, 1, 1, S] (from `attention_mask_adder`), seeds -> [B, S, H]. `seeds`: the
+    dropout seeds `draw_seeds()` gives (attention probabilities, output), or None: no dropout (not training).
     Sublayers keep the original's names: query, key, value (`attention/self/...`), dense and LayerNorm
     (`attention/output/...`).
     """
@@ -163,8 +197,8 @@ class BertAttention(layers.Layer):
         self.value = dense("value")
         self.output_dense = dense("dense")
         self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
-        self.attention_dropout = layers.Dropout(attention_dropout_rate, dtype=self.dtype_policy)
-        self.output_dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.attention_dropout = SeededDropout(attention_dropout_rate, dtype=self.dtype_policy)
+        self.output_dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, x_shape, mask_adder_shape=None):
         for dense in (self.query, self.key, self.value, self.output_dense):
@@ -177,7 +211,12 @@ class BertAttention(layers.Layer):
         x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def call(self, x, mask_adder, training=None):
+    def draw_seeds(self):
+        """The next seeds of the attention probabilities' and the output's dropouts (`SeededDropout.draw_seed`)."""
+        return self.attention_dropout.draw_seed(), self.output_dropout.draw_seed()
+
+    def call(self, x, mask_adder, seeds=None):
+        attention_seed, output_seed = seeds or (None, None)
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         # The dense layers run on [B * S, H] (a free reshape): plain 2-D matmuls that fuse with their bias add.
         x_2d = ops.reshape(x, (-1, self.hidden_size))
@@ -187,13 +226,13 @@ class BertAttention(layers.Layer):
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
         # Softmax in float32 whatever the compute dtype.
         probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(mask_adder, "float32"), axis=-1)
-        probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
+        probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), attention_seed)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
         context = ops.reshape(context, (-1, self.hidden_size))  # [B * S, H]
-        attention_output = self.output_dropout(dense_2d(self.output_dense, context), training=training)
+        attention_output = self.output_dropout(dense_2d(self.output_dense, context), output_seed)
         return ops.reshape(self.layer_norm(attention_output + x_2d), ops.shape(x))
 
-    def compute_output_shape(self, x_shape, mask_adder_shape=None):
+    def compute_output_shape(self, x_shape, mask_adder_shape=None, seeds_shape=None):
         return x_shape
 
     def get_config(self):
@@ -209,10 +248,18 @@ class TransformerBlock(layers.Layer):
 
     Call: x [B, S, H], mask_adder [B, 1, 1, S] -> [B, S, H]. Feed-forward: intermediate dense [H, I] with
     `hidden_act`, output dense [I, H], dropout, residual, LayerNorm.
+
+    Training draws the seeds of the block's three dropouts first (`draw_seeds`), then computes the block from them.
+    `gradient_checkpointing`: in training, the block's activations are not kept for the backward pass but
+    recomputed there (`tf.recompute_grad`) from the block's input and the same seeds (the same dropout masks);
+    the activation memory of a block is then its [B, S, H] input instead of its intermediate tensors (the
+    [B, N, S, S] attention probabilities, the [B, S, I] feed-forward). The attribute is read when the call is
+    traced. Inference never recomputes.
     """
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
-                 attention_dropout_rate=0.1, dropout_rate=0.1, initializer_range=0.02, **kwargs):
+                 attention_dropout_rate=0.1, dropout_rate=0.1, initializer_range=0.02, gradient_checkpointing=False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
@@ -221,6 +268,7 @@ class TransformerBlock(layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
+        self.gradient_checkpointing = gradient_checkpointing
         self.attention = BertAttention(hidden_size, num_attention_heads, attention_dropout_rate, dropout_rate,
                                        initializer_range, name="attention", dtype=self.dtype_policy)
         self.intermediate = layers.Dense(intermediate_size, activation=activations.get(hidden_act),
@@ -228,7 +276,7 @@ class TransformerBlock(layers.Layer):
                                          kernel_initializer=create_initializer(initializer_range))
         self.output_dense = layers.Dense(hidden_size, name="output", dtype=self.dtype_policy,
                                          kernel_initializer=create_initializer(initializer_range))
-        self.output_dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.output_dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
         self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
 
     def build(self, x_shape, mask_adder_shape=None):
@@ -238,11 +286,28 @@ class TransformerBlock(layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
+    def draw_seeds(self):
+        """The next seeds of the block's dropouts: (attention probabilities, attention output, feed-forward output),
+        each [2] int32 or None for a rate of 0 (`SeededDropout.draw_seed`)."""
+        return (*self.attention.draw_seeds(), self.output_dropout.draw_seed())
+
     def call(self, x, mask_adder, training=None):
-        attention_output = self.attention(x, mask_adder, training=training)
+        if not training:
+            return self._forward(x, mask_adder, None)
+        seeds = self.draw_seeds()  # once per forward: a recomputation reads these, not the next ones
+
+        def forward(x):
+            return self._forward(x, mask_adder, seeds)
+
+        return tf.recompute_grad(forward)(x) if self.gradient_checkpointing else forward(x)
+
+    def _forward(self, x, mask_adder, seeds):
+        """The block on x [B, S, H] with the dropout seeds `seeds` (`draw_seeds`; None: no dropout) -> [B, S, H]."""
+        attention_seeds, output_seed = (seeds[:2], seeds[2]) if seeds else (None, None)
+        attention_output = self.attention(x, mask_adder, attention_seeds)
         attention_2d = ops.reshape(attention_output, (-1, self.hidden_size))  # [B * S, H], see `dense_2d`
         layer_output = dense_2d(self.output_dense, dense_2d(self.intermediate, attention_2d))
-        layer_output = self.output_dropout(layer_output, training=training)
+        layer_output = self.output_dropout(layer_output, output_seed)
         return ops.reshape(self.layer_norm(layer_output + attention_2d), ops.shape(x))
 
     def compute_output_shape(self, x_shape, mask_adder_shape=None):
@@ -252,7 +317,8 @@ class TransformerBlock(layers.Layer):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_attention_heads": self.num_attention_heads, "intermediate_size": self.intermediate_size,
                 "hidden_act": self.hidden_act, "attention_dropout_rate": self.attention_dropout_rate,
-                "dropout_rate": self.dropout_rate, "initializer_range": self.initializer_range}
+                "dropout_rate": self.dropout_rate, "initializer_range": self.initializer_range,
+                "gradient_checkpointing": self.gradient_checkpointing}
 
 
 @serializable
@@ -298,16 +364,20 @@ class BertModel(keras.Model):
     `init_from_checkpoint` replaced their initializers): the embedding tables and kernels are left at zeros instead
     of computing random initial values. Building MiniLM-L6-H384's classifier took 0.30 s instead of 0.81 s
     (BENCHMARKS.md); the saving grows with the model. Task heads get their random values as always.
+
+    `gradient_checkpointing=True`: in training each transformer block's activations are recomputed in the backward
+    pass instead of being kept (`TransformerBlock`; `set_gradient_checkpointing` turns it on or off on a built
+    model): the same gradients, less memory, more time (BENCHMARKS.md, "Gradient checkpointing").
     """
 
-    def __init__(self, config, restored=False, **kwargs):
+    def __init__(self, config, restored=False, gradient_checkpointing=False, **kwargs):
         token = _SKIP_INITIAL_VALUES.set(bool(restored))
         try:
-            self._build_encoder(config, **kwargs)
+            self._build_encoder(config, gradient_checkpointing, **kwargs)
         finally:
             _SKIP_INITIAL_VALUES.reset(token)
 
-    def _build_encoder(self, config, **kwargs):
+    def _build_encoder(self, config, gradient_checkpointing, **kwargs):
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         kwargs.setdefault("name", "bert")
@@ -320,7 +390,7 @@ class BertModel(keras.Model):
         self.encoder_layers = [
             TransformerBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
                              config.hidden_act, config.attention_probs_dropout_prob, config.hidden_dropout_prob,
-                             name=f"layer_{i}", **common)
+                             gradient_checkpointing=gradient_checkpointing, name=f"layer_{i}", **common)
             for i in range(config.num_hidden_layers)]
         self.pooler = BertPooler(config.hidden_size, name="pooler", **common)
 
@@ -337,6 +407,14 @@ class BertModel(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.dtype_policy = policy  # the functional constructor ignores `dtype` (it would keep the global policy)
         self.config = config
+        self.gradient_checkpointing = gradient_checkpointing
+
+    def set_gradient_checkpointing(self, enabled):
+        """Whether training recomputes each transformer block's activations in the backward pass (see the class
+        docstring); a function traced before keeps what it traced."""
+        self.gradient_checkpointing = enabled
+        for layer in self.encoder_layers:
+            layer.gradient_checkpointing = enabled
 
     def get_embedding_table(self):
         """The word embedding variable [V, H] (tied to the masked LM output layer)."""
@@ -344,7 +422,8 @@ class BertModel(keras.Model):
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name,
-                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+                "gradient_checkpointing": self.gradient_checkpointing}
 
     @classmethod
     def from_config(cls, config):

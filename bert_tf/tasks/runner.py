@@ -27,7 +27,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.data import lengths
 from bert_tf.tasks import run_record
-from bert_tf.training import distribute
+from bert_tf.training import devices, distribute
 from bert_tf.training.config import TrainingConfig
 from bert_tf.training.trainer import Trainer
 
@@ -71,6 +71,7 @@ class RunConfig:
     mixed_precision: str = "float32"
     use_xla: bool = False
     gradient_accumulation_steps: int = 1
+    gradient_checkpointing: bool = False
     adam_bias_correction: bool = False
     fused_adam: bool = True
     keep_checkpoint_max: int = 5
@@ -218,6 +219,9 @@ def run(task, run_config):
     strategy = run_config.strategy()
     worker_index, num_workers = distribute.worker_position(strategy)
     run_config = dataclasses.replace(run_config, worker_index=worker_index)
+    devices.log_devices(strategy, run_config.train_batch_size if run_config.do_train else None,
+                        run_config.gradient_accumulation_steps, run_config.mixed_precision, run_config.use_xla,
+                        run_config.num_gpus)
     tf.io.gfile.makedirs(run_config.work_dir)
     if run_config.do_train:  # the flags' settings, before any work (the data's once its records are written)
         run_record.check(run_config.output_dir, run_config.start_over, settings=run_record.training_settings(

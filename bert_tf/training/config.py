@@ -15,6 +15,7 @@ class TrainingConfig:
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000  # updates per call of the training loop (1 under several workers)
     gradient_accumulation_steps: int = 1  # micro-batches per update
+    gradient_checkpointing: bool = False  # True: the encoder recomputes its blocks' activations in the backward pass
     mixed_precision: str = "float32"  # the global Keras policy: float32, mixed_float16 or mixed_bfloat16
     use_xla: bool = False
     adam_bias_correction: bool = False  # adamw only

@@ -58,7 +58,8 @@ class Trainer:
     """Trains and runs one task model under a tf.distribute strategy (see the module docstring).
 
     `config`: a TrainingConfig (default: the defaults); keyword `settings` replace its fields (e.g.
-    `Trainer(..., learning_rate=1e-3)`). The Keras global precision policy is set to config.mixed_precision.
+    `Trainer(..., learning_rate=1e-3)`). The Keras global precision policy is set to config.mixed_precision;
+    config.gradient_checkpointing turns the encoder's recomputation on (`BertModel.set_gradient_checkpointing`).
     `pretrained`: the `checkpoints.Pretrained` a new run starts from (None: random weights).
     """
 
@@ -81,6 +82,10 @@ class Trainer:
         self.iterations_per_loop = 1 if self.num_workers > 1 else max(1, config.iterations_per_loop)
         with self.strategy.scope():
             self.model = build_model()
+            if config.gradient_checkpointing:
+                checkpoints.model_parts(self.model)["bert"].set_gradient_checkpointing(True)
+                logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
+                             "backward pass")
             self.state = run_state.RunState(self.model, self.checkpoint_dir, config.keep_checkpoint_max)
         self.inference = inference.Inference(self.model, loss_fn, config.use_xla)
         tf.io.gfile.makedirs(output_dir)

@@ -3,9 +3,15 @@
 The gradients of an update are summed over its micro-batches and over the replicas before they are clipped to
 global norm 1.0 and applied once, so that every strategy and accumulation computes the update of one device on the
 whole batch. The loss terms and metrics are shares of the whole update's figures (bert_tf.training.losses).
+
+With XLA (`use_xla`) the whole update is one XLA program where the strategy allows it (`compiles_whole_step`):
+forward, losses, backward, the accumulation over micro-batches, the all-reduce, the global norm, clipping, loss
+scaling and the optimizer's update. XLA then fuses the optimizer's element-wise work with the gradients' and keeps
+no gradient in memory between two programs. Elsewhere only the gradients of each micro-batch are compiled.
 """
 import keras
 import tensorflow as tf
+from absl import logging
 
 from bert_tf.training import losses, optimization
 
@@ -23,6 +29,18 @@ def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
     return optimizer
+
+
+def compiles_whole_step(strategy):
+    """Whether `strategy` lets one XLA program hold a replica's whole update (`Update`): with one replica, or when
+    every replica is a GPU (MirroredStrategy and MultiWorkerMirroredStrategy then all-reduce with XLA's collective
+    ops instead of a merge_call, which cannot run inside a compiled function). Not with replicas on CPU devices
+    (--num_cpu_devices), nor under TPUStrategy, which compiles the replica's step with XLA itself."""
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return False
+    if strategy.num_replicas_in_sync == 1:
+        return True
+    return all(tf.DeviceSpec.from_string(device).device_type == "GPU" for device in strategy.extended.worker_devices)
 
 
 def add_gradients(a, b):
@@ -53,10 +71,13 @@ class Update:
     """The update step of `model` under `strategy`: `replica_step` runs on each replica (`strategy.run`).
 
     `gradients_fn(features, labels, totals)`: one micro-batch's (shares, gradients), as `gradients` gives them;
-    `accumulation`: micro-batches per update; `use_xla`: whether `gradients_fn` is compiled.
+    `accumulation`: micro-batches per update; `use_xla`: compile the whole update (`compiled_step`, where
+    `compiles_whole_step`; `whole_step=False`: never, e.g. to measure the difference), else each micro-batch's
+    `gradients_fn`.
     """
 
-    def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False):
+    def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False,
+                 whole_step=None):
         self.strategy = strategy
         self.model = model
         self.loss = loss
@@ -64,11 +85,24 @@ class Update:
         self.gradients_fn = gradients_fn
         self.accumulation = accumulation
         self.use_xla = use_xla
+        # The compiled update (None: not compiled as a whole). `reduce_retracing`: batches whose length varies
+        # share one trace, compiled once per length.
+        self.compiled_step = None
+        if use_xla and whole_step is not False and compiles_whole_step(strategy):
+            self.compiled_step = tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
+        elif use_xla:
+            logging.info("XLA compiles the gradients of each micro-batch; the all-reduce and the optimizer's update "
+                         "run outside (%s over %d replicas).", type(strategy).__name__,
+                         strategy.num_replicas_in_sync)
+
+    def replica_step(self, inputs):
+        """One update on this replica (`strategy.run`): `step`, compiled as one XLA program where it can be."""
+        return (self.compiled_step or self.step)(inputs)
 
     # The step, the model and the losses hold no control flow on tensors: traced as plain Python (autograph off
     # here and in the gradient, evaluation and prediction functions), the first loop traces ~0.7 s sooner.
     @tf.autograph.experimental.do_not_convert
-    def replica_step(self, inputs):
+    def step(self, inputs):
         """One update on this replica: `accumulation` micro-batches, gradients summed over them and over the
         replicas, clipped to global norm 1.0 and applied once. Returns (this replica's shares of the figures, the
         global gradient norm).
@@ -96,8 +130,10 @@ class Update:
     def _accumulate(self, features, labels, totals):
         """(shares, gradients) summed over the `accumulation` micro-batches of this replica's batch."""
         n = self.accumulation
-        gradients_fn = tf.function(self.gradients_fn, jit_compile=self.use_xla, reduce_retracing=True,
-                                   autograph=False)
+        gradients_fn = self.gradients_fn
+        if self.compiled_step is None:  # a function call per micro-batch (compiled with use_xla); inside the
+            # compiled update a nested function would make XLA compile the update again at every call
+            gradients_fn = tf.function(gradients_fn, jit_compile=self.use_xla, reduce_retracing=True, autograph=False)
         if n == 1:
             return gradients_fn(features, labels, totals)
         split = lambda t: tf.reshape(t, tf.concat([[n, -1], tf.shape(t)[1:]], 0))

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from bert_tf.export import saved_model
@@ -39,6 +40,7 @@ print(json.dumps(kernels))
 """
 
 
+@pytest.mark.cpu_only("oneDNN's fused CPU kernels: with a GPU the loaded export runs GPU kernels")
 def test_every_dense_layer_of_a_loaded_export_runs_as_one_fused_kernel(tmp_path, child_env, uncased_vocab_file):
     layers = 2
     config = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=layers, num_attention_heads=2,

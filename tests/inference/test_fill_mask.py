@@ -116,6 +116,8 @@ def test_script_writes_the_same_predictions(release):
     result = subprocess.run([sys.executable, SCRIPT, *args, f"--output_file={directory / 'script.jsonl'}"],
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "Strategy: none (TensorFlow's default device): " in result.stderr  # where it runs (training.devices)
+    assert "Batch: 8, 8 per replica" in result.stderr and "CPU: " in result.stderr
     fill_mask.run(str(directory / "input.txt"), str(directory / "library.jsonl"), str(directory / "bert_config.json"),
                   str(directory / "vocab.txt"), str(directory), max_seq_length=16, top_k=3)
     assert (directory / "script.jsonl").read_text() == (directory / "library.jsonl").read_text()

@@ -104,8 +104,18 @@ def test_xla_matches_eager(tiny_config, tiny_batch):
     np.testing.assert_allclose(compiled(tiny_batch), model(tiny_batch)["sequence_output"], atol=1e-5)
 
 
+# The largest difference allowed between a mixed-precision forward pass and the float32 one (sequence_output, of
+# magnitude ~3), by compute dtype. Measured on CPU: 0.005 (float16: 11 bits of mantissa), 0.067 (bfloat16: 8 bits).
+# On a GPU the half-precision matmuls run on tensor cores (float32 accumulation, another summation order), so they
+# round differently but by as much; these bounds, 2-4x the CPU's, are expected to hold there (not yet measured:
+# this project has no GPU with TensorFlow).
+MIXED_PRECISION_TOLERANCE = {"float16": 0.02, "bfloat16": 0.15}
+
+
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision(tiny_config, tiny_batch, policy):
+    """The encoder under a mixed policy: float32 variables, outputs in the compute dtype, within
+    MIXED_PRECISION_TOLERANCE of the float32 encoder (its comment: measured on CPU, expected on a GPU)."""
     reference, weights = _model_with_weights(tiny_config)
     model, _ = _model_with_weights(tiny_config, dtype=policy)
     assert all(v.dtype == "float32" for v in model.weights)
@@ -113,11 +123,9 @@ def test_mixed_precision(tiny_config, tiny_batch, policy):
     outputs = model(tiny_batch)
     compute = policy.split("_")[1]
     assert outputs["sequence_output"].dtype == compute
-    # Measured: 0.005 (float16), 0.067 (bfloat16: 8 mantissa bits on outputs of magnitude ~3). Which ops run in
-    # float32 is tested on the graph in tests/training/test_precision.py.
-    tolerance = 0.02 if compute == "float16" else 0.15
+    # Which ops run in float32 is tested on the graph in tests/training/test_precision.py.
     np.testing.assert_allclose(np.asarray(outputs["sequence_output"], np.float32),
-                               reference(tiny_batch)["sequence_output"], atol=tolerance)
+                               reference(tiny_batch)["sequence_output"], atol=MIXED_PRECISION_TOLERANCE[compute])
     assert np.isfinite(np.asarray(outputs["pooled_output"], np.float32)).all()
 
 

@@ -298,6 +298,8 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
 
 
 def test_mixed_float16_trains_with_loss_scaling(tmp_path):
+    """float16 compute under Keras' LossScaleOptimizer, with a finite loss: no tolerance, so it holds on any device
+    (the comparison with float32 and its bounds: tests/training/test_precision.py)."""
     try:
         trainer = _trainer(tmp_path, mixed_precision="mixed_float16")
         loss = trainer.train(toy_task.dataset_fn, 16, 4, 0)
@@ -328,11 +330,11 @@ from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
 def loud_loss(labels, outputs):  # gradients far beyond norm 1: clipping decides every update
     return 20.0 * toy_task.loss_fn(labels, outputs)
-def train(output_dir, name, accumulation=1, loss_fn=toy_task.loss_fn):
+def train(output_dir, name, accumulation=1, loss_fn=toy_task.loss_fn, use_xla=False):
     tf.keras.utils.set_random_seed(1)
     trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), loss_fn, output_dir,
                       strategy=distribute.get_strategy(name), learning_rate=1e-3,
-                      gradient_accumulation_steps=accumulation, save_checkpoints_steps=2)
+                      gradient_accumulation_steps=accumulation, save_checkpoints_steps=2, use_xla=use_xla)
     trainer.train(toy_task.dataset_fn, 16, 4, 1)
     print(name, accumulation, "replicas", trainer.strategy.num_replicas_in_sync)
     if loss_fn is loud_loss:
@@ -343,6 +345,8 @@ def max_diff(x, y):
 weights = {}
 for name, accumulation in [("one_device", 1), ("mirrored", 1), ("mirrored", 2), ("multi_worker_mirrored", 1)]:
     weights[(name, accumulation)] = train(f"{sys.argv[2]}/{name}{accumulation}", name, accumulation)
+# Replicas on CPU devices under --use_xla: the gradients compiled, the all-reduce and the update outside
+weights[("mirrored_xla", 1)] = train(f"{sys.argv[2]}/mirrored_xla", "mirrored", use_xla=True)
 for key, value in weights.items():
     print(key, "max diff", max_diff(weights[("one_device", 1)], value))
 loud = [train(f"{sys.argv[2]}/loud_{name}", name, 2 if name == "mirrored" else 1, loud_loss)
@@ -361,14 +365,17 @@ print("resumed diff", max_diff(weights[("mirrored", 1)], train(sys.argv[2], "mir
 def test_mirrored_replicas_match_one_device(tmp_path):
     """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device, also when clipping
     to global norm 1.0 decides every update (the replicas' gradients are summed before they are clipped); a run
-    resumed under MirroredStrategy = the uninterrupted one."""
+    resumed under MirroredStrategy = the uninterrupted one; so does mirrored under use_xla, where replicas on CPU
+    devices compile each micro-batch's gradients only (update.compiles_whole_step). The child sees no GPU
+    (CUDA_VISIBLE_DEVICES=-1), where mirrored would take the GPUs instead of the CPU's logical devices."""
     result = subprocess.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert "mirrored 2 replicas 2" in lines
     diffs = [float(line.rsplit(" ", 1)[1]) for line in lines if "max diff" in line]
-    assert len(diffs) == 5 and max(diffs) < 1e-5, lines
+    assert len(diffs) == 6 and max(diffs) < 1e-5, lines
     norms = [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("gradient norm")]
     assert len(norms) == 2 and min(norms) > 2, lines  # the clipped runs were clipped
     assert "resumed diff 0.0" in lines, lines

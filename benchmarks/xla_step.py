@@ -1,0 +1,195 @@
+r"""The XLA training step of run_pretraining.py --use_xla: timed on this CPU, and dumped as HLO for a GPU.
+
+The step is built as the Trainer builds it: run_pretraining's model and loss (`PretrainingTask`: BertPretrainer,
+masked-LM + next-sentence loss), the Trainer's optimizer (`update.build_optimizer`: the original's AdamWeightDecay,
+warmup then linear decay) and its update step (`update.Update`, one replica, --precision), on a random batch of
+--batch_size x --max_seq_length with --max_predictions_per_seq masked positions (every token real). Two ways of
+compiling it (--modes):
+  whole      the whole update in one XLA program, as --use_xla runs it now: forward with dropout, losses, backward,
+             global norm, clipping, loss scaling and the optimizer's update
+  gradients  only the gradients in XLA (forward, losses, backward), the norm, clipping and the optimizer's update
+             outside, as --use_xla ran it before
+and --dropout: `config` (the bert_config's rates) and/or `0` (no dropout: what its random numbers cost).
+
+--time: each mode and dropout in a process of its own (this script with --child), --rounds times, alternated; a
+child compiles, runs --warmup steps, then times --steps steps (one tf.function loop over them, as the Trainer's
+training loop) and reports ms per step. The table gives the median over rounds with min-max, and the peak RSS.
+
+--dump_dir DIR: writes each mode's program (dropout per the config) as DIR/<config>_<batch>x<seq>_<mode>.train.pb,
+a serialized HloModuleProto before XLA's optimizations, with a .txt copy and a .json of its shapes and model sizes,
+for compiling on a machine without TensorFlow (e.g. with jaxlib's XLA on a GPU; BENCHMARKS.md, "GPU").
+
+  python benchmarks/xla_step.py --time --bert_config_file=configs/uncased_L-4_H-256_A-4/bert_config.json \
+      --batch_size=16 --max_seq_length=128
+  python benchmarks/xla_step.py --dump_dir=/tmp/hlo \
+      --bert_config_file=configs/uncased_L-24_H-1024_A-16/bert_config.json --batch_size=256 \
+      --max_seq_length=128 --precision=mixed_bfloat16
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import measure
+
+MODES = ("whole", "gradients")
+DEFAULT_CONFIG = os.path.join(measure.REPO, "configs", "uncased_L-4_H-256_A-4", "bert_config.json")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bert_config_file", default=DEFAULT_CONFIG)
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--max_predictions_per_seq", type=int, default=None, help="Default: 20 x max_seq_length / 128.")
+    p.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
+    p.add_argument("--modes", default=",".join(MODES), help=f"Comma-separated, from {MODES}.")
+    p.add_argument("--dropout", default="config,0", help="Comma-separated: config (its rates) and/or 0.")
+    p.add_argument("--time", action="store_true", help="Time the modes on this CPU.")
+    p.add_argument("--dump_dir", default=None, help="Write each mode's HLO here.")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--work_dir", default="/tmp/xla_step_benchmark")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: "<mode>:<dropout>"
+    args = p.parse_args(argv)
+    args.max_predictions_per_seq = args.max_predictions_per_seq or max(1, 20 * args.max_seq_length // 128)
+    args.modes = args.modes.split(",")
+    if set(args.modes) - set(MODES):
+        p.error(f"--modes: expected some of {MODES}, got {args.modes}")
+    return args
+
+
+def build_step(args, mode, dropout):
+    """(the Update of `mode`, its inputs (features, labels), the model's BertConfig) for `dropout` ("config" or
+    "0")."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.model.config import BertConfig
+    from bert_tf.tasks.pretraining import PretrainingTask
+    from bert_tf.training import distribute, losses, update
+    from bert_tf.training.config import TrainingConfig
+
+    tf.keras.utils.set_random_seed(0)  # the same weights and dropout masks in every process
+    config = BertConfig.from_json_file(args.bert_config_file)
+    if dropout == "0":
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    distribute.set_precision(args.precision)
+    strategy = distribute.get_strategy("one_device")
+    task = PretrainingTask(input_file="unused", max_predictions_per_seq=args.max_predictions_per_seq)
+    with strategy.scope():
+        model = task.build_model(config)
+    settings = TrainingConfig(mixed_precision=args.precision, use_xla=True)
+    optimizer = update.build_optimizer(strategy, model, settings, 1000, 100)
+    loss = losses.as_batch_loss(task.loss)
+    gradients = lambda features, labels, totals: update.gradients(  # noqa: E731
+        model, loss, optimizer, features, labels, totals)
+    step = update.Update(strategy, model, loss, optimizer, gradients, use_xla=True, whole_step=mode == "whole")
+    rng = np.random.default_rng(0)
+    b, s, p = args.batch_size, args.max_seq_length, args.max_predictions_per_seq
+    features = {"input_ids": tf.constant(rng.integers(0, config.vocab_size, (b, s)), tf.int32),
+                "input_mask": tf.ones((b, s), tf.int32),
+                "segment_ids": tf.constant(np.repeat([[0] * (s // 2) + [1] * (s - s // 2)], b, 0), tf.int32),
+                "masked_lm_positions": tf.constant(rng.integers(1, s, (b, p)), tf.int32)}
+    labels = {"masked_lm_ids": tf.constant(rng.integers(0, config.vocab_size, (b, p)), tf.int32),
+              "masked_lm_weights": tf.ones((b, p), tf.float32),
+              "next_sentence_labels": tf.constant(rng.integers(0, 2, (b, 1)), tf.int32)}
+    return strategy, step, (features, labels), config
+
+
+def time_child(args, mode, dropout):
+    """Times `mode` in this process: ms per step over --steps steps after --warmup."""
+    import tensorflow as tf
+
+    strategy, step, inputs, _ = build_step(args, mode, dropout)
+
+    @tf.function(autograph=False)
+    def loop(steps):
+        def body(i, loss):
+            shares, _ = strategy.run(step.replica_step, args=(inputs,))
+            return i + 1, strategy.reduce("SUM", shares["loss"], axis=None)
+        return tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), tf.constant(0.0)))[1]
+
+    start = time.perf_counter()
+    loop(tf.constant(args.warmup)).numpy()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    loss = float(loop(tf.constant(args.steps)).numpy())
+    ms = (time.perf_counter() - start) / args.steps * 1e3
+    measure.emit_result({"ms_per_step": ms, "warmup_seconds": first, "loss": loss})
+
+
+def compiler_ir(function, *call_args):
+    """(the serialized HloModuleProto, its text) of the tf.function `function` on `call_args`."""
+    ir = function.experimental_get_compiler_ir(*call_args)
+    return ir(stage="hlo_serialized"), ir(stage="hlo")
+
+
+def dump(args):
+    """Writes each mode's HLO (dropout per the config) into --dump_dir."""
+    import numpy as np
+
+    os.makedirs(args.dump_dir, exist_ok=True)
+    name = os.path.basename(os.path.dirname(os.path.abspath(args.bert_config_file)))
+    for mode in args.modes:
+        strategy, step, inputs, config = build_step(args, mode, "config")
+        if mode == "whole":
+            function, call_args = step.compiled_step, (inputs,)
+        else:
+            import tensorflow as tf
+
+            from bert_tf.training import losses
+            function = tf.function(step.gradients_fn, jit_compile=True, autograph=False)
+            call_args = (*inputs, losses.weight_totals(step.loss, inputs[1]))
+        hlo = strategy.run(compiler_ir, args=(function, *call_args))  # traced in the replica's context
+        stem = os.path.join(args.dump_dir, f"{name}_{args.batch_size}x{args.max_seq_length}_{mode}")
+        with open(stem + ".train.pb", "wb") as f:
+            f.write(hlo[0])
+        with open(stem + ".train.txt", "w") as f:
+            f.write(hlo[1])
+        params = sum(int(np.prod(v.shape)) for v in step.model.trainable_variables)
+        with open(stem + ".json", "w") as f:
+            json.dump({"config": args.bert_config_file, "mode": mode, "batch": args.batch_size,
+                       "seq": args.max_seq_length, "preds": args.max_predictions_per_seq,
+                       "precision": args.precision, "trainable_params": params, **config.to_dict()}, f, indent=1)
+        print(f"wrote {stem}.train.pb ({mode})")
+
+
+def time_modes(args):
+    """Runs each (mode, dropout) in its own process, --rounds times alternated; prints the table."""
+    runs = [f"{mode}:{dropout}" for mode in args.modes for dropout in args.dropout.split(",")]
+
+    def run_one(run, _):
+        cmd = [sys.executable, __file__, f"--child={run}", *sys.argv[1:]]
+        return measure.child_result(measure.run_child(cmd, args.work_dir, run.replace(":", "_")))
+
+    print(f"# {measure.describe_machine(measure.machine_info())}; {args.bert_config_file}, "
+          f"{args.batch_size}x{args.max_seq_length}, {args.max_predictions_per_seq} predictions, {args.precision}, "
+          f"{time.strftime('%Y-%m-%d')}")
+    results = measure.alternate(runs, args.rounds, run_one)
+    rows = [[run, measure.median_range(measure.spread([r["ms_per_step"] for r in results[run]]), ".1f"),
+             f"{max(r['peak_rss_mb'] for r in results[run]):.0f}", f"{results[run][-1]['loss']:.3f}"]
+            for run in runs]
+    print(measure.markdown_table(["mode:dropout", "ms/step (median, min-max)", "peak RSS MB", "last loss"], rows,
+                                 "lrrr"))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.child:
+        time_child(args, *args.child.split(":"))
+    elif args.dump_dir:
+        dump(args)
+    if args.time and not args.child:
+        time_modes(args)
+    if not (args.time or args.dump_dir or args.child):
+        print("Nothing to do: pass --time and/or --dump_dir.", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    from bert_tf import script_setup  # noqa: F401  (the scripts' TensorFlow defaults, for this process and its children)
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Where a run runs, logged once by every training script (bert_tf.tasks.runner) and prediction script
+(bert_tf.inference): the strategy, its replicas and workers, the batch per replica, the precision and XLA, the
+host's CPU and TensorFlow's threads, the GPUs or the TPU the strategy uses, and the CUDA / cuDNN versions TensorFlow
+was built with (`describe`, `log_devices`).
+
+A TensorFlow built with CUDA that finds no GPU logs why (`no_gpu_notice`): CUDA_VISIBLE_DEVICES hiding them (INFO:
+the user chose), no NVIDIA driver on the machine, or the driver present but TensorFlow's CUDA libraries not
+loadable (WARNINGs naming what to do); nothing when --num_gpus=0 asks for the CPU.
+
+A GPU's name and compute capability come from `tf.config.experimental.get_device_details`, its total memory from
+the CUDA driver API (`machine.gpu_memory_bytes`: TensorFlow has no public call for it). A TPU is described from
+TPUStrategy's public properties (cores, hosts, cores per host); it does not expose the chips' mesh. The GPU and TPU
+lines are untested: the machines this project is tested on have no GPU that TensorFlow can use, and no TPU.
+"""
+import collections
+import os
+import platform
+import re
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.training import distribute, machine
+
+CUDA_PACKAGE = "tensorflow[and-cuda]==%s.*" % ".".join(tf.__version__.split(".")[:2])
+LISTED_DEVICES = 8  # a TPU pod's strategy has hundreds
+THREAD_VARIABLES = {"intra-op": "TF_NUM_INTRAOP_THREADS", "inter-op": "TF_NUM_INTEROP_THREADS"}
+# A CUDA_VISIBLE_DEVICES entry that names a GPU: its index, or its UUID (GPU-... or MIG-...). CUDA stops at the
+# first entry that does not, so a first entry like "" or "-1" hides every GPU.
+_GPU_ENTRY = re.compile(r"\d+|GPU-.+|MIG-.+")
+
+Notice = collections.namedtuple("Notice", ["level", "message"])  # level: absl's logging.INFO or logging.WARNING
+
+
+def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None):
+    """The lines that say where a run runs: under `strategy` (a tf.distribute.Strategy; None: TensorFlow's default
+    device, GPU 0 or the CPU, as a prediction script uses), with `global_batch_size` examples per update split
+    into `gradient_accumulation_steps` micro-batches, `precision` (the Keras policy) and `use_xla` (each left out
+    when None)."""
+    devices = replica_devices(strategy)
+    lines = [strategy_line(strategy, devices)]
+    if global_batch_size is not None:
+        replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+        lines.append(batch_line(global_batch_size, replicas, gradient_accumulation_steps))
+    if precision is not None or use_xla is not None:
+        lines.append(compute_line(precision, use_xla))
+    lines += [cpu_line(), threads_line()]
+    lines += [gpu_line(device) for device in devices if "GPU:" in device]
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        lines.append(tpu_line(strategy))
+    lines.append(build_line())
+    return lines
+
+
+def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None,
+                num_gpus=None):
+    """Logs `describe`'s lines (INFO), then `no_gpu_notice`'s for this process (`num_gpus`: --num_gpus; 0 means the
+    CPU was asked for), unless the strategy is TPUStrategy."""
+    logging.info("***** Devices *****")
+    for line in describe(strategy, global_batch_size, gradient_accumulation_steps, precision, use_xla):
+        logging.info("  %s", line)
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return
+    notice = no_gpu_notice(tf.test.is_built_with_cuda(), len(tf.config.list_physical_devices("GPU")),
+                           os.environ.get("CUDA_VISIBLE_DEVICES"), bool(machine.nvidia_driver_files()), num_gpus)
+    if notice:
+        logging.log(notice.level, notice.message)
+
+
+def replica_devices(strategy):
+    """The devices the replicas of `strategy` run on in this process (this worker's); without a strategy,
+    TensorFlow's default device: GPU 0 where there is one, else the CPU."""
+    if strategy is not None:
+        return list(strategy.extended.worker_devices)
+    return ["/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0"]
+
+
+def short_name(device):
+    """'/job:localhost/replica:0/task:0/device:GPU:1' -> 'GPU:1'."""
+    return device.rsplit("device:", 1)[-1]
+
+
+def strategy_line(strategy, devices):
+    """The strategy, its replicas and workers, and this worker's devices (the first LISTED_DEVICES of them)."""
+    names = ", ".join(short_name(d) for d in devices[:LISTED_DEVICES])
+    if len(devices) > LISTED_DEVICES:
+        names += f", ... ({len(devices)} in all)"
+    if strategy is None:
+        return f"Strategy: none (TensorFlow's default device): {names}"
+    replicas = strategy.num_replicas_in_sync
+    worker_index, num_workers = distribute.worker_position(strategy)
+    workers = f"{num_workers} worker(s), this is worker {worker_index}" if num_workers > 1 else "1 worker"
+    return f"Strategy: {type(strategy).__name__}, {replicas} replica(s) on {workers}: {names}"
+
+
+def batch_line(global_batch_size, replicas, gradient_accumulation_steps):
+    """The global batch (an update's, in training), its share per replica and, with accumulation, per replica's
+    micro-batch."""
+    per_replica = global_batch_size / replicas
+    line = f"Batch: {global_batch_size}, {per_replica:g} per replica"
+    if gradient_accumulation_steps > 1:
+        line += (f", {per_replica / gradient_accumulation_steps:g} per replica's micro-batch "
+                 f"({gradient_accumulation_steps} accumulation steps)")
+    return line
+
+
+def compute_line(precision, use_xla):
+    """The precision policy and XLA, each where known."""
+    parts = []
+    if precision is not None:
+        parts.append(f"precision {precision}")
+    if use_xla is not None:
+        parts.append(f"XLA {'on' if use_xla else 'off'}")
+    return "Compute: " + ", ".join(parts)
+
+
+def cpu_model():
+    """The CPU's model name: /proc/cpuinfo's first "model name" (Linux), else `platform.processor()`, else the
+    machine type."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass  # not Linux
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def available_cores():
+    """The logical cores this process may run on (its CPU affinity where the OS has one), and the machine's."""
+    total = os.cpu_count() or 0
+    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total), total
+
+
+def cpu_line():
+    """The host CPU: its model and the logical cores available to this process."""
+    available, total = available_cores()
+    return f"CPU: {cpu_model()}, {available} logical core(s) available to this process ({total} on the machine)"
+
+
+def thread_setting(value, variable):
+    """One TensorFlow thread pool's setting: `value` (tf.config.threading), or where it is 0 TensorFlow's
+    default, which its environment variable `variable` sets when given."""
+    if value:
+        return str(value)
+    if os.environ.get(variable):
+        return f"0 (TensorFlow's default: {variable}={os.environ[variable]})"
+    return "0 (TensorFlow's default, from the available cores)"
+
+
+def threads_line():
+    """TensorFlow's intra-op and inter-op thread settings."""
+    settings = {"intra-op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter-op": tf.config.threading.get_inter_op_parallelism_threads()}
+    return "TensorFlow threads: " + ", ".join(f"{pool} {thread_setting(value, THREAD_VARIABLES[pool])}"
+                                              for pool, value in settings.items())
+
+
+def physical_gpu(logical_index):
+    """(CUDA ordinal, PhysicalDevice) of logical GPU `logical_index`: logical GPUs are numbered over the visible
+    physical GPUs in order, several to one where it is split (tf.config.set_logical_device_configuration)."""
+    physical = tf.config.list_physical_devices("GPU")
+    first = 0
+    for gpu in tf.config.get_visible_devices("GPU"):
+        count = len(tf.config.get_logical_device_configuration(gpu) or [None])
+        if logical_index < first + count:
+            return physical.index(gpu), gpu
+        first += count
+    raise ValueError(f"GPU:{logical_index} is not one of TensorFlow's {first} logical GPU(s).")
+
+
+def gpu_line(device):
+    """A GPU `device` (a device name ending in GPU:<i>): its name, compute capability and total memory."""
+    ordinal, gpu = physical_gpu(int(device.rsplit(":", 1)[1]))
+    details = tf.config.experimental.get_device_details(gpu)
+    capability = ".".join(map(str, details.get("compute_capability") or ())) or "unknown"
+    memory = machine.gpu_memory_bytes(ordinal)
+    memory = f"{memory / 2**30:.1f} GiB" if memory else "memory unknown (libcuda did not answer)"
+    return (f"{short_name(device)}: {details.get('device_name', 'unknown GPU')}, compute capability {capability}, "
+            f"{memory} (CUDA device {ordinal})")
+
+
+def tpu_line(strategy):
+    """A TPUStrategy's TPU: its cores, hosts and cores per host."""
+    extended = strategy.extended
+    return (f"TPU: {strategy.num_replicas_in_sync} core(s) on {extended.num_hosts} host(s), "
+            f"{extended.num_replicas_per_host} per host")
+
+
+def build_line():
+    """TensorFlow's version and the CUDA and cuDNN versions it was built with (tf.sysconfig.get_build_info)."""
+    if not tf.test.is_built_with_cuda():
+        return f"TensorFlow {tf.__version__}, built without CUDA"
+    info = tf.sysconfig.get_build_info()
+    return (f"TensorFlow {tf.__version__}, built with CUDA {info.get('cuda_version', 'unknown')} and cuDNN "
+            f"{info.get('cudnn_version', 'unknown')}")
+
+
+def hides_every_gpu(cuda_visible_devices):
+    """Whether CUDA_VISIBLE_DEVICES=`cuda_visible_devices` hides every GPU: its first entry names none ("", "-1")."""
+    return not _GPU_ENTRY.fullmatch(cuda_visible_devices.split(",")[0].strip())
+
+
+def no_gpu_notice(built_with_cuda, gpus_found, cuda_visible_devices, driver_present, num_gpus=None):
+    """Why a TensorFlow built with CUDA (`built_with_cuda`) found no GPU (`gpus_found`: how many it found), as a
+    Notice(level, message), or None where there is nothing to say: GPUs found, a TensorFlow without CUDA, or
+    `num_gpus` 0 (the user asked for the CPU).
+
+    `cuda_visible_devices`: the environment's CUDA_VISIBLE_DEVICES (None: unset); one that hides every GPU is an
+    INFO (the user chose). Otherwise a WARNING: no NVIDIA driver on the machine (`driver_present`:
+    machine.nvidia_driver_files()), or the driver present but TensorFlow's CUDA libraries not loadable."""
+    if gpus_found or not built_with_cuda or num_gpus == 0:
+        return None
+    if cuda_visible_devices is not None and hides_every_gpu(cuda_visible_devices):
+        return Notice(logging.INFO, f"No GPU: CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides them; running on "
+                                    f"the CPU.")
+    if not driver_present:
+        return Notice(logging.WARNING, (
+            "TensorFlow is built with CUDA but found no GPU: this machine has no NVIDIA driver (none of "
+            f"{', '.join(machine.NVIDIA_DRIVER_FILES)}). Running on the CPU. On a machine with an NVIDIA GPU, "
+            "install its driver; to run on the CPU without this warning, set CUDA_VISIBLE_DEVICES=-1 (or pass "
+            "--num_gpus=0 to a training script)."))
+    named = "" if cuda_visible_devices is None else (
+        f" (or CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} names no GPU of this machine)")
+    return Notice(logging.WARNING, (
+        f"TensorFlow is built with CUDA and the NVIDIA driver is present, but it found no GPU: its CUDA libraries "
+        f"are most likely not loadable{named}. Running on the CPU. Install them with `pip install "
+        f"{CUDA_PACKAGE}`; TensorFlow's 'Could not load dynamic library' and 'Cannot dlopen some GPU libraries' "
+        f"lines above name the library that failed (shown unless TF_CPP_MIN_LOG_LEVEL is 2 or more)."))
