@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras import layers, ops
 
 from bert_tf.model import activations
-from bert_tf.model.encoder import create_initializer, make_layer_norm, serializable
+from bert_tf.model.encoder import SeededDropout, create_initializer, make_layer_norm, serializable
 
 
 @serializable
@@ -119,7 +119,7 @@ class ClassifierHead(layers.Layer):
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
         self.projection = OutputProjection(num_labels, initializer_range, name="projection",
                                            dtype=self.dtype_policy)
 

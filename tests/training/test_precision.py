@@ -172,15 +172,17 @@ def _weighted_loss(labels, outputs):
     return toy_task.loss_fn(labels, outputs) * labels["weight"]
 
 
-def test_float16_overflow_step_is_skipped(tmp_path):
+@pytest.mark.parametrize("use_xla", [False, True])
+def test_float16_overflow_step_is_skipped(tmp_path, use_xla):
     """A batch whose scaled gradients overflow float16 is skipped by Keras' LossScaleOptimizer: the weights and the
     Adam moments stay as they were and the loss scale halves (2**15 -> 2**14). Step counting: the optimizer's
     `iterations` (which drives the learning-rate schedule) does not advance on a skipped step, while the
-    Trainer's global_step (its loop counter, in the checkpoint name) does; the loss it reports is finite."""
+    Trainer's global_step (its loop counter, in the checkpoint name) does; the loss it reports is finite. Under
+    use_xla the check and the skip run inside the update's one XLA program (bert_tf.training.update)."""
     tf.keras.utils.set_random_seed(1)
     trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), _weighted_loss, str(tmp_path),
                       strategy=distribute.get_strategy("one_device"), learning_rate=1e-3,
-                      mixed_precision="mixed_float16")
+                      mixed_precision="mixed_float16", use_xla=use_xla)
     before = [v.numpy() for v in trainer.model.weights]
     loss = trainer.train(_weighted_dataset_fn, 16, 1, 0)
     assert np.isfinite(loss) and loss > 100  # ~0.69 x OVERFLOW_WEIGHT: finite in float32
