@@ -15,7 +15,7 @@ and --dropout: `config` (the bert_config's rates) and/or `0` (no dropout: what i
 child compiles, runs --warmup steps, then times --steps steps (one tf.function loop over them, as the Trainer's
 training loop) and reports ms per step. The table gives the median over rounds with min-max, and the peak RSS.
 
---dump_dir DIR: writes each mode's program (dropout per the config) as DIR/<config>_<batch>x<seq>_<mode>.train.pb,
+--dump_dir DIR: writes each mode's program for each --dropout as DIR/<config>_<batch>x<seq>_<mode>[_dropout0].train.pb,
 a serialized HloModuleProto before XLA's optimizations, with a .txt copy and a .json of its shapes and model sizes,
 for compiling on a machine without TensorFlow (e.g. with jaxlib's XLA on a GPU; BENCHMARKS.md, "GPU").
 
@@ -128,33 +128,41 @@ def compiler_ir(function, *call_args):
 
 
 def dump(args):
-    """Writes each mode's HLO (dropout per the config) into --dump_dir."""
-    import numpy as np
-
+    """Writes the HLO of each mode and --dropout into --dump_dir."""
     os.makedirs(args.dump_dir, exist_ok=True)
-    name = os.path.basename(os.path.dirname(os.path.abspath(args.bert_config_file)))
     for mode in args.modes:
-        strategy, step, inputs, config = build_step(args, mode, "config")
-        if mode == "whole":
-            function, call_args = step.compiled_step, (inputs,)
-        else:
-            import tensorflow as tf
+        for dropout in args.dropout.split(","):
+            dump_one(args, mode, dropout)
 
-            from bert_tf.training import losses
-            function = tf.function(step.gradients_fn, jit_compile=True, autograph=False)
-            call_args = (*inputs, losses.weight_totals(step.loss, inputs[1]))
-        hlo = strategy.run(compiler_ir, args=(function, *call_args))  # traced in the replica's context
-        stem = os.path.join(args.dump_dir, f"{name}_{args.batch_size}x{args.max_seq_length}_{mode}")
-        with open(stem + ".train.pb", "wb") as f:
-            f.write(hlo[0])
-        with open(stem + ".train.txt", "w") as f:
-            f.write(hlo[1])
-        params = sum(int(np.prod(v.shape)) for v in step.model.trainable_variables)
-        with open(stem + ".json", "w") as f:
-            json.dump({"config": args.bert_config_file, "mode": mode, "batch": args.batch_size,
-                       "seq": args.max_seq_length, "preds": args.max_predictions_per_seq,
-                       "precision": args.precision, "trainable_params": params, **config.to_dict()}, f, indent=1)
-        print(f"wrote {stem}.train.pb ({mode})")
+
+def dump_one(args, mode, dropout):
+    """Writes the HLO of `mode` with `dropout` ("config" or "0") into --dump_dir, in a fresh build of the step (each
+    mode and dropout its own model, as in its own process)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.training import losses
+
+    strategy, step, inputs, config = build_step(args, mode, dropout)
+    if mode == "whole":
+        function, call_args = step.compiled_step, (inputs,)
+    else:
+        function = tf.function(step.gradients_fn, jit_compile=True, autograph=False)
+        call_args = (*inputs, losses.weight_totals(step.loss, inputs[1]))
+    hlo = strategy.run(compiler_ir, args=(function, *call_args))  # traced in the replica's context
+    name = os.path.basename(os.path.dirname(os.path.abspath(args.bert_config_file)))
+    suffix = "_dropout0" if dropout == "0" else ""
+    stem = os.path.join(args.dump_dir, f"{name}_{args.batch_size}x{args.max_seq_length}_{mode}{suffix}")
+    with open(stem + ".train.pb", "wb") as f:
+        f.write(hlo[0])
+    with open(stem + ".train.txt", "w") as f:
+        f.write(hlo[1])
+    params = sum(int(np.prod(v.shape)) for v in step.model.trainable_variables)
+    with open(stem + ".json", "w") as f:
+        json.dump({"config": args.bert_config_file, "mode": mode, "dropout": dropout, "batch": args.batch_size,
+                   "seq": args.max_seq_length, "preds": args.max_predictions_per_seq, "precision": args.precision,
+                   "trainable_params": params, **config.to_dict()}, f, indent=1)
+    print(f"wrote {stem}.train.pb ({mode}, dropout {dropout})")
 
 
 def time_modes(args):
