@@ -2,7 +2,8 @@
 vocab_file asset, casing and config; no --vocab_file, --bert_config_file or --do_lower_case), through the one loading
 path (`checkpoints.load_pretrained`): extract_features.py and predict_masked_lm.py give the outputs of the original
 release the SavedModel was exported from; export_saved_model.py, convert_checkpoint.py and run_ner.py run from it
-(run_classifier.py from a Model Garden TF Hub model: tests/tasks/test_classifier_with_tfhub.py).
+(run_classifier.py from a Model Garden TF Hub model: tests/tasks/test_classifier_with_tfhub.py); every training
+script's task starts from it through the runner.
 """
 import json
 import os
@@ -15,6 +16,9 @@ from tasks import test_ner
 
 from bert_tf import checkpoints
 from bert_tf.export import tfhub
+from bert_tf.model import task_models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks import classifier, ner, pretraining, runner, squad, swag
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = ["the quick brown [MASK]", "hello world ||| the lazy [MASK] jumps", "[MASK] is it ?"]
@@ -87,3 +91,30 @@ def test_run_ner_fine_tunes_the_hub_model_alone(models, tmp_path, run_main):
                                             f"--init_checkpoint={hub}", "--do_train", "--max_seq_length=16",
                                             "--train_batch_size=4", "--num_train_epochs=1"]) == [None]
     assert checkpoints.latest_checkpoint(str(tmp_path / "out"))
+
+
+def test_every_training_task_starts_from_the_hub_model_alone(models, tmp_path):
+    """The runner's one loading path for every training script (run_classifier, run_ner, run_squad, run_swag,
+    run_pretraining): the Hub model's vocab_file asset, casing and config, its weights restored by the Pretrained
+    the Trainer gets (every encoder variable; the task's head left to its initial values)."""
+    _, release, hub = models
+    (tmp_path / "train.json").write_text("{}")
+    tasks = {"classifier": classifier.ClassifierTask("mrpc", str(tmp_path)), "ner": ner.NerTask(str(tmp_path)),
+             "squad": squad.SquadTask(train_file=str(tmp_path / "train.json")), "swag": swag.SwagTask(str(tmp_path)),
+             "pretraining": pretraining.PretrainingTask(input_file="unused", max_predictions_per_seq=2)}
+    expected = BertConfig.from_json_file(str(release / "bert_config.json")).to_dict()
+    for name, task in tasks.items():
+        run = runner.RunConfig(None, None, init_checkpoint=hub, output_dir=str(tmp_path / name), do_train=True,
+                               max_seq_length=16)
+        run, pretrained = runner.prepare(run, task)
+        assert run.vocab_file and tf.io.gfile.exists(run.vocab_file) and run.do_lower_case is True, name
+        assert pretrained.config.to_dict() == expected and pretrained.tokenizer is not None, name
+        # the task's model, as its build_model makes it once read_inputs has read the labels
+        model = task_models.build_task_model(name, pretrained.config, num_labels=3, restored=pretrained.restores)
+        report = pretrained.restore(model)
+        encoder = [n for n in checkpoints.original_variable_map(model) if n.startswith("bert/")]
+        assert encoder and set(encoder) <= set(report.loaded), name
+        if name == "pretraining":  # the Hub model's masked-LM head; it has no next-sentence head
+            assert report.heads == ["masked_lm"] and report.missing_heads == ["next_sentence"]
+        else:
+            assert report.heads == [] and report.missing_heads == list(task.heads), name
