@@ -5,10 +5,10 @@ masked-LM + next-sentence loss), the Trainer's optimizer (`update.build_optimize
 warmup then linear decay) and its update step (`update.Update`, one replica, --precision), on a random batch of
 --batch_size x --max_seq_length with --max_predictions_per_seq masked positions (every token real). Two ways of
 compiling it (--modes):
-  whole      the whole update in one XLA program, as --use_xla runs it now: forward with dropout, losses, backward,
+  whole      the whole update in one XLA program, as --use_xla runs it on GPUs: forward with dropout, losses, backward,
              global norm, clipping, loss scaling and the optimizer's update
   gradients  only the gradients in XLA (forward, losses, backward), the norm, clipping and the optimizer's update
-             outside, as --use_xla ran it before
+             outside, as --use_xla runs it on the CPU (and ran it everywhere before)
 and --dropout: `config` (the bert_config's rates) and/or `0` (no dropout: what its random numbers cost).
 
 --time: each mode and dropout in a process of its own (this script with --child), --rounds times, alternated; a

@@ -82,8 +82,8 @@ class Trainer:
         self.iterations_per_loop = 1 if self.num_workers > 1 else max(1, config.iterations_per_loop)
         with self.strategy.scope():
             self.model = build_model()
+            checkpoints.model_parts(self.model)["bert"].set_gradient_checkpointing(config.gradient_checkpointing)
             if config.gradient_checkpointing:
-                checkpoints.model_parts(self.model)["bert"].set_gradient_checkpointing(True)
                 logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
                              "backward pass")
             self.state = run_state.RunState(self.model, self.checkpoint_dir, config.keep_checkpoint_max)

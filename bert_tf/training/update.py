@@ -4,10 +4,11 @@ The gradients of an update are summed over its micro-batches and over the replic
 global norm 1.0 and applied once, so that every strategy and accumulation computes the update of one device on the
 whole batch. The loss terms and metrics are shares of the whole update's figures (bert_tf.training.losses).
 
-With XLA (`use_xla`) the whole update is one XLA program where the strategy allows it (`compiles_whole_step`):
-forward, losses, backward, the accumulation over micro-batches, the all-reduce, the global norm, clipping, loss
-scaling and the optimizer's update. XLA then fuses the optimizer's element-wise work with the gradients' and keeps
-no gradient in memory between two programs. Elsewhere only the gradients of each micro-batch are compiled.
+With XLA (`use_xla`) on GPUs the whole update is one XLA program (`compiles_whole_step`): forward, losses, backward,
+the accumulation over micro-batches, the all-reduce, the global norm, clipping, loss scaling and the optimizer's
+update. XLA then fuses the optimizer's element-wise work with the gradients' and keeps no gradient in memory between
+two programs. Elsewhere only the gradients of each micro-batch are compiled: on the CPU the whole program was slower
+(fine-tuning MiniLM on real texts: 58 against 66 examples/s; BENCHMARKS.md, "The XLA training step on GPUs").
 """
 import keras
 import tensorflow as tf
@@ -32,14 +33,13 @@ def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
 
 
 def compiles_whole_step(strategy):
-    """Whether `strategy` lets one XLA program hold a replica's whole update (`Update`): with one replica, or when
-    every replica is a GPU (MirroredStrategy and MultiWorkerMirroredStrategy then all-reduce with XLA's collective
-    ops instead of a merge_call, which cannot run inside a compiled function). Not with replicas on CPU devices
-    (--num_cpu_devices), nor under TPUStrategy, which compiles the replica's step with XLA itself."""
+    """Whether --use_xla compiles a replica's whole update as one XLA program (`Update`) under `strategy`: when every
+    replica is a GPU (several GPUs' MirroredStrategy and MultiWorkerMirroredStrategy then all-reduce with XLA's
+    collective ops instead of a merge_call, which cannot run inside a compiled function). Not on the CPU, where it
+    was slower, and where several replicas would need a merge_call; not under TPUStrategy, which compiles the
+    replica's step with XLA itself."""
     if isinstance(strategy, tf.distribute.TPUStrategy):
         return False
-    if strategy.num_replicas_in_sync == 1:
-        return True
     return all(tf.DeviceSpec.from_string(device).device_type == "GPU" for device in strategy.extended.worker_devices)
 
 
@@ -71,9 +71,9 @@ class Update:
     """The update step of `model` under `strategy`: `replica_step` runs on each replica (`strategy.run`).
 
     `gradients_fn(features, labels, totals)`: one micro-batch's (shares, gradients), as `gradients` gives them;
-    `accumulation`: micro-batches per update; `use_xla`: compile the whole update (`compiled_step`, where
-    `compiles_whole_step`; `whole_step=False`: never, e.g. to measure the difference), else each micro-batch's
-    `gradients_fn`.
+    `accumulation`: micro-batches per update; `use_xla`: compile the whole update (`compiled_step`) where
+    `compiles_whole_step`, else each micro-batch's `gradients_fn`. `whole_step` True or False decides instead (to
+    test or measure either program on one device); True with several replicas needs GPUs.
     """
 
     def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False,
@@ -88,12 +88,16 @@ class Update:
         # The compiled update (None: not compiled as a whole). `reduce_retracing`: batches whose length varies
         # share one trace, compiled once per length.
         self.compiled_step = None
-        if use_xla and whole_step is not False and compiles_whole_step(strategy):
+        whole = compiles_whole_step(strategy) if whole_step is None else whole_step
+        if whole and strategy.num_replicas_in_sync > 1 and not compiles_whole_step(strategy):
+            raise ValueError("whole_step=True with several replicas needs GPU replicas: the all-reduce of CPU "
+                             "replicas cannot run inside a compiled function.")
+        if use_xla and whole:
             self.compiled_step = tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
         elif use_xla:
             logging.info("XLA compiles the gradients of each micro-batch; the all-reduce and the optimizer's update "
-                         "run outside (%s over %d replicas).", type(strategy).__name__,
-                         strategy.num_replicas_in_sync)
+                         "run outside (%s on %s).", type(strategy).__name__,
+                         ", ".join(strategy.extended.worker_devices))
 
     def replica_step(self, inputs):
         """One update on this replica (`strategy.run`): `step`, compiled as one XLA program where it can be."""

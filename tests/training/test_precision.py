@@ -177,8 +177,9 @@ def test_float16_overflow_step_is_skipped(tmp_path, use_xla):
     """A batch whose scaled gradients overflow float16 is skipped by Keras' LossScaleOptimizer: the weights and the
     Adam moments stay as they were and the loss scale halves (2**15 -> 2**14). Step counting: the optimizer's
     `iterations` (which drives the learning-rate schedule) does not advance on a skipped step, while the
-    Trainer's global_step (its loop counter, in the checkpoint name) does; the loss it reports is finite. Under
-    use_xla the check and the skip run inside the update's one XLA program (bert_tf.training.update)."""
+    Trainer's global_step (its loop counter, in the checkpoint name) does; the loss it reports is finite. The same
+    under use_xla (on this CPU the gradients compiled; on GPUs the check and the skip inside the update's one XLA
+    program, bert_tf.training.update)."""
     tf.keras.utils.set_random_seed(1)
     trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), _weighted_loss, str(tmp_path),
                       strategy=distribute.get_strategy("one_device"), learning_rate=1e-3,
