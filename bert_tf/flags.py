@@ -135,7 +135,7 @@ def define_distribution_flags():
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA: on GPUs each update is "
                       "one XLA program (gradients, all-reduce, clipping, loss scaling, the optimizer's update); on "
-                      "the CPU each micro-batch's gradients.")
+                      "the CPU each micro-batch's gradients. The same dropout masks as without XLA.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches whose gradients are summed per update; "
                          "train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
     flags.DEFINE_bool("gradient_checkpointing", False, "Recompute each transformer layer's activations in the "

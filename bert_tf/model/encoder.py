@@ -84,28 +84,42 @@ def dense_2d(dense, x):
     return dense.activation(y)
 
 
-_DROPOUT_BITS = 16  # random bits per value that decide a 16-bit value's dropout
-
-
 def dropout(x, rate, seed):
     """x [any shape] with each value dropped with probability `rate` and the others scaled by 1 / (1 - rate), the
-    mask a function of `seed` ([2] int32) alone.
+    mask a function of `seed` ([2] int32) alone: the same masks compiled by XLA (--use_xla) or not.
 
-    float32 and float64: tf.nn.experimental.stateless_dropout, the op Keras' Dropout runs (the same masks). 16-bit
-    x (mixed precision): that op would draw a uniform number of x's own precision, so that under bfloat16 it drops
-    10.16% of the values at rate 0.1 (13 of its 128 steps below 0.1) and scales by 1.109375 (1 / 0.9 in bfloat16);
-    here each value is dropped where 16 random bits fall below round(rate * 2^16) (rate 0.1: 0.100006), half a
-    32-bit draw per value, and the kept ones are scaled in float32 before they are rounded to x's dtype.
+    Each value is dropped where its random bits fall below round(rate * 2^bits): 32 bits for float32 (rate 0.1:
+    0.1 + 9e-11), 16 bits for 16-bit x under mixed precision (half a 32-bit draw per value; rate 0.1: 0.100006,
+    where a uniform number in bfloat16 would drop 10.16%: 13 of its 128 steps below 0.1). The kept values are
+    scaled in float32 (or x's wider dtype) before they are rounded to x's dtype (bfloat16's 1 / 0.9 = 1.109375
+    would lower the mean by 0.3%).
+
+    The bits are Philox's (Salmon et al. 2011) with `seed` as its key and counter (`random_bits`). TensorFlow's
+    stateless ops, which Keras' Dropout runs, scramble the seed into a key and a counter and turn bits into uniform
+    numbers one way in their kernels and another in XLA, so that --use_xla dropped other values than the same run
+    without it (the masks of bert-tf before 2026-11, which were Keras' Dropout's in float32).
     """
-    if x.dtype.size >= 4:
-        return tf.nn.experimental.stateless_dropout(x, rate, seed)
     size = tf.size(x)
-    bits = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32)
-    bits = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-    threshold = tf.constant(min(round(rate * 2 ** _DROPOUT_BITS), 2 ** _DROPOUT_BITS - 1), tf.uint16)
+    if x.dtype.size < 4:
+        bits = tf.reshape(tf.bitcast(random_bits((size + 1) // 2, seed), tf.uint16), [-1])[:size]
+        threshold = tf.constant(min(round(rate * 2 ** 16), 2 ** 16 - 1), tf.uint16)
+    else:
+        bits = random_bits(size, seed)
+        threshold = tf.constant(min(round(rate * 2 ** 32), 2 ** 32 - 1), tf.uint32)
     keep = tf.reshape(bits >= threshold, tf.shape(x))
-    kept = tf.cast(tf.cast(x, tf.float32) * (1.0 / (1.0 - rate)), x.dtype)
+    wide = tf.float32 if x.dtype.size < 4 else x.dtype
+    kept = tf.cast(tf.cast(x, wide) * (1.0 / (1.0 - rate)), x.dtype)
     return tf.where(keep, kept, tf.zeros_like(x))
+
+
+def random_bits(size, seed):
+    """[size] uint32 random bits of `seed` ([2] int32, as a Keras SeedGenerator gives them): Philox with key seed[0]
+    and counter (seed[1], element position), so that consecutive seeds of a generator ([s, n], [s, n + 1]) read
+    disjoint counters. The same bits in TensorFlow's kernels and in XLA."""
+    key = tf.cast(seed[:1], tf.uint64)
+    counter = tf.stack([tf.constant(0, tf.uint64), tf.cast(seed[1], tf.uint64)])  # [low, high] 64-bit words
+    return tf.raw_ops.StatelessRandomUniformFullIntV2(shape=tf.reshape(size, [1]), key=key, counter=counter,
+                                                      alg=tf.random.Algorithm.PHILOX.value, dtype=tf.uint32)
 
 
 @serializable
@@ -114,7 +128,7 @@ class SeededDropout(layers.Dropout):
 
     `draw_seed()`: the next seed, [2] int32 (advances the layer's SeedGenerator as one Keras Dropout call does), or
     None when rate is 0. Call: inputs [any shape], seed -> `dropout(inputs, rate, seed)`, a function of `seed` alone
-    (in float32 the mask of a Keras Dropout of that seed; one mask for the whole input, no `noise_shape`); inputs
+    (one mask for the whole input, no `noise_shape`); inputs
     unchanged when `seed` is None, unless `training`, which draws the next seed (a Keras Dropout's call).
     """
 

@@ -26,8 +26,9 @@ results to output_dir, each other worker its checkpoints (its own input position
 output_dir/workers/worker-<i>. Each call of the training loop then runs one update (see `__init__`).
 
 The Trainer composes, one concern a module: its settings (bert_tf.training.config.TrainingConfig), the run's
-checkpointed state and its checkpoints (bert_tf.training.run_state), the update step (bert_tf.training.update),
-evaluation and prediction (bert_tf.training.inference); it runs the training loop itself.
+checkpointed state and its checkpoints (bert_tf.training.run_state), its input (bert_tf.training.feed: the next
+update's batches fetched while one runs), the update step (bert_tf.training.update), evaluation and prediction
+(bert_tf.training.inference); it runs the training loop itself.
 """
 import concurrent.futures
 import dataclasses
@@ -41,7 +42,7 @@ from tqdm import tqdm
 
 from bert_tf import checkpoints
 from bert_tf.data import fileio
-from bert_tf.training import distribute, inference, losses, run_state, update
+from bert_tf.training import distribute, feed, inference, losses, run_state, update
 from bert_tf.training.config import TrainingConfig
 
 
@@ -166,7 +167,7 @@ class Trainer:
         `save_last_in_background`: the last checkpoint is written in a thread and `train` returns before it is
         complete (`wait_for_checkpoint`; `latest_checkpoint`, `restore_for_predict` and `train` wait for it).
         """
-        manager, latest, next_update = self._start(dataset_fn, global_batch_size, num_train_steps, num_warmup_steps,
+        manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps, num_warmup_steps,
                                                    seed)
         step = self.step
         if step >= num_train_steps:
@@ -176,7 +177,7 @@ class Trainer:
         self.figures = {}
         with tqdm(total=num_train_steps, initial=step, unit="step", desc="train", dynamic_ncols=True,
                   disable=not self.is_chief) as bar:
-            train_loop = self._prepare_train_loop(next_update, latest, meanwhile)
+            train_loop = self._prepare_train_loop(input_feed, latest, meanwhile)
             while step < num_train_steps:
                 chunk = min(self.iterations_per_loop, num_train_steps - step,
                             self.save_checkpoints_steps - step % self.save_checkpoints_steps)
@@ -200,7 +201,7 @@ class Trainer:
     def _start(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed):
         """Readies a training run: builds the optimizer, sets the input order's seed, opens the input and resumes
         the latest checkpoint of checkpoint_dir, if any. Returns (its CheckpointManager, that checkpoint or None,
-        `next_update`)."""
+        its `feed.Feed`)."""
         self.wait_for_checkpoint()
         replicas = self.strategy.num_replicas_in_sync
         accumulation = self.config.gradient_accumulation_steps
@@ -211,36 +212,26 @@ class Trainer:
         self.state.optimizer = update.build_optimizer(self.strategy, self.model, self.config, num_train_steps,
                                                       num_warmup_steps)
         latest = self.state.restore_input_seed(seed)
-        next_update = self._input(dataset_fn, global_batch_size // replicas)
+        input_feed = self._input(dataset_fn, global_batch_size // replicas)
         manager = self.state.manager()
         if latest:
             self.state.resume(manager, latest)
-        return manager, latest, next_update
+        return manager, latest, input_feed
 
     def _input(self, dataset_fn, per_replica):
         """Opens this worker's input: one tf.data iterator over its input pipeline's batches (the state's
-        `input_iterators`, checkpointed with the run). Returns `next_update()`, for the training tf.function: the
-        per-replica batches of one update, the worker's consecutive batches going to its replicas in order, as
-        tf.distribute deals them."""
+        `input_iterators`, checkpointed with the run). Returns its `feed.Feed`, for the training tf.function."""
         replicas = self.strategy.num_replicas_in_sync
         context = tf.distribute.InputContext(num_input_pipelines=self.num_workers,
                                              input_pipeline_id=self.worker_index, num_replicas_in_sync=replicas)
         iterator = iter(dataset_fn(per_replica, context, int(self.input_seed.numpy())))
         self.state.input_iterators = [iterator]
-        local = replicas // self.num_workers
-        first = self.worker_index * local
+        return feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
 
-        def next_update():
-            batches = [next(iterator) for _ in range(local)]
-            return self.strategy.experimental_distribute_values_from_function(
-                lambda replica: batches[replica.replica_id_in_sync_group - first])
-
-        return next_update
-
-    def _prepare_train_loop(self, next_update, resumed, meanwhile):
+    def _prepare_train_loop(self, input_feed, resumed, meanwhile):
         """The training tf.function, traced here and optimized by TensorFlow in a thread (a call with no update)
         while this one restores `pretrained` (unless `resumed`) and runs `meanwhile`."""
-        train_loop = self._train_loop(next_update)
+        train_loop = self._train_loop(input_feed)
         train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             optimized = pool.submit(train_loop, tf.constant(0))
@@ -259,31 +250,34 @@ class Trainer:
         """The training figures the log shows: the loss, then the loss's other terms."""
         return ["loss", *(name for name in self.loss.terms if name != "loss")]
 
-    def _train_loop(self, next_update):
-        """The training tf.function: `train_loop(steps)` runs up to `steps` updates on the batches of
-        `next_update()` and stops after one whose loss is not finite; it returns the figures' means (NaN for 0
-        steps)."""
+    def _train_loop(self, input_feed):
+        """The training tf.function: `train_loop(steps)` runs up to `steps` updates on the batches of `input_feed`
+        and stops after one whose loss is not finite; it returns the figures' means (NaN for 0 steps). Each update
+        runs while the next one's batches are fetched to the devices (`feed`)."""
         names = self._figure_names()
         replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer, self._gradients,
                                      self.config.gradient_accumulation_steps, self.config.use_xla).replica_step
 
-        def body(done, finite, sums):
-            """One update: the loop's body. `finite`: whether its loss is finite."""
-            shares, norm = self.strategy.run(replica_step, args=(next_update(),))
-            figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
-                       for name in names}
-            figures["gradient_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
-            with tf.control_dependencies([self.state.global_step.assign_add(1)]):
-                return (done + 1.0, tf.math.is_finite(figures["loss"]),
-                        {name: total + figures[name] for name, total in sums.items()})
-
         # A tf.while_loop written out, where AutoGraph would convert a Python loop and its `break` while tracing.
         @tf.function(autograph=False)
         def train_loop(steps):
-            sums = {name: tf.constant(0.0) for name in names + ["gradient_norm"]}
             limit = tf.cast(steps, tf.float32)
-            done, _, sums = tf.while_loop(lambda done, finite, _: tf.logical_and(done < limit, finite), body,
-                                          (tf.constant(0.0), tf.constant(True), sums))
+
+            def body(done, finite, sums, batches):
+                """One update on `batches`: the loop's body. `finite`: whether its loss is finite."""
+                upcoming = input_feed.fetch_if(done + 1.0 < limit, batches)
+                shares, norm = self.strategy.run(replica_step, args=(input_feed.distribute(batches),))
+                figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
+                           for name in names}
+                figures["gradient_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+                with tf.control_dependencies([self.state.global_step.assign_add(1)]):
+                    return (done + 1.0, tf.math.is_finite(figures["loss"]),
+                            {name: total + figures[name] for name, total in sums.items()}, upcoming)
+
+            sums = {name: tf.constant(0.0) for name in names + ["gradient_norm"]}
+            first = input_feed.fetch_if(limit > 0.0, input_feed.empty())
+            done, _, sums, _ = tf.while_loop(lambda done, finite, *_: tf.logical_and(done < limit, finite), body,
+                                             (tf.constant(0.0), tf.constant(True), sums, first))
             return {name: total / done for name, total in sums.items()}
 
         return train_loop

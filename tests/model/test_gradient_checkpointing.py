@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model.config import BertConfig
-from bert_tf.model.encoder import BertModel, SeededDropout, TransformerBlock
+from bert_tf.model.encoder import BertModel, SeededDropout, TransformerBlock, dropout
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
                     max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.3,
@@ -121,22 +121,25 @@ def test_training_recomputes_each_block_and_inference_does_not():
     without = _op_types(model, training=True)
     model.set_gradient_checkpointing(True)
     with_checkpointing = _op_types(model, training=True)
-    assert without["StatelessRandomUniformV2"] == 1 + 3 * blocks
-    assert with_checkpointing["StatelessRandomUniformV2"] == 1 + 3 * blocks * 2
+    assert without["StatelessRandomUniformFullIntV2"] == 1 + 3 * blocks
+    assert with_checkpointing["StatelessRandomUniformFullIntV2"] == 1 + 3 * blocks * 2
     assert with_checkpointing.get("AssignVariableOp", 0) == without.get("AssignVariableOp", 0) == 1 + 3 * blocks
     assert _op_types(model, training=False) == _op_types(_model(), training=False)
 
 
-def test_seeded_dropout_draws_keras_dropout_masks():
-    """The random stream of earlier versions: a SeededDropout's draws mask as a Keras Dropout of the same seed does,
-    call after call; values kept with probability 1 - rate are scaled by 1 / (1 - rate)."""
-    seed = 2 ** 33 + 7  # beyond int32: the stateless ops get it as Keras casts it
-    seeded, plain = SeededDropout(0.4, seed=seed), keras.layers.Dropout(0.4, seed=seed)
+def test_seeded_dropout_draws_the_seeds_of_keras_dropout():
+    """A SeededDropout's seeds are those a Keras Dropout of the same seed draws, call after call (its seed
+    generator's state, cast to int32 as Keras casts it); each masks as `encoder.dropout` of that seed, values kept
+    with probability 1 - rate scaled by 1 / (1 - rate)."""
+    seed = 2 ** 33 + 7  # beyond int32
+    seeded, generator = SeededDropout(0.4, seed=seed), keras.random.SeedGenerator(seed)
     x = tf.ones([64, 32])
     for _ in range(2):
-        got = seeded(x, seeded.draw_seed()).numpy()
-        np.testing.assert_array_equal(got, plain(x, training=True).numpy())
-        assert set(np.unique(got)) == {0.0, np.float32(1 / 0.6)}
+        drawn = seeded.draw_seed()
+        np.testing.assert_array_equal(drawn.numpy(), np.mod(generator.next().numpy(), 2 ** 31 - 2))
+        got = seeded(x, drawn).numpy()
+        np.testing.assert_array_equal(got, dropout(x, 0.4, drawn).numpy())
+        assert set(np.unique(got)) == {0.0, np.float32(1 / 0.6)} and 0.3 < (got == 0).mean() < 0.5
     np.testing.assert_array_equal(seeded(x).numpy(), x.numpy())  # no seed: not training
     assert SeededDropout(0.0).draw_seed() is None
 

@@ -17,11 +17,11 @@ def loud_loss(labels, outputs):
     return 20.0 * toy_task.loss_fn(labels, outputs)
 
 
-def _update(use_xla, whole_step=None, accumulation=1, loss_fn=toy_task.loss_fn):
+def _update(use_xla, whole_step=None, accumulation=1, loss_fn=toy_task.loss_fn, config=toy_task.CONFIG):
     """(strategy, Update) of a fresh toy classifier on one device, as the Trainer builds them."""
     strategy = distribute.get_strategy("one_device")
     with strategy.scope():
-        model = BertClassifier(toy_task.CONFIG, 2)
+        model = BertClassifier(config, 2)
     optimizer = update.build_optimizer(strategy, model, TrainingConfig(use_xla=use_xla, learning_rate=1e-3), 10, 1)
     loss = losses.as_batch_loss(loss_fn)
     step = update.Update(strategy, model, loss, optimizer,
@@ -31,10 +31,10 @@ def _update(use_xla, whole_step=None, accumulation=1, loss_fn=toy_task.loss_fn):
     return strategy, step
 
 
-def _train(use_xla, whole_step):
+def _train(use_xla, whole_step, config=toy_task.CONFIG):
     """The weights and last gradient norm after 3 clipped updates of 2 micro-batches of 8."""
     tf.keras.utils.set_random_seed(1)
-    strategy, step = _update(use_xla, whole_step, accumulation=2, loss_fn=loud_loss)
+    strategy, step = _update(use_xla, whole_step, accumulation=2, loss_fn=loud_loss, config=config)
     run = tf.function(lambda batch: strategy.run(step.replica_step, args=(batch,)), autograph=False)
     for batch in toy_task.dataset_fn(16, seed=3).take(3):
         _, norm = run(batch)
@@ -43,11 +43,16 @@ def _train(use_xla, whole_step):
 
 def test_the_whole_update_under_xla_equals_the_update_without():
     """Clipped updates of 2 micro-batches: the compiled update's weights are the uncompiled one's to float32
-    rounding."""
+    rounding; with dropout too (XLA draws the same masks)."""
     compiled_weights, norm = _train(True, True)
     plain_weights, _ = _train(False, None)
     assert norm > 2  # clipped
     assert max(float(np.abs(a - b).max()) for a, b in zip(compiled_weights, plain_weights)) < 1e-5
+    dropout = toy_task.config(dropout_prob=0.3)
+    dropped_weights, _ = _train(False, None, dropout)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(dropped_weights, plain_weights)) > 1e-3
+    compiled_weights, _ = _train(True, True, dropout)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(compiled_weights, dropped_weights)) < 1e-5
 
 
 def test_the_compiled_program_holds_the_norm_clipping_and_the_optimizer():
