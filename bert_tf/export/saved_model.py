@@ -27,6 +27,8 @@ classifier: `logits` [B,1], `predictions` [B]); squad `start_logits`, `end_logit
 `probabilities` [B,S,L] and `predicted_labels` (string [B,S]); pretraining `masked_lm_logits` [B,P,V],
 `next_sentence_logits` [B,2], `sequence_output`, `pooled_output`; masked_lm (the masked-LM head alone, e.g. of a
 `--next_sentence=false` run) the same without `next_sentence_logits`. These two have no text signature.
+embedding `embedding` [B,H] (float32: the mean of the last layer over the real tokens, or its [CLS] vector,
+L2-normalized: sentence-transformers' pooling; `bert_tf.inference.embeddings`).
 
 The text signatures tokenize and pack in graph exactly like the Python pipeline (`FullTokenizer` + the original
 `convert_single_example` truncation). `text_ops` chooses how:
@@ -65,7 +67,7 @@ from bert_tf.text import core_ops, preprocessing
 # The exportable tasks: their models, the heads an export needs from the checkpoint, their outputs and those with a
 # sequence axis (under use_xla computed on the inputs padded to a rounded length and cut back to the length sent)
 # are `task_models.REGISTRY`'s.
-TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm")
+TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm", "embedding")
 _PRETRAINING = ("pretraining", "masked_lm")  # the tasks with masked_lm_positions among their inputs
 TEXT_OPS = ("tf_text", "core", "none")
 _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -73,12 +75,13 @@ _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 # --- building and loading ----------------------------------------------------------------------------------
 
-def build_task_model(config, task, num_labels=None, restored=False):
+def build_task_model(config, task, num_labels=None, restored=False, **options):
     """The Keras model of `task` (one of TASKS), built (variables created). `num_labels` for classifier and ner;
-    `restored`: the caller restores its encoder next (see `encoder.BertModel`)."""
+    `restored`: the caller restores its encoder next (see `encoder.BertModel`); `options`: the task's (the
+    embedding's pooling and normalize; `task_models.build_task_model`)."""
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    return task_models.build_task_model(task, config, num_labels, restored)
+    return task_models.build_task_model(task, config, num_labels, restored, **options)
 
 
 def load_checkpoint(model, task, init_checkpoint, num_labels=None):
@@ -102,11 +105,12 @@ def _naming_the_task(task, init_checkpoint, num_labels):
 
 
 def load_task_model(task, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
-                    max_seq_length=128, num_labels=None):
+                    max_seq_length=128, num_labels=None, **options):
     """The `task` model with `init_checkpoint` loaded (`checkpoints.load_pretrained`: any format it reads; a TF Hub
     model needs no bert_config_file, vocab_file or do_lower_case), after checking that the config fits the
     vocabulary and `max_seq_length`. Raises ValueError naming the task if the checkpoint lacks the task's head,
-    its encoder does not fit, or its head has another label count (`num_labels`).
+    its encoder does not fit, or its head has another label count (`num_labels`). `options`: the task's
+    (`build_task_model`).
     Returns: checkpoints.Pretrained (the model, and the vocab_file and casing to export with it)."""
     if not init_checkpoint:
         raise ValueError(f"The {task} export needs --init_checkpoint.")
@@ -114,7 +118,7 @@ def load_task_model(task, init_checkpoint, bert_config_file=None, vocab_file=Non
                                          vocab_file=vocab_file, do_lower_case=do_lower_case,
                                          max_seq_length=max_seq_length)
     with _naming_the_task(task, init_checkpoint, num_labels):
-        loaded.build_model(lambda config, restored: build_task_model(config, task, num_labels, restored),
+        loaded.build_model(lambda config, restored: build_task_model(config, task, num_labels, restored, **options),
                            task_models.REGISTRY[task].heads)
     return loaded
 
@@ -311,6 +315,8 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
                 "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
                 "pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": length_multiple,
                 "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()}
+        if task == "embedding":
+            meta.update(pooling=model.pooling, normalize=model.normalize)
         os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
         with open(os.path.join(saved, "assets.extra", "export_metadata.json"), "w") as f:
             json.dump(meta, f, indent=2, sort_keys=True)
@@ -322,8 +328,10 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
 
 def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=None,
                            max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
-                           text_ops="tf_text", use_xla=False, pad_to_max_seq_length=False, length_multiple=None):
-    """Loads the task model of `init_checkpoint` (`load_task_model`) and exports it (see above)."""
+                           text_ops="tf_text", use_xla=False, pad_to_max_seq_length=False, length_multiple=None,
+                           **options):
+    """Loads the task model of `init_checkpoint` (`load_task_model`, with the task's `options`: the embedding's
+    pooling and normalize) and exports it (see above)."""
     labels = label_lists.resolve(label_list)
     if labels is not None:
         if num_labels and num_labels != len(labels):
@@ -333,7 +341,7 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
     version_dir(export_dir, version, overwrite)  # fail before the slow part
     loaded = load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case, max_seq_length,
-                             num_labels)
+                             num_labels, **options)
     return export_task_model(loaded.model, task, export_dir, loaded.files.vocab_file, loaded.files.do_lower_case,
                              max_seq_length, version, overwrite, label_list=labels, text_ops=text_ops,
                              use_xla=use_xla, pad_to_max_seq_length=pad_to_max_seq_length,

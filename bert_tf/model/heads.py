@@ -8,6 +8,8 @@
 | ClassifierHead   | dropout, then output_weights [L,H], output_bias [L]               | [..., H] -> [..., L]     |
 | SpanHead         | cls/squad/output_weights [2,H], output_bias [2] (run_squad.py)    | [B,S,H] -> start, end    |
 |                  |                                                                  |   [B,S]                  |
+| SentencePooling  | none: the mean of the real tokens or [CLS], L2-normalized         | [B,S,H], mask [B,S]      |
+|                  | (sentence-transformers' Pooling and Normalize)                   |   -> [B,H]               |
 
 The `output_weights` of the original are stored [num_outputs, H] (transposed relative to a Keras Dense kernel), so
 these heads keep that layout: logits = x @ output_weights^T + output_bias. The task models that put these heads on
@@ -171,3 +173,39 @@ class FlattenChoices(layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return (None, input_shape[-1])
+
+
+POOLINGS = ("mean", "cls")
+
+
+@serializable
+class SentencePooling(layers.Layer):
+    """A sentence embedding from the last layer, as sentence-transformers computes it (all-MiniLM-L6-v2: mean, then
+    normalized): `pooling` "mean" (the mean over the real tokens, input_mask 1: sum / max(count, 1e-9)) or "cls"
+    (the [CLS] token's vector); `normalize`: divided by its L2 norm (at least 1e-12). No weights.
+
+    Call: sequence_output [B, S, H], input_mask [B, S] -> embedding [B, H] float32 (computed in float32).
+    """
+
+    def __init__(self, pooling="mean", normalize=True, **kwargs):
+        super().__init__(**kwargs)
+        if pooling not in POOLINGS:
+            raise ValueError(f"Unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}.")
+        self.pooling, self.normalize = pooling, normalize
+
+    def call(self, sequence_output, input_mask):
+        x = ops.cast(sequence_output, "float32")
+        if self.pooling == "cls":
+            pooled = x[:, 0]
+        else:
+            mask = ops.expand_dims(ops.cast(input_mask, "float32"), -1)
+            pooled = ops.sum(x * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1e-9)
+        if self.normalize:
+            pooled = pooled / ops.maximum(ops.sqrt(ops.sum(pooled * pooled, axis=-1, keepdims=True)), 1e-12)
+        return pooled
+
+    def compute_output_shape(self, sequence_output_shape, input_mask_shape):
+        return (sequence_output_shape[0], sequence_output_shape[-1])
+
+    def get_config(self):
+        return {**super().get_config(), "pooling": self.pooling, "normalize": self.normalize}

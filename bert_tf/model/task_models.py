@@ -7,6 +7,7 @@
 | BertSpanLabeler     | `.span`: cls/squad/output_weights [2,H], output_bias [2]            | run_squad.py        |
 | BertTokenClassifier | `.tagger`: cls/ner/output_weights [L,H], output_bias [L] (new)      | run_ner.py          |
 | BertMultipleChoice  | `.choice`: cls/swag/output_weights [1,H], output_bias [1] (new)     | run_swag.py         |
+| BertSentenceEncoder | none (`.sentence_pooling`: mean or [CLS], L2-normalized; no weights) | sentence embeddings |
 
 `bert_tf.checkpoints` maps these attributes to the original variable names.
 """
@@ -16,6 +17,7 @@ import typing
 import keras
 from keras import ops
 
+from bert_tf.model import heads
 from bert_tf.model.encoder import BertModel, serializable
 from bert_tf.model.heads import ClassifierHead, FlattenChoices, MaskedLMHead, OutputProjection, SpanHead
 
@@ -136,6 +138,25 @@ class BertMultipleChoice(TaskModel):
 
 
 @serializable
+class BertSentenceEncoder(TaskModel):
+    """Sentence embeddings (e.g. all-MiniLM-L6-v2's): the encoder's last layer pooled by `heads.SentencePooling`.
+
+    Inputs: input_ids, input_mask, segment_ids [B, S] int32. Output: embedding [B, H] float32, the mean of the
+    real tokens' vectors (`pooling="mean"`) or the [CLS] vector (`"cls"`), divided by its L2 norm when
+    `normalize`. No weights beyond the encoder's.
+    """
+    _task_kwargs = ("pooling", "normalize")
+
+    def __init__(self, config, pooling="mean", normalize=True, **kwargs):
+        kwargs.setdefault("name", "bert_sentence_encoder")
+        bert, policy, inputs = self._init_task(config, kwargs)
+        self.sentence_pooling = heads.SentencePooling(pooling, normalize, name="pooling")
+        embedding = self.sentence_pooling(bert(inputs)["sequence_output"], inputs["input_mask"])
+        super().__init__(inputs=inputs, outputs={"embedding": embedding}, dtype=policy, **kwargs)
+        self.pooling, self.normalize = pooling, normalize
+
+
+@serializable
 class BertPretrainer(TaskModel):
     """BERT with the pretraining heads (the original run_pretraining.py model).
 
@@ -170,11 +191,13 @@ class BertPretrainer(TaskModel):
 class TaskSpec:
     """What one task's model is (`REGISTRY`): how to make it, the heads a trained one holds (attributes, keys of
     `bert_tf.checkpoints.TASK_HEADS`), its outputs and those with a sequence axis (the second)."""
-    make: typing.Callable  # make(config, num_labels, restored) -> the Keras model (`restored`: see BertModel)
+    make: typing.Callable  # make(config, num_labels, restored, **options) -> the Keras model (`restored`: see
+    # BertModel)
     heads: tuple
     outputs: tuple
     sequence_outputs: tuple = ()
     labelled: bool = False  # whether it needs num_labels
+    options: tuple = ()  # the keyword options `make` takes (e.g. the embedding's pooling)
 
 
 # The task models by task name: the export (bert_tf.export.saved_model) and the tasks (bert_tf.tasks) read them here.
@@ -196,15 +219,24 @@ REGISTRY = {
     "masked_lm": TaskSpec(
         lambda config, _, restored: BertPretrainer(config, with_next_sentence=False, restored_encoder=restored),
         ("masked_lm",), ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",)),
+    "embedding": TaskSpec(
+        lambda config, _, restored, **options: BertSentenceEncoder(config, restored_encoder=restored, **options),
+        (), ("embedding",), options=("pooling", "normalize")),
 }
 
 
-def build_task_model(task, config, num_labels=None, restored=False):
+def build_task_model(task, config, num_labels=None, restored=False, **options):
     """The Keras model of `task` (a key of REGISTRY); `num_labels` for the labelled ones (classifier, ner);
-    `restored`: the caller restores its encoder next (see BertModel)."""
+    `restored`: the caller restores its encoder next (see BertModel); `options`: those of the task's spec (e.g.
+    the embedding's pooling="cls"), None ones left at their defaults."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     spec = REGISTRY[task]
     if spec.labelled and (not num_labels or num_labels < 1):
         raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
-    return spec.make(config, num_labels, restored)
+    options = {name: value for name, value in options.items() if value is not None}
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise ValueError(f"The {task} task takes no option {', '.join(unknown)}"
+                         f"{' (its options: ' + ', '.join(spec.options) + ')' if spec.options else ''}.")
+    return spec.make(config, num_labels, restored, **options)

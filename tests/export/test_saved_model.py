@@ -186,7 +186,7 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     assert features["input_mask"].sum(1).max() == max_len  # some rows really are truncated
     spec, models = {}, {}
     for task, labels in (("encoder", None), ("squad", None), ("ner", "O,B,I"), ("pretraining", None),
-                         ("masked_lm", None)):
+                         ("masked_lm", None), ("embedding", None)):
         tf.keras.utils.set_random_seed(1)
         model = saved_model.build_task_model(tiny["config"], task, 3 if labels else None)
         models[task] = model
@@ -217,7 +217,8 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
                         "ner": ("logits", "probabilities"),
                         "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output",
                                         "pooled_output"),
-                        "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output")}
+                        "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output"),
+                        "embedding": ("embedding",)}
     for task, model in models.items():
         inputs = {k: tf.constant(v) for k, v in features.items()}
         if task in ("pretraining", "masked_lm"):

@@ -1,0 +1,165 @@
+"""Sentence embeddings and semantic search: a BERT's last layer pooled as sentence-transformers pools it.
+
+all-MiniLM-L6-v2 (the real model bert-tf's quickstart uses) and the other sentence-transformers BERTs embed a text
+as the mean of the last layer over its real tokens (or its [CLS] vector), divided by its L2 norm; two texts are
+similar by the cosine of their embeddings, the dot product of normalized ones.
+
+    encoder = SentenceEncoder.from_pretrained("minilm/bert_model.ckpt", max_seq_length=256)
+    corpus = encoder.encode(sentences)                       # [N, H] float32
+    hits = search(encoder.encode(["a query"]), corpus, top_k=3)  # [[(index, cosine), ...]]
+
+Each text is tokenized by the original FullTokenizer and packed as `[CLS] text [SEP]` (truncated at max_seq_length,
+as sentence-transformers truncates); the texts run sorted by length in batches cut to their longest text
+(`bert_tf.data.lengths`), and come back in input order. `run_scripts/semantic_search.py` is the command line;
+`export_saved_model.py --task=embedding` serves the same embeddings (`embedding` [B, H]).
+"""
+import json
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tqdm import tqdm
+
+from bert_tf import checkpoints
+from bert_tf.data import fileio
+from bert_tf.data import lengths as lengths_lib
+from bert_tf.model import task_models
+from bert_tf.text import packing, tokenization
+from bert_tf.training import devices
+
+_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+class SentenceEncoder:
+    """Embeds texts with `model` (a `task_models.BertSentenceEncoder`) and `tokenizer` (a FullTokenizer).
+
+    `max_seq_length`: tokens per text, [CLS] and [SEP] included (all-MiniLM-L6-v2: 256); `batch_size`: texts per
+    batch of max_seq_length tokens (shorter texts share a batch's tokens, `lengths_lib.LengthSorted`); `lengths`: a
+    `lengths_lib.SequenceLengths` (default: batches cut to their longest text); `jit_compile`: XLA.
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length=256, batch_size=32, lengths=None, jit_compile=False):
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {max_seq_length}.")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.lengths = lengths or lengths_lib.SequenceLengths.for_run()
+        self.jit_compile = jit_compile
+        self._forward = {}  # traced per input signature
+
+    @classmethod
+    def from_pretrained(cls, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
+                        max_seq_length=256, pooling="mean", normalize=True, batch_size=32, use_xla=False,
+                        pad_to_max_seq_length=False, seq_length_multiple=None):
+        """The encoder of `init_checkpoint` (any format `checkpoints.load_pretrained` reads: an original release, a
+        bert-tf, Model Garden or TF Hub model) with `pooling` ("mean" or "cls") and `normalize`; lengths as the
+        scripts' flags (bert_tf.data.lengths)."""
+        build = lambda config, restored: task_models.build_task_model(  # noqa: E731
+            "embedding", config, restored=restored, pooling=pooling, normalize=normalize)
+        loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
+                                             max_seq_length)
+        lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
+        return cls(loaded.model, loaded.tokenizer, max_seq_length, batch_size, lengths, use_xla)
+
+    def pack(self, texts):
+        """{input_ids, input_mask, segment_ids}: [len(texts), max_seq_length] int32 of `texts` (strings)."""
+        rows = []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"Text {i} is a {type(text).__name__}, not a str: {text!r}.")
+            tokens, segment_ids = packing.pack_tokens(self.tokenizer.tokenize(text), None, self.max_seq_length)
+            rows.append(packing.pad_inputs(self.tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                                           self.max_seq_length))
+        return {name: np.array([row[k] for row in rows], np.int32).reshape(len(rows), self.max_seq_length)
+                for k, name in enumerate(_INPUTS)}
+
+    def encode(self, texts):
+        """[len(texts), H] float32: the embedding of each text, in input order."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.model.bert.config.hidden_size), np.float32)
+        batches = lengths_lib.LengthSorted(self.pack(texts), self.batch_size, self.lengths, _INPUTS)
+        forward = self._traced(batches.dataset.element_spec)
+        outputs = ({"embedding": forward(batch).numpy()} for batch in batches.dataset)
+        parts = [batch["embedding"] for batch in tqdm(
+            batches.in_input_order(outputs), total=-(-len(texts) // self.batch_size), desc="embed", unit="batch",
+            disable=len(texts) <= 4 * self.batch_size)]
+        return np.concatenate(parts)
+
+    def _traced(self, spec):
+        key = tuple(sorted((name, tuple(s.shape)) for name, s in spec.items()))
+        if key not in self._forward:
+            self._forward[key] = tf.function(lambda batch: self.model(batch, training=False)["embedding"],
+                                             jit_compile=self.jit_compile, input_signature=[spec], autograph=False)
+        return self._forward[key]
+
+
+def cosine_similarities(queries, corpus):
+    """[Q, N] cosine similarity of each query embedding [Q, H] to each corpus embedding [N, H] (normalized here,
+    so embeddings of any norm may be given)."""
+    unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)  # noqa: E731
+    return unit(np.asarray(queries, np.float32)) @ unit(np.asarray(corpus, np.float32)).T
+
+
+def search(queries, corpus, top_k=5):
+    """The `top_k` corpus rows nearest each query by cosine similarity: for each query a list of (corpus index,
+    cosine), best first (ties: the lower index first)."""
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+    scores = cosine_similarities(queries, corpus)
+    hits = []
+    for row in scores:
+        best = np.argsort(-row, kind="stable")[:top_k]
+        hits.append([(int(i), float(row[i])) for i in best])
+    return hits
+
+
+def read_lines(path, what):
+    """The non-empty lines of the text file `path` (stripped, in order), as (line number, text); `what` names the
+    file in the errors: a missing file or one without text is a ValueError."""
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{what} {path} does not exist.")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        lines = [(number, tokenization.convert_to_unicode(raw).strip()) for number, raw in enumerate(f, 1)]
+    lines = [(number, text) for number, text in lines if text]
+    if not lines:
+        raise ValueError(f"{what} {path} has no text: expected one sentence per line.")
+    return lines
+
+
+def semantic_search(encoder, sentences, queries, top_k=5):
+    """The `top_k` of `sentences` ((line number, text) pairs, as `read_lines` gives them) nearest each of `queries`
+    (strings) by the cosine of their embeddings by `encoder` (a SentenceEncoder): for each query in order,
+    {"query": q, "results": [{"line": line number, "text": sentence, "score": cosine}, ...]}, the nearest first."""
+    hits = search(encoder.encode(queries), encoder.encode([text for _, text in sentences]), top_k)
+    return [{"query": query, "results": [{"line": sentences[i][0], "text": sentences[i][1], "score": round(score, 6)}
+                                         for i, score in found]}
+            for query, found in zip(queries, hits)]
+
+
+def run(input_file, output_file, queries=(), query_file=None, top_k=5, init_checkpoint=None, bert_config_file=None,
+        vocab_file=None, do_lower_case=None, max_seq_length=256, pooling="mean", normalize=True, batch_size=32,
+        use_xla=False, pad_to_max_seq_length=False, seq_length_multiple=None):
+    """What semantic_search.py does: reads the sentences of `input_file` (one per line; empty lines skipped) and the
+    queries (`queries` plus the lines of `query_file`), loads `SentenceEncoder.from_pretrained(...)`, runs
+    `semantic_search` and writes one JSON line per query to `output_file` (a temporary name, renamed when
+    complete). Bad input fails before the model loads. Returns the result objects."""
+    queries = list(queries) + ([text for _, text in read_lines(query_file, "query_file")] if query_file else [])
+    if not queries:
+        raise ValueError("No query given: pass --query (repeatable) or --query_file.")
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+    sentences = read_lines(input_file, "input_file")
+    devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
+    encoder = SentenceEncoder.from_pretrained(init_checkpoint, bert_config_file, vocab_file, do_lower_case,
+                                              max_seq_length, pooling, normalize, batch_size, use_xla,
+                                              pad_to_max_seq_length, seq_length_multiple)
+    results = semantic_search(encoder, sentences, queries, top_k)
+    with fileio.atomic_write(output_file) as writer:
+        for result in results:
+            writer.write(json.dumps(result, ensure_ascii=False) + "\n")
+    logging.info("Searched %d sentences of %s for %d queries; wrote %s", len(sentences), input_file, len(queries),
+                 output_file)
+    return results
