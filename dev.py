@@ -53,7 +53,7 @@ def setup():
     if not os.path.exists(PYTHON):
         run(sys.executable, "-m", "venv", VENV)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev,corpus,beam,ecosystem]")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev,corpus,beam,ecosystem,deploy]")
     run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", *NO_DEPS)
     with open(stamp, "w") as f:
         f.write(digest)

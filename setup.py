@@ -33,5 +33,7 @@ setuptools.setup(
         "ecosystem": ["tf-models-official==2.20.*", "tensorflow-hub==0.16.*", "setuptools<81"],
         "corpus": ["mwparserfromhell>=0.6", "pysbd>=0.3.4"],
         "beam": ["apache-beam[tfrecord]>=2.60"],
+        # --format=litert / onnx exports and the runtimes that run them (bert_tf/export/portable.py)
+        "deploy": ["ai-edge-litert>=2.0", "tf2onnx>=1.17", "onnx>=1.17", "onnxruntime>=1.20"],
     },
 )

@@ -22,17 +22,26 @@ preprocessing model (strings -> packed inputs at --max_seq_length; `tokenize`, `
     --vocab_file=$BERT/vocab.txt --init_checkpoint=$BERT/bert_model.ckpt --export_dir=/hub/bert_encoder
   python run_scripts/export_saved_model.py --task=preprocessing --vocab_file=$BERT/vocab.txt \
     --export_dir=/hub/bert_preprocess
+
+--format=litert / onnx write model.tflite / model.onnx (LiteRT's interpreter, onnxruntime; no TensorFlow needed to
+run them) with the serving_default tensor signature; --quantization=dynamic_range stores the weights as int8:
+  python run_scripts/export_saved_model.py --format=litert --quantization=dynamic_range --task=classifier \
+    --init_checkpoint=$OUT/model.ckpt --label_list=0,1 ... --export_dir=/models/mrpc_litert
 """
 from absl import flags, logging
 
 from bert_tf import flags as bert_flags
-from bert_tf.export import saved_model, tfhub
+from bert_tf.export import portable, saved_model, tfhub
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
-flags.DEFINE_enum("format", "serving", ["serving", "tfhub"], "serving: TF Serving signatures (docs/serving.md); "
-                  "tfhub: the TF Hub BERT formats of Model Garden's export_tfhub.py (tasks encoder, masked_lm, "
-                  "preprocessing).")
+flags.DEFINE_enum("format", "serving", ["serving", "tfhub", *portable.FORMATS],
+                  "serving: TF Serving signatures (docs/serving.md); tfhub: the TF Hub BERT formats of Model "
+                  "Garden's export_tfhub.py (tasks encoder, masked_lm, preprocessing); litert: "
+                  "<export_dir>/<version>/model.tflite, onnx: model.onnx, each with the serving_default tensor "
+                  "signature (bert_tf/export/portable.py).")
+flags.DEFINE_enum("quantization", "none", list(portable.QUANTIZATIONS), "--format=litert or onnx: dynamic_range "
+                  "stores the matrix weights as int8 (a quarter of the size; activations quantized at run time).")
 flags.DEFINE_enum("task", None, list(saved_model.TASKS) + ["preprocessing"],
                   "Which model to export. preprocessing: the TF Hub preprocessing model (with either --format).")
 flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.", lower_bound=1)
@@ -59,25 +68,48 @@ bert_flags.define_length_flags()
 # the TF Serving export's own settings
 SERVING_ONLY_FLAGS = ("text_ops", "use_xla", "pad_to_max_seq_length", "seq_length_multiple")
 EMBEDDING_FLAGS = ("pooling", "normalize_embeddings")
+PORTABLE_FLAGS = ("quantization",)
+
+
+def check_flags():
+    """Flags given for a format or task they do not apply to are errors, before anything loads."""
+    portable_format = FLAGS.format in portable.FORMATS
+    wrong = {"--task=embedding (--format=serving, litert or onnx)": [
+                 name for name in EMBEDDING_FLAGS if FLAGS[name].present
+                 and (FLAGS.task != "embedding" or FLAGS.format == "tfhub")],
+             "the TF Serving export of a model (--format=serving)": [
+                 name for name in SERVING_ONLY_FLAGS if FLAGS[name].present
+                 and (FLAGS.format != "serving" or FLAGS.task == "preprocessing")],
+             "--format=litert or onnx": [name for name in PORTABLE_FLAGS if FLAGS[name].present
+                                         and not portable_format]}
+    for where, names in wrong.items():
+        if names:
+            given = " and ".join(f"--{name}" for name in names)
+            raise ValueError(f"{given} {'applies' if len(names) == 1 else 'apply'} to {where}, not to "
+                             f"--format={FLAGS.format} --task={FLAGS.task}.")
+    if portable_format and FLAGS.task == "preprocessing":
+        raise ValueError(f"--format={FLAGS.format} has no preprocessing model: TensorFlow Text's tokenizer ops have "
+                         f"no {FLAGS.format} form; tokenize with the original FullTokenizer and feed the model's "
+                         f"tensor signature.")
 
 
 def main(_):
-    given = [f"--{name}" for name in EMBEDDING_FLAGS if FLAGS[name].present]
-    if given and (FLAGS.task != "embedding" or FLAGS.format != "serving"):
-        raise ValueError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --task=embedding "
-                         f"--format=serving, not to --format={FLAGS.format} --task={FLAGS.task}.")
+    check_flags()
+    options = {"pooling": FLAGS.pooling, "normalize": FLAGS.normalize_embeddings} if FLAGS.task == "embedding" else {}
     if FLAGS.format == "tfhub" or FLAGS.task == "preprocessing":
-        given = [f"--{name}" for name in SERVING_ONLY_FLAGS if FLAGS[name].present]
-        if given:
-            raise ValueError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the TF Serving "
-                             f"export of a model (--format=serving), not to --format={FLAGS.format} "
-                             f"--task={FLAGS.task}.")
         path = tfhub.export_from_checkpoint(
             task=FLAGS.task, vocab_file=FLAGS.vocab_file, export_dir=FLAGS.export_dir,
             bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,
             do_lower_case=bert_flags.given(FLAGS, "do_lower_case"), max_seq_length=FLAGS.max_seq_length,
             version=FLAGS.version,
             overwrite=FLAGS.overwrite, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list)
+    elif FLAGS.format in portable.FORMATS:
+        path = portable.export_from_checkpoint(
+            task=FLAGS.task, fmt=FLAGS.format, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+            init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
+            do_lower_case=bert_flags.given(FLAGS, "do_lower_case"), max_seq_length=FLAGS.max_seq_length,
+            num_labels=FLAGS.num_labels, label_list=FLAGS.label_list, version=FLAGS.version,
+            overwrite=FLAGS.overwrite, quantization=FLAGS.quantization, **options)
     else:
         path = saved_model.export_from_checkpoint(
             task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
@@ -86,8 +118,7 @@ def main(_):
             max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
             version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla,
             pad_to_max_seq_length=FLAGS.pad_to_max_seq_length, length_multiple=FLAGS.seq_length_multiple,
-            **({"pooling": FLAGS.pooling, "normalize": FLAGS.normalize_embeddings} if FLAGS.task == "embedding"
-               else {}))
+            **options)
     logging.info("SavedModel written to %s", path)
     print(path)
 

@@ -192,7 +192,7 @@ def write_version(export_dir, version, overwrite, vocab_file, write):
 # --- the serving module ------------------------------------------------------------------------------------
 
 class _ServingModule(tf.Module):
-    def __init__(self, model, task, vocab_file, labels, preprocessor, use_xla=False, length_multiple=1):
+    def __init__(self, model, task, vocab_file, labels, preprocessor=None, use_xla=False, length_multiple=1):
         super().__init__()
         # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
         # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
@@ -205,11 +205,10 @@ class _ServingModule(tf.Module):
         self.output_names = task_models.REGISTRY[task].outputs
         if task == "classifier" and getattr(model, "regression", False):
             self.output_names = ("logits", "predictions")  # STS-B style regression: no labels
-        self.vocab_asset = tf.saved_model.Asset(vocab_file)
+        if vocab_file:
+            self.vocab_asset = tf.saved_model.Asset(vocab_file)
         self.preprocessor = preprocessor
         self._labels = labels
-        if labels is not None:
-            self.labels = tf.constant(labels, tf.string)
 
     def track_variables(self, concrete_functions):
         self.model_variables = function_variables(concrete_functions)
@@ -217,8 +216,9 @@ class _ServingModule(tf.Module):
     def outputs(self, inputs):
         result = self._forward_rounded(inputs) if self.length_multiple > 1 else self._forward.obj(inputs)
         out = {name: tf.identity(result[name], name=name) for name in self.output_names}
-        if self._labels is not None:
-            predicted = tf.gather(self.labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
+        if self._labels is not None:  # a constant of each function (a captured tensor would be an ONNX input)
+            labels = tf.constant(self._labels, tf.string)
+            predicted = tf.gather(labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
             out["predicted_label" if self.task == "classifier" else "predicted_labels"] = predicted
         return out
 
@@ -239,7 +239,50 @@ class _ServingModule(tf.Module):
         return out
 
 
-def _write_labels(directory, labels):
+def tensor_specs(task):
+    """The tensor signature's inputs of `task`: int32 input_ids, input_mask, segment_ids [B, S] (pretraining and
+    masked_lm: also masked_lm_positions [B, P]), by name."""
+    names = _TENSOR_INPUTS + (("masked_lm_positions",) if task in _PRETRAINING else ())
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
+
+
+def tensor_function(model, task, labels=None):
+    """`serving_default`'s computation for the formats converted from it (bert_tf.export.portable): a tf.function
+    of `tensor_specs(task)` (keyword arguments) returning the task's outputs by name, `labels` (classifier and
+    ner) giving `predicted_label(s)`, as the SavedModel's signature does."""
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
+    module = _ServingModule(model, task, None, labels)
+    return tf.function(lambda **inputs: module.outputs(inputs), autograph=False)
+
+
+def task_labels(model, task, label_list=None):
+    """The label names an export of `model` gives its predictions: `label_list` (as `label_lists.resolve` reads
+    it) or "0".."L-1" for a classifier or NER head; None for the other tasks and a regression classifier. Raises
+    ValueError for a list that does not fit the head or a task that has no labels."""
+    if task == "classifier" and getattr(model, "regression", False):
+        if label_list:
+            raise ValueError("A regression classifier has no labels.")
+        return None
+    if task in ("classifier", "ner"):
+        num_labels = model.num_labels
+        labels = label_lists.resolve(label_list) or [str(i) for i in range(num_labels)]
+        if len(labels) != num_labels:
+            raise ValueError(f"label_list has {len(labels)} labels but the model's head has {num_labels}.")
+        return labels
+    if label_list:
+        raise ValueError(f"A label list does not apply to the {task} task.")
+    return None
+
+
+def write_metadata(directory, meta):
+    """Writes `meta` as `directory`/assets.extra/export_metadata.json."""
+    os.makedirs(os.path.join(directory, "assets.extra"), exist_ok=True)
+    with open(os.path.join(directory, "assets.extra", "export_metadata.json"), "w") as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+
+
+def write_labels(directory, labels):
     path = os.path.join(directory, "labels.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(label + "\n" for label in labels))
@@ -275,17 +318,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
     if text_ops not in TEXT_OPS:
         raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
     version_dir(export_dir, version, overwrite)  # fail before the checks below
-    labels = None
-    if task == "classifier" and getattr(model, "regression", False):
-        if label_list:
-            raise ValueError("A regression classifier has no labels.")
-    elif task in ("classifier", "ner"):
-        num_labels = model.num_labels
-        labels = label_lists.resolve(label_list) or [str(i) for i in range(num_labels)]
-        if len(labels) != num_labels:
-            raise ValueError(f"label_list has {len(labels)} labels but the model's head has {num_labels}.")
-    elif label_list:
-        raise ValueError(f"A label list does not apply to the {task} task.")
+    labels = task_labels(model, task, label_list)
     has_text = text_ops != "none" and task not in _PRETRAINING
     signatures = {}
 
@@ -294,13 +327,10 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
                                          length_multiple) if has_text else None
         module = _ServingModule(model, task, vocab_copy, labels, preprocessor, use_xla, length_multiple)
         if labels is not None:
-            module.labels_asset = tf.saved_model.Asset(_write_labels(src_dir, labels))
+            module.labels_asset = tf.saved_model.Asset(write_labels(src_dir, labels))
 
-        specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _TENSOR_INPUTS}
-        if task in _PRETRAINING:
-            specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
         signatures["serving_default"] = tf.function(
-            lambda **inputs: module.outputs(inputs)).get_concrete_function(**specs)
+            lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(task))
         if has_text:
             signatures["serving_text"] = tf.function(
                 lambda text_a: module.text_outputs(preprocessor.encode(text_a))).get_concrete_function(
@@ -317,9 +347,7 @@ def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, m
                 "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()}
         if task == "embedding":
             meta.update(pooling=model.pooling, normalize=model.normalize)
-        os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
-        with open(os.path.join(saved, "assets.extra", "export_metadata.json"), "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
+        write_metadata(saved, meta)
 
     final_dir = write_version(export_dir, version, overwrite, vocab_file, write)
     logging.info("Exported the %s model to %s (signatures: %s)", task, final_dir, ", ".join(sorted(signatures)))

@@ -108,8 +108,8 @@ def test_semantic_search_script_and_export(minilm_release, golden, run_main, tmp
                       ["--task=embedding", f"--export_dir={export_dir}", *model_flags],
                       ["--task=encoder", "--pooling=cls", f"--export_dir={tmp_path / 'no'}", *model_flags])
     assert errors[0] is None
-    assert errors[1] == ("ValueError: --pooling applies to --task=embedding --format=serving, not to "
-                         "--format=serving --task=encoder.")
+    assert errors[1] == ("ValueError: --pooling applies to --task=embedding (--format=serving, litert or onnx), "
+                         "not to --format=serving --task=encoder.")
     import tensorflow_text  # noqa: F401  (the text signature's ops)
     loaded = tf.saved_model.load(str(export_dir / "1"))
     expected = golden["mean_normalized"][:4]

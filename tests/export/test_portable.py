@@ -1,0 +1,146 @@
+"""LiteRT and ONNX exports (bert_tf/export/portable.py, export_saved_model.py --format=litert|onnx): every kind of
+task's tensor signature, run in a process that imports neither bert_tf nor TensorFlow's Keras model (LiteRT's
+interpreter, onnxruntime), equals the Keras model; the golden MRPC classifier gives the original's probabilities."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.export import portable, saved_model
+from bert_tf.model.config import BertConfig
+from bert_tf.text import packing, tokenization
+
+# Runs a model file on JSON inputs in a fresh process: no bert_tf, no Keras model; prints the outputs as JSON.
+RUNNER = r"""
+import json, sys
+import numpy as np
+path, fmt, inputs = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+feed = {name: np.array(value, np.int32) for name, value in inputs.items()}
+if fmt == "onnx":
+    import onnxruntime
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    outputs = dict(zip(names, session.run(None, feed)))
+else:
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(path)
+    assert list(interpreter.get_signature_list()) == ["serving_default"]
+    outputs = interpreter.get_signature_runner("serving_default")(**feed)
+assert not any(name.startswith("bert_tf") or name.startswith("keras") for name in sys.modules)
+decode = lambda v: v.decode() if isinstance(v, bytes) else v
+print(json.dumps({name: np.vectorize(decode)(v).tolist() if v.dtype == object else v.tolist()
+                  for name, v in outputs.items()}))
+"""
+
+
+def run_fresh(tmp_path, path, fmt, inputs):
+    """The outputs of the model file at `path` on `inputs` (name -> int32 array), from a fresh process."""
+    inputs_file = tmp_path / f"inputs_{fmt}.json"
+    inputs_file.write_text(json.dumps({k: np.asarray(v).tolist() for k, v in inputs.items()}))
+    result = subprocess.run([sys.executable, "-c", RUNNER, str(path), fmt, str(inputs_file)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {name: np.array(value) for name, value in json.loads(result.stdout.splitlines()[-1]).items()}
+
+
+def pack(tokenizer, texts_a, texts_b, seq_length):
+    rows = []
+    for a, b in zip(texts_a, texts_b):
+        tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(a), tokenizer.tokenize(b) if b else None,
+                                                  seq_length)
+        rows.append(packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length))
+    return {name: np.array([row[k] for row in rows], np.int32)
+            for k, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=24, type_vocab_size=2, hidden_act="gelu_exact")
+    vocab = tmp_path_factory.mktemp("tiny") / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]) + "\n")
+    return config, str(vocab)
+
+
+CASES = (("classifier", "neg,pos,mixed"), ("ner", "O,B,I"), ("pretraining", None), ("embedding", None))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", portable.FORMATS)
+def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
+    """A classifier and NER (string labels), pretraining (masked_lm_positions) and embedding: the outputs of the
+    SavedModel's tensor signature, by name, equal to the Keras model's (1e-5), at any batch and length; the
+    directory holds the vocab, the labels and the metadata. dynamic_range stores int8 weights (H=128: under 40%
+    of the size) and gives the float model's probabilities to 0.05 on random weights."""
+    config, vocab = tiny
+    rng = np.random.RandomState(0)
+    ids = rng.randint(5, 40, (3, 7)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 5:] = 0
+    inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    for task, labels in CASES:
+        tf.keras.utils.set_random_seed(1)
+        model = saved_model.build_task_model(config, task, 3 if labels else None)
+        path = portable.export_portable(model, task, fmt, str(tmp_path / task), vocab, label_list=labels)
+        feed = dict(inputs, masked_lm_positions=np.array([[1, 2]] * 3, np.int32)) if task == "pretraining" else inputs
+        got = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt, feed)
+        expected = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in feed.items()}).items()}
+        names = saved_model.tensor_function(model, task, labels and labels.split(",")).get_concrete_function(
+            **saved_model.tensor_specs(task)).structured_outputs
+        assert set(got) == set(names), (task, sorted(got))
+        for name in set(got) & set(expected):
+            np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=f"{task} {name}")
+        if labels:
+            key = "predicted_label" if task == "classifier" else "predicted_labels"
+            np.testing.assert_array_equal(got[key], np.array(labels.split(","))[expected["logits"].argmax(-1)])
+            assert (tmp_path / task / "1" / "labels.txt").read_text() == labels.replace(",", "\n") + "\n"
+        meta = json.loads((tmp_path / task / "1" / "assets.extra" / "export_metadata.json").read_text())
+        assert meta["task"] == task and meta["format"] == fmt and meta["file"] == portable.FILES[fmt]
+        assert (tmp_path / task / "1" / "vocab.txt").read_text() == open(vocab).read()
+    wider = BertConfig.from_dict({**config.to_dict(), "hidden_size": 128, "intermediate_size": 512})
+    model = saved_model.build_task_model(wider, "classifier", 3)
+    sizes, probabilities = {}, {}
+    for quantization in portable.QUANTIZATIONS:
+        path = portable.export_portable(model, "classifier", fmt, str(tmp_path / quantization), vocab,
+                                        quantization=quantization)
+        sizes[quantization] = os.path.getsize(os.path.join(path, portable.FILES[fmt]))
+        probabilities[quantization] = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt,
+                                                inputs)["probabilities"]
+    assert sizes["dynamic_range"] < 0.4 * sizes["none"], sizes
+    np.testing.assert_allclose(probabilities["dynamic_range"], probabilities["none"], atol=0.05)
+
+
+@pytest.mark.slow
+def test_golden_mrpc_without_tensorflow(tmp_path, golden_checkpoint, data_dir, run_main):
+    """The golden MRPC classifier exported by the script as LiteRT and ONNX: a fresh process reproduces the
+    original's probabilities (1e-4; measured 2e-6). Flags that do not apply fail before anything loads."""
+    with open(os.path.join(data_dir, "mrpc_test.tsv"), encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+    tokenizer = tokenization.FullTokenizer(f"{golden_checkpoint}/vocab.txt", do_lower_case=True)
+    features = pack(tokenizer, [r[3] for r in rows], [r[4] for r in rows], 128)
+    golden = np.loadtxt(os.path.join(data_dir, "mrpc_test_results.tsv"))
+    model_flags = [f"--init_checkpoint={golden_checkpoint}/bert_model.ckpt", "--task=classifier", "--label_list=0,1",
+                   f"--vocab_file={golden_checkpoint}/vocab.txt",
+                   f"--bert_config_file={golden_checkpoint}/bert_config.json"]
+    exports = ([f"--format={fmt}", f"--export_dir={tmp_path / fmt}", *model_flags] for fmt in portable.FORMATS)
+    errors = run_main("run_scripts/export_saved_model.py", *exports,
+                      ["--quantization=dynamic_range", f"--export_dir={tmp_path / 'x'}", *model_flags],
+                      ["--format=onnx", "--text_ops=core", f"--export_dir={tmp_path / 'x'}", *model_flags],
+                      ["--format=litert", "--task=preprocessing", f"--vocab_file={golden_checkpoint}/vocab.txt",
+                       f"--export_dir={tmp_path / 'x'}"])
+    assert errors[:2] == [None, None]
+    assert errors[2] == ("ValueError: --quantization applies to --format=litert or onnx, not to --format=serving "
+                         "--task=classifier.")
+    assert errors[3] == ("ValueError: --text_ops applies to the TF Serving export of a model (--format=serving), "
+                         "not to --format=onnx --task=classifier.")
+    assert errors[4].startswith("ValueError: --format=litert has no preprocessing model: TensorFlow Text's")
+    assert not (tmp_path / "x").exists()
+    for fmt in portable.FORMATS:
+        got = run_fresh(tmp_path, tmp_path / fmt / "1" / portable.FILES[fmt], fmt, features)
+        np.testing.assert_allclose(got["probabilities"], golden, atol=1e-4, err_msg=fmt)
+        np.testing.assert_array_equal(got["predicted_label"], np.array(["0", "1"])[golden.argmax(-1)])
