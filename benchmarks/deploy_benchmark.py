@@ -131,8 +131,11 @@ def load_runtime(name, path, threads, output="sequence_output"):
     """fn(batch of batch_of) -> the numpy `output` of runtime `name` loaded from `path`."""
     if name == "savedmodel":
         import tensorflow as tf
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # TensorFlow already running (--accuracy, in the parent): its threads, untimed
+            pass
         signature = tf.saved_model.load(path).signatures["serving_default"]
         return lambda batch: signature(**{k: tf.constant(v) for k, v in batch.items()})[output].numpy()
     if name.startswith("litert"):
