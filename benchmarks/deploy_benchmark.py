@@ -58,7 +58,6 @@ def prepare(args):
     """Writes the real MiniLM as an original checkpoint, the encoder's exports and the tokenized texts under
     work_dir (once). Returns {runtime: model path} and the texts' file."""
     from bert_tf import checkpoints, resources
-    from bert_tf.export import portable, saved_model
     from bert_tf.text import tokenization
 
     release = os.path.join(args.work_dir, "minilm")
@@ -67,13 +66,7 @@ def prepare(args):
     common = dict(task="encoder", bert_config_file=f"{release}/bert_config.json",
                   vocab_file=f"{release}/vocab.txt", init_checkpoint=f"{release}/bert_model.ckpt",
                   max_seq_length=args.max_seq_length, overwrite=True)
-    paths = {"savedmodel": saved_model.export_from_checkpoint(export_dir=f"{args.work_dir}/savedmodel",
-                                                              text_ops="none", **common)}
-    for fmt in portable.FORMATS:
-        for quantization, suffix in (("none", ""), ("dynamic_range", "_int8")):
-            directory = portable.export_from_checkpoint(fmt=fmt, export_dir=f"{args.work_dir}/{fmt}{suffix}",
-                                                        quantization=quantization, **common)
-            paths[fmt + suffix] = os.path.join(directory, FILES[fmt])
+    paths = export_all(f"{args.work_dir}/", common)
     paths["torch"] = paths["torch_int8"] = resources.minilm_dir()
     tokenizer = tokenization.FullTokenizer(f"{release}/vocab.txt", do_lower_case=True)
     texts = [text for _, text in resources.read_rotten_tomatoes()][:args.num_texts]
@@ -85,10 +78,24 @@ def prepare(args):
     return paths, texts_file
 
 
+def export_all(prefix, common):
+    """{runtime: model path} of the model of `common` (export_from_checkpoint's arguments) exported as a
+    SavedModel (tensor signature only) and as LiteRT and ONNX, float and int8, to <prefix><runtime>."""
+    from bert_tf.export import portable, saved_model
+
+    paths = {"savedmodel": saved_model.export_from_checkpoint(export_dir=f"{prefix}savedmodel", text_ops="none",
+                                                              **common)}
+    for fmt in portable.FORMATS:
+        for quantization, suffix in (("none", ""), ("dynamic_range", "_int8")):
+            directory = portable.export_from_checkpoint(fmt=fmt, export_dir=f"{prefix}{fmt}{suffix}",
+                                                        quantization=quantization, **common)
+            paths[fmt + suffix] = os.path.join(directory, FILES[fmt])
+    return paths
+
+
 def accuracy(args):
     """{format: dev accuracy} of the fine-tuned classifier of --accuracy in every export format (its vocab: the
     MiniLM release's, as the quickstart fine-tunes it)."""
-    from bert_tf.export import portable, saved_model
     from bert_tf.text import tokenization
 
     vocab_file = os.path.join(args.work_dir, "minilm", "vocab.txt")
@@ -96,13 +103,7 @@ def accuracy(args):
     common = dict(task="classifier", bert_config_file=None, vocab_file=vocab_file, init_checkpoint=args.accuracy,
                   label_list=os.path.join(args.accuracy, "label_list.txt"), max_seq_length=args.max_seq_length,
                   overwrite=True)
-    model_paths = {"savedmodel": saved_model.export_from_checkpoint(
-        export_dir=f"{args.work_dir}/cls_savedmodel", text_ops="none", **common)}
-    for fmt in portable.FORMATS:
-        for quantization, suffix in (("none", ""), ("dynamic_range", "_int8")):
-            directory = portable.export_from_checkpoint(fmt=fmt, export_dir=f"{args.work_dir}/cls_{fmt}{suffix}",
-                                                        quantization=quantization, **common)
-            model_paths[fmt + suffix] = os.path.join(directory, FILES[fmt])
+    model_paths = export_all(f"{args.work_dir}/cls_", common)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     ids = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(r[2])[:args.max_seq_length - 2] +
                                            ["[SEP]"]) for r in rows]

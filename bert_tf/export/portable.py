@@ -21,12 +21,12 @@ per channel). About a quarter of the float model's size; accuracy: BENCHMARKS.md
 ONNX: tf2onnx (opset 17) converts TensorFlow's graph, with one op it lacks written here: `Erfc` (the exact GELU of
 `gelu_exact` models such as MiniLM) as 1 - Erf.
 """
+import functools
 import os
 
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import label_lists
 from bert_tf.export import saved_model
 
 FORMATS = ("litert", "onnx")
@@ -50,8 +50,9 @@ def export_portable(model, task, fmt, export_dir, vocab_file, do_lower_case=True
     check_options(fmt, quantization)
     saved_model.version_dir(export_dir, version, overwrite)  # fail before the conversion
     labels = saved_model.task_labels(model, task, label_list)
+    specs = saved_model.tensor_specs(task)
     function = saved_model.tensor_function(model, task, labels)
-    concrete = function.get_concrete_function(**saved_model.tensor_specs(task))
+    concrete = function.get_concrete_function(**specs)
 
     def write(src_dir, vocab_copy, out_dir):
         os.makedirs(out_dir)
@@ -59,14 +60,14 @@ def export_portable(model, task, fmt, export_dir, vocab_file, do_lower_case=True
         if fmt == "litert":
             write_litert(concrete, path, quantization)
         else:
-            write_onnx(function, saved_model.tensor_specs(task), path, quantization)
+            write_onnx(function, specs, path, quantization)
         os.replace(vocab_copy, os.path.join(out_dir, "vocab.txt"))
         if labels is not None:
             saved_model.write_labels(out_dir, labels)
         saved_model.write_metadata(out_dir, {
             "task": task, "format": fmt, "file": FILES[fmt], "quantization": quantization,
             "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
-            "inputs": list(saved_model.tensor_specs(task)), "outputs": sorted(concrete.structured_outputs),
+            "inputs": list(specs), "outputs": sorted(concrete.structured_outputs),
             "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()})
 
     final_dir = saved_model.write_version(export_dir, version, overwrite, vocab_file, write)
@@ -108,15 +109,13 @@ def write_onnx(function, specs, path, quantization):
         os.remove(float_path)
 
 
+@functools.cache  # registered once per process
 def _register_erfc():
     """Registers tf2onnx's conversion of TensorFlow's Erfc (tf2onnx 1.17 has none and writes a node onnxruntime
     refuses): Erfc(x) = 1 - Erf(x), ONNX's Erf being there from opset 9."""
     import numpy as np
     from tf2onnx import utils
     from tf2onnx.handler import tf_op
-
-    if "Erfc" in _registered_erfc:
-        return
 
     @tf_op("Erfc")
     class Erfc:  # noqa: F841  (registered by the decorator)
@@ -129,11 +128,6 @@ def _register_erfc():
             node.type = "Sub"
             ctx.replace_inputs(node, [one.output[0], erf.output[0]])
 
-    _registered_erfc.add("Erfc")
-
-
-_registered_erfc = set()
-
 
 def export_from_checkpoint(task, fmt, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=None,
                            max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
@@ -141,9 +135,7 @@ def export_from_checkpoint(task, fmt, bert_config_file, vocab_file, init_checkpo
     """Loads the task model of `init_checkpoint` (`saved_model.load_task_model`, with the task's `options`) and
     exports it as `fmt` (`export_portable`). Bad options fail before the model loads."""
     check_options(fmt, quantization)
-    labels = label_lists.resolve(label_list)
-    if labels is not None:
-        num_labels = num_labels or len(labels)
+    labels, num_labels = saved_model.given_labels(num_labels, label_list)
     saved_model.version_dir(export_dir, version, overwrite)
     loaded = saved_model.load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
                                          max_seq_length, num_labels, **options)

@@ -275,6 +275,17 @@ def task_labels(model, task, label_list=None):
     return None
 
 
+def given_labels(num_labels=None, label_list=None):
+    """(labels, num_labels) of the flags --num_labels and --label_list (as `label_lists.resolve` reads it): the
+    list's length is the label count; a --num_labels that disagrees with it is a ValueError."""
+    labels = label_lists.resolve(label_list)
+    if labels is None:
+        return None, num_labels
+    if num_labels and num_labels != len(labels):
+        raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
+    return labels, len(labels)
+
+
 def write_metadata(directory, meta):
     """Writes `meta` as `directory`/assets.extra/export_metadata.json."""
     os.makedirs(os.path.join(directory, "assets.extra"), exist_ok=True)
@@ -360,11 +371,7 @@ def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, 
                            **options):
     """Loads the task model of `init_checkpoint` (`load_task_model`, with the task's `options`: the embedding's
     pooling and normalize) and exports it (see above)."""
-    labels = label_lists.resolve(label_list)
-    if labels is not None:
-        if num_labels and num_labels != len(labels):
-            raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
-        num_labels = len(labels)
+    labels, num_labels = given_labels(num_labels, label_list)
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
     version_dir(export_dir, version, overwrite)  # fail before the slow part

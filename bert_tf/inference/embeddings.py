@@ -103,11 +103,16 @@ def cosine_similarities(queries, corpus):
     return unit(np.asarray(queries, np.float32)) @ unit(np.asarray(corpus, np.float32)).T
 
 
+def check_top_k(top_k):
+    """Raises ValueError unless top_k >= 1."""
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+
+
 def search(queries, corpus, top_k=5):
     """The `top_k` corpus rows nearest each query by cosine similarity: for each query a list of (corpus index,
     cosine), best first (ties: the lower index first)."""
-    if top_k < 1:
-        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+    check_top_k(top_k)
     scores = cosine_similarities(queries, corpus)
     hits = []
     for row in scores:
@@ -149,8 +154,7 @@ def run(input_file, output_file, queries=(), query_file=None, top_k=5, init_chec
     queries = list(queries) + ([text for _, text in read_lines(query_file, "query_file")] if query_file else [])
     if not queries:
         raise ValueError("No query given: pass --query (repeatable) or --query_file.")
-    if top_k < 1:
-        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+    check_top_k(top_k)
     sentences = read_lines(input_file, "input_file")
     devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
     encoder = SentenceEncoder.from_pretrained(init_checkpoint, bert_config_file, vocab_file, do_lower_case,

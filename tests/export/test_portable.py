@@ -132,13 +132,15 @@ def test_golden_mrpc_without_tensorflow(tmp_path, golden_checkpoint, data_dir, r
                       ["--quantization=dynamic_range", f"--export_dir={tmp_path / 'x'}", *model_flags],
                       ["--format=onnx", "--text_ops=core", f"--export_dir={tmp_path / 'x'}", *model_flags],
                       ["--format=litert", "--task=preprocessing", f"--vocab_file={golden_checkpoint}/vocab.txt",
-                       f"--export_dir={tmp_path / 'x'}"])
+                       f"--export_dir={tmp_path / 'x'}"],
+                      ["--format=onnx", "--num_labels=3", f"--export_dir={tmp_path / 'x'}", *model_flags])
     assert errors[:2] == [None, None]
     assert errors[2] == ("ValueError: --quantization applies to --format=litert or onnx, not to --format=serving "
                          "--task=classifier.")
     assert errors[3] == ("ValueError: --text_ops applies to the TF Serving export of a model (--format=serving), "
                          "not to --format=onnx --task=classifier.")
     assert errors[4].startswith("ValueError: --format=litert has no preprocessing model: TensorFlow Text's")
+    assert errors[5] == "ValueError: --num_labels=3 but the label list has 2 labels."
     assert not (tmp_path / "x").exists()
     for fmt in portable.FORMATS:
         got = run_fresh(tmp_path, tmp_path / fmt / "1" / portable.FILES[fmt], fmt, features)
