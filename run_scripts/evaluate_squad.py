@@ -13,8 +13,8 @@ import json
 
 from absl import app, flags
 
+from bert_tf import fileio
 from bert_tf import flags as bert_flags
-from bert_tf.data import fileio
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 
 FLAGS = flags.FLAGS

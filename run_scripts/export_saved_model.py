@@ -28,21 +28,23 @@ run them) with the serving_default tensor signature; --quantization=dynamic_rang
   python run_scripts/export_saved_model.py --format=litert --quantization=dynamic_range --task=classifier \
     --init_checkpoint=$OUT/model.ckpt --label_list=0,1 ... --export_dir=/models/mrpc_litert
 """
+import functools
+
 from absl import flags, logging
 
 from bert_tf import flags as bert_flags
-from bert_tf.export import portable, saved_model, tfhub
+from bert_tf.export import exporter, portable, saved_model
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
-flags.DEFINE_enum("format", "serving", ["serving", "tfhub", *portable.FORMATS],
+flags.DEFINE_enum("format", "serving", list(exporter.FORMATS),
                   "serving: TF Serving signatures (docs/serving.md); tfhub: the TF Hub BERT formats of Model "
                   "Garden's export_tfhub.py (tasks encoder, masked_lm, preprocessing); litert: "
                   "<export_dir>/<version>/model.tflite, onnx: model.onnx, each with the serving_default tensor "
                   "signature (bert_tf/export/portable.py).")
 flags.DEFINE_enum("quantization", "none", list(portable.QUANTIZATIONS), "--format=litert or onnx: dynamic_range "
                   "stores the matrix weights as int8 (a quarter of the size; activations quantized at run time).")
-flags.DEFINE_enum("task", None, list(saved_model.TASKS) + ["preprocessing"],
+flags.DEFINE_enum("task", None, list(exporter.FORMAT_TASKS["serving"]),
                   "Which model to export. preprocessing: the TF Hub preprocessing model (with either --format).")
 flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.", lower_bound=1)
 flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: comma-separated, or a file with one "
@@ -57,69 +59,25 @@ flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
 flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
                   "latency on CPU, slower at large batches; each new input shape compiles on its first request, and "
                   "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
-flags.DEFINE_enum("pooling", None, ["mean", "cls"], "--task=embedding: the sentence embedding is the mean of the "
-                  "last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its [CLS] "
-                  "vector.")
+flags.DEFINE_enum("pooling", None, list(exporter.POOLINGS), "--task=embedding: the sentence embedding is the mean "
+                  "of the last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its "
+                  "[CLS] vector.")
 flags.DEFINE_bool("normalize_embeddings", None, "--task=embedding: divide each embedding by its L2 norm (default "
                   "true, as all-MiniLM-L6-v2's Normalize module).")
 bert_flags.define_length_flags()
 
 
-# the TF Serving export's own settings
-SERVING_ONLY_FLAGS = ("text_ops", "use_xla", "pad_to_max_seq_length", "seq_length_multiple")
-EMBEDDING_FLAGS = ("pooling", "normalize_embeddings")
-PORTABLE_FLAGS = ("quantization",)
-
-
-def check_flags():
-    """Flags given for a format or task they do not apply to are errors, before anything loads."""
-    portable_format = FLAGS.format in portable.FORMATS
-    wrong = {"--task=embedding (--format=serving, litert or onnx)": [
-                 name for name in EMBEDDING_FLAGS if FLAGS[name].present
-                 and (FLAGS.task != "embedding" or FLAGS.format == "tfhub")],
-             "the TF Serving export of a model (--format=serving)": [
-                 name for name in SERVING_ONLY_FLAGS if FLAGS[name].present
-                 and (FLAGS.format != "serving" or FLAGS.task == "preprocessing")],
-             "--format=litert or onnx": [name for name in PORTABLE_FLAGS if FLAGS[name].present
-                                         and not portable_format]}
-    for where, names in wrong.items():
-        if names:
-            given = " and ".join(f"--{name}" for name in names)
-            raise ValueError(f"{given} {'applies' if len(names) == 1 else 'apply'} to {where}, not to "
-                             f"--format={FLAGS.format} --task={FLAGS.task}.")
-    if portable_format and FLAGS.task == "preprocessing":
-        raise ValueError(f"--format={FLAGS.format} has no preprocessing model: TensorFlow Text's tokenizer ops have "
-                         f"no {FLAGS.format} form; tokenize with the original FullTokenizer and feed the model's "
-                         f"tensor signature.")
-
-
 def main(_):
-    check_flags()
-    options = {"pooling": FLAGS.pooling, "normalize": FLAGS.normalize_embeddings} if FLAGS.task == "embedding" else {}
-    if FLAGS.format == "tfhub" or FLAGS.task == "preprocessing":
-        path = tfhub.export_from_checkpoint(
-            task=FLAGS.task, vocab_file=FLAGS.vocab_file, export_dir=FLAGS.export_dir,
-            bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,
-            do_lower_case=bert_flags.given(FLAGS, "do_lower_case"), max_seq_length=FLAGS.max_seq_length,
-            version=FLAGS.version,
-            overwrite=FLAGS.overwrite, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list)
-    elif FLAGS.format in portable.FORMATS:
-        path = portable.export_from_checkpoint(
-            task=FLAGS.task, fmt=FLAGS.format, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-            init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
-            do_lower_case=bert_flags.given(FLAGS, "do_lower_case"), max_seq_length=FLAGS.max_seq_length,
-            num_labels=FLAGS.num_labels, label_list=FLAGS.label_list, version=FLAGS.version,
-            overwrite=FLAGS.overwrite, quantization=FLAGS.quantization, **options)
-    else:
-        path = saved_model.export_from_checkpoint(
-            task=FLAGS.task, bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-            init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
-            do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
-            max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
-            version=FLAGS.version, overwrite=FLAGS.overwrite, text_ops=FLAGS.text_ops, use_xla=FLAGS.use_xla,
-            pad_to_max_seq_length=FLAGS.pad_to_max_seq_length, length_multiple=FLAGS.seq_length_multiple,
-            **options)
-    logging.info("SavedModel written to %s", path)
+    given = functools.partial(bert_flags.given, FLAGS)  # None where not on the command line: the request's default
+    request = exporter.ExportRequest(
+        task=FLAGS.task, export_dir=FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
+        overwrite=FLAGS.overwrite, max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels,
+        label_list=FLAGS.label_list, text_ops=given("text_ops"), use_xla=given("use_xla"),
+        pad_to_max_seq_length=given("pad_to_max_seq_length"), length_multiple=given("seq_length_multiple"),
+        quantization=given("quantization"), pooling=given("pooling"), normalize=given("normalize_embeddings"))
+    path = exporter.export(request, init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
+                           vocab_file=FLAGS.vocab_file, do_lower_case=given("do_lower_case"))
+    logging.info("Export written to %s", path)
     print(path)
 
 

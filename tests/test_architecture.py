@@ -20,6 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Packages of bert_tf from the bottom up: a module may import its own package and the ones below it, never above.
 LAYERS = {
+    "fileio": -1,
     "text": 0,
     "data": 1, "resources": 1,
     "model": 2,
@@ -35,9 +36,27 @@ TOP_LEVEL_ONLY = {"bert_tf.modeling", "bert_tf.tokenization", "bert_tf.flags", "
 TENSORFLOW_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_text", "tensorflow_hub", "official")
 # Modules that must import without TensorFlow (worker processes, tokenization users, bert_tf.script_setup before
 # TensorFlow starts): no top-level tensorflow.
-TF_FREE = ["bert_tf.text.tokenization", "bert_tf.text.packing", "bert_tf.data.fileio", "bert_tf.data.corpus",
+TF_FREE = ["bert_tf.text.tokenization", "bert_tf.text.packing", "bert_tf.fileio", "bert_tf.data.corpus",
            "bert_tf.data.vocab", "bert_tf.data.pretraining.instances", "bert_tf.data.pretraining.wire",
            "bert_tf.data.pretraining.shards", "bert_tf.training.machine"]
+
+
+# Only bert_tf.fileio touches files, so that every user path may be a URL (gs://, ram://): elsewhere in the library
+# no builtin open, no os / os.path call that reads, writes or tests a path, no shutil, glob, tempfile, io.open,
+# gzip.open, bz2.open or tf.io.gfile. Modules that read files local by nature, and which:
+LOCAL_BY_NATURE = {
+    "bert_tf.resources": "the data files of installed PyPI packages (site-packages)",
+    "bert_tf.training.devices": "/proc/cpuinfo",
+    "bert_tf.training.machine": "the NVIDIA driver's and the TPU's device files",
+}
+FILE_FUNCTIONS = {
+    "os": {"makedirs", "mkdir", "replace", "rename", "renames", "remove", "unlink", "rmdir", "removedirs", "listdir",
+           "walk", "scandir", "stat", "lstat", "access", "chmod", "open", "fspath_open"},
+    "os.path": {"exists", "lexists", "isfile", "isdir", "islink", "getsize", "getmtime", "getctime", "getatime",
+                "abspath", "realpath", "samefile"},
+    "io": {"open"}, "gzip": {"open"}, "bz2": {"open"},
+}
+FILE_MODULES = ("shutil", "glob", "tempfile", "tf.io.gfile")
 
 
 def module_name(path):
@@ -133,6 +152,35 @@ def test_every_library_package_has_a_layer():
     assert not unplaced, f"place these in LAYERS (tests/test_architecture.py): {unplaced}"
 
 
+def _dotted(node):
+    """'a.b.c' for the attribute chain a.b.c, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id] + parts[::-1]) if isinstance(node, ast.Name) else None
+
+
+def file_calls(path):
+    """The calls in `path` that touch files (FILE_FUNCTIONS, FILE_MODULES, builtin open): [(line, call)]."""
+    found = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else _dotted(node.func)
+        owner, _, function = (name or "").rpartition(".")
+        if name == "open" or function in FILE_FUNCTIONS.get(owner, ()) or owner.startswith(FILE_MODULES):
+            found.append((node.lineno, name))
+    return found
+
+
+def test_only_fileio_touches_files():
+    """Every user path may be a URL: outside bert_tf.fileio nothing opens, tests, lists or moves a path."""
+    bad = [f"{module_name(path)}:{line}: {call}" for path in python_files("bert_tf", "run_scripts")
+           if module_name(path) not in ("bert_tf.fileio", *LOCAL_BY_NATURE) for line, call in file_calls(path)]
+    assert not bad, "use bert_tf.fileio:\n" + "\n".join(bad)
+
+
 def test_no_import_cycles():
     edges = {(i.source, i.target) for i in internal_edges(library_imports())}
     assert not find_cycles(edges)
@@ -187,11 +235,12 @@ def test_scripts_use_only_the_library_and_the_library_not_the_scripts():
 
 def test_scripts_import_bert_tf_flags_before_tensorflow():
     """bert_tf.flags applies the scripts' defaults (bert_tf.script_setup), which TensorFlow reads when it is
-    imported: in every run script it comes before any other bert_tf module and any package that imports TensorFlow."""
+    imported: in every run script it comes before any other bert_tf module (but the TensorFlow-free ones) and any
+    package that imports TensorFlow."""
     late = []
     for path in python_files("run_scripts"):
         first = sorted((i for i in imports_of(path) if i.top_level), key=lambda i: i.line)
-        order = [i.target for i in first if i.target.startswith("bert_tf.")
+        order = [i.target for i in first if i.target.startswith("bert_tf.") and i.target not in TF_FREE
                  or i.target.split(".")[0] in TENSORFLOW_PACKAGES]
         if not order or order[0] != "bert_tf.flags":
             late.append(f"{module_name(path)}: {order[:3]}")

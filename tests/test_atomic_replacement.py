@@ -1,8 +1,8 @@
-"""No half-replaced files (issue 31): a child process replacing an export version (`saved_model.write_version`) or a
-release (`original.write_release`, what export_original and the converters write) is SIGKILLed after each of its
-renames in turn (os.replace wrapped in the child: the real code runs). After the recovery that the next write runs
-first, the target is entirely the old or entirely the new one (every file and its bytes; other files kept), no
-temporary is left, and the next replacement works."""
+"""No half-replaced files (issue 31): a child process replacing an export version (`fileio.staged_directory`, as
+`exporter.export` commits every format) or a release (`original.write_release`, what export_original and the
+converters write) is SIGKILLed after each of its renames in turn (os.replace wrapped in the child: the real code
+runs). After the recovery that the next write runs first, the target is entirely the old or entirely the new one
+(every file and its bytes; other files kept), no temporary is left, and the next replacement works."""
 import collections
 import concurrent.futures
 import json
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.checkpoints import original
-from bert_tf.data import fileio
-from bert_tf.export import saved_model
+from bert_tf.export import exporter
 from bert_tf.model.config import BertConfig
 
 # A child: `python -c _CHILD <kill_after> <replacement> <target> <version>` writes `version` of the replacement over
@@ -50,14 +50,14 @@ def _vocab_file(directory, version):
 
 
 def write_export(export_dir, version):
-    """Overwrites export_dir/1 through `write_version`, with a `write` that saves files of `version` (names and
-    contents of its own) instead of a SavedModel."""
-    def write(src_dir, vocab_copy, saved_dir):
-        os.makedirs(os.path.join(saved_dir, "variables"))
-        for name in ("saved_model.pb", f"variables/only_in_{version}"):
-            with open(os.path.join(saved_dir, name), "w") as f:
+    """Overwrites export_dir/1 as the export does (`fileio.staged_directory`, saved_model.pb last), with files of
+    `version` (names and contents of its own) instead of a SavedModel."""
+    with fileio.staged_directory(os.path.join(export_dir, "1"), key="saved_model.pb") as out:
+        os.makedirs(os.path.join(out, "variables"))
+        for name in ("saved_model.pb", f"variables/only_in_{version}", f"only_in_{version}/x"):
+            os.makedirs(os.path.dirname(os.path.join(out, name)), exist_ok=True)
+            with open(os.path.join(out, name), "w") as f:
                 f.write(f"version {version}")
-    saved_model.write_version(export_dir, 1, True, _vocab_file(os.path.dirname(export_dir), version), write)
 
 
 def _tensors(version):
@@ -88,8 +88,8 @@ def write_sharded_release(output_dir, version):
 
 Replacement = collections.namedtuple("Replacement", "write_old write recover")
 REPLACEMENTS = {
-    "export": Replacement(write_export, write_export, lambda d: saved_model.version_dir(d, 1, overwrite=True)),
-    "release": Replacement(write_sharded_release, write_release, original.recover),
+    "export": Replacement(write_export, write_export, lambda d: exporter.version_dir(d, 1, overwrite=True)),
+    "release": Replacement(write_sharded_release, write_release, fileio.remove_stale_temporaries),
 }
 
 
@@ -186,16 +186,18 @@ def test_a_write_that_fails_leaves_the_old_release(tmp_path):
 
 
 def _staging(directory, monkeypatch, pid, manifest):
-    """A checkpoint staging directory of the process `pid` in `directory`, holding x.ckpt.index; with `manifest`,
-    committed (the manifest names that file)."""
+    """A checkpoint staging directory of the process `pid` in `directory` (as `original.staged_checkpoint` makes
+    one), holding x.ckpt.index; with `manifest`, committed (the manifest names that file)."""
     with monkeypatch.context() as patch:
         patch.setattr(os, "getpid", lambda: pid)
         staging = fileio.temp_dir(directory, "ckpt")
-    with open(os.path.join(staging, "x.ckpt.index"), "w") as f:
+    os.makedirs(os.path.join(staging, "content"))
+    with open(os.path.join(staging, "content", "x.ckpt.index"), "w") as f:
         f.write(f"index of {pid}")
     if manifest:
-        with open(os.path.join(staging, original.MANIFEST), "w") as f:
-            json.dump({"prefix": "x.ckpt", "files": ["x.ckpt.index"]}, f)
+        with open(os.path.join(staging, fileio.COMMIT_MANIFEST), "w") as f:
+            json.dump({"target": ".", "key": "x.ckpt.index", "files": ["x.ckpt.index"],
+                       "remove": r"x\.ckpt\.data-\d+-of-\d+"}, f)
     return os.path.basename(staging)
 
 
@@ -208,6 +210,6 @@ def test_recovery_leaves_the_staging_directories_of_running_processes_alone(tmp_
     dead_committed = _staging(directory, monkeypatch, ended.pid, manifest=True)
     assert fileio.stale_temporaries(directory) == sorted(
         os.path.join(directory, name) for name in (dead_unfinished, dead_committed))
-    original.recover(directory)
+    fileio.remove_stale_temporaries(directory)
     assert sorted(os.listdir(directory)) == sorted(live + ["x.ckpt.index"])
     assert (tmp_path / "x.ckpt.index").read_text() == f"index of {ended.pid}"  # rolled forward

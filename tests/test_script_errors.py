@@ -131,7 +131,7 @@ def test_a_malformed_hugging_face_config_is_named(tmp_path):
 
     path = tmp_path / "config.json"
     path.write_text('{"hidden_size": 384,\n "hidden_act": }')
-    with pytest.raises(ValueError, match=rf"^{path}:2:16: malformed JSON in the Hugging Face config: "):
+    with pytest.raises(ValueError, match=rf"^{path}:2:16: malformed JSON in Hugging Face config: "):
         huggingface.bert_config_from_hf(str(path))
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match="expected a JSON object"):

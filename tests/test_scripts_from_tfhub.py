@@ -11,11 +11,10 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from export.test_tfhub import tiny_release  # noqa: F401, F811 (a fixture)
+from export.test_tfhub import hub_export, tiny_release  # noqa: F401, F811 (a fixture)
 from tasks import test_ner
 
 from bert_tf import checkpoints
-from bert_tf.export import tfhub
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks import classifier, ner, pretraining, runner, squad, swag
@@ -34,9 +33,8 @@ def models(tmp_path_factory, tiny_release):  # noqa: F811 (the fixture imported 
     """tests/export/test_tfhub.py's original release (a tiny BERT with its masked-LM head, random weights), its
     bert-tf TF Hub export, and the input lines."""
     d = tmp_path_factory.mktemp("tfhub_alone")
-    hub = tfhub.export_from_checkpoint("masked_lm", tiny_release["vocab"], str(d / "hub"),
-                                       bert_config_file=tiny_release["config"], init_checkpoint=tiny_release["ckpt"],
-                                       max_seq_length=16)
+    hub = hub_export("masked_lm", tiny_release["vocab"], d / "hub", bert_config_file=tiny_release["config"],
+                     init_checkpoint=tiny_release["ckpt"], max_seq_length=16)
     (d / "input.txt").write_text("".join(line + "\n" for line in LINES))
     return d, tiny_release["dir"], hub
 

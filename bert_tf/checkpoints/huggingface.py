@@ -2,13 +2,13 @@
 into a directory like a released original BERT (`convert_hf_to_original`), optionally with the pretraining heads:
 the model's own, or seeded untrained ones (`seeded_pretraining_heads`) for a model published without them.
 """
-import json
 import os
 import re
 
 import numpy as np
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.checkpoints import assign, original
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertModel
@@ -33,13 +33,7 @@ def bert_config_from_hf(hf_config):
     source = "Hugging Face config"
     if isinstance(hf_config, str):
         source = hf_config
-        with open(hf_config, encoding="utf-8") as f:
-            text = f.read()
-        try:
-            hf_config = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{source}:{e.lineno}:{e.colno}: malformed JSON in the Hugging Face config: "
-                             f"{e.msg}") from None
+        hf_config = fileio.read_json(hf_config, "Hugging Face config")
         if not isinstance(hf_config, dict):
             raise ValueError(f"{source}: expected a JSON object (a Hugging Face BERT config.json), got a "
                              f"{type(hf_config).__name__}.")
@@ -94,10 +88,8 @@ def load_hf_safetensors(model, safetensors_file, strict=False):
         from safetensors import safe_open
     except ImportError as e:  # pragma: no cover - safetensors is a core dependency
         raise ImportError("Importing Hugging Face weights needs `pip install safetensors`.") from e
-    if not os.path.isfile(safetensors_file):
-        raise FileNotFoundError(f"No safetensors file at {safetensors_file}")
     bert = model if isinstance(model, BertModel) else model.bert
-    with safe_open(safetensors_file, framework="numpy") as f:
+    with fileio.local_file(safetensors_file, "safetensors file") as local, safe_open(local, framework="numpy") as f:
         names = list(f.keys())
         name_map = _hf_name_map(names, bert.config.num_hidden_layers)
         tensors = {}
@@ -174,4 +166,4 @@ def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None
     else:
         model = pretrainer_from_hf_directory(hf_model_dir, pretraining_heads_seed)
     vocab = os.path.join(hf_model_dir, "vocab.txt")
-    return original.export_original(model, output_dir, vocab_file=vocab if os.path.exists(vocab) else None)
+    return original.export_original(model, output_dir, vocab_file=vocab if fileio.exists(vocab) else None)

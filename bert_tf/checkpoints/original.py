@@ -6,14 +6,18 @@ import contextlib
 import json
 import os
 import re
-import shutil
 
 import tensorflow as tf
-from absl import logging
 
+from bert_tf import fileio
 from bert_tf.checkpoints import name_map
-from bert_tf.data import fileio
 from bert_tf.model.encoder import BertModel
+
+
+def checkpoint_reader(prefix):
+    """A reader of the checkpoint `prefix` (local or a URL). tf.train.load_checkpoint would first ask whether the
+    prefix is a directory, which TensorFlow's ram:// file system answers yes for any prefix of a file name."""
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def original_tensors(reader):
@@ -49,16 +53,10 @@ def _write_tensors(tensors, prefix):
 
 # --- replacing a checkpoint's files as a whole ------------------------------------------------------------------
 # A checkpoint is several files (`<prefix>.index`, `<prefix>.data-*`, the `checkpoint` state file; a release adds
-# bert_config.json and vocab.txt) in a directory that may hold other files (a converter's --output_dir), so it is
-# not replaced by renaming a directory: `staged_checkpoint` writes the new files into a staging directory beside
-# them, then a manifest naming them (one atomic rename: the commit point), then moves them in (`_commit`). A run
-# killed before the manifest leaves the old files untouched and a staging directory `recover` removes; one killed
-# after it is rolled forward by `recover` (the next write into the directory runs it first): the remaining files
-# are moved in, and the old shards the new index does not name removed. So once a write has ended or `recover` has
-# run, the directory holds the old checkpoint or the new one as a whole, never an old index with new data (a reader
-# during the moves, or after a kill and before `recover`, can see a mix: renames of several files are not atomic).
-
-MANIFEST = fileio.COMMIT_MANIFEST
+# bert_config.json and vocab.txt) in a directory that may hold other files (a converter's --output_dir): they are
+# committed together by `fileio.staged_directory`, the .index last (a reader takes a checkpoint only with its index),
+# the old shards the new index does not name removed, other files left alone; a write killed half-way is rolled
+# back or forward by the next write into the directory.
 
 
 @contextlib.contextmanager
@@ -69,47 +67,12 @@ def staged_checkpoint(checkpoint_prefix):
     own files) replace their namesakes beside `checkpoint_prefix` as a whole, and `<prefix>.data-*` shards of an
     earlier checkpoint that the new one lacks are removed; other files there are left alone. Nothing is left under
     the final names if the block fails."""
-    directory = os.path.dirname(os.path.abspath(checkpoint_prefix))
-    os.makedirs(directory, exist_ok=True)
-    recover(directory)
-    staging = fileio.temp_dir(directory, "ckpt")
-    base = os.path.basename(checkpoint_prefix)
-    try:
+    directory, base = os.path.dirname(checkpoint_prefix) or ".", os.path.basename(checkpoint_prefix)
+    shards = re.escape(base) + r"\.data-\d+-of-\d+"
+    with fileio.staged_directory(directory, key=base + ".index", remove=shards, label="ckpt") as staging:
         yield os.path.join(staging, base)
-        with open(os.path.join(staging, "checkpoint"), "w", encoding="utf-8") as f:
-            f.write(f"model_checkpoint_path: {json.dumps(base)}\nall_model_checkpoint_paths: {json.dumps(base)}\n")
-        files = sorted(os.listdir(staging), key=lambda name: name.endswith(".index"))  # the index last
-        fileio.write_text_atomically(os.path.join(staging, MANIFEST), json.dumps({"prefix": base, "files": files}))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _commit(staging, directory)  # a failure from here on is completed by `recover`
-
-
-def _commit(staging, directory):
-    """Moves the files the manifest of `staging` names (those still there) into `directory`, removes the shards of
-    its prefix there that it does not name, then `staging`. Idempotent, so that `recover` completes a killed one."""
-    with open(os.path.join(staging, MANIFEST), encoding="utf-8") as f:
-        manifest = json.load(f)
-    for name in manifest["files"]:
-        if os.path.exists(os.path.join(staging, name)):
-            os.replace(os.path.join(staging, name), os.path.join(directory, name))
-    shard = re.compile(re.escape(manifest["prefix"]) + r"\.data-\d+-of-\d+")
-    for name in os.listdir(directory):
-        if shard.fullmatch(name) and name not in manifest["files"]:
-            os.remove(os.path.join(directory, name))
-    shutil.rmtree(staging)
-
-
-def recover(directory):
-    """Cleans up after writers killed in `directory`: completes each staged checkpoint whose manifest was written
-    (`_commit`, oldest first), then removes the other stale temporaries (`fileio.remove_stale_temporaries`: staging
-    directories without a manifest among them). Staging directories of running processes are left alone."""
-    staged = [path for path in fileio.stale_temporaries(directory) if os.path.isfile(os.path.join(path, MANIFEST))]
-    for staging in sorted(staged, key=lambda path: os.path.getmtime(os.path.join(path, MANIFEST))):
-        logging.info("Completing the checkpoint replacement %s left by a killed run", staging)
-        _commit(staging, directory)
-    fileio.remove_stale_temporaries(directory)
+        fileio.write_text_atomically(os.path.join(staging, "checkpoint"), f"model_checkpoint_path: {json.dumps(base)}\n"
+                                     f"all_model_checkpoint_paths: {json.dumps(base)}\n")
 
 
 def export_original(model, output_dir, vocab_file=None):
@@ -131,9 +94,7 @@ def write_release(tensors, config, output_dir, vocab_file=None):
 
 def write_release_files(config, output_dir, vocab_file=None):
     """Writes bert_config.json and (if `vocab_file`) a copy of it as vocab.txt into output_dir; returns it."""
-    os.makedirs(output_dir, exist_ok=True)
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     if vocab_file:
-        with fileio.written_atomically(os.path.join(output_dir, "vocab.txt")) as tmp:
-            shutil.copyfile(vocab_file, tmp)
+        fileio.copy_file(vocab_file, os.path.join(output_dir, "vocab.txt"))
     return output_dir

@@ -5,9 +5,9 @@ script and export loads one.
 import dataclasses
 import os
 
-import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.checkpoints import tfhub
 from bert_tf.checkpoints.restore import restore
 from bert_tf.model.config import BertConfig, check_max_seq_length, check_vocab_size
@@ -43,7 +43,7 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     else:
         raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} has no "
                          f"bert_config.json beside it and is not a TF Hub BERT SavedModel to infer one from.")
-    if vocab_file and not tf.io.gfile.exists(vocab_file):
+    if vocab_file and not fileio.exists(vocab_file):
         raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
     if hub is None:
         return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
@@ -59,9 +59,9 @@ def _config_beside(init_checkpoint):
     """The bert_config.json in init_checkpoint's directory (a release or SavedModel directory), or None."""
     if not init_checkpoint:
         return None
-    directory = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+    directory = init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
     path = os.path.join(directory, "bert_config.json")
-    return path if tf.io.gfile.exists(path) else None
+    return path if fileio.exists(path) else None
 
 
 def _check_hub_vocab(hub, vocab_file):

@@ -12,6 +12,7 @@ import re
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bert_tf import fileio
 from bert_tf.checkpoints import assign, model_garden, name_map, original, tfhub
 
 _OBJECT_GRAPH = model_garden.OBJECT_GRAPH
@@ -26,14 +27,14 @@ def latest_checkpoint(directory):
     if not state:
         return None
     named = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
-    return named if tf.io.gfile.exists(named + ".index") else None
+    return named if fileio.exists(named + ".index") else None
 
 
 def checkpoint_files(directory):
     """What a training run keeps in `directory`: its `checkpoint` state file and ckpt-<step> files (the paths that
     exist; the other workers' are in their own directories, output_dir/workers/worker-<i>)."""
     state = os.path.join(directory, "checkpoint")
-    return sorted(([state] if tf.io.gfile.exists(state) else []) + tf.io.gfile.glob(os.path.join(directory, "ckpt-*")))
+    return sorted(([state] if fileio.exists(state) else []) + fileio.glob(os.path.join(directory, "ckpt-*")))
 
 
 def resolve_checkpoint(path):
@@ -47,11 +48,11 @@ def resolve_checkpoint(path):
     if not path:
         raise ValueError("No checkpoint given (init_checkpoint is empty).")
     prefix = _FILE_SUFFIX.sub("", path)
-    if tf.io.gfile.exists(prefix + ".index"):
+    if fileio.exists(prefix + ".index"):
         return prefix
     if tfhub.is_saved_model(path):
         return path
-    if tf.io.gfile.isdir(path):
+    if fileio.isdir(path):
         latest = latest_checkpoint(path)
         if latest:
             return latest
@@ -59,13 +60,13 @@ def resolve_checkpoint(path):
         if state:
             raise FileNotFoundError(f"{os.path.join(path, 'checkpoint')} names {state.model_checkpoint_path!r}, "
                                     f"but {path} holds no {os.path.basename(state.model_checkpoint_path)}.index.")
-        if tf.io.gfile.exists(os.path.join(path, "bert_model.ckpt.index")):
+        if fileio.exists(os.path.join(path, "bert_model.ckpt.index")):
             return os.path.join(path, "bert_model.ckpt")
-    if tf.io.gfile.isdir(path):
+    if fileio.isdir(path):
         raise FileNotFoundError(
             f"{path} is a directory that is neither a checkpoint nor a SavedModel: expected a `checkpoint` state "
             f"file, a bert_model.ckpt.index or a saved_model.pb in it (it holds "
-            f"{sorted(tf.io.gfile.listdir(path))[:8]}).")
+            f"{sorted(fileio.listdir(path))[:8]}).")
     raise FileNotFoundError(
         f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
         f"beside it (e.g. .../bert_model.ckpt), a directory holding one, or a SavedModel directory.")
@@ -118,7 +119,7 @@ def _checkpoint_tensors(model, prefix):
     if tfhub.is_saved_model(prefix):
         keras_paths = {variable.path: name for name, variable in name_map.original_variable_map(model).items()}
         return tfhub.hub_tensors(tfhub.read_hub_model(prefix), keras_paths)
-    reader = tf.train.load_checkpoint(prefix)
+    reader = original.checkpoint_reader(prefix)
     if _OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return original.original_tensors(reader)
     if model_garden.is_model_garden_graph(reader):

@@ -17,7 +17,9 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import saved_model_pb2
 
+from bert_tf import fileio
 from bert_tf.checkpoints.model_garden import MASKED_LM_PATHS, encoder_rows, read_object_graph, to_original
+from bert_tf.checkpoints.original import checkpoint_reader
 from bert_tf.model.config import BertConfig
 
 # Variables that identify a TF Hub BERT encoder's layout: (word embeddings, layer 0's query kernel) by name.
@@ -27,7 +29,7 @@ _HUB_LAYOUTS = {"model_garden": ("word_embeddings/embeddings", "transformer/laye
 
 def is_saved_model(path):
     """Whether `path` is a SavedModel directory (one with a saved_model.pb)."""
-    return bool(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
+    return bool(path) and fileio.exists(os.path.join(path, "saved_model.pb"))
 
 
 @dataclasses.dataclass
@@ -55,7 +57,7 @@ class HubModel:
 def _meta_graph(path):
     """The MetaGraphDef of the SavedModel at `path` (its saved_model.pb)."""
     proto = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+    with fileio.open_file(os.path.join(path, "saved_model.pb"), "rb", name="") as f:
         proto.ParseFromString(f.read())
     return proto.meta_graphs[0]
 
@@ -93,7 +95,7 @@ def read_hub_model(path):
     meta_graph = _meta_graph(path)
     saved_graph = meta_graph.object_graph_def
     prefix = os.path.join(path, "variables", "variables")
-    reader = tf.train.load_checkpoint(prefix)
+    reader = checkpoint_reader(prefix)
     checkpoint_graph = read_object_graph(reader)
     if checkpoint_graph is None:
         raise ValueError(f"{path} is a TF1 SavedModel (e.g. a hub.Module), not a TF2 TF Hub BERT encoder. A TF1 "

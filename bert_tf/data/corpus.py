@@ -13,7 +13,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 WikiPage = collections.namedtuple("WikiPage", ["title", "ns", "page_id", "redirect", "text"])
 

@@ -10,7 +10,7 @@ Every reader refuses an empty list and a repeated label, naming where it came fr
 """
 import os
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 FILE_NAME = "label_list.txt"
 
@@ -67,6 +67,6 @@ def resolve(label_list):
         return None
     if isinstance(label_list, (list, tuple)):
         return _checked([str(label) for label in label_list], "The label list")
-    if os.path.isfile(label_list):
+    if fileio.isfile(label_list):
         return read(label_list)
     return parse(label_list)

@@ -13,7 +13,7 @@ import contextlib
 
 import tensorflow as tf
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 
 def example(values, schema):

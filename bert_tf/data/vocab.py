@@ -14,7 +14,7 @@ import itertools
 import multiprocessing
 import os
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.text import tokenization
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")

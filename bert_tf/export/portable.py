@@ -1,7 +1,7 @@
 """Exports for runtimes without TensorFlow: LiteRT (TFLite) and ONNX, converted from the SavedModel's tensor signature.
 
-`export_portable(model, task, fmt, export_dir, ...)` writes `export_dir/<version>/` (first under a temporary name,
-renamed when complete, as the SavedModel export):
+The formats "litert" and "onnx" of `bert_tf.export.exporter.export` (`export_dir/<version>/`, committed as a whole
+like every export, model.tflite / model.onnx last; `write` writes one into the directory it is given):
 
 | format   | file          | runs with                                    | inputs, outputs                            |
 |----------|---------------|----------------------------------------------|--------------------------------------------|
@@ -25,8 +25,8 @@ import functools
 import os
 
 import tensorflow as tf
-from absl import logging
 
+from bert_tf import fileio
 from bert_tf.export import saved_model
 
 FORMATS = ("litert", "onnx")
@@ -35,44 +35,26 @@ FILES = {"litert": "model.tflite", "onnx": "model.onnx"}
 ONNX_OPSET = 17
 
 
-def check_options(fmt, quantization):
-    """Raises ValueError for an unknown format or quantization."""
-    if fmt not in FORMATS:
-        raise ValueError(f"Unknown format {fmt!r}; expected one of {', '.join(FORMATS)}.")
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"Unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}.")
-
-
-def export_portable(model, task, fmt, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, version=1,
-                    overwrite=False, label_list=None, quantization="none"):
-    """Writes `model` (a Keras task model of `task`, weights loaded) as `fmt` ("litert" or "onnx") to
-    `export_dir/<version>/` (module docstring). Returns that directory."""
-    check_options(fmt, quantization)
-    saved_model.version_dir(export_dir, version, overwrite)  # fail before the conversion
-    labels = saved_model.task_labels(model, task, label_list)
+def write(model, request, sources, out):
+    """Writes `model` (a Keras task model of `request.task`, weights loaded) as `request.format` ("litert" or
+    "onnx", `request.quantization`) into the directory `out` (module docstring), with `sources.vocab_file` as
+    vocab.txt and `sources.labels` as labels.txt beside it (exporter.Sources). The converters write local files:
+    the model is converted in `sources.local_dir` and copied. Returns this format's settings for the metadata."""
+    fmt, quantization, task = request.format, request.quantization or "none", request.task
     specs = saved_model.tensor_specs(task)
-    function = saved_model.tensor_function(model, task, labels)
+    function = saved_model.tensor_function(model, task, sources.labels)
     concrete = function.get_concrete_function(**specs)
-
-    def write(src_dir, vocab_copy, out_dir):
-        os.makedirs(out_dir)
-        path = os.path.join(out_dir, FILES[fmt])
-        if fmt == "litert":
-            write_litert(concrete, path, quantization)
-        else:
-            write_onnx(function, specs, path, quantization)
-        os.replace(vocab_copy, os.path.join(out_dir, "vocab.txt"))
-        if labels is not None:
-            saved_model.write_labels(out_dir, labels)
-        saved_model.write_metadata(out_dir, {
-            "task": task, "format": fmt, "file": FILES[fmt], "quantization": quantization,
-            "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
-            "inputs": list(specs), "outputs": sorted(concrete.structured_outputs),
-            "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()})
-
-    final_dir = saved_model.write_version(export_dir, version, overwrite, vocab_file, write)
-    logging.info("Exported the %s model as %s (%s) to %s", task, fmt, quantization, final_dir)
-    return final_dir
+    local = os.path.join(sources.local_dir, FILES[fmt])
+    if fmt == "litert":
+        write_litert(concrete, local, quantization)
+    else:
+        write_onnx(function, specs, local, quantization)
+    fileio.copy_file(local, os.path.join(out, FILES[fmt]))
+    fileio.copy_file(sources.vocab_file, os.path.join(out, "vocab.txt"))
+    if sources.labels is not None:
+        fileio.copy_file(sources.labels_file(), os.path.join(out, "labels.txt"))
+    return {"file": FILES[fmt], "quantization": quantization, "inputs": list(specs),
+            "outputs": sorted(concrete.structured_outputs)}
 
 
 def write_litert(concrete, path, quantization):
@@ -84,14 +66,13 @@ def write_litert(concrete, path, quantization):
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], holder)
     if quantization == "dynamic_range":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    with open(path, "wb") as f:
-        f.write(converter.convert())
+    fileio.write_bytes_atomically(path, converter.convert())
 
 
 def write_onnx(function, specs, path, quantization):
-    """Converts `function` (the tensor function, keyword inputs `specs`) to an ONNX model at `path` (tf2onnx, opset
-    ONNX_OPSET; the inputs named as the specs); `quantization` dynamic_range: onnxruntime's dynamic int8
-    quantization of it, per channel."""
+    """Converts `function` (the tensor function, keyword inputs `specs`) to an ONNX model at the local `path`
+    (tf2onnx, opset ONNX_OPSET; the inputs named as the specs); `quantization` dynamic_range: onnxruntime's dynamic
+    int8 quantization of it, per channel (the float model beside it, at `path`.float)."""
     try:
         import tf2onnx
     except ImportError as e:
@@ -106,7 +87,6 @@ def write_onnx(function, specs, path, quantization):
     if quantization == "dynamic_range":
         from onnxruntime.quantization import QuantType, quantize_dynamic
         quantize_dynamic(float_path, path, per_channel=True, weight_type=QuantType.QInt8)
-        os.remove(float_path)
 
 
 @functools.cache  # registered once per process
@@ -127,17 +107,3 @@ def _register_erfc():
                                  np.array(1, utils.map_onnx_to_numpy_type(ctx.get_dtype(x))))
             node.type = "Sub"
             ctx.replace_inputs(node, [one.output[0], erf.output[0]])
-
-
-def export_from_checkpoint(task, fmt, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=None,
-                           max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
-                           quantization="none", **options):
-    """Loads the task model of `init_checkpoint` (`saved_model.load_task_model`, with the task's `options`) and
-    exports it as `fmt` (`export_portable`). Bad options fail before the model loads."""
-    check_options(fmt, quantization)
-    labels, num_labels = saved_model.given_labels(num_labels, label_list)
-    saved_model.version_dir(export_dir, version, overwrite)
-    loaded = saved_model.load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                                         max_seq_length, num_labels, **options)
-    return export_portable(loaded.model, task, fmt, export_dir, loaded.files.vocab_file, loaded.files.do_lower_case,
-                           max_seq_length, version, overwrite, labels, quantization)

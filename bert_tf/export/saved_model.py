@@ -1,9 +1,7 @@
-"""SavedModel export of BERT task models for TF Serving, with tensor and raw-text signatures.
-
-`export_task_model(model, task, export_dir, ...)` writes `export_dir/<version>/` (the TF Serving layout): first
-into a temporary directory beside it, renamed when complete; an existing version is refused unless
-`overwrite=True`. `export_from_checkpoint(...)` builds the task model, loads an original TF1 or bert-tf
-checkpoint (refusing one that lacks the task head) and exports it; `run_scripts/export_saved_model.py` is its CLI.
+"""SavedModel export of BERT task models for TF Serving, with tensor and raw-text signatures: the format
+"serving" of `bert_tf.export.exporter.export` (which writes `export_dir/<version>/`, the TF Serving layout, as a
+whole; `run_scripts/export_saved_model.py` is its CLI). `write` writes the SavedModel into the directory it is
+given.
 
 Signatures (named inputs and outputs; batch-major, any batch size):
 
@@ -51,16 +49,9 @@ such a model only when started with `--xla_cpu_compilation_enabled=true`.
 Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for the classifier and NER (one label
 per line). `export_metadata.json` in assets.extra describes task, signatures and settings.
 """
-import contextlib
-import json
-import os
-import shutil
-
 import tensorflow as tf
-from absl import logging
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio, label_lists, lengths
+from bert_tf.data import lengths
 from bert_tf.model import task_models
 from bert_tf.text import core_ops, preprocessing
 
@@ -71,56 +62,6 @@ TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm", "e
 _PRETRAINING = ("pretraining", "masked_lm")  # the tasks with masked_lm_positions among their inputs
 TEXT_OPS = ("tf_text", "core", "none")
 _TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
-
-# --- building and loading ----------------------------------------------------------------------------------
-
-def build_task_model(config, task, num_labels=None, restored=False, **options):
-    """The Keras model of `task` (one of TASKS), built (variables created). `num_labels` for classifier and ner;
-    `restored`: the caller restores its encoder next (see `encoder.BertModel`); `options`: the task's (the
-    embedding's pooling and normalize; `task_models.build_task_model`)."""
-    if task not in TASKS:
-        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    return task_models.build_task_model(task, config, num_labels, restored, **options)
-
-
-def load_checkpoint(model, task, init_checkpoint, num_labels=None):
-    """Loads an original TF1 checkpoint or a bert-tf one into the `task` model (`checkpoints.restore`).
-
-    Raises ValueError naming the task if the checkpoint lacks the task's head, its encoder does not fit, or its head
-    has another label count (`num_labels`, as given by --num_labels / --label_list). Returns the checkpoint prefix.
-    """
-    with _naming_the_task(task, init_checkpoint, num_labels):
-        return checkpoints.restore(model, init_checkpoint, required_heads=task_models.REGISTRY[task].heads).checkpoint
-
-
-@contextlib.contextmanager
-def _naming_the_task(task, init_checkpoint, num_labels):
-    """A ValueError raised in the block, prefixed with the task model and label count it loaded into."""
-    try:
-        yield
-    except ValueError as e:
-        labels = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
-        raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{labels}: {e}") from e
-
-
-def load_task_model(task, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
-                    max_seq_length=128, num_labels=None, **options):
-    """The `task` model with `init_checkpoint` loaded (`checkpoints.load_pretrained`: any format it reads; a TF Hub
-    model needs no bert_config_file, vocab_file or do_lower_case), after checking that the config fits the
-    vocabulary and `max_seq_length`. Raises ValueError naming the task if the checkpoint lacks the task's head,
-    its encoder does not fit, or its head has another label count (`num_labels`). `options`: the task's
-    (`build_task_model`).
-    Returns: checkpoints.Pretrained (the model, and the vocab_file and casing to export with it)."""
-    if not init_checkpoint:
-        raise ValueError(f"The {task} export needs --init_checkpoint.")
-    loaded = checkpoints.load_pretrained(init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
-                                         vocab_file=vocab_file, do_lower_case=do_lower_case,
-                                         max_seq_length=max_seq_length)
-    with _naming_the_task(task, init_checkpoint, num_labels):
-        loaded.build_model(lambda config, restored: build_task_model(config, task, num_labels, restored, **options),
-                           task_models.REGISTRY[task].heads)
-    return loaded
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
@@ -144,49 +85,6 @@ def function_variables(concrete_functions):
                 seen.add(id(v))
                 variables.append(v)
     return variables
-
-
-# --- writing a version directory ---------------------------------------------------------------------------
-
-def version_dir(export_dir, version, overwrite=False):
-    """`export_dir/<version>` for a positive integer version; FileExistsError if it exists and not `overwrite`.
-    What a killed export left in export_dir is cleaned up first (`fileio.remove_stale_temporaries`: a version it
-    was replacing is put back), so that the answer holds for the export that follows."""
-    version = int(version)
-    if version < 1:
-        raise ValueError(f"version must be a positive integer, got {version}.")
-    if os.path.isdir(export_dir):
-        fileio.remove_stale_temporaries(export_dir)
-    final_dir = os.path.join(export_dir, str(version))
-    if os.path.exists(final_dir) and not overwrite:
-        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
-    return final_dir
-
-
-def write_version(export_dir, version, overwrite, vocab_file, write):
-    """Writes a SavedModel to `export_dir/<version>` atomically and returns that path.
-
-    `write(src_dir, vocab_copy, saved_dir)` saves the SavedModel to `saved_dir`, inside a staging directory beside
-    the version (`fileio.temp_dir`); `src_dir` (same staging directory) holds `vocab_copy`, a copy of `vocab_file`
-    named vocab.txt (the source of the `assets/vocab.txt` asset), and any other asset source `write` puts there.
-    The finished model replaces the version directory as a whole (`fileio.replace_directory`: an export killed
-    half-way is rolled back by the next one's `version_dir`); the staging directory is removed whatever happens.
-    """
-    final_dir = version_dir(export_dir, version, overwrite)
-    if not vocab_file or not os.path.isfile(vocab_file):
-        raise FileNotFoundError(f"vocab_file {vocab_file!r} does not exist.")
-    staging = fileio.temp_dir(export_dir, f"export_{int(version)}")
-    try:
-        src_dir = os.path.join(staging, "_src")
-        os.makedirs(src_dir)
-        vocab_copy = os.path.join(src_dir, "vocab.txt")
-        shutil.copyfile(vocab_file, vocab_copy)
-        saved = os.path.join(staging, "model")
-        write(src_dir, vocab_copy, saved)
-        fileio.replace_directory(saved, final_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final_dir
 
 
 # --- the serving module ------------------------------------------------------------------------------------
@@ -250,134 +148,35 @@ def tensor_function(model, task, labels=None):
     """`serving_default`'s computation for the formats converted from it (bert_tf.export.portable): a tf.function
     of `tensor_specs(task)` (keyword arguments) returning the task's outputs by name, `labels` (classifier and
     ner) giving `predicted_label(s)`, as the SavedModel's signature does."""
-    if task not in TASKS:
-        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
     module = _ServingModule(model, task, None, labels)
     return tf.function(lambda **inputs: module.outputs(inputs), autograph=False)
 
 
-def task_labels(model, task, label_list=None):
-    """The label names an export of `model` gives its predictions: `label_list` (as `label_lists.resolve` reads
-    it) or "0".."L-1" for a classifier or NER head; None for the other tasks and a regression classifier. Raises
-    ValueError for a list that does not fit the head or a task that has no labels."""
-    if task == "classifier" and getattr(model, "regression", False):
-        if label_list:
-            raise ValueError("A regression classifier has no labels.")
-        return None
-    if task in ("classifier", "ner"):
-        num_labels = model.num_labels
-        labels = label_lists.resolve(label_list) or [str(i) for i in range(num_labels)]
-        if len(labels) != num_labels:
-            raise ValueError(f"label_list has {len(labels)} labels but the model's head has {num_labels}.")
-        return labels
-    if label_list:
-        raise ValueError(f"A label list does not apply to the {task} task.")
-    return None
-
-
-def given_labels(num_labels=None, label_list=None):
-    """(labels, num_labels) of the flags --num_labels and --label_list (as `label_lists.resolve` reads it): the
-    list's length is the label count; a --num_labels that disagrees with it is a ValueError."""
-    labels = label_lists.resolve(label_list)
-    if labels is None:
-        return None, num_labels
-    if num_labels and num_labels != len(labels):
-        raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
-    return labels, len(labels)
-
-
-def write_metadata(directory, meta):
-    """Writes `meta` as `directory`/assets.extra/export_metadata.json."""
-    os.makedirs(os.path.join(directory, "assets.extra"), exist_ok=True)
-    with open(os.path.join(directory, "assets.extra", "export_metadata.json"), "w") as f:
-        json.dump(meta, f, indent=2, sort_keys=True)
-
-
-def write_labels(directory, labels):
-    path = os.path.join(directory, "labels.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(label + "\n" for label in labels))
-    return path
-
-
-def export_task_model(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, version=1,
-                      overwrite=False, label_list=None, text_ops="tf_text", use_xla=False,
-                      pad_to_max_seq_length=False, length_multiple=None):
-    """Writes `model` (a built Keras task model) as a TF Serving SavedModel at `export_dir/<version>`.
-
-    Args:
-      model: BertModel (task "encoder"), BertClassifier, BertSpanLabeler ("squad"), BertTokenClassifier ("ner")
-        or BertPretrainer ("pretraining"), with its weights loaded.
-      task: one of TASKS.
-      export_dir: the model's base directory; the SavedModel goes to `export_dir/<version>/`.
-      vocab_file, do_lower_case, max_seq_length: the text signatures' tokenization and packing.
-      version: positive integer version directory.
-      overwrite: replace an existing version (else FileExistsError).
-      label_list: classifier/ner label names (default "0".."L-1"); saved as assets/labels.txt.
-      text_ops: "tf_text", "core" or "none" (see the module docstring).
-      use_xla: the model's computation in every signature compiled by XLA (`jit_compile`; see the module
-        docstring).
-      pad_to_max_seq_length: the text signatures pack every request to max_seq_length (the original's fixed
-        shape); default: to its longest text.
-      length_multiple: lengths rounded up to a multiple of this (default: 32 with use_xla, where each length
-        compiles once, else 1).
-    Returns: the path of the written version directory.
-    """
-    length_multiple = lengths.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, length_multiple).multiple
-    if task not in TASKS:
-        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    if text_ops not in TEXT_OPS:
-        raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
-    version_dir(export_dir, version, overwrite)  # fail before the checks below
-    labels = task_labels(model, task, label_list)
+def write(model, request, sources, out):
+    """Writes `model` (a built Keras task model of `request.task`, weights loaded; see the module docstring for
+    each task's outputs) as a SavedModel into the directory `out`, with the text signatures of `request.text_ops`
+    over `sources.vocab_file` (exporter.Sources) and `sources.labels` (classifier, ner) as assets/labels.txt.
+    Returns this format's settings for the export's metadata."""
+    task, text_ops = request.task, request.text_ops or "tf_text"
+    use_xla, pad = bool(request.use_xla), bool(request.pad_to_max_seq_length)
+    length_multiple = lengths.SequenceLengths.for_run(pad, use_xla, request.length_multiple).multiple
     has_text = text_ops != "none" and task not in _PRETRAINING
-    signatures = {}
-
-    def write(src_dir, vocab_copy, saved):
-        preprocessor = make_preprocessor(vocab_copy, do_lower_case, max_seq_length, text_ops, pad_to_max_seq_length,
-                                         length_multiple) if has_text else None
-        module = _ServingModule(model, task, vocab_copy, labels, preprocessor, use_xla, length_multiple)
-        if labels is not None:
-            module.labels_asset = tf.saved_model.Asset(write_labels(src_dir, labels))
-
-        signatures["serving_default"] = tf.function(
-            lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(task))
-        if has_text:
-            signatures["serving_text"] = tf.function(
-                lambda text_a: module.text_outputs(preprocessor.encode(text_a))).get_concrete_function(
-                    tf.TensorSpec([None], tf.string, name="text_a"))
-            signatures["serving_text_pair"] = tf.function(
-                lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b))
-            ).get_concrete_function(tf.TensorSpec([None], tf.string, name="text_a"),
-                                    tf.TensorSpec([None], tf.string, name="text_b"))
-        module.track_variables(signatures.values())
-        tf.saved_model.save(module, saved, signatures=signatures)
-        meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
-                "text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
-                "pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": length_multiple,
-                "labels": labels, "bert_config": (model if task == "encoder" else model.bert).config.to_dict()}
-        if task == "embedding":
-            meta.update(pooling=model.pooling, normalize=model.normalize)
-        write_metadata(saved, meta)
-
-    final_dir = write_version(export_dir, version, overwrite, vocab_file, write)
-    logging.info("Exported the %s model to %s (signatures: %s)", task, final_dir, ", ".join(sorted(signatures)))
-    return final_dir
-
-
-def export_from_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, do_lower_case=None,
-                           max_seq_length=128, num_labels=None, label_list=None, version=1, overwrite=False,
-                           text_ops="tf_text", use_xla=False, pad_to_max_seq_length=False, length_multiple=None,
-                           **options):
-    """Loads the task model of `init_checkpoint` (`load_task_model`, with the task's `options`: the embedding's
-    pooling and normalize) and exports it (see above)."""
-    labels, num_labels = given_labels(num_labels, label_list)
-    if task not in TASKS:
-        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(TASKS)}.")
-    version_dir(export_dir, version, overwrite)  # fail before the slow part
-    loaded = load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case, max_seq_length,
-                             num_labels, **options)
-    return export_task_model(loaded.model, task, export_dir, loaded.files.vocab_file, loaded.files.do_lower_case,
-                             max_seq_length, version, overwrite, label_list=labels, text_ops=text_ops,
-                             use_xla=use_xla, pad_to_max_seq_length=pad_to_max_seq_length,
-                             length_multiple=length_multiple)
+    preprocessor = make_preprocessor(sources.vocab_file, sources.do_lower_case, request.max_seq_length, text_ops, pad,
+                                     length_multiple) if has_text else None
+    module = _ServingModule(model, task, sources.vocab_file, sources.labels, preprocessor, use_xla, length_multiple)
+    if sources.labels is not None:
+        module.labels_asset = tf.saved_model.Asset(sources.labels_file())
+    signatures = {"serving_default": tf.function(
+        lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(task))}
+    if has_text:
+        signatures["serving_text"] = tf.function(
+            lambda text_a: module.text_outputs(preprocessor.encode(text_a))).get_concrete_function(
+                tf.TensorSpec([None], tf.string, name="text_a"))
+        signatures["serving_text_pair"] = tf.function(
+            lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b))
+        ).get_concrete_function(tf.TensorSpec([None], tf.string, name="text_a"),
+                                tf.TensorSpec([None], tf.string, name="text_b"))
+    module.track_variables(signatures.values())
+    tf.saved_model.save(module, out, signatures=signatures)
+    return {"text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
+            "pad_to_max_seq_length": pad, "length_multiple": length_multiple}

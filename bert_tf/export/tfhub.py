@@ -1,10 +1,11 @@
 """TF Hub SavedModels: the BERT encoder and its text preprocessing in the formats of Model Garden's
 `official/nlp/tools/export_tfhub.py` (the format of the BERT models on TF Hub / Kaggle Models).
 
-Both are written like the serving exports (`saved_model.write_version`: `export_dir/<version>/`, atomically) and
-load with `hub.load` / `hub.KerasLayer(path)` (also `trainable=True`) or `tf.saved_model.load`.
+The format "tfhub" of `bert_tf.export.exporter.export` (`export_dir/<version>/`, committed as a whole like every
+export; `write` writes one into the directory it is given). Both load with `hub.load` / `hub.KerasLayer(path)`
+(also `trainable=True`) or `tf.saved_model.load`.
 
-Encoder (`export_encoder`, Model Garden's `--export_type=model`; task "encoder"):
+Encoder (Model Garden's `--export_type=model`; task "encoder"):
 
     encoder = hub.load(path)        # or hub.KerasLayer(path, trainable=True)
     outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types), training=False)
@@ -22,7 +23,7 @@ Encoder (`export_encoder`, Model Garden's `--export_type=model`; task "encoder")
   takes `masked_lm_positions` int32 [B, P] as well and adds `mlm_logits` [B, P, V] (the original's
   `cls/predictions` logits, before the softmax).
 
-Preprocessing (`export_preprocessing`, Model Garden's `--export_type=preprocessing`; task "preprocessing"),
+Preprocessing (Model Garden's `--export_type=preprocessing`; task "preprocessing"),
 with bert-tf's in-graph tokenizer (`bert_tf.text.in_graph`: the ids of the original `FullTokenizer`):
 
     preprocessor = hub.load(path)
@@ -40,7 +41,6 @@ with bert-tf's in-graph tokenizer (`bert_tf.text.in_graph`: the ids of the origi
 import os
 
 import tensorflow as tf
-from absl import logging
 
 from bert_tf.export import saved_model
 from bert_tf.text import core_ops, in_graph, preprocessing, tokenization
@@ -112,33 +112,21 @@ class _Encoder(tf.train.Checkpoint):
             **_input_specs(self._masked_lm.obj is not None))
 
 
-def export_encoder(model, export_dir, vocab_file, do_lower_case=True, version=1, overwrite=False):
-    """Writes the TF Hub encoder SavedModel of `model` to `export_dir/<version>` and returns that path.
-
-    Args:
-      model: a built `BertModel` or task model (its `.bert`; a `BertPretrainer`'s masked-LM head becomes the `mlm`
-        subobject), with its weights loaded.
-      vocab_file, do_lower_case: the tokenization the model was trained with, saved as the `vocab_file` asset and
-        the `do_lower_case` variable.
-      version, overwrite: as for `saved_model.export_task_model`.
-    """
+def _write_encoder(model, sources, out):
+    """Writes the TF Hub encoder SavedModel of `model` into `out`: a built `BertModel` or task model (its `.bert`;
+    a `BertPretrainer`'s masked-LM head becomes the `mlm` subobject), weights loaded, with `sources.vocab_file` as the
+    `vocab_file` asset and `sources.do_lower_case` as the `do_lower_case` variable (exporter.Sources)."""
     bert, masked_lm = getattr(model, "bert", model), getattr(model, "masked_lm", None)
-
-    def write(src_dir, vocab_copy, saved):
-        root = _Encoder(bert)
-        if masked_lm is not None:
-            root.mlm = _Encoder(bert, masked_lm)
-        root.vocab_file = tf.saved_model.Asset(vocab_copy)
-        root.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False, name="do_lower_case")
-        root.variables.append(root.do_lower_case)  # as in Model Garden's export (a Keras model tracks it)
-        tf.saved_model.save(root, saved, signatures={"serving_default": root.serving_signature()})
-        # Beside saved_model.pb, for bert-tf to load the export as an init_checkpoint (its variables keep bert-tf's
-        # Keras paths and [H, H] kernels, which do not tell the number of heads); TF Hub ignores the file.
-        bert.config.to_json_file(os.path.join(saved, "bert_config.json"))
-
-    path = saved_model.write_version(export_dir, version, overwrite, vocab_file, write)
-    logging.info("Exported the TF Hub encoder%s to %s", " with its masked-LM head" if masked_lm else "", path)
-    return path
+    root = _Encoder(bert)
+    if masked_lm is not None:
+        root.mlm = _Encoder(bert, masked_lm)
+    root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
+    root.do_lower_case = tf.Variable(sources.do_lower_case, trainable=False, name="do_lower_case")
+    root.variables.append(root.do_lower_case)  # as in Model Garden's export (a Keras model tracks it)
+    tf.saved_model.save(root, out, signatures={"serving_default": root.serving_signature()})
+    # Beside saved_model.pb, for bert-tf to load the export as an init_checkpoint (its variables keep bert-tf's
+    # Keras paths and [H, H] kernels, which do not tell the number of heads); TF Hub ignores the file.
+    bert.config.to_json_file(os.path.join(out, "bert_config.json"))
 
 
 # --- preprocessing -----------------------------------------------------------------------------------------
@@ -204,49 +192,22 @@ class _Preprocessor(tf.train.Checkpoint):
         return self._pack([self.tokenize(sentences)], seq_length=self._seq_length)
 
 
-def export_preprocessing(export_dir, vocab_file, do_lower_case=True, seq_length=128, version=1, overwrite=False):
-    """Writes the TF Hub preprocessing SavedModel (see the module docstring) to `export_dir/<version>`.
-
-    Args:
-      vocab_file, do_lower_case: the tokenization (as for `FullTokenizer`); the vocabulary is also saved as the
-        `vocab_file` asset.
-      seq_length: the length the root call packs to, and `bert_pack_inputs`'s default (>= 3).
-      version, overwrite: as for `saved_model.export_task_model`.
-    """
-    if int(seq_length) < 3:
-        raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got {seq_length}.")
-
-    def write(src_dir, vocab_copy, saved):
-        root = _Preprocessor(in_graph.InGraphTokenizer(vocab_copy, do_lower_case=do_lower_case), int(seq_length))
-        root.vocab_file = tf.saved_model.Asset(vocab_copy)
-        tf.saved_model.save(root, saved, signatures={"serving_default": root.__call__.get_concrete_function()})
-
-    path = saved_model.write_version(export_dir, version, overwrite, vocab_file, write)
-    logging.info("Exported the TF Hub preprocessing model to %s", path)
-    return path
+def _write_preprocessing(sources, seq_length, out):
+    """Writes the TF Hub preprocessing SavedModel (see the module docstring) of `sources.vocab_file` and
+    `sources.do_lower_case` (exporter.Sources; the vocabulary is also saved as the `vocab_file` asset) into `out`;
+    `seq_length`: the length the root call packs to, and `bert_pack_inputs`'s default (>= 3)."""
+    root = _Preprocessor(in_graph.InGraphTokenizer(sources.vocab_file, do_lower_case=sources.do_lower_case),
+                         int(seq_length))
+    root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
+    tf.saved_model.save(root, out, signatures={"serving_default": root.__call__.get_concrete_function()})
 
 
-# --- from a checkpoint -------------------------------------------------------------------------------------
-
-def export_from_checkpoint(task, vocab_file, export_dir, bert_config_file=None, init_checkpoint=None,
-                           do_lower_case=None, max_seq_length=128, version=1, overwrite=False, num_labels=None,
-                           label_list=None):
-    """The CLI's `--format=tfhub` (and `--task=preprocessing`): task "encoder" or "masked_lm" (the encoder with
-    the `mlm` subobject) loads `init_checkpoint` (`saved_model.load_task_model`: any format; the model files given,
-    else a TF Hub model's own); "preprocessing" needs only the vocabulary (do_lower_case None: True).
-    `num_labels` / `label_list` must be None (no task head is exported). Returns the written version directory."""
-    if task not in TASKS:
-        raise ValueError(f"--format=tfhub exports the encoder (--task=encoder), the encoder with its masked-LM head "
-                         f"(--task=masked_lm) or the preprocessing model (--task=preprocessing), not {task!r}.")
-    if num_labels is not None or label_list is not None:
-        raise ValueError(f"--num_labels / --label_list do not apply to the TF Hub {task} export.")
-    saved_model.version_dir(export_dir, version, overwrite)  # fail before the slow part
-    if task == "preprocessing":
-        if not vocab_file or not os.path.isfile(vocab_file):
-            raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
-        return export_preprocessing(export_dir, vocab_file, True if do_lower_case is None else do_lower_case,
-                                    max_seq_length, version, overwrite)
-    loaded = saved_model.load_task_model(task, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                                         max_seq_length)
-    return export_encoder(loaded.model, export_dir, loaded.files.vocab_file, loaded.files.do_lower_case, version,
-                          overwrite)
+def write(model, request, sources, out):
+    """The format "tfhub" (and the preprocessing model of every format): task "encoder" or "masked_lm" (the
+    encoder with the `mlm` subobject) writes `model`'s encoder, "preprocessing" the preprocessing model at
+    `request.max_seq_length`, into the directory `out`. Returns no settings for the export's metadata."""
+    if request.task == "preprocessing":
+        _write_preprocessing(sources, request.max_seq_length, out)
+    else:
+        _write_encoder(model, sources, out)
+    return {}

@@ -20,8 +20,7 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.text import packing, tokenization
@@ -124,9 +123,9 @@ def search(queries, corpus, top_k=5):
 def read_lines(path, what):
     """The non-empty lines of the text file `path` (stripped, in order), as (line number, text); `what` names the
     file in the errors: a missing file or one without text is a ValueError."""
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
         raise FileNotFoundError(f"{what} {path} does not exist.")
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with fileio.open_file(path, "rb", name="") as f:
         lines = [(number, tokenization.convert_to_unicode(raw).strip()) for number, raw in enumerate(f, 1)]
     lines = [(number, text) for number, text in lines if text]
     if not lines:

@@ -6,7 +6,6 @@ with every value rounded to 6 decimals.
 """
 import collections
 import json
-import os
 import re
 
 import numpy as np
@@ -14,8 +13,7 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model.config import check_max_seq_length
 from bert_tf.model.encoder import BertModel
@@ -31,10 +29,10 @@ _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 def read_examples(input_file):
     """Reads `input_file` (one example per line; `a ||| b` for pairs) like the original: every line, stripped."""
-    if not tf.io.gfile.exists(input_file):
+    if not fileio.exists(input_file):
         raise FileNotFoundError(f"Input file not found: {input_file}")
     examples = []
-    with tf.io.gfile.GFile(input_file, "rb") as reader:
+    with fileio.open_file(input_file, "rb", name="") as reader:
         for unique_id, raw in enumerate(reader):
             line = tokenization.convert_to_unicode(raw).strip()
             match = _PAIR.match(line)
@@ -133,7 +131,6 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     if not examples:
         # The original exits 0 having written nothing (its lazily opened output file is never created).
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
-    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     results = predict_layers(model, features, layer_indexes, batch_size, jit_compile, lengths)
     write_jsonl(output_file, (feature_json(f, layer_indexes, values) for f, values in results))

@@ -1,11 +1,10 @@
 """BertConfig: the original `bert_config.json`, read, validated and written back in the same JSON form."""
 import copy
 import json
-import os
 
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.model import activations
 
 # The original's keys with its constructor defaults (vocab_size has none).
@@ -104,15 +103,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file):
         """Reads an original `bert_config.json`; errors name the file (and line/column for malformed JSON)."""
-        if not os.path.isfile(json_file):
-            raise FileNotFoundError(f"BERT config file not found: {json_file}")
-        with open(json_file, encoding="utf-8") as f:
-            text = f.read()
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{json_file}:{e.lineno}:{e.colno}: malformed JSON in BERT config: {e.msg}") from None
-        return cls.from_dict(obj, source=json_file)
+        return cls.from_dict(fileio.read_json(json_file, "BERT config file"), source=json_file)
 
     def to_dict(self):
         """The original's keys (and any extra keys), as a new dict."""

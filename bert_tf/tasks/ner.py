@@ -31,7 +31,8 @@ import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf.data import fileio, label_lists, records
+from bert_tf import fileio
+from bert_tf.data import label_lists, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.tasks import prediction, result_files
@@ -54,9 +55,9 @@ InputFeatures = collections.namedtuple("InputFeatures", [
 
 def read_conll(input_file, set_type="data"):
     """Reads a CoNLL-2003 file -> [InputExample]. ValueError naming file and line for malformed input."""
-    if not tf.io.gfile.exists(input_file):
+    if not fileio.exists(input_file):
         raise FileNotFoundError(f"Input file not found: {input_file}")
-    with tf.io.gfile.GFile(input_file, "rb") as reader:
+    with fileio.open_file(input_file, "rb", name="") as reader:
         raw_lines = reader.read().splitlines()
     examples, words, labels = [], [], []
     num_columns = first_line = None
@@ -104,7 +105,7 @@ def dev_file(data_dir):
     """data_dir/valid.txt (CoNLL-2003's name) or data_dir/dev.txt."""
     for name in DEV_FILES:
         path = os.path.join(data_dir, name)
-        if tf.io.gfile.exists(path):
+        if fileio.exists(path):
             return path
     raise FileNotFoundError(f"No dev set in {data_dir}: expected {' or '.join(DEV_FILES)}.")
 
@@ -350,7 +351,7 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
     if saved is not None:
         return saved, saved_path
     train_file = os.path.join(data_dir, "train.txt")
-    if not tf.io.gfile.exists(train_file):
+    if not fileio.exists(train_file):
         raise ValueError(f"No label list: pass --label_list, or keep {LABEL_LIST_FILE} of the training run in "
                          f"output_dir, or have {train_file}.")
     if not do_train:

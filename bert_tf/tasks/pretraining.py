@@ -19,7 +19,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.data.pretraining import dataset
 from bert_tf.data.pretraining.dynamic_masking import DynamicMasking
 from bert_tf.model import task_models

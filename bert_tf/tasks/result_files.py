@@ -1,9 +1,9 @@
 """Result files of the run scripts, formatted as the original writes them and written atomically (temp name +
-rename, `bert_tf.data.fileio`)."""
+rename, `bert_tf.fileio`)."""
 import numpy as np
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 
 def format_eval_results(results):

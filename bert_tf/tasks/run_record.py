@@ -5,7 +5,7 @@ A run that starts training records, on the chief:
   run_settings.json   the settings that shape its input and updates (`training_settings`): max_seq_length, batch
                       size, replicas, workers, gradient accumulation, how batches are cut
                       (bert_tf.data.lengths), the task's own (e.g. max_predictions_per_seq) and a fingerprint of the
-                      training records (`bert_tf.data.fileio.fingerprint`)
+                      training records (`bert_tf.fileio.fingerprint`)
 A rerun into an output_dir that holds checkpoints resumes that run from its last one: its weights, optimizer state
 and input position. With other settings that position belongs to another input pipeline (a restored iterator
 then fails deep in the training loop, or silently reads other data), so `check` refuses such a rerun, naming
@@ -16,11 +16,9 @@ output_dir of an older bert-tf without run_settings.json is resumed as before.
 import json
 import os
 
-import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.model.config import BertConfig
 
 SETTINGS_FILE = "run_settings.json"
@@ -58,13 +56,13 @@ def check(output_dir, start_over, config=None, settings=None):
     if not _resumable(output_dir, start_over):
         return
     config_path, settings_path = os.path.join(output_dir, CONFIG_FILE), os.path.join(output_dir, SETTINGS_FILE)
-    if config is not None and tf.io.gfile.exists(config_path):
+    if config is not None and fileio.exists(config_path):
         differences = _differences(BertConfig.from_json_file(config_path).to_dict(), config.to_dict())
         if differences:
             raise ValueError(f"{output_dir} holds checkpoints of a run with another bert_config "
                              f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
                              f"--start_over to delete its checkpoints.")
-    if settings and tf.io.gfile.exists(settings_path):
+    if settings and fileio.exists(settings_path):
         differences = _differences(_read_settings(settings_path), settings)
         if differences:
             raise ValueError(f"{output_dir} holds checkpoints of a run with other settings "

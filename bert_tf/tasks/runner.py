@@ -21,10 +21,9 @@ import functools
 import os
 
 import keras
-import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths
 from bert_tf.tasks import run_record
 from bert_tf.training import devices, distribute
@@ -151,7 +150,7 @@ def prepare(run, task):
     run = dataclasses.replace(run, vocab_file=loaded.files.vocab_file, do_lower_case=loaded.files.do_lower_case)
     if run.max_seq_length < task.min_seq_length:
         raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
-    tf.io.gfile.makedirs(run.output_dir)
+    fileio.makedirs(run.output_dir)
     if run.do_train:
         run_record.check(run.output_dir, run.start_over, config=loaded.config)
     return run, loaded
@@ -198,13 +197,14 @@ def export(run, task, trainer):
                                                    vocab_file=run.vocab_file))
         logging.info("Wrote the fine-tuned model in the original format to %s", written[-1])
     if run.export_dir and task.export_task:
-        from bert_tf.export import saved_model
+        from bert_tf.export import exporter
 
-        written.append(saved_model.export_task_model(
-            trainer.model, task.export_task, run.export_dir, run.vocab_file, run.do_lower_case, run.max_seq_length,
-            version=max(trainer.step, 1), overwrite=True, label_list=task.label_list,
-            pad_to_max_seq_length=run.pad_to_max_seq_length, length_multiple=run.seq_length_multiple))
-        logging.info("Exported the %s model to %s", task.export_task, written[-1])
+        request = exporter.ExportRequest(
+            task=task.export_task, export_dir=run.export_dir, version=max(trainer.step, 1), overwrite=True,
+            max_seq_length=run.max_seq_length, label_list=task.label_list,
+            pad_to_max_seq_length=run.pad_to_max_seq_length, length_multiple=run.seq_length_multiple)
+        written.append(exporter.export(request, trainer.model, vocab_file=run.vocab_file,
+                                       do_lower_case=run.do_lower_case))
     return written
 
 
@@ -222,7 +222,7 @@ def run(task, run_config):
     devices.log_devices(strategy, run_config.train_batch_size if run_config.do_train else None,
                         run_config.gradient_accumulation_steps, run_config.mixed_precision, run_config.use_xla,
                         run_config.num_gpus)
-    tf.io.gfile.makedirs(run_config.work_dir)
+    fileio.makedirs(run_config.work_dir)
     if run_config.do_train:  # the flags' settings, before any work (the data's once its records are written)
         run_record.check(run_config.output_dir, run_config.start_over, settings=run_record.training_settings(
             run_config, strategy.num_replicas_in_sync, num_workers))

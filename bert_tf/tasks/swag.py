@@ -19,8 +19,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import fileio, records
+from bert_tf import fileio
 from bert_tf.data import lengths as lengths_lib
+from bert_tf.data import records
 from bert_tf.model import task_models
 from bert_tf.tasks import prediction, result_files
 from bert_tf.tasks.task import Task, TrainData

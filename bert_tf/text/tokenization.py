@@ -20,6 +20,8 @@ import os
 import re
 import unicodedata
 
+from bert_tf import fileio
+
 __all__ = [
     "BasicTokenizer",
     "FullTokenizer",
@@ -96,23 +98,6 @@ def printable_text(text):
 # Vocabulary
 # ----------------------------------------------------------------------------------------------
 
-def _read_bytes(path):
-    """Read a whole file; paths with a URL scheme (gs://, ...) go through tf.io.gfile."""
-    if "://" in path:
-        import tensorflow as tf  # only needed for remote file systems
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(f"vocab file not found: {path!r}")
-        with tf.io.gfile.GFile(path, "rb") as reader:
-            return reader.read()
-    try:
-        with open(path, "rb") as reader:
-            return reader.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"vocab file not found: {path!r}") from None
-    except IsADirectoryError:
-        raise IsADirectoryError(f"vocab file is a directory, not a file: {path!r}") from None
-
-
 def load_vocab(vocab_file):
     """Load a one-token-per-line vocab file -> OrderedDict {token (str): id (int)}.
 
@@ -123,7 +108,7 @@ def load_vocab(vocab_file):
     or not UTF-8.
     """
     path = os.fspath(vocab_file)
-    data = _read_bytes(path).replace(b"\r", b"")
+    data = fileio.read_bytes(path, "vocab file").replace(b"\r", b"")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

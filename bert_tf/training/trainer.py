@@ -19,7 +19,8 @@ shuffle buffers included, nothing is re-read), the input order's seed (the one g
 and the dropout layers' random state. Otherwise the model starts from `pretrained` (`checkpoints.load_pretrained`'s
 result: an original TF1 BERT checkpoint, one of ours, a Model Garden or TF Hub BERT), restored after the training
 loop is traced. A training run first removes the temporaries a killed run left in its checkpoint
-directory (bert_tf.data.fileio.remove_stale_temporaries: those of processes that have ended).
+directory (bert_tf.fileio.remove_stale_temporaries: those of processes that have ended, and TensorFlow's checkpoint
+temporaries, which only the run that owns the directory removes).
 
 Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
 results to output_dir, each other worker its checkpoints (its own input position) to
@@ -40,8 +41,7 @@ import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.training import distribute, feed, inference, losses, run_state, update
 from bert_tf.training.config import TrainingConfig
 
@@ -89,7 +89,7 @@ class Trainer:
                              "backward pass")
             self.state = run_state.RunState(self.model, self.checkpoint_dir, config.keep_checkpoint_max)
         self.inference = inference.Inference(self.model, loss_fn, config.use_xla)
-        tf.io.gfile.makedirs(output_dir)
+        fileio.makedirs(output_dir)
 
     @property
     def is_chief(self):
@@ -208,7 +208,7 @@ class Trainer:
         if global_batch_size % (replicas * accumulation):
             raise ValueError(f"train_batch_size {global_batch_size} is not divisible by replicas ({replicas}) x "
                              f"gradient_accumulation_steps ({accumulation}).")
-        fileio.remove_stale_temporaries(self.checkpoint_dir)
+        fileio.remove_stale_temporaries(self.checkpoint_dir, checkpoints=True)  # this run owns the directory
         self.state.optimizer = update.build_optimizer(self.strategy, self.model, self.config, num_train_steps,
                                                       num_warmup_steps)
         latest = self.state.restore_input_seed(seed)

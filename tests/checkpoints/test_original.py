@@ -7,8 +7,7 @@ import pytest
 import tensorflow as tf
 import tiny_training
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig, check_vocab_size
 from bert_tf.model.heads import ClassifierHead, SpanHead

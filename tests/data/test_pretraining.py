@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import resources
-from bert_tf.data import fileio
+from bert_tf import fileio, resources
 from bert_tf.data.pretraining import instances, shards, wire
 from bert_tf.text import tokenization
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.export import portable, saved_model
+from bert_tf.export import exporter, portable, saved_model
+from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.text import packing, tokenization
 
@@ -58,6 +59,12 @@ def pack(tokenizer, texts_a, texts_b, seq_length):
             for k, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
 
 
+def export(model, task, fmt, export_dir, vocab, **request):
+    """`exporter.export` of the built `model` as `fmt`; returns the version directory."""
+    return exporter.export(exporter.ExportRequest(task, str(export_dir), format=fmt, **request), model,
+                           vocab_file=vocab)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -85,8 +92,8 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
     inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
     for task, labels in CASES:
         tf.keras.utils.set_random_seed(1)
-        model = saved_model.build_task_model(config, task, 3 if labels else None)
-        path = portable.export_portable(model, task, fmt, str(tmp_path / task), vocab, label_list=labels)
+        model = task_models.build_task_model(task, config, 3 if labels else None)
+        path = export(model, task, fmt, tmp_path / task, vocab, label_list=labels)
         feed = dict(inputs, masked_lm_positions=np.array([[1, 2]] * 3, np.int32)) if task == "pretraining" else inputs
         got = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt, feed)
         expected = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in feed.items()}).items()}
@@ -103,11 +110,10 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
         assert meta["task"] == task and meta["format"] == fmt and meta["file"] == portable.FILES[fmt]
         assert (tmp_path / task / "1" / "vocab.txt").read_text() == open(vocab).read()
     wider = BertConfig.from_dict({**config.to_dict(), "hidden_size": 128, "intermediate_size": 512})
-    model = saved_model.build_task_model(wider, "classifier", 3)
+    model = task_models.build_task_model("classifier", wider, 3)
     sizes, probabilities = {}, {}
     for quantization in portable.QUANTIZATIONS:
-        path = portable.export_portable(model, "classifier", fmt, str(tmp_path / quantization), vocab,
-                                        quantization=quantization)
+        path = export(model, "classifier", fmt, tmp_path / quantization, vocab, quantization=quantization)
         sizes[quantization] = os.path.getsize(os.path.join(path, portable.FILES[fmt]))
         probabilities[quantization] = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt,
                                                 inputs)["probabilities"]

@@ -13,7 +13,9 @@ import pytest
 import tensorflow as tf
 import tiny_training
 
-from bert_tf.export import saved_model
+from bert_tf import checkpoints
+from bert_tf.export import exporter
+from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertSpanLabeler
 from bert_tf.text import core_ops, tokenization
@@ -102,6 +104,19 @@ def tiny(tmp_path_factory):
             "tokenizer": tokenization.FullTokenizer(str(vocab), do_lower_case=True)}
 
 
+def export(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, **request):
+    """`exporter.export` of the built `model` (as the runner exports after training); `request`: the other
+    ExportRequest fields. Returns the version directory."""
+    return exporter.export(exporter.ExportRequest(task, str(export_dir), max_seq_length=max_seq_length, **request),
+                           model, vocab_file=vocab_file, do_lower_case=do_lower_case)
+
+
+def export_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, **request):
+    """`exporter.export` of `init_checkpoint` (as export_saved_model.py does)."""
+    return exporter.export(exporter.ExportRequest(task, str(export_dir), **request), init_checkpoint=init_checkpoint,
+                           bert_config_file=bert_config_file, vocab_file=vocab_file)
+
+
 def keras_outputs(model, features, task):
     inputs = {k: tf.constant(v) for k, v in features.items()}
     return {k: np.asarray(v) for k, v in model(inputs, training=False).items()}
@@ -115,10 +130,9 @@ def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_d
     through serving_default and serving_text_pair, and the in-graph packing equals the Python pipeline's."""
     export_dir = tmp_path / "mrpc"
     config = BertConfig.from_json_file(f"{golden_checkpoint}/bert_config.json")
-    model = saved_model.build_task_model(config, "classifier", 2)
-    saved_model.load_checkpoint(model, "classifier", f"{golden_checkpoint}/bert_model.ckpt", 2)
-    saved_model.export_task_model(model, "classifier", str(export_dir), f"{golden_checkpoint}/vocab.txt", True, 128,
-                             version=3, label_list="0,1")
+    model = task_models.build_task_model("classifier", config, 2)
+    checkpoints.restore(model, f"{golden_checkpoint}/bert_model.ckpt", required_heads=("classifier",))
+    export(model, "classifier", export_dir, f"{golden_checkpoint}/vocab.txt", version=3, label_list="0,1")
     version_dir = export_dir / "3"
     assert sorted(os.listdir(export_dir)) == ["3"]  # no staging directory left behind
     assert (version_dir / "assets" / "vocab.txt").read_bytes() == open(f"{golden_checkpoint}/vocab.txt",
@@ -155,15 +169,15 @@ def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_d
 
 def test_checkpoint_without_the_head_or_with_other_labels(tmp_path, golden_checkpoint):
     with pytest.raises(ValueError, match=r"gave 3\): .*Shape mismatch for output_weights \(check `num_labels`\)"):
-        saved_model.export_from_checkpoint("classifier", f"{golden_checkpoint}/bert_config.json",
+        export_checkpoint("classifier", f"{golden_checkpoint}/bert_config.json",
                                       f"{golden_checkpoint}/vocab.txt", golden_checkpoint, str(tmp_path / "e"),
                                       num_labels=3)
     with pytest.raises(ValueError, match=r"no trained tagger head"):
-        saved_model.export_from_checkpoint("ner", f"{golden_checkpoint}/bert_config.json",
+        export_checkpoint("ner", f"{golden_checkpoint}/bert_config.json",
                                       f"{golden_checkpoint}/vocab.txt", golden_checkpoint, str(tmp_path / "e"),
                                       label_list="O,B-PER,I-PER")
     with pytest.raises(ValueError, match=r"no trained masked_lm and next_sentence head"):
-        saved_model.export_from_checkpoint("pretraining", f"{golden_checkpoint}/bert_config.json",
+        export_checkpoint("pretraining", f"{golden_checkpoint}/bert_config.json",
                                       f"{golden_checkpoint}/vocab.txt", golden_checkpoint, str(tmp_path / "e"))
     assert not os.path.exists(tmp_path / "e" / "1")
 
@@ -188,11 +202,11 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     for task, labels in (("encoder", None), ("squad", None), ("ner", "O,B,I"), ("pretraining", None),
                          ("masked_lm", None), ("embedding", None)):
         tf.keras.utils.set_random_seed(1)
-        model = saved_model.build_task_model(tiny["config"], task, 3 if labels else None)
+        model = task_models.build_task_model(task, tiny["config"], 3 if labels else None)
         models[task] = model
         text_ops = "tf_text" if task == "ner" else "none"  # the text signatures are the same for every task
-        path = saved_model.export_task_model(model, task, str(tmp_path / task), tiny["vocab"], True, max_len,
-                                        label_list=labels, text_ops=text_ops)
+        path = export(model, task, tmp_path / task, tiny["vocab"], max_seq_length=max_len, label_list=labels,
+                      text_ops=text_ops)
         inputs = {k: v.tolist() for k, v in features.items()}
         if task in ("pretraining", "masked_lm"):
             inputs["masked_lm_positions"] = [[1, 2, 5]] * len(TEXTS_A)
@@ -251,9 +265,9 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny):
     """text_ops=core: a plain `import tensorflow` process and stock saved_model_cli load and run it, with the
     same ids as the Python pipeline and the Keras model's outputs."""
     max_len = 12
-    model = saved_model.build_task_model(tiny["config"], "classifier", 3)
-    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "m"), tiny["vocab"], True, max_len,
-                                    label_list=["x", "y", "z"], text_ops="core")
+    model = task_models.build_task_model("classifier", tiny["config"], 3)
+    path = export(model, "classifier", tmp_path / "m", tiny["vocab"], max_seq_length=max_len,
+                  label_list=["x", "y", "z"], text_ops="core")
     pending = start_fresh(tmp_path, {"pair": {"dir": path, "signature": "serving_text_pair",
                                               "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}}},
                           with_tf_text=False)
@@ -291,11 +305,10 @@ def test_use_xla_compiles_the_model_and_keeps_its_outputs(tmp_path, tiny):
     tokenizer and the label lookup outside it; the outputs are the Keras model's, also through the TF1 loader of
     saved_model_cli (TF Serving's), which compiles it with XLA; without it nothing is compiled."""
     max_len = 12
-    model = saved_model.build_task_model(tiny["config"], "classifier", 3)
-    plain = saved_model.export_task_model(model, "classifier", str(tmp_path / "plain"), tiny["vocab"], True, max_len,
-                                          text_ops="core")
-    path = saved_model.export_task_model(model, "classifier", str(tmp_path / "xla"), tiny["vocab"], True, max_len,
-                                         label_list=["x", "y", "z"], text_ops="core", use_xla=True)
+    model = task_models.build_task_model("classifier", tiny["config"], 3)
+    plain = export(model, "classifier", tmp_path / "plain", tiny["vocab"], max_seq_length=max_len, text_ops="core")
+    path = export(model, "classifier", tmp_path / "xla", tiny["vocab"], max_seq_length=max_len,
+                  label_list=["x", "y", "z"], text_ops="core", use_xla=True)
     assert _must_compile_functions(plain) == []
     assert _must_compile_functions(path)
     run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
@@ -335,21 +348,19 @@ def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
 
 @pytest.mark.slow
 def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
-    model = saved_model.build_task_model(tiny["config"], "classifier", 2)
+    model = task_models.build_task_model("classifier", tiny["config"], 2)
     base = str(tmp_path / "m")
-    first = saved_model.export_task_model(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
-                                     text_ops="none")
+    first = export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2, text_ops="none")
     with pytest.raises(FileExistsError, match="--overwrite"):
-        saved_model.export_task_model(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
-                                 text_ops="none")
-    assert saved_model.export_task_model(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
-                                    overwrite=True, text_ops="none", label_list="no,yes") == first
+        export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2, text_ops="none")
+    assert export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2, overwrite=True,
+                  text_ops="none", label_list="no,yes") == first
     assert (tmp_path / "m" / "2" / "assets" / "labels.txt").read_text() == "no\nyes\n"
     assert sorted(os.listdir(base)) == ["2"]
     with pytest.raises(ValueError, match="3 labels but the model's head has 2"):
-        saved_model.export_task_model(model, "classifier", base, tiny["vocab"], version=4, label_list="a,b,c")
+        export(model, "classifier", base, tiny["vocab"], version=4, label_list="a,b,c")
     with pytest.raises(ValueError, match="Unknown task"):
-        saved_model.export_task_model(model, "swag", base, tiny["vocab"], version=5)
+        export(model, "swag", base, tiny["vocab"], version=5)
     assert sorted(os.listdir(base)) == ["2"]
 
     # The CLI refuses the existing version before doing any work.
@@ -379,17 +390,21 @@ def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
 def test_bert_tf_checkpoint_and_label_mismatch(tmp_path, tiny):
     """A bert-tf (tf.train.Checkpoint) checkpoint loads with its head; a head of another size is refused."""
     tf.keras.utils.set_random_seed(3)
-    trained = saved_model.build_task_model(tiny["config"], "classifier", 2)
+    trained = task_models.build_task_model("classifier", tiny["config"], 2)
     prefix = tf.train.Checkpoint(bert=trained.bert, classifier=trained.classifier).save(str(tmp_path / "ckpt"))
-    model = saved_model.build_task_model(tiny["config"], "classifier", 2)
-    saved_model.load_checkpoint(model, "classifier", prefix, 2)
-    for a, b in zip(trained.weights, model.weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
-    with pytest.raises(ValueError, match="Cannot load"):
-        saved_model.load_checkpoint(saved_model.build_task_model(tiny["config"], "classifier", 5), "classifier",
-                                    prefix, 5)
+    config_file = tmp_path / "bert_config.json"
+    tiny["config"].to_json_file(str(config_file))
+    path = export_checkpoint("classifier", str(config_file), tiny["vocab"], prefix, tmp_path / "e", num_labels=2,
+                             max_seq_length=8, text_ops="none")
+    features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
+    got = tf.saved_model.load(path).signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})
+    np.testing.assert_array_equal(got["logits"].numpy(), keras_outputs(trained, features, "classifier")["logits"])
+    with pytest.raises(ValueError, match=r"Cannot load .* into the classifier model \(--num_labels / --label_list "
+                                         r"gave 5\)"):
+        export_checkpoint("classifier", str(config_file), tiny["vocab"], prefix, tmp_path / "e", num_labels=5,
+                          version=2)
     with pytest.raises(ValueError, match="no trained span head"):
-        saved_model.load_checkpoint(saved_model.build_task_model(tiny["config"], "squad"), "squad", prefix)
+        export_checkpoint("squad", str(config_file), tiny["vocab"], prefix, tmp_path / "e", version=2)
 
 
 def test_a_trainer_squad_checkpoint_exports_from_its_output_dir(tmp_path, tiny):
@@ -397,7 +412,7 @@ def test_a_trainer_squad_checkpoint_exports_from_its_output_dir(tmp_path, tiny):
     trainer = tiny_training.train_one_step(lambda: BertSpanLabeler(tiny["config"]), tmp_path / "squad_out")
     config_file = tmp_path / "bert_config.json"
     tiny["config"].to_json_file(str(config_file))
-    path = saved_model.export_from_checkpoint("squad", str(config_file), tiny["vocab"], str(tmp_path / "squad_out"),
+    path = export_checkpoint("squad", str(config_file), tiny["vocab"], str(tmp_path / "squad_out"),
                                          str(tmp_path / "export"), max_seq_length=8, text_ops="none")
     features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
     got = tf.saved_model.load(path).signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})
@@ -426,11 +441,11 @@ def test_text_requests_are_packed_to_their_longest_text(tmp_path, tiny, use_xla)
     rng = np.random.RandomState(0)
     exports = {}
     for task, labels in (("classifier", ["x", "y", "z"]), ("ner", ["O", "B", "I"])):
-        model = saved_model.build_task_model(tiny["config"], task, 3)
+        model = task_models.build_task_model(task, tiny["config"], 3)
         model.set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in model.get_weights()])
         for pad in (True, False):
-            exports[task, pad] = tf.saved_model.load(saved_model.export_task_model(
-                model, task, str(tmp_path / f"{task}_{pad}"), tiny["vocab"], True, max_len, label_list=labels,
+            exports[task, pad] = tf.saved_model.load(export(
+                model, task, tmp_path / f"{task}_{pad}", tiny["vocab"], max_seq_length=max_len, label_list=labels,
                 pad_to_max_seq_length=pad, use_xla=use_xla and not pad,
                 length_multiple=multiple if use_xla and not pad else None))
     for (texts_a, texts_b) in REQUESTS.values():

@@ -18,7 +18,8 @@ import tensorflow as tf
 
 from bert_tf import checkpoints, resources
 from bert_tf.data import corpus
-from bert_tf.export import saved_model, tfhub
+from bert_tf.export import exporter, tfhub
+from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.text import tokenization
 
@@ -157,6 +158,14 @@ def packed_inputs(vocab_file, texts, seq_length):
     return {name: np.array([r[i] for r in rows], np.int32) for i, name in enumerate(tfhub.HUB_INPUTS)}
 
 
+def hub_export(task, vocab_file, export_dir, bert_config_file=None, init_checkpoint=None, max_seq_length=128,
+               **request):
+    """`exporter.export` with --format=tfhub of `init_checkpoint` (no model for the preprocessing model)."""
+    return exporter.export(exporter.ExportRequest(task, str(export_dir), format="tfhub", max_seq_length=max_seq_length,
+                                                  **request),
+                           init_checkpoint=init_checkpoint, bert_config_file=bert_config_file, vocab_file=vocab_file)
+
+
 @pytest.fixture(scope="module")
 def tiny_release(tmp_path_factory):
     """An original-format release of a tiny BERT (L=2, H=32, dropout 0.1) with the masked-LM head, every weight
@@ -166,7 +175,7 @@ def tiny_release(tmp_path_factory):
     config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
     config.to_json_file(str(d / "bert_config.json"))
-    model = saved_model.build_task_model(config, "masked_lm")
+    model = task_models.build_task_model("masked_lm", config)
     rng = np.random.RandomState(7)
     for w in model.trainable_weights:
         w.assign(rng.normal(0, 0.3, w.shape).astype(np.float32))
@@ -180,8 +189,8 @@ def tiny_release(tmp_path_factory):
 def test_encoder_reloads_equal_to_keras_and_trains(tmp_path, tiny_release):
     """The reloaded encoder (and `mlm`) equal the Keras model (1e-5); dropout under training=True; gradients
     reach every trainable variable; the attributes Model Garden's export carries."""
-    path = tfhub.export_from_checkpoint("masked_lm", tiny_release["vocab"], str(tmp_path / "hub"),
-                                        bert_config_file=tiny_release["config"],
+    path = hub_export("masked_lm", tiny_release["vocab"], tmp_path / "hub",
+                      bert_config_file=tiny_release["config"],
                                         init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
     assert path == str(tmp_path / "hub" / "1")
     loaded = tf.saved_model.load(path)
@@ -227,15 +236,15 @@ def test_export_loads_back_as_init_checkpoint(tmp_path, tiny_release):
     """bert-tf's own TF Hub export is an init_checkpoint like Model Garden's: its config (written beside
     saved_model.pb), vocab asset and casing are the run's, and every weight of the encoder and masked-LM head
     restores (nothing missing or unused)."""
-    path = tfhub.export_from_checkpoint("masked_lm", tiny_release["vocab"], str(tmp_path / "hub"),
-                                        bert_config_file=tiny_release["config"],
+    path = hub_export("masked_lm", tiny_release["vocab"], tmp_path / "hub",
+                      bert_config_file=tiny_release["config"],
                                         init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
     files = checkpoints.model_files(path)
     assert files.config.to_dict() == BertConfig.from_json_file(tiny_release["config"]).to_dict()
     assert files.do_lower_case is True
     with open(files.vocab_file) as f:
         assert f.read().split() == VOCAB
-    model = saved_model.build_task_model(files.config, "masked_lm")  # fresh random weights
+    model = task_models.build_task_model("masked_lm", files.config)  # fresh random weights
     report = checkpoints.restore(model, path, required_heads=("masked_lm",))
     assert not report.missing and not report.unused
     for got, want in zip(model.trainable_weights, tiny_release["model"].trainable_weights):
@@ -256,8 +265,7 @@ def test_preprocessing_packs_like_the_original(tmp_path, uncased_vocab_file):
     """Real text: the root call, `tokenize` (words, then pieces) and `bert_pack_inputs` (pairs, truncation,
     seq_length) equal FullTokenizer + the original packing, id for id."""
     lines = wiki_lines(400) + ["Café naïve ŒUVRE Straße ΣΊΣΥΦΟΣ", "中文字符 ﬁ … ½", "a" * 250 + " b"]
-    path = tfhub.export_preprocessing(str(tmp_path / "pre"), uncased_vocab_file, do_lower_case=True,
-                                      seq_length=128)
+    path = hub_export("preprocessing", uncased_vocab_file, tmp_path / "pre", max_seq_length=128)
     loaded = tf.saved_model.load(path)
     full = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=True)
     tokens = [full.tokenize(line) for line in lines]
@@ -310,7 +318,7 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     assert "needs --init_checkpoint" in errors[3]
     assert "--label_list do not apply" in errors[4]
     with pytest.raises(ValueError, match="max_seq_length >= 3"):  # the CLI refuses it when parsed (test_script_errors)
-        tfhub.export_preprocessing(str(tmp_path / "p"), tiny_release["vocab"], seq_length=2)
+        hub_export("preprocessing", tiny_release["vocab"], tmp_path / "p", max_seq_length=2)
     assert errors[5] is None
     assert errors[6].startswith("FileExistsError") and "--overwrite" in errors[6]
     assert errors[7] is None
@@ -346,11 +354,10 @@ def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts,
         "bert_config_file": config, "init_checkpoint": ckpt, "vocab_file": vocab, "work_dir": str(tmp_path),
         "with_mlm": with_mlm, "seq_length": seq_length, "encoder": mg["encoder"],
         "preprocessing": mg["preprocessor"]}, env)
-    ours = {"encoder": tfhub.export_from_checkpoint("masked_lm" if with_mlm else "encoder", vocab,
-                                                    str(tmp_path / "ours_encoder"), bert_config_file=config,
-                                                    init_checkpoint=ckpt, max_seq_length=seq_length),
-            "preprocessor": tfhub.export_preprocessing(str(tmp_path / "ours_preprocessing"), vocab,
-                                                       seq_length=seq_length) if with_mlm else None}
+    ours = {"encoder": hub_export("masked_lm" if with_mlm else "encoder", vocab, tmp_path / "ours_encoder",
+                                  bert_config_file=config, init_checkpoint=ckpt, max_seq_length=seq_length),
+            "preprocessor": hub_export("preprocessing", vocab, tmp_path / "ours_preprocessing",
+                                       max_seq_length=seq_length) if with_mlm else None}
 
     def examine(name, paths):
         job = {"inputs": {k: v.tolist() for k, v in inputs.items()}, "positions": [[1, 2, 3]] * len(texts),

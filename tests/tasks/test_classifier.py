@@ -15,7 +15,7 @@ from tiny_classifier import tsv_line as _tsv
 from tiny_classifier import write_lines as _write
 from tiny_classifier import write_tiny_model as _tiny_model
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertClassifier

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import fileio, label_lists
+from bert_tf import fileio
+from bert_tf.data import label_lists
 from bert_tf.tasks import ner, result_files, runner
 from bert_tf.text import tokenization
 

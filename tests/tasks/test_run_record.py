@@ -8,7 +8,7 @@ import random
 
 import tiny_classifier
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 
 def _data(directory, seed):
@@ -80,11 +80,12 @@ def test_fingerprints_tell_contents_apart(tmp_path):
     assert fileio.fingerprint([str(a)]) != fileio.fingerprint([str(b)])
     assert fileio.fingerprint([str(a), str(b)]) != fileio.fingerprint([str(b), str(a)])
     big = tmp_path / "big"
-    size = fileio.FINGERPRINT_WHOLE_BYTES + 3 * (1 << 20)
+    size = 64 * fileio.FINGERPRINT_SAMPLE_BYTES + 3
     with open(big, "wb") as f:
         f.truncate(size)
     reference = fileio.fingerprint([str(big)])
-    for offset in (0, size // 2 - 1, size - 1):  # in the first, middle and last MiB
+    sample = fileio.FINGERPRINT_SAMPLE_BYTES
+    for offset in (0, sample - 1, size // 2, size - sample, size - 1):  # in the first, middle and last samples
         with open(big, "r+b") as f:
             f.seek(offset)
             f.write(b"\1")
@@ -92,4 +93,8 @@ def test_fingerprints_tell_contents_apart(tmp_path):
         with open(big, "r+b") as f:
             f.seek(offset)
             f.write(b"\0")
+    assert fileio.fingerprint([str(big)]) == reference
+    with open(big, "r+b") as f:  # between the samples: not read (a start reads 3 samples of each file)
+        f.seek(2 * sample)
+        f.write(b"\1")
     assert fileio.fingerprint([str(big)]) == reference

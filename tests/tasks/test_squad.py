@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertSpanLabeler

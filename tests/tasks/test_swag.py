@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.tasks import result_files, runner, swag
 from bert_tf.text import tokenization
 from bert_tf.text.packing import truncate_seq_pair

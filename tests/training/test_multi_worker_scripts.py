@@ -16,7 +16,7 @@ import pytest
 import test_multi_worker
 from tiny_training import numbers_and_text
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
 import test_ner  # noqa: E402

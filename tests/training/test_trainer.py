@@ -6,14 +6,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import toy_task
 
-from bert_tf import checkpoints
-from bert_tf.data import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.model.task_models import BertClassifier, BertSpanLabeler
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer, compute_train_steps
@@ -156,17 +156,20 @@ def _dead_pid():
 
 
 def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
-    """What a killed run leaves (our temporaries of a process that has ended, or of another host; TensorFlow's
-    checkpoint temporaries) goes, and is logged; a running process's temporaries and other files stay."""
+    """What a killed run leaves in its checkpoint directory (our temporaries of a process that has ended, or of
+    another host left alone for a day; TensorFlow's checkpoint temporaries, which this run owns) goes, and is
+    logged; a running process's temporaries, a young one of another host and other files stay."""
     caplog.set_level(logging.INFO, logger="absl")  # absl logs under "absl", whatever other tests set
     host, dead = socket.gethostname(), _dead_pid()
-    stale = [f"eval.tf_record.tmp-{host}-{dead}-0123abcd", f".export_3.tmp-{host}-{dead}-89abcdef",
+    stale = [f"eval.tf_record.tmp-{host}-{dead}-0123abcd", f".export_3.tmp-{host}-{dead}-0-89abcdef",
              f"eval_results.txt.tmp-other-host-{os.getpid()}-00000000", "checkpoint.tmp5f3c",
              "ckpt-7.index.tempstate123", "ckpt-7_temp"]
     kept = ["train.tf_record", "notes.tmpl", "ckpt-7_template.txt", f"label_list.txt.tmp-{host}-{os.getpid()}-0badf00d",
-            f"eval.tf_record.tmp-{host}-{dead}-not-hex"]
+            f"eval.tf_record.tmp-{host}-{dead}-not-hex", f"results.txt.tmp-other-host-{os.getpid()}-0-00000000"]
     for name in stale[:-1] + kept:
         (tmp_path / name).write_text("x")
+    long_ago = time.time() - fileio.FOREIGN_TEMPORARY_AGE_S - 60  # another host's temporary, left alone that long
+    os.utime(tmp_path / stale[2], (long_ago, long_ago))
     (tmp_path / "ckpt-7_temp").mkdir()
     (tmp_path / "ckpt-7_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 100)
     _trainer(tmp_path).train(toy_task.dataset_fn, 16, 2, 0)
@@ -174,37 +177,6 @@ def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
     assert not names & set(stale) and set(kept) <= names and "ckpt-2.index" in names
     for name in stale:
         assert f"Removed {tmp_path / name} (left by a killed run)" in caplog.text
-
-
-def test_a_directory_replaced_half_way_is_put_back(tmp_path):
-    """`fileio.replace_directory` killed between its renames leaves the old directory under a backup name: the
-    cleanup renames it back when the target is missing, and removes it when the target is there."""
-    host, dead = socket.gethostname(), _dead_pid()
-    for name, target_there in (("1", False), ("2", True)):
-        backup = tmp_path / f"{name}.old.tmp-{host}-{dead}-0123abcd"
-        backup.mkdir()
-        (backup / "saved_model.pb").write_text(f"old {name}")
-        if target_there:
-            (tmp_path / name).mkdir()
-            (tmp_path / name / "saved_model.pb").write_text(f"new {name}")
-    assert fileio.remove_stale_temporaries(str(tmp_path)) == sorted(
-        str(tmp_path / f"{n}.old.tmp-{host}-{dead}-0123abcd") for n in "12")
-    assert sorted(os.listdir(tmp_path)) == ["1", "2"]
-    assert (tmp_path / "1" / "saved_model.pb").read_text() == "old 1"
-    assert (tmp_path / "2" / "saved_model.pb").read_text() == "new 2"
-    source = tmp_path / "staged"
-    source.mkdir()
-    (source / "saved_model.pb").write_text("newer 1")
-    fileio.replace_directory(str(source), str(tmp_path / "1"))
-    assert sorted(os.listdir(tmp_path)) == ["1", "2"] and (tmp_path / "1" / "saved_model.pb").read_text() == "newer 1"
-
-
-def test_temporary_names_are_unique_and_name_their_writer(tmp_path):
-    path = str(tmp_path / "eval_results.txt")
-    names = {fileio.temp_path(path) for _ in range(100)}
-    assert len(names) == 100
-    assert {fileio.temporary_writer(name) for name in names} == {(socket.gethostname(), os.getpid())}
-    assert fileio.temporary_writer(path) is None
 
 
 def test_init_from_original_and_from_ours(tmp_path):
@@ -324,7 +296,7 @@ tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU"
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
 import toy_task
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - the module is usable only with the `be
     raise ImportError("bert_tf.data.pretraining.beam needs Apache Beam: pip install 'bert-tf[beam]' "
                       "(or pip install apache-beam).") from None
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.data.pretraining import shards
 
 _NAMESPACE = "bert_tf.data.pretraining"

@@ -20,6 +20,7 @@ positions all lie within it, so every loss term is the padded batch's).
 """
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
 
@@ -41,7 +42,7 @@ def schema(max_seq_length, max_predictions_per_seq):
 
 def compression_of(path):
     """"GZIP" if the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with fileio.open_file(path, "rb", name="") as f:
         return "GZIP" if f.read(2) == b"\x1f\x8b" else ""
 
 

@@ -19,7 +19,7 @@ import random
 
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.data.pretraining import wire
 from bert_tf.text import tokenization
 
@@ -339,7 +339,7 @@ def run_exact(input_file, output_file, vocab_file, do_lower_case=True, do_whole_
     output_files = [p for p in output_file.split(",") if p]
     if not output_files:
         raise ValueError("No output file given.")
-    wire.check_writable(output_files)
+    fileio.check_writable(output_files)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
     VocabTables(tokenizer.vocab, vocab_file)  # fail on a vocab without special tokens before reading the corpus
     logging.info("*** Reading from input files ***")

@@ -17,7 +17,7 @@ import random
 
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.data.pretraining import instances, wire
 from bert_tf.text import tokenization
 
@@ -81,9 +81,9 @@ def make_config(vocab_file, do_lower_case=True, do_whole_word_mask=False, max_se
     if output_file is not None:
         if "," in output_file:
             raise ValueError("A sharded run writes one set of shards: give output_file a single path prefix.")
-        wire.check_writable([output_file])
+        fileio.check_writable([output_file])
     instances.VocabTables(tokenization.load_vocab(vocab_file), vocab_file)
-    return dict(vocab_file=vocab_file if fileio.is_url(vocab_file) else os.path.abspath(vocab_file),
+    return dict(vocab_file=fileio.absolute(vocab_file),
                 do_lower_case=bool(do_lower_case), do_whole_word_mask=bool(do_whole_word_mask),
                 max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
                 random_seed=random_seed, dupe_factor=dupe_factor, masked_lm_prob=masked_lm_prob,
@@ -147,9 +147,8 @@ def plan(input_files, output_file, shard_size=1000):
 
 def check_manifest(manifest, record):
     """Writes `record` (the run's settings and inputs) to `manifest`, or refuses a rerun whose record differs."""
-    if os.path.exists(manifest):
-        with open(manifest) as f:
-            previous = json.load(f)
+    if fileio.exists(manifest):
+        previous = fileio.read_json(manifest, "shard manifest")
         if previous != json.loads(json.dumps(record)):
             raise ValueError(f"{manifest} records other settings or inputs than this run; delete the earlier "
                              "shards and that file to start again.")
@@ -191,8 +190,8 @@ def run_sharded(input_file, output_file, vocab_file, do_lower_case=True, do_whol
     planned = plan(input_files, output_file, shard_size)
     check_manifest(output_file + ".shards.json", dict(
         config, shard_size=shard_size, num_shards=len(planned),
-        inputs=[[p, None if fileio.is_url(p) else os.path.getsize(p)] for p in input_files]))
-    todo = [(i, ranges, path, config) for i, ranges, path in planned if not os.path.exists(path)]
+        inputs=[[p, None if fileio.is_url(p) else fileio.file_size(p)] for p in input_files]))
+    todo = [(i, ranges, path, config) for i, ranges, path in planned if not fileio.exists(path)]
     skipped = len(planned) - len(todo)
     if skipped:
         logging.info("Resuming: %d of %d shards are already complete.", skipped, len(planned))

@@ -2,10 +2,9 @@
 small): `tf.train.Example` wire format in a fixed field order, TFRecord framing with masked CRC32C, and
 `write_examples`, which writes each output under a temporary name and renames it when complete.
 """
-import os
 import struct
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 
 # Serialization: tf.train.Example wire format written directly (no TF needed, fixed field order)
 
@@ -100,20 +99,6 @@ class ExampleEncoder:
         return b"\n" + self._varint_of(len(features)) + features
 
 
-def check_writable(output_files):
-    """Raises a clear error now (not after hours of work) if an output's directory is missing/unwritable."""
-    for path in output_files:
-        if "://" in path:
-            continue
-        directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(f"Output directory {directory!r} (for {path!r}) does not exist.")
-        if not os.access(directory, os.W_OK):
-            raise PermissionError(f"Output directory {directory!r} (for {path!r}) is not writable.")
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"Output file {path!r} is a directory.")
-
-
 def _crc32c_table():
     import numpy as np
     table = np.zeros(256, np.uint32)
@@ -167,15 +152,11 @@ class TFRecordWriter:
     """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional).
 
     Records are buffered and their CRCs computed `batch` at a time. Local paths only use the standard
-    library and NumPy; paths with a scheme (gs://...) go through tf.io.gfile.
+    library and NumPy; paths with a scheme (gs://...) go through tf.io.gfile (`fileio.open_file`).
     """
 
     def __init__(self, path, gzip=False, batch=4096):
-        if "://" in path:
-            import tensorflow as tf
-            raw = tf.io.gfile.GFile(path, "wb")
-        else:
-            raw = open(path, "wb")
+        raw = fileio.open_file(path, "wb", name="")
         if gzip:
             import gzip as gzip_module
             self._file = gzip_module.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)

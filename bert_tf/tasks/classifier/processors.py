@@ -12,10 +12,10 @@ import io
 import os
 from typing import Any
 
-import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import fileio, label_lists
+from bert_tf import fileio
+from bert_tf.data import label_lists
 from bert_tf.text import tokenization
 
 LABEL_LIST_FILE = label_lists.FILE_NAME
@@ -209,7 +209,7 @@ class MnliProcessor(DataProcessor):
 
 
 def _exists_or_warn(path):
-    if tf.io.gfile.exists(path):
+    if fileio.exists(path):
         return True
     logging.warning("%s not found: skipping the MNLI mismatched set.", path)
     return False

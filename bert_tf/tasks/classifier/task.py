@@ -6,7 +6,7 @@ import os
 import numpy as np
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.model import task_models
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.tasks import result_files

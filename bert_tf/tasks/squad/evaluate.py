@@ -17,11 +17,12 @@ Local files only, and no TensorFlow: the evaluation script starts in a fraction 
 """
 import collections
 import json
-import os
 import re
 import string
 
 from absl import logging
+
+from bert_tf import fileio
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -224,10 +225,7 @@ def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0):
 # ------------------------------------------------------------------------------------------------------------
 
 def _load_json(path, what):
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{what} not found: {path}")
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = fileio.read_bytes(path, what)
     try:
         return json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as e:

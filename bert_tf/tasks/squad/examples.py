@@ -8,7 +8,7 @@ import json
 
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.text import tokenization
 
 

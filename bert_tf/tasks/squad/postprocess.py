@@ -15,7 +15,7 @@ import sys
 import numpy as np
 from absl import logging
 
-from bert_tf.data import fileio
+from bert_tf import fileio
 from bert_tf.text import tokenization
 
 # The null odds written for an example with no non-null candidate at all (the difference is +inf).

@@ -4,9 +4,9 @@
 import os
 import random
 
-import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.model import task_models
 from bert_tf.model.task_models import BertSpanLabeler
 from bert_tf.tasks.squad import evaluate as squad_evaluate
@@ -94,7 +94,7 @@ class SquadTask(Task):
             if wanted and not path:
                 raise ValueError(f"If `{'do_train' if name == 'train_file' else 'do_predict'}` is True, then "
                                  f"`{name}` must be specified.")
-            if wanted and not tf.io.gfile.exists(path):
+            if wanted and not fileio.exists(path):
                 raise FileNotFoundError(f"--{name} not found: {path}")
 
     def read_inputs(self, run, config):
