@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from urllib.parse import quote
 
 import pytest
 
@@ -253,8 +254,8 @@ class GcsEmulator:
     """fake-gcs-server behind `Proxy`, with the bucket `bucket` created; see the module's docstring.
 
     url: "gs://<bucket>"; env: the variables that send a child process's gs:// here (`env_for` says what each
-    does); api() and object_names(): the emulator's JSON API from Python, without TensorFlow, to check what a child
-    wrote; log_file: the emulator's log (warnings and errors)."""
+    does); upload(), download(), object_names(), api(): the emulator's JSON API from Python, without TensorFlow, to
+    put a test's inputs in and check what a child wrote; log_file: the emulator's log (warnings and errors)."""
 
     def __init__(self, bucket=BUCKET):
         self.bucket = bucket
@@ -336,30 +337,43 @@ class GcsEmulator:
                 "no_proxy": loopback, "NO_PROXY": loopback, "CURL_CA_BUNDLE": ca_file,
                 "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator", "NO_GCE_CHECK": "true", **FAST_RETRIES}
 
-    def api(self, method, path, body=None):
-        """Sends `method path` (with `body` as JSON) to www.googleapis.com through the proxy, trusting only the test
-        CA, as TensorFlow would; returns the decoded JSON answer (None if empty). Consults no environment variable.
-        Raises OSError where the emulator cannot be reached, RuntimeError on an HTTP error status."""
+    def request(self, method, path, body=None, content_type="application/octet-stream"):
+        """Sends `method path` (with the bytes `body`) to www.googleapis.com through the proxy, trusting only the
+        test CA, as TensorFlow would; returns the answer's body (bytes). Consults no environment variable. Raises
+        OSError where the emulator cannot be reached, RuntimeError on an HTTP error status."""
         connection = http.client.HTTPSConnection("127.0.0.1", self.proxy.port, timeout=10,
                                                  context=ssl.create_default_context(cafile=self.ca_file))
         connection.set_tunnel(GOOGLE_HOSTS[0], 443)
         try:
-            connection.request(method, path, body=None if body is None else json.dumps(body),
-                               headers={"Content-Type": "application/json"})
+            connection.request(method, path, body=body, headers={"Content-Type": content_type})
             response = connection.getresponse()
             answer = response.read()
         finally:
             connection.close()
         if response.status >= 400:
             raise RuntimeError(f"{method} {path}: HTTP {response.status} {answer[:500]!r}")
+        return answer
+
+    def api(self, method, path, body=None):
+        """`request` with `body` (if any) sent as JSON; returns the decoded JSON answer (None if empty)."""
+        answer = self.request(method, path, None if body is None else json.dumps(body).encode(), "application/json")
         return json.loads(answer) if answer else None
+
+    def upload(self, name, data):
+        """Writes `data` (bytes) as the object `name` of the bucket, without TensorFlow (e.g. a test's inputs)."""
+        self.request("POST", f"/upload/storage/v1/b/{self.bucket}/o?uploadType=media&name={quote(name, safe='')}",
+                     data)
+
+    def download(self, name):
+        """The contents (bytes) of the object `name` of the bucket, read without TensorFlow."""
+        return self.request("GET", f"/storage/v1/b/{self.bucket}/o/{quote(name, safe='')}?alt=media")
 
     def object_names(self):
         """The names of all the objects in the bucket, sorted, as the emulator holds them."""
         names, page = [], {}
         while True:
             token = page.get("nextPageToken")
-            page = self.api("GET", f"/storage/v1/b/{self.bucket}/o" + (f"?pageToken={token}" if token else ""))
+            page = self.api("GET", f"/storage/v1/b/{self.bucket}/o" + (f"?pageToken={quote(token)}" if token else ""))
             names += [item["name"] for item in page.get("items", [])]
             if not page.get("nextPageToken"):
                 return sorted(names)

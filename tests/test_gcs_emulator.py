@@ -3,9 +3,9 @@
 One child process, started with the fixture's environment (TensorFlow reads it at start), runs every check in turn
 and reports each one's error; the emulator's own listing (through its JSON API, not TensorFlow) then shows what
 was written and removed. Semantics of TensorFlow's client that differ from a local disk, as seen here:
-listdir and walk name subdirectories with a trailing "/"; makedirs writes a zero-byte "dir/" marker object per
-level; rename and copy rewrite objects (a directory per object) and give them a new mtime; mkdir of an existing
-directory does not raise; a file's stat is cached for 5 s per process (GCS_STAT_CACHE_MAX_AGE), so a directory
+listdir and walk name subdirectories with a trailing "/"; makedirs writes a zero-byte "dir/" marker object for each
+level that no object name has as a prefix yet; rename and copy rewrite objects (a directory object by object) and
+give them a new mtime; stat results are cached for 5 s per process (GCS_STAT_CACHE_MAX_AGE), so a directory still
 exists for up to 5 s after rmtree or a rename in the process that did it.
 """
 import json
@@ -42,6 +42,11 @@ def raises(error, fn, *args, **kwargs):
     except error:
         return
     raise AssertionError(f"{fn.__name__}{args} did not raise {error.__name__}")
+
+
+def object_from_another_client():
+    assert read(f"{B}/input.txt", "rb") == b"uploaded without TensorFlow\n"
+    assert g.stat(f"{B}/input.txt").length == 28
 
 
 def makedirs():
@@ -161,8 +166,8 @@ def summaries():
 
 
 results = {}
-for check in (makedirs, small_file, big_file, exists_isdir, listings, rename_file, copy_remove, append,
-              rename_and_rmtree_directory, tfrecords, checkpoints, saved_model, summaries):
+for check in (object_from_another_client, makedirs, small_file, big_file, exists_isdir, listings, rename_file,
+              copy_remove, append, rename_and_rmtree_directory, tfrecords, checkpoints, saved_model, summaries):
     try:
         check()
         results[check.__name__] = None
@@ -174,9 +179,11 @@ print(json.dumps(results))
 
 @pytest.mark.slow
 def test_tensorflow_gcs_client_through_the_emulator(gcs_emulator, child_env, tmp_path):
-    """Every check passes in a child process, nothing lands in its working directory, the proxy refused nothing,
-    and the emulator holds exactly what the checks left, directory markers included."""
+    """Every check passes in a child process (the first reads an object uploaded here), nothing lands in its
+    working directory, the proxy refused nothing, and the emulator holds exactly what the checks left, directory
+    markers included, with the contents TensorFlow wrote."""
     refused_before = len(gcs_emulator.proxy.refused)
+    gcs_emulator.upload("gfile/input.txt", b"uploaded without TensorFlow\n")
     result = subprocess.run([sys.executable, "-c", CHECKS, f"{gcs_emulator.url}/gfile"], capture_output=True,
                             text=True, cwd=tmp_path, env=child_env(**gcs_emulator.env), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -188,11 +195,12 @@ def test_tensorflow_gcs_client_through_the_emulator(gcs_emulator, child_env, tmp
     events = [name for name in names if name.startswith("gfile/logs/events.out.tfevents.")]
     assert len(events) == 1, names
     assert [name for name in names if name not in events] == [
-        "gfile/", "gfile/ckpt/", "gfile/ckpt/checkpoint", "gfile/ckpt/ckpt-2.data-00000-of-00001",
-        "gfile/ckpt/ckpt-2.index", "gfile/d/", "gfile/d/big.bin", "gfile/d/e/", "gfile/d/log.txt",
-        "gfile/d/renamed.txt", "gfile/data.tfrecord", "gfile/logs/", "gfile/model/", "gfile/model/assets/",
-        "gfile/model/fingerprint.pb", "gfile/model/saved_model.pb", "gfile/model/variables/",
-        "gfile/model/variables/variables.data-00000-of-00001", "gfile/model/variables/variables.index"]
+        "gfile/ckpt/", "gfile/ckpt/checkpoint", "gfile/ckpt/ckpt-2.data-00000-of-00001", "gfile/ckpt/ckpt-2.index",
+        "gfile/d/", "gfile/d/big.bin", "gfile/d/e/", "gfile/d/log.txt", "gfile/d/renamed.txt", "gfile/data.tfrecord",
+        "gfile/input.txt", "gfile/logs/", "gfile/model/", "gfile/model/assets/", "gfile/model/fingerprint.pb",
+        "gfile/model/saved_model.pb", "gfile/model/variables/", "gfile/model/variables/variables.data-00000-of-00001",
+        "gfile/model/variables/variables.index"]
+    assert gcs_emulator.download("gfile/d/log.txt") == b"abcd"
 
 
 def test_the_proxy_refuses_every_other_host(gcs_emulator):
@@ -200,6 +208,7 @@ def test_the_proxy_refuses_every_other_host(gcs_emulator):
     and recorded; nothing is forwarded."""
     import http.client
     refused_before = len(gcs_emulator.proxy.refused)
+    gcs_emulator.upload("gfile/input.txt", b"uploaded without TensorFlow\n")
     for host, port in (("example.com", 443), ("www.googleapis.com", 80)):
         connection = http.client.HTTPConnection("127.0.0.1", gcs_emulator.proxy.port, timeout=10)
         connection.set_tunnel(host, port)
