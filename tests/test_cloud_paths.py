@@ -1,6 +1,7 @@
 """The original workflow with every path on a file system only tf.io.gfile reaches, as the original's Cloud TPU runs
 write to gs://: TensorFlow's in-memory ram:// (per process: each script runs in its own process, its inputs copied
-in and its outputs out by tests/cloud_workflow.py). create_pretraining_data, run_pretraining with
+in and its outputs out by tests/cloud_workflow.py), and gs:// itself, through TensorFlow's own GCS client against a
+local emulator (tests/gcs_emulator.py). create_pretraining_data, run_pretraining with
 --save_original_checkpoint, run_classifier with --export_dir and --save_original_checkpoint, export_saved_model
 --format=litert and onnx, extract_features, run_squad predict: every input, record, checkpoint, run_settings.json,
 label list, result, prediction, TensorBoard event file, export and release is read and written on ram://, and
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 import tensorflow as tf
+from gcs_emulator import gcs_emulator_fixture  # noqa: F401 (the gcs_emulator fixture)
 
 from bert_tf import fileio
 from bert_tf.model.config import BertConfig
@@ -123,10 +125,32 @@ def test_the_workflow_with_every_path_on_ram(tmp_path, uncased_vocab_file, data_
     for script, argvs in STEPS:
         run_step("ram://workflow", mirror, script, argvs, str(cwd), env)
         assert os.listdir(cwd) == [], f"{script} wrote into the working directory: {os.listdir(cwd)}"
-    version = check_outputs(mirror)
-    served = tf.saved_model.load(os.path.join(mirror, "classifier_export", version))
+    check_served(mirror, check_outputs(mirror))
+
+
+def check_served(store, version):
+    """The classifier's export (in the local `store`) serves raw text with its labels."""
+    import tensorflow_text  # noqa: F401 (the ops of its text signatures)
+    served = tf.saved_model.load(os.path.join(store, "classifier_export", version))
     out = served.signatures["serving_text"](text_a=tf.constant(["a good movie ."]))
     assert out["predicted_label"].numpy()[0].decode() in ("neg", "pos")
+
+
+@pytest.mark.slow
+def test_the_workflow_on_gcs_through_tensorflows_client(tmp_path, uncased_vocab_file, data_dir, child_env,
+                                                       gcs_emulator):
+    """The same steps on gs:// (fake-gcs-server behind a TLS proxy: TensorFlow's GCS client, its resumable uploads
+    and per-object renames): the inputs copied in by the first step, the outputs out by the last."""
+    mirror, cwd = str(tmp_path / "store"), tmp_path / "cwd"
+    cwd.mkdir()
+    write_inputs(mirror, uncased_vocab_file, data_dir)
+    env = child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **gcs_emulator.env)
+    for i, (script, argvs) in enumerate(STEPS):
+        copies = mirror if i in (0, len(STEPS) - 1) else "-"
+        run_step(f"{gcs_emulator.url}/workflow", copies, script, argvs, str(cwd), env)
+        assert os.listdir(cwd) == [], f"{script} wrote into the working directory: {os.listdir(cwd)}"
+    check_served(mirror, check_outputs(mirror))
+    assert not [name for name in gcs_emulator.object_names() if fileio.TEMP_MARK in name]
 
 
 # The library's other entry points on ram://, in one process (the Python API; each script above is a thin wrapper
@@ -156,7 +180,7 @@ config.to_json_file(f"{base}/release/bert_config.json")
 fileio.copy_file(f"{base}/vocab.txt", f"{base}/release/vocab.txt")
 checkpoints.save_original_checkpoint(task_models.build_task_model("pretraining", config),
                                      f"{base}/release/bert_model.ckpt")
-release = dict(init_checkpoint=f"{base}/release/bert_model.ckpt")
+release = dict(init_checkpoint=f"{base}/release/bert_model.ckpt", vocab_file=f"{base}/vocab.txt")
 write("masks.txt", "the [MASK] walks .\nthe man [MASK] .\n")
 fill_mask.run(f"{base}/masks.txt", f"{base}/fill_mask.jsonl", max_seq_length=16, top_k=2, **release)
 write("sentences.txt", "the man smiles .\nthe drum line .\n")
@@ -166,7 +190,7 @@ write("conll/train.txt", CONLL_SAMPLE)
 write("conll/test.txt", CONLL_SAMPLE)
 write("swag/train.csv", SWAG_HEADER + "".join(SWAG_ROWS))
 write("swag/val.csv", SWAG_HEADER + "".join(SWAG_ROWS))
-run = dict(bert_config_file=None, vocab_file=None, max_seq_length=24, do_train=True, train_batch_size=2,
+run = dict(bert_config_file=None, max_seq_length=24, do_train=True, train_batch_size=2,
            num_train_epochs=1, **release)
 runner.run(ner.NerTask(data_dir=f"{base}/conll"), runner.RunConfig(
     output_dir=f"{base}/ner", do_predict=True, export_dir=f"{base}/ner_export", **run))
@@ -174,7 +198,7 @@ runner.run(swag.SwagTask(data_dir=f"{base}/swag"), runner.RunConfig(output_dir=f
                                                                    **run))
 for task in ("masked_lm", "preprocessing"):
     exporter.export(exporter.ExportRequest(task, f"{base}/hub_{task}", format="tfhub", max_seq_length=16),
-                    vocab_file=f"{base}/vocab.txt", **(release if task == "masked_lm" else {}))
+                    **(release if task == "masked_lm" else {"vocab_file": release["vocab_file"]}))
 checkpoints.convert_checkpoint(release["init_checkpoint"], f"{base}/model_garden", to="model_garden")
 fileio.copy_file(os.path.join(sys.argv[3], "sample_text.txt"), f"{base}/sample_text.txt")
 corpus.prepare_corpus(f"{base}/sample_text.txt", f"{base}/corpus.txt")

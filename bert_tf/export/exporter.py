@@ -190,7 +190,8 @@ def export(request, model=None, *, vocab_file=None, do_lower_case=None, init_che
     if model is not None:
         meta.update(bert_config=getattr(model, "bert", model).config.to_dict(),
                     **({"pooling": model.pooling, "normalize": model.normalize} if request.task == "embedding" else {}))
-    writer = {"serving": saved_model.write, "tfhub": tfhub.write}.get(request.format, portable.write)
+    tf_hub = request.format == "tfhub" or request.task == "preprocessing"  # TF Hub's preprocessing in either format
+    writer = tfhub.write if tf_hub else saved_model.write if request.format == "serving" else portable.write
     with fileio.staged_directory(target, key=KEY_FILES[request.format]) as out, fileio.local_directory() as local:
         sources = Sources(os.path.join(local, "vocab.txt"), do_lower_case, labels, local)
         fileio.copy_file(vocab_file, sources.vocab_file)
