@@ -37,23 +37,24 @@ def test_every_evaluation_reader_runs_without_the_autotuner(tmp_path):
 
 
 def _updates(dataset, replicas, count):
-    """The first `count` updates of `dataset` (consecutive batches, one per replica): each as the replicas'
-    batches stacked in order, with the shapes of its batches."""
+    """The first `count` updates of `dataset` (consecutive batches, one per replica), whose batches must share
+    one shape: each as the replicas' batches stacked in order, and that shape."""
     iterator = iter(dataset)
     for _ in range(count):
         batches = [next(iterator) for _ in range(replicas)]
-        stacked = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches)
-        yield stacked, {b[0]["input_ids"].shape for b in batches}
+        shapes = {tuple(batch[0]["input_ids"].shape) for batch in batches}
+        assert len(shapes) == 1, shapes
+        yield tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches), shapes.pop()
 
 
 def _assert_split(replicated, whole, replicas, count=6, rows=slice(None)):
     """Each update of `replicated` (batches of 2 rows, `replicas` of them) is `rows` of the batch of `whole` at the
     same position, cut to that batch's length (the same for every replica); the length varies."""
     seen = set()
-    for (update, shapes), batch in zip(_updates(replicated, replicas, count), whole):
+    for (update, shape), batch in zip(_updates(replicated, replicas, count), whole):
         expected = tf.nest.map_structure(lambda t: t.numpy()[rows], batch)
+        assert shape == (2, expected[0]["input_ids"].shape[1])
         tf.nest.map_structure(np.testing.assert_array_equal, update, expected)
-        assert shapes == {(2, expected[0]["input_ids"].shape[1])}, shapes
         seen.add(expected[0]["input_ids"].shape[1])
     assert len(seen) > 2, seen
 
