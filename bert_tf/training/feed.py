@@ -12,13 +12,12 @@ every replica (TPUStrategy; an XLA-compiled update on several GPUs, whose all-re
 IndexedSlices gradient needs one shape). The readers give this worker's replicas' batches out of one batch cut as
 one (bert_tf.data.records.replica_batches), so the replicas of one worker agree. Workers that read different
 texts (pretraining: each its own files) cut to different lengths; under several workers `distribute` therefore
-pads the cut tensors (those whose last axis has no static length) with zeros to the longest of the update, agreed
-by an all-gather of one scalar per replica (a few bytes per update, before the update, outside any compiled
-program: padding changes no real position's output, bert_tf.data.lengths). Where the workers' batches agree
-already (the fine-tuning readers, every worker cutting the same global batch), the padding is zero. Under
-TPUStrategy (one input pipeline for every core) nothing is agreed: the reader's cut is every core's.
-Tested on 2 logical CPU devices of one worker and on 2 local workers of one CPU device each
-(tests/training/test_multi_worker.py); TPUs and GPUs untested here.
+pads the cut features with zeros to the longest of the update, agreed by an all-gather of one scalar per replica
+(`agreed`: a few bytes per update, before the update, outside any compiled program; padding changes no real
+position's output, bert_tf.data.lengths). Where the workers' batches agree already (the fine-tuning readers, every
+worker cutting the same global batch), the padding is zero. Under TPUStrategy (one input pipeline for every core)
+nothing is agreed: the reader's cut is every core's. Tested on 2 logical CPU devices of one worker and on 2 local
+workers of one CPU device each (tests/training/test_multi_worker.py); TPUs and GPUs untested here.
 
 On GPUs, TensorFlow keeps int32 tensors (the token ids, masks and labels) in host memory even when placed on a GPU;
 they are copied at the update's launch, a few hundred kilobytes for a batch of 256 x 128. Under TPUStrategy the
@@ -79,25 +78,25 @@ class Feed:
             lambda context: value_fn(context.replica_id_in_sync_group - self.first))
 
     def agreed(self, batches):
-        """`batches` with their cut tensors (those whose last axis is of unknown length: bert_tf.data.lengths) padded
-        with zeros on that axis to the longest of the update, over the replicas of every worker: one all-gather of
-        a scalar per replica. Unchanged when no tensor is cut."""
-        cut = [spec.shape.rank and spec.shape[-1] is None for spec in tf.nest.flatten(self.iterator.element_spec)]
-        if not any(cut):
+        """`batches` ((features, labels) each) with their cut features (those whose last axis has no static length:
+        bert_tf.data.lengths) padded with zeros on that axis to the longest of the update over the replicas of every
+        worker, agreed by an all-gather of one scalar per replica. Zeros are the model's padding (input_mask 0), so
+        this changes no real position's output. Labels are left as they are: a label's padding is the task's (NER's
+        is -1); the readers whose labels are cut cut the same global batch on every worker, and a label of another
+        length than its logits would be a shape error, not a silent one. Unchanged when no feature is cut."""
+        cut = {name: spec.shape.rank > 1 and spec.shape[-1] is None
+               for name, spec in self.iterator.element_spec[0].items()}
+        if not any(cut.values()):
             return batches
-        first_cut = cut.index(True)
-        local = tf.reduce_max([tf.shape(tf.nest.flatten(batch)[first_cut])[-1] for batch in batches])
-        gathered = self.strategy.gather(self.per_replica(lambda _: tf.reshape(local, [1])), axis=0)
-        length = tf.reduce_max(gathered)
+        name = next(name for name, is_cut in cut.items() if is_cut)  # the cut features share their batch's length
+        local = tf.reduce_max([tf.shape(features[name])[-1] for features, _ in batches])
+        length = tf.reduce_max(self.strategy.gather(self.per_replica(lambda _: tf.reshape(local, [1])), axis=0))
 
-        def padded(t, is_cut):
-            if not is_cut:
-                return t
+        def padded(t):
             return tf.pad(t, [[0, 0]] * (t.shape.rank - 1) + [[0, length - tf.shape(t)[-1]]])
 
         agreed = []
-        for device, batch in zip(self.devices, batches):
+        for device, (features, labels) in zip(self.devices, batches):
             with tf.device(device):
-                flat = [padded(t, is_cut) for t, is_cut in zip(tf.nest.flatten(batch), cut)]
-            agreed.append(tf.nest.pack_sequence_as(batch, flat))
+                agreed.append(({name: padded(t) if cut[name] else t for name, t in features.items()}, labels))
         return agreed
