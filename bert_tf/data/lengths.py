@@ -14,6 +14,16 @@ What cutting keeps and changes:
 - run_squad.py keeps max_seq_length: the original's span loss takes its softmax over every position, padding
   included, and its n-best lists pick from every position too, so cutting would change its numbers.
 
+One length per update on several replicas: the training readers cut the update's whole batch (batch_size x the
+replicas) as one and split it into the replicas' batches (bert_tf.data.records.replica_batches), so every replica
+of an update gets the update's longest text, as one device would; on several workers the fine-tuning readers cut
+the global batch on every worker, and pretraining workers, which read their own files, pad to the update's longest
+of all workers (bert_tf.training.feed). That is what a program run on every replica needs (TPUStrategy, an
+XLA-compiled update on several GPUs). Under TPUStrategy one reader feeds every core: training batches cut per
+update to its longest text rounded up to XLA_MULTIPLE, whole batches for evaluation and prediction (the task's
+`fixed_batches`), and `pad` gives the original's fixed shapes; untested here (no TPU). Tested: 2 logical CPU devices
+of one worker and 2 local workers (tests/training/test_multi_worker.py, tests/data/test_records.py).
+
 `SequenceLengths` holds a run's settings: `pad` (the original's fixed shapes, `--pad_to_max_seq_length`),
 `multiple` (lengths rounded up to a multiple of it, capped at max_seq_length: under XLA and on TPU each length
 compiles its own program, so 32 keeps a run at max_seq_length / 32 programs), `group_by_length` (training batches of

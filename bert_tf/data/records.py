@@ -8,6 +8,12 @@ atomically, `parse(record, schema)` reads one back with int64 cast to int32 as t
 The training readers are replayable: their order is a function of `seed` alone (each worker keeping its share:
 `worker_share`), so that `Trainer.train` can resume a run by rebuilding the reader with the seed saved in its
 checkpoint and skipping the batches already used.
+
+One batch length per update: the training readers batch the global batch (batch_size x num_replicas_in_sync, as
+one device has it), cut it to its longest text (bert_tf.data.lengths), then split it into the replicas' batches
+(`replica_batches`), on one worker as on several. So every replica of an update, on every worker, gets one shape:
+what a program run on every replica needs (TPUStrategy, an XLA-compiled update on several GPUs), the all-reduce of
+the embedding's IndexedSlices gradient included.
 """
 import contextlib
 
@@ -61,13 +67,15 @@ def decoded(dataset, decode):
 def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, input_context=None,
                      repeat_first=False, drop_remainder=True, batch=None):
     """Training batches of the records of `input_file`: shuffled (buffer `shuffle_buffer`, a new order each epoch,
-    all drawn from `seed`), repeated, decoded by `decode(record) -> (features, labels)`, batched ([batch_size, ...]
-    tensors: one replica's), this worker's share of them under several workers (`worker_share`).
+    all drawn from `seed`), repeated, decoded by `decode(record) -> (features, labels)`, batched as the global
+    batch (batch_size x the replicas of `input_context`), then split into this worker's replicas' batches
+    ([batch_size, ...] tensors: one replica's; `worker_share`).
 
     `repeat_first`: repeat, then shuffle (one buffer across epoch boundaries), as the original run_classifier.py
     and run_squad.py do; else shuffle each epoch, then repeat.
     `batch(dataset, batch_size, drop_remainder)`: how the decoded examples are batched (default
-    `Dataset.batch`; `bert_tf.data.lengths.batcher` cuts each batch to its longest text).
+    `Dataset.batch`; `bert_tf.data.lengths.batcher` cuts each batch to its longest text): the global batch is cut
+    as one, so that the replicas' batches of an update share its length.
     """
     d = tf.data.TFRecordDataset(input_file)
     if repeat_first:
@@ -75,8 +83,7 @@ def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, 
     else:
         d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     d = decoded(d, decode)
-    replicas = input_context.num_replicas_in_sync if worker_count(input_context) > 1 else 1
-    size = batch_size * replicas  # the global batch under several workers
+    size = batch_size * replica_count(input_context)  # the global batch
     batched = batch(d, size, drop_remainder) if batch else d.batch(size, drop_remainder=drop_remainder)
     return worker_share(batched, batch_size, input_context).prefetch(tf.data.AUTOTUNE)
 
@@ -86,31 +93,46 @@ def worker_count(input_context):
     return input_context.num_input_pipelines if input_context is not None else 1
 
 
+def replica_count(input_context):
+    """The number of replicas of all workers of `input_context` (1 without one)."""
+    return input_context.num_replicas_in_sync if input_context is not None else 1
+
+
+def local_replica_count(input_context):
+    """The number of replicas of this worker (input pipeline) of `input_context` (1 without one)."""
+    return replica_count(input_context) // worker_count(input_context)
+
+
 def worker_share(batches, batch_size, input_context=None):
     """This worker's per-replica batches of `batch_size` out of `batches` of the global batch (batch_size x
     num_replicas_in_sync, as one device has them: cut to the longest text of the whole batch), its replicas' rows
-    in order; `batches` unchanged on one worker.
+    in order (`replica_batches`); `batches` unchanged for one replica.
 
     Every worker reads and decodes the whole training set in the same order (the same seed) and keeps its share,
     as tf.data's AutoShardPolicy.DATA does, so that a run on several workers trains the updates of one device on
-    the global batch, as MirroredStrategy on one host does, and every replica's batch has the same length (the
-    collective gather of the embedding's IndexedSlices needs one shape on every worker). (Sharding the records
-    instead would give each worker another shuffle; pretraining corpora, too large to read on every worker, are
-    sharded by file: bert_tf.data.pretraining.dataset.)
+    the global batch, as MirroredStrategy on one host does, and every replica's batch, on every worker, has the
+    global batch's length. (Sharding the records instead would give each worker another shuffle; pretraining
+    corpora, too large to read on every worker, are sharded by file: bert_tf.data.pretraining.dataset.)
     """
-    if worker_count(input_context) <= 1:
+    if replica_count(input_context) == 1:
         return batches
-    local = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-    first = input_context.input_pipeline_id * local * batch_size
+    local = local_replica_count(input_context)
+    return replica_batches(batches, batch_size, local, input_context.input_pipeline_id * local * batch_size)
 
-    def rows(t):  # [global, ...] -> [local, batch_size, ...]: this worker's replicas' batches
-        return tf.reshape(t[first:first + local * batch_size], tf.concat([[local, batch_size], tf.shape(t)[1:]], 0))
+
+def replica_batches(batches, batch_size, replicas, first=0):
+    """`replicas` consecutive batches of `batch_size` out of each batch of `batches`: its rows first, first + 1,
+    ..., first + replicas x batch_size - 1, in order (tf.distribute deals consecutive batches to consecutive
+    replicas), each as long as the batch it comes from."""
+    def rows(t):  # [global, ...] -> [replicas, batch_size, ...]: the replicas' batches
+        return tf.reshape(t[first:first + replicas * batch_size],
+                          tf.concat([[replicas, batch_size], tf.shape(t)[1:]], 0))
 
     @tf.autograph.experimental.do_not_convert  # plain Python
-    def share(*batch):
+    def split(*batch):
         return tf.nest.map_structure(rows, batch if len(batch) > 1 else batch[0])
 
-    return batches.map(share).unbatch()
+    return batches.map(split).unbatch()
 
 
 def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None, batch=None):

@@ -1,16 +1,28 @@
-"""One process of tests/training/test_multi_worker.py: trains a tiny BertPretrainer with PretrainingLoss through the
-Trainer, then resumes a copy of its run from the middle, and prints one line `RESULT {json}`.
+"""One process of tests/training/test_multi_worker.py: trains tiny dropout-free models through the Trainer on the
+real training readers of run_pretraining.py and run_classifier.py, records the shape of the batch every replica's
+model is called on, and prints one line `RESULT {json}`.
 
-    python pretraining_worker.py OUTPUT_DIR
+    python pretraining_worker.py DATA_DIR OUTPUT_DIR
 
-With TF_CONFIG set (one worker of a cluster) the strategy is MultiWorkerMirroredStrategy, else OneDeviceStrategy;
-it is created first (under a cluster it must precede the process's first TensorFlow op).
-Every update takes the next global batch of GLOBAL_BATCH rows of the golden records (in file order); input
-pipeline p of n gets rows [p * GLOBAL_BATCH / n, (p + 1) * GLOBAL_BATCH / n) of it, so that the workers together
-see what one device sees.
+With TF_CONFIG set (one worker of a cluster) the strategy is MultiWorkerMirroredStrategy: one replica on the
+worker's CPU (it takes one CPU device per worker); it is created first (under a cluster it must precede the
+process's first TensorFlow op). Without, the single process: the CPU split into 2 logical devices, OneDeviceStrategy
+on the first, MirroredStrategy on both.
 
-1. OUTPUT_DIR/straight: STEPS updates, a checkpoint every STEPS / 2 (this worker's Trainer.checkpoint_dir);
+Pretraining, DATA_DIR/pretraining-{0,1}.tfrecord (tiny_pretraining.write_varying_records: file 0 short texts, file 1
+up to 128 tokens), read by PretrainingTask's reader (bert_tf.data.pretraining.dataset), batches of GLOBAL_BATCH:
+1. OUTPUT_DIR/straight: STEPS updates, a checkpoint every STEPS / 2 (this worker's Trainer.checkpoint_dir). A worker
+   reads its own file; the single process, on one device, reads both workers' batches of every update, padded to
+   the longer and stacked (`both_workers`): the global batches the cluster trains on.
 2. OUTPUT_DIR/resumed: this worker's copy of the mid-run checkpoint of 1, trained on to STEPS by a new Trainer.
+3. (single process) OUTPUT_DIR/mirrored: STEPS updates under MirroredStrategy on the 2 devices, both files read
+   by one input pipeline.
+Classifier, DATA_DIR/classifier (train.tsv of texts of 1 to 28 words, the tsv task; ClassifierTask's reader:
+bert_tf.data.records.training_dataset): OUTPUT_DIR/classifier: STEPS updates under the cluster (a worker) or on one
+device (the single process); (single process) OUTPUT_DIR/classifier_mirrored: under MirroredStrategy.
+
+RESULT's `shapes`: for each run, [replica id, the input_ids shape, the longest real text (input_mask)] of every
+call of the model, in the order this process ran them.
 """
 import json
 import os
@@ -23,45 +35,92 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tiny_pretraining  # noqa: E402
 
+from bert_tf.data import lengths  # noqa: E402
 from bert_tf.data.pretraining import dataset  # noqa: E402
-from bert_tf.model.task_models import BertPretrainer  # noqa: E402
-from bert_tf.tasks.pretraining import PretrainingLoss  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.tasks.classifier import ClassifierTask  # noqa: E402
+from bert_tf.tasks.pretraining import PretrainingTask  # noqa: E402
+from bert_tf.tasks.runner import RunConfig  # noqa: E402
+from bert_tf.text import tokenization  # noqa: E402
 from bert_tf.training import distribute  # noqa: E402
 from bert_tf.training.trainer import Trainer  # noqa: E402
 
 GLOBAL_BATCH, STEPS, LEARNING_RATE = 8, 4, 1e-2
+CLASSIFIER_SEQ_LENGTH = 32
 
 
-def golden_rows():
-    """(features, labels) of every record, in file order: dicts of [60, ...] NumPy arrays."""
-    data = dataset.evaluation_dataset([tiny_pretraining.RECORDS], tiny_pretraining.NUM_RECORDS,
-                                      tiny_pretraining.SEQ_LENGTH, tiny_pretraining.PREDICTIONS)
-    return tf.nest.map_structure(lambda t: t.numpy(), next(iter(data)))
+def recorded(model, log):
+    """`model`, each of its calls appending [replica id, input_ids' shape, the longest real text] to `log` as it
+    runs (on the replica, inside the update)."""
+    call = model.call
+
+    def recording(inputs, *args, **kwargs):
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        longest = tf.reduce_max(lengths.real_lengths(inputs["input_mask"]))
+        tf.py_function(lambda r, s, n: log.append([int(r), s.numpy().tolist(), int(n)]),
+                       [replica, tf.shape(inputs["input_ids"]), longest], [])
+        return call(inputs, *args, **kwargs)
+
+    model.call = recording
+    return model
 
 
-def dataset_fn(batch_size, ctx, seed):
-    """This input pipeline's part of each global batch (one replica per pipeline: `batch_size` rows of it)."""
-    del seed  # one fixed order
-    pipelines, pipeline = ctx.num_input_pipelines, ctx.input_pipeline_id
-    assert batch_size * pipelines == GLOBAL_BATCH, (batch_size, pipelines)
-    rows = golden_rows()
-    usable = tiny_pretraining.NUM_RECORDS // GLOBAL_BATCH * GLOBAL_BATCH
+def stacked(*parts):
+    """(features, labels) batches -> one batch of their rows in order, the cut tensors (SEQUENCE_FEATURES) padded
+    with zeros to the longest."""
+    longest = tf.reduce_max([tf.shape(features["input_ids"])[-1] for features, _ in parts])
 
-    def part(array):
-        batches = array[:usable].reshape(-1, pipelines, batch_size, *array.shape[1:])
-        return batches[:, pipeline].reshape(-1, *array.shape[1:])
+    def pad(name, t):
+        return tf.pad(t, [[0, 0], [0, longest - tf.shape(t)[-1]]]) if name in dataset.SEQUENCE_FEATURES else t
 
-    data = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(part, rows))
-    return data.repeat().batch(batch_size, drop_remainder=True)
+    return tuple({name: tf.concat([pad(name, part[i][name]) for part in parts], 0) for name in parts[0][i]}
+                 for i in range(2))
 
 
-def train(strategy, output_dir):
+def both_workers(dataset_fn, workers=2):
+    """A one-device dataset_fn whose every batch stacks the batches of `workers` input pipelines (one replica
+    each) of `dataset_fn`: the global batch a cluster of that many workers trains on."""
+    def both(batch_size, ctx, seed):
+        del ctx  # one device
+        parts = [dataset_fn(batch_size // workers, tf.distribute.InputContext(workers, i, workers), seed)
+                 for i in range(workers)]
+        return tf.data.Dataset.zip(tuple(parts)).map(stacked)
+    return both
+
+
+def pretraining_data(data_dir, output_dir):
+    """PretrainingTask's training dataset_fn over DATA_DIR's two files."""
+    task = PretrainingTask(os.path.join(data_dir, "pretraining-*.tfrecord"),
+                           max_predictions_per_seq=tiny_pretraining.PREDICTIONS, num_train_steps=STEPS)
+    run = RunConfig(None, None, output_dir, max_seq_length=tiny_pretraining.SEQ_LENGTH, do_train=True)
+    task.read_inputs(run, tiny_pretraining.config())
+    return task, task.train_data(run, None).dataset_fn
+
+
+def train_pretraining(strategy, task, dataset_fn, output_dir, log):
     """Trains to STEPS (resuming what output_dir holds); returns the Trainer."""
     tf.keras.utils.set_random_seed(1)
-    trainer = Trainer(lambda: BertPretrainer(tiny_pretraining.config()), PretrainingLoss(), output_dir,
+    trainer = Trainer(lambda: recorded(task.build_model(tiny_pretraining.config()), log), task.loss, output_dir,
                       strategy=strategy, learning_rate=LEARNING_RATE, save_checkpoints_steps=STEPS // 2,
                       iterations_per_loop=1)
     trainer.train(dataset_fn, GLOBAL_BATCH, STEPS, 1, seed=1)
+    return trainer
+
+
+def train_classifier(strategy, data_dir, output_dir, log):
+    """Trains the tsv task of data_dir for STEPS updates on ClassifierTask's reader; returns the Trainer."""
+    vocab_file = os.path.join(data_dir, "vocab.txt")
+    config = BertConfig.from_json_file(os.path.join(data_dir, "bert_config.json"))
+    run = RunConfig(None, vocab_file, output_dir, max_seq_length=CLASSIFIER_SEQ_LENGTH, do_train=True,
+                    worker_index=distribute.worker_position(strategy)[0])
+    os.makedirs(run.work_dir, exist_ok=True)
+    task = ClassifierTask("tsv", data_dir)
+    task.read_inputs(run, config)
+    tf.keras.utils.set_random_seed(1)
+    trainer = Trainer(lambda: recorded(task.build_model(config), log), task.loss, output_dir, strategy=strategy,
+                      learning_rate=LEARNING_RATE, save_checkpoints_steps=STEPS, iterations_per_loop=1)
+    data = task.train_data(run, tokenization.FullTokenizer(vocab_file, do_lower_case=True))
+    trainer.train(data.dataset_fn, GLOBAL_BATCH, STEPS, 1, seed=1)
     return trainer
 
 
@@ -74,21 +133,44 @@ def copy_checkpoint(source_dir, step, target_dir):
     tf.compat.v1.train.update_checkpoint_state(target_dir, f"ckpt-{step}")
 
 
-def main(output_dir):
-    strategy = distribute.get_strategy("multi_worker_mirrored" if "TF_CONFIG" in os.environ else "one_device")
-    straight = train(strategy, os.path.join(output_dir, "straight"))
+def strategies():
+    """{run kind: strategy}: "cluster" under TF_CONFIG, else "one_device" and "mirrored" on 2 CPU devices."""
+    if "TF_CONFIG" in os.environ:
+        return {"cluster": distribute.get_strategy("multi_worker_mirrored")}
+    distribute.split_cpu(2)
+    return {"one_device": distribute.get_strategy("one_device", num_gpus=0),
+            "mirrored": distribute.get_strategy("mirrored", num_gpus=0)}
+
+
+def main(data_dir, output_dir):
+    by_kind = strategies()
+    strategy = by_kind.get("cluster") or by_kind["one_device"]
+    shapes = {name: [] for name in ("straight", "resumed", "classifier")}
+    task, dataset_fn = pretraining_data(data_dir, output_dir)
+    if "cluster" not in by_kind:
+        dataset_fn = both_workers(dataset_fn)
+    straight = train_pretraining(strategy, task, dataset_fn, os.path.join(output_dir, "straight"),
+                                 shapes["straight"])
     resumed_dir = os.path.join(output_dir, "resumed")
     resumed_checkpoints = os.path.join(resumed_dir, os.path.relpath(straight.checkpoint_dir, straight.output_dir))
     copy_checkpoint(straight.checkpoint_dir, STEPS // 2, resumed_checkpoints)
-    resumed = train(strategy, resumed_dir)
+    resumed = train_pretraining(strategy, task, dataset_fn, resumed_dir, shapes["resumed"])
     difference = max(float(np.abs(a.numpy() - b.numpy()).max())
                      for a, b in zip(straight.model.weights, resumed.model.weights))
+    train_classifier(strategy, os.path.join(data_dir, "classifier"), os.path.join(output_dir, "classifier"),
+                     shapes["classifier"])
+    if "mirrored" in by_kind:
+        shapes.update(mirrored=[], classifier_mirrored=[])
+        train_pretraining(by_kind["mirrored"], task, pretraining_data(data_dir, output_dir)[1],
+                          os.path.join(output_dir, "mirrored"), shapes["mirrored"])
+        train_classifier(by_kind["mirrored"], os.path.join(data_dir, "classifier"),
+                         os.path.join(output_dir, "classifier_mirrored"), shapes["classifier_mirrored"])
     print("RESULT " + json.dumps({
         "pid": os.getpid(), "position": list(distribute.worker_position(strategy)),
         "replicas": strategy.num_replicas_in_sync, "strategy": type(strategy).__name__,
         "is_chief": straight.is_chief, "checkpoint_dir": straight.checkpoint_dir,
-        "resumed_step": resumed.step, "resumed_max_diff": difference}), flush=True)
+        "resumed_step": resumed.step, "resumed_max_diff": difference, "shapes": shapes}), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -1,26 +1,37 @@
 """MultiWorkerMirroredStrategy across two local worker processes (a TF_CONFIG cluster of two localhost ports) trains
 the one-device numbers: tests/training/pretraining_worker.py runs as both workers and, at the same time, as one
-single-device process, on the same global batches of the golden pretraining records (each worker gets its half
-of every batch), a dropout-free tiny BertPretrainer and PretrainingLoss, with clipping acting on every update.
+process on 2 logical CPU devices, with dropout-free tiny models, on the real training readers:
+- run_pretraining.py's (PretrainingTask) on two files of texts of widely varying lengths, each worker reading its own
+  file; the single process trains one device on the same global batches (both workers' batches of each update,
+  stacked), with clipping acting on every update;
+- run_classifier.py's (ClassifierTask: every worker reads the whole set and keeps its share of the global batch)
+  under the cluster, on one device and on the 2 devices (MirroredStrategy);
+- run_pretraining.py's on the 2 devices of one worker.
+Every replica of every update gets one batch shape, that of the update's longest text, though the replicas' own
+texts differ in length (recorded where each replica's model is called, inside the update); MultiWorkerMirroredStrategy
+takes one CPU device per worker, so the cluster has 2 workers x 1 device.
 
 Also: the chief writes the checkpoints and the summaries to output_dir, worker 1 its checkpoints (its own input
 position) to output_dir/workers/worker-1 and no summaries; both resume from those after a restart.
 """
+import collections
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
 import time
 
 import pytest
+import tiny_classifier
 import tiny_pretraining
 from tiny_training import checkpoint_floats, max_diff, summaries
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretraining_worker.py")
 STEPS = 4  # pretraining_worker.STEPS: checkpoints at 2 and 4; the resumed runs restart from 2
 TIMEOUT_S = 600
-pytestmark = pytest.mark.slow  # three TensorFlow processes, ~40 s of CPU
+pytestmark = pytest.mark.slow  # three TensorFlow processes, ~60 s of CPU
 
 
 def _free_ports(n):
@@ -35,14 +46,29 @@ def _free_ports(n):
             s.close()
 
 
-def _start(output_dir, log_path, tf_config=None):
-    """Starts pretraining_worker.py (stdout and stderr to `log_path`.out / .err)."""
-    env = dict(os.environ)
+def write_data(data_dir):
+    """pretraining_worker.py's inputs: tiny_pretraining.write_varying_records, and DATA_DIR/classifier: the tsv
+    task's train.tsv (48 texts of 1 to 28 words, most of them short, 3 labels), a vocab.txt and an L=1, H=32
+    bert_config.json without dropout."""
+    tiny_pretraining.write_varying_records(str(data_dir))
+    rng = random.Random(0)
+    words = tiny_classifier.WORDS[:22]
+    rows = [f"{rng.choice(['neg', 'pos', 'mixed'])}\t{' '.join(rng.choices(words, k=1 + int(28 * rng.random() ** 3)))}"
+            for _ in range(48)]
+    tiny_classifier.write_lines(str(data_dir / "classifier" / "train.tsv"), ["label\ttext_a", *rows])
+    tiny_classifier.write_tiny_model(str(data_dir / "classifier"), num_hidden_layers=1, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0)
+
+
+def _start(data_dir, output_dir, log_path, tf_config=None):
+    """Starts pretraining_worker.py (stdout and stderr to `log_path`.out / .err), on the CPU alone."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"}
     env.pop("TF_CONFIG", None)
     if tf_config:
         env["TF_CONFIG"] = json.dumps(tf_config)
     with open(f"{log_path}.out", "w") as out, open(f"{log_path}.err", "w") as err:
-        return subprocess.Popen([sys.executable, WORKER, str(output_dir)], stdout=out, stderr=err, env=env)
+        return subprocess.Popen([sys.executable, WORKER, str(data_dir), str(output_dir)], stdout=out, stderr=err,
+                                env=env)
 
 
 def _wait(processes, timeout):
@@ -64,12 +90,13 @@ def _wait(processes, timeout):
 def runs(tmp_path_factory):
     """Runs the two workers and the single-device process. Returns (their output dirs, their RESULT dicts)."""
     d = tmp_path_factory.mktemp("multi_worker")
+    write_data(d / "data")
     cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
     dirs = {"single": d / "single", "chief": d / "multi", "worker-1": d / "multi"}
-    processes = {"single": _start(dirs["single"], d / "single")}
+    processes = {"single": _start(d / "data", dirs["single"], d / "single")}
     for index, name in enumerate(("chief", "worker-1")):
         tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        processes[name] = _start(dirs[name], d / name, tf_config)
+        processes[name] = _start(d / "data", dirs[name], d / name, tf_config)
     failed = _wait(processes, TIMEOUT_S)
     logs = {name: (d / f"{name}.err").read_text() for name in processes}
     assert not failed, "\n".join(f"{name}: {logs[name][-3000:]}" for name in failed)
@@ -130,3 +157,51 @@ def test_both_workers_resume_their_checkpoints(runs):
     resumed, _ = summaries(dirs["chief"] / "resumed")
     for tag in tiny_pretraining.FIGURES:
         assert resumed[tag] == {step: straight[tag][step] for step in range(STEPS // 2 + 1, STEPS + 1)}, tag
+
+
+# run -> (the processes that train it, its name in their RESULT's shapes)
+SHAPE_RUNS = {"pretraining, 2 devices": (("single",), "mirrored"),
+              "pretraining, 2 workers": (("chief", "worker-1"), "straight"),
+              "pretraining resumed, 2 workers": (("chief", "worker-1"), "resumed"),
+              "classifier, 2 devices": (("single",), "classifier_mirrored"),
+              "classifier, 2 workers": (("chief", "worker-1"), "classifier")}
+
+
+def _updates(calls):
+    """Model calls ([replica id, input_ids shape, longest real text], each replica's in order) -> per update, the
+    (shape, longest text) of each replica: the k-th call of every replica is update k."""
+    by_replica = collections.defaultdict(list)
+    for replica, shape, longest in calls:
+        by_replica[replica].append((tuple(shape), longest))
+    assert sorted(by_replica) == [0, 1] and len({len(c) for c in by_replica.values()}) == 1, by_replica
+    return list(zip(*by_replica.values()))
+
+
+@pytest.mark.parametrize("run", SHAPE_RUNS)
+def test_every_replica_of_an_update_gets_one_shape(runs, run):
+    """Each update's 2 replicas (on 2 devices of one worker, or one on each worker) are called on batches of one
+    shape: [4, the update's longest text], nothing padded beyond; the length varies from update to update, and the
+    replicas' own longest texts differ in some update (so that cutting each replica's batch on its own would give
+    two shapes)."""
+    processes, name = SHAPE_RUNS[run]
+    updates = _updates([call for process in processes for call in runs[1][process]["shapes"][name]])
+    assert len(updates) == (STEPS // 2 if name == "resumed" else STEPS)
+    for calls in updates:
+        assert {shape for shape, _ in calls} == {(4, max(longest for _, longest in calls))}, calls
+    assert len({calls[0][0] for calls in updates}) >= min(3, len(updates)), updates
+    assert any(len({longest for _, longest in calls}) > 1 for calls in updates), updates
+
+
+def test_the_classifier_trains_the_one_device_numbers_on_2_devices_and_2_workers(runs):
+    """run_classifier.py's reader on one device, on 2 devices and on 2 workers: every update's loss and gradient
+    norm (TensorBoard) and the final weights and Adam moments within 1e-5."""
+    dirs, _ = runs
+    single, _ = summaries(dirs["single"] / "classifier")
+    weights = checkpoint_floats(dirs["single"] / "classifier")
+    for output_dir in (dirs["single"] / "classifier_mirrored", dirs["chief"] / "classifier"):
+        figures, _ = summaries(output_dir)
+        for tag in ("loss", "gradient_norm"):
+            assert sorted(figures[tag]) == list(range(1, STEPS + 1)), tag
+            for step, value in single[tag].items():
+                assert figures[tag][step] == pytest.approx(value, abs=1e-5), (output_dir, tag, step)
+        assert max_diff(checkpoint_floats(output_dir), weights) <= 1e-5, output_dir

@@ -11,6 +11,10 @@ S = max_seq_length, P = max_predictions_per_seq. int64 features become int32, as
   of files), records interleaved from min(4, files) files at a time, shuffled (buffer 100), fixed batches (remainder
   dropped). Under several input pipelines (multi-worker) each reads its own files. Deterministic for a seed (the
   original interleaves "sloppy", in no fixed order), so that a run resumes exactly.
+  One length per update: a worker's batch of an update (batch_size x its replicas) is cut as one and split into its
+  replicas' batches; the workers, whose files differ, then agree on the update's longest (bert_tf.training.feed
+  pads each worker's batches to the longest of all workers: one all-gather of a scalar per update, where reading
+  every file on every worker or fixed shapes would cost far more).
   With `DynamicMasking` (bert_tf.data.pretraining.dynamic_masking) every epoch is masked afresh.
 - `evaluation_dataset`: the files in order, fixed batches, at most max_eval_steps of them.
 Batches are (features, labels): features input_ids, input_mask, segment_ids, masked_lm_positions (the model's
@@ -121,9 +125,11 @@ def split(example):
 def training_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
                      seed=None, input_context=None, masking=None, lengths=None):
     """The original's training input (see the module docstring): (features, labels) batches of `batch_size`,
-    repeated. `masking`: a DynamicMasking to re-mask every epoch (seeded with seed + the input pipeline's id).
-    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): each batch cut to its longest
-    sequence (the masked positions all lie within it), or batches grouped by length."""
+    repeated: this worker's replicas' batches, consecutive ones going to consecutive replicas. `masking`: a
+    DynamicMasking to re-mask every epoch (seeded with seed + the input pipeline's id). `lengths`
+    (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): this worker's batch of an update (batch_size x its
+    replicas) cut to its longest sequence (the masked positions all lie within it), or grouped by length, then
+    split into its replicas' batches (`records.replica_batches`), which so share one length."""
     files, pipeline, pipelines = list(input_files), 0, 1
     if input_context is not None:
         pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
@@ -142,7 +148,10 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
     d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
     if masking is not None:
         d = masking.apply(d, (seed or 0) + pipeline)
-    d = lengths_lib.batched(d.map(split), batch_size, lengths, SEQUENCE_FEATURES)
+    local = records.local_replica_count(input_context)  # this worker's global batch, cut as one, then split
+    d = lengths_lib.batched(d.map(split), batch_size * local, lengths, SEQUENCE_FEATURES)
+    if local > 1:
+        d = records.replica_batches(d, batch_size, local)
     return d.prefetch(tf.data.AUTOTUNE)
 
 

@@ -132,9 +132,9 @@ def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_rem
     """The original's input pipeline as a tf.data.Dataset of (features, labels) batches.
 
     Training: repeat, shuffle with a 100-record buffer (order drawn from `shuffle_seed`), batch (drop_remainder as
-    given), each batch cut as `lengths` says (bert_tf.data.lengths; None: seq_length); with an `input_context` of
-    several workers, this worker's share of those batches (`records.worker_share`). Otherwise file order,
-    seq_length.
+    given), each batch cut as `lengths` says (bert_tf.data.lengths; None: seq_length); with an `input_context`, the
+    global batch is cut as one and split into this worker's replicas' batches (`records.worker_share`), which so
+    share one length. Otherwise file order, seq_length.
     """
     def decode(record):
         return decode_record(record, seq_length, regression)

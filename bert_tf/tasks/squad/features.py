@@ -270,8 +270,8 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
     """A tf.data pipeline over a SQuAD TFRecord file, as the original input_fn (int64 cast to int32).
 
     Training: repeated, shuffled (buffer 100, order drawn from `seed`), batches of (features, labels) with
-    features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped; under
-    several workers (`input_context`) this worker's share of them (`records.worker_share`).
+    features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped; with
+    an `input_context`, this worker's replicas' batches out of the global batch (`records.worker_share`).
     Prediction: batches of features only (input order, remainder kept); unique_ids follow the written order.
     """
     if drop_remainder is None:
