@@ -23,7 +23,8 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
     "turns the rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows every message.")
 
 
-# Errors that bad input raises (a file, a flag value, a config, data): a script ends with their message on one line.
+# Errors that bad input raises (a file, a flag value, a config, data), and a lost worker (training.distribute's
+# WorkerLost, an OSError): a script ends with their message on one line.
 EXPECTED_ERRORS = (ValueError, OSError, FloatingPointError)
 
 
@@ -131,6 +132,12 @@ def define_distribution_flags():
     flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices: with "
                          "--distribution_strategy=mirrored and no GPU, one replica each (multi-replica runs on a "
                          "CPU-only machine, e.g. to test them).", lower_bound=1)
+    flags.DEFINE_float("heartbeat_timeout_seconds", 10, "multi_worker_mirrored: a worker that sends no heartbeat "
+                       "for this long (it ended, or its host is down or unreachable) is taken as lost, and the "
+                       "others stop with an error naming it instead of waiting for it; rerunning every worker "
+                       "resumes. Heartbeats come from a thread of their own, however long an update takes. Default: "
+                       "TensorFlow's own.")
+    positive("heartbeat_timeout_seconds")
     flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA: on GPUs each update is "

@@ -67,6 +67,7 @@ class RunConfig:
     distribution_strategy: str = "auto"
     num_gpus: int | None = None
     num_cpu_devices: int = 1
+    heartbeat_timeout_seconds: float = distribute.HEARTBEAT_TIMEOUT_S  # multi_worker_mirrored: a silent worker is lost
     mixed_precision: str = "float32"
     use_xla: bool = False
     gradient_accumulation_steps: int = 1
@@ -112,7 +113,7 @@ class RunConfig:
         """The tf.distribute strategy these settings ask for (`--use_tpu` means tpu when the strategy is auto)."""
         name = "tpu" if self.use_tpu and self.distribution_strategy == "auto" else self.distribution_strategy
         return distribute.get_strategy(name, self.num_gpus, self.tpu_name or self.master, self.tpu_zone,
-                                       self.gcp_project, self.num_cpu_devices)
+                                       self.gcp_project, self.num_cpu_devices, self.heartbeat_timeout_seconds)
 
 
 @dataclasses.dataclass

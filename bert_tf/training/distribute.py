@@ -1,15 +1,31 @@
 """tf.distribute strategy and Keras precision policy for the run settings (bert_tf.tasks.runner.RunConfig)."""
+import contextlib
 import os
+import re
 import socket
 
 import keras
 import tensorflow as tf
 from absl import logging
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 TPU_CONNECT_TIMEOUT_S = 10.0  # how long a TPU worker's address may take to answer
+HEARTBEAT_TIMEOUT_S = 10  # TensorFlow's own: a worker silent for longer is taken as lost (--heartbeat_timeout_seconds)
+# What a collective op raises when another worker stopped responding: its heartbeats timed out (Unavailable), this
+# worker's heartbeats to the coordination service's leader did (DeadlineExceeded), its connection was reset
+# (Unavailable), or it came back as a new process (Aborted).
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError)
+_TASK_NAME = re.compile(r"/job:(chief|worker)/(?:replica:\d+/)?task:(\d+)")
 _HTTP2_SETTINGS = 4  # the frame type a server answers a connection with
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, _HTTP2_SETTINGS, 0, 0, 0, 0, 0])
+
+
+class WorkerLost(ConnectionError):
+    """Another worker of a multi-worker run stopped responding: it ended (killed, crashed, preempted) or its host is
+    down or unreachable."""
 
 
 def split_cpu(num_devices):
@@ -30,11 +46,12 @@ def split_cpu(num_devices):
 
 
 def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone=None, gcp_project=None,
-                 num_cpu_devices=1):
+                 num_cpu_devices=1, heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
     """Returns a tf.distribute.Strategy.
 
     auto: TPU when `tpu` is given, MirroredStrategy over several GPUs, else OneDeviceStrategy (GPU 0 or the CPU).
-    multi_worker_mirrored reads the cluster from TF_CONFIG, as TensorFlow does. `num_gpus` limits the GPUs used
+    multi_worker_mirrored reads the cluster from TF_CONFIG, as TensorFlow does (`heartbeat_timeout_seconds`: see
+    `multi_worker_strategy`). `num_gpus` limits the GPUs used
     (0: the CPU only); asking for more GPUs than are visible is an error, not a silent fall back to the CPU.
     `num_cpu_devices` > 1 splits the CPU (see `split_cpu`): mirrored without GPUs then has one replica per part.
     """
@@ -54,7 +71,7 @@ def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone
     if distribution_strategy == "tpu":
         strategy = tf.distribute.TPUStrategy(connect_tpu(tpu, tpu_zone, gcp_project))
     elif distribution_strategy == "multi_worker_mirrored":
-        strategy = multi_worker_strategy()
+        strategy = multi_worker_strategy(heartbeat_timeout_seconds)
     else:
         gpus = tf.config.list_logical_devices("GPU")[:num_gpus]
         if distribution_strategy == "mirrored":
@@ -66,17 +83,94 @@ def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone
     return strategy
 
 
-def multi_worker_strategy():
+def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
     """MultiWorkerMirroredStrategy over the cluster of TF_CONFIG. Under a cluster of several workers it starts this
-    worker's server and configures the collective ops, so it must come before the process's first TensorFlow op."""
+    worker's server and configures the collective ops, so it must come before the process's first TensorFlow op.
+
+    Its coordination service takes a worker that has sent no heartbeat for `heartbeat_timeout_seconds` as lost and
+    aborts the other workers' collective ops (`configure_heartbeats`; `naming_lost_workers` names it)."""
+    if heartbeat_timeout_seconds <= 0:
+        raise ValueError(f"--heartbeat_timeout_seconds must be > 0, got {heartbeat_timeout_seconds}.")
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    configure_heartbeats(resolver.cluster_spec(), resolver.task_type, heartbeat_timeout_seconds)
     try:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     except RuntimeError as e:
         if "must be configured at program startup" not in str(e):
             raise
         raise RuntimeError("--distribution_strategy=multi_worker_mirrored: TensorFlow ran an op before the strategy "
                            "was created; with a TF_CONFIG cluster of several workers the strategy must come before "
                            "the process's first TensorFlow op.") from e
+    service = context.context().coordination_service
+    if service is not None:
+        logging.info("Workers' heartbeat timeout: %g s (a worker silent for longer is taken as lost)",
+                     service.heartbeat_timeout_in_ms / 1000)
+    return strategy
+
+
+def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
+    """Configures TensorFlow's coordination service as MultiWorkerMirroredStrategy does (a standalone service on its
+    leader, the chief or worker 0, coordinating the chief and worker jobs), with a heartbeat timeout of
+    `timeout_seconds` (TensorFlow's default: 10). Each worker sends heartbeats from a thread of its own, every half
+    timeout, however long its updates take; a worker silent for longer (ended, or its host down or unreachable) is
+    taken as lost, and the collective ops of the others fail (PEER_ERRORS) instead of waiting for it forever.
+
+    A no-op outside a cluster of chief and worker tasks, or where the service is already configured (the strategy
+    then uses that configuration, as it would). Must come before the process's first TensorFlow op. The service has
+    no public API: this configures it through the calls MultiWorkerMirroredStrategy makes itself
+    (tensorflow/python/distribute/collective_all_reduce_strategy.py in TensorFlow 2.20)."""
+    jobs = [job for job in ("chief", "worker") if job in cluster_spec.jobs]
+    if task_type not in jobs or context.context().coordination_service is not None:
+        return
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster_spec),
+        heartbeat_timeout_in_ms=int(timeout_seconds * 1000),
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
+                          for job in jobs])
+
+
+@contextlib.contextmanager
+def naming_lost_workers(strategy, output_dir):
+    """Under several workers, turns the error this worker's collective ops raise when another worker stopped
+    responding (PEER_ERRORS) into a WorkerLost naming that worker (`lost_worker`) and saying how to resume: every
+    worker restarted with the same flags resumes output_dir's run."""
+    try:
+        yield
+    except PEER_ERRORS as e:
+        index, num_workers = worker_position(strategy)
+        if num_workers == 1:
+            raise
+        resolver = strategy.cluster_resolver
+        lost = lost_worker(resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id, e.message)
+        raise WorkerLost(
+            f"{lost} stopped responding during training (it ended, or its host is down or unreachable; "
+            f"TensorFlow's {type(e).__name__}; its own log says why if it failed): worker {index} stops too. "
+            f"Restart every worker with the same flags: the run resumes from the latest checkpoint every worker "
+            f"has in {output_dir}.") from e
+
+
+def lost_worker(cluster, task_type, task_id, message):
+    """'worker <i> of <n> (<address>)': the first worker of `cluster` ({job name: [addresses]}, as TF_CONFIG's)
+    other than task `task_type` `task_id` that TensorFlow's error `message` names (as /job:<job>/task:<i>), else
+    the only other one; 'another of the <n> workers' when there is neither."""
+    index, num_workers = cluster_position(cluster, task_type, task_id)
+    others = [(job, task) for job in ("chief", "worker") for task in range(len(cluster.get(job, [])))
+              if cluster_position(cluster, job, task)[0] != index]
+    named = [(job, int(task)) for job, task in _TASK_NAME.findall(message)]
+    lost = next((task for task in named if task in others), others[0] if len(others) == 1 else None)
+    if lost is None:
+        return f"another of the {num_workers} workers"
+    job, task = lost
+    return f"worker {cluster_position(cluster, job, task)[0]} of {num_workers} ({cluster[job][task]})"
+
+
+def worker_values(strategy, values):
+    """{worker index: its `values`} for every worker of `strategy` (`values`: this worker's list of integers; one
+    all-gather, so every worker calls it at the same point of its run)."""
+    index, _ = worker_position(strategy)
+    row = tf.constant([[index, *values]], tf.int64)
+    rows = strategy.gather(strategy.experimental_distribute_values_from_function(lambda _: row), axis=0)
+    return {int(gathered[0]): [int(value) for value in gathered[1:]] for gathered in rows.numpy()}
 
 
 def check_grpc_server(address, timeout):

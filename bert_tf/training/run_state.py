@@ -9,6 +9,7 @@ A checkpoint `ckpt-<step>` holds, under these names:
 Each worker keeps its own in its checkpoint directory (bert_tf.training.distribute.worker_dir).
 """
 import concurrent.futures
+import os
 import random
 
 import tensorflow as tf
@@ -27,6 +28,16 @@ def random_states(model):
     """The model's state beyond its weights: the Keras SeedGenerator state ([seed, counter]) of each dropout layer."""
     weights = {id(w) for w in model.weights}
     return [v for v in model.variables if id(v) not in weights]
+
+
+def draw_seed():
+    """An input order's seed drawn at random."""
+    return random.randrange(2 ** 31)
+
+
+def checkpoint_step(path):
+    """The step of checkpoint `path` (ckpt-<step>, as RunState's CheckpointManager names it); 0 for None."""
+    return int(path.rsplit("-", 1)[1]) if path else 0
 
 
 def _counter(name):
@@ -89,20 +100,56 @@ class RunState:
         """Restores global_step alone from the checkpoint `path`."""
         tf.train.Checkpoint(global_step=self.global_step).restore(path).expect_partial()
 
-    def restore_input_seed(self, seed):
-        """Sets the input order's seed: the latest checkpoint's when resuming, else `seed`, else one drawn at random.
-        Returns the latest checkpoint of checkpoint_dir, or None."""
-        latest = self.latest_checkpoint()
+    def checkpoint_of_step(self, step):
+        """checkpoint_dir's checkpoint ckpt-<step>, or None when it holds none (never written, or deleted as older
+        than the last keep_checkpoint_max)."""
+        path = os.path.join(self.checkpoint_dir, f"ckpt-{step}")
+        return path if tf.io.gfile.exists(path + ".index") else None
+
+    def shared_checkpoint(self, latest, steps, worker_index, save_checkpoints_steps):
+        """The checkpoint of checkpoint_dir that worker `worker_index` resumes, given its `latest` (or None) and the
+        step of every worker's latest checkpoint (`steps`: {worker index: step}, 0 for none): the latest step every
+        worker has. A worker killed while the others saved lacks their newest checkpoint, so they resume the one
+        before, written at the same step by every worker; None (a new run) when a worker has none yet.
+
+        Raises a ValueError when the workers' latest steps lie more than `save_checkpoints_steps` apart (a kill
+        cannot leave that: a worker's checkpoints are missing, e.g. on a replacement host's disk), or when this
+        worker no longer keeps the shared step's checkpoint."""
+        step, newest = min(steps.values()), max(steps.values())
+        behind = ", ".join(str(worker) for worker, worker_step in sorted(steps.items()) if worker_step == step)
+        if newest - step > save_checkpoints_steps:
+            raise ValueError(f"The latest checkpoint of worker(s) {behind} is of step {step} (0: none), another "
+                             f"worker's of step {newest}: more than one checkpoint apart (--save_checkpoints_steps="
+                             f"{save_checkpoints_steps}), which a stopped worker does not leave: their checkpoints are "
+                             f"missing (each worker keeps its own in output_dir/workers/worker-<i>, the chief in "
+                             f"output_dir: a host that takes over a worker needs them, so keep output_dir on storage "
+                             f"every host reaches). Put them back, or rerun every worker with --start_over to train "
+                             f"from the beginning.")
+        if step == checkpoint_step(latest):
+            return latest
+        shared = self.checkpoint_of_step(step) if step else None
+        if step and shared is None:
+            raise ValueError(f"Worker {worker_index} cannot resume step {step}, the latest that worker(s) {behind} "
+                             f"have a checkpoint of: {self.checkpoint_dir} no longer holds ckpt-{step} (its latest: "
+                             f"{latest}; --keep_checkpoint_max={self.keep_checkpoint_max}). Rerun every worker with "
+                             f"--start_over to train from the beginning.")
+        logging.warning("Worker %d %s: worker(s) %s have %s; its %s is written again when the run gets there.",
+                        worker_index, f"resumes from {shared}" if step else "starts the run afresh", behind,
+                        f"no checkpoint after step {step}" if step else "no checkpoint", latest)
+        return shared
+
+    def restore_input_seed(self, seed, latest):
+        """Sets the input order's seed: checkpoint `latest`'s when resuming (not None), else `seed`, else one drawn at
+        random."""
         if latest:
             tf.train.Checkpoint(input_seed=self.input_seed).restore(latest).expect_partial()
             if seed is not None and seed != self.input_seed.numpy():
                 logging.warning("Ignoring seed %d: the run being resumed was seeded with %d.", seed,
                                 self.input_seed.numpy())
-            return latest
-        self.input_seed.assign(random.randrange(2 ** 31) if seed is None else seed)
+            return
+        self.input_seed.assign(draw_seed() if seed is None else seed)
         logging.info("Input order seed: %d%s", self.input_seed.numpy(),
                      " (drawn at random; saved with the checkpoints)" if seed is None else "")
-        return None
 
     def resume(self, manager, latest):
         """Resumes from `latest` through `manager`: the model, the optimizer, the input position and the random

@@ -24,7 +24,9 @@ temporaries, which only the run that owns the directory removes).
 
 Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
 results to output_dir, each other worker its checkpoints (its own input position) to
-output_dir/workers/worker-<i>. Each call of the training loop then runs one update (see `__init__`).
+output_dir/workers/worker-<i>. Each call of the training loop then runs one update (see `__init__`). A run
+resumes the latest step every worker has a checkpoint of; a worker that stops responding makes the others stop
+with a `distribute.WorkerLost` naming it (after the strategy's heartbeat timeout) rather than wait for it.
 
 The Trainer composes, one concern a module: its settings (bert_tf.training.config.TrainingConfig), the run's
 checkpointed state and its checkpoints (bert_tf.training.run_state), its input (bert_tf.training.feed: the next
@@ -167,8 +169,9 @@ class Trainer:
         `save_last_in_background`: the last checkpoint is written in a thread and `train` returns before it is
         complete (`wait_for_checkpoint`; `latest_checkpoint`, `restore_for_predict` and `train` wait for it).
         """
-        manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps, num_warmup_steps,
-                                                   seed)
+        with distribute.naming_lost_workers(self.strategy, self.output_dir):
+            manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps,
+                                                       num_warmup_steps, seed)
         step = self.step
         if step >= num_train_steps:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
@@ -182,7 +185,8 @@ class Trainer:
                 chunk = min(self.iterations_per_loop, num_train_steps - step,
                             self.save_checkpoints_steps - step % self.save_checkpoints_steps)
                 start = time.time()
-                figures = {name: float(value) for name, value in train_loop(tf.constant(chunk)).items()}
+                with distribute.naming_lost_workers(self.strategy, self.output_dir):
+                    figures = {name: float(value) for name, value in train_loop(tf.constant(chunk)).items()}
                 elapsed = time.time() - start
                 step = self.step
                 self._check_finite(figures["loss"], step)
@@ -211,12 +215,26 @@ class Trainer:
         fileio.remove_stale_temporaries(self.checkpoint_dir, checkpoints=True)  # this run owns the directory
         self.state.optimizer = update.build_optimizer(self.strategy, self.model, self.config, num_train_steps,
                                                       num_warmup_steps)
-        latest = self.state.restore_input_seed(seed)
+        latest = self.state.latest_checkpoint()
+        if self.num_workers > 1:
+            latest, seed = self._agreed_start(latest, seed)
+        self.state.restore_input_seed(seed, latest)
         input_feed = self._input(dataset_fn, global_batch_size // replicas)
         manager = self.state.manager()
         if latest:
             self.state.resume(manager, latest)
         return manager, latest, input_feed
+
+    def _agreed_start(self, latest, seed):
+        """Under several workers: (the checkpoint to resume, the input order's seed of a new run) that every worker
+        shares, from this worker's `latest` checkpoint (or None) and `seed` (the same flag on every worker): the
+        latest step every worker has a checkpoint of (`RunState.shared_checkpoint`) and, for a new run, worker 0's
+        seed (drawn at random when none is given)."""
+        shared = distribute.worker_values(self.strategy, [run_state.checkpoint_step(latest),
+                                                           run_state.draw_seed() if seed is None else seed])
+        steps = {worker: step for worker, (step, _) in shared.items()}
+        return (self.state.shared_checkpoint(latest, steps, self.worker_index, self.save_checkpoints_steps),
+                shared[0][1])
 
     def _input(self, dataset_fn, per_replica):
         """Opens this worker's input: one tf.data iterator over its input pipeline's batches (the state's

@@ -113,3 +113,22 @@ def test_cluster_position_numbers_workers_as_tensorflow(cluster):
 def test_one_host_strategies_are_one_worker():
     for strategy in (tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.MirroredStrategy(["/cpu:0"])):
         assert distribute.worker_position(strategy) == (0, 1)
+
+
+# What TensorFlow 2.20's collective ops said on two local workers when the other one was SIGKILLed or SIGSTOPped.
+HEARTBEATS_STOPPED = ("Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks are "
+                      "unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\nThe tasks have crashed.")
+LEADER_SILENT = "Collective ops is aborted by: Deadline Exceeded\nRPC: /tensorflow.CoordinationService/Heartbeat"
+
+
+@pytest.mark.parametrize("cluster, task, message, lost", [
+    ({"worker": ["a:1", "b:1"]}, ("worker", 0), HEARTBEATS_STOPPED, "worker 1 of 2 (b:1)"),
+    ({"worker": ["a:1", "b:1"]}, ("worker", 1), LEADER_SILENT, "worker 0 of 2 (a:1)"),  # the only other one
+    ({"worker": ["a:1", "b:1", "c:1"]}, ("worker", 1), LEADER_SILENT, "another of the 3 workers"),
+    ({"worker": ["a:1", "b:1", "c:1"]}, ("worker", 1), "from /job:worker/replica:0/task:1 and /job:worker/task:2",
+     "worker 2 of 3 (c:1)"),  # not itself
+    ({"chief": ["c:1"], "worker": ["a:1", "b:1"]}, ("worker", 1), "remote target /job:chief/replica:0/task:0",
+     "worker 0 of 3 (c:1)"),
+])
+def test_the_lost_worker_is_named_by_its_index_and_address(cluster, task, message, lost):
+    assert distribute.lost_worker(cluster, *task, message) == lost
