@@ -148,7 +148,8 @@ class PretrainingTask(Task):
 
         settings = {"max_predictions_per_seq": self.max_predictions_per_seq, "next_sentence": self.next_sentence,
                     "dynamic_masking": self.dynamic_masking}
-        return TrainData(dataset_fn, None, tuple(self.train_files), settings)
+        share = dataset.worker_files(self.train_files, run.worker_index, run.num_workers)  # what this worker reads
+        return TrainData(dataset_fn, None, tuple(share), settings)
 
     def evaluate(self, run, tokenizer, trainer):
         """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (on the chief:

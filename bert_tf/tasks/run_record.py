@@ -2,10 +2,13 @@
 
 A run that starts training records, on the chief:
   bert_config.json    the model's config
+and on every worker, in its work_dir (the chief's: output_dir; the others': output_dir/workers/worker-<i>, beside
+their checkpoints):
   run_settings.json   the settings that shape its input and updates (`training_settings`): max_seq_length, batch
                       size, replicas, workers, gradient accumulation, how batches are cut
                       (bert_tf.data.lengths), the task's own (e.g. max_predictions_per_seq) and a fingerprint of the
-                      training records (`bert_tf.fileio.fingerprint`)
+                      training files this worker reads (`bert_tf.fileio.fingerprint`: sampled, so that a start
+                      reads a few hundred KiB of each; a pretraining worker fingerprints only its own share)
 A rerun into an output_dir that holds checkpoints resumes that run from its last one: its weights, optimizer state
 and input position. With other settings that position belongs to another input pipeline (a restored iterator
 then fails deep in the training loop, or silently reads other data), so `check` refuses such a rerun, naming
@@ -85,9 +88,10 @@ def delete_checkpoints(directory):
         fileio.remove_tree(name)
 
 
-def record(output_dir, config, settings):
-    """On the chief, once every input is checked: records `config` (a BertConfig) and `settings` (what `check`
-    compares) in output_dir."""
-    config.to_json_file(os.path.join(output_dir, CONFIG_FILE))
-    fileio.write_text_atomically(os.path.join(output_dir, SETTINGS_FILE),
+def record(work_dir, config, settings):
+    """Once every input is checked, each worker records its `settings` (what `check` compares) in its work_dir, and
+    the chief (whose work_dir is output_dir) `config` (a BertConfig; None on the other workers)."""
+    if config is not None:
+        config.to_json_file(os.path.join(work_dir, CONFIG_FILE))
+    fileio.write_text_atomically(os.path.join(work_dir, SETTINGS_FILE),
                                  json.dumps(settings, indent=2, sort_keys=True) + "\n")

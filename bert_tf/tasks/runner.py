@@ -85,6 +85,7 @@ class RunConfig:
     # alone writes output_dir's shared files (results, label_list.txt, exports); each other worker writes only
     # into its own `work_dir`.
     worker_index: int = 0
+    num_workers: int = 1
 
     @property
     def is_chief(self):
@@ -168,16 +169,17 @@ def make_trainer(run, strategy, build_model, loss_fn, pretrained):
 def train(run, task, tokenizer, trainer):
     """Converts the training set and trains for the task's number of steps (`Task.train_steps`: by default the
     original's int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them).
-    Resumes output_dir's run only if its recorded settings are these (`run_record`), then records them."""
+    Resumes this worker's run (its checkpoints in its work_dir) only if its recorded settings are these
+    (`run_record`: each worker records its own, with the fingerprint of the training files it reads), then records
+    them."""
     dataset_fn, num_examples, *_ = data = task.train_data(run, tokenizer)
     settings = {**run_record.training_settings(run, trainer.strategy.num_replicas_in_sync, trainer.num_workers),
                 **run_record.data_settings(data)}
-    run_record.check(run.output_dir, run.start_over, settings=settings)
+    run_record.check(run.work_dir, run.start_over, settings=settings)
     num_train_steps, num_warmup_steps = task.train_steps(run, num_examples)
     if run.start_over:
         run_record.delete_checkpoints(run.work_dir)
-    if run.is_chief:
-        run_record.record(run.output_dir, trainer.model.bert.config, settings)
+    run_record.record(run.work_dir, trainer.model.bert.config if run.is_chief else None, settings)
     logging.info("***** Running training *****")
     if num_examples is not None:
         logging.info("  Num examples = %d", num_examples)
@@ -219,7 +221,7 @@ def run(task, run_config):
     # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
     strategy = run_config.strategy()
     worker_index, num_workers = distribute.worker_position(strategy)
-    run_config = dataclasses.replace(run_config, worker_index=worker_index)
+    run_config = dataclasses.replace(run_config, worker_index=worker_index, num_workers=num_workers)
     devices.log_devices(strategy, run_config.train_batch_size if run_config.do_train else None,
                         run_config.gradient_accumulation_steps, run_config.mixed_precision, run_config.use_xla,
                         run_config.num_gpus)

@@ -27,7 +27,7 @@ class TrainData(typing.NamedTuple):
     """A task's training set (its `train_data`)."""
     dataset_fn: typing.Callable  # the Trainer's dataset_fn(batch_size, input_context, seed)
     num_examples: int | None  # sets the number of steps (None: the task's `train_steps` does)
-    files: tuple  # the record files dataset_fn reads (fingerprinted into output_dir/run_settings.json)
+    files: tuple  # the record files this worker's dataset_fn reads (fingerprinted into its run_settings.json)
     settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
 
 

@@ -15,7 +15,7 @@ import random
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, fileio
 
 
 def trackables(model):
@@ -104,7 +104,7 @@ class RunState:
         """checkpoint_dir's checkpoint ckpt-<step>, or None when it holds none (never written, or deleted as older
         than the last keep_checkpoint_max)."""
         path = os.path.join(self.checkpoint_dir, f"ckpt-{step}")
-        return path if tf.io.gfile.exists(path + ".index") else None
+        return path if fileio.exists(path + ".index") else None
 
     def shared_checkpoint(self, latest, steps, worker_index, save_checkpoints_steps):
         """The checkpoint of checkpoint_dir that worker `worker_index` resumes, given its `latest` (or None) and the

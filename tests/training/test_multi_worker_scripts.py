@@ -116,8 +116,8 @@ def test_two_workers_give_the_one_device_results(task, tmp_path):
     worker = multi / "workers" / "worker-1"
     assert os.listdir(multi / "workers") == ["worker-1"]
     step = int(first["global_step"])
-    assert {"train.tf_record", "checkpoint", f"ckpt-{step}.index"} <= set(os.listdir(worker))
-    assert not set(outputs + ["original", "train", "run_settings.json"]) & set(os.listdir(worker))
+    assert {"train.tf_record", "checkpoint", f"ckpt-{step}.index", "run_settings.json"} <= set(os.listdir(worker))
+    assert not set(outputs + ["original", "train", "bert_config.json"]) & set(os.listdir(worker))
     assert os.listdir(export) == [str(step)]
     assert os.path.exists(multi / "original" / "bert_model.ckpt.index")
     for name in ("first-0", "first-1"):

@@ -122,6 +122,18 @@ def split(example):
     return {name: example[name] for name in FEATURES}, {name: example[name] for name in LABELS}
 
 
+def worker_files(input_files, worker_index, num_workers):
+    """The files of `input_files` that worker (input pipeline) `worker_index` of `num_workers` reads, as
+    Dataset.shard deals them: every num_workers-th from its index. ValueError if there are fewer files than
+    workers."""
+    files = list(input_files)
+    if len(files) < num_workers:
+        raise ValueError(f"{len(files)} input file(s) (--input_file) for {num_workers} workers: each worker reads "
+                         f"its own files, so give at least one file per worker (create_pretraining_data.py writes "
+                         f"shards with --num_workers).")
+    return files[worker_index::num_workers]
+
+
 def training_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
                      seed=None, input_context=None, masking=None, lengths=None):
     """The original's training input (see the module docstring): (features, labels) batches of `batch_size`,
@@ -130,15 +142,10 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
     (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): this worker's batch of an update (batch_size x its
     replicas) cut to its longest sequence (the masked positions all lie within it), or grouped by length, then
     split into its replicas' batches (`records.replica_batches`), which so share one length."""
-    files, pipeline, pipelines = list(input_files), 0, 1
+    pipeline, pipelines = 0, 1
     if input_context is not None:
         pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
-    if pipelines > 1:
-        if len(files) < pipelines:
-            raise ValueError(f"{len(files)} input file(s) (--input_file) for {pipelines} workers: each worker reads "
-                             f"its own files, so give at least one file per worker (create_pretraining_data.py "
-                             f"writes shards with --num_workers).")
-        files = files[pipeline::pipelines]  # as Dataset.shard
+    files = worker_files(input_files, pipeline, pipelines)
     num_files = len(files)
     files = tf.data.Dataset.from_tensor_slices(tf.constant(files)).repeat().shuffle(num_files, seed=seed)
     d = files.interleave(lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
