@@ -6,6 +6,7 @@ import json
 import os
 import random
 
+import pytest
 import tiny_classifier
 
 from bert_tf import fileio
@@ -98,3 +99,25 @@ def test_fingerprints_tell_contents_apart(tmp_path):
         f.seek(2 * sample)
         f.write(b"\1")
     assert fileio.fingerprint([str(big)]) == reference
+
+
+def test_a_pretraining_worker_fingerprints_only_the_files_it_reads(tmp_path):
+    """Worker i of n reads every n-th training file from the i-th (as Dataset.shard deals them): its recorded
+    fingerprint covers those files alone, so a start reads nothing of the other workers' shares."""
+    from bert_tf.data.pretraining import dataset
+    from bert_tf.tasks import pretraining, runner
+
+    files = []
+    for i in range(5):
+        files.append(str(tmp_path / f"shard-{i}.tfrecord"))
+        with open(files[-1], "wb") as f:
+            f.write(bytes([i]) * 100)
+    task = pretraining.PretrainingTask(",".join(files))
+    task.train_files = files
+    run = runner.RunConfig(bert_config_file=None, vocab_file=None, output_dir=str(tmp_path / "out"),
+                           worker_index=1, num_workers=2)
+    data = task.train_data(run, None)
+    assert list(data.files) == files[1::2] == dataset.worker_files(files, 1, 2)
+    assert fileio.fingerprint(data.files) != fileio.fingerprint(dataset.worker_files(files, 0, 2))
+    with pytest.raises(ValueError, match="5 input file.* for 6 workers"):
+        dataset.worker_files(files, 0, 6)
