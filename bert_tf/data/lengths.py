@@ -33,12 +33,14 @@ similar lengths; opt-in: it changes which examples share a batch).
   `batched` / `batcher`: training batches, cut or grouped as `lengths` says.
 - `grouped_batches(dataset, batch_size, lengths, names)`: training batches drawn from buckets of
   similar lengths (`tf.data`'s `bucket_by_sequence_length`), then cut.
-- `LengthSorted`: prediction over in-memory inputs in batches sorted by length within windows of `WINDOW_BATCHES`
-  batches, each holding as many examples as fit the tokens of a padded batch, the outputs handed back in the input
+- `LengthSorted`: prediction over in-memory inputs in batches sorted by length within windows of the input order,
+  each batch holding as many examples as fit the tokens of a padded batch, the outputs handed back in the input
   order and in the batches of the input order, so that every output file and metric (the mean of batch means
-  included) is the padded run's to float rounding.
+  included) is the padded run's to float rounding. A window is as many whole batches as keep the outputs it holds
+  back (`OutputBytes`, one example's) within `WINDOW_BYTES` (`windows`).
 """
 import dataclasses
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -49,7 +51,7 @@ from bert_tf.text import packing
 MASK = "input_mask"  # the feature that says which positions are real (1) and which are padding (0)
 XLA_MULTIPLE = 32  # the default rounding where each length compiles a program (--use_xla, TPU)
 GROUP_WIDTH = 16  # bucket width of `group_by_length` without rounding
-WINDOW_BATCHES = 64  # LengthSorted sorts within windows of this many batches: its outputs wait at most that long
+WINDOW_BYTES = 256 * 2 ** 20  # LengthSorted holds back at most this many bytes of outputs (or one batch's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,25 +163,12 @@ def example_lengths(mask):
     return lengths.reshape(len(mask), -1).max(axis=1) if lengths.ndim > 1 else lengths
 
 
-def length_order(lengths, batch_size, window_batches=WINDOW_BATCHES):
-    """The order LengthSorted runs examples in: within each window of `window_batches` batches of the input order,
-    longest first (ties in input order). Returns the permutation (input indexes in run order)."""
-    window = batch_size * window_batches
+def length_order(lengths, windows):
+    """The order LengthSorted runs examples in: within each window [(start, end)] of the input order, longest first
+    (ties in input order). Returns the permutation (input indexes in run order)."""
     lengths = np.asarray(lengths)
-    return np.concatenate([start + np.argsort(-lengths[start:start + window], kind="stable")
-                           for start in range(0, len(lengths), window)] or [np.zeros([0], np.int64)])
-
-
-def _pad_to(array, shape):
-    if array.shape == tuple(shape):
-        return array
-    return np.pad(array, [(0, target - size) for size, target in zip(array.shape, shape)])
-
-
-def _stack_rows(parts):
-    """Per-batch output arrays of one window -> one array: rows of other lengths zero-padded to the longest."""
-    shape = np.max([p.shape for p in parts], axis=0)
-    return np.concatenate([_pad_to(p, (len(p), *shape[1:])) for p in parts])
+    return np.concatenate([start + np.argsort(-lengths[start:end], kind="stable") for start, end in windows]
+                          or [np.zeros([0], np.int64)])
 
 
 def rounded_length(length, multiple, seq_length):
@@ -188,14 +177,13 @@ def rounded_length(length, multiple, seq_length):
     return min(seq_length, max(1, packing.round_up(int(length), multiple)))
 
 
-def budget_batches(lengths, batch_size, seq_length, window, multiple=1):
-    """Batches of examples in run order (their `lengths`, longest first within each window of `window` examples):
+def budget_batches(lengths, batch_size, seq_length, windows, multiple=1):
+    """Batches of examples in run order (their `lengths`, longest first within each window [(start, end)]):
     [(start, end)], each as many examples as fit the tokens of a padded batch, batch_size x seq_length, at the
     length of its first (longest) example rounded up to `multiple` (at least batch_size examples; no batch across
     two windows)."""
     bounds = []
-    for first in range(0, len(lengths), window):
-        last, start = min(first + window, len(lengths)), first
+    for start, last in windows:
         while start < last:
             length = rounded_length(lengths[start], multiple, seq_length)
             end = min(last, start + max(batch_size, batch_size * seq_length // length))
@@ -204,33 +192,97 @@ def budget_batches(lengths, batch_size, seq_length, window, multiple=1):
     return bounds
 
 
+@dataclasses.dataclass(frozen=True)
+class OutputBytes:
+    """The bytes one example's outputs take in a batch cut to length L: `fixed` + `per_position` x L.
+
+    `fixed`: the outputs without a sequence axis (probabilities [num_labels] float32: 4 x num_labels);
+    `per_position`: those with one, per position (a layer's activations [L, H] float32: 4 x H). An upper bound
+    serves (4 bytes a value where a policy may make them 16-bit); `LengthSorted` refuses outputs that take more."""
+    fixed: int = 0
+    per_position: int = 0
+
+    def at(self, length):
+        return self.fixed + self.per_position * length
+
+
+def held_bytes(lengths, bounds, output_bytes, seq_length, multiple=1):
+    """The bytes of the outputs of the run-order batches `bounds` ([(start, end)] of examples with `lengths`, each
+    batch cut to its first's length): what LengthSorted holds back once they all ran."""
+    return sum((end - start) * output_bytes.at(rounded_length(lengths[start], multiple, seq_length))
+               for start, end in bounds)
+
+
+def windows(lengths, batch_size, seq_length, output_bytes, window_bytes=WINDOW_BYTES, multiple=1):
+    """The windows LengthSorted sorts within: [(start, end)] covering the input order of examples with `lengths`,
+    each as many whole batches of `batch_size` as a search finds (`_most`) whose outputs, run sorted in their
+    `budget_batches`, take at most `window_bytes` (`held_bytes`); at least one batch, whatever it takes."""
+    lengths = np.asarray(lengths)
+
+    def fits(first, batches):
+        part = lengths[first:first + batches * batch_size]
+        part = part[length_order(part, [(0, len(part))])]
+        bounds = budget_batches(part, batch_size, seq_length, [(0, len(part))], multiple)
+        return held_bytes(part, bounds, output_bytes, seq_length, multiple) <= window_bytes
+
+    spans, first = [], 0
+    while first < len(lengths):
+        batches = _most(functools.partial(fits, first), -(-(len(lengths) - first) // batch_size))
+        spans.append((first, min(len(lengths), first + batches * batch_size)))
+        first = spans[-1][1]
+    return spans
+
+
+def _most(fits, most):
+    """The largest k in 1..most with fits(k) (1 if none), searched by doubling k from 1 (so that the search costs
+    what its answer does, whatever `most`), then halving the gap."""
+    good, bad = 1, most + 1
+    while good < most:
+        trial = min(2 * good, most)
+        if not fits(trial):
+            bad = trial
+            break
+        good = trial
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
 class LengthSorted:
     """Prediction over in-memory inputs in length-sorted, cut batches, the outputs given back in the input order.
 
     `inputs`: a dict, or a tuple of dicts (features, labels), of NumPy arrays [N, ...] in the input order.
     `lengths`: SequenceLengths (None or `pad`: batches of `batch_size` in the input order, not cut); `names`: the
     arrays with the sequence on their last axis. `drop_remainder`: the input order's last, smaller batch is left out
-    (TPU-style fixed batches; then nothing is sorted or cut either). `window_batches`: how many batches of the input
-    order are sorted together.
+    (TPU-style fixed batches; then nothing is sorted or cut either).
 
-    The sorted examples run in batches of as many examples as fit the tokens of one padded batch (`budget_batches`:
-    batch_size x max_seq_length): the memory the caller chose for a batch, filled with real tokens (eight reviews of
-    27 tokens at max_seq_length 128 become batches of 37; MiniLM spent 1.96 instead of 2.71 ms on each example on 2
-    CPUs). Each example's outputs are its own (to float rounding), whatever batch it ran in.
+    The examples are sorted within windows of the input order (`windows`): as many whole batches as keep the
+    outputs of a window within `window_bytes`, by `output_bytes` (an `OutputBytes`: what one example's outputs take
+    at a cut length); at least one batch. Sorted, they run in batches of as many examples as fit the tokens of one
+    padded batch (`budget_batches`: batch_size x max_seq_length): the memory the caller chose for a batch, filled
+    with real tokens (eight reviews of 27 tokens at max_seq_length 128 become batches of 37; MiniLM spent 1.96
+    instead of 2.71 ms on each example on 2 CPUs). Each example's outputs are its own (to float rounding), whatever
+    batch it ran in.
 
     `dataset`: the batches to run, as a tf.data.Dataset of the inputs' structure. `in_input_order(outputs)` takes
-    the model's outputs for those batches (an iterable of dicts of NumPy arrays, e.g. `Trainer.predict(dataset)`)
-    and yields the same dicts for the batches `batch_size` of the input order would make, in that order; outputs
-    with a sequence axis are zero-padded beyond each example's real length to the window's longest.
+    the model's outputs for those batches (an iterable of dicts of NumPy arrays [rows, ...], e.g.
+    `Trainer.predict(dataset)`) and yields the same dicts for the batches `batch_size` of the input order would
+    make, in that order; outputs with a sequence axis are zero-padded beyond each example's real length to the
+    window's longest. It holds back one window's outputs as they came (at most `window_bytes`, or one batch's where
+    that is more) and the batch it hands back; a batch whose outputs take more than `output_bytes` allows is an
+    error.
     """
 
-    def __init__(self, inputs, batch_size, lengths, names, drop_remainder=False, window_batches=WINDOW_BATCHES):
+    def __init__(self, inputs, batch_size, lengths, names, drop_remainder=False, *, output_bytes,
+                 window_bytes=WINDOW_BYTES):
         self.batch_size = batch_size
-        self.window = batch_size * window_batches
+        self.output_bytes = output_bytes
         self.inputs = tuple({name: np.asarray(a) for name, a in d.items()} for d in _dicts(inputs))
         self.structured = isinstance(inputs, tuple)
         self.names = names
         mask = self.inputs[0][MASK]
+        self.seq_length = mask.shape[-1]
         count = len(mask)
         if drop_remainder:
             count -= count % batch_size
@@ -239,9 +291,12 @@ class LengthSorted:
         self.sorts = lengths is not None and not lengths.pad
         if self.sorts:
             real = example_lengths(mask[:count])
-            self.order = length_order(real, batch_size, window_batches)
-            self.multiple = lengths.multiple
-            self.bounds = budget_batches(real[self.order], batch_size, mask.shape[-1], self.window, self.multiple)
+            self.windows = windows(real, batch_size, self.seq_length, output_bytes, window_bytes, lengths.multiple)
+            self.order = length_order(real, self.windows)
+            self.bounds = budget_batches(real[self.order], batch_size, self.seq_length, self.windows,
+                                         lengths.multiple)
+            self.batch_lengths = [rounded_length(real[self.order[start]], lengths.multiple, self.seq_length)
+                                  for start, _ in self.bounds]
         else:
             self.order = np.arange(count)
             self.bounds = [(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
@@ -259,13 +314,12 @@ class LengthSorted:
         return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
 
     def _batches(self):
-        """The batches of `bounds` (run order), the `names` arrays cut to each batch's longest text."""
-        for start, end in self.bounds:
+        """The batches of `bounds` (run order), the `names` arrays cut to each batch's length."""
+        for index, (start, end) in enumerate(self.bounds):
             picked = self.order[start:end]
             batch = tuple({name: a[picked] for name, a in d.items()} for d in self.inputs)
             if self.sorts:
-                mask = batch[0][MASK]
-                length = rounded_length(example_lengths(mask).max(), self.multiple, mask.shape[-1])
+                length = self.batch_lengths[index]
                 batch = tuple({name: a[..., :length] if name in self.names else a for name, a in d.items()}
                               for d in batch)
             yield batch if self.structured else batch[0]
@@ -275,23 +329,50 @@ class LengthSorted:
         if not self.sorts:
             yield from outputs
             return
-        window = self.window
-        pending, received, start = [], 0, 0
-        for batch in outputs:
+        pending, received, spans = [], 0, iter(self.windows)
+        start, end = next(spans, (0, 0))
+        for index, batch in enumerate(outputs):
+            self._check_bytes(index, batch)
             pending.append(batch)
             received += len(next(iter(batch.values())))
-            while received >= min(start + window, self.count) > start:
-                end = min(start + window, self.count)
+            while received >= end > start:
                 yield from self._window(pending, start, end)
-                pending, start = [], end
+                pending = []
+                start, end = next(spans, (end, end))
         if received != self.count:
             raise RuntimeError(f"Got outputs for {received} of {self.count} examples.")
 
+    def _check_bytes(self, index, batch):
+        """Refuses the outputs of run batch `index` where they take more than `output_bytes` allows (the windows,
+        sized by it, would hold more than `window_bytes`)."""
+        rows = len(next(iter(batch.values())))
+        length = self.batch_lengths[index] if index < len(self.batch_lengths) else self.seq_length
+        taken = sum(np.asarray(values).nbytes for values in batch.values())
+        if taken > rows * self.output_bytes.at(length):
+            raise RuntimeError(
+                f"The outputs of batch {index} ({rows} examples cut to {length} positions) take {taken} bytes, more "
+                f"than the {rows * self.output_bytes.at(length)} of {self.output_bytes}: the caller's output_bytes "
+                f"misses some of {sorted(batch)}.")
+
     def _window(self, batches, start, end):
         """The input-order batches of examples start..end, from the run-order outputs `batches` of that window."""
-        rows = {name: _stack_rows([b[name] for b in batches]) for name in batches[0]}
+        sizes = [len(next(iter(b.values()))) for b in batches]
+        source = np.repeat(np.arange(len(batches)), sizes)  # run position -> its batch
+        row = np.concatenate([np.arange(size) for size in sizes])  # run position -> its row in that batch
         where = np.empty(end - start, np.int64)
-        where[self.order[start:end] - start] = np.arange(end - start)  # input position -> row in `rows`
+        where[self.order[start:end] - start] = np.arange(end - start)  # input position -> run position
+        widest = {name: np.max([b[name].shape for b in batches], axis=0)[1:] for name in batches[0]}
         for first in range(0, end - start, self.batch_size):
             picked = where[first:first + self.batch_size]
-            yield {name: values[picked] for name, values in rows.items()}
+            yield {name: _gathered([b[name] for b in batches], source[picked], row[picked], shape)
+                   for name, shape in widest.items()}
+
+
+def _gathered(parts, source, row, shape):
+    """[len(source), *shape]: row `row[i]` of `parts[source[i]]` for each i, zero-padded to `shape`."""
+    gathered = np.zeros((len(source), *shape), parts[0].dtype)
+    for part in np.unique(source):
+        taken = np.flatnonzero(source == part)
+        values = parts[part][row[taken]]
+        gathered[(taken, *(slice(0, size) for size in values.shape[1:]))] = values
+    return gathered

@@ -79,7 +79,9 @@ class SentenceEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.model.bert.config.hidden_size), np.float32)
-        batches = lengths_lib.LengthSorted(self.pack(texts), self.batch_size, self.lengths, _INPUTS)
+        size = lengths_lib.OutputBytes(fixed=4 * self.model.bert.config.hidden_size)  # [H] float32
+        batches = lengths_lib.LengthSorted(self.pack(texts), self.batch_size, self.lengths, _INPUTS,
+                                           output_bytes=size)
         forward = self._traced(batches.dataset.element_spec)
         outputs = ({"embedding": forward(batch).numpy()} for batch in batches.dataset)
         parts = [batch["embedding"] for batch in tqdm(

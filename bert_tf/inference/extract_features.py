@@ -78,12 +78,13 @@ def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=Fa
     feature's tokens.
 
     `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the encoder runs on length-sorted
-    batches cut to their longest text (`LengthSorted`); the activations of the tokens are the same to float
-    rounding."""
+    batches cut to their longest text (`LengthSorted`: it holds back at most `lengths_lib.WINDOW_BYTES` of
+    activations to hand them back in order); the activations of the tokens are the same to float rounding."""
     seq_length = len(features[0].input_ids) if features else 0
     inputs = {name: np.array([getattr(f, "input_type_ids" if name == "segment_ids" else name) for f in features],
                              np.int32).reshape(len(features), seq_length) for name in _INPUTS}
-    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _INPUTS)
+    size = lengths_lib.OutputBytes(per_position=4 * model.config.hidden_size * len(layer_indexes))  # [L, H] float32
+    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _INPUTS, output_bytes=size)
 
     @tf.function(jit_compile=jit_compile, input_signature=[batches.dataset.element_spec], autograph=False)
     def forward(batch):

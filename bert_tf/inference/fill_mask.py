@@ -93,7 +93,8 @@ def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=N
                                              np.int32).reshape(len(examples), most)
     inputs["masked_lm_weights"] = (np.arange(most) < np.array([len(e.positions) for e in examples])[:, None]).astype(
         np.int32).reshape(len(examples), most)
-    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _SEQUENCE_INPUTS)
+    size = lengths_lib.OutputBytes(fixed=8 * most * top_k)  # values float32 and indices int32 [masks, top_k]
+    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _SEQUENCE_INPUTS, output_bytes=size)
     dataset = batches.dataset.map(tf.autograph.experimental.do_not_convert(_cut_positions))
 
     @tf.function(jit_compile=jit_compile, input_signature=[dataset.element_spec], autograph=False)

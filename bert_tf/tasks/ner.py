@@ -253,17 +253,19 @@ def masked_loss(labels, outputs):
 
 # --- prediction ------------------------------------------------------------------------------------------------
 
-def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=None):
+def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=None, *, num_labels):
     """Runs the model on the windows -> ([predicted label ids of each window's words], eval losses dict).
 
     Losses: `eval_loss`, the mean per-window loss; `loss`, the mean of the batches' means (the Estimator's).
     With `fixed_batches` (TPU) the last batch is filled up with empty windows, whose outputs are dropped.
     `lengths` (bert_tf.data.lengths): the model runs on length-sorted batches cut to their longest window (the
-    losses are still those of the input order's batches).
+    losses are still those of the input order's batches). `num_labels`: the model's (its logits and probabilities
+    are [S, num_labels] float32 a window).
     """
     inputs, labels = features_to_arrays(features)
-    outputs, losses = prediction.predict_examples(trainer, inputs, labels, batch_size, lengths, _FEATURES,
-                                                  fixed_batches, label_fill=IGNORE_ID)
+    outputs, losses = prediction.predict_examples(
+        trainer, inputs, labels, batch_size, lengths, _FEATURES, fixed_batches, label_fill=IGNORE_ID,
+        output_bytes=lengths_lib.OutputBytes(fixed=4, per_position=2 * 4 * num_labels))
     predictions = []
     for batch in outputs:
         for label_ids in np.argmax(batch["logits"], axis=-1):
@@ -330,7 +332,8 @@ def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, 
     features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
     logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
     logging.info("  Batch size = %d", batch_size)
-    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths)
+    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths,
+                                                 num_labels=len(label_list))
     predicted = rejoin(examples, features, window_predictions, label_list)
     metrics, report = compute_metrics([e.labels for e in examples], predicted)
     results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())

@@ -12,13 +12,15 @@ def _padded(arrays, count, fill):
     return {k: np.concatenate([v, np.full((count,) + v.shape[1:], fill, v.dtype)]) for k, v in arrays.items()}
 
 
-def predict_examples(trainer, inputs, labels, batch_size, lengths, names, fixed_batches=False, label_fill=0):
+def predict_examples(trainer, inputs, labels, batch_size, lengths, names, fixed_batches=False, label_fill=0, *,
+                     output_bytes):
     """Runs `trainer.predict` on the examples of `inputs` (name -> [N, ...] arrays; `names`: those cut to the
     batch's longest text) and, unless `labels` is None, their per-example loss.
 
     With `fixed_batches` (TPU) the last batch is filled up with padding examples (zero inputs, labels
     `label_fill`), whose outputs are dropped. `lengths` (bert_tf.data.lengths): the model runs on length-sorted
     batches cut to their longest text; the outputs come back as the input order's batches of `batch_size`.
+    `output_bytes`: what one example's outputs take, `per_example_loss` included (`lengths_lib.OutputBytes`).
     Returns (the outputs of each input-order batch for its real examples, None or the losses: `eval_loss`, the
     mean per-example loss, and `loss`, the mean of the batches' means, as the Estimator's).
     """
@@ -28,7 +30,7 @@ def predict_examples(trainer, inputs, labels, batch_size, lengths, names, fixed_
         inputs = _padded(inputs, padding, 0)
         labels = None if labels is None else _padded(labels, padding, label_fill)
     batches = lengths_lib.LengthSorted(inputs if labels is None else (inputs, labels), batch_size, lengths, names,
-                                       fixed_batches)
+                                       fixed_batches, output_bytes=output_bytes)
     outputs, done = [], 0
     for batch in batches.in_input_order(trainer.predict(batches.dataset, with_loss=labels is not None)):
         real = min(len(next(iter(batch.values()))), count - done)

@@ -176,8 +176,9 @@ def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batc
     length-sorted batches cut to their longest choice (the losses are still those of the input order's
     batches)."""
     inputs, labels = features_to_arrays(features)
-    outputs, losses = prediction.predict_examples(trainer, inputs, labels if with_labels else None, batch_size,
-                                                  lengths, _INPUT_NAMES, fixed_batches)
+    outputs, losses = prediction.predict_examples(  # logits, probabilities [C] and per_example_loss, float32
+        trainer, inputs, labels if with_labels else None, batch_size, lengths, _INPUT_NAMES, fixed_batches,
+        output_bytes=lengths_lib.OutputBytes(fixed=4 * (2 * NUM_CHOICES + 1)))
     probabilities = [batch["probabilities"] for batch in outputs]
     return (np.concatenate(probabilities) if probabilities else np.zeros((0, NUM_CHOICES), np.float32)), losses
 

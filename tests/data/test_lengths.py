@@ -1,5 +1,7 @@
 """bert_tf.data.lengths: batches cut to their longest text give the real tokens the padded batch's values;
 length-sorted prediction hands its outputs back in the input order; grouped training batches resume exactly."""
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -73,18 +75,19 @@ def test_cut_batches_give_the_real_tokens_the_padded_values(tiny_config):
 
 
 def test_length_order_sorts_within_windows():
-    order = lengths.length_order([1, 5, 3, 5, 2, 9, 4], batch_size=2, window_batches=2)
+    order = lengths.length_order([1, 5, 3, 5, 2, 9, 4], [(0, 4), (4, 7)])
     # windows of 4 examples: [1, 5, 3, 5] -> 1, 3 (ties in input order), 2, 0; then [2, 9, 4] -> 5, 6, 4
     np.testing.assert_array_equal(order, [1, 3, 2, 0, 5, 6, 4])
-    assert lengths.length_order([], 4).size == 0
+    assert lengths.length_order([], []).size == 0
 
 
 def test_budget_batches_fill_the_tokens_of_a_padded_batch():
     """Sorted lengths in windows of 6, batch_size 2 at seq_length 12: each batch holds up to 24 tokens at its first
     length (at least batch_size examples), never across a window."""
     values = [12, 10, 4, 4, 3, 1, 12, 2, 2, 2, 1, 1, 1]
-    assert lengths.budget_batches(values, 2, 12, 6) == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 13)]
-    assert lengths.budget_batches([5, 5, 5], 2, 8, 6, multiple=4) == [(0, 2), (2, 3)]  # 5 -> 8: 16 // 8
+    windows = [(0, 6), (6, 12), (12, 13)]
+    assert lengths.budget_batches(values, 2, 12, windows) == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 13)]
+    assert lengths.budget_batches([5, 5, 5], 2, 8, [(0, 3)], multiple=4) == [(0, 2), (2, 3)]  # 5 -> 8: 16 // 8
     assert lengths.rounded_length(0, 4, 8) == 1 and lengths.rounded_length(5, 4, 8) == 8
     assert lengths.rounded_length(5, 4, 6) == 6
 
@@ -106,8 +109,9 @@ def test_length_sorted_gives_outputs_back_in_the_input_order(count):
         return {"total": tf.reduce_sum(ids, -1) * labels["weight"], "running": running,
                 "width": tf.fill(tf.shape(ids)[:1], tf.shape(ids)[1])}
 
+    size = lengths.OutputBytes(fixed=8, per_position=4)  # total float32, width int32; running [L] float32
     batches = lengths.LengthSorted((inputs, labels), 3, lengths.SequenceLengths(), ("input_ids", "input_mask"),
-                                   window_batches=2)
+                                   output_bytes=size, window_bytes=6 * size.at(12))
     ran = [{k: v.numpy() for k, v in model(*batch).items()} for batch in batches.dataset]
     if count > 3:
         assert [r["width"][0] for r in ran[:2]] == sorted([r["width"][0] for r in ran[:2]], reverse=True)
@@ -123,19 +127,104 @@ def test_length_sorted_gives_outputs_back_in_the_input_order(count):
         assert not reference["running"][:, width:].any()
 
 
+_SCALAR = lengths.OutputBytes(fixed=8)  # one float64 output per example
+
+
 def test_length_sorted_without_cutting_keeps_the_input_batches():
     mask = _masks([4, 2, 6, 1, 3], 6)
     inputs = {"input_ids": mask, "input_mask": mask}
     for settings in (None, lengths.SequenceLengths(pad=True)):
-        batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"))
+        batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"), output_bytes=_SCALAR)
         assert [b["input_mask"].shape for b in batches.dataset] == [(2, 6), (2, 6), (1, 6)]
     fixed = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
-                                 drop_remainder=True)  # TPU-style fixed batches: neither sorted nor cut
+                                 drop_remainder=True, output_bytes=_SCALAR)  # TPU-style: neither sorted nor cut
     assert [b["input_mask"].numpy().tolist() for b in fixed.dataset] == [mask[:2].tolist(), mask[2:4].tolist()]
     assert fixed.dataset.element_spec["input_mask"].shape == (2, 6)
-    sorted_batches = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"))
+    sorted_batches = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
+                                          output_bytes=_SCALAR)
     with pytest.raises(RuntimeError, match="Got outputs for 4 of 5 examples"):
         list(sorted_batches.in_input_order(iter([{"x": np.zeros(2)}, {"x": np.zeros(2)}])))
+
+
+_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def _layers_run(model, inputs, window_bytes, declared=None):
+    """extract_features' loop on `model` over `inputs` (batches of 4) holding back at most `window_bytes`: the
+    input-order batches of its last two layers' activations, the windows, and the bytes of the model's outputs
+    still alive (referenced) each time the loop asks for the next batch or hands one back."""
+    size = declared or lengths.OutputBytes(per_position=2 * 4 * model.config.hidden_size)  # 2 x [L, H] float32
+    batches = lengths.LengthSorted(inputs, 4, lengths.SequenceLengths(), _NAMES, output_bytes=size,
+                                   window_bytes=window_bytes)
+    alive, held = [], []
+
+    def held_now():
+        return sum(array.nbytes for array in (ref() for ref in alive) if array is not None)
+
+    def outputs():
+        for batch in batches.dataset:
+            held.append(held_now())
+            layers = model(batch, training=False)["encoder_outputs"]
+            out = {"last": layers[-1].numpy(), "second": layers[-2].numpy()}
+            alive.extend(weakref.ref(array) for array in out.values())
+            yield out
+            del out
+
+    got = []
+    for batch in batches.in_input_order(outputs()):
+        held.append(held_now())
+        got.append(batch)
+    return got, batches.windows, held
+
+
+def test_length_sorted_holds_back_at_most_window_bytes(tiny_config):
+    """A tiny encoder's activations, handed back in the input order from windows of at most 3 padded batches'
+    bytes: what the loop holds back never exceeds that (it does with one window), and the outputs are the
+    one-window run's (to float rounding), in the same input-order batches."""
+    model = BertModel(tiny_config)
+    rng = np.random.RandomState(11)
+    real = rng.randint(1, 21, 40)
+    mask = _masks(real, 20)
+    inputs = {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,
+              "segment_ids": np.zeros_like(mask)}
+    bound = 3 * 4 * 20 * 2 * 4 * tiny_config.hidden_size  # 3 batches of 4 examples x 20 positions x 2 layers
+    bounded, spans, held = _layers_run(model, inputs, bound)
+    unbounded, one_window, held_unbounded = _layers_run(model, inputs, 2 ** 40)
+    assert 0 < max(held) <= bound
+    assert len(one_window) == 1 and max(held_unbounded) > bound  # the bound binds
+    assert len(spans) > 2 and all((end - start) % 4 == 0 for start, end in spans[:-1])  # whole batches
+    assert [len(b["last"]) for b in bounded] == [len(b["last"]) for b in unbounded] == [4] * 10
+    for first, batch, reference in zip(range(0, 40, 4), bounded, unbounded, strict=True):
+        for name in ("last", "second"):
+            for row, length in enumerate(real[first:first + 4]):
+                np.testing.assert_allclose(batch[name][row, :length], reference[name][row, :length], atol=1e-5)
+
+
+def test_windows_fit_their_bytes():
+    """`windows`: whole batches whose sorted outputs fit the bytes (`held_bytes`), at least one batch each."""
+    rng = np.random.RandomState(5)
+    real = rng.randint(1, 33, 101)
+    size = lengths.OutputBytes(fixed=16, per_position=4)
+    for window_bytes in (1, 2000, 20000, 10 ** 9):
+        spans = lengths.windows(real, 4, 32, size, window_bytes)
+        assert spans[0][0] == 0 and spans[-1][1] == 101
+        assert all(end == start for (_, end), (start, _) in zip(spans, spans[1:]))
+        for start, end in spans:
+            part = real[start:end][lengths.length_order(real[start:end], [(0, end - start)])]
+            bounds = lengths.budget_batches(part, 4, 32, [(0, end - start)])
+            assert end - start <= 4 or lengths.held_bytes(part, bounds, size, 32) <= window_bytes
+            assert (end - start) % 4 == 0 or end == 101
+    assert len(lengths.windows(real, 4, 32, size, 1)) == 26  # a batch each
+    assert lengths.windows(real, 4, 32, size, 10 ** 9) == [(0, 101)]
+
+
+def test_length_sorted_refuses_outputs_larger_than_declared(tiny_config):
+    model = BertModel(tiny_config)
+    mask = _masks([3, 9, 5, 2, 7], 10)
+    inputs = {"input_ids": mask * 5, "input_mask": mask, "segment_ids": np.zeros_like(mask)}
+    one_layer = lengths.OutputBytes(per_position=4 * tiny_config.hidden_size)  # two are returned
+    with pytest.raises(RuntimeError, match=r"take \d+ bytes, more than the \d+ of OutputBytes"):
+        _layers_run(model, inputs, 2 ** 20, declared=one_layer)
 
 
 def _example_stream(seed):

@@ -281,10 +281,10 @@ def test_predict_windows_with_fixed_batches_drops_the_padding(conll_file, tokeni
     features = list(ner.convert_examples_to_features(ner.read_conll(conll_file), LABELS, 10, tokenizer))
     assert len(features) == 12
     trainer = _FakeTrainer(len(LABELS))
-    plain = ner.predict_windows(trainer, features, 5)
+    plain = ner.predict_windows(trainer, features, 5, num_labels=len(LABELS))
     assert trainer.batch_sizes == [5, 5, 2]
     trainer.batch_sizes = []
-    fixed = ner.predict_windows(trainer, features, 5, fixed_batches=True)
+    fixed = ner.predict_windows(trainer, features, 5, fixed_batches=True, num_labels=len(LABELS))
     assert trainer.batch_sizes == [5, 5, 5]
     assert fixed[0] == plain[0] and fixed[1]["eval_loss"] == pytest.approx(plain[1]["eval_loss"])
     expected = [[f.input_ids[p] % len(LABELS) for p in f.word_positions] for f in features]

@@ -167,10 +167,12 @@ def features_to_arrays(features, seq_length, regression=False):
 
 
 def prediction_batches(features, seq_length, batch_size, lengths=None, drop_remainder=False, regression=False,
-                       with_labels=True):
+                       with_labels=True, *, label_list):
     """The evaluation's ((features, labels)) or prediction's (features) batches of `features`, sorted by length and
     cut as `lengths` says (`bert_tf.data.lengths.LengthSorted`: its `in_input_order` gives the outputs back in the
-    batches of the input order)."""
+    batches of the input order). The model's outputs: logits and probabilities [len(label_list)] float32 (regression:
+    logits [1], predictions), and per_example_loss."""
     inputs, labels = features_to_arrays(features, seq_length, regression)
+    size = lengths_lib.OutputBytes(fixed=4 * (2 * (1 if regression else len(label_list)) + 1))
     return lengths_lib.LengthSorted((inputs, labels) if with_labels else inputs, batch_size, lengths, MODEL_INPUTS,
-                                    drop_remainder)
+                                    drop_remainder, output_bytes=size)

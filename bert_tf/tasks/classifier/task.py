@@ -56,7 +56,8 @@ def evaluate(trainer, processor, tokenizer, label_list, data_dir, output_dir, ma
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", eval_batch_size)
-        batches = prediction_batches(features, max_seq_length, eval_batch_size, lengths, fixed_batches, regression)
+        batches = prediction_batches(features, max_seq_length, eval_batch_size, lengths, fixed_batches, regression,
+                                     label_list=label_list)
         result = eval_metrics(batches.in_input_order(trainer.predict(batches.dataset, with_loss=True)), features,
                               global_step, regression, metric_names)
         result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
@@ -89,7 +90,7 @@ def predict(trainer, processor, tokenizer, label_list, data_dir, output_dir, max
         rows = []
         if examples:
             batches = prediction_batches(features, max_seq_length, predict_batch_size, lengths, fixed_batches,
-                                         regression, with_labels=False)
+                                         regression, with_labels=False, label_list=label_list)
             for batch in batches.in_input_order(trainer.predict(batches.dataset)):
                 rows.extend(np.asarray(batch[output_key], np.float32))
         rows = rows[:num_actual]
@@ -155,7 +156,8 @@ class ClassifierTask(Task):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:
         on the batches of an empty dev set, which have the spec of any other."""
         spec = prediction_batches([], run.max_seq_length, run.eval_batch_size, run.sequence_lengths,
-                                  run.fixed_batches, self.processor.is_regression).dataset.element_spec
+                                  run.fixed_batches, self.processor.is_regression,
+                                  label_list=self.labels).dataset.element_spec
         trainer.prepare_predict(spec, with_loss=True)
 
     def evaluate(self, run, tokenizer, trainer):
