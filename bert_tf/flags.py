@@ -140,9 +140,10 @@ def define_distribution_flags():
     positive("heartbeat_timeout_seconds")
     flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
-    flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA: on GPUs each update is "
-                      "one XLA program (gradients, all-reduce, clipping, loss scaling, the optimizer's update); on "
-                      "the CPU each micro-batch's gradients. The same dropout masks as without XLA.")
+    flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA: on one GPU each update "
+                      "is one XLA program (gradients, clipping, loss scaling, the optimizer's update); on several "
+                      "GPUs each replica's gradients and each GPU's optimizer's update, the all-reduce between them "
+                      "outside; on the CPU each micro-batch's gradients. The same dropout masks as without XLA.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches whose gradients are summed per update; "
                          "train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
     flags.DEFINE_bool("gradient_checkpointing", False, "Recompute each transformer layer's activations in the "

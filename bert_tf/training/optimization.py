@@ -107,12 +107,16 @@ class BertOptimizer(keras.optimizers.Optimizer):
     The Trainer's update step (`bert_tf.training.update`) sums them first and builds its optimizer with
     `sum_replica_gradients=False`, so that global-norm clipping sees the gradient of the whole batch, as on one
     device.
+
+    jit_update: update the variables of each device in one XLA program (`device_update`); the Trainer's update
+    step sets it where --use_xla compiles the optimizer's update on its own.
     """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                  exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, bias_correction=False, global_clipnorm=CLIP_NORM,
-                 sum_replica_gradients=True, **kwargs):
+                 sum_replica_gradients=True, jit_update=False, **kwargs):
         super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm, **kwargs)
+        self.jit_update = jit_update
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -138,6 +142,28 @@ class BertOptimizer(keras.optimizers.Optimizer):
             return super()._all_reduce_sum_gradients(grads_and_vars)
         return list(grads_and_vars)
 
+    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):  # overrides Keras's
+        # TensorFlow-backend hook. Keras runs it in the strategy's cross-replica context (a merge_call, outside any
+        # compiled function), and it calls `distribution.extended.update(variable, update_step)` for each variable:
+        # on each device, in that device's UpdateContext, where every read and write of a mirrored variable is
+        # that device's copy. With jit_update it calls `extended.update` once and runs `device_update` there.
+        if not self.jit_update:
+            return super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+        grads, variables = zip(*grads_and_vars)
+        distribution.extended.update(
+            variables[0], lambda _, grads, learning_rate: self.device_update(variables)(grads, learning_rate),
+            args=(list(grads), learning_rate), group=False)
+
+    def device_update(self, variables):
+        """A new XLA-compiled function of (gradients, learning_rate) that calls `update_step` for each of
+        `variables`: the optimizer's update of one device in one program (`jit_update`). Traced where it is first
+        called (in a device's UpdateContext: that device's copies; a function per device); it holds no all-reduce
+        or merge_call, since the gradients and the learning rate given are the device's."""
+        def update(grads, learning_rate):
+            for gradient, variable in zip(grads, variables):
+                self.update_step(gradient, variable, learning_rate)
+        return tf.function(update, jit_compile=True, autograph=False)
+
     def _adam_update(self, gradient, variable):
         """Advances the moments of `variable` by `gradient`; returns m_hat / (sqrt(v_hat) + epsilon), plus
         weight_decay_rate * variable where it decays (the variable's shape, before the learning rate)."""
@@ -160,7 +186,8 @@ class BertOptimizer(keras.optimizers.Optimizer):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
                 "beta_2": self.beta_2, "epsilon": self.epsilon,
                 "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
-                "bias_correction": self.bias_correction, "sum_replica_gradients": self.sum_replica_gradients}
+                "bias_correction": self.bias_correction, "sum_replica_gradients": self.sum_replica_gradients,
+                "jit_update": self.jit_update}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

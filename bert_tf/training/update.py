@@ -4,12 +4,23 @@ The gradients of an update are summed over its micro-batches and over the replic
 global norm 1.0 and applied once, so that every strategy and accumulation computes the update of one device on the
 whole batch. The loss terms and metrics are shares of the whole update's figures (bert_tf.training.losses).
 
-With XLA (`use_xla`) on GPUs the whole update is one XLA program (`compiles_whole_step`): forward, losses, backward,
-the accumulation over micro-batches, the all-reduce, the global norm, clipping, loss scaling and the optimizer's
-update. XLA then fuses the optimizer's element-wise work with the gradients' and keeps no gradient in memory between
-two programs. Elsewhere only the gradients of each micro-batch are compiled: on the CPU the whole program was slower
-(fine-tuning MiniLM on real texts: 58 against 66 examples/s; BENCHMARKS.md, "The XLA training step on GPUs").
+With XLA (`use_xla`) an update compiles only programs that hold no all-reduce (`xla_programs`):
+- one GPU (one replica): the whole update is one XLA program (forward, losses, backward, the accumulation over
+  micro-batches, the global norm, clipping, loss scaling and the optimizer's update). XLA fuses the optimizer's
+  element-wise work with the gradients' and keeps no gradient in memory between two programs.
+- several GPUs (MirroredStrategy, MultiWorkerMirroredStrategy): each micro-batch's gradients are one program on
+  each replica, and the optimizer's update of each GPU's variables another (`BertOptimizer.jit_update`). The
+  all-reduce between them and the clipping run outside, in TensorFlow's ops: its all-reduce of the embeddings'
+  IndexedSlices pads them to a length known only at run time. Tested on logical CPU devices with the optimizer's
+  update forced on (tests/training/test_update.py); never run with TensorFlow on GPUs (no machine here has both).
+- the CPU, one replica or several: only each micro-batch's gradients. The whole program was slower there
+  (fine-tuning MiniLM on real texts: 58 against 66 examples/s; BENCHMARKS.md, "The whole update in one XLA
+  program"), and so was the optimizer's update on its own (BERT-base: 49% more CPU time; BENCHMARKS.md, "Several
+  replicas").
+- TPUStrategy compiles the replica's step itself.
 """
+import dataclasses
+
 import keras
 import tensorflow as tf
 from absl import logging
@@ -32,15 +43,59 @@ def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
     return optimizer
 
 
-def compiles_whole_step(strategy):
-    """Whether --use_xla compiles a replica's whole update as one XLA program (`Update`) under `strategy`: when every
-    replica is a GPU (several GPUs' MirroredStrategy and MultiWorkerMirroredStrategy then all-reduce with XLA's
-    collective ops instead of a merge_call, which cannot run inside a compiled function). Not on the CPU, where it
-    was slower, and where several replicas would need a merge_call; not under TPUStrategy, which compiles the
-    replica's step with XLA itself."""
-    if isinstance(strategy, tf.distribute.TPUStrategy):
-        return False
-    return all(tf.DeviceSpec.from_string(device).device_type == "GPU" for device in strategy.extended.worker_devices)
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """The XLA programs of an update (`xla_programs`): the whole update as one (`whole_update`: forward, losses,
+    backward, the accumulation over micro-batches, the global norm, clipping, loss scaling and the optimizer's
+    update), or on their own each micro-batch's gradients (`gradients`: forward, losses, backward) and the
+    optimizer's update of each device's variables (`optimizer_update`: `BertOptimizer.jit_update`)."""
+    whole_update: bool = False
+    gradients: bool = False
+    optimizer_update: bool = False
+
+    def __post_init__(self):
+        if self.whole_update and (self.gradients or self.optimizer_update):
+            raise ValueError("The whole update is one program: it holds the gradients and the optimizer's update.")
+
+    def describe(self, num_replicas):
+        """What compiles and what runs outside XLA, in words, with `num_replicas` replicas in sync."""
+        if self.whole_update:
+            return "the whole update as one program"
+        compiled = [name for name, on in (("each micro-batch's gradients", self.gradients),
+                                          ("the optimizer's update on each device", self.optimizer_update)) if on]
+        outside = [name for name, on in (("the all-reduce", num_replicas > 1), ("clipping", True),
+                                         ("the optimizer's update", not self.optimizer_update)) if on]
+        return f"{' and '.join(compiled) or 'nothing'}; outside XLA: {', '.join(outside)}"
+
+
+def describe_strategy(strategy):
+    """(kind, device type, replicas in sync) of `strategy`, what `xla_programs` decides on: the kind as
+    distribute.STRATEGIES names it (the class name for other strategies), the device type of its replicas ("CPU",
+    "GPU", "TPU"; "mixed" where they differ)."""
+    kinds = ((tf.distribute.TPUStrategy, "tpu"), (tf.distribute.MultiWorkerMirroredStrategy, "multi_worker_mirrored"),
+             (tf.distribute.MirroredStrategy, "mirrored"), (tf.distribute.OneDeviceStrategy, "one_device"))
+    kind = next((name for cls, name in kinds if isinstance(strategy, cls)), type(strategy).__name__)
+    device_types = {tf.DeviceSpec.from_string(device).device_type for device in strategy.extended.worker_devices}
+    device_type = device_types.pop() if len(device_types) == 1 else "mixed"
+    return kind, device_type, strategy.num_replicas_in_sync
+
+
+def xla_programs(kind, device_type, num_replicas):
+    """The programs --use_xla compiles in an update under a strategy of `kind` whose `num_replicas` replicas in sync
+    are `device_type` devices (`describe_strategy`). Only what nothing is all-reduced in:
+    - one replica on a GPU: the whole update as one program;
+    - one replica on the CPU: each micro-batch's gradients (the whole program was slower there: BENCHMARKS.md);
+    - several replicas (MirroredStrategy, MultiWorkerMirroredStrategy): each micro-batch's gradients, and on GPUs the
+      optimizer's update on its own (on the CPU it was slower); the all-reduce between them, which gathers the
+      embeddings' IndexedSlices to a length known only at run time, and the clipping run outside any program;
+    - TPUStrategy: as before, the gradients' function is marked for XLA inside the replica's step, which
+      TPUStrategy compiles as a whole itself.
+    """
+    if kind == "tpu":
+        return Programs(gradients=True)
+    if num_replicas == 1 and device_type == "GPU":
+        return Programs(whole_update=True)
+    return Programs(gradients=True, optimizer_update=num_replicas > 1 and device_type == "GPU")
 
 
 def add_gradients(a, b):
@@ -71,33 +126,38 @@ class Update:
     """The update step of `model` under `strategy`: `replica_step` runs on each replica (`strategy.run`).
 
     `gradients_fn(features, labels, totals)`: one micro-batch's (shares, gradients), as `gradients` gives them;
-    `accumulation`: micro-batches per update; `use_xla`: compile the whole update (`compiled_step`) where
-    `compiles_whole_step`, else each micro-batch's `gradients_fn`. `whole_step` True or False decides instead (to
-    test or measure either program on one device); True with several replicas needs GPUs.
+    `accumulation`: micro-batches per update; `use_xla`: compile the `programs` (a `Programs`; None: what
+    `xla_programs` picks for `strategy`; given, to test or measure a choice: the whole update only on one replica).
+    The optimizer's update compiles where the optimizer is a BertOptimizer (`jit_update`, set here).
     """
 
-    def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False,
-                 whole_step=None):
+    def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False, programs=None):
         self.strategy = strategy
         self.model = model
         self.loss = loss
         self.optimizer = optimizer
         self.gradients_fn = gradients_fn
         self.accumulation = accumulation
-        self.use_xla = use_xla
+        if programs is None:
+            programs = xla_programs(*describe_strategy(strategy))
+        if programs.whole_update and strategy.num_replicas_in_sync > 1:
+            raise ValueError("The whole update compiles as one program on one replica only: with several, the "
+                             "all-reduce would run inside it.")
+        self.programs = programs if use_xla else Programs()
+        inner = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
+        if isinstance(inner, optimization.BertOptimizer):
+            inner.jit_update = self.programs.optimizer_update
+        elif self.programs.optimizer_update:
+            raise ValueError(f"The optimizer's update compiles for a BertOptimizer only, not {type(inner).__name__}.")
         # The compiled update (None: not compiled as a whole). `reduce_retracing`: batches whose length varies
         # share one trace, compiled once per length.
         self.compiled_step = None
-        whole = compiles_whole_step(strategy) if whole_step is None else whole_step
-        if whole and strategy.num_replicas_in_sync > 1 and not compiles_whole_step(strategy):
-            raise ValueError("whole_step=True with several replicas needs GPU replicas: the all-reduce of CPU "
-                             "replicas cannot run inside a compiled function.")
-        if use_xla and whole:
+        if self.programs.whole_update:
             self.compiled_step = tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
-        elif use_xla:
-            logging.info("XLA compiles the gradients of each micro-batch; the all-reduce and the optimizer's update "
-                         "run outside (%s on %s).", type(strategy).__name__,
-                         ", ".join(strategy.extended.worker_devices))
+        if use_xla:
+            replicas = strategy.num_replicas_in_sync
+            logging.info("XLA compiles %s (%s: %d replica(s) on %s).", self.programs.describe(replicas),
+                         type(strategy).__name__, replicas, ", ".join(strategy.extended.worker_devices))
 
     def replica_step(self, inputs):
         """One update on this replica (`strategy.run`): `step`, compiled as one XLA program where it can be."""
@@ -135,9 +195,10 @@ class Update:
         """(shares, gradients) summed over the `accumulation` micro-batches of this replica's batch."""
         n = self.accumulation
         gradients_fn = self.gradients_fn
-        if self.compiled_step is None:  # a function call per micro-batch (compiled with use_xla); inside the
-            # compiled update a nested function would make XLA compile the update again at every call
-            gradients_fn = tf.function(gradients_fn, jit_compile=self.use_xla, reduce_retracing=True, autograph=False)
+        if self.compiled_step is None:  # a function call per micro-batch (compiled with `programs.gradients`);
+            # inside the compiled update a nested function would make XLA compile the update again at every call
+            gradients_fn = tf.function(gradients_fn, jit_compile=self.programs.gradients, reduce_retracing=True,
+                                       autograph=False)
         if n == 1:
             return gradients_fn(features, labels, totals)
         split = lambda t: tf.reshape(t, tf.concat([[n, -1], tf.shape(t)[1:]], 0))

@@ -338,7 +338,7 @@ def test_mirrored_replicas_match_one_device(tmp_path):
     """Two logical CPU devices: MirroredStrategy (with and without accumulation) = one device, also when clipping
     to global norm 1.0 decides every update (the replicas' gradients are summed before they are clipped); a run
     resumed under MirroredStrategy = the uninterrupted one; so does mirrored under use_xla, where replicas on CPU
-    devices compile each micro-batch's gradients only (update.compiles_whole_step). The child sees no GPU
+    devices compile each micro-batch's gradients only (update.xla_programs). The child sees no GPU
     (CUDA_VISIBLE_DEVICES=-1), where mirrored would take the GPUs instead of the CPU's logical devices."""
     result = subprocess.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
                             capture_output=True, text=True, timeout=600,
