@@ -83,12 +83,20 @@ def test_checkpointing_gives_the_same_gradients(mode):
         _assert_close(others, without, 0.01)
 
 
+# Float16 in tf.function: on a CPU with native float16 kernels (AVX512_FP16, AMX: an Intel Xeon of the Sapphire
+# Rapids kind) oneDNN fuses the recomputed ops differently from the kept ones and their roundings move a gradient by
+# one float16 step (measured: 0.0078 of a largest gradient of 44, 2^-12.5 of it); elsewhere measured equal. Within
+# float16's 10 bits of mantissa; masks drawn again move the gradients by a third of the largest.
+FLOAT16_TOLERANCE = {"function": 2 ** -10, "xla": RELATIVE_TOLERANCE}
+
+
 @pytest.mark.parametrize("mode", ["function", "xla"])
 def test_checkpointing_gives_the_same_gradients_in_float16(mode):
     """The recomputed blocks compute in float16 as their forward (the dense kernels are cast outside Keras' autocast
-    scope too): measured equal in tf.function, 2e-9 of the largest gradient apart under XLA."""
+    scope too): in tf.function within one float16 step of the largest gradient (FLOAT16_TOLERANCE), under XLA
+    2e-9 of it apart."""
     model = _model("mixed_float16")
-    _assert_close(_gradients(model, mode, True)[0], _gradients(model, mode, False)[0], RELATIVE_TOLERANCE)
+    _assert_close(_gradients(model, mode, True)[0], _gradients(model, mode, False)[0], FLOAT16_TOLERANCE[mode])
 
 
 def test_checkpointing_in_bfloat16_replays_the_masks():
