@@ -596,17 +596,23 @@ def _remove_empty_directories(directory):
 
 # --- fingerprints --------------------------------------------------------------------------------------------
 
-FINGERPRINT_SAMPLE_BYTES = 64 << 10  # a file is hashed by its size and its first, middle and last this many bytes
+FINGERPRINT_SAMPLE_BYTES = 64 << 10  # a local file is hashed by its size and its first, middle and last this many bytes
 
 
 def fingerprint(paths):
-    """A SHA-256 hex digest of the files `paths` (local or URLs), in order: each one's size and its first, middle
-    and last FINGERPRINT_SAMPLE_BYTES (the whole file when it is smaller than three samples). It tells training
-    data apart (another size, or other first, middle or last records) while a corpus of 1,000 shards costs 1,000
-    small reads: a start reads at most 192 KiB of each file."""
+    """A SHA-256 hex digest of the files `paths` (local or URLs), in order. A local file counts by its size and its
+    first, middle and last FINGERPRINT_SAMPLE_BYTES (the whole file when it is smaller than three samples): it tells
+    training data apart (another size, or other first, middle or last records) while a corpus of 1,000 shards costs
+    1,000 small reads, at most 192 KiB of each file. A URL's file counts by its size and modification time, from its
+    metadata: on gs:// TensorFlow reads a file in blocks of 64 MiB (GCS_READ_CACHE_BLOCK_SIZE_MB), so a sample
+    would fetch a whole shard; a start then reads nothing of the data (a copy of it counts as other data)."""
     digest = hashlib.sha256()
     sample = FINGERPRINT_SAMPLE_BYTES
     for path in paths:
+        if is_url(path):
+            stat = _gfile().stat(path)
+            digest.update(f"{stat.length} {stat.mtime_nsec}\n".encode())
+            continue
         size = file_size(path)
         digest.update(f"{size}\n".encode())
         offsets = [(0, size)] if size <= 3 * sample else [(0, sample), ((size - sample) // 2, sample),

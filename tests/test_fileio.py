@@ -217,3 +217,17 @@ def test_stale_temporaries_are_those_whose_writer_has_ended(tmp_path):
     assert fileio.remove_stale_temporaries(directory) == sorted(stale.values())
     assert sorted(fileio.listdir(directory)) == sorted(
         os.path.basename(p) for p in (running, foreign_young, *checkpoint_temporaries))
+
+
+def test_a_urls_fingerprint_reads_its_metadata_alone():
+    """On a URL (here ram://, whose files all bear modification time 0) a file counts by its size and modification
+    time, read from its metadata: other bytes of the same size and time give the same fingerprint, another size
+    another one. (On gs:// a read fetches a 64 MiB block: sampling would fetch whole shards.)"""
+    root = f"ram://fingerprint_{secrets.token_hex(4)}"
+    fileio.write_bytes_atomically(f"{root}/a", b"x" * 1000)
+    before = fileio.fingerprint([f"{root}/a"])
+    fileio.write_bytes_atomically(f"{root}/a", b"y" * 1000)
+    assert fileio.fingerprint([f"{root}/a"]) == before
+    fileio.write_bytes_atomically(f"{root}/a", b"y" * 1001)
+    assert fileio.fingerprint([f"{root}/a"]) != before
+    fileio.remove_tree(root)
