@@ -216,25 +216,27 @@ def measure_pipelines(args, records):
 
 
 def cores_needed(per_core, gpus, gpu_rate, margin):
-    """{"demand": sequences/s of `gpus` accelerators, "cores": demand / per_core, "with_margin": that x margin,
-    rounded up to whole cores}."""
+    """{"demand": sequences/s of `gpus` accelerators, "cores": [demand / r for each per-core rate r of `per_core`],
+    "with_margin": the largest of those x margin, rounded up to whole cores}."""
     demand = gpus * gpu_rate
-    return {"demand": demand, "cores": demand / per_core, "with_margin": math.ceil(demand / per_core * margin)}
+    cores = [demand / rate for rate in per_core]
+    return {"demand": demand, "cores": cores, "with_margin": math.ceil(max(cores) * margin)}
 
 
 def host_rows(args, rows):
     """The on-paper rows: for each max_seq_length and masking measured on 1 core at the proxy's batch, the cores a
-    --gpus host needs (and the 2-core scaling where 2 cores were measured)."""
+    --gpus host needs at that core's rate and, where 2 cores were measured, at their rate per core."""
     rates = {128: args.gpu_rate_128, 512: args.gpu_rate_512}
     out = []
     for r in rows:
         if r["cores"] != 1 or r["batch"] != PROXY_BATCH[r["seq"]]:
             continue
-        two = [t for t in rows if (t["seq"], t["batch"], t["masking"], t["cores"]) ==
+        two = [t["sequences_per_s"] for t in rows if (t["seq"], t["batch"], t["masking"], t["cores"]) ==
                (r["seq"], r["batch"], r["masking"], 2)]
-        out.append({"seq": r["seq"], "batch": r["batch"], "masking": r["masking"], "per_core": r["sequences_per_s"],
-                    "gpu_rate": rates[r["seq"]], "scaling_2": two[0]["sequences_per_s"] / (2 * r["sequences_per_s"])
-                    if two else None, **cores_needed(r["sequences_per_s"], args.gpus, rates[r["seq"]], args.margin)})
+        per_core = [r["sequences_per_s"]] + [rate / 2 for rate in two]
+        out.append({"seq": r["seq"], "batch": r["batch"], "masking": r["masking"], "one_core": r["sequences_per_s"],
+                    "two_cores": two[0] if two else None, "gpu_rate": rates[r["seq"]],
+                    **cores_needed(per_core, args.gpus, rates[r["seq"]], args.margin)})
     return out
 
 
@@ -313,11 +315,13 @@ def print_report(args, rows, hosts, checkpoints, session):
         print(f"\nCores for {args.gpus} accelerators at the GPU proxy's rates (jaxlib's XLA on an H200, not TensorFlow "
               f"on a GPU; issue 40, item 8), x {args.margin:g} margin:\n")
         print(measure.markdown_table(
-            ["seq x batch", "masking", "1 core, seq/s", "2 cores / (2 x 1 core)", "accelerator seq/s",
-             f"{args.gpus} accelerators, seq/s", "cores", f"cores x {args.margin:g}"],
-            [[f"{h['seq']} x {h['batch']}", h["masking"], f"{h['per_core']:,.0f}",
-              "-" if h["scaling_2"] is None else f"{h['scaling_2']:.2f}", f"{h['gpu_rate']:,.0f}",
-              f"{h['demand']:,.0f}", f"{h['cores']:.2f}", str(h["with_margin"])] for h in hosts], "llrrrrrr"))
+            ["seq x batch", "masking", "1 core, seq/s", "2 cores, seq/s", "accelerator seq/s",
+             f"{args.gpus} accelerators, seq/s", "cores at 1 core's rate", "cores at 2 cores' rate per core",
+             f"the larger x {args.margin:g}"],
+            [[f"{h['seq']} x {h['batch']}", h["masking"], f"{h['one_core']:,.0f}",
+              "-" if h["two_cores"] is None else f"{h['two_cores']:,.0f}", f"{h['gpu_rate']:,.0f}",
+              f"{h['demand']:,.0f}", f"{h['cores'][0]:.2f}", f"{h['cores'][1]:.2f}" if len(h["cores"]) > 1 else "-",
+              str(h["with_margin"])] for h in hosts], "llrrrrrrr"))
     if checkpoints:
         parameters = checkpoints["original"]["float_values"]
         print(f"\nCheckpoints of {os.path.relpath(args.bert_config_file, measure.REPO)} ({parameters:,} parameters, "

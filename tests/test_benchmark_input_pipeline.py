@@ -24,21 +24,27 @@ def test_count_records_counts_tfrecords_of_any_length(tmp_path):
 
 
 def test_cores_needed():
-    # 8 accelerators at 1,600 sequences/s = 12,800/s; 4,000/s per core: 3.2 cores, x 2 = 6.4, rounded up to 7.
-    assert input_pipeline.cores_needed(4000, 8, 1600, 2.0) == {"demand": 12800, "cores": 3.2, "with_margin": 7}
+    # 8 accelerators at 1,600 sequences/s = 12,800/s; 4,000/s per core: 3.2 cores; 3,200/s per core: 4 cores; the
+    # larger x 2 = 8; 6.4 (3.2 x 2) rounds up to 7.
+    assert input_pipeline.cores_needed([4000, 3200], 8, 1600, 2.0) == {"demand": 12800, "cores": [3.2, 4.0],
+                                                                       "with_margin": 8}
+    assert input_pipeline.cores_needed([4000], 8, 1600, 2.0)["with_margin"] == 7
 
 
-def test_host_rows_take_one_core_at_the_proxy_batch_and_the_two_core_scaling():
+def test_host_rows_take_one_core_at_the_proxy_batch_and_two_cores_per_core():
     def row(seq, batch, masking, cores, rate):
         return {"seq": seq, "batch": batch, "masking": masking, "cores": cores, "sequences_per_s": rate}
 
     rows = [row(128, 32, "static", 1, 9000.0), row(128, 256, "static", 1, 8000.0), row(128, 256, "static", 2, 12000.0),
             row(512, 32, "dynamic", 1, 2000.0)]
-    args = input_pipeline.parse_args(["--gpus=4", "--gpu_rate_128=1000", "--gpu_rate_512=250", "--margin=1.5"])
+    args = input_pipeline.parse_args(["--gpus=4", "--gpu_rate_128=1000", "--gpu_rate_512=250", "--margin=2"])
     hosts = input_pipeline.host_rows(args, rows)
-    assert [(h["seq"], h["batch"], h["masking"], h["per_core"], h["scaling_2"], h["demand"], h["cores"],
-             h["with_margin"]) for h in hosts] == [(128, 256, "static", 8000.0, 0.75, 4000, 0.5, 1),
-                                                   (512, 32, "dynamic", 2000.0, None, 1000, 0.5, 1)]
+    # 128: 4,000/s needed: 0.5 cores at 8,000/s, 0.667 at 12,000 / 2, the larger x 2 = 1.33: 2 cores.
+    # 512: 1,000/s needed: 0.5 cores at 2,000/s, x 2 = 1 core.
+    assert [(h["seq"], h["batch"], h["masking"], h["one_core"], h["two_cores"], h["demand"], h["with_margin"])
+            for h in hosts] == [(128, 256, "static", 8000.0, 12000.0, 4000, 2),
+                                (512, 32, "dynamic", 2000.0, None, 1000, 1)]
+    assert hosts[0]["cores"] == pytest.approx([0.5, 4000 / 6000]) and hosts[1]["cores"] == [0.5]
 
 
 def test_float_tensors_counts_the_floating_point_values_of_a_checkpoint(tmp_path):
