@@ -34,6 +34,7 @@ input iterator's state) and of the original release (original/bert_model.ckpt: t
 against the parameter count x 4 bytes read from the checkpoints themselves.
 
   python benchmarks/input_pipeline.py --json /tmp/input_pipeline.json
+  python benchmarks/input_pipeline.py --configs 128x256,512x32 --replicas 8 --skip_checkpoints   # an 8-GPU host
   python benchmarks/input_pipeline.py --seconds 3 --warmup_s 2 --dupe_factor 2 --skip_checkpoints   # quick look
 """
 import argparse
