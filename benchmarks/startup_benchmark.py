@@ -10,24 +10,34 @@ r"""What a training start reads to fingerprint its training data (issue 40, item
 
 Each rule is measured twice in a row, in this process: "first" right after this benchmark's files are dropped from
 the page cache (posix_fadvise DONTNEED on each file: no root needed, nothing else's cache is touched), "again" from
-the page cache. Bytes: /proc/self/io's `rchar` (what read() returned: the bytes the rule reads, wherever they come
-from) and `read_bytes` (what the block device delivered: 0 from the page cache).
+the page cache. Bytes read: /proc/self/io's `rchar` (what read() returned: the bytes the rule reads, wherever they
+come from); from disk: its `read_bytes` (what the block device delivered: 0 from the page cache).
 
 The files (kept in --work_dir; a rerun reuses them):
 - sparse (default): made by truncate, they take no disk space, so 1,000 x 64 MiB fit on any disk. Reading a hole
-  gives zeros from memory: `read_bytes` is 0 and the time is the CPU's alone (system calls and hashing), a lower
-  bound for any storage. `rchar`, the bytes a start reads, is exact either way.
+  gives zeros from memory: nothing comes from disk and the time is the CPU's alone (system calls and hashing), a
+  lower bound for any storage. The bytes a start reads are exact either way.
 - --dense: random bytes, written once (count x size must fit the disk); "first" then reads from the disk (on a
   virtual disk the host may still cache it), which tells what the old rule's whole-file reads cost from storage.
 
+--gcs N: also both rules on N objects of --shard_mib MiB (random bytes) on gs://, through TensorFlow's own GCS client
+in a child process and the loopback emulator of tests/gcs_emulator.py (in memory: N x --shard_mib must fit in RAM).
+Bytes: what the client fetched, summed from its log (TF_CPP_VMODULE=gcs_file_system=1: "Successful read of <path> @
+<offset> of size: <n>"; a socket read is not in `rchar`); with TensorFlow's default read block and with
+GCS_READ_CACHE_BLOCK_SIZE_MB=1.
+
   python benchmarks/startup_benchmark.py --shards 1000 --shard_mib 64 --workers 1,8 --old_shards 100
   python benchmarks/startup_benchmark.py --shards 100 --shard_mib 64 --dense --old_shards 100
+  python benchmarks/startup_benchmark.py --shards 8 --shard_mib 96 --old_shards 8 --gcs 4
 """
 import argparse
 import datetime
 import hashlib
 import os
+import re
 import shutil
+import subprocess
+import sys
 import time
 
 import measure
@@ -35,6 +45,8 @@ import measure
 OLD_WHOLE_BYTES = 64 << 20  # the old rule hashed files up to this size whole
 OLD_SAMPLE_BYTES = 1 << 20  # and larger ones by their first, middle and last this many bytes
 WRITE_CHUNK = 8 << 20
+GCS_READ = re.compile(r"Successful read of \S+ @ \d+ of size: (\d+)")  # TensorFlow's GCS client, VLOG(1)
+GCS_BLOCKS = (None, "1")  # GCS_READ_CACHE_BLOCK_SIZE_MB: TensorFlow's default, then 1 MiB
 
 
 def old_fingerprint(paths):
@@ -108,37 +120,81 @@ def io_counters():
 
 
 def measured(fingerprint, paths):
-    """{"seconds", "rchar", "read_bytes"} of one call fingerprint(paths): wall time and this process's /proc/self/io
-    growth (the few hundred bytes of reading /proc/self/io itself included)."""
+    """{"seconds", "bytes_read", "disk_bytes"} of one call fingerprint(paths): wall time and the growth of this
+    process's /proc/self/io `rchar` and `read_bytes` (the few hundred bytes of reading /proc/self/io itself
+    included)."""
     before, start = io_counters(), time.perf_counter()
     fingerprint(paths)
     seconds, after = time.perf_counter() - start, io_counters()
-    return {"seconds": seconds, **{key: after[key] - before[key] for key in ("rchar", "read_bytes")}}
+    return {"seconds": seconds, "bytes_read": after["rchar"] - before["rchar"],
+            "disk_bytes": after["read_bytes"] - before["read_bytes"]}
 
 
-def measure_rule(name, fingerprint, files, workers, scale=1.0):
-    """Rows for one rule hashing `files` (worker 0's share), first from disk and then again from the page cache;
-    time and bytes multiplied by `scale` (an extrapolation when not 1)."""
+def measure_rule(name, fingerprint, files, workers, storage, scale=1.0):
+    """Rows for one rule hashing the local `files` (worker 0's share), first from disk and then again from the page
+    cache; time and bytes multiplied by `scale` (an extrapolation when not 1)."""
     drop_cached(files)
     rows = []
     for run in ("first", "again"):
         result = measured(fingerprint, files)
-        rows.append({"rule": name, "workers": workers, "files": round(len(files) * scale), "measured_files": len(files),
-                     "run": run, "extrapolated": scale != 1.0,
+        rows.append({"rule": name, "storage": storage, "workers": workers, "files": round(len(files) * scale),
+                     "measured_files": len(files), "run": run, "extrapolated": scale != 1.0,
                      **{key: value * scale for key, value in result.items()}})
     return rows
 
 
+def gcs_fetched_bytes(log):
+    """The bytes TensorFlow's GCS client fetched, from its gcs_file_system VLOG(1) lines in `log`."""
+    return sum(int(size) for size in GCS_READ.findall(log))
+
+
+def measure_gcs(count, size, work_dir):
+    """Rows for both rules on `count` objects of `size` random bytes on gs:// (the module docstring's --gcs)."""
+    sys.path.insert(0, os.path.join(measure.REPO, "tests"))
+    from gcs_emulator import GcsEmulator
+
+    rows = []
+    with GcsEmulator() as gcs:
+        paths = [f"{gcs.url}/shard-{i:05d}" for i in range(count)]
+        for path in paths:
+            gcs.upload(path[len(gcs.url) + 1:], os.urandom(size))
+        for rule in ("new", "old"):
+            for block in GCS_BLOCKS:
+                env = {**os.environ, **gcs.env, "PYTHONPATH": measure.REPO, "TF_CPP_MIN_LOG_LEVEL": "0",
+                       "TF_CPP_VMODULE": "gcs_file_system=1"}
+                if block:
+                    env["GCS_READ_CACHE_BLOCK_SIZE_MB"] = block
+                child = subprocess.run([sys.executable, os.path.abspath(__file__), f"--gcs_child={rule}", *paths],
+                                       env=env, capture_output=True, text=True, cwd=work_dir)
+                if child.returncode:
+                    raise RuntimeError(f"the gs:// child failed:\n{child.stderr[-3000:]}")
+                seconds = float(child.stdout.split()[-1])
+                storage = f"gs://, {block} MiB blocks" if block else "gs://, TensorFlow's default blocks"
+                rows.append({"rule": rule, "storage": storage, "workers": 1, "files": count, "measured_files": count,
+                             "run": "first", "extrapolated": False, "seconds": seconds,
+                             "bytes_read": gcs_fetched_bytes(child.stderr), "disk_bytes": None})
+    return rows
+
+
+def gcs_child(rule, paths):
+    """The --gcs_child: prints the seconds of one fingerprint of `paths` (after the client's set-up)."""
+    from bert_tf import fileio
+
+    fileio.file_size(paths[0])  # the GCS client's set-up, outside the time (it logs no read)
+    start = time.perf_counter()
+    (fileio.fingerprint if rule == "new" else old_fingerprint)(paths)
+    print(time.perf_counter() - start)
+
+
 def table(rows):
     """The rows as a markdown table."""
-    cells = [[r["rule"], str(r["workers"]), f"{r['files']:,}" + (f" (from {r['measured_files']:,})"
-                                                                  if r["extrapolated"] else ""),
+    cells = [[r["rule"], r["storage"], str(r["workers"]),
+              f"{r['files']:,}" + (f" (from {r['measured_files']:,})" if r["extrapolated"] else ""),
               r["run"] + (", extrapolated" if r["extrapolated"] else ""), f"{r['seconds']:.3f}",
-              f"{r['rchar'] / 2 ** 20:,.1f}", f"{r['rchar'] / 1024 / r['files']:,.0f}",
-              f"{r['read_bytes'] / 2 ** 20:,.1f}"] for r in rows]
-    return measure.markdown_table(["rule", "workers", "files hashed by worker 0", "run", "seconds",
-                                   "MiB read (rchar)", "KiB read per file", "MiB from disk (read_bytes)"],
-                                  cells, "lrrlrrrr")
+              f"{r['bytes_read'] / 2 ** 20:,.1f}", f"{r['bytes_read'] / 1024 / r['files']:,.0f}",
+              "-" if r["disk_bytes"] is None else f"{r['disk_bytes'] / 2 ** 20:,.1f}"] for r in rows]
+    return measure.markdown_table(["rule", "storage", "workers", "files hashed by worker 0", "run", "seconds",
+                                   "MiB read", "KiB read per file", "MiB from disk"], cells, "llrrlrrrr")
 
 
 def main(argv=None):
@@ -152,8 +208,13 @@ def main(argv=None):
                         "default: 100 or --shards if fewer).")
     p.add_argument("--dense", action="store_true", help="Random bytes instead of sparse files (see above).")
     p.add_argument("--work_dir", default="/tmp/startup_benchmark")
+    p.add_argument("--gcs", type=int, default=0, help="Also measure on this many gs:// objects (see above).")
     p.add_argument("--json", default=None, help="Also write the results to this JSON file.")
+    p.add_argument("--gcs_child", default=None, help=argparse.SUPPRESS)  # internal: a rule, with paths
+    p.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.gcs_child:
+        return gcs_child(args.gcs_child, args.paths)
     args.workers = [int(n) for n in args.workers.split(",")]
     args.old_shards = min(100, args.shards) if args.old_shards is None else args.old_shards
     if not 0 <= args.old_shards <= args.shards:
@@ -170,10 +231,13 @@ def main(argv=None):
     load = [measure.loadavg()]
     rows = []
     for workers in args.workers:
-        rows += measure_rule("new", fileio.fingerprint, dataset.worker_files(files, 0, workers), workers)
+        rows += measure_rule("new", fileio.fingerprint, dataset.worker_files(files, 0, workers), workers, kind)
     if args.old_shards:  # every worker hashed every file: one measurement holds for any number of workers
-        rows += measure_rule("old", old_fingerprint, files[:args.old_shards], "any", args.shards / args.old_shards)
+        rows += measure_rule("old", old_fingerprint, files[:args.old_shards], "any", kind,
+                             args.shards / args.old_shards)
     drop_cached(files)  # leave the page cache to others
+    if args.gcs:
+        rows += measure_gcs(args.gcs, args.shard_mib << 20, args.work_dir)
     load.append(measure.loadavg())
     mach = measure.machine_info()
     print(f"{measure.describe_machine(mach)}, {datetime.date.today()}, load average {load[0]:.2f} at the start, "

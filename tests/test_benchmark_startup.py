@@ -42,7 +42,7 @@ def test_measured_bytes_are_what_each_rule_reads(tmp_path):
                                          (startup.old_fingerprint, small, 3 * MIB),  # whole
                                          (startup.old_fingerprint, large, 3 * MIB)]:  # three MiB of a large file
         result = startup.measured(fingerprint, paths)
-        assert expected <= result["rchar"] < expected + slack, (fingerprint, paths)
+        assert expected <= result["bytes_read"] < expected + slack, (fingerprint, paths)
         assert result["seconds"] > 0
 
 
@@ -55,10 +55,19 @@ def test_main_writes_a_row_per_rule_worker_count_and_run(tmp_path):
         ("new", 1, 4, "first"), ("new", 1, 4, "again"), ("new", 2, 2, "first"), ("new", 2, 2, "again"),
         ("old", "any", 4, "first"), ("old", "any", 4, "again")]
     assert all(r["measured_files"] == 2 and r["extrapolated"] for r in rows[4:])
-    assert rows[4]["rchar"] == pytest.approx(4 * MIB, rel=0.01)  # 2 files read whole, scaled by 4 / 2
+    assert rows[4]["bytes_read"] == pytest.approx(4 * MIB, rel=0.01)  # 2 files read whole, scaled by 4 / 2
 
 
 def test_main_rejects_more_workers_than_files(tmp_path, capsys):
     with pytest.raises(SystemExit):
         startup.main(["--shards=2", "--workers=1,4", f"--work_dir={tmp_path}"])
     assert "--workers: each count must be in [1, --shards=2], got [1, 4]" in capsys.readouterr().err
+
+
+def test_gcs_fetched_bytes_sums_the_clients_reads():
+    log = ("2026-11-28 10:06:24.167558: I external/local_xla/xla/tsl/platform/cloud/gcs_file_system.cc:1132] "
+           "Successful read of gs://bert-tf/shard-0 @ 0 of size: 67108864\n"
+           "I0000 other line of size: 5\n"
+           "2026-11-28 10:06:24.172794: I external/local_xla/xla/tsl/platform/cloud/gcs_file_system.cc:1132] "
+           "Successful read of gs://bert-tf/shard-0 @ 100597759 of size: 65537\n")
+    assert startup.gcs_fetched_bytes(log) == 67108864 + 65537
