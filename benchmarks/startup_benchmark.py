@@ -28,7 +28,7 @@ GCS_READ_CACHE_BLOCK_SIZE_MB=1.
 
   python benchmarks/startup_benchmark.py --shards 1000 --shard_mib 64 --workers 1,8 --old_shards 100
   python benchmarks/startup_benchmark.py --shards 100 --shard_mib 64 --dense --old_shards 100
-  python benchmarks/startup_benchmark.py --shards 8 --shard_mib 96 --old_shards 8 --gcs 4
+  python benchmarks/startup_benchmark.py --shards 8 --shard_mib 64 --old_shards 8 --workers 1 --gcs 4
 """
 import argparse
 import datetime
@@ -245,7 +245,8 @@ def main(argv=None):
     print(table(rows))
     if args.json:
         measure.write_json(args.json, args, {"rows": rows, "loads": load, "machine": mach,
-                                             "date": str(datetime.date.today())})
+                                             "date": str(datetime.date.today())},
+                           internal=("gcs_child", "paths"))
 
 
 if __name__ == "__main__":
