@@ -310,8 +310,8 @@ def print_report(args, rows, hosts, checkpoints, session):
         print(f"\nWARNING: {len(unpinned)} pipelines had threads that could run on other CPUs than their own.")
     shared = [r for r in rows if r["cpu_per_wall"] < 0.9 * r["cores"]]
     if shared:
-        print(f"\nWARNING: {len(shared)} of {len(rows)} pipelines had less than 90% of their cores (CPU / wall): "
-              f"other work shared them, so sequences/s is low there; measure on an idle machine.")
+        print(f"\nNOTE: {len(shared)} of {len(rows)} pipelines kept less than 90% of their cores busy (CPU / wall): "
+              f"the pipeline could not use them all, or other work shared them (see the load at each start).")
     if hosts:
         print(f"\nCores for {args.gpus} accelerators at the GPU proxy's rates (jaxlib's XLA on an H200, not TensorFlow "
               f"on a GPU; issue 40, item 8), x {args.margin:g} margin:\n")
