@@ -26,7 +26,7 @@ Bytes: what the client fetched, summed from its log (TF_CPP_VMODULE=gcs_file_sys
 <offset> of size: <n>"; a socket read is not in `rchar`); with TensorFlow's default read block and with
 GCS_READ_CACHE_BLOCK_SIZE_MB=1.
 
-  python benchmarks/startup_benchmark.py --shards 1000 --shard_mib 64 --workers 1,8 --old_shards 100
+  python benchmarks/startup_benchmark.py --shards 1000 --shard_mib 64 --workers 1,8 --old_shards 1000   # 3 min
   python benchmarks/startup_benchmark.py --shards 100 --shard_mib 64 --dense --old_shards 100
   python benchmarks/startup_benchmark.py --shards 8 --shard_mib 64 --old_shards 8 --workers 1 --gcs 4
 """
