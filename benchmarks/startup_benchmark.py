@@ -1,8 +1,9 @@
 r"""What a training start reads to fingerprint its training data (issue 40, item 5): bert_tf.fileio.fingerprint, the
 `data_fingerprint` of run_settings.json, against the rule it replaced, on --shards files of --shard_mib MiB.
 
-- new: `fileio.fingerprint`: each file's size and its first, middle and last 64 KiB; a pretraining worker
-  fingerprints only its own share of the files (`dataset.worker_files(files, i, n)`; worker 0's share here).
+- new: `fileio.fingerprint`: each local file's size and its first, middle and last 64 KiB, a URL's size and
+  modification time (its metadata); a pretraining worker fingerprints only its own share of the files
+  (`dataset.worker_files(files, i, n)`; worker 0's share here).
 - old: the rule before issue 40, copied below as `old_fingerprint` (a reference only: the library no longer has it;
   from `git show 6972a5a:bert_tf/data/fileio.py`): every file up to 64 MiB hashed whole, larger ones by their first,
   middle and last MiB, and every worker hashed every file. --old_shards N measures it on the first N files only and
