@@ -219,6 +219,17 @@ def test_stale_temporaries_are_those_whose_writer_has_ended(tmp_path):
         os.path.basename(p) for p in (running, foreign_young, *checkpoint_temporaries))
 
 
+def test_a_writer_whose_start_is_hidden_is_judged_by_the_boot(tmp_path, monkeypatch):
+    """Where the system hides a process's start (/proc mounted with hidepid), a new boot still ends every writer."""
+    directory, host = str(tmp_path), socket.gethostname()
+    _, _, start = fileio.temporary_writer(fileio.temp_path(directory))
+    tick = start.split(".")[1]
+    this_boot = _temporary(directory, "this_boot", (host, os.getpid(), start))
+    rebooted = _temporary(directory, "rebooted", (host, os.getpid(), f"{'0' * 8}.{tick}"))
+    monkeypatch.setattr(fileio, "_start_tick", lambda pid: None)
+    assert fileio.writer_is_running(this_boot) and not fileio.writer_is_running(rebooted)
+
+
 def test_a_urls_fingerprint_reads_its_metadata_alone():
     """On a URL (here ram://, whose files all bear modification time 0) a file counts by its size and modification
     time, read from its metadata: other bytes of the same size and time give the same fingerprint, another size
