@@ -20,9 +20,10 @@ every other round; benchmarks/measure.py):
   frozen          the tf_text export in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN keeps its
                   reordered weights; for processes that serve fixed weights only, docs/serving.md): `serving_default`,
                   `serving_text`
-  latency         the tf_text export in a process with two thread settings tried for batch-1 latency (BENCHMARKS.md):
-                  one inter-op thread (TF_NUM_INTEROP_THREADS=1), and oneDNN running one of its jobs on the thread
-                  that runs the op (TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1): `serving_default`, `serving_text`
+  latency         the tf_text export in a process with two thread settings tried for batch-1 latency
+                  (benchmarks/log/serving.md): one inter-op thread (TF_NUM_INTEROP_THREADS=1), and oneDNN running one
+                  of its jobs on the thread that runs the op (TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1):
+                  `serving_default`, `serving_text`
   torch           Hugging Face `BertModel` (eval, `torch.no_grad`, one thread per CPU) on the same weights, as its
                   users run it: on the ids cut to the call's longest text, after its fast tokenizer on the raw text
                   (`padding="longest", truncation=True, max_length=--max_seq_length`), and the tokenizer alone

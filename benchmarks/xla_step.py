@@ -24,9 +24,10 @@ program), on fixed random gradients (no loss: "-").
 --dump_dir DIR: writes each mode's program for each --dropout as
 DIR/<config>_<batch>x<seq>_<program>[_dropout0].train.pb, a serialized HloModuleProto before XLA's optimizations,
 with a .txt copy and a .json of its shapes and model sizes, for compiling on a machine without TensorFlow (e.g. with
-jaxlib's XLA on a GPU; BENCHMARKS.md, "GPU"). The program is the mode's, but for `replicas`, which writes its two:
-`gradients` (the gradients mode's program) and `optimizer_update` (its arguments: the variables, the optimizer's
-state, the clipped gradients and the learning rate; no model FLOPs, so the proxy's MFU means nothing for it).
+jaxlib's XLA on a GPU; BENCHMARKS.md, "The XLA training step on GPUs"). The program is the mode's, but for
+`replicas`, which writes its two: `gradients` (the gradients mode's program) and `optimizer_update` (its arguments:
+the variables, the optimizer's state, the clipped gradients and the learning rate; no model FLOPs, so the proxy's MFU
+means nothing for it).
 
   python benchmarks/xla_step.py --time --bert_config_file=configs/uncased_L-4_H-256_A-4/bert_config.json \
       --batch_size=16 --max_seq_length=128

@@ -24,7 +24,7 @@ block (its children inherit the environment). The library never imports it: `imp
   scikit-learn, SciPy and matplotlib's pyplot) load on their first attribute access (`DeferredImports`), not when
   `import tensorflow` imports Keras. Measured earlier: about 1.5 s of every script's start-up.
 
-The figures and where they come from: BENCHMARKS.md, "Script start-up and exit defaults".
+The figures and where they come from: benchmarks/log/script_startup.md.
 """
 import atexit
 import gc

@@ -402,7 +402,7 @@ class BertModel(keras.Model):
     refuses a checkpoint that lacks any encoder variable, so all of them are overwritten, as the original's
     `init_from_checkpoint` replaced their initializers): the embedding tables and kernels are left at zeros instead
     of computing random initial values. Building MiniLM-L6-H384's classifier took 0.30 s instead of 0.81 s
-    (BENCHMARKS.md); the saving grows with the model. Task heads get their random values as always.
+    (benchmarks/log/finetune.md); the saving grows with the model. Task heads get their random values as always.
 
     `gradient_checkpointing=True`: in training each transformer block's activations are recomputed in the backward
     pass instead of being kept (`TransformerBlock`; `set_gradient_checkpointing` turns it on or off on a built

@@ -14,9 +14,9 @@ With XLA (`use_xla`) an update compiles only programs that hold no all-reduce (`
   IndexedSlices pads them to a length known only at run time. Tested on logical CPU devices with the optimizer's
   update forced on (tests/training/test_update.py); never run with TensorFlow on GPUs (no machine here has both).
 - the CPU, one replica or several: only each micro-batch's gradients. The whole program was slower there
-  (fine-tuning MiniLM on real texts: 58 against 66 examples/s; BENCHMARKS.md, "The whole update in one XLA
-  program"), and so was the optimizer's update on its own (BERT-base: 49% more CPU time; BENCHMARKS.md, "Several
-  replicas").
+  (fine-tuning MiniLM on real texts: 58 against 66 examples/s; benchmarks/log/gpu.md, "The whole update in one
+  XLA program"), and so was the optimizer's update on its own (BERT-base: 49% more CPU time; benchmarks/log/gpu.md,
+  "Several replicas").
 - TPUStrategy compiles the replica's step itself.
 """
 import dataclasses

@@ -302,7 +302,7 @@ def test_fast_vs_exact_statistics_on_real_corpus(tmp_path, tokenizer):
     """Fast mode (5 shards of 60 articles, NSP partners from the same shard) vs exact mode on gensim's Lee news
     corpus: the same rates within sampling noise. (Shards of consecutive documents can differ from the whole
     corpus when the text is ordered by kind, e.g. gensim's Wikipedia dump, where ~100 redirect stubs and ~100
-    long articles come in runs; see BENCHMARKS.md.)"""
+    long articles come in runs; see benchmarks/log/pretraining_data.md.)"""
     corpus = str(tmp_path / "corpus.txt")
     lee_corpus(corpus)
     flags, shard_size = dict(dupe_factor=3, random_seed=7), 60
