@@ -281,13 +281,14 @@ if __name__ == "__main__":
 
 
 def test_the_runner_calls_tasks_through_their_contract():
-    """The runner calls a Task's methods and reads its attributes (bert_tf.tasks.task.Task gives the defaults): no
-    hasattr / getattr probing of what a task has; every task subclasses Task."""
+    """The runner calls a Task's methods and reads its attributes (bert_tf.tasks.task.Task gives the defaults and
+    declares evaluate / predict): no hasattr / getattr probing of what a task has; every task subclasses Task and
+    defines the method of each mode it has; a task that lacks one is refused when its class is defined."""
     import ast
     import inspect
 
     from bert_tf.tasks import classifier, ner, pretraining, runner, squad, swag
-    from bert_tf.tasks.task import Task
+    from bert_tf.tasks.task import MODE_METHODS, Task
 
     probes = [node.lineno for node in ast.walk(ast.parse(inspect.getsource(runner)))
               if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("hasattr", "getattr")
@@ -297,3 +298,9 @@ def test_the_runner_calls_tasks_through_their_contract():
                  swag.SwagTask):
         assert issubclass(task, Task), task
     assert Task.__abstractmethods__ == {"build_model", "train_data"}  # a task without them cannot be made
+    for task in (classifier.ClassifierTask, ner.NerTask, pretraining.PretrainingTask, squad.SquadTask,
+                 swag.SwagTask):  # the method of each mode a task has is its own, and only those
+        assert {mode for mode, method in MODE_METHODS.items() if getattr(task, method) is not getattr(Task, method)
+                } == set(task.modes) - {"do_train"}, task
+    with pytest.raises(TypeError, match=r"NoEval: its modes \('do_train', 'do_eval'\) need evaluate"):
+        type("NoEval", (Task,), {"modes": ("do_train", "do_eval")})
