@@ -3,6 +3,8 @@
 A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults (e.g.
 run_squad.py's max_seq_length 384), and hands the library plain values: `run_config(FLAGS)` for the shared run
 settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Nothing below run_scripts/ reads flags.
+The shared run settings' defaults are RunConfig's (`run_default`), written there once; a script's own flag that
+feeds a library argument has that argument's default (tests/test_script_errors.py compares every script's).
 
 Importing this module applies the scripts' start-up and exit defaults (`bert_tf.script_setup`: TensorFlow's
 environment, read when TensorFlow is imported), so a script imports it before anything that imports TensorFlow.
@@ -56,20 +58,28 @@ def positive(name):
     flags.register_validator(name, lambda value: value is None or value > 0, message=f"--{name} must be > 0")
 
 
+def run_default(name):
+    """The default of RunConfig's setting `name` (bert_tf.tasks.runner; its training settings are
+    bert_tf.training.config.TrainingConfig's): the shared flag `name`'s default."""
+    from bert_tf.tasks import runner
+
+    return next(field.default for field in dataclasses.fields(runner.RunConfig) if field.name == name)
+
+
 def define_model_flags():
     """The flags naming a pre-trained model, as in the original scripts."""
     flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pre-trained BERT model. Not given: the "
                         "one beside init_checkpoint, else a TF Hub model's config inferred from its weights.")
     flags.DEFINE_string("vocab_file", None, "The vocab.txt the BERT model was trained on. Not given: a TF Hub "
                         "model's vocab_file asset.")
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: an original BERT checkpoint "
-                        "(.../bert_model.ckpt), a directory holding one, a bert-tf checkpoint, a Model Garden TF2 "
-                        "checkpoint, or a TF Hub BERT SavedModel directory (whose vocab_file asset, do_lower_case "
-                        "and config are used where those flags are not given).")
+    flags.DEFINE_string("init_checkpoint", run_default("init_checkpoint"), "Initial checkpoint: an original BERT "
+                        "checkpoint (.../bert_model.ckpt), a directory holding one, a bert-tf checkpoint, a Model "
+                        "Garden TF2 checkpoint, or a TF Hub BERT SavedModel directory (whose vocab_file asset, "
+                        "do_lower_case and config are used where those flags are not given).")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased). Not "
                       "given: a TF Hub model's own casing, else True.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece tokenization; longer "
-                         "inputs are truncated, shorter ones padded.", lower_bound=3)
+    flags.DEFINE_integer("max_seq_length", run_default("max_seq_length"), "Maximum total input length after WordPiece "
+                         "tokenization; longer inputs are truncated, shorter ones padded.", lower_bound=3)
 
 
 def define_classifier_flags():
@@ -85,99 +95,112 @@ def define_classifier_flags():
 def define_run_flags():
     """Training/eval/predict flags of run_classifier.py and run_squad.py, plus bert-tf's own."""
     define_training_flags()
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", lower_bound=1)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_bool("do_predict", run_default("do_predict"), "Whether to run the model in inference mode on the test "
+                      "set.")
+    flags.DEFINE_integer("predict_batch_size", run_default("predict_batch_size"), "Total batch size for predict.",
+                         lower_bound=1)
+    flags.DEFINE_float("num_train_epochs", run_default("num_train_epochs"), "Total number of training epochs to "
+                       "perform.")
     positive("num_train_epochs")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training with linear learning rate warmup.",
-                       lower_bound=0.0, upper_bound=1.0)
+    flags.DEFINE_float("warmup_proportion", run_default("warmup_proportion"), "Proportion of training with linear "
+                       "learning rate warmup.", lower_bound=0.0, upper_bound=1.0)
 
 
 def define_training_flags():
     """The flags run_pretraining.py shares with the fine-tuning scripts, plus bert-tf's training flags."""
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results are written.")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", lower_bound=1)
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", lower_bound=1)
-    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+    flags.DEFINE_bool("do_train", run_default("do_train"), "Whether to run training.")
+    flags.DEFINE_bool("do_eval", run_default("do_eval"), "Whether to run eval on the dev set.")
+    flags.DEFINE_integer("train_batch_size", run_default("train_batch_size"), "Total batch size for training.",
+                         lower_bound=1)
+    flags.DEFINE_integer("eval_batch_size", run_default("eval_batch_size"), "Total batch size for eval.", lower_bound=1)
+    flags.DEFINE_float("learning_rate", run_default("learning_rate"), "The initial learning rate for Adam.")
     positive("learning_rate")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.", lower_bound=1)
-    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to run inside one tf.function call "
-                         "(1 under multi_worker_mirrored, whose batches vary in length).", lower_bound=1)
-    flags.DEFINE_string("export_dir", None, "If set, also export the trained (or loaded) model as a TF Serving "
-                        "SavedModel to <export_dir>/<global_step> (see run_scripts/export_saved_model.py).")
-    flags.DEFINE_bool("save_original_checkpoint", False, "After training, also write the fine-tuned model in the "
-                      "original TF1 format (original variable names) to <output_dir>/original/bert_model.ckpt, "
-                      "with bert_config.json and vocab.txt.")
-    flags.DEFINE_integer("seed", None, "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
-                         "shuffling); unset: not seeded, as the original.", lower_bound=0)
+    flags.DEFINE_integer("save_checkpoints_steps", run_default("save_checkpoints_steps"), "How often to save the model "
+                         "checkpoint.", lower_bound=1)
+    flags.DEFINE_integer("iterations_per_loop", run_default("iterations_per_loop"), "How many steps to run inside one "
+                         "tf.function call (1 under multi_worker_mirrored, whose batches vary in length).",
+                         lower_bound=1)
+    flags.DEFINE_string("export_dir", run_default("export_dir"), "If set, also export the trained (or loaded) model as "
+                        "a TF Serving SavedModel to <export_dir>/<global_step> (see "
+                        "run_scripts/export_saved_model.py).")
+    flags.DEFINE_bool("save_original_checkpoint", run_default("save_original_checkpoint"), "After training, also write "
+                      "the fine-tuned model in the original TF1 format (original variable names) to "
+                      "<output_dir>/original/bert_model.ckpt, with bert_config.json and vocab.txt.")
+    flags.DEFINE_integer("seed", run_default("seed"), "Seed for Python, NumPy and TensorFlow (head initialization, "
+                         "dropout, shuffling); unset: not seeded, as the original.", lower_bound=0)
     define_distribution_flags()
 
 
 def define_distribution_flags():
     """Devices, precision and compilation: the original's TPU flags plus bert-tf's tf.distribute flags."""
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
-    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training (name or grpc:// address).")
-    flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
-    flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.")
-    flags.DEFINE_string("master", None, "TensorFlow master URL (original flag; same as --tpu_name).")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU system reports its cores.",
-                         lower_bound=1)
-    flags.DEFINE_enum("distribution_strategy", "auto",
-                      ["auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+    from bert_tf.training import distribute, optimization
+
+    flags.DEFINE_bool("use_tpu", run_default("use_tpu"), "Whether to use TPU (same as --distribution_strategy=tpu).")
+    flags.DEFINE_string("tpu_name", run_default("tpu_name"), "The Cloud TPU to use for training (name or grpc:// "
+                        "address).")
+    flags.DEFINE_string("tpu_zone", run_default("tpu_zone"), "GCE zone of the Cloud TPU.")
+    flags.DEFINE_string("gcp_project", run_default("gcp_project"), "GCP project of the Cloud TPU.")
+    flags.DEFINE_string("master", run_default("master"), "TensorFlow master URL (original flag; same as --tpu_name).")
+    flags.DEFINE_integer("num_tpu_cores", run_default("num_tpu_cores"), "Accepted for compatibility; the TPU system "
+                         "reports its cores.", lower_bound=1)
+    flags.DEFINE_enum("distribution_strategy", run_default("distribution_strategy"), list(distribute.STRATEGIES),
                       "tf.distribute strategy. auto: tpu with --use_tpu, mirrored with several GPUs, else one_device.")
-    flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: the CPU only). More than are "
-                         "visible is an error.", lower_bound=0)
-    flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices: with "
-                         "--distribution_strategy=mirrored and no GPU, one replica each (multi-replica runs on a "
-                         "CPU-only machine, e.g. to test them).", lower_bound=1)
-    flags.DEFINE_float("heartbeat_timeout_seconds", 10, "multi_worker_mirrored: a worker that sends no heartbeat "
-                       "for this long (it ended, or its host is down or unreachable) is taken as lost, and the "
-                       "others stop with an error naming it instead of waiting for it; rerunning every worker "
-                       "resumes. Heartbeats come from a thread of their own, however long an update takes. Default: "
-                       "TensorFlow's own.")
+    flags.DEFINE_integer("num_gpus", run_default("num_gpus"), "GPUs to use (default: all visible; 0: the CPU only). "
+                         "More than are visible is an error.", lower_bound=0)
+    flags.DEFINE_integer("num_cpu_devices", run_default("num_cpu_devices"), "Split the CPU into this many logical "
+                         "devices: with --distribution_strategy=mirrored and no GPU, one replica each (multi-replica "
+                         "runs on a CPU-only machine, e.g. to test them).", lower_bound=1)
+    flags.DEFINE_float("heartbeat_timeout_seconds", run_default("heartbeat_timeout_seconds"), "multi_worker_mirrored: "
+                       "a worker that sends no heartbeat for this long (it ended, or its host is down or unreachable) "
+                       "is taken as lost, and the others stop with an error naming it instead of waiting for it; "
+                       "rerunning every worker resumes. Heartbeats come from a thread of their own, however long an "
+                       "update takes. Default: TensorFlow's own.")
     positive("heartbeat_timeout_seconds")
-    flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+    flags.DEFINE_enum("mixed_precision", run_default("mixed_precision"), list(distribute.PRECISIONS),
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
-    flags.DEFINE_bool("use_xla", False, "Compile the training and prediction steps with XLA: on one GPU each update "
-                      "is one XLA program (gradients, clipping, loss scaling, the optimizer's update); on several "
-                      "GPUs each replica's gradients and each GPU's optimizer's update, the all-reduce between them "
-                      "outside; on the CPU each micro-batch's gradients. The same dropout masks as without XLA.")
-    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches whose gradients are summed per update; "
-                         "train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
-    flags.DEFINE_bool("gradient_checkpointing", False, "Recompute each transformer layer's activations in the "
-                      "backward pass instead of keeping them (same dropout masks, same gradients): BERT-base at 512 "
-                      "tokens peaked at half the memory, its steps about 30% slower (BENCHMARKS.md, \"Gradient "
-                      "checkpointing\").")
-    flags.DEFINE_bool("adam_bias_correction", False, "Use Adam bias correction. Default False: the original "
-                      "AdamWeightDecayOptimizer has none.")
-    flags.DEFINE_bool("fused_adam", True, "Apply --optimizer=adamw's update (without --adam_bias_correction) "
-                      "with TensorFlow's fused Adam kernel: one pass over each variable where the element-wise ops "
-                      "make a dozen; the original's update to float32 rounding (its 1 - beta_2 taken in float32). "
-                      "--nofused_adam: the original's element-wise ops.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep in output_dir.", lower_bound=1)
-    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's AdamWeightDecay on warmup + "
-                      "linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with power 0.5 after the warmup, "
-                      "bias-corrected moments, layer-wise trust ratio).")
+    flags.DEFINE_bool("use_xla", run_default("use_xla"), "Compile the training and prediction steps with XLA: on one "
+                      "GPU each update is one XLA program (gradients, clipping, loss scaling, the optimizer's update); "
+                      "on several GPUs each replica's gradients and each GPU's optimizer's update, the all-reduce "
+                      "between them outside; on the CPU each micro-batch's gradients. The same dropout masks as "
+                      "without XLA.")
+    flags.DEFINE_integer("gradient_accumulation_steps", run_default("gradient_accumulation_steps"), "Micro-batches "
+                         "whose gradients are summed per update; train_batch_size is the batch of one update and must "
+                         "be divisible by this.", lower_bound=1)
+    flags.DEFINE_bool("gradient_checkpointing", run_default("gradient_checkpointing"), "Recompute each transformer "
+                      "layer's activations in the backward pass instead of keeping them (same dropout masks, same "
+                      "gradients): BERT-base at 512 tokens peaked at half the memory, its steps about 30% slower "
+                      "(BENCHMARKS.md, \"Gradient checkpointing\").")
+    flags.DEFINE_bool("adam_bias_correction", run_default("adam_bias_correction"), "Use Adam bias correction. Default "
+                      "False: the original AdamWeightDecayOptimizer has none.")
+    flags.DEFINE_bool("fused_adam", run_default("fused_adam"), "Apply --optimizer=adamw's update (without "
+                      "--adam_bias_correction) with TensorFlow's fused Adam kernel: one pass over each variable where "
+                      "the element-wise ops make a dozen; the original's update to float32 rounding (its 1 - beta_2 "
+                      "taken in float32). --nofused_adam: the original's element-wise ops.")
+    flags.DEFINE_integer("keep_checkpoint_max", run_default("keep_checkpoint_max"), "How many recent checkpoints to "
+                         "keep in output_dir.", lower_bound=1)
+    flags.DEFINE_enum("optimizer", run_default("optimizer"), list(optimization.OPTIMIZERS), "adamw: the original's "
+                      "AdamWeightDecay on warmup + linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with "
+                      "power 0.5 after the warmup, bias-corrected moments, layer-wise trust ratio).")
     define_length_flags()
-    flags.DEFINE_bool("group_by_length", False, "Training batches of examples of similar lengths (tf.data's "
-                      "bucket_by_sequence_length), each cut to its longest: less padding than the default, but "
-                      "not the original's batches (which examples share a batch depends on their lengths). A "
-                      "resumed run continues the same batches.")
-    flags.DEFINE_bool("start_over", False, "Training into an output_dir that holds checkpoints of a run with another "
-                      "bert_config is an error; with --start_over those checkpoints are deleted first.")
+    flags.DEFINE_bool("group_by_length", run_default("group_by_length"), "Training batches of examples of similar "
+                      "lengths (tf.data's bucket_by_sequence_length), each cut to its longest: less padding than the "
+                      "default, but not the original's batches (which examples share a batch depends on their "
+                      "lengths). A resumed run continues the same batches.")
+    flags.DEFINE_bool("start_over", run_default("start_over"), "Training into an output_dir that holds checkpoints of "
+                      "a run with another bert_config is an error; with --start_over those checkpoints are deleted "
+                      "first.")
 
 
 def define_length_flags():
     """How long the batches are: cut to their longest text (default), or max_seq_length (the original's)."""
-    flags.DEFINE_bool("pad_to_max_seq_length", False, "Pad every batch to max_seq_length, as the original (fixed "
-                      "shapes). Default: each batch is cut to its longest text (rounded up to "
-                      "--seq_length_multiple), which gives the real tokens the same values to float rounding; with "
-                      "dropout on, training then draws its dropout masks for the shorter shape.")
-    flags.DEFINE_integer("seq_length_multiple", None, "Cut batches to a multiple of this length (at most "
-                         "max_seq_length). Default: 32 with --use_xla or on TPU (each length compiles a program "
-                         "once: max_seq_length / 32 of them), else 1.", lower_bound=1)
+    flags.DEFINE_bool("pad_to_max_seq_length", run_default("pad_to_max_seq_length"), "Pad every batch to "
+                      "max_seq_length, as the original (fixed shapes). Default: each batch is cut to its longest text "
+                      "(rounded up to --seq_length_multiple), which gives the real tokens the same values to float "
+                      "rounding; with dropout on, training then draws its dropout masks for the shorter shape.")
+    flags.DEFINE_integer("seq_length_multiple", run_default("seq_length_multiple"), "Cut batches to a multiple of this "
+                         "length (at most max_seq_length). Default: 32 with --use_xla or on TPU (each length compiles "
+                         "a program once: max_seq_length / 32 of them), else 1.", lower_bound=1)
 
 
 def define_pretraining_data_flags():

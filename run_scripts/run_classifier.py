@@ -1,7 +1,8 @@
 """Fine-tune BERT for sentence (pair) classification: the original run_classifier.py, same flags and outputs.
 
 Tasks: cola, mnli, mrpc, xnli (as the original), sst-2, qqp, qnli, rte, sts-b (regression), wnli, and tsv (your
-own train/dev/test.tsv with a header naming text_a, label, optional text_b and id).
+own train/dev/test.tsv with a header naming text_a, label, optional text_b and id). A DataProcessor of your own:
+register it from your script, then run this one's main (README, "Your own classification task").
 
 Example (MRPC, as in the original README):
   python run_scripts/run_classifier.py --task_name=MRPC --do_train=true --do_eval=true \

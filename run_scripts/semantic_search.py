@@ -26,6 +26,7 @@ flags.DEFINE_enum("pooling", "mean", ["mean", "cls"], "The sentence embedding: t
 flags.DEFINE_bool("normalize_embeddings", True, "Divide each embedding by its L2 norm (all-MiniLM-L6-v2's Normalize; "
                   "the cosine similarity is the same either way).")
 bert_flags.define_model_flags()
+FLAGS.set_default("max_seq_length", 256)  # all-MiniLM-L6-v2's, as bert_tf.inference.embeddings
 flags.DEFINE_integer("batch_size", 32, "Sentences per batch (of --max_seq_length tokens; shorter sentences share a "
                      "batch's tokens).", lower_bound=1)
 flags.DEFINE_bool("use_xla", False, "Compile the encoder with XLA.")

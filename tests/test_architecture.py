@@ -1,6 +1,7 @@
 """The structure the code keeps: which layer may import which, no cycles, no private names across modules,
 TensorFlow-free data and text modules, scripts on top of the library (each setting the scripts' defaults before
-TensorFlow), a library whose import changes nothing in the process.
+TensorFlow), a library whose import changes nothing in the process, and the indexes that describe it (each package
+docstring and README's layout name every module, and only modules).
 
 Reads the imports with `ast` (nothing is imported but `bert_tf` itself, in a fresh process). Run it as a script to
 print the import graph:
@@ -11,6 +12,7 @@ print the import graph:
 import ast
 import collections
 import os
+import re
 import subprocess
 import sys
 
@@ -281,13 +283,14 @@ if __name__ == "__main__":
 
 
 def test_the_runner_calls_tasks_through_their_contract():
-    """The runner calls a Task's methods and reads its attributes (bert_tf.tasks.task.Task gives the defaults): no
-    hasattr / getattr probing of what a task has; every task subclasses Task."""
+    """The runner calls a Task's methods and reads its attributes (bert_tf.tasks.task.Task gives the defaults and
+    declares evaluate / predict): no hasattr / getattr probing of what a task has; every task subclasses Task and
+    defines the method of each mode it has; a task that lacks one is refused when its class is defined."""
     import ast
     import inspect
 
     from bert_tf.tasks import classifier, ner, pretraining, runner, squad, swag
-    from bert_tf.tasks.task import Task
+    from bert_tf.tasks.task import MODE_METHODS, Task
 
     probes = [node.lineno for node in ast.walk(ast.parse(inspect.getsource(runner)))
               if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("hasattr", "getattr")
@@ -297,3 +300,96 @@ def test_the_runner_calls_tasks_through_their_contract():
                  swag.SwagTask):
         assert issubclass(task, Task), task
     assert Task.__abstractmethods__ == {"build_model", "train_data"}  # a task without them cannot be made
+    for task in (classifier.ClassifierTask, ner.NerTask, pretraining.PretrainingTask, squad.SquadTask,
+                 swag.SwagTask):  # the method of each mode a task has is its own, and only those
+        assert {mode for mode, method in MODE_METHODS.items() if getattr(task, method) is not getattr(Task, method)
+                } == set(task.modes) - {"do_train"}, task
+    with pytest.raises(TypeError, match=r"NoEval: its modes \('do_train', 'do_eval'\) need evaluate"):
+        type("NoEval", (Task,), {"modes": ("do_train", "do_eval")})
+
+
+# --- indexes: the package docstrings and README's layout name every module, and only modules ---------------------
+
+def packages():
+    """{package dotted name: sorted names of its modules and subpackages} of bert_tf."""
+    found = {}
+    for root, dirs, names in os.walk(os.path.join(REPO, "bert_tf")):
+        dirs[:] = sorted(d for d in dirs if os.path.isfile(os.path.join(root, d, "__init__.py")))
+        found[module_name(os.path.join(root, "__init__.py"))] = sorted(
+            [n[:-3] for n in names if n.endswith(".py") and n != "__init__.py"] + dirs)
+    return found
+
+
+def index_errors(listed, actual):
+    """{package: its unlisted modules and listed names that are no module} where `listed` ({package: names}) differs
+    from `actual` (`packages()`)."""
+    return {package: {"unlisted": sorted(set(modules) - set(listed[package])),
+                      "not a module": sorted(set(listed[package]) - set(modules))}
+            for package, modules in actual.items() if listed[package] != modules}
+
+
+def outside_parentheses(text):
+    """`text` without what stands inside parentheses (nested too; a `quoted` span is kept whole)."""
+    kept, depth, quoted = [], 0, False
+    for char in text:
+        quoted ^= char == "`"
+        if not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        elif depth == 0:
+            kept.append(char)
+    return "".join(kept)
+
+
+def docstring_listing(package):
+    """The modules a package's docstring lists: the `quoted` lowercase names outside parentheses of its paragraph
+    that starts with "Modules", else of its first paragraph."""
+    path = os.path.join(REPO, *package.split("."), "__init__.py")
+    with open(path, encoding="utf-8") as f:
+        paragraphs = [p.strip() for p in (ast.get_docstring(ast.parse(f.read())) or "").split("\n\n")]
+    listing = next((p for p in paragraphs if p.startswith("Modules")), paragraphs[0])
+    return sorted(set(re.findall(r"`([a-z_][a-z0-9_]*)`", outside_parentheses(listing))))
+
+
+def test_each_package_docstring_lists_its_modules():
+    """Every bert_tf package's docstring names each of its modules and subpackages, and nothing else, as `name`."""
+    actual = packages()
+    assert not index_errors({package: docstring_listing(package) for package in actual}, actual)
+
+
+def readme_layout():
+    """{package: listed module names} of README's "## Layout" block: bert_tf's entries (`name.py` or `name/`, the
+    package's listing a comma/semicolon-separated list whose items start with a module's name, descriptions in
+    parentheses), and each `sub/ (...)` item's list."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        block = f.read().split("## Layout", 1)[1].split("```")[1]
+    entries, listing = {}, {}
+    for line in block.split("bert_tf/\n", 1)[1].splitlines():
+        if not line.startswith(" "):
+            break
+        entry = re.match(r"  ((?:[\w.]+(?:\.py|/))(?:, [\w.]+(?:\.py|/))*)\s+(.*)", line)
+        if entry:
+            names = entry.group(1).split(", ")
+            entries.update({name.removesuffix(".py").removesuffix("/"): "" for name in names})
+            current = names[0].removesuffix("/") if names[0].endswith("/") else None
+            line = entry.group(2)
+        if current:
+            entries[current] += " " + line.strip()
+    listing["bert_tf"] = sorted(entries)
+
+    def items(text):
+        return [item.split()[0].rstrip(":") for item in re.split(r"[,;]", outside_parentheses(text)) if item.strip()]
+
+    for package, text in entries.items():
+        if not text:
+            continue
+        listing[f"bert_tf.{package}"] = sorted(name.rstrip("/") for name in items(text))
+        for sub, inner in re.findall(r"(\w+)/ \(([^()]*)\)", text):
+            listing[f"bert_tf.{package}.{sub}"] = sorted(items(inner))
+    return listing
+
+
+def test_readme_layout_lists_every_module():
+    """README's layout names each module and subpackage of bert_tf and of each package, and nothing else."""
+    listed, actual = readme_layout(), packages()
+    assert sorted(listed) == sorted(actual)
+    assert not index_errors(listed, actual)

@@ -208,8 +208,9 @@ def test_transformer_model_attends_only_where_the_mask_allows():
     np.testing.assert_allclose(out[0, :4], out[1, :4], atol=1e-6)
     assert np.abs(out[0, 4:] - out[1, 4:]).max() > 1e-3
     unmasked = modeling.transformer_model(tf.constant(x), hidden_size=16, num_hidden_layers=1,
-                                          num_attention_heads=2, intermediate_size=24).numpy()
-    assert np.abs(unmasked[0, :4] - unmasked[1, :4]).max() > 1e-3
+                                          num_attention_heads=2, intermediate_size=24, hidden_dropout_prob=0.0,
+                                          attention_probs_dropout_prob=0.0).numpy()
+    assert np.abs(unmasked[0, :4] - unmasked[1, :4]).max() > 1e-3  # without a mask, every position is attended
     with pytest.raises(ValueError, match="not a multiple"):
         modeling.transformer_model(tf.constant(x), hidden_size=16, num_attention_heads=3)
     with pytest.raises(ValueError, match="width of the input tensor"):

@@ -1,6 +1,10 @@
 """Errors a user can read (issue 31): every numeric flag has its range, and a value outside it is refused when the
 flags are parsed, before any work, with a message naming the flag and what it allows; bad input ends a script with
 one line naming it (the traceback with --verbosity=1); a malformed Hugging Face config.json is named."""
+import ast
+import dataclasses
+import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -56,10 +60,11 @@ BAD = {
     "prepare_corpus.py": [("--num_workers=0", "0 is not a positive integer")],
 }
 
-# Loads each script in turn (its flags defined on import), parses each bad value, then removes the script's flags.
+# Loads each script in turn (its flags defined on import), records the defaults of the flags it defines, parses
+# each bad value, then removes the script's flags.
 _DRIVER = r"""
 import importlib.util, json, sys
-from absl import flags
+from absl import app, flags
 FLAGS = flags.FLAGS
 out = {}
 for script, bad in json.loads(sys.argv[1]).items():
@@ -68,31 +73,123 @@ for script, bad in json.loads(sys.argv[1]).items():
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     FLAGS(["script"])  # the defaults are in range
     FLAGS.unparse_flags()
-    out[script] = []
+    out[script] = {"defaults": {name: FLAGS[name].default for name in set(FLAGS) - before}, "messages": []}
     for value in bad:
         try:
             FLAGS(["script", value])
-            out[script].append(None)
+            out[script]["messages"].append(None)
         except flags.IllegalFlagValueError as e:
-            out[script].append(str(e))
+            out[script]["messages"].append(str(e))
         FLAGS.unparse_flags()
     for name in set(FLAGS) - before:
         delattr(FLAGS, name)
-print("RESULT " + json.dumps(out))
+print("RESULT " + json.dumps(out, default=repr))
 """
 
 
-@pytest.mark.slow
-def test_numeric_flags_out_of_range_are_refused_when_parsed(child_env):
-    bad = {script: [value for value, _ in cases] for script, cases in BAD.items()}
+@pytest.fixture(scope="module")
+def loaded_scripts(child_env):
+    """Every run script loaded in one process: {script: {"defaults": {flag: default}, "messages": [absl's message
+    for each of its BAD values, None where it was accepted]}}."""
+    bad = {script: [value for value, _ in BAD.get(script, ())] for script in sorted(os.listdir(SCRIPTS))
+           if script.endswith(".py")}
     result = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(bad), SCRIPTS], capture_output=True,
                             text=True, env=child_env(), cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    messages = json.loads(result.stdout.split("RESULT ", 1)[1])
+    return json.loads(result.stdout.split("RESULT ", 1)[1])
+
+
+@pytest.mark.slow
+def test_numeric_flags_out_of_range_are_refused_when_parsed(loaded_scripts):
     for script, cases in BAD.items():
-        for (value, words), message in zip(cases, messages[script]):
+        for (value, words), message in zip(cases, loaded_scripts[script]["messages"]):
             assert message is not None, f"{script} {value} was accepted"
             assert message.startswith(f"flag {value.split('=')[0]}=") and words in message, (script, message)
+
+
+# Flags whose default is not the default of the argument they feed, and why.
+OWN_DEFAULTS = {("create_pretraining_data.py", "num_workers"): "0 is the exact mode, which run_sharded never sees"}
+
+
+def _library_callee(node, script_imports):
+    """The bert_tf function or class that call `node` (an ast.Call of a script) calls, or None."""
+    chain, func = [], node.func
+    while isinstance(func, ast.Attribute):
+        chain.insert(0, func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name) or func.id not in script_imports:
+        return None
+    module, name = script_imports[func.id]
+    target = importlib.import_module(module)
+    for attribute in [name, *chain]:  # a submodule is imported where its package does not hold it yet
+        target = getattr(target, attribute, None) or importlib.import_module(f"{target.__name__}.{attribute}")
+    return target
+
+
+def _flag_arguments(tree):
+    """[(call node, argument name, flag name)] of every `argument=FLAGS.<flag>` in a script, also through `**kwargs`
+    of a `kwargs = dict(...)`."""
+    keywords = {node.targets[0].id: node.value.keywords for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "id", None) == "dict" and isinstance(node.targets[0], ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) != "dict":
+            for keyword in node.keywords:
+                spread = keywords.get(getattr(keyword.value, "id", None), []) if keyword.arg is None else [keyword]
+                found += [(node, k.arg, k.value.attr) for k in spread if isinstance(k.value, ast.Attribute)
+                          and getattr(k.value.value, "id", None) == "FLAGS"]
+    return found
+
+
+def _script_imports(tree):
+    """{name: (module, attribute...)} of a script's `from bert_tf... import` names (anywhere in it), but
+    bert_tf.flags (whose import sets the scripts' process defaults)."""
+    return {alias.asname or alias.name: (node.module, alias.name) for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bert_tf")
+            for alias in node.names if f"{node.module}.{alias.name}" != "bert_tf.flags"}
+
+
+def _same(a, b):
+    return list(a) == list(b) if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) else a == b
+
+
+@pytest.mark.slow
+def test_each_flag_default_is_the_default_of_what_it_sets(loaded_scripts):
+    """One fact in one place (issue 41): RunConfig keeps TrainingConfig's defaults (it inherits them); a shared run
+    flag of a script that calls `bert_flags.run_config` has RunConfig's default (but do_lower_case, None there for
+    "not given", and what the script sets with FLAGS.set_default); a flag passed as `argument=FLAGS.<flag>` to a
+    bert_tf function or class has that argument's default."""
+    from bert_tf.tasks import runner
+    from bert_tf.training.config import TrainingConfig
+
+    run_defaults = {f.name: f.default for f in dataclasses.fields(runner.RunConfig)
+                    if f.default is not dataclasses.MISSING and f.name != "do_lower_case"}
+    differing = [f"RunConfig.{f.name} = {run_defaults[f.name]!r}, TrainingConfig's {f.default!r}"
+                 for f in dataclasses.fields(TrainingConfig) if run_defaults[f.name] != f.default]
+    checked = 0
+    for script, loaded in loaded_scripts.items():
+        defaults = loaded["defaults"]
+        with open(os.path.join(SCRIPTS, script), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+        own = {node.args[0].value for node in calls if getattr(node.func, "attr", None) == "set_default"}
+        if any(getattr(node.func, "attr", None) == "run_config" for node in calls):
+            for name in set(defaults) & set(run_defaults) - own:
+                checked += 1
+                if not _same(defaults[name], run_defaults[name]):
+                    differing.append(f"{script}: --{name} {defaults[name]!r}, RunConfig {run_defaults[name]!r}")
+        imports = _script_imports(tree)
+        for node, argument, flag in _flag_arguments(tree):
+            callee = _library_callee(node, imports)
+            parameter = inspect.signature(callee).parameters.get(argument) if callee else None
+            if parameter is None or parameter.default is inspect.Parameter.empty or (script, flag) in OWN_DEFAULTS:
+                continue
+            checked += 1
+            if not _same(defaults[flag], parameter.default):
+                differing.append(f"{script}: --{flag} {defaults[flag]!r}, {callee.__module__}.{callee.__qualname__}"
+                                 f"({argument}={parameter.default!r})")
+    assert checked > 150 and not differing, "\n".join(differing)
 
 
 @pytest.mark.slow

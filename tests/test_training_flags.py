@@ -122,20 +122,26 @@ def test_mixed_bfloat16_trains_and_writes_float32_checkpoints(common_flags, one_
 def test_each_input_pipeline_trains_its_share_of_the_one_device_batches(one_device):
     """With several input pipelines (tf.distribute's num_input_pipelines: one per worker, under
     multi_worker_mirrored), every pipeline reads the one-device order and pipeline i of n keeps rows i x b to
-    (i + 1) x b of each global batch (b per replica), cut to that batch's longest text. On one host, mirrored runs
-    one pipeline whose successive per-replica batches go to the replicas: the mirrored run above shows that they
-    make up the one-device batch."""
+    (i + 1) x b of each global batch (b per replica), cut to that batch's longest text (the run's default lengths),
+    not to its own rows' longest. On one host, mirrored runs one pipeline whose successive per-replica batches go to
+    the replicas: the mirrored run above shows that they make up the one-device batch."""
     train_file = os.path.join(one_device[0], "train.tf_record")
     dataset_fn = classifier.file_based_input_fn_builder(train_file, 16, is_training=True, drop_remainder=True,
-                                                        shuffle_seed=1)
+                                                        shuffle_seed=1, lengths=_run_config().sequence_lengths)
     one_device_batches = list(dataset_fn(4).take(10))
+    assert max(whole["input_ids"].shape[1] for whole, _ in one_device_batches) < 16  # cut, not max_seq_length
+    shorter_rows = 0  # pipeline batches whose own longest text is shorter than their global batch's
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
                                              num_replicas_in_sync=2)
         batches = list(dataset_fn(2, context).take(10))
         for (features, labels), (whole, whole_labels) in zip(batches, one_device_batches):
-            np.testing.assert_array_equal(features["input_ids"], whole["input_ids"][2 * pipeline:2 * pipeline + 2])
-            np.testing.assert_array_equal(labels["label_ids"], whole_labels["label_ids"][2 * pipeline:2 * pipeline + 2])
+            rows = slice(2 * pipeline, 2 * pipeline + 2)
+            for name in classifier.features.MODEL_INPUTS:
+                np.testing.assert_array_equal(features[name], whole[name][rows])
+            np.testing.assert_array_equal(labels["label_ids"], whole_labels["label_ids"][rows])
+            shorter_rows += int(np.sum(features["input_mask"], axis=1).max() < whole["input_ids"].shape[1])
+    assert shorter_rows > 0
 
 
 def _run_config(**settings):

@@ -24,7 +24,6 @@ from bert_tf.checkpoints.pretrained import ModelFiles, Pretrained, load_pretrain
 from bert_tf.checkpoints.restore import (
     checkpoint_files,
     latest_checkpoint,
-    load_original_checkpoint,
     resolve_checkpoint,
     restore,
 )
@@ -33,7 +32,7 @@ from bert_tf.checkpoints.tfhub import HubModel, infer_bert_config, read_hub_mode
 __all__ = [
     "CONVERSION_FORMATS", "TASK_HEADS", "HubModel", "LoadReport", "ModelFiles", "Pretrained", "assign_by_name",
     "bert_config_from_hf", "checkpoint_files", "convert_checkpoint", "convert_hf_to_original", "export_original",
-    "from_hf_directory", "infer_bert_config", "latest_checkpoint", "load_hf_safetensors", "load_original_checkpoint",
+    "from_hf_directory", "infer_bert_config", "latest_checkpoint", "load_hf_safetensors",
     "load_pretrained", "model_files", "model_parts", "original_variable_map", "pretrainer_from_hf_directory",
     "read_hub_model", "resolve_checkpoint", "restore", "save_model_garden_checkpoint", "save_original_checkpoint",
     "save_tensors", "seeded_pretraining_heads",

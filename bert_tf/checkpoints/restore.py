@@ -170,12 +170,3 @@ def restore(model, path, required_heads=(), strict=False):
                          f"checkpoint.")
     report.log()
     return report
-
-
-def load_original_checkpoint(model, init_checkpoint, strict=False):
-    """Loads an original TF1 BERT checkpoint (or one of ours) into `model`: `restore` with no required head.
-
-    Optimizer slots (adam_m/adam_v, global_step) are skipped; missing and unused variables are reported.
-    Returns: LoadReport (also logged).
-    """
-    return restore(model, init_checkpoint, strict=strict)

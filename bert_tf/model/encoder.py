@@ -8,13 +8,13 @@ Mixed precision: under a `mixed_*` Keras policy the matmuls run in float16/bfloa
 LayerNorm compute in float32.
 
 Dropout in the transformer blocks (`TransformerBlock`): each block draws the seeds of its three dropouts once per
-training forward, before its computation (`SeededDropout.draw_seed`: each dropout layer's Keras SeedGenerator, as a
-Keras Dropout call draws it), and masks with the stateless op of those seeds. The masks are the ones Keras' Dropout
-draws (the original's distribution: keep with probability 1 - rate, scaled by 1 / (1 - rate)), so the random stream
-is the one of earlier bert-tf versions, and the seed state is the same checkpointed variables. With gradient
-checkpointing (`BertModel(gradient_checkpointing=True)`, `BertModel.set_gradient_checkpointing`) each block's
-activations are recomputed in the backward pass (`tf.recompute_grad`) from the same seeds: the same masks, hence the
-same gradients.
+training forward, before its computation (`SeededDropout.draw_seed`: each dropout layer's Keras SeedGenerator,
+advanced as a Keras Dropout call advances it, so the seed state is the same checkpointed variables), and masks with
+bert-tf's own bits of those seeds (`dropout`: Philox bits, `random_bits`, the same in TensorFlow's kernels and in
+XLA), in the original's distribution (keep with probability 1 - rate, scaled by 1 / (1 - rate)). The masks are not
+Keras' Dropout's (bert-tf's before 2026-11, which XLA drew otherwise). With gradient checkpointing
+(`BertModel(gradient_checkpointing=True)`, `BertModel.set_gradient_checkpointing`) each block's activations are
+recomputed in the backward pass (`tf.recompute_grad`) from the same seeds: the same masks, hence the same gradients.
 
 Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] as MatMul + BiasAdd (+ activation),
 see `dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
@@ -124,12 +124,13 @@ def random_bits(size, seed):
 
 @serializable
 class SeededDropout(layers.Dropout):
-    """Keras' Dropout with its seed drawn apart from its use, so that a recomputation replays the same mask.
+    """A Keras Dropout layer (its rate, its SeedGenerator) whose seed is drawn apart from its use, so that a
+    recomputation replays the same mask, and whose mask is bert-tf's `dropout` of that seed.
 
     `draw_seed()`: the next seed, [2] int32 (advances the layer's SeedGenerator as one Keras Dropout call does), or
     None when rate is 0. Call: inputs [any shape], seed -> `dropout(inputs, rate, seed)`, a function of `seed` alone
-    (one mask for the whole input, no `noise_shape`); inputs
-    unchanged when `seed` is None, unless `training`, which draws the next seed (a Keras Dropout's call).
+    (one mask for the whole input, no `noise_shape`); inputs unchanged when `seed` is None, unless `training`, which
+    draws the next seed (a Keras Dropout's call).
     """
 
     def draw_seed(self):

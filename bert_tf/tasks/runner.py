@@ -31,9 +31,12 @@ from bert_tf.training.config import TrainingConfig
 from bert_tf.training.trainer import Trainer
 
 
-@dataclasses.dataclass
-class RunConfig:
-    """The settings every fine-tuning run shares, with the original scripts' names and defaults."""
+@dataclasses.dataclass(frozen=True)
+class RunConfig(TrainingConfig):
+    """The settings every fine-tuning run shares, with the original scripts' names and defaults: the training
+    settings of `TrainingConfig` (learning_rate, save_checkpoints_steps, iterations_per_loop, precision, XLA, the
+    optimizer, checkpoints kept; keyword arguments), and the run's own below. Each default is written once, in
+    these two classes: the run scripts' flags take theirs from here (`bert_tf.flags.run_default`)."""
     # The pre-trained model (bert_config_file, vocab_file, do_lower_case: None takes a TF Hub init_checkpoint's own,
     # see `checkpoints.model_files`; do_lower_case otherwise defaults to True).
     bert_config_file: str | None
@@ -49,15 +52,12 @@ class RunConfig:
     train_batch_size: int = 32
     eval_batch_size: int = 8
     predict_batch_size: int = 8
-    learning_rate: float = 5e-5
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000
     seed: int | None = None
     export_dir: str | None = None
     save_original_checkpoint: bool = False
-    # Devices, precision and compilation.
+    # Devices.
     use_tpu: bool = False
     tpu_name: str | None = None
     tpu_zone: str | None = None
@@ -68,14 +68,6 @@ class RunConfig:
     num_gpus: int | None = None
     num_cpu_devices: int = 1
     heartbeat_timeout_seconds: float = distribute.HEARTBEAT_TIMEOUT_S  # multi_worker_mirrored: a silent worker is lost
-    mixed_precision: str = "float32"
-    use_xla: bool = False
-    gradient_accumulation_steps: int = 1
-    gradient_checkpointing: bool = False
-    adam_bias_correction: bool = False
-    fused_adam: bool = True
-    keep_checkpoint_max: int = 5
-    optimizer: str = "adamw"
     start_over: bool = False
     # Batch lengths (bert_tf.data.lengths): cut to the longest text of each batch unless pad_to_max_seq_length.
     pad_to_max_seq_length: bool = False
@@ -160,8 +152,8 @@ def prepare(run, task):
 
 def make_trainer(run, strategy, build_model, loss_fn, pretrained):
     """A Trainer under `strategy` (`run.strategy()`) with the run's precision, optimizer and checkpoint settings
-    (`loss_fn`: per-example losses or a batch-level loss, see bert_tf.training.losses): the TrainingConfig of the
-    RunConfig's fields of the same names; a new run starts from `pretrained` (a `checkpoints.Pretrained`)."""
+    (`loss_fn`: per-example losses or a batch-level loss, see bert_tf.training.losses): the RunConfig's
+    TrainingConfig settings; a new run starts from `pretrained` (a `checkpoints.Pretrained`)."""
     return Trainer(build_model, loss_fn, run.output_dir, config=TrainingConfig.of(run), strategy=strategy,
                    pretrained=pretrained)
 

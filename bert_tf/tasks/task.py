@@ -36,7 +36,8 @@ class Task(abc.ABC):
 
     A subclass defines `build_model` and `train_data`, `loss` (a class attribute, e.g. `staticmethod(span_loss)`,
     or set in `__init__`), and `evaluate` / `predict` for the modes it has (`modes`: SQuAD has no do_eval,
-    pretraining no do_predict; the runner calls only those).
+    pretraining no do_predict; the runner calls only those): a subclass whose `modes` name one without its method
+    is refused when it is defined.
     """
     heads = ()
     modes = ("do_train", "do_eval", "do_predict")
@@ -72,3 +73,24 @@ class Task(abc.ABC):
     def prepare_evaluation(self, run, trainer):
         """Traces what `evaluate` will run (a speed-up; by default nothing is traced ahead)."""
         return None
+
+    def evaluate(self, run, tokenizer, trainer):
+        """(do_eval) Predicts the dev set with `trainer`'s model, writes the task's evaluation files into
+        run.output_dir and returns its results (a dict, e.g. eval_accuracy, eval_loss, global_step). A task whose
+        `modes` hold do_eval defines it."""
+        raise NotImplementedError(f"{type(self).__name__} has no do_eval.")
+
+    def predict(self, run, tokenizer, trainer):
+        """(do_predict) Predicts the test set with `trainer`'s model, writes the task's prediction files into
+        run.output_dir and returns results (a dict) or None. A task whose `modes` hold do_predict defines it."""
+        raise NotImplementedError(f"{type(self).__name__} has no do_predict.")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        lacking = [method for mode, method in MODE_METHODS.items()
+                   if mode in cls.modes and getattr(cls, method) is getattr(Task, method)]
+        if lacking:
+            raise TypeError(f"{cls.__name__}: its modes {cls.modes} need {' and '.join(lacking)}.")
+
+
+MODE_METHODS = {"do_eval": "evaluate", "do_predict": "predict"}  # the Task method the runner calls for each mode

@@ -1,1 +1,9 @@
-"""Training: the original optimizer, tf.distribute strategies, and the training loop shared by every script."""
+"""Training: the original optimizer, tf.distribute strategies, and the training loop shared by every script.
+
+Modules: `config` (TrainingConfig, the settings), `optimization` (the original AdamWeightDecay and schedule; NVIDIA's
+LAMB recipe), `losses` (a task's loss and metrics over an update's whole batch), `update` (one update: accumulation,
+all-reduce, clipping, the optimizer), `feed` (the loop's input, dealt to the replicas), `run_state` (the checkpointed
+state: checkpoints, resume), `inference` (evaluation and prediction of a task model), `distribute` (strategies,
+precision, workers), `devices` (where a run runs, logged), `machine` (what the machine has, without TensorFlow) and
+`trainer` (the loop).
+"""

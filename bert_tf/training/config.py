@@ -1,15 +1,17 @@
-"""The settings the Trainer (bert_tf.training.trainer) trains with: one dataclass, checked when it is made."""
+"""The settings the Trainer (bert_tf.training.trainer) trains with: one dataclass, checked when it is made, whose
+fields and defaults are written here only (a run's settings, bert_tf.tasks.runner.RunConfig, extend it; the run
+scripts' flags take their defaults from that)."""
 import dataclasses
 
 from bert_tf.training import optimization
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainingConfig:
     """How `Trainer` trains and keeps checkpoints; the defaults are the original scripts'.
 
-    The settings bear the names of the run scripts' flags (and of bert_tf.tasks.runner.RunConfig's fields), so that
-    `TrainingConfig.of(run)` takes them from a run's settings.
+    The settings bear the names of the run scripts' flags; bert_tf.tasks.runner.RunConfig inherits them, and
+    `TrainingConfig.of(run)` takes them from a run's settings. Keyword arguments only.
     """
     learning_rate: float = 5e-5
     save_checkpoints_steps: int = 1000

@@ -12,6 +12,7 @@ from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")  # the Keras dtype policies of --mixed_precision
 TPU_CONNECT_TIMEOUT_S = 10.0  # how long a TPU worker's address may take to answer
 HEARTBEAT_TIMEOUT_S = 10  # TensorFlow's own: a worker silent for longer is taken as lost (--heartbeat_timeout_seconds)
 # What a collective op raises when another worker stopped responding: its heartbeats timed out (Unavailable), this
@@ -221,8 +222,9 @@ def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_T
 
 def set_precision(policy="float32"):
     """Sets the global Keras dtype policy: float32, mixed_float16 or mixed_bfloat16. Returns the policy name."""
-    if policy not in ("float32", "mixed_float16", "mixed_bfloat16"):
-        raise ValueError(f"Unknown precision policy {policy!r}; expected float32, mixed_float16 or mixed_bfloat16.")
+    if policy not in PRECISIONS:
+        raise ValueError(f"Unknown precision policy {policy!r}; expected {', '.join(PRECISIONS[:-1])} or "
+                         f"{PRECISIONS[-1]}.")
     keras.mixed_precision.set_global_policy(policy)
     return policy
 

@@ -149,10 +149,6 @@ class Trainer:
         self.pretrained.restore(self.model, required_heads)
         return self.pretrained.init_checkpoint
 
-    def export_original_checkpoint(self, checkpoint_prefix):
-        """Writes the (fine-tuned) model under the original TF1 variable names."""
-        return checkpoints.save_original_checkpoint(self.model, checkpoint_prefix)
-
     # --- training ------------------------------------------------------------------------------------------
 
     def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None, meanwhile=None,

@@ -41,10 +41,10 @@ def original_checkpoint(tiny_config, tmp_path):
     return prefix, weights
 
 
-def test_load_original_checkpoint_matches_reference(tiny_config, tiny_batch, original_checkpoint):
+def test_an_original_checkpoint_restores_as_the_reference(tiny_config, tiny_batch, original_checkpoint):
     prefix, weights = original_checkpoint
     model = encoder.BertModel(tiny_config)
-    report = checkpoints.load_original_checkpoint(model, prefix)
+    report = checkpoints.restore(model, prefix)
     assert report.missing == []
     assert sorted(report.unused) == sorted(n for n in weights if not n.startswith("bert/"))  # heads, no slots
     ref = numpy_bert.forward(weights, tiny_config, **tiny_batch)
@@ -54,7 +54,7 @@ def test_load_original_checkpoint_matches_reference(tiny_config, tiny_batch, ori
 def test_heads_load_by_their_original_names(tiny_config, original_checkpoint):
     prefix, weights = original_checkpoint
     task = TaskModel(tiny_config, num_labels=3)
-    report = checkpoints.load_original_checkpoint(task, os.path.dirname(prefix))  # a directory works too
+    report = checkpoints.restore(task, os.path.dirname(prefix))  # a directory works too
     assert {"output_weights", "cls/squad/output_bias"} <= set(report.loaded)
     assert report.unused == sorted(n for n in weights if n.startswith("cls/") and "squad" not in n)
     np.testing.assert_array_equal(task.classifier.projection.output_weights.numpy(), weights["output_weights"])
@@ -62,7 +62,7 @@ def test_heads_load_by_their_original_names(tiny_config, original_checkpoint):
     pretrainer = BertPretrainer(tiny_config)
     pretrainer({"input_ids": np.zeros((1, 2), np.int32), "input_mask": np.ones((1, 2), np.int32),
                 "segment_ids": np.zeros((1, 2), np.int32), "masked_lm_positions": np.zeros((1, 1), np.int32)})
-    report = checkpoints.load_original_checkpoint(pretrainer, prefix, strict=True)
+    report = checkpoints.restore(pretrainer, prefix, strict=True)
     assert "cls/predictions/output_bias" in report.loaded and report.missing == []
 
 
@@ -70,18 +70,18 @@ def test_missing_head_is_reported(tiny_config, tmp_path):
     weights = numpy_bert.random_weights(tiny_config, seed=8)
     prefix = numpy_bert.write_tf1_checkpoint(weights, str(tmp_path / "bert_model.ckpt"))
     task = TaskModel(tiny_config, num_labels=2)
-    report = checkpoints.load_original_checkpoint(task, prefix)
+    report = checkpoints.restore(task, prefix)
     assert set(report.missing) == {"output_weights", "output_bias", "cls/squad/output_weights",
                                    "cls/squad/output_bias"}
     with pytest.raises(ValueError, match="lacks 4 variables"):
-        checkpoints.load_original_checkpoint(task, prefix, strict=True)
+        checkpoints.restore(task, prefix, strict=True)
 
 
 def test_saved_original_checkpoint_loads_in_a_tf1_graph(tiny_config, original_checkpoint, tmp_path):
     """What the original code does with an init_checkpoint: restore variables by name in a TF1 graph."""
     prefix, weights = original_checkpoint
     task = TaskModel(tiny_config, num_labels=3)
-    checkpoints.load_original_checkpoint(task, prefix)
+    checkpoints.restore(task, prefix)
     out = checkpoints.save_original_checkpoint(task, str(tmp_path / "out" / "model.ckpt"))
     assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt")
     assert not [f for f in os.listdir(tmp_path / "out") if fileio.TEMP_MARK in f]  # no staging directory left
@@ -102,23 +102,23 @@ def test_vocab_size_mismatch_is_named(tiny_config, original_checkpoint):
     bigger = BertConfig.from_dict({**tiny_config.to_dict(), "vocab_size": 120})
     with pytest.raises(ValueError, match="vocab_size mismatch: .* 99 rows but the model's config says "
                                          "vocab_size=120"):
-        checkpoints.load_original_checkpoint(encoder.BertModel(bigger), prefix)
+        checkpoints.restore(encoder.BertModel(bigger), prefix)
     wider = BertConfig.from_dict({**tiny_config.to_dict(), "intermediate_size": 40})
     with pytest.raises(ValueError, match="Shape mismatch for bert/encoder/layer_0/intermediate/dense/kernel"):
-        checkpoints.load_original_checkpoint(encoder.BertModel(wider), prefix)
+        checkpoints.restore(encoder.BertModel(wider), prefix)
 
 
 def test_missing_checkpoint_is_clear(tiny_config, tmp_path):
     model = encoder.BertModel(tiny_config)
     with pytest.raises(FileNotFoundError, match="No TensorFlow checkpoint at .*nowhere/bert_model.ckpt"):
-        checkpoints.load_original_checkpoint(model, str(tmp_path / "nowhere" / "bert_model.ckpt"))
+        checkpoints.restore(model, str(tmp_path / "nowhere" / "bert_model.ckpt"))
 
 
 def test_checkpoint_without_bert_variables_is_rejected(tiny_config, tmp_path):
     prefix = numpy_bert.write_tf1_checkpoint({"dense/kernel": np.zeros((2, 2), np.float32)},
                                              str(tmp_path / "other.ckpt"))
     with pytest.raises(ValueError, match="holds no variable of a BERT model"):
-        checkpoints.load_original_checkpoint(encoder.BertModel(tiny_config), prefix)
+        checkpoints.restore(encoder.BertModel(tiny_config), prefix)
 
 
 def test_check_vocab_size(tiny_config):
@@ -270,7 +270,7 @@ def test_export_original_writes_a_release_directory(tiny_config, tmp_path, uncas
                                        "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
     assert BertConfig.from_json_file(os.path.join(out, "bert_config.json")) == tiny_config
     again = encoder.BertModel(tiny_config)
-    checkpoints.load_original_checkpoint(again, out, strict=True)
+    checkpoints.restore(again, out, strict=True)
     for a, b in zip(model.weights, again.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 

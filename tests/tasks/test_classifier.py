@@ -234,10 +234,30 @@ def test_stsb_processor_is_regression(tmp_path):
     assert isinstance(clf.get_processor("stsb"), clf.StsbProcessor)
 
 
-def test_unknown_task_lists_the_known_ones():
+class _OwnProcessor(clf.DataProcessor):
+    def get_labels(self):
+        return ["b", "a"]
+
+
+def test_unknown_task_lists_the_known_ones_and_registered_ones():
     with pytest.raises(ValueError, match="Task not found: foo. Known tasks: cola, mnli, mrpc, xnli, sst-2, qqp, "
-                                         "qnli, rte, sts-b, wnli, tsv"):
+                                         "qnli, rte, sts-b, wnli, tsv.$"):
         clf.get_processor("foo")
+    try:
+        assert clf.register_processor(" My-Task", _OwnProcessor) is _OwnProcessor
+        clf.register_processor("my-task", _OwnProcessor)  # again: the same class, nothing changes
+        assert isinstance(clf.get_processor("MY-TASK"), _OwnProcessor)
+        with pytest.raises(ValueError, match=r"Known tasks: cola, .*, tsv, my-task\.$"):
+            clf.get_processor("foo")
+        for taken, owner in (("MRPC", "MrpcProcessor"), ("sst2", "Sst2Processor"), ("my-task", "_OwnProcessor")):
+            with pytest.raises(ValueError, match=f"the task name '{taken}' is taken by {owner}; choose another"):
+                clf.register_processor(taken, type("Other", (clf.DataProcessor,), {}))
+        with pytest.raises(ValueError, match="the task name ' ' is empty"):
+            clf.register_processor(" ", _OwnProcessor)
+        with pytest.raises(TypeError, match="expected a DataProcessor subclass, got <class 'object'>"):
+            clf.register_processor("other", object)
+    finally:
+        clf.PROCESSORS.pop("my-task", None)
 
 
 # --- the tsv task ------------------------------------------------------------------------------------------------
@@ -609,6 +629,72 @@ def test_script_tsv_task_then_predict_only_run(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     np.testing.assert_allclose(np.array(json.loads(result.stdout.splitlines()[-1])),
                                np.loadtxt(f"{out}/test_results.tsv", ndmin=2), atol=1e-5)
+
+
+# A script of a user's own (README, "Your own classification task"): its processor reads `label<TAB>text` lines of
+# reviews-<split>.txt, a file no built-in task reads, with labels in an order of its own.
+OWN_SCRIPT = """
+import os
+import runpy
+
+from bert_tf import flags  # noqa: F401
+from bert_tf.tasks import classifier
+
+
+class ReviewsProcessor(classifier.DataProcessor):
+    submission_name = "reviews"
+
+    def get_train_examples(self, data_dir):
+        return self.read(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self.read(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self.read(data_dir, "test")
+
+    def get_labels(self):
+        return ["sad", "happy", "meh"]
+
+    def read(self, data_dir, split):
+        lines = classifier.read_tsv(os.path.join(data_dir, f"reviews-{split}.txt"))
+        return [classifier.InputExample(guid=f"{split}-{i}", text_a=line.field(1), label=line.field(0),
+                                        source=line.source) for i, line in enumerate(lines)]
+
+
+classifier.register_processor("reviews", ReviewsProcessor)
+
+if __name__ == "__main__":
+    runpy.run_path(RUN_CLASSIFIER, run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_a_users_own_processor_runs_from_the_users_script(tmp_path, child_env):
+    """The original's way to add a task, bert-tf unchanged: the user's script subclasses DataProcessor, registers it
+    as `reviews` and runs run_classifier.py's main; the run reads the user's files and predicts the user's labels,
+    in its order."""
+    d = str(tmp_path)
+    vocab_file, config_file = _tiny_model(d)
+    rng = random.Random(4)
+    labels = ["sad", "happy", "meh"]
+    for split, n in (("train", 8), ("dev", 4), ("test", 3)):
+        _write(f"{d}/data/reviews-{split}.txt", [_tsv(labels[i % 3], _sentence(rng)) for i in range(n)])
+    script = tmp_path / "my_classifier.py"
+    script.write_text(OWN_SCRIPT.replace("RUN_CLASSIFIER", repr(SCRIPT)), encoding="utf-8")
+    out = f"{d}/out"
+    result = subprocess.run([sys.executable, str(script), "--task_name=Reviews", "--do_train", "--do_eval",
+                             "--do_predict", "--train_batch_size=4", "--num_train_epochs=1",
+                             *_common_flags(d, f"{d}/data", out, vocab_file, config_file)],
+                            capture_output=True, text=True, env=child_env(), cwd=d, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    with open(f"{out}/eval_results.txt") as f:
+        assert "global_step = 2\n" in f.read()  # int(8 / 4 * 1)
+    probabilities = np.loadtxt(f"{out}/test_results.tsv", ndmin=2)
+    assert probabilities.shape == (3, 3)  # the 3 test lines, a probability for each of the 3 labels
+    with open(f"{out}/reviews.tsv") as f:
+        assert f.read().splitlines() == ["index\tprediction"] + [f"{i}\t{labels[int(np.argmax(p))]}"
+                                                                 for i, p in enumerate(probabilities)]
 
 
 def test_stsb_regression_in_process(tmp_path, tokenizer):

@@ -345,7 +345,7 @@ def test_golden_parity(golden_checkpoint, data_dir, tmp_path):
     """The original run_squad.py's outputs for the real MiniLM (goldens in tests/fixtures)."""
     config = BertConfig.from_json_file(os.path.join(golden_checkpoint, "bert_config.json"))
     model = BertSpanLabeler(config)
-    checkpoints.load_original_checkpoint(model, os.path.join(golden_checkpoint, "bert_model.ckpt"))
+    checkpoints.restore(model, os.path.join(golden_checkpoint, "bert_model.ckpt"))
     tokenizer = tokenization.FullTokenizer(os.path.join(golden_checkpoint, "vocab.txt"), True)
 
     def predict_batches(dataset):

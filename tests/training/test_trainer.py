@@ -182,7 +182,7 @@ def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
 def test_init_from_original_and_from_ours(tmp_path):
     trained = _trainer(tmp_path / "ours")
     trained.train(toy_task.dataset_fn, 16, 4, 0)
-    original = trained.export_original_checkpoint(str(tmp_path / "orig" / "bert_model.ckpt"))
+    original = checkpoints.save_original_checkpoint(trained.model, str(tmp_path / "orig" / "bert_model.ckpt"))
     for init in (original, str(tmp_path / "ours")):
         other = _trainer(tmp_path / f"from_{os.path.basename(os.path.dirname(init))}", pretrained=_pretrained(init))
         assert other.load_pretrained().missing_heads == []

@@ -65,6 +65,7 @@ from bert_tf.tasks.classifier.processors import (
     pad_examples,
     prepare_label_list,
     read_tsv,
+    register_processor,
 )
 from bert_tf.tasks.classifier.task import (
     ClassifierTask,
@@ -95,6 +96,7 @@ __all__ = [
     "pad_examples",
     "prepare_label_list",
     "read_tsv",
+    "register_processor",
     "InputFeatures",
     "check_dev_labels",
     "convert_examples_to_features",

@@ -29,7 +29,7 @@ GLUE_METRICS = {"cola": ("mcc",), "mrpc": ("f1",), "qqp": ("f1",), "sts-b": ("pe
 
 
 def task_key(processor):
-    """The registered task name of a processor instance (None for processors defined elsewhere)."""
+    """The registered task name of a processor instance (PROCESSORS; None for a processor not registered)."""
     for name, cls in PROCESSORS.items():
         if type(processor) is cls:
             return name

@@ -3,7 +3,7 @@
 `cola`, `mnli`, `mrpc`, `xnli` read their files as the original does (tab-separated, no quote character, the same
 header rows skipped, the same columns, guids and labels); bert-tf adds `sst-2`, `qqp`, `qnli`, `rte`, `sts-b`
 (regression), `wnli`, the MNLI mismatched sets and a generic `tsv` task whose files carry a header naming their
-columns. Errors name the file and line.
+columns. Errors name the file and line. A task of your own: subclass `DataProcessor` and `register_processor` it.
 """
 import collections
 import csv
@@ -424,6 +424,24 @@ PROCESSORS = collections.OrderedDict([
 
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
+
+
+def register_processor(task_name, processor_class):
+    """Adds a task of your own, as a line added to the original run_classifier.py's `processors` would: then
+    `--task_name=<task_name>` (any case) reads its data with `processor_class()`, a DataProcessor subclass made
+    without arguments (its get_train/dev/test_examples and get_labels; `is_regression` for one float output), so
+    that run_classifier.py runs it unchanged (README, "Your own classification task"). Refuses a name another
+    processor has. Returns `processor_class`."""
+    name = task_name.strip().lower()
+    if not (isinstance(processor_class, type) and issubclass(processor_class, DataProcessor)):
+        raise TypeError(f"register_processor({task_name!r}): expected a DataProcessor subclass, got "
+                        f"{processor_class!r}.")
+    taken = PROCESSORS.get(_ALIASES.get(name, name))
+    if not name or taken not in (None, processor_class):
+        raise ValueError(f"register_processor: the task name {task_name!r} is "
+                         f"{f'taken by {taken.__name__}' if taken else 'empty'}; choose another.")
+    PROCESSORS[name] = processor_class
+    return processor_class
 
 
 def get_processor(task_name, xnli_language="zh"):
