@@ -26,8 +26,9 @@ of one worker and 2 local workers (tests/training/test_multi_worker.py, tests/da
 
 `SequenceLengths` holds a run's settings: `pad` (the original's fixed shapes, `--pad_to_max_seq_length`),
 `multiple` (lengths rounded up to a multiple of it, capped at max_seq_length: under XLA and on TPU each length
-compiles its own program, so 32 keeps a run at max_seq_length / 32 programs), `group_by_length` (training batches of
-similar lengths; opt-in: it changes which examples share a batch).
+compiles its own program, so 32 keeps a run at ceil(max_seq_length / 32) programs), `group_by_length` (training
+batches of similar lengths; opt-in: it changes which examples share a batch), `compiled` (each batch shape compiles a
+program, --use_xla or TPU: prediction pads its batches' rows to one count per length, see `LengthSorted`).
 
 - `trimmed(dataset, lengths, names)`: a batched dataset cut batch by batch (training, and evaluation in file order);
   `batched` / `batcher`: training batches, cut or grouped as `lengths` says.
@@ -37,7 +38,9 @@ similar lengths; opt-in: it changes which examples share a batch).
   each batch holding as many examples as fit the tokens of a padded batch, the outputs handed back in the input
   order and in the batches of the input order, so that every output file and metric (the mean of batch means
   included) is the padded run's to float rounding. A window is as many whole batches as keep the outputs it holds
-  back (`OutputBytes`, one example's) within `WINDOW_BYTES` (`windows`).
+  back (`OutputBytes`, one example's) within `WINDOW_BYTES` (`windows`). Where each shape compiles a program
+  (`compiled`), its batches take one shape per length: at most ceil(max_seq_length / multiple) programs.
+  `bert_tf.training.prediction.predict_in_order` runs a model on them: the one prediction loop.
 """
 import dataclasses
 import functools
@@ -60,6 +63,7 @@ class SequenceLengths:
     pad: bool = False
     multiple: int = 1
     group_by_length: bool = False
+    compiled: bool = False
 
     def __post_init__(self):
         if self.multiple < 1:
@@ -73,7 +77,8 @@ class SequenceLengths:
         """A run's settings: `multiple` None means XLA_MULTIPLE when each shape is `compiled` (XLA, TPU), else 1."""
         if multiple is None:
             multiple = XLA_MULTIPLE if compiled else 1
-        return cls(pad=bool(pad), multiple=int(multiple), group_by_length=bool(group_by_length))
+        return cls(pad=bool(pad), multiple=int(multiple), group_by_length=bool(group_by_length),
+                   compiled=bool(compiled))
 
 
 def real_lengths(mask):
@@ -172,21 +177,26 @@ def length_order(lengths, windows):
 
 
 def rounded_length(length, multiple, seq_length):
-    """NumPy/Python: `length` rounded up to a multiple of `multiple`, at least 1 and at most seq_length (what
+    """NumPy/Python: `length` (at least 1) rounded up to a multiple of `multiple`, at most seq_length (what
     `cut_length` computes in TensorFlow)."""
-    return min(seq_length, max(1, packing.round_up(int(length), multiple)))
+    return min(seq_length, packing.round_up(max(1, int(length)), multiple))
+
+
+def budget_rows(batch_size, seq_length, length):
+    """The examples of a batch cut to `length` that fit the tokens of a padded batch, batch_size x seq_length (at
+    least batch_size)."""
+    return max(batch_size, batch_size * seq_length // length)
 
 
 def budget_batches(lengths, batch_size, seq_length, windows, multiple=1):
     """Batches of examples in run order (their `lengths`, longest first within each window [(start, end)]):
-    [(start, end)], each as many examples as fit the tokens of a padded batch, batch_size x seq_length, at the
-    length of its first (longest) example rounded up to `multiple` (at least batch_size examples; no batch across
-    two windows)."""
+    [(start, end)], each as many examples as fit the tokens of a padded batch (`budget_rows`) at the length of its
+    first (longest) example rounded up to `multiple` (no batch across two windows)."""
     bounds = []
     for start, last in windows:
         while start < last:
             length = rounded_length(lengths[start], multiple, seq_length)
-            end = min(last, start + max(batch_size, batch_size * seq_length // length))
+            end = min(last, start + budget_rows(batch_size, seq_length, length))
             bounds.append((start, end))
             start = end
     return bounds
@@ -254,8 +264,8 @@ class LengthSorted:
 
     `inputs`: a dict, or a tuple of dicts (features, labels), of NumPy arrays [N, ...] in the input order.
     `lengths`: SequenceLengths (None or `pad`: batches of `batch_size` in the input order, not cut); `names`: the
-    arrays with the sequence on their last axis. `drop_remainder`: the input order's last, smaller batch is left out
-    (TPU-style fixed batches; then nothing is sorted or cut either).
+    arrays with the sequence on their last axis. `fixed_batches`: TPU-style whole batches of `batch_size`, a static
+    batch size (then nothing is sorted or cut either).
 
     The examples are sorted within windows of the input order (`windows`): as many whole batches as keep the
     outputs of a window within `window_bytes`, by `output_bytes` (an `OutputBytes`: what one example's outputs take
@@ -265,16 +275,21 @@ class LengthSorted:
     instead of 2.71 ms on each example on 2 CPUs). Each example's outputs are its own (to float rounding), whatever
     batch it ran in.
 
+    Where each batch shape compiles a program (`lengths.compiled`: XLA, TPU) or the batches are `fixed_batches`,
+    a batch with fewer examples than `budget_rows` at its length (a window's last; in the input order: the last) is
+    filled up with all-zero examples, so that the batches take one shape per length (`shapes`): at most
+    ceil(max_seq_length / lengths.multiple) of them, one without cutting, however many windows and examples.
+
     `dataset`: the batches to run, as a tf.data.Dataset of the inputs' structure. `in_input_order(outputs)` takes
     the model's outputs for those batches (an iterable of dicts of NumPy arrays [rows, ...], e.g.
     `Trainer.predict(dataset)`) and yields the same dicts for the batches `batch_size` of the input order would
-    make, in that order; outputs with a sequence axis are zero-padded beyond each example's real length to the
-    window's longest. It holds back one window's outputs as they came (at most `window_bytes`, or one batch's where
-    that is more) and the batch it hands back; a batch whose outputs take more than `output_bytes` allows is an
-    error.
+    make, in that order, without the filling examples' rows; outputs with a sequence axis are zero-padded beyond
+    each example's real length to the window's longest. It holds back one window's outputs as they came (at most
+    `window_bytes`, or one batch's where that is more) and the batch it hands back; a batch whose outputs take more
+    than `output_bytes` allows is an error.
     """
 
-    def __init__(self, inputs, batch_size, lengths, names, drop_remainder=False, *, output_bytes,
+    def __init__(self, inputs, batch_size, lengths, names, fixed_batches=False, *, output_bytes,
                  window_bytes=WINDOW_BYTES):
         self.batch_size = batch_size
         self.output_bytes = output_bytes
@@ -283,24 +298,24 @@ class LengthSorted:
         self.names = names
         mask = self.inputs[0][MASK]
         self.seq_length = mask.shape[-1]
-        count = len(mask)
-        if drop_remainder:
-            count -= count % batch_size
-            lengths = None
-        self.count = count
-        self.sorts = lengths is not None and not lengths.pad
+        self.count = len(mask)
+        self.sorts = lengths is not None and not lengths.pad and not fixed_batches
         if self.sorts:
-            real = example_lengths(mask[:count])
+            real = example_lengths(mask)
             self.windows = windows(real, batch_size, self.seq_length, output_bytes, window_bytes, lengths.multiple)
             self.order = length_order(real, self.windows)
             self.bounds = budget_batches(real[self.order], batch_size, self.seq_length, self.windows,
                                          lengths.multiple)
-            self.batch_lengths = [rounded_length(real[self.order[start]], lengths.multiple, self.seq_length)
-                                  for start, _ in self.bounds]
+            cut = [rounded_length(real[self.order[start]], lengths.multiple, self.seq_length)
+                   for start, _ in self.bounds]
         else:
-            self.order = np.arange(count)
-            self.bounds = [(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
-        signature = tuple({name: self._spec(name, a, batch_size if drop_remainder else None) for name, a in d.items()}
+            self.order = np.arange(self.count)
+            self.bounds = [(start, min(start + batch_size, self.count)) for start in range(0, self.count, batch_size)]
+            cut = [self.seq_length] * len(self.bounds)
+        filled = fixed_batches or (lengths is not None and lengths.compiled)
+        self.shapes = [(budget_rows(batch_size, self.seq_length, length) if filled else end - start, length)
+                       for (start, end), length in zip(self.bounds, cut)]  # each batch's (rows, length)
+        signature = tuple({name: self._spec(name, a, batch_size if fixed_batches else None) for name, a in d.items()}
                           for d in self.inputs)
         self.dataset = records.read_once(tf.data.Dataset.from_generator(
             self._batches, output_signature=signature if self.structured else signature[0]))
@@ -314,27 +329,25 @@ class LengthSorted:
         return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
 
     def _batches(self):
-        """The batches of `bounds` (run order), the `names` arrays cut to each batch's length."""
-        for index, (start, end) in enumerate(self.bounds):
+        """The batches of `bounds` (run order): the `names` arrays cut to each batch's length, the rows filled up
+        to its `shapes` rows with zeros."""
+        for (start, end), (rows, length) in zip(self.bounds, self.shapes):
             picked = self.order[start:end]
-            batch = tuple({name: a[picked] for name, a in d.items()} for d in self.inputs)
-            if self.sorts:
-                length = self.batch_lengths[index]
-                batch = tuple({name: a[..., :length] if name in self.names else a for name, a in d.items()}
-                              for d in batch)
+            batch = tuple({name: _filled(a[picked][..., :length] if name in self.names else a[picked], rows)
+                           for name, a in d.items()} for d in self.inputs)
             yield batch if self.structured else batch[0]
 
     def in_input_order(self, outputs):
         """See the class docstring."""
-        if not self.sorts:
-            yield from outputs
-            return
-        pending, received, spans = [], 0, iter(self.windows)
+        pending, received, spans = [], 0, iter(self.windows if self.sorts else ())
         start, end = next(spans, (0, 0))
         for index, batch in enumerate(outputs):
-            self._check_bytes(index, batch)
-            pending.append(batch)
+            batch = self._real_rows(index, batch)
             received += len(next(iter(batch.values())))
+            if not self.sorts:
+                yield batch
+                continue
+            pending.append(batch)
             while received >= end > start:
                 yield from self._window(pending, start, end)
                 pending = []
@@ -342,17 +355,23 @@ class LengthSorted:
         if received != self.count:
             raise RuntimeError(f"Got outputs for {received} of {self.count} examples.")
 
-    def _check_bytes(self, index, batch):
-        """Refuses the outputs of run batch `index` where they take more than `output_bytes` allows (the windows,
-        sized by it, would hold more than `window_bytes`)."""
-        rows = len(next(iter(batch.values())))
-        length = self.batch_lengths[index] if index < len(self.batch_lengths) else self.seq_length
+    def _real_rows(self, index, batch):
+        """The outputs of run batch `index` for its real examples (copies without the filling examples' rows, so
+        that those are not held back). Refuses outputs that take more than `output_bytes` allows (the windows,
+        sized by it, would hold more than `window_bytes`) and a batch beyond the last."""
+        if index >= len(self.bounds):
+            raise RuntimeError(f"Got outputs for more than the {len(self.bounds)} batches run.")
+        start, end = self.bounds[index]
+        rows, length = len(next(iter(batch.values()))), self.shapes[index][1]
         taken = sum(np.asarray(values).nbytes for values in batch.values())
-        if taken > rows * self.output_bytes.at(length):
+        if self.sorts and taken > rows * self.output_bytes.at(length):
             raise RuntimeError(
                 f"The outputs of batch {index} ({rows} examples cut to {length} positions) take {taken} bytes, more "
                 f"than the {rows * self.output_bytes.at(length)} of {self.output_bytes}: the caller's output_bytes "
                 f"misses some of {sorted(batch)}.")
+        if rows == end - start:
+            return batch
+        return {name: np.array(values[:end - start]) for name, values in batch.items()}
 
     def _window(self, batches, start, end):
         """The input-order batches of examples start..end, from the run-order outputs `batches` of that window."""
@@ -366,6 +385,13 @@ class LengthSorted:
             picked = where[first:first + self.batch_size]
             yield {name: _gathered([b[name] for b in batches], source[picked], row[picked], shape)
                    for name, shape in widest.items()}
+
+
+def _filled(array, rows):
+    """`array` [n, ...] with rows of zeros appended up to `rows`."""
+    if len(array) >= rows:
+        return array
+    return np.concatenate([array, np.zeros((rows - len(array), *array.shape[1:]), array.dtype)])
 
 
 def _gathered(parts, source, row, shape):

@@ -16,7 +16,6 @@ as sentence-transformers truncates); the texts run sorted by length in batches c
 import json
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
@@ -24,7 +23,7 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.text import packing, tokenization
-from bert_tf.training import devices
+from bert_tf.training import devices, prediction
 
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -46,7 +45,8 @@ class SentenceEncoder:
         self.batch_size = batch_size
         self.lengths = lengths or lengths_lib.SequenceLengths.for_run()
         self.jit_compile = jit_compile
-        self._forward = {}  # traced per input signature
+        self.predictor = prediction.Predictor(lambda batch: {"embedding": model(batch, training=False)["embedding"]},
+                                              use_xla=jit_compile)  # its traces kept for every call of `encode`
 
     @classmethod
     def from_pretrained(cls, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
@@ -80,21 +80,11 @@ class SentenceEncoder:
         if not texts:
             return np.zeros((0, self.model.bert.config.hidden_size), np.float32)
         size = lengths_lib.OutputBytes(fixed=4 * self.model.bert.config.hidden_size)  # [H] float32
-        batches = lengths_lib.LengthSorted(self.pack(texts), self.batch_size, self.lengths, _INPUTS,
-                                           output_bytes=size)
-        forward = self._traced(batches.dataset.element_spec)
-        outputs = ({"embedding": forward(batch).numpy()} for batch in batches.dataset)
-        parts = [batch["embedding"] for batch in tqdm(
-            batches.in_input_order(outputs), total=-(-len(texts) // self.batch_size), desc="embed", unit="batch",
-            disable=len(texts) <= 4 * self.batch_size)]
+        outputs = prediction.predict_in_order(self.predictor.predict, self.pack(texts), self.batch_size, self.lengths,
+                                              _INPUTS, output_bytes=size)
+        parts = [batch["embedding"] for batch in tqdm(outputs, total=-(-len(texts) // self.batch_size), desc="embed",
+                                                      unit="batch", disable=len(texts) <= 4 * self.batch_size)]
         return np.concatenate(parts)
-
-    def _traced(self, spec):
-        key = tuple(sorted((name, tuple(s.shape)) for name, s in spec.items()))
-        if key not in self._forward:
-            self._forward[key] = tf.function(lambda batch: self.model(batch, training=False)["embedding"],
-                                             jit_compile=self.jit_compile, input_signature=[spec], autograph=False)
-        return self._forward[key]
 
 
 def cosine_similarities(queries, corpus):

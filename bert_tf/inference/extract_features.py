@@ -9,7 +9,6 @@ import json
 import re
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
@@ -18,7 +17,7 @@ from bert_tf.data import lengths as lengths_lib
 from bert_tf.model.config import check_max_seq_length
 from bert_tf.model.encoder import BertModel
 from bert_tf.text import packing, tokenization
-from bert_tf.training import devices
+from bert_tf.training import devices, prediction
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
@@ -78,23 +77,23 @@ def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=Fa
     feature's tokens.
 
     `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the encoder runs on length-sorted
-    batches cut to their longest text (`LengthSorted`: it holds back at most `lengths_lib.WINDOW_BYTES` of
-    activations to hand them back in order); the activations of the tokens are the same to float rounding."""
+    batches cut to their longest text (`prediction.predict_in_order`: it holds back at most
+    `lengths_lib.WINDOW_BYTES` of activations to hand them back in order); the activations of the tokens are the
+    same to float rounding."""
     seq_length = len(features[0].input_ids) if features else 0
     inputs = {name: np.array([getattr(f, "input_type_ids" if name == "segment_ids" else name) for f in features],
                              np.int32).reshape(len(features), seq_length) for name in _INPUTS}
     size = lengths_lib.OutputBytes(per_position=4 * model.config.hidden_size * len(layer_indexes))  # [L, H] float32
-    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _INPUTS, output_bytes=size)
 
-    @tf.function(jit_compile=jit_compile, input_signature=[batches.dataset.element_spec], autograph=False)
-    def forward(batch):
+    def layers(batch):
         outputs = model(batch, training=False)
         return {f"layer_{k}": outputs["encoder_outputs"][i] for k, i in enumerate(layer_indexes)}
 
-    outputs = ({name: t.numpy() for name, t in forward(batch).items()} for batch in batches.dataset)
+    outputs = prediction.predict_in_order(prediction.Predictor(layers, use_xla=jit_compile).predict, inputs,
+                                          batch_size, lengths, _INPUTS, output_bytes=size)
     rows = iter(features)
-    for batch in tqdm(batches.in_input_order(outputs), total=-(-len(features) // batch_size),
-                      desc="extract_features", unit="batch", disable=len(features) <= batch_size):
+    for batch in tqdm(outputs, total=-(-len(features) // batch_size), desc="extract_features", unit="batch",
+                      disable=len(features) <= batch_size):
         layer_outputs = [batch[f"layer_{k}"] for k in range(len(layer_indexes))]
         for row in range(len(layer_outputs[0])):
             yield next(rows), [o[row] for o in layer_outputs]

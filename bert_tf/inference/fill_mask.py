@@ -24,7 +24,7 @@ from bert_tf.data import lengths as lengths_lib
 from bert_tf.inference import extract_features
 from bert_tf.model import task_models
 from bert_tf.text import packing
-from bert_tf.training import devices
+from bert_tf.training import devices, prediction
 
 MASK = "[MASK]"
 
@@ -70,20 +70,22 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
 _SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
-def _cut_positions(inputs):
-    """A batch's masked_lm_positions cut to its most masks (`masked_lm_weights`: 1 for each mask); the model's
-    inputs."""
-    width = lengths_lib.cut_length(inputs["masked_lm_weights"])
-    return {**{name: inputs[name] for name in _SEQUENCE_INPUTS},
-            "masked_lm_positions": inputs["masked_lm_positions"][:, :width]}
+def _model_inputs(batch, cut_positions=True):
+    """The model's inputs of a batch: its masked_lm_positions cut to its most masks (`masked_lm_weights`: 1 for each
+    mask) where `cut_positions`, else all of them (a static width, as XLA needs)."""
+    positions = batch["masked_lm_positions"]
+    if cut_positions:
+        positions = positions[:, :lengths_lib.cut_length(batch["masked_lm_weights"])]
+    return {**{name: batch[name] for name in _SEQUENCE_INPUTS}, "masked_lm_positions": positions}
 
 
 def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=None):
     """Yields (example, probabilities [num_masks, top_k], ids [num_masks, top_k]) for each MaskedExample, in order.
 
-    `model`: a built BertPretrainer. A batch's masked_lm_positions are padded with position 0 to its most masks.
-    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the model runs on length-sorted batches
-    cut to their longest text (`LengthSorted`), the same probabilities to float rounding.
+    `model`: a built BertPretrainer. A batch's masked_lm_positions are padded with position 0 to its most masks
+    (under XLA, `jit_compile`: to the most masks of all the examples). `lengths`
+    (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the model runs on length-sorted batches cut to
+    their longest text (`prediction.predict_in_order`), the same probabilities to float rounding.
     """
     seq_length = len(examples[0].input_ids) if examples else 0
     most = max((len(e.positions) for e in examples), default=1)
@@ -94,17 +96,15 @@ def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=N
     inputs["masked_lm_weights"] = (np.arange(most) < np.array([len(e.positions) for e in examples])[:, None]).astype(
         np.int32).reshape(len(examples), most)
     size = lengths_lib.OutputBytes(fixed=8 * most * top_k)  # values float32 and indices int32 [masks, top_k]
-    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, _SEQUENCE_INPUTS, output_bytes=size)
-    dataset = batches.dataset.map(tf.autograph.experimental.do_not_convert(_cut_positions))
 
-    @tf.function(jit_compile=jit_compile, input_signature=[dataset.element_spec], autograph=False)
     def top(batch):
-        logits = tf.cast(model(batch, training=False)["masked_lm_logits"], tf.float32)
-        values, indices = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=top_k)
+        logits = model(_model_inputs(batch, cut_positions=not jit_compile), training=False)["masked_lm_logits"]
+        values, indices = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1), k=top_k)
         return {"values": values, "indices": indices}
 
     rows = iter(examples)
-    for outputs in batches.in_input_order({name: t.numpy() for name, t in top(batch).items()} for batch in dataset):
+    for outputs in prediction.predict_in_order(prediction.Predictor(top, use_xla=jit_compile).predict, inputs,
+                                               batch_size, lengths, _SEQUENCE_INPUTS, output_bytes=size):
         for row in range(len(outputs["values"])):
             example = next(rows)
             count = len(example.positions)

@@ -24,6 +24,7 @@ both the IOB1 tags of the original CoNLL-2003 files and IOB2, micro-averaged, pl
 accuracy over words; eval_loss: the mean per-window loss.
 """
 import collections
+import functools
 import os
 
 import numpy as np
@@ -35,9 +36,10 @@ from bert_tf import fileio
 from bert_tf.data import label_lists, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import prediction, result_files
+from bert_tf.tasks import result_files
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import tokenization
+from bert_tf.training import prediction
 
 LABEL_LIST_FILE = label_lists.FILE_NAME
 IGNORE_ID = -1
@@ -262,15 +264,14 @@ def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=
     losses are still those of the input order's batches). `num_labels`: the model's (its logits and probabilities
     are [S, num_labels] float32 a window).
     """
-    inputs, labels = features_to_arrays(features)
-    outputs, losses = prediction.predict_examples(
-        trainer, inputs, labels, batch_size, lengths, _FEATURES, fixed_batches, label_fill=IGNORE_ID,
-        output_bytes=lengths_lib.OutputBytes(fixed=4, per_position=2 * 4 * num_labels))
+    outputs = list(prediction.predict_in_order(
+        functools.partial(trainer.predict, with_loss=True), features_to_arrays(features), batch_size, lengths,
+        _FEATURES, fixed_batches, output_bytes=lengths_lib.OutputBytes(fixed=4, per_position=2 * 4 * num_labels)))
     predictions = []
     for batch in outputs:
         for label_ids in np.argmax(batch["logits"], axis=-1):
             predictions.append(label_ids[features[len(predictions)].word_positions].tolist())
-    return predictions, losses
+    return predictions, prediction.estimator_losses(outputs)
 
 
 def rejoin(examples, features, window_predictions, label_list):

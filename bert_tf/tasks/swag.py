@@ -12,6 +12,7 @@ cross-entropy of the gold choice.
 """
 import collections
 import csv
+import functools
 import io
 import os
 
@@ -23,9 +24,10 @@ from bert_tf import fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
 from bert_tf.model import task_models
-from bert_tf.tasks import prediction, result_files
+from bert_tf.tasks import result_files
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing, tokenization
+from bert_tf.training import prediction
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -176,11 +178,13 @@ def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batc
     length-sorted batches cut to their longest choice (the losses are still those of the input order's
     batches)."""
     inputs, labels = features_to_arrays(features)
-    outputs, losses = prediction.predict_examples(  # logits, probabilities [C] and per_example_loss, float32
-        trainer, inputs, labels if with_labels else None, batch_size, lengths, _INPUT_NAMES, fixed_batches,
-        output_bytes=lengths_lib.OutputBytes(fixed=4 * (2 * NUM_CHOICES + 1)))
+    outputs = list(prediction.predict_in_order(
+        functools.partial(trainer.predict, with_loss=with_labels), (inputs, labels) if with_labels else inputs,
+        batch_size, lengths, _INPUT_NAMES, fixed_batches,
+        output_bytes=lengths_lib.OutputBytes(fixed=4 * (2 * NUM_CHOICES + 1))))  # logits, probabilities [C], loss
     probabilities = [batch["probabilities"] for batch in outputs]
-    return (np.concatenate(probabilities) if probabilities else np.zeros((0, NUM_CHOICES), np.float32)), losses
+    return (np.concatenate(probabilities) if probabilities else np.zeros((0, NUM_CHOICES), np.float32),
+            prediction.estimator_losses(outputs) if with_labels else None)
 
 
 def accuracy(probabilities, labels):

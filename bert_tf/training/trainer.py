@@ -31,10 +31,11 @@ with a `distribute.WorkerLost` naming it (after the strategy's heartbeat timeout
 The Trainer composes, one concern a module: its settings (bert_tf.training.config.TrainingConfig), the run's
 checkpointed state and its checkpoints (bert_tf.training.run_state), its input (bert_tf.training.feed: the next
 update's batches fetched while one runs), the update step (bert_tf.training.update), evaluation and prediction
-(bert_tf.training.inference); it runs the training loop itself.
+(bert_tf.training.prediction); it runs the training loop itself.
 """
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import time
 
@@ -44,7 +45,7 @@ from absl import logging
 from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
-from bert_tf.training import distribute, feed, inference, losses, run_state, update
+from bert_tf.training import distribute, feed, losses, prediction, run_state, update
 from bert_tf.training.config import TrainingConfig
 
 
@@ -90,7 +91,7 @@ class Trainer:
                 logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
                              "backward pass")
             self.state = run_state.RunState(self.model, self.checkpoint_dir, config.keep_checkpoint_max)
-        self.inference = inference.Inference(self.model, loss_fn, config.use_xla)
+        self.predictor = prediction.Predictor(functools.partial(self.model, training=False), loss_fn, config.use_xla)
         fileio.makedirs(output_dir)
 
     @property
@@ -315,17 +316,17 @@ class Trainer:
                      " ".join(f"{name} {figures[name]:.4f}" for name in self._figure_names()),
                      figures["examples_per_second"])
 
-    # --- evaluation and prediction (bert_tf.training.inference) -------------------------------------------------
+    # --- evaluation and prediction (bert_tf.training.prediction) ------------------------------------------------
 
     def evaluate(self, dataset):
-        """The loss terms' figures over `dataset` and its number of batches (`inference.Inference.evaluate`)."""
-        return self.inference.evaluate(dataset)
+        """The loss terms' figures over `dataset` and its number of batches (`prediction.Predictor.evaluate`)."""
+        return self.predictor.evaluate(dataset)
 
     def predict(self, dataset, with_loss=False):
-        """Yields the model's outputs per batch as numpy dicts, in dataset order (`inference.Inference.predict`)."""
-        return self.inference.predict(dataset, with_loss)
+        """Yields the model's outputs per batch as numpy dicts, in dataset order (`prediction.Predictor.predict`)."""
+        return self.predictor.predict(dataset, with_loss)
 
     def prepare_predict(self, element_spec, with_loss=False):
         """The traced function `predict` runs on a dataset of `element_spec`, made once per spec (e.g. as `train`'s
-        `meanwhile`; `inference.Inference.prepare_predict`)."""
-        return self.inference.prepare_predict(element_spec, with_loss)
+        `meanwhile`; `prediction.Predictor.prepare_predict`)."""
+        return self.predictor.prepare_predict(element_spec, with_loss)

@@ -31,7 +31,8 @@ def test_real_and_cut_lengths():
 
 def test_settings_for_a_run():
     assert lengths.SequenceLengths.for_run() == lengths.SequenceLengths(False, 1, False)
-    assert lengths.SequenceLengths.for_run(compiled=True).multiple == lengths.XLA_MULTIPLE
+    assert lengths.SequenceLengths.for_run(compiled=True) == lengths.SequenceLengths(multiple=lengths.XLA_MULTIPLE,
+                                                                                    compiled=True)
     assert lengths.SequenceLengths.for_run(compiled=True, multiple=8).multiple == 8
     with pytest.raises(ValueError, match="seq_length_multiple must be >= 1"):
         lengths.SequenceLengths.for_run(multiple=0)
@@ -88,7 +89,9 @@ def test_budget_batches_fill_the_tokens_of_a_padded_batch():
     windows = [(0, 6), (6, 12), (12, 13)]
     assert lengths.budget_batches(values, 2, 12, windows) == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 13)]
     assert lengths.budget_batches([5, 5, 5], 2, 8, [(0, 3)], multiple=4) == [(0, 2), (2, 3)]  # 5 -> 8: 16 // 8
-    assert lengths.rounded_length(0, 4, 8) == 1 and lengths.rounded_length(5, 4, 8) == 8
+    assert lengths.rounded_length(5, 4, 8) == 8
+    for length in (0, 5):  # what cut_length computes (an all-padding row counts as one position)
+        assert lengths.rounded_length(length, 4, 12) == int(lengths.cut_length(_masks([length], 12), 4))
     assert lengths.rounded_length(5, 4, 6) == 6
 
 
@@ -136,10 +139,17 @@ def test_length_sorted_without_cutting_keeps_the_input_batches():
     for settings in (None, lengths.SequenceLengths(pad=True)):
         batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"), output_bytes=_SCALAR)
         assert [b["input_mask"].shape for b in batches.dataset] == [(2, 6), (2, 6), (1, 6)]
-    fixed = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
-                                 drop_remainder=True, output_bytes=_SCALAR)  # TPU-style: neither sorted nor cut
-    assert [b["input_mask"].numpy().tolist() for b in fixed.dataset] == [mask[:2].tolist(), mask[2:4].tolist()]
-    assert fixed.dataset.element_spec["input_mask"].shape == (2, 6)
+    for fixed in (lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
+                                       fixed_batches=True, output_bytes=_SCALAR),  # TPU-style: neither sorted nor cut
+                  lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(pad=True, compiled=True),
+                                       ("input_ids", "input_mask"), output_bytes=_SCALAR)):
+        ran = [b["input_mask"].numpy() for b in fixed.dataset]  # the last batch filled up with a zero example
+        assert [b.tolist() for b in ran] == [mask[:2].tolist(), mask[2:4].tolist(), [mask[4].tolist(), [0] * 6]]
+        got = list(fixed.in_input_order({"sum": b.sum(-1)} for b in ran))  # the filling example's rows dropped
+        assert [b["sum"].tolist() for b in got] == [[4, 2], [6, 1], [3]]
+    assert fixed.dataset.element_spec["input_mask"].shape == (None, 6)
+    assert lengths.LengthSorted(inputs, 2, None, (), fixed_batches=True,
+                                output_bytes=_SCALAR).dataset.element_spec["input_mask"].shape == (2, 6)
     sorted_batches = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
                                           output_bytes=_SCALAR)
     with pytest.raises(RuntimeError, match="Got outputs for 4 of 5 examples"):
@@ -147,6 +157,41 @@ def test_length_sorted_without_cutting_keeps_the_input_batches():
 
 
 _NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def test_compiled_batches_take_one_shape_per_length(tiny_config):
+    """Where each batch shape compiles a program (XLA compiles the forward pass, traced with the batch size and
+    length unknown, once for each input shape it is called on), 90 texts sorted in 12 windows run on one shape per
+    length, (budget_rows, length) for the lengths 8, 16 and 20 (ceil(20 / 8)), however many windows; without
+    `compiled` each window's last batch adds shapes. The outputs are the uncompiled run's, in the same input-order
+    batches."""
+    model = BertModel(tiny_config)
+    rng = np.random.RandomState(7)
+    real = rng.randint(1, 21, 90)
+    mask = _masks(real, 20)
+    inputs = {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,
+              "segment_ids": np.zeros_like(mask)}
+    size = lengths.OutputBytes(fixed=4 * tiny_config.hidden_size)  # the pooled output [H] float32
+
+    def run(settings):
+        batches = lengths.LengthSorted(inputs, 4, settings, _NAMES, output_bytes=size, window_bytes=8 * size.at(20))
+        shapes = []
+
+        def outputs():
+            for batch in batches.dataset:
+                shapes.append(tuple(batch["input_ids"].shape))
+                yield {"pooled": model(batch, training=False)["pooled_output"].numpy()}
+
+        return list(batches.in_input_order(outputs())), shapes, batches
+
+    compiled, compiled_shapes, plan = run(lengths.SequenceLengths(multiple=8, compiled=True))
+    plain, plain_shapes, _ = run(lengths.SequenceLengths(multiple=8))
+    assert len(plan.windows) == 12 and len(compiled_shapes) > 12
+    assert set(compiled_shapes) == set(plan.shapes) == {(lengths.budget_rows(4, 20, n), n) for n in (8, 16, 20)}
+    assert len(set(plain_shapes)) > 3  # the bound binds
+    assert [len(b["pooled"]) for b in compiled] == [len(b["pooled"]) for b in plain] == [4] * 22 + [2]
+    for batch, reference in zip(compiled, plain, strict=True):
+        np.testing.assert_allclose(batch["pooled"], reference["pooled"], atol=1e-5)
 
 
 def _layers_run(model, inputs, window_bytes, declared=None):

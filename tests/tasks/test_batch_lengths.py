@@ -111,24 +111,32 @@ def test_cut_batches_train_and_predict_as_padded_ones(task, tmp_path, run_main):
 
 
 class _CountingTrainer(trainer_lib.Trainer):
-    """A Trainer that records each trace of its gradient step and the lengths of the batches it trains on."""
+    """A Trainer that records each trace of its gradient step and the lengths of the batches it trains on, and the
+    examples of each batch it predicts."""
     traces = []
+    rows = []
 
     def _gradients(self, features, labels, totals):
         type(self).traces.append(features["input_ids"].shape.as_list())
         return super()._gradients(features, labels, totals)
 
+    def predict(self, dataset, with_loss=False):
+        for outputs in super().predict(dataset, with_loss):
+            type(self).rows.append(len(outputs["logits"]))
+            yield outputs
+
 
 @pytest.mark.slow
 def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path):
     """--use_xla with seq_length_multiple 8 at max_seq_length 32: batches of texts of 4 to 21 tokens come in lengths
-    8, 16 and 24 only (each compiles once in XLA), and the step is traced once, with an unknown length."""
+    8, 16 and 24 only (each compiles once in XLA), and the step is traced once, with an unknown length. Evaluation
+    and prediction run on batches of one size per length (`lengths.budget_rows`)."""
     data = tmp_path / "data"
     _classifier(str(data))
     vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "model"), **NO_DROPOUT)
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=str(tmp_path / "out"),
                            do_train=True, train_batch_size=4, num_train_epochs=2, max_seq_length=32, use_xla=True,
-                           seq_length_multiple=8, seed=1)
+                           seq_length_multiple=8, seed=1, do_eval=True, do_predict=True, eval_batch_size=3)
     task = classifier.ClassifierTask("tsv", str(data))
     run, pretrained = runner.prepare(run, task)
     config, tokenizer = pretrained.config, pretrained.tokenizer
@@ -137,9 +145,15 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
     seen = {int(f["input_ids"].shape[1]) for f, _ in dataset_fn(4).take(30)}
     assert seen and seen <= {8, 16, 24, 32} and len(seen) > 1, seen
     assert dataset_fn(4).element_spec[0]["input_ids"].shape.as_list() == [4, None]
-    _CountingTrainer.traces = []
+    _CountingTrainer.traces, _CountingTrainer.rows = [], []
     trainer = _CountingTrainer(lambda: task.build_model(config), task.loss, run.output_dir, use_xla=True)
     trainer.train(dataset_fn, 4, 12, 1, seed=1)
     assert _CountingTrainer.traces == [[4, None]]
     assert trainer.step == 12
-    assert run.sequence_lengths == lengths.SequenceLengths(multiple=8)
+    assert run.sequence_lengths == lengths.SequenceLengths(multiple=8, compiled=True)
+    assert np.isfinite(task.evaluate(run, tokenizer, trainer)[""]["eval_loss"])
+    evaluated = _CountingTrainer.rows
+    assert set(evaluated) <= {lengths.budget_rows(3, 32, n) for n in (8, 16, 24)}, evaluated
+    _CountingTrainer.rows = []
+    assert len(task.predict(run, tokenizer, trainer)[""]) == 7
+    assert set(_CountingTrainer.rows) <= {lengths.budget_rows(8, 32, n) for n in (8, 16, 24)}, _CountingTrainer.rows

@@ -1,5 +1,6 @@
 """run_classifier: processors on GLUE-format files, feature packing, TFRecords, metrics, outputs, the script end to
 end on a tiny model, and the original's MRPC predictions on the golden checkpoint."""
+import collections
 import json
 import os
 import random
@@ -20,7 +21,8 @@ from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.tasks import classifier as clf
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, runner
+from bert_tf.tasks.classifier import processors
 from bert_tf.text import tokenization
 
 
@@ -32,6 +34,18 @@ def tokenizer(tmp_path):
 
 def _summary(examples):
     return [(e.guid, e.text_a, e.text_b, e.label) for e in examples]
+
+
+def _count_reads(monkeypatch):
+    """Counts the reads of each tab-separated file by its name (every processor reads through `read_tsv`)."""
+    reads, read_tsv = collections.Counter(), processors.read_tsv
+
+    def counted(input_file, *args, **kwargs):
+        reads[os.path.basename(input_file)] += 1
+        return read_tsv(input_file, *args, **kwargs)
+
+    monkeypatch.setattr(processors, "read_tsv", counted)
+    return reads
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
@@ -301,6 +315,22 @@ def test_tsv_task_labels_learned_saved_and_reused(tmp_path):
         clf.prepare_label_list(clf.get_processor("tsv"), data, out, do_train=True)
 
 
+def test_a_run_reads_each_tsv_file_once(tmp_path, tokenizer, monkeypatch):
+    """The tsv task's run learns its labels from the training examples it trains on, and keeps the dev and test sets
+    it reads (and checks) before any model work for its evaluation and prediction."""
+    data, out = str(tmp_path / "data"), str(tmp_path / "out")
+    os.makedirs(out)
+    _tsv_data(data)
+    reads = _count_reads(monkeypatch)
+    task = clf.ClassifierTask("tsv", data)
+    run = runner.RunConfig(None, None, out, max_seq_length=8, do_train=True, do_eval=True, do_predict=True)
+    task.read_inputs(run, None)
+    assert task.train_data(run, tokenizer).num_examples == 4 and task.labels == ["mixed", "neg", "pos"]
+    assert [len(examples) for _, examples in task.dev_splits] == [1]
+    assert [(len(examples), name) for _, examples, name in task.test_splits] == [(1, "predictions")]
+    assert reads == {"train.tsv": 1, "dev.tsv": 1, "test.tsv": 1}
+
+
 def _tiny_tokenizer(tmp_path):
     return tokenization.FullTokenizer(_write(str(tmp_path / "tiny_vocab.txt"), VOCAB), do_lower_case=True)
 
@@ -313,7 +343,7 @@ def test_tsv_task_errors(tmp_path):
     with pytest.raises(ValueError, match=r"dev\.tsv:3: label 'neutral' is not in the label list \['neg', 'pos'\]"):
         clf.convert_examples_to_features(examples, p.get_labels(), 8, _tiny_tokenizer(tmp_path))
     with pytest.raises(ValueError, match=r"dev\.tsv:3: label 'neutral' is not in the label list \['neg', 'pos'\]"):
-        clf.check_dev_labels(p, d, p.get_labels())
+        clf.check_dev_labels(p.dev_splits(d), p.get_labels())
     _write(f"{d}/train.tsv", [_tsv("sentence", "label"), _tsv("good", "pos")])
     with pytest.raises(ValueError, match=r"train\.tsv:1: the header .* lacks the column\(s\) text_a"):
         p.get_train_examples(d)
@@ -697,8 +727,8 @@ def test_a_users_own_processor_runs_from_the_users_script(tmp_path, child_env):
                                                                  for i, p in enumerate(probabilities)]
 
 
-def test_stsb_regression_in_process(tmp_path, tokenizer):
-    from bert_tf.tasks import runner
+def test_stsb_regression_in_process(tmp_path, tokenizer, monkeypatch):
+    """STS-B trained, evaluated and predicted in whole batches (TPU-style), each of its files read once."""
     from bert_tf.training.trainer import Trainer
 
     d = str(tmp_path)
@@ -714,22 +744,25 @@ def test_stsb_regression_in_process(tmp_path, tokenizer):
     _write(f"{d}/data/test.tsv", [_tsv(*header.split("\t")[:9])]
            + [_tsv(i, "g", "f", "y", i, "s", "s", _sentence(rng), _sentence(rng)) for i in range(3)])
     processor = clf.get_processor("sts-b")
+    reads = _count_reads(monkeypatch)
     out = f"{d}/out"
     trainer = Trainer(lambda: BertClassifier(config, 1, regression=True), clf.loss_fn_for(processor), out,
                       learning_rate=1e-3)
-    common = dict(trainer=trainer, processor=processor, tokenizer=tokenizer, label_list=None,
-                  data_dir=f"{d}/data", output_dir=out, max_seq_length=16)
+    common = dict(trainer=trainer, processor=processor, tokenizer=tokenizer, label_list=None, output_dir=out,
+                  max_seq_length=16)
     task = clf.ClassifierTask("sts-b", f"{d}/data")
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=out, max_seq_length=16,
-                           train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1)
+                           train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1, do_train=True,
+                           do_eval=True, do_predict=True)
     task.read_inputs(run, config)
     loss = runner.train(run, task, tokenizer, trainer)
     steps = trainer.step
     assert steps == 4 and np.isfinite(loss)
-    results = clf.evaluate(**common, eval_batch_size=3, global_step=steps, fixed_batches=True)
+    results = clf.evaluate(**common, dev_splits=task.dev_splits, eval_batch_size=3, global_step=steps,
+                           fixed_batches=True)
     assert sorted(results[""]) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
-    rows = clf.predict(**common, predict_batch_size=2, fixed_batches=True)[""]
-    assert len(rows) == 3
+    rows = clf.predict(**common, test_splits=task.test_splits, predict_batch_size=2, fixed_batches=True)[""]
+    assert len(rows) == 3 and reads == {"train.tsv": 1, "dev.tsv": 1, "test.tsv": 1}
     with open(f"{out}/STS-B.tsv") as f:
         submission = f.read().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == 4

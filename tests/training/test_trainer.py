@@ -15,7 +15,7 @@ import toy_task
 
 from bert_tf import checkpoints, fileio
 from bert_tf.model.task_models import BertClassifier, BertSpanLabeler
-from bert_tf.training import distribute
+from bert_tf.training import distribute, prediction
 from bert_tf.training.trainer import Trainer, compute_train_steps
 
 
@@ -238,6 +238,22 @@ def test_training_evaluation_and_prediction_trace_once(tmp_path):
     assert calls == {"training": 1, "inference": 2}
     figures, batches = trainer.evaluate(data)
     assert batches == 7 and np.isfinite(figures["loss"]) and calls == {"training": 1, "inference": 3}
+
+
+def test_prepare_predict_warms_up_on_an_empty_batch_except_under_xla():
+    """Traced ahead, a prediction runs once on an empty batch (TensorFlow optimizes its graph then), but not under XLA,
+    where that batch would compile a program of its own."""
+    runs = tf.Variable(0)
+
+    def model(features):
+        runs.assign_add(1)
+        return {"mask": features["input_mask"] * 2}
+
+    spec = {"input_mask": tf.TensorSpec([None, None], tf.int32)}
+    prediction.Predictor(model, use_xla=True).prepare_predict(spec)
+    assert int(runs.numpy()) == 0
+    prediction.Predictor(model).prepare_predict(spec)
+    assert int(runs.numpy()) == 1
 
 
 def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_the_background(tmp_path):

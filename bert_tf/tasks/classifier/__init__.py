@@ -18,8 +18,8 @@ whose files carry a header naming their columns. Errors name the file and line. 
 under a temporary name and renamed when complete.
 
 Modules: `processors` (examples, the task processors), `features` (packing, the TFRecord schema), `metrics`
-(losses, GLUE metrics), `task` (evaluation, prediction, `ClassifierTask`). Their public names are importable from
-here.
+(the Estimator's figures, GLUE metrics), `task` (the loss, evaluation, prediction, `ClassifierTask`). Their public
+names are importable from here, and so are the losses (`bert_tf.training.losses`).
 """
 from bert_tf.tasks.classifier.features import (
     InputFeatures,
@@ -36,11 +36,8 @@ from bert_tf.tasks.classifier.features import (
 )
 from bert_tf.tasks.classifier.metrics import (
     GLUE_METRICS,
-    classification_loss,
     eval_metrics,
     glue_metrics,
-    loss_fn_for,
-    regression_loss,
     task_key,
 )
 from bert_tf.tasks.classifier.processors import (
@@ -71,8 +68,11 @@ from bert_tf.tasks.classifier.task import (
     ClassifierTask,
     evaluate,
     format_submission,
+    loss_fn_for,
     predict,
+    run_model,
 )
+from bert_tf.training.losses import classification_loss, regression_loss
 
 __all__ = [
     "ColaProcessor",
@@ -119,4 +119,5 @@ __all__ = [
     "evaluate",
     "format_submission",
     "predict",
+    "run_model",
 ]

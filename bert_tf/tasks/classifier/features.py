@@ -37,10 +37,11 @@ def example_label_id(example, label_list):
     return list(label_list).index(example.label)
 
 
-def check_dev_labels(processor, data_dir, label_list):
-    """Raises `example_label_id`'s error for the first dev-set label not in `label_list` (for the tsv task: a
-    label train.tsv lacks), so that it comes before training rather than after it."""
-    for _, examples in processor.dev_splits(data_dir):
+def check_dev_labels(dev_splits, label_list):
+    """Raises `example_label_id`'s error for the first label of the dev sets (`dev_splits`: [(suffix, examples)], a
+    processor's `dev_splits`) not in `label_list` (for the tsv task: a label train.tsv lacks), so that it comes
+    before training rather than after it."""
+    for _, examples in dev_splits:
         for example in examples:
             example_label_id(example, label_list)
 
@@ -165,14 +166,3 @@ def features_to_arrays(features, seq_length, regression=False):
               "is_real_example": np.array([f.is_real_example for f in features], np.int32)}
     return inputs, labels
 
-
-def prediction_batches(features, seq_length, batch_size, lengths=None, drop_remainder=False, regression=False,
-                       with_labels=True, *, label_list):
-    """The evaluation's ((features, labels)) or prediction's (features) batches of `features`, sorted by length and
-    cut as `lengths` says (`bert_tf.data.lengths.LengthSorted`: its `in_input_order` gives the outputs back in the
-    batches of the input order). The model's outputs: logits and probabilities [len(label_list)] float32 (regression:
-    logits [1], predictions), and per_example_loss."""
-    inputs, labels = features_to_arrays(features, seq_length, regression)
-    size = lengths_lib.OutputBytes(fixed=4 * (2 * (1 if regression else len(label_list)) + 1))
-    return lengths_lib.LengthSorted((inputs, labels) if with_labels else inputs, batch_size, lengths, MODEL_INPUTS,
-                                    drop_remainder, output_bytes=size)

@@ -1,29 +1,10 @@
-"""run_classifier.py's losses and metrics: the original's cross-entropy (squared error for STS-B),
-`eval_accuracy` / `eval_loss` / `loss` as its Estimator computed them, plus each GLUE task's own metric (MCC for
-CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B).
+"""run_classifier.py's metrics: `eval_accuracy` / `eval_loss` / `loss` as its Estimator computed them, plus each GLUE
+task's own metric (MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B). Its losses are
+bert_tf.training.losses' `classification_loss` and `regression_loss`.
 """
 import numpy as np
-import tensorflow as tf
 
 from bert_tf.tasks.classifier.processors import PROCESSORS
-
-
-def classification_loss(labels, outputs):
-    """The original's per-example loss: softmax cross-entropy of the logits with the label ids."""
-    logits = tf.cast(outputs["logits"], tf.float32)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels["label_ids"], tf.int32),
-                                                          logits=logits)
-
-
-def regression_loss(labels, outputs):
-    """Squared error of the predicted score (STS-B)."""
-    predictions = tf.cast(outputs["predictions"], tf.float32)
-    return tf.square(predictions - tf.cast(labels["label_ids"], tf.float32))
-
-
-def loss_fn_for(processor):
-    return regression_loss if processor.is_regression else classification_loss
-
 
 GLUE_METRICS = {"cola": ("mcc",), "mrpc": ("f1",), "qqp": ("f1",), "sts-b": ("pearson", "spearman")}
 

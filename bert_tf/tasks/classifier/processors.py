@@ -371,9 +371,10 @@ class TsvProcessor(DataProcessor):
                              f"{LABEL_LIST_FILE} in output_dir, or put one label per line in that file.")
         return list(self.labels)
 
-    def learn_labels(self, data_dir):
-        """The sorted distinct labels of train.tsv."""
-        self.labels = sorted({e.label for e in self.get_train_examples(data_dir)})
+    def learn_labels(self, data_dir, examples=None):
+        """The sorted distinct labels of train.tsv (its `examples`, where they are read already)."""
+        examples = self.get_train_examples(data_dir) if examples is None else examples
+        self.labels = sorted({e.label for e in examples})
         if not self.labels:
             raise ValueError(f"{os.path.join(data_dir, 'train.tsv')} has no examples.")
         return self.labels
@@ -455,15 +456,15 @@ def get_processor(task_name, xnli_language="zh"):
     return PROCESSORS[name]()
 
 
-def prepare_label_list(processor, data_dir, output_dir, do_train, save=True):
-    """The task's label list. For the `tsv` task: learned from train.tsv and saved to output_dir/label_list.txt
-    when training (`save`: by the chief only, under several workers), read back from there otherwise. Returns
-    None for regression tasks."""
+def prepare_label_list(processor, data_dir, output_dir, do_train, save=True, train_examples=None):
+    """The task's label list. For the `tsv` task: learned from train.tsv (`train_examples`, where they are read
+    already) and saved to output_dir/label_list.txt when training (`save`: by the chief only, under several
+    workers), read back from there otherwise. Returns None for regression tasks."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
     label_file, saved = label_lists.saved(output_dir)
     if do_train:
-        labels = processor.learn_labels(data_dir)
+        labels = processor.learn_labels(data_dir, train_examples)
         label_lists.check_unchanged(labels, f"{data_dir}/train.tsv", label_file, saved)
         if save:
             label_lists.write(label_file, labels)

@@ -4,15 +4,18 @@
 import os
 import random
 
+import numpy as np
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.data import lengths
 from bert_tf.model import task_models
 from bert_tf.model.task_models import BertSpanLabeler
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad.examples import has_answers, read_predict_file, read_squad_examples
 from bert_tf.tasks.squad.features import (
     EVAL_RECORD_FILE,
+    MODEL_INPUTS,
     TRAIN_RECORD_FILE,
     make_dataset,
     span_loss,
@@ -29,22 +32,28 @@ from bert_tf.tasks.squad.postprocess import (
     write_predictions,
 )
 from bert_tf.tasks.task import Task, TrainData
+from bert_tf.training import prediction
 
 
 def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,
             predict_batch_size, n_best_size, max_answer_length, do_lower_case, version_2_with_negative=False,
-            null_score_diff_threshold=0.0, verbose_logging=False):
-    """The original's prediction run: features into output_dir/eval.tf_record, the model over them
-    (`predict_batches(dataset)` yields output dicts per batch, e.g. `Trainer.predict`), then predictions.json,
-    nbest_predictions.json and (v2) null_odds.json in output_dir. Returns (predictions, nbest, null_odds)."""
+            null_score_diff_threshold=0.0, verbose_logging=False, fixed_batches=False, compiled=False):
+    """The original's prediction run: features into output_dir/eval.tf_record (the original's file), the model over
+    them in the input order at max_seq_length (`prediction.predict_in_order`: `predict_batches(dataset)` yields
+    output dicts per batch, e.g. `Trainer.predict`; under `fixed_batches` (TPU) or where each shape is `compiled`
+    (XLA), the last batch filled up to predict_batch_size), then predictions.json, nbest_predictions.json and (v2)
+    null_odds.json in output_dir. Returns (predictions, nbest, null_odds)."""
     eval_file = os.path.join(output_dir, EVAL_RECORD_FILE)
     features = write_eval_features(examples, tokenizer, eval_file, max_seq_length, doc_stride, max_query_length)
     logging.info("***** Running predictions *****")
     logging.info("  Num orig examples = %d", len(examples))
     logging.info("  Num split examples = %d", len(features))
     logging.info("  Batch size = %d", predict_batch_size)
-    dataset = make_dataset(eval_file, max_seq_length, False, predict_batch_size)
-    results = raw_results(features, predict_batches(dataset))
+    inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), max_seq_length)
+              for name in MODEL_INPUTS}
+    results = raw_results(features, prediction.predict_in_order(
+        predict_batches, inputs, predict_batch_size, lengths.SequenceLengths(pad=True, compiled=compiled),
+        MODEL_INPUTS, fixed_batches, output_bytes=lengths.OutputBytes(per_position=2 * 4)))  # start, end [S] float32
     return write_predictions(
         examples, features, results, n_best_size, max_answer_length, do_lower_case,
         os.path.join(output_dir, PREDICTIONS_FILE), os.path.join(output_dir, NBEST_FILE),
@@ -139,7 +148,8 @@ class SquadTask(Task):
             predict_batch_size=run.predict_batch_size, n_best_size=self.n_best_size,
             max_answer_length=self.max_answer_length, do_lower_case=run.do_lower_case,
             version_2_with_negative=self.version_2_with_negative,
-            null_score_diff_threshold=self.null_score_diff_threshold, verbose_logging=self.verbose_logging)
+            null_score_diff_threshold=self.null_score_diff_threshold, verbose_logging=self.verbose_logging,
+            fixed_batches=run.fixed_batches, compiled=run.sequence_lengths.compiled)
         if has_answers(self.predict_dataset):
             results = evaluate_predictions(self.predict_dataset, predictions, null_odds, self.version_2_with_negative)
             write_json(results, os.path.join(run.output_dir, "eval_results.json"))

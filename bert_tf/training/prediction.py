@@ -1,24 +1,32 @@
-"""Evaluation and prediction of a task model: its loss's figures over a dataset, its outputs batch by batch.
+"""Evaluation and prediction of a model: `Predictor` (its loss's figures over a dataset, its outputs batch by batch)
+and `predict_in_order`, the one prediction loop over examples held in memory, which every task (bert_tf.tasks) and
+inference tool (bert_tf.inference) runs.
 
-Each runs on one trace per dataset signature (its element_spec, a last smaller batch included); prediction keeps its
-traces (`Inference.prepare_predict`), so that one made ahead of time (e.g. while training starts) is reused.
+A Predictor runs on one trace per dataset signature (its element_spec, a last smaller batch included); prediction
+keeps its traces (`Predictor.prepare_predict`), so that one made ahead of time (e.g. while training starts) is
+reused. Under XLA (`use_xla`) a trace compiles one program for each input shape it is called on;
+`predict_in_order`'s batches take one shape per length (`bert_tf.data.lengths.LengthSorted` under
+`SequenceLengths.compiled`), so that those programs are few: at most ceil(max_seq_length / seq_length_multiple).
 """
 import collections
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.data import lengths as lengths_lib
 from bert_tf.training import losses
 
 
-class Inference:
-    """Evaluates and predicts with `model`: `loss_fn` a per-example loss or a batch-level loss
-    (bert_tf.training.losses); `use_xla`: whether the traces are compiled."""
+class Predictor:
+    """Evaluates and predicts with `model`, a callable `model(features) -> {name: tensor}` (a Keras task model with
+    training=False bound, or a function of one): `loss_fn` (for `evaluate` and the `per_example_loss` of `predict`)
+    a per-example loss or a batch-level loss (bert_tf.training.losses), None where there are no labels; `use_xla`:
+    whether the traces are compiled."""
 
-    def __init__(self, model, loss_fn, use_xla=False):
+    def __init__(self, model, loss_fn=None, use_xla=False):
         self.model = model
         self.loss_fn = loss_fn
-        self.loss = losses.as_batch_loss(loss_fn)
+        self.loss = None if loss_fn is None else losses.as_batch_loss(loss_fn)
         self.use_xla = use_xla
         self._forward_functions = {}
 
@@ -47,7 +55,7 @@ class Inference:
         loss)."""
         @tf.function(input_signature=list(element_spec), jit_compile=self.use_xla, autograph=False)
         def batch_figures(features, labels):
-            outputs = self.model(features, training=False)
+            outputs = self.model(features)
             values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
             sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
             totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
@@ -72,7 +80,8 @@ class Inference:
     def prepare_predict(self, element_spec, with_loss=False):
         """The traced function `predict` runs on a dataset of `element_spec`: made on the first call for that spec
         (e.g. as `Trainer.train`'s `meanwhile`), then reused. Where the batch size is not fixed, it also runs once on
-        an empty batch, so that TensorFlow optimizes its graph now rather than on the first batch."""
+        an empty batch, so that TensorFlow optimizes its graph now rather than on the first batch (not under XLA,
+        where that batch would compile a program of its own)."""
         labelled = isinstance(element_spec, tuple)
         with_loss = with_loss and labelled
         key = (repr(element_spec), with_loss)  # the structure, names, shapes and dtypes
@@ -80,7 +89,8 @@ class Inference:
             signature = list(element_spec) if with_loss else [element_spec[0] if labelled else element_spec]
             function = self._forward(signature, with_loss)
             function.get_concrete_function()
-            if all(spec.shape.rank and spec.shape[0] is None for spec in tf.nest.flatten(signature)):
+            if not self.use_xla and all(spec.shape.rank and spec.shape[0] is None
+                                        for spec in tf.nest.flatten(signature)):
                 function(*tf.nest.map_structure(
                     lambda spec: tf.zeros([0] + [1 if n is None else n for n in spec.shape[1:]], spec.dtype),
                     signature))
@@ -90,7 +100,7 @@ class Inference:
     def _forward(self, signature, with_loss):
         """The tf.function of the model's outputs on `signature` ([features] or [features, labels]); with the loss,
         they also hold `per_example_loss`."""
-        forward = tf.function(lambda features: self.model(features, training=False), jit_compile=self.use_xla,
+        forward = tf.function(lambda features: self.model(features), jit_compile=self.use_xla,
                               input_signature=signature[:1], autograph=False)
         if not with_loss:
             return forward
@@ -100,3 +110,36 @@ class Inference:
             return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
 
         return tf.function(forward_with_loss, input_signature=signature, autograph=False)
+
+
+def predict_in_order(predict, inputs, batch_size, lengths, names, fixed_batches=False, *, output_bytes):
+    """Yields the outputs of `predict` on `inputs` for the batches of `batch_size` examples of the input order, in
+    that order: the prediction loop of every task and inference tool.
+
+    `predict(dataset)`: the model's outputs for each batch of `dataset`, dicts of NumPy arrays [rows, ...]
+    (`Predictor.predict`, `Trainer.predict`, with `with_loss` bound where `inputs` hold labels). `inputs`: a dict,
+    or a tuple (features, labels), of arrays [N, ...] in the input order; `names`: those with the sequence on their
+    last axis. The model runs on `bert_tf.data.lengths.LengthSorted`'s batches: sorted by length within windows of
+    the input order and cut as `lengths` (a SequenceLengths) says, or in the input order (`lengths` None or `pad`,
+    `fixed_batches`: TPU-style whole batches); the outputs of the examples that fill up a batch are dropped.
+    `output_bytes`: what one example's outputs take (`lengths.OutputBytes`); a window holds back at most
+    `lengths.WINDOW_BYTES` of them.
+    """
+    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, names, fixed_batches, output_bytes=output_bytes)
+    yield from batches.in_input_order(predict(batches.dataset))
+
+
+def batch_spec(inputs, batch_size, lengths, names, fixed_batches=False):
+    """The element_spec of the batches `predict_in_order` runs `predict` on for these arguments (any number of
+    examples: none will do), for `Predictor.prepare_predict`."""
+    return lengths_lib.LengthSorted(inputs, batch_size, lengths, names, fixed_batches,
+                                    output_bytes=lengths_lib.OutputBytes()).dataset.element_spec
+
+
+def estimator_losses(batches):
+    """The Estimator's evaluation losses from the `per_example_loss` of the input order's batches (`batches`, as
+    `predict_in_order` yields them): `eval_loss`, the mean over every example, and `loss`, the mean of the batches'
+    means."""
+    per_batch = [batch["per_example_loss"] for batch in batches]
+    return {"eval_loss": float(np.concatenate(per_batch).mean()),
+            "loss": float(np.mean([float(np.mean(batch)) for batch in per_batch]))}
