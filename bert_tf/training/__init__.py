@@ -3,7 +3,7 @@
 Modules: `config` (TrainingConfig, the settings), `optimization` (the original AdamWeightDecay and schedule; NVIDIA's
 LAMB recipe), `losses` (a task's loss and metrics over an update's whole batch), `update` (one update: accumulation,
 all-reduce, clipping, the optimizer), `feed` (the loop's input, dealt to the replicas), `run_state` (the checkpointed
-state: checkpoints, resume), `inference` (evaluation and prediction of a task model), `distribute` (strategies,
-precision, workers), `devices` (where a run runs, logged), `machine` (what the machine has, without TensorFlow) and
-`trainer` (the loop).
+state: checkpoints, resume), `prediction` (evaluation and prediction of a task model: Predictor; predict_in_order, the
+one prediction loop), `distribute` (strategies, precision, workers), `devices` (where a run runs, logged), `machine`
+(what the machine has, without TensorFlow) and `trainer` (the loop).
 """
