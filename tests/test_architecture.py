@@ -296,4 +296,4 @@ def test_the_runner_calls_tasks_through_their_contract():
     for task in (classifier.ClassifierTask, ner.NerTask, pretraining.PretrainingTask, squad.SquadTask,
                  swag.SwagTask):
         assert issubclass(task, Task), task
-    assert Task.__abstractmethods__ == {"build_model", "train_data"}  # a task without them cannot be made
+    assert Task.__abstractmethods__ == {"spec", "train_data"}  # a task without them cannot be made

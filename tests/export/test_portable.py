@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 import pytest
+import task_inputs
 import tensorflow as tf
 
-from bert_tf.export import exporter, portable, saved_model
+from bert_tf.export import exporter, portable
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.text import packing, tokenization
@@ -74,37 +75,43 @@ def tiny(tmp_path_factory):
     return config, str(vocab)
 
 
-CASES = (("classifier", "neg,pos,mixed"), ("ner", "O,B,I"), ("pretraining", None), ("embedding", None))
+# Every kind of task: string labels per example and per token, SWAG's choices [B, 4, S], masked positions, pooling.
+CASES = (("classifier", "neg,pos,mixed"), ("ner", "O,B,I"), ("swag", None), ("pretraining", None),
+         ("embedding", None))
+
+
+def features(batch_size, rng):
+    """int32 input_ids (5..39), input_mask (row 1 with 2 padded positions), segment_ids [batch_size, 7]."""
+    ids = rng.randint(5, 40, (batch_size, 7)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 5:] = 0
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", portable.FORMATS)
 def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
-    """A classifier and NER (string labels), pretraining (masked_lm_positions) and embedding: the outputs of the
-    SavedModel's tensor signature, by name, equal to the Keras model's (1e-5), at any batch and length; the
-    directory holds the vocab, the labels and the metadata. dynamic_range stores int8 weights (H=128: under 40%
-    of the size) and gives the float model's probabilities to 0.05 on random weights."""
+    """Each kind of task (CASES), its inputs and outputs those of its spec: the outputs of the SavedModel's tensor
+    signature, by name, equal to the Keras model's (1e-5), at any batch and length, the labels named; the directory
+    holds the vocab, the labels and the metadata. dynamic_range stores int8 weights (H=128: under 40% of the size)
+    and gives the float model's probabilities to 0.05 on random weights."""
     config, vocab = tiny
     rng = np.random.RandomState(0)
-    ids = rng.randint(5, 40, (3, 7)).astype(np.int32)
-    mask = np.ones_like(ids)
-    mask[1, 5:] = 0
-    inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    inputs = features(3, rng)
     for task, labels in CASES:
+        spec = task_models.REGISTRY[task]
         tf.keras.utils.set_random_seed(1)
-        model = task_models.build_task_model(task, config, 3 if labels else None)
+        model = spec.build(config, 3 if labels else None)
         path = export(model, task, fmt, tmp_path / task, vocab, label_list=labels)
-        feed = dict(inputs, masked_lm_positions=np.array([[1, 2]] * 3, np.int32)) if task == "pretraining" else inputs
+        feed = task_inputs.for_spec(spec, inputs, positions=np.array([[1, 2]] * 3, np.int32))
         got = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt, feed)
         expected = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in feed.items()}).items()}
-        names = saved_model.tensor_function(model, task, labels and labels.split(",")).get_concrete_function(
-            **saved_model.tensor_specs(task)).structured_outputs
-        assert set(got) == set(names), (task, sorted(got))
-        for name in set(got) & set(expected):
+        assert set(got) == set(spec.outputs) | ({spec.label_output} if labels else set()), (task, sorted(got))
+        for name in spec.outputs:
             np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=f"{task} {name}")
         if labels:
-            key = "predicted_label" if task == "classifier" else "predicted_labels"
-            np.testing.assert_array_equal(got[key], np.array(labels.split(","))[expected["logits"].argmax(-1)])
+            np.testing.assert_array_equal(got[spec.label_output],
+                                          np.array(labels.split(","))[expected["logits"].argmax(-1)])
             assert (tmp_path / task / "1" / "labels.txt").read_text() == labels.replace(",", "\n") + "\n"
         meta = json.loads((tmp_path / task / "1" / "assets.extra" / "export_metadata.json").read_text())
         assert meta["task"] == task and meta["format"] == fmt and meta["file"] == portable.FILES[fmt]
