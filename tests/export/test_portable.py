@@ -1,6 +1,7 @@
 """LiteRT and ONNX exports (bert_tf/export/portable.py, export_saved_model.py --format=litert|onnx): every kind of
 task's tensor signature, run in a process that imports neither bert_tf nor TensorFlow's Keras model (LiteRT's
-interpreter, onnxruntime), equals the Keras model; the golden MRPC classifier gives the original's probabilities."""
+interpreter, onnxruntime), equals the Keras model; int8 weights keep the model's logits; the golden MRPC classifier
+gives the original's probabilities."""
 import csv
 import json
 import os
@@ -94,7 +95,8 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
     """Each kind of task (CASES), its inputs and outputs those of its spec: the outputs of the SavedModel's tensor
     signature, by name, equal to the Keras model's (1e-5), at any batch and length, the labels named; the directory
     holds the vocab, the labels and the metadata. dynamic_range stores int8 weights (H=128: under 40% of the size)
-    and gives the float model's probabilities to 0.05 on random weights."""
+    and keeps the logits: within a quarter of their spread over 16 texts (measured 7-9%), where a constant output
+    misses by more than their spread."""
     config, vocab = tiny
     rng = np.random.RandomState(0)
     inputs = features(3, rng)
@@ -118,14 +120,16 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
         assert (tmp_path / task / "1" / "vocab.txt").read_text() == open(vocab).read()
     wider = BertConfig.from_dict({**config.to_dict(), "hidden_size": 128, "intermediate_size": 512})
     model = task_models.build_task_model("classifier", wider, 3)
-    sizes, probabilities = {}, {}
-    for quantization in portable.QUANTIZATIONS:
-        path = export(model, "classifier", fmt, tmp_path / quantization, vocab, quantization=quantization)
-        sizes[quantization] = os.path.getsize(os.path.join(path, portable.FILES[fmt]))
-        probabilities[quantization] = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt,
-                                                inputs)["probabilities"]
-    assert sizes["dynamic_range"] < 0.4 * sizes["none"], sizes
-    np.testing.assert_allclose(probabilities["dynamic_range"], probabilities["none"], atol=0.05)
+    # matrices of std 0.1 (5x the initial 0.02): every layer moves the logits, which spread over the texts
+    model.set_weights([rng.normal(0, 0.1, w.shape).astype(w.dtype) if w.ndim > 1 else w for w in model.get_weights()])
+    inputs = features(16, rng)
+    logits = model({k: tf.constant(v) for k, v in inputs.items()})["logits"].numpy()
+    files = {quantization: os.path.join(export(model, "classifier", fmt, tmp_path / quantization, vocab,
+                                               quantization=quantization), portable.FILES[fmt])
+             for quantization in portable.QUANTIZATIONS}
+    assert os.path.getsize(files["dynamic_range"]) < 0.4 * os.path.getsize(files["none"])
+    quantized = run_fresh(tmp_path, files["dynamic_range"], fmt, inputs)["logits"]
+    assert np.abs(quantized - logits).max() <= 0.25 * logits.std(), (np.abs(quantized - logits).max(), logits.std())
 
 
 @pytest.mark.slow
