@@ -1,9 +1,11 @@
 """Export a BERT task model as a SavedModel for TF Serving, or in the TF Hub formats (`export_dir/<version>/`).
 
-Signatures: `serving_default` (int32 input_ids, input_mask, segment_ids [batch, seq]; pretraining also
-masked_lm_positions) and, unless --text_ops=none, `serving_text` (string text_a) and `serving_text_pair`
+Signatures: `serving_default` (the task's inputs: int32 input_ids, input_mask, segment_ids [batch, seq], swag's
+[batch, 4, seq]; pretraining and masked_lm also masked_lm_positions) and, for the tasks that take text (not swag,
+pretraining, masked_lm) unless --text_ops=none, `serving_text` (string text_a) and `serving_text_pair`
 (text_a, text_b), which tokenize and pack in graph exactly like the Python FullTokenizer pipeline, to the longest
-text of each request (--pad_to_max_seq_length: always to --max_seq_length). See docs/serving.md.
+text of each request (--pad_to_max_seq_length: always to --max_seq_length, the default of --task=squad, whose n-best
+lists read every position; --pad_to_max_seq_length=false cuts it too). See docs/serving.md.
 
 Examples:
   python run_scripts/export_saved_model.py --task=classifier --bert_config_file=$BERT/bert_config.json \
@@ -34,6 +36,7 @@ from absl import flags, logging
 
 from bert_tf import flags as bert_flags
 from bert_tf.export import exporter, portable, saved_model
+from bert_tf.model import heads
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
@@ -44,7 +47,7 @@ flags.DEFINE_enum("format", "serving", list(exporter.FORMATS),
                   "signature (bert_tf/export/portable.py).")
 flags.DEFINE_enum("quantization", "none", list(portable.QUANTIZATIONS), "--format=litert or onnx: dynamic_range "
                   "stores the matrix weights as int8 (a quarter of the size; activations quantized at run time).")
-flags.DEFINE_enum("task", None, list(exporter.FORMAT_TASKS["serving"]),
+flags.DEFINE_enum("task", None, list(exporter.format_tasks("serving")),
                   "Which model to export. preprocessing: the TF Hub preprocessing model (with either --format).")
 flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.", lower_bound=1)
 flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: comma-separated, or a file with one "
@@ -59,7 +62,7 @@ flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
 flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
                   "latency on CPU, slower at large batches; each new input shape compiles on its first request, and "
                   "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
-flags.DEFINE_enum("pooling", None, list(exporter.POOLINGS), "--task=embedding: the sentence embedding is the mean "
+flags.DEFINE_enum("pooling", None, list(heads.POOLINGS), "--task=embedding: the sentence embedding is the mean "
                   "of the last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its "
                   "[CLS] vector.")
 flags.DEFINE_bool("normalize_embeddings", None, "--task=embedding: divide each embedding by its L2 norm (default "

@@ -299,7 +299,7 @@ def test_the_runner_calls_tasks_through_their_contract():
     for task in (classifier.ClassifierTask, ner.NerTask, pretraining.PretrainingTask, squad.SquadTask,
                  swag.SwagTask):
         assert issubclass(task, Task), task
-    assert Task.__abstractmethods__ == {"build_model", "train_data"}  # a task without them cannot be made
+    assert Task.__abstractmethods__ == {"spec", "train_data"}  # a task without them cannot be made
     for task in (classifier.ClassifierTask, ner.NerTask, pretraining.PretrainingTask, squad.SquadTask,
                  swag.SwagTask):  # the method of each mode a task has is its own, and only those
         assert {mode for mode, method in MODE_METHODS.items() if getattr(task, method) is not getattr(Task, method)

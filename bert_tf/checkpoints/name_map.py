@@ -1,12 +1,14 @@
-"""The original BERT variable names of our models: one table for the encoder, one registry of task heads.
+"""The original BERT variable names of our models: the encoder's table here, the task heads' in
+`bert_tf.model.task_models.HEADS`.
 
 Each row pairs an original TF1 variable name with the attribute path of our Keras variable. A model provides its
 parts by attribute: a `BertModel` itself, or a task model (`bert_tf.model.task_models`) with `.bert` and the heads
-named in `TASK_HEADS`: `.masked_lm` (MaskedLMHead), `.next_sentence` (OutputProjection), `.classifier`
-(ClassifierHead), `.span` (SpanHead), `.tagger` (NER) and `.choice` (multiple choice).
+of `task_models.HEADS` it has (`.masked_lm`, `.next_sentence`, `.classifier`, `.span`, `.tagger`, `.choice`, and
+those of a registered task's spec).
 """
 import re
 
+from bert_tf.model import task_models
 from bert_tf.model.encoder import BertModel
 
 # (original name, our attribute path) for the encoder; `{i}` is the layer index.
@@ -39,37 +41,6 @@ _POOLER = [
     ("bert/pooler/dense/kernel", "pooler.dense.kernel"),
     ("bert/pooler/dense/bias", "pooler.dense.bias"),
 ]
-# The task heads: attribute of the task model -> rows (original name, attribute path inside the head).
-TASK_HEADS = {
-    "masked_lm": [
-        ("cls/predictions/transform/dense/kernel", "transform.kernel"),
-        ("cls/predictions/transform/dense/bias", "transform.bias"),
-        ("cls/predictions/transform/LayerNorm/gamma", "layer_norm.gamma"),
-        ("cls/predictions/transform/LayerNorm/beta", "layer_norm.beta"),
-        ("cls/predictions/output_bias", "output_bias"),
-    ],
-    "next_sentence": [
-        ("cls/seq_relationship/output_weights", "output_weights"),
-        ("cls/seq_relationship/output_bias", "output_bias"),
-    ],
-    "classifier": [
-        ("output_weights", "projection.output_weights"),
-        ("output_bias", "projection.output_bias"),
-    ],
-    "span": [
-        ("cls/squad/output_weights", "projection.output_weights"),
-        ("cls/squad/output_bias", "projection.output_bias"),
-    ],
-    # Heads the original never had, under names in its style.
-    "tagger": [
-        ("cls/ner/output_weights", "projection.output_weights"),
-        ("cls/ner/output_bias", "projection.output_bias"),
-    ],
-    "choice": [
-        ("cls/swag/output_weights", "projection.output_weights"),
-        ("cls/swag/output_bias", "projection.output_bias"),
-    ],
-}
 # Variables that only optimizers and loss scaling write: never reported as unused.
 OPTIMIZER_NAME = re.compile(r"(/adam_[mv]$|/(Adam|Adam_1|Momentum|LAMB|lamb_[mv])$|^global_step$|"
                              r"^(good_steps|current_loss_scale|loss_scale)$|/ExponentialMovingAverage$)")
@@ -101,7 +72,8 @@ def model_parts(model):
     bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
     if not isinstance(bert, BertModel):
         raise TypeError(f"Expected a BertModel or a model with a `.bert` BertModel, got {type(model).__name__}.")
-    heads = {} if model is bert else {h: getattr(model, h) for h in TASK_HEADS if getattr(model, h, None) is not None}
+    heads = {} if model is bert else {h: getattr(model, h) for h in task_models.HEADS
+                                      if getattr(model, h, None) is not None}
     return {"bert": bert, **heads}
 
 
@@ -118,5 +90,5 @@ def original_variable_map(model):
         rows += [(f"bert/encoder/layer_{i}/{name}", f"encoder_layers.{i}.{path}") for name, path in _LAYER]
     mapping = {name: _resolve_attr(bert, path) for name, path in rows}
     for attr, head in parts.items():
-        mapping.update({name: _resolve_attr(head, path) for name, path in TASK_HEADS[attr]})
+        mapping.update({name: _resolve_attr(head, path) for name, path in task_models.HEADS[attr].variables})
     return mapping

@@ -14,6 +14,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio
 from bert_tf.checkpoints import assign, model_garden, name_map, original, tfhub
+from bert_tf.model import task_models
 
 _OBJECT_GRAPH = model_garden.OBJECT_GRAPH
 _FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
@@ -93,7 +94,7 @@ def _object_graph_tensors(model, reader, source):
     floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
     parts = name_map.model_parts(model)
     stack = [(parts.get(c.local_name), c.node_id, c.local_name) for c in graph.nodes[0].children
-             if c.local_name in ("bert", *name_map.TASK_HEADS)]
+             if c.local_name in ("bert", *task_models.HEADS)]
     tensors, paired, unpaired, seen = {}, set(), {}, set()
     while stack:
         obj, node_id, path = stack.pop()
@@ -148,7 +149,7 @@ def restore(model, path, required_heads=(), strict=False):
     encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
     graph) or a Model Garden TF2 checkpoint (through its object graph), as a prefix, one of its files, or a
     directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `tfhub`).
-    `required_heads`: head attributes (keys of name_map.TASK_HEADS) the checkpoint must provide in full.
+    `required_heads`: head attributes (keys of task_models.HEADS) the checkpoint must provide in full.
     `strict`: also raise if any other variable of the model is missing.
     Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another
     num_hidden_layers), a shape differs (naming the config key), or a required head is missing (naming one of its
@@ -166,7 +167,7 @@ def restore(model, path, required_heads=(), strict=False):
     lacking = [h for h in required_heads if h in report.missing_heads]
     if lacking:
         raise ValueError(f"{prefix} has no trained {' and '.join(lacking)} head (e.g. variable "
-                         f"{name_map.TASK_HEADS[lacking[0]][0][0]!r}): fine-tune first, or pass a fine-tuned "
+                         f"{task_models.HEADS[lacking[0]].variables[0][0]!r}): fine-tune first, or pass a fine-tuned "
                          f"checkpoint.")
     report.log()
     return report

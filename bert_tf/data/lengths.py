@@ -12,7 +12,8 @@ What cutting keeps and changes:
 - dropout draws its masks for the cut shape: with dropout on, training draws other random masks than a padded run
   (statistically the same dropout, as another seed); with dropout off it computes the padded run's numbers;
 - run_squad.py keeps max_seq_length: the original's span loss takes its softmax over every position, padding
-  included, and its n-best lists pick from every position too, so cutting would change its numbers.
+  included, and its n-best lists pick from every position too, so cutting would change its numbers (its export
+  packs text to max_seq_length too, unless told to cut: bert_tf.export.saved_model).
 
 One length per update on several replicas: the training readers cut the update's whole batch (batch_size x the
 replicas) as one and split it into the replicas' batches (bert_tf.data.records.replica_batches), so every replica

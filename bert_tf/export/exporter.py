@@ -5,12 +5,15 @@
                                            label_list="0,1", max_seq_length=128),
                     init_checkpoint="gs://bucket/mrpc/model.ckpt-343", vocab_file="gs://bucket/bert/vocab.txt")
 
-| format    | writes `export_dir/<version>/`                   | tasks                              | module        |
-|-----------|--------------------------------------------------|------------------------------------|---------------|
-| `serving` | a SavedModel with tensor and raw-text signatures | `saved_model.TASKS`, preprocessing | `saved_model` |
-| `tfhub`   | the TF Hub BERT formats of Model Garden's export | encoder, masked_lm, preprocessing  | `tfhub`       |
-| `litert`  | model.tflite                                     | `saved_model.TASKS`                | `portable`    |
-| `onnx`    | model.onnx                                       | `saved_model.TASKS`                | `portable`    |
+| format    | writes `export_dir/<version>/`                   | tasks                             | module        |
+|-----------|--------------------------------------------------|-----------------------------------|---------------|
+| `serving` | a SavedModel with tensor and raw-text signatures | every task, preprocessing         | `saved_model` |
+| `tfhub`   | the TF Hub BERT formats of Model Garden's export | encoder, masked_lm, preprocessing | `tfhub`       |
+| `litert`  | model.tflite                                     | every task                        | `portable`    |
+| `onnx`    | model.onnx                                       | every task                        | `portable`    |
+
+Every task: those of `task_models.REGISTRY`; a task's model, inputs, outputs, label output and whether text applies
+are its `task_models.TaskSpec`'s, and the writers read them there.
 
 (`preprocessing` with `serving` writes TF Hub's preprocessing model too.) Every format gets
 `assets.extra/export_metadata.json` (task, format, casing, max_seq_length, labels, bert_config and the format's
@@ -34,28 +37,34 @@ from absl import logging
 from bert_tf import checkpoints, fileio
 from bert_tf.data import label_lists
 from bert_tf.export import portable, saved_model, tfhub
-from bert_tf.model import task_models
+from bert_tf.model import heads, task_models
 
 FORMATS = ("serving", "tfhub", *portable.FORMATS)
-# The tasks each format exports; "preprocessing" is the TF Hub preprocessing model (no weights).
-FORMAT_TASKS = {"serving": (*saved_model.TASKS, "preprocessing"), "tfhub": tfhub.TASKS,
-                **dict.fromkeys(portable.FORMATS, saved_model.TASKS)}
+PREPROCESSING = "preprocessing"  # the TF Hub preprocessing model (no weights): a task of "serving" and "tfhub"
 # The file of each format that is committed last: a reader takes a version only with it.
 KEY_FILES = {"serving": "saved_model.pb", "tfhub": "saved_model.pb", **portable.FILES}
 # Options that apply to some formats or tasks only: the request refuses them elsewhere when given (not None).
 SERVING_OPTIONS = ("text_ops", "use_xla", "pad_to_max_seq_length", "length_multiple")
 PORTABLE_OPTIONS = ("quantization",)
-EMBEDDING_OPTIONS = ("pooling", "normalize")
-POOLINGS = ("mean", "cls")
+TASK_OPTIONS = ("pooling", "normalize")  # those of a task's spec (`TaskSpec.options`)
+
+
+def format_tasks(fmt):
+    """The tasks format `fmt` exports: TF Hub's own, or every registered task (`task_models.REGISTRY`), with the
+    preprocessing model for "serving"."""
+    if fmt == "tfhub":
+        return tfhub.TASKS
+    return (*task_models.REGISTRY, PREPROCESSING) if fmt == "serving" else tuple(task_models.REGISTRY)
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportRequest:
     """What to export and how; the flags of run_scripts/export_saved_model.py under their names.
 
-    Options left None are not given: they take their defaults (text_ops "tf_text", use_xla and
-    pad_to_max_seq_length False, length_multiple 32 with use_xla else 1, quantization "none", the embedding's
-    pooling "mean" and normalize True), and a given one that does not apply to the format or task is an error.
+    Options left None are not given: they take their defaults (text_ops "tf_text", use_xla False,
+    pad_to_max_seq_length the spec's `keeps_max_seq_length` (SQuAD's True, else False), length_multiple 32 with
+    use_xla else 1, quantization "none", the embedding's pooling "mean" and normalize True), and a given one that
+    does not apply to the format or task is an error.
     """
     task: str
     export_dir: str
@@ -63,8 +72,8 @@ class ExportRequest:
     version: int = 1
     overwrite: bool = False
     max_seq_length: int = 128
-    num_labels: int | None = None  # classifier / ner: the head's label count (a label_list gives it)
-    label_list: object = None  # classifier / ner: label names (a list, "a,b,c" or a file, `label_lists.resolve`)
+    num_labels: int | None = None  # a labelled task's (classifier, ner): the head's label count (or label_list's)
+    label_list: object = None  # a labelled task's label names (a list, "a,b,c" or a file, `label_lists.resolve`)
     # format "serving" (bert_tf.export.saved_model)
     text_ops: str | None = None
     use_xla: bool | None = None
@@ -72,7 +81,7 @@ class ExportRequest:
     length_multiple: int | None = None
     # formats "litert", "onnx" (bert_tf.export.portable)
     quantization: str | None = None
-    # task "embedding"
+    # a task with these options (`TaskSpec.options`: embedding)
     pooling: str | None = None
     normalize: bool | None = None
 
@@ -89,15 +98,15 @@ class ExportRequest:
         if self.quantization is not None and self.quantization not in portable.QUANTIZATIONS:
             raise ValueError(f"Unknown quantization {self.quantization!r}; expected one of "
                              f"{', '.join(portable.QUANTIZATIONS)}.")
-        if self.pooling is not None and self.pooling not in POOLINGS:
-            raise ValueError(f"Unknown pooling {self.pooling!r}; expected one of {', '.join(POOLINGS)}.")
-        if self.task == "preprocessing" and int(self.max_seq_length) < 3:
+        if self.pooling is not None and self.pooling not in heads.POOLINGS:
+            raise ValueError(f"Unknown pooling {self.pooling!r}; expected one of {', '.join(heads.POOLINGS)}.")
+        if self.task == PREPROCESSING and int(self.max_seq_length) < 3:
             raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got "
                              f"{self.max_seq_length}.")
         self.given_labels()
 
     def _check_task(self):
-        if self.task == "preprocessing" and self.format in portable.FORMATS:
+        if self.task == PREPROCESSING and self.format in portable.FORMATS:
             raise ValueError(f"--format={self.format} has no preprocessing model: TensorFlow Text's tokenizer ops "
                              f"have no {self.format} form; tokenize with the original FullTokenizer and feed the "
                              f"model's tensor signature.")
@@ -105,17 +114,18 @@ class ExportRequest:
             raise ValueError(f"--format=tfhub exports the encoder (--task=encoder), the encoder with its masked-LM "
                              f"head (--task=masked_lm) or the preprocessing model (--task=preprocessing), not "
                              f"{self.task!r}.")
-        if self.task not in FORMAT_TASKS[self.format]:
-            raise ValueError(f"Unknown task {self.task!r}; expected one of {', '.join(FORMAT_TASKS[self.format])}.")
+        if self.task not in format_tasks(self.format):
+            raise ValueError(f"Unknown task {self.task!r}; expected one of {', '.join(format_tasks(self.format))}.")
 
     def _check_options(self):
         """Options given for a format or task they do not apply to are errors."""
-        wrong = {"--task=embedding (--format=serving, litert or onnx)": [
-                     name for name in EMBEDDING_OPTIONS if getattr(self, name) is not None
-                     and (self.task != "embedding" or self.format == "tfhub")],
+        options = self.spec.options if self.spec and self.format != "tfhub" else ()
+        with_options = "/".join(name for name, spec in task_models.REGISTRY.items() if spec.options)
+        wrong = {f"--task={with_options} (--format=serving, litert or onnx)": [
+                     name for name in TASK_OPTIONS if getattr(self, name) is not None and name not in options],
                  "the TF Serving export of a model (--format=serving)": [
                      name for name in SERVING_OPTIONS if getattr(self, name) is not None
-                     and (self.format != "serving" or self.task == "preprocessing")],
+                     and (self.format != "serving" or self.task == PREPROCESSING)],
                  "--format=litert or onnx": [name for name in PORTABLE_OPTIONS if getattr(self, name) is not None
                                              and self.format not in portable.FORMATS]}
         for where, names in wrong.items():
@@ -125,18 +135,26 @@ class ExportRequest:
                                  f"--format={self.format} --task={self.task}.")
 
     @property
-    def labelled(self):
-        """Whether the task's head has labels (classifier, ner)."""
-        return self.task in task_models.REGISTRY and task_models.REGISTRY[self.task].labelled
+    def spec(self):
+        """The task's `task_models.TaskSpec` (None for the preprocessing model)."""
+        return task_models.REGISTRY.get(self.task)
+
+    @property
+    def pad(self):
+        """Whether the text signatures pack to max_seq_length: pad_to_max_seq_length, by default the spec's
+        `keeps_max_seq_length`."""
+        given = self.pad_to_max_seq_length
+        return bool(self.spec.keeps_max_seq_length if given is None else given)
 
     def given_labels(self):
         """(labels, num_labels) of num_labels and label_list (as `label_lists.resolve` reads it): the list's length
         is the label count; a num_labels that disagrees with it, or either for a task without labels, is a
         ValueError."""
         labels = label_lists.resolve(self.label_list)
-        if (labels is not None or self.num_labels is not None) and not self.labelled:
+        if (labels is not None or self.num_labels is not None) and not (self.spec and self.spec.labelled):
+            labelled = " and ".join(name for name, spec in task_models.REGISTRY.items() if spec.labelled)
             raise ValueError(f"--num_labels / --label_list do not apply to the {self.task} task (only to "
-                             f"classifier and ner).")
+                             f"{labelled}).")
         if labels is None:
             return None, self.num_labels
         if self.num_labels and self.num_labels != len(labels):
@@ -145,8 +163,8 @@ class ExportRequest:
 
     @property
     def options(self):
-        """The task model's own options (`task_models.build_task_model`): the embedding's pooling and normalize."""
-        return {"pooling": self.pooling, "normalize": self.normalize} if self.task == "embedding" else {}
+        """The task model's own options (`TaskSpec.options`, e.g. the embedding's pooling and normalize)."""
+        return {name: getattr(self, name) for name in self.spec.options}
 
 
 def version_dir(export_dir, version, overwrite=False):
@@ -166,7 +184,7 @@ def export(request, model=None, *, vocab_file=None, do_lower_case=None, init_che
 
     Args:
       request: ExportRequest.
-      model: the built Keras task model of `request.task` (`task_models.REGISTRY`), weights loaded; None: load
+      model: the built Keras task model of `request.task` (its `TaskSpec.describes` it), weights loaded; None: load
         `init_checkpoint` (any format `checkpoints.load_pretrained` reads; a TF Hub model needs no
         bert_config_file, vocab_file or do_lower_case). The preprocessing model needs neither.
       vocab_file, do_lower_case: the tokenization the model was trained with (do_lower_case None: the model's own,
@@ -175,7 +193,7 @@ def export(request, model=None, *, vocab_file=None, do_lower_case=None, init_che
     request.check()
     labels, num_labels = request.given_labels()
     target = version_dir(request.export_dir, request.version, request.overwrite)  # fail before the slow part
-    if request.task == "preprocessing":
+    if request.task == PREPROCESSING:
         if not vocab_file or not fileio.isfile(vocab_file):
             raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
     elif model is None:
@@ -183,14 +201,21 @@ def export(request, model=None, *, vocab_file=None, do_lower_case=None, init_che
         model, vocab_file, do_lower_case = loaded.model, loaded.files.vocab_file, loaded.files.do_lower_case
     elif not vocab_file:
         raise ValueError("An export needs the model's vocab_file.")
+    elif not request.spec.describes(model):
+        kwargs = request.spec.kwargs
+        given = {key: getattr(model, key, None) for key in kwargs}
+        raise ValueError(f"The {request.task} export needs a {request.spec.model.__name__}"
+                         f"{f' with {kwargs}' if kwargs else ''}, got a {type(model).__name__}"
+                         f"{f' with {given}' if kwargs else ''}.")
     do_lower_case = True if do_lower_case is None else bool(do_lower_case)
-    labels = _head_labels(model, request.task, labels)
     meta = {"task": request.task, "format": request.format, "do_lower_case": do_lower_case,
-            "max_seq_length": int(request.max_seq_length), "labels": labels}
+            "max_seq_length": int(request.max_seq_length)}
     if model is not None:
-        meta.update(bert_config=getattr(model, "bert", model).config.to_dict(),
-                    **({"pooling": model.pooling, "normalize": model.normalize} if request.task == "embedding" else {}))
-    tf_hub = request.format == "tfhub" or request.task == "preprocessing"  # TF Hub's preprocessing in either format
+        labels = _head_labels(model, request.spec, labels)
+        meta.update(bert_config=task_models.encoder_of(model).config.to_dict(),
+                    **{name: getattr(model, name) for name in request.spec.options})
+    meta["labels"] = labels
+    tf_hub = request.format == "tfhub" or request.task == PREPROCESSING  # TF Hub's preprocessing in either format
     writer = tfhub.write if tf_hub else saved_model.write if request.format == "serving" else portable.write
     with fileio.staged_directory(target, key=KEY_FILES[request.format]) as out, fileio.local_directory() as local:
         sources = Sources(os.path.join(local, "vocab.txt"), do_lower_case, labels, local)
@@ -230,23 +255,18 @@ def _load(request, num_labels, init_checkpoint, bert_config_file, vocab_file, do
                                          vocab_file=vocab_file, do_lower_case=do_lower_case,
                                          max_seq_length=request.max_seq_length)
     try:
-        loaded.build_model(lambda config, restored: task_models.build_task_model(
-            task, config, num_labels, restored, **request.options), task_models.REGISTRY[task].heads)
+        loaded.build_model(lambda config, restored: request.spec.build(config, num_labels, restored,
+                                                                        **request.options), request.spec.head_names)
     except ValueError as e:
         given = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
         raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{given}: {e}") from e
     return loaded
 
 
-def _head_labels(model, task, labels):
-    """The label names an export of `model` gives its predictions: `labels` or "0".."L-1" for a classifier or NER
-    head; None for the other tasks and a regression classifier. Raises ValueError for labels that do not fit the
-    head."""
-    if task == "classifier" and getattr(model, "regression", False):
-        if labels:
-            raise ValueError("A regression classifier has no labels.")
-        return None
-    if task not in ("classifier", "ner"):
+def _head_labels(model, spec, labels):
+    """The label names an export of `model` (the model of `spec`) gives its predictions: `labels` or "0".."L-1"
+    for a labelled head, else None. Raises ValueError for labels that do not fit the head."""
+    if not spec.labelled:
         return None
     labels = labels or [str(i) for i in range(model.num_labels)]
     if len(labels) != model.num_labels:

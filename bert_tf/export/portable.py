@@ -9,10 +9,10 @@ like every export, model.tflite / model.onnx last; `write` writes one into the d
 |          |               | `tf.lite.Interpreter`), any batch and length | SavedModel's (`saved_model.tensor_specs`;  |
 | `onnx`   | `model.onnx`  | onnxruntime; batch and length dynamic        | outputs by name, string labels included)   |
 
-with `vocab.txt` (and `labels.txt` for classifier and NER) beside it and `assets.extra/export_metadata.json`. The
-text signatures stay TensorFlow's: TensorFlow Text's tokenizer ops have no ONNX form, and LiteRT runs them only
-with TensorFlow Text's custom ops registered; tokenize with the original FullTokenizer (the same ids) and feed the
-tensor signature.
+with `vocab.txt` (and `labels.txt` for a labelled head: classifier, NER) beside it and
+`assets.extra/export_metadata.json`. The text signatures stay TensorFlow's: TensorFlow Text's tokenizer ops have no
+ONNX form, and LiteRT runs them only with TensorFlow Text's custom ops registered; tokenize with the original
+FullTokenizer (the same ids) and feed the tensor signature.
 
 `quantization="dynamic_range"`: the weights of the matrix multiplications stored as int8 and the activations
 quantized at run time (LiteRT's `Optimize.DEFAULT` without a calibration set; onnxruntime's `quantize_dynamic`,
@@ -36,13 +36,13 @@ ONNX_OPSET = 17
 
 
 def write(model, request, sources, out):
-    """Writes `model` (a Keras task model of `request.task`, weights loaded) as `request.format` ("litert" or
+    """Writes `model` (a Keras task model of `request.spec`, weights loaded) as `request.format` ("litert" or
     "onnx", `request.quantization`) into the directory `out` (module docstring), with `sources.vocab_file` as
     vocab.txt and `sources.labels` as labels.txt beside it (exporter.Sources). The converters write local files:
     the model is converted in `sources.local_dir` and copied. Returns this format's settings for the metadata."""
-    fmt, quantization, task = request.format, request.quantization or "none", request.task
-    specs = saved_model.tensor_specs(task)
-    function = saved_model.tensor_function(model, task, sources.labels)
+    fmt, quantization = request.format, request.quantization or "none"
+    specs = saved_model.tensor_specs(request.spec)
+    function = saved_model.tensor_function(model, request.spec, sources.labels)
     concrete = function.get_concrete_function(**specs)
     local = os.path.join(sources.local_dir, FILES[fmt])
     if fmt == "litert":

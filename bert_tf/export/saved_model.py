@@ -7,26 +7,28 @@ Signatures (named inputs and outputs; batch-major, any batch size):
 
 | signature           | inputs                                                    | outputs                          |
 |---------------------|-----------------------------------------------------------|----------------------------------|
-| `serving_default`   | int32 `input_ids`, `input_mask`, `segment_ids` [B, S]      | the task's outputs (below)       |
-|                     | (+ int32 `masked_lm_positions` [B, P] for pretraining,      |                                  |
-|                     | masked_lm)                                                |                                  |
+| `serving_default`   | the task's inputs (`TaskSpec.inputs`): int32 `input_ids`,  | the task's outputs (below)       |
+|                     | `input_mask`, `segment_ids` [B, S] (swag [B, 4, S];        |                                  |
+|                     | pretraining, masked_lm + `masked_lm_positions` [B, P])     |                                  |
 | `serving_text`      | string `text_a` [B]                                        | the task's outputs + the packed  |
 | `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b` row is    | `input_ids`, `input_mask`,       |
 |                     | packed as a single segment, as the original does)          | `segment_ids` [B, S]             |
 
+The text signatures exist for the tasks whose inputs are the encoder's three (`TaskSpec.text`: not swag,
+pretraining or masked_lm).
+
 S: the tensor signature takes any length (up to max_position_embeddings); the text signatures pack each request to
 its longest text (truncated at max_seq_length as the original), so a short request costs what its texts need,
 not max_seq_length (`pad_to_max_seq_length=True`: always max_seq_length, the original's fixed shape). The real
-positions' outputs are the same either way, to float rounding (bert_tf.data.lengths says why).
+positions' outputs are the same either way, to float rounding (bert_tf.data.lengths says why). SQuAD's export
+packs to max_seq_length unless `pad_to_max_seq_length=False` (`TaskSpec.keeps_max_seq_length`): its start and end
+logits at the real positions are the same either way, but run_squad.py's n-best lists take the best
+`n_best_size` positions of all max_seq_length, padding included (a padded position is then skipped, not replaced),
+so a client reproduces run_squad.py's predictions from logits at max_seq_length only.
 
-Task outputs: encoder `sequence_output` [B,S,H], `pooled_output` [B,H]; classifier `logits`, `probabilities`
-[B,L] and `predicted_label` (string [B]) (a regression
-classifier: `logits` [B,1], `predictions` [B]); squad `start_logits`, `end_logits` [B,S]; ner `logits`,
-`probabilities` [B,S,L] and `predicted_labels` (string [B,S]); pretraining `masked_lm_logits` [B,P,V],
-`next_sentence_logits` [B,2], `sequence_output`, `pooled_output`; masked_lm (the masked-LM head alone, e.g. of a
-`--next_sentence=false` run) the same without `next_sentence_logits`. These two have no text signature.
-embedding `embedding` [B,H] (float32: the mean of the last layer over the real tokens, or its [CLS] vector,
-L2-normalized: sentence-transformers' pooling; `bert_tf.inference.embeddings`).
+Task outputs: the spec's (`TaskSpec.outputs`), and for a labelled head (classifier, ner) its
+`label_output`, the label names of the argmax of `logits` (`predicted_label` string [B], `predicted_labels`
+[B, S]); docs/serving.md lists each task's with its shapes.
 
 The text signatures tokenize and pack in graph exactly like the Python pipeline (`FullTokenizer` + the original
 `convert_single_example` truncation). `text_ops` chooses how:
@@ -43,11 +45,13 @@ packing and the label lookup stay outside it). On CPU that cuts batch-1 latency 
 oneDNN's per-op kernels and transposes), while the default is faster at large batches (BENCHMARKS.md). Each new
 input shape compiles once, on its first request, so the sequence length is rounded up to a multiple of
 `length_multiple` (default 32) in every signature, the tensor signature's inputs padded to it and its per-token
-outputs cut back to the length sent: at most max_seq_length / 32 lengths compile per batch size. TF Serving runs
-such a model only when started with `--xla_cpu_compilation_enabled=true`.
+outputs cut back to the length sent: the text signatures compile at most max_seq_length / 32 lengths per batch
+size, the tensor signature, which takes any length up to max_position_embeddings, at most
+max_position_embeddings / 32. TF Serving runs such a model only when started with
+`--xla_cpu_compilation_enabled=true`.
 
-Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for the classifier and NER (one label
-per line). `export_metadata.json` in assets.extra describes task, signatures and settings.
+Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for a labelled head (one label per
+line). `export_metadata.json` in assets.extra describes task, signatures and settings.
 """
 import tensorflow as tf
 
@@ -55,13 +59,7 @@ from bert_tf.data import lengths
 from bert_tf.model import task_models
 from bert_tf.text import core_ops, preprocessing
 
-# The exportable tasks: their models, the heads an export needs from the checkpoint, their outputs and those with a
-# sequence axis (under use_xla computed on the inputs padded to a rounded length and cut back to the length sent)
-# are `task_models.REGISTRY`'s.
-TASKS = ("encoder", "classifier", "squad", "ner", "pretraining", "masked_lm", "embedding")
-_PRETRAINING = ("pretraining", "masked_lm")  # the tasks with masked_lm_positions among their inputs
 TEXT_OPS = ("tf_text", "core", "none")
-_TENSOR_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
@@ -90,7 +88,11 @@ def function_variables(concrete_functions):
 # --- the serving module ------------------------------------------------------------------------------------
 
 class _ServingModule(tf.Module):
-    def __init__(self, model, task, vocab_file, labels, preprocessor=None, use_xla=False, length_multiple=1):
+    """The signatures' computation: the model of `spec` (a TaskSpec) on its inputs -> its outputs by name (those
+    in `spec.sequence_outputs` under use_xla computed on the inputs padded to a rounded length and cut back to the
+    length sent), with the label names of `labels` as its `label_output`."""
+
+    def __init__(self, model, spec, vocab_file, labels, preprocessor=None, use_xla=False, length_multiple=1):
         super().__init__()
         # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
         # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
@@ -98,11 +100,8 @@ class _ServingModule(tf.Module):
         forward = lambda inputs: model(inputs, training=False)
         self._forward = core_ops.Untracked(tf.function(forward, jit_compile=True) if use_xla else forward)
         self.length_multiple = length_multiple if use_xla else 1
-        self.max_length = (model if task == "encoder" else model.bert).config.max_position_embeddings
-        self.task = task
-        self.output_names = task_models.REGISTRY[task].outputs
-        if task == "classifier" and getattr(model, "regression", False):
-            self.output_names = ("logits", "predictions")  # STS-B style regression: no labels
+        self.max_length = task_models.encoder_of(model).config.max_position_embeddings
+        self.spec = spec
         if vocab_file:
             self.vocab_asset = tf.saved_model.Asset(vocab_file)
         self.preprocessor = preprocessor
@@ -113,61 +112,62 @@ class _ServingModule(tf.Module):
 
     def outputs(self, inputs):
         result = self._forward_rounded(inputs) if self.length_multiple > 1 else self._forward.obj(inputs)
-        out = {name: tf.identity(result[name], name=name) for name in self.output_names}
+        out = {name: tf.identity(result[name], name=name) for name in self.spec.outputs}
         if self._labels is not None:  # a constant of each function (a captured tensor would be an ONNX input)
             labels = tf.constant(self._labels, tf.string)
-            predicted = tf.gather(labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
-            out["predicted_label" if self.task == "classifier" else "predicted_labels"] = predicted
+            out[self.spec.label_output] = tf.gather(labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
         return out
 
     def _forward_rounded(self, inputs):
-        """The model on `inputs` zero-padded to a length rounded up to `length_multiple` (at least the length sent,
-        at most max_position_embeddings), its per-token outputs cut back to the length sent."""
-        length = tf.shape(inputs["input_ids"], out_type=tf.int64)[1]
+        """The model on `inputs` whose last axis is the sequence ("S") zero-padded on it to a length rounded up to
+        `length_multiple` (at least the length sent, at most max_position_embeddings), its per-token outputs cut back
+        to the length sent."""
+        sequence_inputs = [i.name for i in self.spec.inputs if i.axes[-1] == "S"]
+        length = tf.shape(inputs[sequence_inputs[0]], out_type=tf.int64)[-1]
         rounded = tf.maximum(length, preprocessing.longest_length([length], self.max_length, self.length_multiple))
-        padding = [[0, 0], [0, rounded - length]]
-        result = self._forward.obj({name: tf.pad(t, padding) if name in _TENSOR_INPUTS else t
-                                    for name, t in inputs.items()})
-        return {name: t[:, :length] if name in task_models.REGISTRY[self.task].sequence_outputs else t
-                for name, t in result.items() if name in self.output_names}
+        result = self._forward.obj({
+            name: tf.pad(t, [[0, 0]] * (t.shape.rank - 1) + [[0, rounded - length]]) if name in sequence_inputs else t
+            for name, t in inputs.items()})
+        return {name: t[:, :length] if name in self.spec.sequence_outputs else t
+                for name, t in result.items() if name in self.spec.outputs}
 
     def text_outputs(self, packed):
+        """The outputs of the inputs `packed` from text, and those inputs."""
         out = self.outputs(packed)
-        out.update({name: tf.identity(packed[name]) for name in _TENSOR_INPUTS})
+        out.update({name: tf.identity(t) for name, t in packed.items()})
         return out
 
 
-def tensor_specs(task):
-    """The tensor signature's inputs of `task`: int32 input_ids, input_mask, segment_ids [B, S] (pretraining and
-    masked_lm: also masked_lm_positions [B, P]), by name."""
-    names = _TENSOR_INPUTS + (("masked_lm_positions",) if task in _PRETRAINING else ())
-    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
+def tensor_specs(spec):
+    """The tensor signature's inputs of the task of `spec` (a TaskSpec), by name: its `inputs`, batch and sequence
+    of any size (e.g. int32 input_ids [B, S]; swag's [B, 4, S])."""
+    return {i.name: tf.TensorSpec(i.shape, i.dtype, name=i.name) for i in spec.inputs}
 
 
-def tensor_function(model, task, labels=None):
+def tensor_function(model, spec, labels=None):
     """`serving_default`'s computation for the formats converted from it (bert_tf.export.portable): a tf.function
-    of `tensor_specs(task)` (keyword arguments) returning the task's outputs by name, `labels` (classifier and
-    ner) giving `predicted_label(s)`, as the SavedModel's signature does."""
-    module = _ServingModule(model, task, None, labels)
+    of `tensor_specs(spec)` (keyword arguments) returning the task's outputs by name, `labels` (a labelled head)
+    giving its `label_output`, as the SavedModel's signature does."""
+    module = _ServingModule(model, spec, None, labels)
     return tf.function(lambda **inputs: module.outputs(inputs), autograph=False)
 
 
 def write(model, request, sources, out):
-    """Writes `model` (a built Keras task model of `request.task`, weights loaded; see the module docstring for
-    each task's outputs) as a SavedModel into the directory `out`, with the text signatures of `request.text_ops`
-    over `sources.vocab_file` (exporter.Sources) and `sources.labels` (classifier, ner) as assets/labels.txt.
-    Returns this format's settings for the export's metadata."""
-    task, text_ops = request.task, request.text_ops or "tf_text"
-    use_xla, pad = bool(request.use_xla), bool(request.pad_to_max_seq_length)
+    """Writes `model` (a built Keras task model of `request.spec`, weights loaded; see the module docstring for
+    its signatures) as a SavedModel into the directory `out`, with the text signatures of `request.text_ops`
+    over `sources.vocab_file` (exporter.Sources) where the spec's inputs take text, and `sources.labels` (a
+    labelled head) as assets/labels.txt. Returns this format's settings for the export's metadata."""
+    spec, text_ops = request.spec, request.text_ops or "tf_text"
+    use_xla, pad = bool(request.use_xla), request.pad
     length_multiple = lengths.SequenceLengths.for_run(pad, use_xla, request.length_multiple).multiple
-    has_text = text_ops != "none" and task not in _PRETRAINING
+    has_text = text_ops != "none" and spec.text
     preprocessor = make_preprocessor(sources.vocab_file, sources.do_lower_case, request.max_seq_length, text_ops, pad,
                                      length_multiple) if has_text else None
-    module = _ServingModule(model, task, sources.vocab_file, sources.labels, preprocessor, use_xla, length_multiple)
+    module = _ServingModule(model, spec, sources.vocab_file, sources.labels, preprocessor, use_xla, length_multiple)
     if sources.labels is not None:
         module.labels_asset = tf.saved_model.Asset(sources.labels_file())
     signatures = {"serving_default": tf.function(
-        lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(task))}
+        lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(spec))}
     if has_text:
         signatures["serving_text"] = tf.function(
             lambda text_a: module.text_outputs(preprocessor.encode(text_a))).get_concrete_function(

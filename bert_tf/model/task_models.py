@@ -1,18 +1,20 @@
-"""Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task.
+"""Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what
+each task's model is (`TaskSpec`, by task name in `REGISTRY`; its heads' original variable names in `HEADS`).
 
-| task model          | heads (attribute: original variables)                               | script              |
-|---------------------|---------------------------------------------------------------------|---------------------|
-| BertPretrainer      | `.masked_lm`: cls/predictions/..., `.next_sentence`: cls/seq_relationship/...   | pretraining |
-| BertClassifier      | `.classifier`: output_weights [L,H], output_bias [L]                | run_classifier.py   |
-| BertSpanLabeler     | `.span`: cls/squad/output_weights [2,H], output_bias [2]            | run_squad.py        |
-| BertTokenClassifier | `.tagger`: cls/ner/output_weights [L,H], output_bias [L] (new)      | run_ner.py          |
-| BertMultipleChoice  | `.choice`: cls/swag/output_weights [1,H], output_bias [1] (new)     | run_swag.py         |
-| BertSentenceEncoder | none (`.sentence_pooling`: mean or [CLS], L2-normalized; no weights) | sentence embeddings |
+| task model          | heads (attributes)                     | tasks (REGISTRY)       | script              |
+|---------------------|----------------------------------------|------------------------|---------------------|
+| BertModel           | none                                   | encoder                | (the encoder alone) |
+| BertPretrainer      | `.masked_lm`, `.next_sentence`         | pretraining, masked_lm | run_pretraining.py  |
+| BertClassifier      | `.classifier`                          | classifier, regression | run_classifier.py   |
+| BertSpanLabeler     | `.span`                                | squad                  | run_squad.py        |
+| BertTokenClassifier | `.tagger` (new)                        | ner                    | run_ner.py          |
+| BertMultipleChoice  | `.choice` (new)                        | swag                   | run_swag.py         |
+| BertSentenceEncoder | none (`.sentence_pooling`, no weights) | embedding              | sentence embeddings |
 
-`bert_tf.checkpoints` maps these attributes to the original variable names.
+The tasks (bert_tf.tasks) build their models through their spec, `bert_tf.checkpoints` maps heads to original
+variable names by `HEADS`, and the export (bert_tf.export) reads inputs, outputs and labels from the spec.
 """
 import dataclasses
-import typing
 
 import keras
 from keras import ops
@@ -23,11 +25,12 @@ from bert_tf.model.heads import ClassifierHead, FlattenChoices, MaskedLMHead, Ou
 
 
 class TaskModel(keras.Model):
-    """A functional task model on a shared `BertModel` (`.bert`); subclasses add their heads and outputs.
+    """A functional task model on a shared `BertModel` (`.bert`); a subclass calls `init_task` first, then adds its
+    heads (each an attribute, named with its variables' original names by a `Head` of its `TaskSpec`) and outputs.
 
-    Serializes as its BertConfig plus the task's own keyword arguments (`_task_kwargs`).
+    Serializes as its BertConfig plus the task's own keyword arguments (`task_kwargs`).
     """
-    _task_kwargs = ()
+    task_kwargs = ()
 
     def __init__(self, inputs, outputs, dtype, **kwargs):
         """The functional model inputs -> outputs under the encoder's dtype policy `dtype`, which the functional
@@ -35,21 +38,20 @@ class TaskModel(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.dtype_policy = dtype
 
-    def _init_task(self, config, kwargs):
+    def init_task(self, config, kwargs):
         """Pops the encoder, dtype and restored_encoder (BertModel's `restored`: the caller restores the encoder
         next, so its random initial values are not computed) from kwargs; returns (bert, policy, encoder input
-        dict)."""
+        dict: `ENCODER_INPUTS`)."""
         restored = kwargs.pop("restored_encoder", False)
         bert = kwargs.pop("bert", None) or BertModel(config, restored=restored, dtype=kwargs.pop("dtype", None))
         self.bert = bert
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("input_ids", "input_mask", "segment_ids")}
+        inputs = {i.name: keras.Input(shape=i.shape[1:], dtype=i.dtype, name=i.name) for i in ENCODER_INPUTS}
         return bert, bert.dtype_policy, inputs
 
     def get_config(self):
         return {"config": self.bert.config.to_dict(), "name": self.name,
                 "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-                **{key: getattr(self, key) for key in self._task_kwargs}}
+                **{key: getattr(self, key) for key in self.task_kwargs}}
 
     @classmethod
     def from_config(cls, config):
@@ -63,13 +65,13 @@ class BertClassifier(TaskModel):
     Inputs: input_ids, input_mask, segment_ids [B, S] int32. Outputs (float32): logits [B, L] and
     probabilities [B, L] (softmax), or with `regression=True` (STS-B) logits [B, 1] and predictions [B].
     """
-    _task_kwargs = ("num_labels", "regression")
+    task_kwargs = ("num_labels", "regression")
 
     def __init__(self, config, num_labels, regression=False, **kwargs):
-        kwargs.setdefault("name", "bert_classifier")
-        bert, policy, inputs = self._init_task(config, kwargs)
         if regression and num_labels != 1:
             raise ValueError(f"A regression task has one output, got num_labels={num_labels}.")
+        kwargs.setdefault("name", "bert_classifier")
+        bert, policy, inputs = self.init_task(config, kwargs)
         self.classifier = ClassifierHead(num_labels, bert.config.hidden_dropout_prob,
                                          bert.config.initializer_range, name="classifier", dtype=policy)
         logits = self.classifier(bert(inputs)["pooled_output"])
@@ -88,7 +90,7 @@ class BertSpanLabeler(TaskModel):
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_span_labeler")
-        bert, policy, inputs = self._init_task(config, kwargs)
+        bert, policy, inputs = self.init_task(config, kwargs)
         self.span = SpanHead(bert.config.initializer_range, name="span", dtype=policy)
         start_logits, end_logits = self.span(bert(inputs)["sequence_output"])
         super().__init__(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits},
@@ -98,11 +100,11 @@ class BertSpanLabeler(TaskModel):
 @serializable
 class BertTokenClassifier(TaskModel):
     """A tagging model (NER): dropout + `cls/ner/output_weights` on every token -> logits [B, S, L] (float32)."""
-    _task_kwargs = ("num_labels",)
+    task_kwargs = ("num_labels",)
 
     def __init__(self, config, num_labels, **kwargs):
         kwargs.setdefault("name", "bert_token_classifier")
-        bert, policy, inputs = self._init_task(config, kwargs)
+        bert, policy, inputs = self.init_task(config, kwargs)
         self.tagger = ClassifierHead(num_labels, bert.config.hidden_dropout_prob, bert.config.initializer_range,
                                      name="tagger", dtype=policy)
         logits = self.tagger(bert(inputs)["sequence_output"])
@@ -119,11 +121,11 @@ class BertMultipleChoice(TaskModel):
     Inputs: input_ids, input_mask, segment_ids [B, C, S] int32. Outputs: logits, probabilities [B, C] (float32).
     Head variables: `cls/swag/output_weights` [1, H], `cls/swag/output_bias` [1].
     """
-    _task_kwargs = ("num_choices",)
+    task_kwargs = ("num_choices",)
 
     def __init__(self, config, num_choices=4, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
-        bert, policy, _ = self._init_task(config, kwargs)
+        bert, policy, _ = self.init_task(config, kwargs)
         inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
                   for name in ("input_ids", "input_mask", "segment_ids")}
         self.choice = ClassifierHead(1, bert.config.hidden_dropout_prob, bert.config.initializer_range,
@@ -145,11 +147,11 @@ class BertSentenceEncoder(TaskModel):
     real tokens' vectors (`pooling="mean"`) or the [CLS] vector (`"cls"`), divided by its L2 norm when
     `normalize`. No weights beyond the encoder's.
     """
-    _task_kwargs = ("pooling", "normalize")
+    task_kwargs = ("pooling", "normalize")
 
     def __init__(self, config, pooling="mean", normalize=True, **kwargs):
         kwargs.setdefault("name", "bert_sentence_encoder")
-        bert, policy, inputs = self._init_task(config, kwargs)
+        bert, policy, inputs = self.init_task(config, kwargs)
         self.sentence_pooling = heads.SentencePooling(pooling, normalize, name="pooling")
         embedding = self.sentence_pooling(bert(inputs)["sequence_output"], inputs["input_mask"])
         super().__init__(inputs=inputs, outputs={"embedding": embedding}, dtype=policy, **kwargs)
@@ -165,11 +167,11 @@ class BertPretrainer(TaskModel):
     sequence_output and pooled_output. `with_next_sentence=False` (the paper's "No NSP" ablation): no
     `cls/seq_relationship` head (`.next_sentence`) and no next_sentence_logits.
     """
-    _task_kwargs = ("with_next_sentence",)
+    task_kwargs = ("with_next_sentence",)
 
     def __init__(self, config, with_next_sentence=True, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
-        bert, policy, inputs = self._init_task(config, kwargs)
+        bert, policy, inputs = self.init_task(config, kwargs)
         config = bert.config
         self.masked_lm = MaskedLMHead(bert.embeddings, config.hidden_act, config.initializer_range,
                                       name="predictions", dtype=policy)
@@ -187,56 +189,198 @@ class BertPretrainer(TaskModel):
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
         self.with_next_sentence = with_next_sentence
 
+
+# --- what each task model is ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """A head of a task model: its attribute on the model and its variables' original (TF1) names, as rows
+    (original name, attribute path inside the head). `bert_tf.checkpoints` maps a model's variables by them."""
+    attribute: str
+    variables: tuple
+
+    def __post_init__(self):
+        if not (self.variables and all(isinstance(row, tuple) and len(row) == 2
+                                       and all(isinstance(part, str) and part for part in row)
+                                       for row in self.variables)):
+            raise ValueError(f"Head .{self.attribute} needs its variables as (original name, attribute path) rows, "
+                             f"got {self.variables!r}.")
+
+
+def _projection(attribute, scope=""):
+    """A head whose variables are a `ClassifierHead`'s or `SpanHead`'s projection: `<scope>output_weights` [K, H]
+    and `<scope>output_bias` [K]."""
+    return Head(attribute, tuple((f"{scope}output_{part}", f"projection.output_{part}")
+                                 for part in ("weights", "bias")))
+
+
+# The heads of the task models by attribute; heads the original never had (tagger, choice) under names in its style.
+HEADS = {head.attribute: head for head in (
+    Head("masked_lm", (("cls/predictions/transform/dense/kernel", "transform.kernel"),
+                       ("cls/predictions/transform/dense/bias", "transform.bias"),
+                       ("cls/predictions/transform/LayerNorm/gamma", "layer_norm.gamma"),
+                       ("cls/predictions/transform/LayerNorm/beta", "layer_norm.beta"),
+                       ("cls/predictions/output_bias", "output_bias"))),
+    Head("next_sentence", (("cls/seq_relationship/output_weights", "output_weights"),
+                           ("cls/seq_relationship/output_bias", "output_bias"))),
+    _projection("classifier"),
+    _projection("span", "cls/squad/"),
+    _projection("tagger", "cls/ner/"),
+    _projection("choice", "cls/swag/"),
+)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """An input of a task model: its name, its axes (each "B" batch, "S" sequence or "P" masked positions, of any
+    size, or an int: a fixed size, SWAG's choices) and its dtype."""
+    name: str
+    axes: tuple
+    dtype: str = "int32"
+
+    @property
+    def shape(self):
+        """The shape, None for each axis of any size (a tf.TensorSpec's or keras.Input's, batch included)."""
+        return tuple(axis if isinstance(axis, int) else None for axis in self.axes)
+
+
+ENCODER_INPUTS = tuple(Input(name, ("B", "S")) for name in ("input_ids", "input_mask", "segment_ids"))
+PRETRAINING_INPUTS = (*ENCODER_INPUTS, Input("masked_lm_positions", ("B", "P")))
+NUM_CHOICES = 4  # SWAG's endings per example
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    """What one task's model is (`REGISTRY`): how to make it, the heads a trained one holds (attributes, keys of
-    `bert_tf.checkpoints.TASK_HEADS`), its outputs and those with a sequence axis (the second)."""
-    make: typing.Callable  # make(config, num_labels, restored, **options) -> the Keras model (`restored`: see
-    # BertModel)
-    heads: tuple
-    outputs: tuple
+    """What one task's model is: the one place the tasks (bert_tf.tasks), the checkpoints, the export and the
+    tests read it.
+
+    name: the task's name (`REGISTRY` key, the export's --task). model: its Keras class, built as
+    `model(config, **kwargs, num_labels=... (labelled), restored_encoder=..., **options)` (BertModel:
+    `restored=...`). heads: its `Head`s (attribute and original variable names). inputs: its `Input`s, by name.
+    outputs: its outputs, those in `sequence_outputs` with the text's sequence axis second. label_output: where
+    the head has labels (the model takes num_labels), the export's output of the predicted label names:
+    `predicted_label` [B] or `predicted_labels` [B, S]. keeps_max_seq_length: its outputs are read at every
+    position (SQuAD's n-best lists pick from padding too), so its export packs text to max_seq_length unless told
+    to cut. options: keyword options of `model` a caller may give (the embedding's pooling).
+    """
+    name: str
+    model: type
+    heads: tuple = ()
+    inputs: tuple = ENCODER_INPUTS
+    outputs: tuple = ()
     sequence_outputs: tuple = ()
-    labelled: bool = False  # whether it needs num_labels
-    options: tuple = ()  # the keyword options `make` takes (e.g. the embedding's pooling)
+    label_output: str | None = None
+    keeps_max_seq_length: bool = False
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    options: tuple = ()
+
+    def __post_init__(self):
+        for head in self.heads:
+            if not isinstance(head, Head):
+                raise ValueError(f"The {self.name} task's head {head!r} has no variable names: give a "
+                                 f"task_models.Head(attribute, ((original name, attribute path), ...)).")
+        if not set(self.sequence_outputs) <= set(self.outputs):
+            raise ValueError(f"The {self.name} task's sequence outputs {self.sequence_outputs} are not among its "
+                             f"outputs {self.outputs}.")
+
+    @property
+    def head_names(self):
+        """The attributes of its heads (what a checkpoint must hold to predict)."""
+        return tuple(head.attribute for head in self.heads)
+
+    @property
+    def labelled(self):
+        """Whether its head has labels (needs num_labels)."""
+        return self.label_output is not None
+
+    @property
+    def text(self):
+        """Whether text applies (the export's text signatures): its inputs are the encoder's, which text packs to."""
+        return self.inputs == ENCODER_INPUTS
+
+    def describes(self, model):
+        """Whether `model` is this task's model (its class, and its fixed keyword arguments, e.g. regression)."""
+        return isinstance(model, self.model) and all(getattr(model, key, None) == value
+                                                     for key, value in self.kwargs.items())
+
+    def build(self, config, num_labels=None, restored=False, **options):
+        """The Keras model for BertConfig `config`: `num_labels` for a labelled task; `restored`: the caller
+        restores its encoder next (see BertModel); `options`: some of `self.options`, None ones left at their
+        defaults. Raises ValueError for a missing num_labels, an unknown option, or a model that disagrees with
+        this spec (inputs, or a variable outside its encoder and heads)."""
+        if self.labelled and (not num_labels or num_labels < 1):
+            raise ValueError(f"The {self.name} task needs num_labels >= 1 (--num_labels or --label_list).")
+        options = {name: value for name, value in options.items() if value is not None}
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(f"The {self.name} task takes no option {', '.join(unknown)}"
+                             f"{' (its options: ' + ', '.join(self.options) + ')' if self.options else ''}.")
+        labels = {"num_labels": num_labels} if self.labelled else {}
+        restored_kw = "restored_encoder" if issubclass(self.model, TaskModel) else "restored"
+        model = self.model(config, **self.kwargs, **labels, **{restored_kw: restored}, **options)
+        self._check(model)
+        return model
+
+    def _check(self, model):
+        """Raises ValueError if the built `model`'s inputs are not `inputs`, or it holds a variable outside its
+        encoder and heads (a head that has no original names: a checkpoint would leave it random)."""
+        built = {name: (tuple(x.shape), x.dtype) for name, x in model.input.items()}
+        if built != {i.name: (i.shape, i.dtype) for i in self.inputs}:
+            raise ValueError(f"The {self.name} model's inputs {built} are not its spec's {self.inputs}.")
+        parts = [encoder_of(model), *(getattr(model, head) for head in self.head_names)]
+        owned = {id(weight) for part in parts for weight in part.weights}
+        stray = [weight.path for weight in model.weights if id(weight) not in owned]
+        if stray:
+            raise ValueError(f"The {self.name} model has variables outside its encoder and its heads "
+                             f"{self.head_names}: {stray}; each head of a task model needs a task_models.Head.")
 
 
-# The task models by task name: the export (bert_tf.export.saved_model) and the tasks (bert_tf.tasks) read them here.
-REGISTRY = {
-    "encoder": TaskSpec(lambda config, _, restored: BertModel(config, restored=restored), (),
-                        ("sequence_output", "pooled_output"), ("sequence_output",)),
-    "classifier": TaskSpec(lambda config, labels, restored: BertClassifier(config, labels, restored_encoder=restored),
-                           ("classifier",), ("logits", "probabilities"), labelled=True),
-    "squad": TaskSpec(lambda config, _, restored: BertSpanLabeler(config, restored_encoder=restored), ("span",),
-                      ("start_logits", "end_logits"), ("start_logits", "end_logits")),
-    "ner": TaskSpec(lambda config, labels, restored: BertTokenClassifier(config, labels, restored_encoder=restored),
-                    ("tagger",), ("logits", "probabilities"), ("logits", "probabilities"), labelled=True),
-    "swag": TaskSpec(lambda config, _, restored: BertMultipleChoice(config, restored_encoder=restored), ("choice",),
-                     ("logits", "probabilities")),
-    "pretraining": TaskSpec(lambda config, _, restored: BertPretrainer(config, restored_encoder=restored),
-                            ("masked_lm", "next_sentence"),
-                            ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
-                            ("sequence_output",)),
-    "masked_lm": TaskSpec(
-        lambda config, _, restored: BertPretrainer(config, with_next_sentence=False, restored_encoder=restored),
-        ("masked_lm",), ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",)),
-    "embedding": TaskSpec(
-        lambda config, _, restored, **options: BertSentenceEncoder(config, restored_encoder=restored, **options),
-        (), ("embedding",), options=("pooling", "normalize")),
-}
+REGISTRY = {}  # task name -> TaskSpec (`register`)
+
+
+def encoder_of(model):
+    """The encoder (BertModel) of a task model: its `.bert`, or the model itself (the encoder task's)."""
+    return model if isinstance(model, BertModel) else model.bert
+
+
+def register(spec):
+    """Adds `spec` to REGISTRY and its heads to HEADS (where the checkpoints find them); returns it. A task of its
+    own module registers its spec so (README, "Add a task"). ValueError for a name taken, or a head attribute
+    known with other variables."""
+    if spec.name in REGISTRY:
+        raise ValueError(f"A task named {spec.name!r} is registered already.")
+    for head in spec.heads:
+        if HEADS.setdefault(head.attribute, head) != head:
+            raise ValueError(f"The {spec.name} task's head .{head.attribute} has other variables than the "
+                             f"registered one: {HEADS[head.attribute].variables}.")
+    REGISTRY[spec.name] = spec
+    return spec
+
+
+register(TaskSpec("encoder", BertModel, outputs=("sequence_output", "pooled_output"),
+                  sequence_outputs=("sequence_output",)))
+register(TaskSpec("classifier", BertClassifier, (HEADS["classifier"],), outputs=("logits", "probabilities"),
+                  label_output="predicted_label", kwargs={"regression": False}))
+register(TaskSpec("regression", BertClassifier, (HEADS["classifier"],), outputs=("logits", "predictions"),
+                  kwargs={"num_labels": 1, "regression": True}))
+register(TaskSpec("squad", BertSpanLabeler, (HEADS["span"],), outputs=("start_logits", "end_logits"),
+                  sequence_outputs=("start_logits", "end_logits"), keeps_max_seq_length=True))
+register(TaskSpec("ner", BertTokenClassifier, (HEADS["tagger"],), outputs=("logits", "probabilities"),
+                  sequence_outputs=("logits", "probabilities"), label_output="predicted_labels"))
+register(TaskSpec("swag", BertMultipleChoice, (HEADS["choice"],),
+                  tuple(Input(i.name, ("B", NUM_CHOICES, "S")) for i in ENCODER_INPUTS), ("logits", "probabilities"),
+                  kwargs={"num_choices": NUM_CHOICES}))
+register(TaskSpec("pretraining", BertPretrainer, (HEADS["masked_lm"], HEADS["next_sentence"]), PRETRAINING_INPUTS,
+                  ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
+                  ("sequence_output",), kwargs={"with_next_sentence": True}))
+register(TaskSpec("masked_lm", BertPretrainer, (HEADS["masked_lm"],), PRETRAINING_INPUTS,
+                  ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",),
+                  kwargs={"with_next_sentence": False}))
+register(TaskSpec("embedding", BertSentenceEncoder, outputs=("embedding",), options=("pooling", "normalize")))
 
 
 def build_task_model(task, config, num_labels=None, restored=False, **options):
-    """The Keras model of `task` (a key of REGISTRY); `num_labels` for the labelled ones (classifier, ner);
-    `restored`: the caller restores its encoder next (see BertModel); `options`: those of the task's spec (e.g.
-    the embedding's pooling="cls"), None ones left at their defaults."""
+    """The Keras model of `task` (a key of REGISTRY): `REGISTRY[task].build(...)` (see TaskSpec.build)."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
-    spec = REGISTRY[task]
-    if spec.labelled and (not num_labels or num_labels < 1):
-        raise ValueError(f"The {task} task needs num_labels >= 1 (--num_labels or --label_list).")
-    options = {name: value for name, value in options.items() if value is not None}
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise ValueError(f"The {task} task takes no option {', '.join(unknown)}"
-                         f"{' (its options: ' + ', '.join(spec.options) + ')' if spec.options else ''}.")
-    return spec.make(config, num_labels, restored, **options)
+    return REGISTRY[task].build(config, num_labels, restored, **options)

@@ -370,8 +370,7 @@ class NerTask(Task):
     `label_list`: comma-separated labels in the order of the model's outputs (default: the training run's
     output_dir/label_list.txt, else the sorted labels of train.txt).
     """
-    heads = task_models.REGISTRY["ner"].heads
-    export_task = "ner"
+    spec = task_models.REGISTRY["ner"]
     loss = staticmethod(masked_loss)
 
     def __init__(self, data_dir, label_list=None):
@@ -393,9 +392,6 @@ class NerTask(Task):
         hint = "; --label_list can name labels train.txt lacks" if source.endswith("train.txt") else ""
         for examples in self.examples.values():
             check_labels(examples, self.label_list, f"the label list ({source}{hint})")
-
-    def build_model(self, config, restored_encoder=False):
-        return task_models.BertTokenClassifier(config, len(self.label_list), restored_encoder=restored_encoder)
 
     def train_data(self, run, tokenizer):
         """Saves the label list (the chief), writes work_dir/train.tf_record (a TrainData: number of windows)."""

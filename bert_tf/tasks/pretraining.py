@@ -88,11 +88,14 @@ class PretrainingTask(Task):
         self.dynamic_masking = dynamic_masking
         self.masked_lm_prob = masked_lm_prob
         self.do_whole_word_mask = do_whole_word_mask
-        self.heads = task_models.REGISTRY["pretraining" if next_sentence else "masked_lm"].heads
-        self.export_task = "pretraining" if next_sentence else "masked_lm"  # bert_tf.export.saved_model tasks
         self.loss = PretrainingLoss(next_sentence)
         self.train_files = self.eval_files = None
         self.compression = {}
+
+    @property
+    def spec(self):
+        """The pretraining model, without its next-sentence head (masked_lm) when not `next_sentence`."""
+        return task_models.REGISTRY["pretraining" if self.next_sentence else "masked_lm"]
 
     def check_flags(self, run):
         """Checks of the flags alone (before the model files are read)."""
@@ -124,10 +127,6 @@ class PretrainingTask(Task):
             self.train_files, self.compression["train"] = files(self.input_file, "Training")
         if run.do_eval:
             self.eval_files, self.compression["eval"] = files(self.eval_input_file, "Evaluation")
-
-    def build_model(self, config, restored_encoder=False):
-        return task_models.BertPretrainer(config, with_next_sentence=self.next_sentence,
-                                          restored_encoder=restored_encoder)
 
     def train_steps(self, run, num_examples):
         """(num_train_steps, num_warmup_steps): given by the flags, as the original's."""

@@ -134,9 +134,6 @@ def prepare(run, task):
     if not any(getattr(run, mode) for mode in task.modes):
         raise ValueError(_NO_MODE[task.modes])
     task.check_flags(run)
-    if run.export_dir and not task.export_task:
-        raise ValueError("--export_dir: this task has no SavedModel export; see run_scripts/export_saved_model.py "
-                         "for the tasks that have one.")
     loaded = checkpoints.load_pretrained(
         init_checkpoint=run.init_checkpoint, bert_config_file=run.bert_config_file, vocab_file=run.vocab_file,
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
@@ -185,19 +182,21 @@ def train(run, task, tokenizer, trainer):
 
 def export(run, task, trainer):
     """After a run: with save_original_checkpoint (and training), the model in the original TF1 format at
-    <output_dir>/original; with export_dir, a SavedModel at <export_dir>/<global_step>. Returns the paths written."""
+    <output_dir>/original; with export_dir, a SavedModel of the task's export_task at <export_dir>/<global_step>,
+    its text signatures cut to each request's texts unless pad_to_max_seq_length or the task's spec keeps
+    max_seq_length (SQuAD). Returns the paths written."""
     written = []
     if run.save_original_checkpoint and run.do_train:
         written.append(checkpoints.export_original(trainer.model, os.path.join(run.output_dir, "original"),
                                                    vocab_file=run.vocab_file))
         logging.info("Wrote the fine-tuned model in the original format to %s", written[-1])
-    if run.export_dir and task.export_task:
+    if run.export_dir:
         from bert_tf.export import exporter
 
         request = exporter.ExportRequest(
             task=task.export_task, export_dir=run.export_dir, version=max(trainer.step, 1), overwrite=True,
             max_seq_length=run.max_seq_length, label_list=task.label_list,
-            pad_to_max_seq_length=run.pad_to_max_seq_length, length_multiple=run.seq_length_multiple)
+            pad_to_max_seq_length=run.pad_to_max_seq_length or None, length_multiple=run.seq_length_multiple)
         written.append(exporter.export(request, trainer.model, vocab_file=run.vocab_file,
                                        do_lower_case=run.do_lower_case))
     return written

@@ -24,12 +24,12 @@ from bert_tf import fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
 from bert_tf.model import task_models
+from bert_tf.model.task_models import NUM_CHOICES
 from bert_tf.tasks import result_files
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
-NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
 TEXT_COLUMNS = ("sent1", "sent2") + ENDING_COLUMNS
 _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")  # also the arrays with a sequence axis
@@ -195,7 +195,7 @@ def accuracy(probabilities, labels):
 
 class SwagTask(Task):
     """run_swag.py's task (a bert_tf.tasks.task.Task): SWAG CSV files of `data_dir` -> BertMultipleChoice."""
-    heads = task_models.REGISTRY["swag"].heads
+    spec = task_models.REGISTRY["swag"]
     loss = staticmethod(choice_loss)
 
     def __init__(self, data_dir):
@@ -208,9 +208,6 @@ class SwagTask(Task):
                  "test": (run.do_predict, "test.csv", False)}
         self.examples = {split: read_swag(os.path.join(self.data_dir, name), split, require_label=labelled)
                          for split, (wanted, name, labelled) in files.items() if wanted}
-
-    def build_model(self, config, restored_encoder=False):
-        return task_models.BertMultipleChoice(config, num_choices=NUM_CHOICES, restored_encoder=restored_encoder)
 
     def train_data(self, run, tokenizer):
         """Writes work_dir/train.tf_record (a TrainData)."""

@@ -5,21 +5,23 @@ A task is a small object that knows its data and outputs, and nothing else. The 
   check_flags(run)                   its own settings, before the model files are read
   read_inputs(run, config)           reads and checks every input file the run will need, before any model work
                                      (what it reads stays on the task for the calls below)
-  build_model(config, restored_encoder)  the Keras task model (`bert_tf.model.task_models`), in the strategy's
-                                     scope (`restored_encoder`: its encoder is restored from a checkpoint next)
+  build_model(config, restored_encoder)  the Keras task model, in the strategy's scope (`restored_encoder`: its
+                                     encoder is restored from a checkpoint next); by default its spec's
   train_data(run, tokenizer)         (do_train) -> TrainData
   train_steps(run, num_examples)     (do_train) -> (num_train_steps, num_warmup_steps)
   prepare_evaluation(run, trainer)   (do_train with do_eval) traces the evaluation while TensorFlow optimizes
                                      the training graph
   evaluate(run, tokenizer, trainer)  (do_eval) predicts the dev set, writes its outputs -> results (a dict)
   predict(run, tokenizer, trainer)   (do_predict) predicts the test set, writes its outputs -> results or None
-and reads its class attributes: `heads` (the head attributes its model needs to predict and export), `modes`,
-`export_task`, `label_list`, `min_seq_length`, `needs_vocab`, and `loss` (per-example `loss(labels, outputs)`
-[B] float32, or a batch-level loss object of bert_tf.training.losses).
+and reads its attributes: `spec` (its model's `bert_tf.model.task_models.TaskSpec`: the model, its heads, inputs,
+outputs and labels; `heads`, the head attributes a checkpoint must hold to predict, and `export_task`, its export's
+task, derive from it), `modes`, `label_list`, `min_seq_length`, `needs_vocab`, and `loss` (per-example
+`loss(labels, outputs)` [B] float32, or a batch-level loss object of bert_tf.training.losses).
 """
 import abc
 import typing
 
+from bert_tf.model.task_models import TaskSpec
 from bert_tf.training.trainer import compute_train_steps
 
 
@@ -34,17 +36,31 @@ class TrainData(typing.NamedTuple):
 class Task(abc.ABC):
     """The base of every task (see the module docstring); the defaults are those of a fine-tuning task.
 
-    A subclass defines `build_model` and `train_data`, `loss` (a class attribute, e.g. `staticmethod(span_loss)`,
-    or set in `__init__`), and `evaluate` / `predict` for the modes it has (`modes`: SQuAD has no do_eval,
-    pretraining no do_predict; the runner calls only those): a subclass whose `modes` name one without its method
-    is refused when it is defined.
+    A subclass names its `spec` and defines `train_data`, `loss` (a class attribute, e.g.
+    `staticmethod(span_loss)`, or set in `__init__`), and `evaluate` / `predict` for the modes it has (`modes`:
+    SQuAD has no do_eval, pretraining no do_predict; the runner calls only those): a subclass whose `modes` name
+    one without its method is refused when it is defined.
     """
-    heads = ()
     modes = ("do_train", "do_eval", "do_predict")
-    export_task = None  # its `bert_tf.export.saved_model` task name, or None (no SavedModel export)
-    label_list = None  # the labels to export with the model (None for tasks without labels)
+    label_list = None  # the labels of its head, in the order of its outputs (None for tasks without labels)
     min_seq_length = 3
     needs_vocab = True  # False for a task that reads token ids only (pretraining)
+
+    @property
+    @abc.abstractmethod
+    def spec(self) -> TaskSpec:
+        """Its model's `bert_tf.model.task_models.TaskSpec`: a class attribute (e.g. `task_models.REGISTRY["ner"]`),
+        or a property where the data decide (the classifier's regression)."""
+
+    @property
+    def heads(self):
+        """The head attributes its model needs to predict and export (its spec's)."""
+        return self.spec.head_names
+
+    @property
+    def export_task(self):
+        """Its export's task (`bert_tf.export.exporter.ExportRequest`): its spec's name."""
+        return self.spec.name
 
     def check_flags(self, run):
         """Checks the task's own settings (RunConfig `run` and the task's arguments); raises ValueError. By
@@ -56,10 +72,12 @@ class Task(abc.ABC):
         default there are none."""
         return None
 
-    @abc.abstractmethod
     def build_model(self, config, restored_encoder=False):
-        """The task's Keras model for BertConfig `config`; `restored_encoder`: the caller restores the encoder from
-        a checkpoint next, so it need not compute random initial values (`encoder.BertModel`'s `restored`)."""
+        """The task's Keras model for BertConfig `config` (its spec's, with `len(label_list)` labels where labelled);
+        `restored_encoder`: the caller restores the encoder from a checkpoint next, so it need not compute random
+        initial values (`encoder.BertModel`'s `restored`)."""
+        num_labels = len(self.label_list) if self.spec.labelled else None
+        return self.spec.build(config, num_labels, restored=restored_encoder)
 
     @abc.abstractmethod
     def train_data(self, run, tokenizer):

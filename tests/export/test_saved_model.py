@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import original_packing
 import pytest
+import task_inputs
 import tensorflow as tf
 import tiny_training
 
@@ -189,28 +190,33 @@ def _save_original(model, path):
     return checkpoints.save_original_checkpoint(model, path)
 
 
+# Each task of the registry but the classifier (test_golden_mrpc_through_both_signatures), with its labels.
+TASK_LABELS = {"encoder": None, "regression": None, "squad": None, "ner": "O,B,I", "swag": None, "pretraining": None,
+               "masked_lm": None, "embedding": None}
+
+
 @pytest.mark.slow
 def test_every_task_in_a_fresh_process(tmp_path, tiny):
-    """Each task's signatures, reloaded with only tensorflow + tensorflow_text, equal the Keras model (1e-5);
-    text longer than max_seq_length is truncated by the original rule."""
+    """Each task's signatures (its spec's inputs and outputs), reloaded with only tensorflow + tensorflow_text,
+    equal the Keras model (1e-5); text longer than max_seq_length is truncated by the original rule."""
     max_len = 16
     tok = tiny["tokenizer"]
     features = batch_features(tok, TEXTS_A, TEXTS_B, max_len)
+    positions = np.array([[1, 2, 5]] * len(TEXTS_A), np.int32)
     single = batch_features(tok, TEXTS_A, [""] * len(TEXTS_A), max_len)
     assert features["input_mask"].sum(1).max() == max_len  # some rows really are truncated
+    assert set(TASK_LABELS) == set(task_models.REGISTRY) - {"classifier"}
     spec, models = {}, {}
-    for task, labels in (("encoder", None), ("squad", None), ("ner", "O,B,I"), ("pretraining", None),
-                         ("masked_lm", None), ("embedding", None)):
+    for task, labels in TASK_LABELS.items():
         tf.keras.utils.set_random_seed(1)
         model = task_models.build_task_model(task, tiny["config"], 3 if labels else None)
         models[task] = model
         text_ops = "tf_text" if task == "ner" else "none"  # the text signatures are the same for every task
         path = export(model, task, tmp_path / task, tiny["vocab"], max_seq_length=max_len, label_list=labels,
                       text_ops=text_ops)
-        inputs = {k: v.tolist() for k, v in features.items()}
-        if task in ("pretraining", "masked_lm"):
-            inputs["masked_lm_positions"] = [[1, 2, 5]] * len(TEXTS_A)
-        spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default", "inputs": inputs}
+        inputs = task_inputs.for_spec(task_models.REGISTRY[task], features, positions)
+        spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default",
+                                  "inputs": {k: v.tolist() for k, v in inputs.items()}}
         if task == "ner":
             ner_path = path
             spec[f"{task}/pair"] = {"dir": path, "signature": "serving_text_pair",
@@ -227,18 +233,13 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
                  "input_ids=[[2,25,26,3]];input_mask=[[1,1,1,1]];segment_ids=[[0,0,0,0]]"])
     out = pending()
 
-    expected_outputs = {"encoder": ("sequence_output", "pooled_output"), "squad": ("start_logits", "end_logits"),
-                        "ner": ("logits", "probabilities"),
-                        "pretraining": ("masked_lm_logits", "next_sentence_logits", "sequence_output",
-                                        "pooled_output"),
-                        "masked_lm": ("masked_lm_logits", "sequence_output", "pooled_output"),
-                        "embedding": ("embedding",)}
     for task, model in models.items():
-        inputs = {k: tf.constant(v) for k, v in features.items()}
-        if task in ("pretraining", "masked_lm"):
-            inputs["masked_lm_positions"] = tf.constant([[1, 2, 5]] * len(TEXTS_A))
-        ref = model(inputs, training=False)
-        for name in expected_outputs[task]:
+        task_spec = task_models.REGISTRY[task]
+        ref = model({k: tf.constant(v) for k, v in task_inputs.for_spec(task_spec, features, positions).items()},
+                    training=False)
+        names = {key.split("/")[-1] for key in out if key.startswith(f"{task}/tensor/")}
+        assert names == set(task_spec.outputs) | ({task_spec.label_output} if TASK_LABELS[task] else set()), task
+        for name in task_spec.outputs:
             got = out[f"{task}/tensor/{name}"]
             assert got.shape == tuple(ref[name].shape), (task, name)
             assert np.abs(got - np.asarray(ref[name])).max() <= 1e-5, (task, name)
@@ -360,7 +361,11 @@ def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
     with pytest.raises(ValueError, match="3 labels but the model's head has 2"):
         export(model, "classifier", base, tiny["vocab"], version=4, label_list="a,b,c")
     with pytest.raises(ValueError, match="Unknown task"):
-        export(model, "swag", base, tiny["vocab"], version=5)
+        export(model, "sentiment", base, tiny["vocab"], version=5)
+    with pytest.raises(ValueError, match=r"The regression export needs a BertClassifier with \{'num_labels': 1, "
+                                         r"'regression': True\}, got a BertClassifier with \{'num_labels': 2, "
+                                         r"'regression': False\}"):
+        export(model, "regression", base, tiny["vocab"], version=5)
     assert sorted(os.listdir(base)) == ["2"]
 
     # The CLI refuses the existing version before doing any work.
@@ -437,34 +442,38 @@ REQUESTS = {  # name -> (text_a, text_b): short, mixed with empty and over-long 
 def test_text_requests_are_packed_to_their_longest_text(tmp_path, tiny, use_xla):
     """serving_text(_pair) pack each request to its longest text (truncated at max_seq_length as the original;
     under use_xla rounded up to length_multiple): the outputs equal the fixed-length export's (within 1e-5) on
-    every real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. The
-    tensor signature takes any length; under use_xla its per-token outputs come back at the length sent."""
+    every real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. SQuAD's
+    export is fixed-length unless told to cut (pad_to_max_seq_length=False). The tensor signature takes any
+    length; under use_xla its per-token outputs come back at the length sent."""
     max_len, multiple = 20, 8
     rng = np.random.RandomState(0)
     exports = {}
-    for task, labels in (("classifier", ["x", "y", "z"]), ("ner", ["O", "B", "I"])):
+    for task, labels in (("classifier", ["x", "y", "z"]), ("ner", ["O", "B", "I"]), ("squad", None)):
         model = task_models.build_task_model(task, tiny["config"], 3)
         model.set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in model.get_weights()])
         for pad in (True, False):
+            given = None if task == "squad" and pad else pad  # SQuAD's default: max_seq_length
             exports[task, pad] = tf.saved_model.load(export(
                 model, task, tmp_path / f"{task}_{pad}", tiny["vocab"], max_seq_length=max_len, label_list=labels,
-                pad_to_max_seq_length=pad, use_xla=use_xla and not pad,
+                pad_to_max_seq_length=given, use_xla=use_xla and not pad,
                 length_multiple=multiple if use_xla and not pad else None))
     for (texts_a, texts_b) in REQUESTS.values():
         packed = batch_features(tiny["tokenizer"], texts_a, texts_b, max_len)
         longest = int(packed["input_mask"].sum(1).max())
         width = min(max_len, -(-longest // multiple) * multiple) if use_xla else longest
-        for task in ("classifier", "ner"):
+        mask = packed["input_mask"][:, :width].astype(bool)
+        for task in ("classifier", "ner", "squad"):
+            spec = task_models.REGISTRY[task]
             fixed = exports[task, True].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
                                                                        text_b=tf.constant(texts_b))
             cut = exports[task, False].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
                                                                       text_b=tf.constant(texts_b))
+            assert fixed["input_ids"].shape == (3, max_len)
             assert cut["input_ids"].shape == (3, width)
             np.testing.assert_array_equal(cut["input_ids"].numpy(), packed["input_ids"][:, :width])
-            for name in ("logits", "probabilities"):
+            for name in spec.outputs:
                 expected = fixed[name].numpy()
-                if task == "ner":  # [B, S, L]: the real positions of each row
-                    mask = packed["input_mask"][:, :width].astype(bool)
+                if name in spec.sequence_outputs:  # [B, S, ...]: the real positions of each row
                     np.testing.assert_allclose(cut[name].numpy()[mask], expected[:, :width][mask], atol=1e-5)
                 else:
                     np.testing.assert_allclose(cut[name].numpy(), expected, atol=1e-5)

@@ -2,9 +2,11 @@ import keras
 import numpy as np
 import numpy_bert
 import pytest
+import task_inputs
 
 from bert_tf import checkpoints
 from bert_tf.model import task_models
+from bert_tf.model.config import BertConfig
 from bert_tf.model.heads import ClassifierHead, SpanHead
 from bert_tf.model.task_models import (
     BertClassifier,
@@ -122,28 +124,82 @@ def test_multiple_choice_scores_each_choice_from_its_cls_vector(tiny_config, tin
 
 
 def test_regression_needs_one_output(tiny_config):
+    """Refused before anything is built."""
     with pytest.raises(ValueError, match="regression task has one output"):
         BertClassifier(tiny_config, 2, regression=True)
 
 
 def test_the_registry_says_what_each_task_model_is(tiny_config):
-    """task_models.REGISTRY (read by the export and the tasks): each model holds all its variables once constructed
-    (no call needed: every one has an original name, and a call creates none), holds exactly its heads (as
-    checkpoints.model_parts names them), gives exactly its outputs, and its sequence outputs have the text's
-    length on their second axis."""
+    """task_models.REGISTRY (read by the export, the tasks and the checkpoints): each spec builds its model (which
+    it describes), which holds all its variables once constructed (no call needed: every one has an original name,
+    and a call creates none), holds exactly its heads under their original names (as checkpoints.model_parts finds
+    them), takes its spec's inputs, gives exactly its outputs, and its sequence outputs have the text's length on
+    their second axis."""
+    rng = np.random.RandomState(0)
     for task, spec in task_models.REGISTRY.items():
         model = task_models.build_task_model(task, tiny_config, num_labels=3 if spec.labelled else None)
+        assert spec.describes(model) and spec.name == task, task
+        assert [other for other in task_models.REGISTRY.values() if other.describes(model)] == [spec], task
         constructed = [weight.path for weight in model.weights]
-        assert len(checkpoints.original_variable_map(model)) == len(constructed) > 0, task
-        assert sorted(checkpoints.model_parts(model)) == sorted(("bert",) + spec.heads), task
-        choices = (4,) if task == "swag" else ()  # SWAG's four
-        ids = np.ones((1, *choices, 5), np.int32)
-        inputs = {"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}
-        if task in ("pretraining", "masked_lm"):
-            inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
-        outputs = model(inputs)
+        names = checkpoints.original_variable_map(model)
+        assert len(names) == len(constructed) > 0, task
+        assert sorted(checkpoints.model_parts(model)) == sorted(("bert",) + spec.head_names), task
+        assert {n for n in names if not n.startswith("bert/")} == {n for h in spec.heads for n, _ in h.variables}
+        features = {name: rng.randint(0, 2, (2, 5)).astype(np.int32) for name in ("input_ids", "input_mask",
+                                                                                  "segment_ids")}
+        outputs = model(task_inputs.for_spec(spec, features, positions=np.zeros((2, 3), np.int32)))
         assert set(spec.outputs) <= set(outputs), task
         assert all(outputs[name].shape[1] == 5 for name in spec.sequence_outputs), task
         assert [weight.path for weight in model.weights] == constructed, task
     with pytest.raises(ValueError, match="The ner task needs num_labels >= 1"):
         task_models.build_task_model("ner", tiny_config)
+
+
+def test_a_spec_names_every_head_with_its_variables(tiny_config, monkeypatch):
+    """A head without its original variable names is an error when the spec is made; a model with a variable
+    outside its encoder and its spec's heads (which a checkpoint would leave random) when it is built; a second
+    task of the same name, or a head registered with other variables, when the spec is registered."""
+    with pytest.raises(ValueError, match="The tagging task's head 'tagger' has no variable names"):
+        task_models.TaskSpec("tagging", BertTokenClassifier, ("tagger",), outputs=("logits",))
+    with pytest.raises(ValueError, match=r"Head \.tagger needs its variables"):
+        task_models.Head("tagger", ())
+    headless = task_models.TaskSpec("headless", BertClassifier, outputs=("logits",), label_output="predicted_label")
+    one_layer = BertConfig.from_dict({**tiny_config.to_dict(), "num_hidden_layers": 1})
+    with pytest.raises(ValueError, match=r"variables outside its encoder and its heads \(\)"):
+        headless.build(one_layer, num_labels=2)
+    monkeypatch.setattr(task_models, "REGISTRY", dict(task_models.REGISTRY))
+    monkeypatch.setattr(task_models, "HEADS", dict(task_models.HEADS))
+    with pytest.raises(ValueError, match="A task named 'ner' is registered already"):
+        task_models.register(task_models.REGISTRY["ner"])
+    renamed = task_models.Head("tagger", (("cls/pos/output_weights", "projection.output_weights"),))
+    with pytest.raises(ValueError, match=r"The pos task's head \.tagger has other variables"):
+        task_models.register(task_models.TaskSpec("pos", BertTokenClassifier, (renamed,), outputs=("logits",)))
+    assert "pos" not in task_models.REGISTRY
+
+
+class BertPosTagger(task_models.TaskModel):
+    """A task model of a module of its own (README, "Add a task"): a `.pos` head on every token."""
+    task_kwargs = ("num_labels",)
+
+    def __init__(self, config, num_labels, **kwargs):
+        bert, policy, inputs = self.init_task(config, kwargs)
+        self.pos = ClassifierHead(num_labels, name="pos", dtype=policy)
+        super().__init__(inputs, {"logits": self.pos(bert(inputs)["sequence_output"])}, policy, **kwargs)
+        self.num_labels = num_labels
+
+
+def test_a_task_of_its_own_module_registers_its_spec(tiny_config, monkeypatch):
+    """A spec registered outside task_models: its task builds through it, and the checkpoints map its head by the
+    original-style names its Head gives."""
+    monkeypatch.setattr(task_models, "REGISTRY", dict(task_models.REGISTRY))
+    monkeypatch.setattr(task_models, "HEADS", dict(task_models.HEADS))
+    head = task_models.Head("pos", (("cls/pos/output_weights", "projection.output_weights"),
+                                    ("cls/pos/output_bias", "projection.output_bias")))
+    spec = task_models.register(task_models.TaskSpec("pos", BertPosTagger, (head,), outputs=("logits",),
+                                                     sequence_outputs=("logits",), label_output="predicted_labels"))
+    model = task_models.build_task_model("pos", BertConfig.from_dict({**tiny_config.to_dict(), "num_hidden_layers": 1}),
+                                         num_labels=4)
+    assert spec.describes(model) and sorted(checkpoints.model_parts(model)) == ["bert", "pos"]
+    names = checkpoints.original_variable_map(model)
+    assert names["cls/pos/output_weights"] is model.pos.projection.output_weights
+    assert [n for n in names if not n.startswith("bert/")] == ["cls/pos/output_weights", "cls/pos/output_bias"]

@@ -14,7 +14,6 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.model.task_models import BertClassifier
 from bert_tf.tasks import result_files
 from bert_tf.tasks.classifier.features import (
     MODEL_INPUTS,
@@ -130,9 +129,6 @@ class ClassifierTask(Task):
 
     `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv).
     """
-    heads = task_models.REGISTRY["classifier"].heads
-    export_task = "classifier"
-
     def __init__(self, task_name, data_dir, xnli_language="zh"):
         self.processor = get_processor(task_name, xnli_language=xnli_language)
         self.data_dir = data_dir
@@ -141,8 +137,13 @@ class ClassifierTask(Task):
         self.loss = loss_fn_for(self.processor)
 
     @property
+    def spec(self):
+        """The regression task's model for a regression processor (STS-B), else the classifier's."""
+        return task_models.REGISTRY["regression" if self.processor.is_regression else "classifier"]
+
+    @property
     def label_list(self):
-        """The labels to export with the model (None for regression)."""
+        """The labels of the head (None for regression)."""
         return None if self.processor.is_regression else self.labels
 
     def read_inputs(self, run, config):
@@ -158,11 +159,6 @@ class ClassifierTask(Task):
             check_dev_labels(self.dev_splits, self.labels)
         if run.do_predict:
             self.test_splits = self.processor.test_splits(self.data_dir)
-
-    def build_model(self, config, restored_encoder=False):
-        regression = self.processor.is_regression
-        return BertClassifier(config, 1 if regression else len(self.labels), regression=regression,
-                              restored_encoder=restored_encoder)
 
     def _common(self, run, tokenizer, trainer):
         return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,

@@ -75,8 +75,7 @@ class SquadTask(Task):
     Training and prediction (no do_eval: predictions are evaluated with the official script's metrics when
     `predict_file` has answers, into output_dir/eval_results.json).
     """
-    heads = task_models.REGISTRY["squad"].heads
-    export_task = "squad"
+    spec = task_models.REGISTRY["squad"]
     modes = ("do_train", "do_predict")
     loss = staticmethod(span_loss)
 
