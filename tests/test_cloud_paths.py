@@ -1,6 +1,6 @@
 """The original workflow with every path on a file system only tf.io.gfile reaches, as the original's Cloud TPU runs
 write to gs://: TensorFlow's in-memory ram:// (per process: the scripts run one after the other in one process,
-tests/cloud_workflow.py, the inputs copied in and the outputs out), and gs:// itself, through TensorFlow's own GCS
+tests/script_steps.py, the inputs copied in and the outputs out), and gs:// itself, through TensorFlow's own GCS
 client against a local emulator (tests/gcs_emulator.py). create_pretraining_data, run_pretraining with
 --save_original_checkpoint, run_classifier with --export_dir and --save_original_checkpoint, export_saved_model
 --format=litert and onnx, extract_features, run_squad predict: every input, record, checkpoint, run_settings.json,
@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import script_steps
 import tensorflow as tf
 from gcs_emulator import gcs_emulator_fixture  # noqa: F401 (the gcs_emulator fixture)
 
@@ -19,7 +20,6 @@ from bert_tf import fileio
 from bert_tf.model.config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DRIVER = os.path.join(REPO, "tests", "cloud_workflow.py")
 SEQ, PREDICTIONS = 32, 5
 DOC = "the man went to the store and bought a gallon of milk"
 
@@ -83,19 +83,14 @@ STEPS = [
 
 
 def run_steps(base, copy_in, copy_out, steps, cwd, env):
-    """Runs `steps` (of STEPS) one after the other in a fresh process (tests/cloud_workflow.py) with the working
+    """Runs `steps` (of STEPS) one after the other in a fresh process (tests/script_steps.py) with the working
     directory `cwd`, `copy_in` copied to `base` first and `base` to `copy_out` last ("-": no copy): every run
     succeeds, and no step writes into `cwd`."""
-    steps = [(os.path.join(REPO, "run_scripts", script), argvs) for script, argvs in steps]
-    result = subprocess.run([sys.executable, DRIVER, base, copy_in, copy_out, json.dumps(steps)], cwd=cwd, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0 and "STEPS " in result.stdout, result.stderr[-3000:]
-    done = json.loads(result.stdout.split("STEPS ", 1)[1])
-    assert len(done) == len(steps), result.stderr[-3000:]
+    done, logs = script_steps.run([(os.path.join(REPO, "run_scripts", script), argvs) for script, argvs in steps],
+                                  cwd, env, base, copy_in, copy_out)
     for (script, argvs), step in zip(steps, done):
-        name = os.path.basename(script)
-        assert step["errors"] == [None] * len(argvs), f"{name}: {step['errors']}\n{result.stderr[-3000:]}"
-        assert step["cwd"] == [], f"{name} wrote into the working directory: {step['cwd']}"
+        assert step["errors"] == [None] * len(argvs), f"{script}: {step['errors']}\n{logs[-3000:]}"
+        assert step["cwd"] == [], f"{script} wrote into the working directory: {step['cwd']}"
 
 
 def check_outputs(store):

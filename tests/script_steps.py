@@ -1,18 +1,18 @@
-"""Steps of tests/test_cloud_paths.py: runs bert-tf scripts with their paths on a URL, one after the other in this
-process (TensorFlow imported once).
+"""Several run_scripts/ scripts run one after the other in one process (TensorFlow imported once), each through its
+absl main once per argv, as tests/test_cloud_paths.py and tests/test_scripts_from_tfhub.py run them (`run`).
 
-    python cloud_workflow.py BASE COPY_IN COPY_OUT STEPS_JSON
+    python script_steps.py BASE COPY_IN COPY_OUT STEPS_JSON
 
-BASE: the URL every path is under (ram://... or gs://bucket/...); COPY_IN: a local directory copied to BASE before
-the steps, COPY_OUT: one BASE is copied into after them, "-" for none (ram:// lives only as long as its process: a
-local mirror carries the inputs in and the outputs out); STEPS_JSON: a JSON list of [SCRIPT, ARGVS]: a run_scripts/
-script and a list of argv lists (flags) with "{base}" standing for BASE, each run through the script's absl main in
-turn. Prints `STEPS <json>`: for each step, the error each run raised (or None) and what the working directory holds
-after it.
+BASE: what "{base}" in the flags stands for: the URL every path is under (ram://... or gs://bucket/...), or "-";
+COPY_IN: a local directory copied to BASE before the steps, COPY_OUT: one BASE is copied into after them, "-" for
+none (ram:// lives only as long as its process: a local mirror carries the inputs in and the outputs out);
+STEPS_JSON: a JSON list of [SCRIPT, ARGVS]: a run_scripts/ script and a list of argv lists (flags). Prints
+`STEPS <json>`: for each step, the error each run raised (or None) and what the working directory holds after it.
 """
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 
 
@@ -64,6 +64,18 @@ def main(base, copy_in, copy_out, steps):
     if copy_out != "-":
         fileio.copy_tree(base, copy_out)
     print("STEPS " + json.dumps(results))
+
+
+def run(steps, cwd, env=None, base="-", copy_in="-", copy_out="-"):
+    """Runs `steps` ([(script path, [argv, ...])]) in a fresh Python process with the working directory `cwd` (this
+    file's `main`); returns for each step {"errors": its runs' errors, "cwd": the working directory's files after
+    it}, and the process's stderr (the runs' absl logs)."""
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), base, copy_in, copy_out, json.dumps(steps)],
+                            cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0 and "STEPS " in result.stdout, result.stderr[-3000:]
+    done = json.loads(result.stdout.split("STEPS ", 1)[1])
+    assert len(done) == len(steps), result.stderr[-3000:]
+    return done, result.stderr
 
 
 if __name__ == "__main__":
