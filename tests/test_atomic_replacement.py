@@ -1,10 +1,10 @@
 """No half-replaced files (issue 31): a child process replacing an export version (`fileio.staged_directory`, as
 `exporter.export` commits every format) or a release (`original.write_release`, what export_original and the
 converters write) is SIGKILLed after each of its renames in turn (os.replace wrapped in the child: the real code
-runs). After the recovery that the next write runs first, the target is entirely the old or entirely the new one
-(every file and its bytes; other files kept), no temporary is left, and the next replacement works."""
+runs; the children are forked from one process that imported the modules once). After the recovery that the next
+write runs first, the target is entirely the old or entirely the new one (every file and its bytes; other files
+kept), no temporary is left, and the next replacement works."""
 import collections
-import concurrent.futures
 import json
 import os
 import shutil
@@ -21,23 +21,43 @@ from bert_tf.checkpoints import original
 from bert_tf.export import exporter
 from bert_tf.model.config import BertConfig
 
-# A child: `python -c _CHILD <kill_after> <replacement> <target> <version>` writes `version` of the replacement over
-# `target`, and SIGKILLs itself once `kill_after` renames are done (0: before the first).
+# A child: `python -c _CHILD <replacement> <version> <target>...` imports this module once, then forks a process per
+# target: the k-th writes `version` of the replacement over the k-th target and SIGKILLs itself once k renames are
+# done (0: before the first). Prints `STATUSES <json>`: each one's exit status as subprocess gives it (-9: killed).
 _CHILD = """
-import os, signal, sys
+import json, os, signal, sys, traceback
 import test_atomic_replacement
-kill_after, renames, rename = int(sys.argv[1]), 0, os.replace
+name, version, targets = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
-def replace(source, target):
-    global renames
-    if renames < kill_after:
-        rename(source, target)
-        renames += 1
-    if renames == kill_after:
-        os.kill(os.getpid(), signal.SIGKILL)
+def write_killed_after(kill_after, target):
+    renames, rename = 0, os.replace
 
-os.replace = replace
-test_atomic_replacement.REPLACEMENTS[sys.argv[2]].write(sys.argv[3], int(sys.argv[4]))
+    def replace(source, dest):
+        nonlocal renames
+        if renames < kill_after:
+            rename(source, dest)
+            renames += 1
+        if renames == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    os.replace = replace
+    test_atomic_replacement.REPLACEMENTS[name].write(target, version)
+
+pids = []
+for kill_after, target in enumerate(targets):
+    sys.stderr.flush()  # nothing buffered is written twice
+    pid = os.fork()
+    if pid == 0:
+        try:
+            write_killed_after(kill_after, target)
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+    pids.append(pid)
+statuses = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+print("STATUSES " + json.dumps(statuses))
 """
 
 
@@ -123,12 +143,13 @@ def _count_renames(monkeypatch, write, target, version):
     return len(calls)
 
 
-def _kill_after(kill_after, name, target, version, env):
-    """Runs the child writing `version` of replacement `name` over `target`, killed after `kill_after` renames;
-    returns its exit status and stderr."""
-    child = subprocess.run([sys.executable, "-c", _CHILD, str(kill_after), name, target, str(version)],
-                           env=env, capture_output=True, text=True, timeout=300)
-    return child.returncode, child.stderr
+def _kill_after_each_rename(name, targets, version, env):
+    """Writes `version` of replacement `name` over each of `targets` in a child process of its own, the k-th killed
+    after k renames (_CHILD: one Python start for all); returns their exit statuses and the stderr."""
+    child = subprocess.run([sys.executable, "-c", _CHILD, name, str(version), *targets], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert child.returncode == 0 and "STATUSES " in child.stdout, child.stderr[-3000:]
+    return json.loads(child.stdout.split("STATUSES ", 1)[1]), child.stderr
 
 
 @pytest.mark.slow
@@ -147,10 +168,9 @@ def test_a_replacement_killed_after_any_rename_is_old_or_new_after_recovery(name
     targets = [str(shutil.copytree(pristine, tmp_path / f"killed_{k}" / "target")) for k in range(renames + 1)]
     env = child_env(PYTHONPATH=os.path.dirname(os.path.abspath(__file__)), TF_CPP_MIN_LOG_LEVEL="3",
                     TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
-        children = list(pool.map(lambda k: _kill_after(k, name, targets[k], 2, env), range(renames + 1)))
+    statuses, stderr = _kill_after_each_rename(name, targets, 2, env)
     old, outcomes = _tree(pristine), []
-    for k, (target, (status, stderr)) in enumerate(zip(targets, children)):
+    for k, (target, status) in enumerate(zip(targets, statuses)):
         assert status == -signal.SIGKILL, f"the child was to be killed after {k} renames: {stderr[-2000:]}"
         replacement.recover(target)
         assert not [f for f in os.listdir(target) if fileio.TEMP_MARK in f], f"killed after {k} renames"

@@ -1,7 +1,7 @@
 """The original workflow with every path on a file system only tf.io.gfile reaches, as the original's Cloud TPU runs
-write to gs://: TensorFlow's in-memory ram:// (per process: each script runs in its own process, its inputs copied
-in and its outputs out by tests/cloud_workflow.py), and gs:// itself, through TensorFlow's own GCS client against a
-local emulator (tests/gcs_emulator.py). create_pretraining_data, run_pretraining with
+write to gs://: TensorFlow's in-memory ram:// (per process: the scripts run one after the other in one process,
+tests/script_steps.py, the inputs copied in and the outputs out), and gs:// itself, through TensorFlow's own GCS
+client against a local emulator (tests/gcs_emulator.py). create_pretraining_data, run_pretraining with
 --save_original_checkpoint, run_classifier with --export_dir and --save_original_checkpoint, export_saved_model
 --format=litert and onnx, extract_features, run_squad predict: every input, record, checkpoint, run_settings.json,
 label list, result, prediction, TensorBoard event file, export and release is read and written on ram://, and
@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import script_steps
 import tensorflow as tf
 from gcs_emulator import gcs_emulator_fixture  # noqa: F401 (the gcs_emulator fixture)
 
@@ -19,7 +20,6 @@ from bert_tf import fileio
 from bert_tf.model.config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DRIVER = os.path.join(REPO, "tests", "cloud_workflow.py")
 SEQ, PREDICTIONS = 32, 5
 DOC = "the man went to the store and bought a gallon of milk"
 
@@ -82,15 +82,15 @@ STEPS = [
 ]
 
 
-def run_step(base, mirror, script, argvs, cwd, env):
-    """Runs one step (tests/cloud_workflow.py) in a fresh process with the working directory `cwd`; returns the
-    errors of its runs."""
-    result = subprocess.run([sys.executable, DRIVER, base, mirror, os.path.join(REPO, "run_scripts", script),
-                             json.dumps(argvs)], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0 and "ERRORS " in result.stdout, result.stderr[-3000:]
-    errors = json.loads(result.stdout.split("ERRORS ", 1)[1])
-    assert errors == [None] * len(argvs), f"{script}: {errors}\n{result.stderr[-3000:]}"
-    return errors
+def run_steps(base, copy_in, copy_out, steps, cwd, env):
+    """Runs `steps` (of STEPS) one after the other in a fresh process (tests/script_steps.py) with the working
+    directory `cwd`, `copy_in` copied to `base` first and `base` to `copy_out` last ("-": no copy): every run
+    succeeds, and no step writes into `cwd`."""
+    done, logs = script_steps.run([(os.path.join(REPO, "run_scripts", script), argvs) for script, argvs in steps],
+                                  cwd, env, base, copy_in, copy_out)
+    for (script, argvs), step in zip(steps, done):
+        assert step["errors"] == [None] * len(argvs), f"{script}: {step['errors']}\n{logs[-3000:]}"
+        assert step["cwd"] == [], f"{script} wrote into the working directory: {step['cwd']}"
 
 
 def check_outputs(store):
@@ -118,13 +118,13 @@ def check_outputs(store):
 
 @pytest.mark.slow
 def test_the_workflow_with_every_path_on_ram(tmp_path, uncased_vocab_file, data_dir, child_env):
+    """Every step in one process (ram:// is per process), the inputs copied in before and the outputs out after."""
     mirror, cwd = str(tmp_path / "store"), tmp_path / "cwd"
     cwd.mkdir()
     write_inputs(mirror, uncased_vocab_file, data_dir)
-    env = child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    for script, argvs in STEPS:
-        run_step("ram://workflow", mirror, script, argvs, str(cwd), env)
-        assert os.listdir(cwd) == [], f"{script} wrote into the working directory: {os.listdir(cwd)}"
+    run_steps("ram://workflow", mirror, mirror, STEPS, str(cwd),
+              child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+    assert os.listdir(cwd) == []
     check_served(mirror, check_outputs(mirror))
 
 
@@ -140,15 +140,15 @@ def check_served(store, version):
 def test_the_workflow_on_gcs_through_tensorflows_client(tmp_path, uncased_vocab_file, data_dir, child_env,
                                                        gcs_emulator):
     """The same steps on gs:// (fake-gcs-server behind a TLS proxy: TensorFlow's GCS client, its resumable uploads
-    and per-object renames): the inputs copied in by the first step, the outputs out by the last."""
+    and per-object renames), in two processes: the first copies the inputs in and runs the training steps, the
+    second reads their outputs from gs://, runs the other steps and copies everything out."""
     mirror, cwd = str(tmp_path / "store"), tmp_path / "cwd"
     cwd.mkdir()
     write_inputs(mirror, uncased_vocab_file, data_dir)
     env = child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **gcs_emulator.env)
-    for i, (script, argvs) in enumerate(STEPS):
-        copies = mirror if i in (0, len(STEPS) - 1) else "-"
-        run_step(f"{gcs_emulator.url}/workflow", copies, script, argvs, str(cwd), env)
-        assert os.listdir(cwd) == [], f"{script} wrote into the working directory: {os.listdir(cwd)}"
+    run_steps(f"{gcs_emulator.url}/workflow", mirror, "-", STEPS[:3], str(cwd), env)  # up to run_classifier.py
+    run_steps(f"{gcs_emulator.url}/workflow", "-", mirror, STEPS[3:], str(cwd), env)
+    assert os.listdir(cwd) == []
     check_served(mirror, check_outputs(mirror))
     assert not [name for name in gcs_emulator.object_names() if fileio.TEMP_MARK in name]
 

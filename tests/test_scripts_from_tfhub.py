@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 import pytest
+import script_steps
 import tensorflow as tf
 from export.test_tfhub import hub_export, tiny_release  # noqa: F401, F811 (a fixture)
 from tasks import test_ner
@@ -21,7 +22,7 @@ from bert_tf.tasks import classifier, ner, pretraining, runner, squad, swag
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = ["the quick brown [MASK]", "hello world ||| the lazy [MASK] jumps", "[MASK] is it ?"]
-pytestmark = pytest.mark.slow  # five script processes
+pytestmark = pytest.mark.slow  # a script process
 
 
 def _script(name):
@@ -44,16 +45,37 @@ def _release_flags(release):
             f"--init_checkpoint={release / 'bert_model.ckpt'}"]
 
 
-@pytest.mark.parametrize("script", ["extract_features.py", "predict_masked_lm.py"])
-def test_the_hub_model_alone_gives_the_release_outputs(models, script, run_main):
+@pytest.fixture(scope="module")
+def runs(models, tmp_path_factory, child_env):
+    """The script runs of the tests below, one after the other in one process (tests/script_steps.py):
+    extract_features.py and predict_masked_lm.py from the Hub model alone and from the release; export_saved_model.py
+    and convert_checkpoint.py from the Hub model alone; run_ner.py fine-tuning it. Returns the output directory and
+    {script: its runs' errors}."""
     d, release, hub = models
-    common = [f"--input_file={d / 'input.txt'}", "--max_seq_length=16"]
-    common += ["--layers=-1,-2"] if script == "extract_features.py" else []
-    outputs = [d / f"{script}.hub.jsonl", d / f"{script}.release.jsonl"]
-    errors = run_main(_script(script), [*common, f"--output_file={outputs[0]}", f"--init_checkpoint={hub}"],
-                      [*common, f"--output_file={outputs[1]}", *_release_flags(release)])
-    assert errors == [None, None]
-    got, expected = ([json.loads(line) for line in open(path)] for path in outputs)
+    out = tmp_path_factory.mktemp("runs")
+    steps = {}
+    for script in ("extract_features.py", "predict_masked_lm.py"):
+        common = [f"--input_file={d / 'input.txt'}", "--max_seq_length=16"]
+        common += ["--layers=-1,-2"] if script == "extract_features.py" else []
+        steps[script] = [[*common, f"--output_file={out / f'{script}.hub.jsonl'}", f"--init_checkpoint={hub}"],
+                         [*common, f"--output_file={out / f'{script}.release.jsonl'}", *_release_flags(release)]]
+    steps["export_saved_model.py"] = [["--task=encoder", f"--init_checkpoint={hub}", f"--export_dir={out / 'serving'}",
+                                       "--max_seq_length=16"]]
+    steps["convert_checkpoint.py"] = [[f"--init_checkpoint={hub}", f"--output_dir={out / 'converted'}"]]
+    (out / "conll").mkdir()
+    (out / "conll" / "train.txt").write_text(test_ner.CONLL_SAMPLE)
+    steps["run_ner.py"] = [[f"--data_dir={out / 'conll'}", f"--output_dir={out / 'ner'}", f"--init_checkpoint={hub}",
+                            "--do_train", "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1"]]
+    done, _ = script_steps.run([(_script(name), argvs) for name, argvs in steps.items()], REPO, child_env())
+    return out, {name: step["errors"] for name, step in zip(steps, done)}
+
+
+@pytest.mark.parametrize("script", ["extract_features.py", "predict_masked_lm.py"])
+def test_the_hub_model_alone_gives_the_release_outputs(runs, script):
+    out, errors = runs
+    assert errors[script] == [None, None]
+    got, expected = ([json.loads(line) for line in open(out / f"{script}.{source}.jsonl")]
+                     for source in ("hub", "release"))
     assert len(got) == len(LINES)
     if script == "extract_features.py":
         for a, b in zip(got, expected):
@@ -65,30 +87,25 @@ def test_the_hub_model_alone_gives_the_release_outputs(models, script, run_main)
             [[[p["token"] for p in m["predictions"]] for m in line["masks"]] for line in expected]
 
 
-def test_export_and_convert_from_the_hub_model_alone(models, tmp_path, run_main):
-    _, release, hub = models
-    assert run_main(_script("export_saved_model.py"), ["--task=encoder", f"--init_checkpoint={hub}",
-                                                       f"--export_dir={tmp_path / 'serving'}",
-                                                       "--max_seq_length=16"]) == [None]
-    served = tf.saved_model.load(str(tmp_path / "serving" / "1"))
+def test_export_and_convert_from_the_hub_model_alone(models, runs):
+    _, release, _ = models
+    out, errors = runs
+    assert errors["export_saved_model.py"] == [None]
+    served = tf.saved_model.load(str(out / "serving" / "1"))
     assert served.signatures["serving_text"](text_a=tf.constant(["eu rejects"]))["pooled_output"].shape == (1, 32)
-    assert run_main(_script("convert_checkpoint.py"), [f"--init_checkpoint={hub}",
-                                                       f"--output_dir={tmp_path / 'converted'}"]) == [None]
+    assert errors["convert_checkpoint.py"] == [None]
     original = tf.train.load_checkpoint(str(release / "bert_model.ckpt"))
-    converted = tf.train.load_checkpoint(str(tmp_path / "converted" / "bert_model.ckpt"))
+    converted = tf.train.load_checkpoint(str(out / "converted" / "bert_model.ckpt"))
     names = [n for n in original.get_variable_to_shape_map() if n.startswith("bert/")]
     for name in names:
         np.testing.assert_array_equal(converted.get_tensor(name), original.get_tensor(name), err_msg=name)
-    assert (tmp_path / "converted" / "vocab.txt").read_text() == (release / "vocab.txt").read_text()
+    assert (out / "converted" / "vocab.txt").read_text() == (release / "vocab.txt").read_text()
 
 
-def test_run_ner_fine_tunes_the_hub_model_alone(models, tmp_path, run_main):
-    _, _, hub = models
-    (tmp_path / "train.txt").write_text(test_ner.CONLL_SAMPLE)
-    assert run_main(_script("run_ner.py"), [f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'out'}",
-                                            f"--init_checkpoint={hub}", "--do_train", "--max_seq_length=16",
-                                            "--train_batch_size=4", "--num_train_epochs=1"]) == [None]
-    assert checkpoints.latest_checkpoint(str(tmp_path / "out"))
+def test_run_ner_fine_tunes_the_hub_model_alone(runs):
+    out, errors = runs
+    assert errors["run_ner.py"] == [None]
+    assert checkpoints.latest_checkpoint(str(out / "ner"))
 
 
 def test_every_training_task_starts_from_the_hub_model_alone(models, tmp_path):

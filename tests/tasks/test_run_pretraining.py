@@ -1,11 +1,10 @@
 """run_pretraining.py (bert_tf/tasks/pretraining.py): the original's loss and streaming eval metrics against NumPy,
 continued pretraining from an original checkpoint with its cls/ heads and back to the original names, the "No NSP"
 ablation, phase 2, dynamic masking, and every bad input the issue names."""
+import collections
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import numpy_bert
@@ -13,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints, resources
-from bert_tf.data.pretraining import dataset
+from bert_tf.data.pretraining import dataset, instances
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks import pretraining
@@ -22,6 +21,7 @@ from bert_tf.training import losses
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_scripts", "run_pretraining.py")
 SEQ, PREDS = 128, 20  # the golden records' flags (tests/fixtures/README.md)
+Runs = collections.namedtuple("Runs", "out phase_errors bad_inputs")  # the `runs` fixture
 EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
              "next_sentence_loss"]
 
@@ -87,20 +87,86 @@ def test_the_loss_terms_are_the_originals(release, data_dir):
     assert 0 < w.sum() < w.size  # the batch has padded predictions, which the weights leave out
 
 
+def _phase_runs(release, out, vocab_file, data_dir):
+    """Phase 1 at seq 64 (records made from sample_text.txt as create_pretraining_data.py makes them), then phase 2
+    at seq 128 from phase 1's output_dir."""
+    path, _, _, flags = release
+    short = str(out / "seq64.tfrecord")
+    instances.run_exact(f"{data_dir}/sample_text.txt", short, vocab_file, max_seq_length=64,
+                        max_predictions_per_seq=10, dupe_factor=1)
+    common = [f"--bert_config_file={path}/bert_config.json", "--do_train", "--train_batch_size=4",
+              "--num_warmup_steps=0", "--seed=2"]
+    phase1 = common + [f"--input_file={short}", f"--init_checkpoint={path}/bert_model.ckpt", "--max_seq_length=64",
+                       "--max_predictions_per_seq=10", "--num_train_steps=4", f"--output_dir={out / 'p1'}"]
+    phase2 = common + [flags[0], f"--init_checkpoint={out / 'p1'}", f"--max_seq_length={SEQ}",
+                       f"--max_predictions_per_seq={PREDS}", "--num_train_steps=3", "--do_eval",
+                       f"--output_dir={out / 'p2'}"]
+    return [phase1, phase2]
+
+
+BAD_INPUTS = [
+    ("--max_seq_length=64", r"feature 'input_ids' is a int64 feature of length 128; expected a int64 feature of "
+                            r"shape \[64\]"),
+    ("--max_predictions_per_seq=10", r"feature 'masked_lm_positions' is a int64 feature of length 20; expected a "
+                                     r"int64 feature of shape \[10\]"),
+    ("--input_file=/nonexistent/*.tfrecord", r"/nonexistent/\*\.tfrecord"),
+]
+
+
+def _bad_input_runs(release, out):
+    """The runs of `test_bad_input_is_an_error_naming_it`, their inputs written under `out`: [(argv, the error it
+    must raise as a regular expression, or None for a run that succeeds)]."""
+    path, config, _, flags = release
+    out.mkdir()
+    (out / "small.json").write_text(json.dumps({**config.to_dict(), "vocab_size": 1000}))
+    (out / "wide.json").write_text(json.dumps({**config.to_dict(), "hidden_size": 32}))
+    (out / "deep.json").write_text(json.dumps({**config.to_dict(), "num_hidden_layers": 3}))
+    with tf.io.TFRecordWriter(str(out / "classifier.tfrecord")) as writer:
+        writer.write(tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * SEQ))})).SerializeToString())
+    output = f"--output_dir={out / 'out'}"
+    runs = [([flags[0], *(f for f in flags[1:] if not f.startswith(bad.split("=")[0])), bad, "--do_eval", output],
+             match) for bad, match in BAD_INPUTS]
+    runs.append((flags + [f"--input_file={out / 'classifier.tfrecord'}", "--do_eval", output],
+                 r"classifier.tfrecord, first record: no feature 'input_mask'"))
+    runs.append((flags + [f"--bert_config_file={out / 'small.json'}", "--do_eval", output],
+                 r"pretraining_sample_text_seed12345.tfrecord, first record: input_ids holds id \d+, but the "
+                 r"model's vocab_size is 1000"))
+    runs.append((flags + [f"--bert_config_file={out / 'wide.json'}", "--do_eval", output], r"hidden_size"))
+    runs.append((flags + [f"--bert_config_file={out / 'deep.json'}", "--do_eval", output], r"bert/encoder/layer_2"))
+    train = ["--do_train", "--num_train_steps=4", "--num_warmup_steps=0", "--train_batch_size=4",
+             "--save_checkpoints_steps=2", "--iterations_per_loop=1"]
+    runs.append((flags + train + [output], None))  # a run to resume ...
+    runs.append((flags + train + [f"--bert_config_file={out / 'deep.json'}", output],  # ... with another config
+                 r"holds checkpoints of a run with another bert_config \(num_hidden_layers 2 -> 3\).*--start_over"))
+    runs.append((flags + train + [f"--bert_config_file={out / 'deep.json'}", "--start_over", "--init_checkpoint=",
+                                  output], None))
+    runs.append((flags + train + ["--learning_rate=1e30", "--save_checkpoints_steps=1", f"--output_dir={out / 'nan'}"],
+                 r"FloatingPointError: The loss is (nan|inf) at step (\d+): stopped without saving. The last good "
+                 r"checkpoint: .*nan/ckpt-\d"))
+    return runs
+
+
 @pytest.fixture(scope="module")
-def runs(release, run_main, tmp_path_factory, uncased_vocab_file):
-    """run_pretraining.py, in one process: eval of the original checkpoint; continued pretraining + eval + the
-    original format; the same without NSP, exported as a SavedModel."""
+def runs(release, run_main, tmp_path_factory, uncased_vocab_file, data_dir):
+    """Every run_pretraining.py run of the tests below, in one process (TensorFlow imported once): eval of the
+    original checkpoint; continued pretraining + eval + the original format; the same without NSP, exported as a
+    SavedModel; phase 1 and 2 (`_phase_runs`); the bad inputs (`_bad_input_runs`). Returns Runs: the output
+    directory, the phase runs' errors and each bad input's (error, expected match)."""
     path, _, _, flags = release
     out = tmp_path_factory.mktemp("runs")
     train = ["--do_train", "--num_train_steps=12", "--num_warmup_steps=2", "--learning_rate=3e-2",
              "--train_batch_size=8", "--save_checkpoints_steps=6", "--iterations_per_loop=3", "--seed=1"]
-    errors = run_main(SCRIPT, flags + ["--do_eval", f"--output_dir={out / 'before'}"],
-                      flags + train + ["--do_eval", "--save_original_checkpoint", f"--output_dir={out / 'after'}"],
-                      flags + train + ["--do_eval", "--next_sentence=false", f"--output_dir={out / 'no_nsp'}",
-                                       f"--export_dir={out / 'no_nsp_export'}", f"--vocab_file={uncased_vocab_file}"])
-    assert errors == [None, None, None], errors
-    return out
+    continued = [flags + ["--do_eval", f"--output_dir={out / 'before'}"],
+                 flags + train + ["--do_eval", "--save_original_checkpoint", f"--output_dir={out / 'after'}"],
+                 flags + train + ["--do_eval", "--next_sentence=false", f"--output_dir={out / 'no_nsp'}",
+                                  f"--export_dir={out / 'no_nsp_export'}", f"--vocab_file={uncased_vocab_file}"]]
+    phases = _phase_runs(release, out, uncased_vocab_file, data_dir)
+    bad_inputs = _bad_input_runs(release, out / "bad_inputs")
+    errors = run_main(SCRIPT, *continued, *phases, *(argv for argv, _ in bad_inputs))
+    n, m = len(continued), len(continued) + len(phases)
+    assert errors[:n] == [None] * n, errors
+    return Runs(out, errors[n:m], list(zip(errors[m:], (match for _, match in bad_inputs))))
 
 
 def _eval_results(path):
@@ -114,7 +180,7 @@ def test_eval_is_the_originals_streaming_metrics(runs, release, data_dir):
     original's streaming metrics over the batches read in file order. max_eval_steps (100) is more than the data
     holds (60 records: 7 full batches of 8), so the 56 records of those batches are evaluated."""
     path, config, weights, _ = release
-    results, keys = _eval_results(runs / "before")
+    results, keys = _eval_results(runs.out / "before")
     assert keys == EVAL_KEYS
     r = _records(data_dir, 56)
     nll, correct, nsp_nll, nsp_correct = _numpy_batch(weights, config, r)
@@ -133,21 +199,21 @@ def test_continued_pretraining_learns_and_writes_the_original_names(runs, releas
     summaries hold the training figures; --save_original_checkpoint writes every variable under the original
     names and shapes, equal to our final checkpoint, and the original checkpoint loads back."""
     path, config, weights, _ = release
-    before, _ = _eval_results(runs / "before")
-    after, keys = _eval_results(runs / "after")
+    before, _ = _eval_results(runs.out / "before")
+    after, keys = _eval_results(runs.out / "after")
     assert keys == EVAL_KEYS and after["global_step"] == 12
     assert after["loss"] < before["loss"] - 0.5 and after["masked_lm_accuracy"] > before["masked_lm_accuracy"]
-    events = tf.io.gfile.glob(str(runs / "after" / "train" / "events.out.tfevents*"))
+    events = tf.io.gfile.glob(str(runs.out / "after" / "train" / "events.out.tfevents*"))
     tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0]) for v in e.summary.value}
     assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy",
             "learning_rate", "gradient_norm", "examples_per_second"} <= tags
-    original = dict(tf.train.list_variables(str(runs / "after" / "original" / "bert_model.ckpt")))
+    original = dict(tf.train.list_variables(str(runs.out / "after" / "original" / "bert_model.ckpt")))
     assert original == {name: list(value.shape) for name, value in weights.items()
                         if name.startswith(("bert/", "cls/predictions", "cls/seq_relationship"))}
     ours = task_models.BertPretrainer(config)
-    checkpoints.restore(ours, str(runs / "after"), required_heads=("masked_lm", "next_sentence"))
+    checkpoints.restore(ours, str(runs.out / "after"), required_heads=("masked_lm", "next_sentence"))
     reread = task_models.BertPretrainer(config)
-    checkpoints.restore(reread, str(runs / "after" / "original"), required_heads=("masked_lm", "next_sentence"))
+    checkpoints.restore(reread, str(runs.out / "after" / "original"), required_heads=("masked_lm", "next_sentence"))
     for a, b in zip(ours.weights, reread.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     start = task_models.BertPretrainer(config)
@@ -158,35 +224,23 @@ def test_continued_pretraining_learns_and_writes_the_original_names(runs, releas
 def test_no_next_sentence(runs):
     """--next_sentence=false: eval_results.txt without the NSP metrics; no cls/seq_relationship in the checkpoint;
     --export_dir exports the masked_lm SavedModel."""
-    results, keys = _eval_results(runs / "no_nsp")
+    results, keys = _eval_results(runs.out / "no_nsp")
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
     assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-2)  # per-batch vs pooled mean
-    names = [name for name, _ in tf.train.list_variables(str(runs / "no_nsp" / "ckpt-12"))]
+    names = [name for name, _ in tf.train.list_variables(str(runs.out / "no_nsp" / "ckpt-12"))]
     assert any(name.startswith("masked_lm/") for name in names)
     assert not any("next_sentence" in name or "seq_relationship" in name for name in names)
-    outputs = tf.saved_model.load(str(runs / "no_nsp_export" / "12")).signatures["serving_default"].structured_outputs
+    served = tf.saved_model.load(str(runs.out / "no_nsp_export" / "12"))
+    outputs = served.signatures["serving_default"].structured_outputs
     assert sorted(outputs) == ["masked_lm_logits", "pooled_output", "sequence_output"]
 
 
-def test_phase_two_continues_at_a_longer_length(release, run_main, tmp_path, uncased_vocab_file, data_dir):
+def test_phase_two_continues_at_a_longer_length(runs):
     """Phase 1 at seq 64, then phase 2 at seq 128 from phase 1's output_dir: the weights come from phase 1, the
     step count, optimizer and schedule start afresh."""
-    path, _, _, flags = release
-    short = tmp_path / "seq64.tfrecord"
-    subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
-                    f"--input_file={data_dir}/sample_text.txt", f"--output_file={short}",
-                    f"--vocab_file={uncased_vocab_file}", "--max_seq_length=64", "--max_predictions_per_seq=10",
-                    "--dupe_factor=1"], check=True, capture_output=True)
-    common = [f"--bert_config_file={path}/bert_config.json", "--do_train", "--train_batch_size=4",
-              "--num_warmup_steps=0", "--seed=2"]
-    phase1 = common + [f"--input_file={short}", f"--init_checkpoint={path}/bert_model.ckpt", "--max_seq_length=64",
-                       "--max_predictions_per_seq=10", "--num_train_steps=4", f"--output_dir={tmp_path / 'p1'}"]
-    phase2 = common + [flags[0], f"--init_checkpoint={tmp_path / 'p1'}", f"--max_seq_length={SEQ}",
-                       f"--max_predictions_per_seq={PREDS}", "--num_train_steps=3", "--do_eval",
-                       f"--output_dir={tmp_path / 'p2'}"]
-    assert run_main(SCRIPT, phase1, phase2) == [None, None]
-    assert _eval_results(tmp_path / "p2")[0]["global_step"] == 3
-    state = tf.train.load_checkpoint(str(tmp_path / "p2" / "ckpt-3"))
+    assert runs.phase_errors == [None, None]
+    assert _eval_results(runs.out / "p2")[0]["global_step"] == 3
+    state = tf.train.load_checkpoint(str(runs.out / "p2" / "ckpt-3"))
     assert int(state.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 3
 
 
@@ -206,51 +260,8 @@ def test_dynamic_masking_masks_each_epoch_afresh(release, uncased_vocab_file, tm
     np.testing.assert_array_equal(masked["input_mask"], records["input_mask"])  # the same records, in order
 
 
-BAD_INPUTS = [
-    ("--max_seq_length=64", r"feature 'input_ids' is a int64 feature of length 128; expected a int64 feature of "
-                            r"shape \[64\]"),
-    ("--max_predictions_per_seq=10", r"feature 'masked_lm_positions' is a int64 feature of length 20; expected a "
-                                     r"int64 feature of shape \[10\]"),
-    ("--input_file=/nonexistent/*.tfrecord", r"/nonexistent/\*\.tfrecord"),
-]
-
-
-def test_bad_input_is_an_error_naming_it(release, run_main, tmp_path, data_dir):
-    path, config, _, flags = release
-    (tmp_path / "small.json").write_text(json.dumps({**config.to_dict(), "vocab_size": 1000}))
-    (tmp_path / "wide.json").write_text(json.dumps({**config.to_dict(), "hidden_size": 32}))
-    (tmp_path / "deep.json").write_text(json.dumps({**config.to_dict(), "num_hidden_layers": 3}))
-    with tf.io.TFRecordWriter(str(tmp_path / "classifier.tfrecord")) as writer:
-        writer.write(tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * SEQ))})).SerializeToString())
-    out = f"--output_dir={tmp_path / 'out'}"
-    cases = [[flags[0], *(f for f in flags[1:] if not f.startswith(bad.split("=")[0])), bad, "--do_eval", out]
-             for bad, _ in BAD_INPUTS]
-    expected = [match for _, match in BAD_INPUTS]
-    cases.append(flags + [f"--input_file={tmp_path / 'classifier.tfrecord'}", "--do_eval", out])
-    expected.append(r"classifier.tfrecord, first record: no feature 'input_mask'")
-    cases.append(flags + [f"--bert_config_file={tmp_path / 'small.json'}", "--do_eval", out])
-    expected.append(r"pretraining_sample_text_seed12345.tfrecord, first record: input_ids holds id \d+, but the "
-                    r"model's vocab_size is 1000")
-    cases.append(flags + [f"--bert_config_file={tmp_path / 'wide.json'}", "--do_eval", out])
-    expected.append(r"hidden_size")
-    cases.append(flags + [f"--bert_config_file={tmp_path / 'deep.json'}", "--do_eval", out])
-    expected.append(r"bert/encoder/layer_2")
-    train = ["--do_train", "--num_train_steps=4", "--num_warmup_steps=0", "--train_batch_size=4",
-             "--save_checkpoints_steps=2", "--iterations_per_loop=1"]
-    cases.append(flags + train + [out])  # a run to resume ...
-    expected.append(None)
-    cases.append(flags + train + [f"--bert_config_file={tmp_path / 'deep.json'}", out])  # ... with another config
-    expected.append(r"holds checkpoints of a run with another bert_config \(num_hidden_layers 2 -> 3\).*--start_over")
-    cases.append(flags + train + [f"--bert_config_file={tmp_path / 'deep.json'}", "--start_over",
-                                  "--init_checkpoint=", out])
-    expected.append(None)
-    cases.append(flags + train + ["--learning_rate=1e30", "--save_checkpoints_steps=1",
-                                  f"--output_dir={tmp_path / 'nan'}"])
-    expected.append(r"FloatingPointError: The loss is (nan|inf) at step (\d+): stopped without saving. The last "
-                    r"good checkpoint: .*nan/ckpt-\d")
-    errors = run_main(SCRIPT, *cases)
-    for error, match in zip(errors, expected):
+def test_bad_input_is_an_error_naming_it(runs):
+    for error, match in runs.bad_inputs:
         if match is None:
             assert error is None
         else:
@@ -268,17 +279,18 @@ def minilm_with_heads(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_original_readme_demo_on_the_real_minilm(minilm_with_heads, run_main, tmp_path, data_dir):
-    """The original README's demo in spirit: sample_text's records, 20 steps from a pretrained checkpoint (batch 16,
-    lr 2e-5, warmup 10), then eval: the loss falls and the masked-LM accuracy rises."""
+    """The original README's demo in spirit, scaled down: sample_text's records, 6 steps from a pretrained
+    checkpoint (batch 4, the README's lr 2e-5, warmup 2), then eval on 4 batches: the loss falls and the masked-LM
+    accuracy rises (measured: loss 11.7 -> 9.2, masked-LM accuracy 0.059 -> 0.093)."""
     release = minilm_with_heads
     flags = [f"--input_file={data_dir}/pretraining_sample_text_seed12345.tfrecord",
              f"--bert_config_file={release}/bert_config.json", f"--init_checkpoint={release}/bert_model.ckpt",
-             "--max_seq_length=128", "--max_predictions_per_seq=20", "--do_eval", "--seed=1"]
-    train = ["--do_train", "--train_batch_size=16", "--num_train_steps=20", "--num_warmup_steps=10",
+             "--max_seq_length=128", "--max_predictions_per_seq=20", "--do_eval", "--max_eval_steps=4", "--seed=1"]
+    train = ["--do_train", "--train_batch_size=4", "--num_train_steps=6", "--num_warmup_steps=2",
              "--learning_rate=2e-5"]
     assert run_main(SCRIPT, flags + [f"--output_dir={tmp_path / 'before'}"],
                     flags + train + [f"--output_dir={tmp_path / 'after'}"]) == [None, None]
     before, after = _eval_results(tmp_path / "before")[0], _eval_results(tmp_path / "after")[0]
-    assert after["global_step"] == 20
+    assert after["global_step"] == 6
     assert after["loss"] < before["loss"] and after["masked_lm_loss"] < before["masked_lm_loss"]
     assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"], (before, after)

@@ -3,7 +3,7 @@ localhost ports) against one process on one device at the same global batch (dro
 same updates): the same eval results and predictions; the chief alone writes output_dir's shared files (results,
 label_list.txt, the export, the original-format checkpoint), worker 1 only its own checkpoints and training records
 in output_dir/workers/worker-1; no temporary is left; a second run in a row into the same output_dir (--start_over)
-gives the same results again.
+gives the same results again (run_classifier.py's: the runner's --start_over is every script's).
 """
 import json
 import os
@@ -26,7 +26,7 @@ TIMEOUT_S = 600
 WORDS = test_ner.VOCAB[5:]
 COMMON = ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=4", "--learning_rate=1e-3", "--seed=3",
           "--max_seq_length=16", "--save_checkpoints_steps=2", "--eval_batch_size=3", "--predict_batch_size=3"]
-pytestmark = pytest.mark.slow  # five pairs of TensorFlow processes
+pytestmark = pytest.mark.slow  # three pairs of TensorFlow processes and two single ones
 
 
 def _classifier(data):
@@ -90,8 +90,8 @@ def _temporaries(directory):
             if fileio.TEMP_MARK in name or name.endswith(("_temp", ".tempstate"))]
 
 
-@pytest.mark.parametrize("task", [_classifier, _ner], ids=["classifier", "ner"])
-def test_two_workers_give_the_one_device_results(task, tmp_path):
+@pytest.mark.parametrize("task, rerun", [(_classifier, True), (_ner, False)], ids=["classifier", "ner"])
+def test_two_workers_give_the_one_device_results(task, rerun, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     script, task_flags, outputs = task(data)
@@ -124,11 +124,17 @@ def test_two_workers_give_the_one_device_results(task, tmp_path):
         log = (tmp_path / f"{name}.log").read_text()
         assert ("Running evaluation" in log) == name.endswith("-0"), name
     assert not _temporaries(tmp_path)
+    if rerun:
+        _rerun_with_start_over(multi_command, first, tmp_path)
 
-    # The same command again, with --start_over: each worker deletes its own checkpoints; the same results.
+
+def _rerun_with_start_over(multi_command, first, tmp_path):
+    """The two workers' command again, with --start_over: each worker deletes its own checkpoints; the same results
+    (`first`), written again; the export's one version replaced; no temporary left."""
+    multi, export = tmp_path / "multi", tmp_path / "export"
     started = time.time()
     _check(_run_two_workers([*multi_command, "--start_over"], tmp_path, "again"), tmp_path)
     assert _results(multi) == first
     assert os.path.getmtime(multi / "eval_results.txt") > started
     assert "--start_over: deleting" in (tmp_path / "again-1.log").read_text()
-    assert os.listdir(export) == [str(step)] and not _temporaries(tmp_path)
+    assert os.listdir(export) == [str(int(first["global_step"]))] and not _temporaries(tmp_path)

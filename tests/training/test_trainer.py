@@ -316,11 +316,12 @@ from bert_tf import fileio
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
+CONFIG = toy_task.config(num_hidden_layers=1)  # one layer: each training traces (and compiles) less
 def loud_loss(labels, outputs):  # gradients far beyond norm 1: clipping decides every update
     return 20.0 * toy_task.loss_fn(labels, outputs)
 def train(output_dir, name, accumulation=1, loss_fn=toy_task.loss_fn, use_xla=False):
     tf.keras.utils.set_random_seed(1)
-    trainer = Trainer(lambda: BertClassifier(toy_task.CONFIG, 2), loss_fn, output_dir,
+    trainer = Trainer(lambda: BertClassifier(CONFIG, 2), loss_fn, output_dir,
                       strategy=distribute.get_strategy(name), learning_rate=1e-3,
                       gradient_accumulation_steps=accumulation, save_checkpoints_steps=2, use_xla=use_xla)
     trainer.train(toy_task.dataset_fn, 16, 4, 1)

@@ -5,11 +5,11 @@ import tensorflow as tf
 from bert_tf.model.config import BertConfig
 
 
-def config(dropout_prob=0.0):
-    """L=2, H=32; no dropout unless asked (so that different batchings give the same updates)."""
-    return BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                      max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=dropout_prob,
-                      attention_probs_dropout_prob=dropout_prob)
+def config(dropout_prob=0.0, num_hidden_layers=2):
+    """L=2 (unless asked), H=32; no dropout unless asked (so that different batchings give the same updates)."""
+    return BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=num_hidden_layers, num_attention_heads=4,
+                      intermediate_size=37, max_position_embeddings=16, type_vocab_size=2,
+                      hidden_dropout_prob=dropout_prob, attention_probs_dropout_prob=dropout_prob)
 
 
 CONFIG = config()
