@@ -60,8 +60,9 @@ flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
                   "core (core TensorFlow ops only; stock TF Serving) or none. --format=serving only.")
 flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
-                  "latency on CPU, slower at large batches; each new input shape compiles on its first request, and "
-                  "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
+                  "latency on a CPU with AVX2 only (not with AVX-512: docs/serving.md), slower at large batches; "
+                  "each new input shape compiles on its first request, and TF Serving needs "
+                  "--xla_cpu_compilation_enabled=true. --format=serving only.")
 flags.DEFINE_enum("pooling", None, list(heads.POOLINGS), "--task=embedding: the sentence embedding is the mean "
                   "of the last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its "
                   "[CLS] vector.")
