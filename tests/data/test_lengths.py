@@ -15,6 +15,14 @@ def _masks(rows, seq_length):
     return (np.arange(seq_length)[None, :] < np.asarray(rows)[:, None]).astype(np.int32)
 
 
+def _random_texts(seed, count, seq_length):
+    """`count` single-segment examples of random ids, each of a random real length 1..seq_length (padded to it)."""
+    rng = np.random.RandomState(seed)
+    mask = _masks(rng.randint(1, seq_length + 1, count), seq_length)
+    return {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,
+            "segment_ids": np.zeros_like(mask)}
+
+
 def test_real_and_cut_lengths():
     mask = _masks([3, 7, 0, 5], 16)
     np.testing.assert_array_equal(lengths.real_lengths(mask).numpy(), [3, 7, 0, 5])
@@ -166,11 +174,7 @@ def test_compiled_batches_take_one_shape_per_length(tiny_config):
     `compiled` each window's last batch adds shapes. The outputs are the uncompiled run's, in the same input-order
     batches."""
     model = BertModel(tiny_config)
-    rng = np.random.RandomState(7)
-    real = rng.randint(1, 21, 90)
-    mask = _masks(real, 20)
-    inputs = {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,
-              "segment_ids": np.zeros_like(mask)}
+    inputs = _random_texts(7, 90, 20)
     size = lengths.OutputBytes(fixed=4 * tiny_config.hidden_size)  # the pooled output [H] float32
 
     def run(settings):
@@ -227,11 +231,8 @@ def test_length_sorted_holds_back_at_most_window_bytes(tiny_config):
     bytes: what the loop holds back never exceeds that (it does with one window), and the outputs are the
     one-window run's (to float rounding), in the same input-order batches."""
     model = BertModel(tiny_config)
-    rng = np.random.RandomState(11)
-    real = rng.randint(1, 21, 40)
-    mask = _masks(real, 20)
-    inputs = {"input_ids": rng.randint(1, 99, mask.shape).astype(np.int32) * mask, "input_mask": mask,
-              "segment_ids": np.zeros_like(mask)}
+    inputs = _random_texts(11, 40, 20)
+    real = inputs["input_mask"].sum(axis=1)
     bound = 3 * 4 * 20 * 2 * 4 * tiny_config.hidden_size  # 3 batches of 4 examples x 20 positions x 2 layers
     bounded, spans, held = _layers_run(model, inputs, bound)
     unbounded, one_window, held_unbounded = _layers_run(model, inputs, 2 ** 40)
