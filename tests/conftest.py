@@ -1,4 +1,5 @@
 """Shared pytest fixtures: paths to the small fixtures and goldens kept in tests/fixtures."""
+import gc
 import os
 
 import pytest
@@ -30,6 +31,16 @@ def pytest_collection_modifyitems(config, items):
         reason = item.get_closest_marker("cpu_only").args[0]
         item.add_marker(pytest.mark.skip(reason=f"CPU-specific ({reason}); TensorFlow sees {len(gpus)} GPU(s)"))
         item.stash[SKIPPED_ON_A_GPU_HOST] = True
+
+
+def pytest_collection_finish(session):
+    """Moves what collection made (TensorFlow, Keras, bert_tf and the test modules, imported once a process and kept
+    to its end) out of the garbage collector's reach: each full collection then walks only what the tests made
+    since. Measured on tests/training/test_trainer.py, test_classifier.py and test_architecture.py in one process:
+    the full collections took 14.2 s of 118 s before, 6.0 s after; a test that builds many Python objects right
+    after others built TensorFlow models (test_architecture's AST walks) ran 11.6 s instead of 0.4 s."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(hookwrapper=True)
