@@ -1,8 +1,10 @@
 """The training flags through run_classifier.py (tiny model, tiny tsv task), each checked by its effect.
 
-Every script run costs ~10 s of TensorFlow start-up, so runs carry several flags: flags that must not change the
+Every script process costs ~10 s of TensorFlow start-up, so runs carry several flags: flags that must not change the
 result (mirrored replicas, gradient accumulation, XLA) are grouped and compared with a one-device run, and each
-flag that changes the numbers (bias correction, bfloat16) gets its own run.
+flag that changes the numbers (bias correction, LAMB, bfloat16) gets its own run; the runs share two processes
+(`run_main`): the one-device runs, in which nothing compiles with XLA, and the mirrored run, whose CPU is split
+before its first TensorFlow op.
 """
 import glob
 import os
@@ -11,7 +13,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
-from tiny_classifier import random_sentence, run_script, tsv_line, write_lines, write_tiny_model
+from tiny_classifier import SCRIPT, random_sentence, tsv_line, write_lines, write_tiny_model
 from tiny_training import checkpoint_floats, max_diff, summaries
 
 from bert_tf.tasks import classifier, runner
@@ -36,11 +38,24 @@ def common_flags(tmp_path_factory):
             "--num_train_epochs=2", "--learning_rate=1e-3", "--seed=1", "--save_checkpoints_steps=1", "--num_gpus=0"]
 
 
-def _train(common_flags, output_dir, *flags):
-    """Runs the script; returns its stderr (the absl and TensorFlow logs; TF_CPP_MIN_LOG_LEVEL=0 keeps XLA's)."""
-    result = run_script(*common_flags, f"--output_dir={output_dir}", *flags, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result.stderr
+# name -> the flags of a run of the one-device process, in order: the reference, then a run per flag that changes
+# the numbers.
+ONE_DEVICE_RUNS = {"one_device": ["--distribution_strategy=one_device", "--keep_checkpoint_max=2"],
+                   "adam_bias_correction": ["--adam_bias_correction"], "lamb": ["--optimizer=lamb"],
+                   "mixed_bfloat16": ["--mixed_precision=mixed_bfloat16"]}
+MIRRORED_RUN = ["--distribution_strategy=mirrored", "--num_cpu_devices=2", "--gradient_accumulation_steps=2",
+                "--use_xla", "--gradient_checkpointing"]
+
+
+def _train(run_main, common_flags, *runs):
+    """Runs the script once per (output_dir, flags) of `runs`, in one process; asserts that each succeeded and
+    returns the process's stderr (the absl and TensorFlow logs; TF_CPP_MIN_LOG_LEVEL=0 keeps XLA's)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+        errors, stderr = run_main(SCRIPT, *([*common_flags, f"--output_dir={output_dir}", *flags]
+                                            for output_dir, flags in runs), with_logs=True)
+    assert errors == [None] * len(runs), (errors, stderr[-4000:])
+    return stderr
 
 
 def _eval_results(output_dir):
@@ -49,52 +64,61 @@ def _eval_results(output_dir):
 
 
 @pytest.fixture(scope="module")
-def one_device(common_flags, tmp_path_factory):
-    """The reference: --distribution_strategy=one_device, float32, no accumulation, --keep_checkpoint_max=2."""
-    out = tmp_path_factory.mktemp("one_device")
-    stderr = _train(common_flags, out, "--distribution_strategy=one_device", "--keep_checkpoint_max=2")
-    return out, stderr
+def one_device_runs(run_main, common_flags, tmp_path_factory):
+    """The ONE_DEVICE_RUNS in one process: ({name: output_dir}, the process's stderr). The reference, "one_device":
+    --distribution_strategy=one_device, float32, no accumulation, --keep_checkpoint_max=2."""
+    dirs = {name: tmp_path_factory.mktemp(name) for name in ONE_DEVICE_RUNS}
+    stderr = _train(run_main, common_flags, *((dirs[name], flags) for name, flags in ONE_DEVICE_RUNS.items()))
+    return dirs, stderr
 
 
-def test_one_device_keeps_the_last_two_checkpoints(one_device):
-    out, stderr = one_device
-    assert "Distribution: OneDeviceStrategy with 1 replica(s)" in stderr
+@pytest.fixture(scope="module")
+def one_device(one_device_runs):
+    return one_device_runs[0]["one_device"]
+
+
+def test_one_device_keeps_the_last_two_checkpoints(one_device_runs, one_device):
+    """The one-device process's runs ran on one device, none compiled with XLA; the reference kept 2 checkpoints."""
+    stderr = one_device_runs[1]
+    distributions = [line.split("Distribution: ", 1)[1] for line in stderr.splitlines() if "Distribution: " in line]
+    assert distributions == ["OneDeviceStrategy with 1 replica(s)"] * len(ONE_DEVICE_RUNS)
     assert "Compiled cluster using XLA" not in stderr
-    assert sorted(os.path.basename(p) for p in glob.glob(f"{out}/ckpt-*.index")) == ["ckpt-3.index", "ckpt-4.index"]
-    assert _eval_results(out)["global_step"] == STEPS
+    assert sorted(os.path.basename(p) for p in glob.glob(f"{one_device}/ckpt-*.index")) == ["ckpt-3.index",
+                                                                                            "ckpt-4.index"]
+    assert _eval_results(one_device)["global_step"] == STEPS
 
 
-def test_mirrored_accumulation_xla_and_checkpointing_give_the_one_device_result(common_flags, one_device, tmp_path):
+def test_mirrored_accumulation_xla_and_checkpointing_give_the_one_device_result(run_main, common_flags, one_device,
+                                                                                tmp_path):
     """Two replicas on two logical CPU devices (--num_cpu_devices=2), each accumulating 2 micro-batches of 2, the
     gradients computed by XLA with the transformer layers recomputed in the backward pass (--gradient_checkpointing):
     the same global batch of 8 per update, so the same weights and Adam moments as one device with batch 8
     (measured: 5e-7 apart, the same eval loss)."""
-    stderr = _train(common_flags, tmp_path, "--distribution_strategy=mirrored", "--num_cpu_devices=2",
-                    "--gradient_accumulation_steps=2", "--use_xla", "--gradient_checkpointing")
+    stderr = _train(run_main, common_flags, (tmp_path, MIRRORED_RUN))
     assert "Distribution: MirroredStrategy with 2 replica(s)" in stderr
     assert "Gradient checkpointing: each transformer layer recomputes its activations" in stderr
     assert "Compiled cluster using XLA" in stderr
     assert stderr.index("Compiled cluster using XLA") < stderr.index("Running evaluation")  # the training step
-    reference = one_device[0]
+    reference = one_device
     assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(reference)) < 1e-5
     results, expected = _eval_results(tmp_path), _eval_results(reference)
     assert results["global_step"] == STEPS
     assert results["eval_loss"] == pytest.approx(expected["eval_loss"], abs=1e-5)
 
 
-def test_adam_bias_correction_changes_the_update(common_flags, one_device, tmp_path):
+def test_adam_bias_correction_changes_the_update(one_device_runs, one_device):
     """Bias correction divides Adam's moments by 1 - beta^t: the first updates differ (the update math and the
     default's equality with the original's uncorrected optimizer are in tests/training/test_optimization.py)."""
-    _train(common_flags, tmp_path, "--adam_bias_correction")
-    assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(one_device[0])) > 1e-3  # measured 0.007
+    output_dir = one_device_runs[0]["adam_bias_correction"]
+    assert max_diff(checkpoint_floats(output_dir), checkpoint_floats(one_device)) > 1e-3  # measured 0.007
 
 
-def test_lamb_follows_nvidias_schedule(common_flags, one_device, tmp_path):
+def test_lamb_follows_nvidias_schedule(one_device_runs, one_device):
     """--optimizer=lamb: another update than adamw, on the polynomial schedule of power 0.5 (no warmup here:
     int(4 steps * 0.1) = 0): the learning rate at step t is 1e-3 * sqrt(1 - t / 4)."""
-    _train(common_flags, tmp_path, "--optimizer=lamb")
-    assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(one_device[0])) > 1e-3
-    lamb, adamw = (summaries(output_dir)[0]["learning_rate"] for output_dir in (tmp_path, one_device[0]))
+    output_dir = one_device_runs[0]["lamb"]
+    assert max_diff(checkpoint_floats(output_dir), checkpoint_floats(one_device)) > 1e-3
+    lamb, adamw = (summaries(d)[0]["learning_rate"] for d in (output_dir, one_device))
     for step in (1, 2, 3):
         assert lamb[step] == pytest.approx(1e-3 * (1 - step / STEPS) ** 0.5, rel=1e-5)
         assert adamw[step] == pytest.approx(1e-3 * (1 - step / STEPS), rel=1e-5)
@@ -106,16 +130,16 @@ def test_lamb_follows_nvidias_schedule(common_flags, one_device, tmp_path):
 BFLOAT16_EVAL_LOSS_TOLERANCE = 5e-3
 
 
-def test_mixed_bfloat16_trains_and_writes_float32_checkpoints(common_flags, one_device, tmp_path):
+def test_mixed_bfloat16_trains_and_writes_float32_checkpoints(one_device_runs, one_device):
     """--mixed_precision=mixed_bfloat16: float32 variables in the checkpoints, and the float32 run's eval loss within
     BFLOAT16_EVAL_LOSS_TOLERANCE (its comment: measured on CPU, expected on a GPU)."""
-    _train(common_flags, tmp_path, "--mixed_precision=mixed_bfloat16")
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+    output_dir = one_device_runs[0]["mixed_bfloat16"]
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(output_dir)))
     dtypes = {dtype for dtype in reader.get_variable_to_dtype_map().values() if dtype.is_floating}
     assert dtypes == {tf.float32}
-    results = _eval_results(tmp_path)
+    results = _eval_results(output_dir)
     assert results["global_step"] == STEPS
-    assert results["eval_loss"] == pytest.approx(_eval_results(one_device[0])["eval_loss"],
+    assert results["eval_loss"] == pytest.approx(_eval_results(one_device)["eval_loss"],
                                                  abs=BFLOAT16_EVAL_LOSS_TOLERANCE)
 
 
@@ -125,7 +149,7 @@ def test_each_input_pipeline_trains_its_share_of_the_one_device_batches(one_devi
     (i + 1) x b of each global batch (b per replica), cut to that batch's longest text (the run's default lengths),
     not to its own rows' longest. On one host, mirrored runs one pipeline whose successive per-replica batches go to
     the replicas: the mirrored run above shows that they make up the one-device batch."""
-    train_file = os.path.join(one_device[0], "train.tf_record")
+    train_file = os.path.join(one_device, "train.tf_record")
     dataset_fn = classifier.file_based_input_fn_builder(train_file, 16, is_training=True, drop_remainder=True,
                                                         shuffle_seed=1, lengths=_run_config().sequence_lengths)
     one_device_batches = list(dataset_fn(4).take(10))

@@ -5,11 +5,10 @@ at most max_seq_length / seq_length_multiple lengths."""
 import json
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+import script_steps
 import tensorflow as tf
 import test_ner
 import test_swag
@@ -69,14 +68,13 @@ def _swag(data):
 
 def _pretraining(data):
     records = os.path.join(data, "short.tfrecord")  # every sequence a short one: the batches' lengths vary
-    subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
-                    f"--input_file={FIXTURES}/sample_text.txt", f"--output_file={records}",
-                    f"--vocab_file={FIXTURES}/uncased_vocab.txt", "--max_seq_length=32", "--short_seq_prob=1",
-                    "--max_predictions_per_seq=4", "--dupe_factor=1"], check=True, capture_output=True)
     vocab = open(f"{FIXTURES}/uncased_vocab.txt", encoding="utf-8").read().splitlines()
     return ("run_pretraining.py", vocab, [f"--input_file={records}", "--max_predictions_per_seq=4", "--do_eval",
                                           "--num_train_steps=6", "--num_warmup_steps=2", "--max_eval_steps=5"],
-            ["eval_results.txt"])
+            ["eval_results.txt"], ("create_pretraining_data.py", [
+                f"--input_file={FIXTURES}/sample_text.txt", f"--output_file={records}",
+                f"--vocab_file={FIXTURES}/uncased_vocab.txt", "--max_seq_length=32", "--short_seq_prob=1",
+                "--max_predictions_per_seq=4", "--dupe_factor=1"]))
 
 
 def _variables(output_dir):
@@ -85,20 +83,40 @@ def _variables(output_dir):
             if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input_iterators/")}
 
 
+TASKS = {"classifier": _classifier, "ner": _ner, "swag": _swag, "pretraining": _pretraining}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, child_env):
+    """Each task of TASKS trained, evaluated and predicted twice, padded then cut, every run in one process
+    (tests/script_steps.py; the pretraining records made by create_pretraining_data.py first, in the same process).
+    Returns {task: (its directory, holding padded/ and cut/; the output files to compare; the errors of its runs,
+    those making its inputs first; the process's logs)}."""
+    root = tmp_path_factory.mktemp("batch_lengths")
+    steps, tasks = [], {}
+    for name, task in TASKS.items():
+        data = root / name / "data"
+        data.mkdir(parents=True)
+        script, vocab, task_flags, outputs, *inputs = task(str(data))
+        flags = [*_model_flags(str(root / name / "model"), vocab), *task_flags, "--do_train", "--train_batch_size=4",
+                 "--eval_batch_size=3", "--learning_rate=1e-3", "--seed=5", "--max_seq_length=32"]
+        first = len(steps)
+        steps += [(os.path.join(REPO, "run_scripts", input_script), [argv]) for input_script, argv in inputs]
+        steps.append((os.path.join(REPO, "run_scripts", script),
+                      [[*flags, f"--output_dir={root / name / 'padded'}", "--pad_to_max_seq_length"],
+                       [*flags, f"--output_dir={root / name / 'cut'}"]]))
+        tasks[name] = (root / name, outputs, range(first, len(steps)))
+    done, logs = script_steps.run(steps, str(root), child_env())
+    return {name: (directory, outputs, [error for i in indices for error in done[i]["errors"]], logs)
+            for name, (directory, outputs, indices) in tasks.items()}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("task", [_classifier, _ner, _swag, _pretraining],
-                         ids=["classifier", "ner", "swag", "pretraining"])
-def test_cut_batches_train_and_predict_as_padded_ones(task, tmp_path, run_main):
-    data = tmp_path / "data"
-    data.mkdir()
-    script, vocab, task_flags, outputs = task(str(data))
-    flags = [*_model_flags(str(tmp_path / "model"), vocab), *task_flags, "--do_train", "--train_batch_size=4",
-             "--eval_batch_size=3", "--learning_rate=1e-3", "--seed=5",
-             "--max_seq_length=32"]
-    padded, cut = tmp_path / "padded", tmp_path / "cut"
-    errors = run_main(os.path.join(REPO, "run_scripts", script),
-                      [*flags, f"--output_dir={padded}", "--pad_to_max_seq_length"], [*flags, f"--output_dir={cut}"])
-    assert errors == [None, None]
+@pytest.mark.parametrize("task", list(TASKS))
+def test_cut_batches_train_and_predict_as_padded_ones(task, runs):
+    directory, outputs, errors, logs = runs[task]
+    assert errors[-2:] == [None, None] and not any(errors), logs[-3000:]  # its inputs' runs, padded, cut
+    padded, cut = directory / "padded", directory / "cut"
     expected, got = _variables(str(padded)), _variables(str(cut))
     assert sorted(got) == sorted(expected)
     assert int(got["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) > 1

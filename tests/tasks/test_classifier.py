@@ -556,9 +556,9 @@ def _common_flags(d, data, out, vocab_file, config_file):
             f"--bert_config_file={config_file}", "--max_seq_length=16"]
 
 
-@pytest.mark.slow
-def test_script_trains_evaluates_and_predicts_mrpc(tmp_path):
-    d = str(tmp_path)
+def _mrpc_run(d):
+    """A tiny model and MRPC files under `d` (12 train, 5 dev, 3 test lines); the flags of a run training,
+    evaluating and predicting them into d/out."""
     vocab_file, config_file = _tiny_model(d)
     rng = random.Random(0)
     header = _tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
@@ -567,10 +567,40 @@ def test_script_trains_evaluates_and_predicts_mrpc(tmp_path):
                                                          _sentence(rng)) for i in range(n)])
     _write(f"{d}/data/test.tsv", [_tsv("index", "#1 ID", "#2 ID", "#1 String", "#2 String")]
            + [_tsv(i, i, i + 1, _sentence(rng), _sentence(rng)) for i in range(3)])
+    return [*_common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file), "--task_name=MRPC", "--do_train",
+            "--do_eval", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--save_checkpoints_steps=2",
+            "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--save_original_checkpoint"]
+
+
+def _tsv_runs(d):
+    """A tiny model and a tsv task under `d` (8 train lines of 3 labels, 3 dev, 5 test); the flags of a run training
+    it into d/out, then of one evaluating, predicting and exporting (to d/serving) from d/out alone."""
+    vocab_file, config_file = _tiny_model(d)
+    rng = random.Random(1)
+    _write(f"{d}/data/train.tsv", [_tsv("id", "text_a", "label")]
+           + [_tsv(f"x{i}", _sentence(rng), ["sad", "happy", "meh"][i % 3]) for i in range(8)])
+    _write(f"{d}/data/dev.tsv", [_tsv("text_a", "label")] + [_tsv(_sentence(rng), "happy") for _ in range(3)])
+    _write(f"{d}/data/test.tsv", [_tsv("text_a", "id")] + [_tsv(_sentence(rng), f"q{i}") for i in range(5)])
+    flags = _common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file) + ["--task_name=tsv"]
+    return [[*flags, "--do_train", "--train_batch_size=4", "--num_train_epochs=1", "--save_original_checkpoint"],
+            [*flags, "--do_eval", "--do_predict", "--predict_batch_size=2", f"--export_dir={d}/serving"]]
+
+
+@pytest.fixture(scope="module")
+def script_runs(tmp_path_factory, run_main):
+    """The runs of run_classifier.py of the two tests below, one after the other in one process (TensorFlow
+    imported once): `_mrpc_run`, then the two of `_tsv_runs`. Returns {"mrpc": its directory, "tsv": theirs}."""
+    dirs = {name: str(tmp_path_factory.mktemp(name)) for name in ("mrpc", "tsv")}
+    errors, logs = run_main(SCRIPT, _mrpc_run(dirs["mrpc"]), *_tsv_runs(dirs["tsv"]), with_logs=True)
+    assert errors == [None, None, None], (errors, logs[-4000:])
+    return dirs
+
+
+@pytest.mark.slow
+def test_script_trains_evaluates_and_predicts_mrpc(script_runs):
+    d = script_runs["mrpc"]
+    vocab_file = f"{d}/vocab.txt"
     out = f"{d}/out"
-    _run(*_common_flags(d, f"{d}/data", out, vocab_file, config_file), "--task_name=MRPC", "--do_train",
-         "--do_eval", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--save_checkpoints_steps=2",
-         "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--save_original_checkpoint")
     files = set(os.listdir(out))
     assert {"train.tf_record", "eval.tf_record", "predict.tf_record", "eval_results.txt", "test_results.tsv",
             "MRPC.tsv", "ckpt-2.index", "ckpt-3.index"} <= files, files
@@ -619,24 +649,17 @@ def _numpy_probabilities(release_dir, examples, tokenizer, max_seq_length=16):
 
 
 @pytest.mark.slow
-def test_script_tsv_task_then_predict_only_run(tmp_path):
-    d = str(tmp_path)
-    vocab_file, config_file = _tiny_model(d)
-    rng = random.Random(1)
-    _write(f"{d}/data/train.tsv", [_tsv("id", "text_a", "label")]
-           + [_tsv(f"x{i}", _sentence(rng), ["sad", "happy", "meh"][i % 3]) for i in range(8)])
-    _write(f"{d}/data/dev.tsv", [_tsv("text_a", "label")] + [_tsv(_sentence(rng), "happy") for _ in range(3)])
-    _write(f"{d}/data/test.tsv", [_tsv("text_a", "id")] + [_tsv(_sentence(rng), f"q{i}") for i in range(5)])
+def test_script_tsv_task_then_predict_only_run(script_runs):
+    """`_tsv_runs`: the first run learns and saves the labels and saves the model in the original format; the second,
+    from output_dir alone, evaluates, predicts (ids and labels) and exports a SavedModel serving raw text."""
+    d = script_runs["tsv"]
     out = f"{d}/out"
-    flags = _common_flags(d, f"{d}/data", out, vocab_file, config_file) + ["--task_name=tsv"]
-    _run(*flags, "--do_train", "--train_batch_size=4", "--num_train_epochs=1", "--save_original_checkpoint")
     with open(f"{out}/label_list.txt") as f:
         assert f.read() == "happy\nmeh\nsad\n"
     # The fine-tuned model in the original format: original names, the classifier head for 3 labels.
     original = dict(tf.train.list_variables(f"{out}/original/bert_model.ckpt"))
     assert original["output_weights"] == [3, 32] and "bert/encoder/layer_1/output/LayerNorm/gamma" in original
     assert sorted(os.listdir(f"{out}/original"))[:2] == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001"]
-    _run(*flags, "--do_eval", "--do_predict", "--predict_batch_size=2", f"--export_dir={d}/serving")
     with open(f"{out}/eval_results.txt") as f:
         text = f.read()
     assert "global_step = 2\n" in text and "eval_accuracy = " in text

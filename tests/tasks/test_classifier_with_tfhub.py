@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import numpy_bert
 import pytest
+import script_steps
 from tiny_classifier import REPO, SCRIPT, random_sentence, tsv_line, write_lines, write_tiny_model
 from tiny_model_garden import model_garden_files
 
@@ -33,7 +34,7 @@ def _eval_results(path):
 
 
 @pytest.mark.slow
-def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_path, run_main):
+def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_path, child_env):
     d = str(tmp_path)
     vocab_file, config_file = write_tiny_model(os.path.join(d, "release"))
     config = BertConfig.from_json_file(config_file)
@@ -49,15 +50,19 @@ def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_pa
     common = [f"--data_dir={d}/data", "--task_name=MRPC", "--do_train", "--do_eval", "--max_seq_length=16",
               "--train_batch_size=4", "--num_train_epochs=2", "--eval_batch_size=2", "--seed=1",
               "--learning_rate=1e-3"]
-    errors = run_main(SCRIPT, [*common, f"--output_dir={d}/orig", f"--vocab_file={vocab_file}",
-                               f"--bert_config_file={config_file}", f"--init_checkpoint={prefix}"],
-                      # run_classifier.py itself takes the vocab, casing and config from a TF Hub init_checkpoint
-                      [*common, f"--output_dir={d}/hub_init", f"--init_checkpoint={hub}"],
-                      [*common, f"--output_dir={d}/no_vocab", f"--init_checkpoint={prefix}"])
-    assert errors[:2] == [None, None]
+    # run_classifier.py's runs, then run_classifier_with_tfhub.py's, in one process (tests/script_steps.py)
+    done, logs = script_steps.run([
+        (SCRIPT, [[*common, f"--output_dir={d}/orig", f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
+                   f"--init_checkpoint={prefix}"],
+                  # run_classifier.py itself takes the vocab, casing and config from a TF Hub init_checkpoint
+                  [*common, f"--output_dir={d}/hub_init", f"--init_checkpoint={hub}"],
+                  [*common, f"--output_dir={d}/no_vocab", f"--init_checkpoint={prefix}"]]),
+        (HUB_SCRIPT, [[*common, f"--output_dir={d}/hub", f"--bert_hub_module_handle={hub}"]])], REPO, child_env())
+    errors = done[0]["errors"]
+    assert errors[:2] == [None, None], logs[-3000:]
     assert re.match(r"ValueError: No vocab_file given, and init_checkpoint='.*bert_model\.ckpt' is not a TF Hub BERT "
                     r"SavedModel with a vocab_file asset: pass --vocab_file", errors[2])
-    assert run_main(HUB_SCRIPT, [*common, f"--output_dir={d}/hub", f"--bert_hub_module_handle={hub}"]) == [None]
+    assert done[1]["errors"] == [None], logs[-3000:]
     expected = _eval_results(f"{d}/orig/eval_results.txt")
     assert sorted(expected) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
     assert expected["global_step"] == 6

@@ -1,8 +1,8 @@
 """Kill and rerun: each training script (fine-tuning and run_pretraining.py), SIGKILLed during --do_train after its
-first checkpoint and rerun with the same command, ends with exactly the checkpoint of the uninterrupted run
-(weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the checkpoint holds
-its random state, so the comparison is bit for bit. The batches are cut to their longest text (the default), or
-grouped by length (--group_by_length). The tiny data sets are the tasks' own test data (tests/tasks)
+first checkpoint and rerun with the same flags in another process, ends with exactly the checkpoint of the
+uninterrupted run (weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the
+checkpoint holds its random state, so the comparison is bit for bit. The batches are cut to their longest text (the
+default), or grouped by length (--group_by_length). The tiny data sets are the tasks' own test data (tests/tasks)
 and, for pretraining, create_pretraining_data.py's records of sample_text.txt."""
 import json
 import os
@@ -109,22 +109,20 @@ def _variables(output_dir):
 
 @pytest.mark.parametrize("task", [_mrpc, _mrpc_grouped, _squad, _ner, _swag, _pretraining],
                          ids=["classifier", "classifier_grouped", "squad", "ner", "swag", "pretraining"])
-def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_bert_files):
+def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_bert_files, run_main):
+    """The killed run in a process of its own; the rerun, then the uninterrupted run, in another (`run_main`: the
+    rerun first, in a fresh process, as a user's)."""
     data = tmp_path / "data"
     data.mkdir()
     script, vocab, task_flags = task(data)
     flags = COMMON + tiny_bert_files(vocab) + task_flags
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    straight_log = open(tmp_path / "straight.log", "w")
-    uninterrupted = subprocess.Popen(_command(script, flags, straight), stdout=subprocess.DEVNULL,
-                                     stderr=straight_log, cwd=REPO)  # beside the killed run
     step = _run_and_kill(_command(script, flags, killed), killed, tmp_path / "killed.log")
     assert 0 < step < NUM_STEPS, f"killed at step {step}: not mid-run"
-    rerun = subprocess.run(_command(script, flags, killed), capture_output=True, text=True, cwd=REPO)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"Resuming from {killed}/ckpt-{step} at step {step}" in rerun.stderr
-    assert uninterrupted.wait() == 0, (tmp_path / "straight.log").read_text()[-3000:]
-    straight_log.close()
+    errors, logs = run_main(os.path.join(REPO, "run_scripts", script), [*flags, f"--output_dir={killed}"],
+                            [*flags, f"--output_dir={straight}"], with_logs=True)
+    assert errors == [None, None], (errors, logs[-3000:])
+    assert f"Resuming from {killed}/ckpt-{step} at step {step}" in logs
     expected, got = _variables(straight), _variables(killed)
     assert int(got["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == NUM_STEPS
     assert sorted(got) == sorted(expected)
