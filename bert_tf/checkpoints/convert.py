@@ -9,6 +9,7 @@ from bert_tf.checkpoints.pretrained import model_files
 from bert_tf.checkpoints.restore import checkpoint_heads, restore
 from bert_tf.data import label_lists
 from bert_tf.model import task_models
+from bert_tf.text import tokenization
 
 CONVERSION_FORMATS = ("original", "model_garden", "huggingface")
 
@@ -24,6 +25,8 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
     task to write where the heads do not say it alone). Returns output_dir."""
     if to not in CONVERSION_FORMATS:
         raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
+    if to != "huggingface" and (task is not None or do_lower_case is not None):
+        raise ValueError(f"task and do_lower_case apply to to='huggingface' only, not to={to!r}.")
     files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
     if to == "huggingface":
         return to_huggingface(init_checkpoint, files, output_dir, task)
@@ -90,6 +93,7 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
     The vocabulary is `files.vocab_file`, else the vocab.txt beside the checkpoint (a release's); it and the output
     directory are checked before the checkpoint is read. Returns output_dir."""
     huggingface.check_hf_output_dir(output_dir)
+    tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
     beside = os.path.join(_directory(init_checkpoint), "vocab.txt")
     vocab_file = files.vocab_file or (beside if fileio.isfile(beside) else None)
     huggingface.check_vocab(vocab_file, files.config)
