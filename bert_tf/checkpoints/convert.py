@@ -1,25 +1,35 @@
 """Converting a checkpoint between formats: `convert_checkpoint` reads any checkpoint `restore` reads and writes a
-release directory in the original or Model Garden's format.
+release directory in the original or Model Garden's format, or a Hugging Face transformers model directory.
 """
 import os
 
-from bert_tf.checkpoints import model_garden, name_map, original
+from bert_tf import fileio
+from bert_tf.checkpoints import huggingface, model_garden, name_map, original
 from bert_tf.checkpoints.pretrained import model_files
-from bert_tf.checkpoints.restore import restore
+from bert_tf.checkpoints.restore import checkpoint_heads, restore
+from bert_tf.data import label_lists
 from bert_tf.model import task_models
+from bert_tf.text import tokenization
 
-CONVERSION_FORMATS = ("original", "model_garden")
+CONVERSION_FORMATS = ("original", "model_garden", "huggingface")
 
 
-def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None):
+def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None,
+                       do_lower_case=None, task=None):
     """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel) -> a release
     directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's TF2
     layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and vocab.txt
-    (`model_files`: those given, else a TF Hub model's own). It holds the encoder and whichever pretraining heads
-    the checkpoint has. Returns output_dir."""
+    (`model_files`: those given, else a TF Hub model's own), holding the encoder and whichever pretraining heads the
+    checkpoint has; or (`to="huggingface"`) a transformers model directory of the encoder and the checkpoint's
+    heads (`to_huggingface`; `do_lower_case`: the tokenizer's casing, default the model's own or True; `task`: the
+    task to write where the heads do not say it alone). Returns output_dir."""
     if to not in CONVERSION_FORMATS:
         raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
-    files = model_files(init_checkpoint, bert_config_file, vocab_file)
+    if to != "huggingface" and (task is not None or do_lower_case is not None):
+        raise ValueError(f"task and do_lower_case apply to to='huggingface' only, not to={to!r}.")
+    files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
+    if to == "huggingface":
+        return to_huggingface(init_checkpoint, files, output_dir, task)
     model = task_models.BertPretrainer(files.config)
     report = restore(model, init_checkpoint)
     mapping = name_map.original_variable_map(model)
@@ -28,3 +38,71 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
         return original.write_release(tensors, files.config, output_dir, files.vocab_file)
     model_garden.save_model_garden_checkpoint(tensors, files.config, os.path.join(output_dir, "bert_model.ckpt"))
     return original.write_release_files(files.config, output_dir, files.vocab_file)
+
+
+def hf_task_of_heads(heads, task=None):
+    """The task (TaskSpec) whose transformers class a checkpoint with `heads` ({head attribute: rows},
+    `restore.checkpoint_heads`) is written as: `task` if given (its heads must be among `heads`), else the task with
+    a Hugging Face class whose heads are exactly `heads` (none: BertModel; masked_lm and next_sentence:
+    BertForPreTraining; classifier: BertForSequenceClassification, with one output the regression task; ...).
+    ValueError naming the heads found where none or several tasks fit."""
+    found = ", ".join(heads) or "no head"
+    if task is not None:
+        spec = task_models.REGISTRY.get(task)
+        if spec is None or not spec.huggingface:
+            known = [name for name, s in task_models.REGISTRY.items() if s.huggingface]
+            raise ValueError(f"task={task!r} has no Hugging Face class; expected one of {', '.join(known)}.")
+        if not set(spec.head_names) <= set(heads):
+            raise ValueError(f"The {task} task needs the {', '.join(spec.head_names)} head, but the checkpoint holds "
+                             f"{found}.")
+        return spec
+    fits = [spec for spec in task_models.REGISTRY.values() if spec.huggingface
+            and set(spec.head_names) == set(heads)
+            and all(spec.kwargs.get("num_labels", heads[h]) == heads[h] for h in spec.head_names)]
+    fits = [spec for spec in fits if "num_labels" in spec.kwargs] or fits  # one output: regression
+    if len(fits) != 1:
+        fitting = [name for name, spec in task_models.REGISTRY.items()
+                   if spec.huggingface and set(spec.head_names) <= set(heads)]
+        raise ValueError(f"The checkpoint holds {found}: no one Hugging Face class has exactly these heads; pass "
+                         f"task= (--task), one of {', '.join(fitting)}.")
+    return fits[0]
+
+
+def _directory(init_checkpoint):
+    """The directory of a checkpoint: init_checkpoint itself (a release, run or SavedModel directory) or its
+    prefix's."""
+    return init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+
+
+def _run_labels(init_checkpoint, spec, rows):
+    """The label names of a labelled head of `rows` outputs: those the training run saved beside its checkpoint
+    (`label_lists.FILE_NAME` in its directory), else None; ValueError if that file lists another number."""
+    if not spec.labelled:
+        return None
+    path, labels = label_lists.saved(_directory(init_checkpoint))
+    if labels is not None and len(labels) != rows:
+        raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's {spec.head_names[0]} head has "
+                         f"{rows} outputs.")
+    return labels
+
+
+def to_huggingface(init_checkpoint, files, output_dir, task=None):
+    """Writes the checkpoint `init_checkpoint` (any format `restore` reads; `files`: its ModelFiles) as a
+    transformers model directory (`huggingface.write_hf_directory`): the class of the task its heads say
+    (`hf_task_of_heads`), its label names from the run's label_list.txt (else LABEL_i), the casing of `files`.
+    The vocabulary is `files.vocab_file`, else the vocab.txt beside the checkpoint (a release's); it and the output
+    directory are checked before the checkpoint is read. Returns output_dir."""
+    huggingface.check_hf_output_dir(output_dir)
+    tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
+    beside = os.path.join(_directory(init_checkpoint), "vocab.txt")
+    vocab_file = files.vocab_file or (beside if fileio.isfile(beside) else None)
+    huggingface.check_vocab(vocab_file, files.config)
+    heads = checkpoint_heads(init_checkpoint, files.config)
+    spec = hf_task_of_heads(heads, task)
+    rows = heads[spec.head_names[0]] if spec.labelled else None
+    labels = _run_labels(init_checkpoint, spec, rows)
+    model = spec.build(files.config, rows, restored=True)
+    restore(model, init_checkpoint, spec.head_names, strict=True)
+    tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
+    return huggingface.write_hf_directory(tensors, files.config, spec, output_dir, vocab_file, files.do_lower_case,
+                                          labels)

@@ -1,7 +1,16 @@
-"""Hugging Face BERT weights (`config.json` + `model.safetensors`) into our models, by the original names, and
-into a directory like a released original BERT (`convert_hf_to_original`), optionally with the pretraining heads:
-the model's own, or seeded untrained ones (`seeded_pretraining_heads`) for a model published without them.
+"""Hugging Face BERT directories (config.json + model.safetensors + vocab.txt) both ways, by the original variable
+names: read into our models (`load_hf_safetensors`, `task_model_from_hf_directory`) and into a directory like a
+released original BERT (`convert_hf_to_original`), optionally with the pretraining heads (the model's own, or seeded
+untrained ones, `seeded_pretraining_heads`, for a model published without them); and written from original tensors
+(`write_hf_directory`) as transformers writes its own: config.json, model.safetensors, vocab.txt,
+tokenizer_config.json and special_tokens_map.json.
+
+Which transformers class a directory holds is its task's `TaskSpec.huggingface` (`bert_tf.model.task_models`); the
+Hugging Face names of the encoder (`_HF_LAYER`) and of each head (`HF_HEADS`) are one table, used both ways, so
+that reading and writing cannot disagree. Activations: a Hugging Face "gelu" is the exact (erf) GELU, our
+`gelu_exact`; "gelu_new" is the tanh approximation, our (and the original's) `gelu`.
 """
+import json
 import os
 import re
 
@@ -9,13 +18,18 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.checkpoints import assign, original
+from bert_tf.checkpoints import assign, name_map, original
+from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertModel
 from bert_tf.model.task_models import BertPretrainer
+from bert_tf.text import tokenization
 
 _HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu",
-                   "relu": "relu", "tanh": "tanh"}
+                   "relu": "relu", "tanh": "tanh", "linear": "linear"}
+# Ours (every `activations.NAMES`) -> transformers' name of the same function.
+_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_tanh": "gelu_new", "gelu_exact": "gelu",
+                     "gelu_erf": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 _HF_LAYER = [  # (HF module path inside encoder.layer.N, original name inside layer_N, is a Linear weight)
     ("attention.self.query", "attention/self/query", True),
     ("attention.self.key", "attention/self/key", True),
@@ -28,38 +42,97 @@ _HF_LAYER = [  # (HF module path inside encoder.layer.N, original name inside la
 ]
 
 
+def _linear_head(module):
+    """A head that is one transformers Linear `module`: weight [K, H] = the original's output_weights, bias [K]."""
+    return ((f"{module}.weight", False), (f"{module}.bias", False))
+
+
+# Each head's tensors as transformers names them: head attribute (task_models.HEADS) -> (Hugging Face name, whether
+# it is the transpose of the original tensor), in the order of the head's original variables
+# (`task_models.HEADS[attribute].variables`). The masked LM's decoder is the word embedding table: transformers
+# ties it and writes no cls.predictions.decoder.* tensors.
+HF_HEADS = {
+    "masked_lm": (("cls.predictions.transform.dense.weight", True), ("cls.predictions.transform.dense.bias", False),
+                  ("cls.predictions.transform.LayerNorm.weight", False),
+                  ("cls.predictions.transform.LayerNorm.bias", False), ("cls.predictions.bias", False)),
+    "next_sentence": _linear_head("cls.seq_relationship"),
+    "classifier": _linear_head("classifier"),
+    "tagger": _linear_head("classifier"),
+    "choice": _linear_head("classifier"),
+    "span": _linear_head("qa_outputs"),
+}
+# The transformers classes built without the pooler (add_pooling_layer=False): a directory transformers wrote for
+# one has no bert.pooler.*; bert-tf writes the pooler there too (transformers logs it unused), so that a round trip
+# keeps every variable.
+_WITHOUT_POOLER = ("BertForMaskedLM", "BertForTokenClassification", "BertForQuestionAnswering")
+# What a model directory may hold that transformers would read instead of the files written here (other weights, a
+# tokenizer.json of another vocabulary): removed from output_dir when a directory is written.
+_REPLACED = (r"(model-\d+-of-\d+\.safetensors|model\.safetensors\.index\.json|pytorch_model.*\.bin(\.index\.json)?|"
+             r"tf_model\.h5|flax_model\.msgpack|tokenizer\.json|added_tokens\.json)")
+_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                   "mask_token": "[MASK]"}
+_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+                "initializer_range")
+LAYER_NORM_EPS = 1e-12  # BERT's (the original's LayerNorm epsilon)
+
+
+def _read_hf_config(path):
+    """The JSON object of the Hugging Face config.json `path`; ValueError naming it if it is not a BERT's."""
+    hf_config = fileio.read_json(path, "Hugging Face config")
+    if not isinstance(hf_config, dict):
+        raise ValueError(f"{path}: expected a JSON object (a Hugging Face BERT config.json), got a "
+                         f"{type(hf_config).__name__}.")
+    if hf_config.get("model_type", "bert") != "bert":
+        raise ValueError(f"{path}: model_type is {hf_config['model_type']!r}, not 'bert': not a BERT model.")
+    return hf_config
+
+
 def bert_config_from_hf(hf_config):
     """A Hugging Face BERT config.json (dict or path) -> BertConfig, mapping activation names to ours."""
     source = "Hugging Face config"
     if isinstance(hf_config, str):
         source = hf_config
-        hf_config = fileio.read_json(hf_config, "Hugging Face config")
-        if not isinstance(hf_config, dict):
-            raise ValueError(f"{source}: expected a JSON object (a Hugging Face BERT config.json), got a "
-                             f"{type(hf_config).__name__}.")
+        hf_config = _read_hf_config(hf_config)
     act = hf_config.get("hidden_act", "gelu")
     if act not in _HF_ACTIVATIONS:
         raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of {sorted(_HF_ACTIVATIONS)}.")
-    eps = hf_config.get("layer_norm_eps", 1e-12)
-    if abs(eps - 1e-12) > 1e-15:
+    eps = hf_config.get("layer_norm_eps", LAYER_NORM_EPS)
+    if abs(eps - LAYER_NORM_EPS) > 1e-15:
         raise ValueError(f"{source}: layer_norm_eps={eps}, but BERT uses 1e-12; this model is not a BERT.")
     if hf_config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(f"{source}: only absolute position embeddings are BERT's.")
-    values = {k: hf_config[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                                        "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
-                                        "max_position_embeddings", "type_vocab_size", "initializer_range")
-              if k in hf_config}
+    values = {k: hf_config[k] for k in _CONFIG_KEYS if k in hf_config}
     return BertConfig.from_dict({**values, "hidden_act": _HF_ACTIVATIONS[act]}, source=source)
 
 
-def _hf_name_map(hf_names, num_layers):
-    """HF tensor name -> (original name, transpose?) for a BertModel / BertForPreTraining state dict."""
-    prefix = "bert." if any(n.startswith("bert.") for n in hf_names) else ""
+def hf_config(config, spec, labels=None):
+    """The Hugging Face config.json (a dict) of BertConfig `config` as the transformers class of TaskSpec `spec`:
+    model_type "bert", architectures, the BERT keys, hidden_act as transformers names our function
+    (`_TO_HF_ACTIVATION`: gelu -> gelu_new, gelu_exact -> gelu), layer_norm_eps 1e-12, pad_token_id 0, absolute
+    positions; for a labelled head its `labels` as id2label / label2id (num_labels), for the regression task
+    problem_type "regression" and one label."""
+    out = {"architectures": [spec.huggingface], "model_type": "bert", "dtype": "float32",
+           **{key: getattr(config, key) for key in _CONFIG_KEYS},
+           "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPS,
+           "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
+    if spec.kwargs.get("regression"):
+        out["problem_type"], labels = "regression", ["LABEL_0"]
+    if labels:
+        out["num_labels"] = len(labels)
+        out["id2label"] = {str(i): label for i, label in enumerate(labels)}
+        out["label2id"] = {label: i for i, label in enumerate(labels)}
+    return out
+
+
+def hf_name_map(num_layers, heads=(), prefix="bert."):
+    """Hugging Face tensor name -> (original name, transposed?) for an encoder of `num_layers` (its names under
+    `prefix`: "bert." in a task model's directory, "" in a BertModel's) and the heads `heads` (attributes of
+    HF_HEADS). The one table both ways: `load_hf_safetensors` reads by it, `write_hf_directory` writes by it."""
     out = {}
 
     def norm(hf, orig):
-        for w, b in (("weight", "bias"), ("gamma", "beta")):
-            out[f"{hf}.{w}"], out[f"{hf}.{b}"] = (f"{orig}/gamma", False), (f"{orig}/beta", False)
+        out[f"{hf}.weight"], out[f"{hf}.bias"] = (f"{orig}/gamma", False), (f"{orig}/beta", False)
 
     def linear(hf, orig, transpose=True):
         out[f"{hf}.weight"], out[f"{hf}.bias"] = (f"{orig}/kernel", transpose), (f"{orig}/bias", False)
@@ -71,31 +144,37 @@ def _hf_name_map(hf_names, num_layers):
         for hf, orig, is_linear in _HF_LAYER:
             (linear if is_linear else norm)(f"{prefix}encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{orig}")
     linear(f"{prefix}pooler.dense", "bert/pooler/dense")
-    linear("cls.predictions.transform.dense", "cls/predictions/transform/dense")
-    norm("cls.predictions.transform.LayerNorm", "cls/predictions/transform/LayerNorm")
-    out["cls.predictions.bias"] = ("cls/predictions/output_bias", False)
-    out["cls.seq_relationship.weight"] = ("cls/seq_relationship/output_weights", False)
-    out["cls.seq_relationship.bias"] = ("cls/seq_relationship/output_bias", False)
+    for attribute in heads:
+        if attribute not in HF_HEADS:
+            raise ValueError(f"The .{attribute} head has no Hugging Face tensor names (huggingface.HF_HEADS has "
+                             f"{', '.join(HF_HEADS)}).")
+        rows = task_models.HEADS[attribute].variables
+        out.update({hf: (orig, transpose) for (hf, transpose), (orig, _) in zip(HF_HEADS[attribute], rows,
+                                                                                strict=True)})
     return out
 
 
 def load_hf_safetensors(model, safetensors_file, strict=False):
-    """Loads Hugging Face BERT weights (`model.safetensors`) into `model`. Returns a LoadReport (also logged).
+    """Loads Hugging Face BERT weights (`model.safetensors`) into `model` (a BertModel or a task model: its encoder
+    and each of its heads, by `hf_name_map`). Returns a LoadReport (also logged).
 
-    The tied MLM decoder (`cls.predictions.decoder.*`) is the word embedding table and is not reported unused.
+    The tied MLM decoder (`cls.predictions.decoder.*`) is the word embedding table and the position_ids buffer
+    (written by transformers before 4.31) is no weight: neither is reported unused.
     """
     try:
         from safetensors import safe_open
     except ImportError as e:  # pragma: no cover - safetensors is a core dependency
         raise ImportError("Importing Hugging Face weights needs `pip install safetensors`.") from e
-    bert = model if isinstance(model, BertModel) else model.bert
+    parts = name_map.model_parts(model)
+    heads = [attribute for attribute in parts if attribute != "bert"]
     with fileio.local_file(safetensors_file, "safetensors file") as local, safe_open(local, framework="numpy") as f:
         names = list(f.keys())
-        name_map = _hf_name_map(names, bert.config.num_hidden_layers)
+        prefix = "bert." if any(n.startswith("bert.") for n in names) else ""
+        tensor_map = hf_name_map(parts["bert"].config.num_hidden_layers, heads, prefix)
         tensors = {}
         for hf_name in names:
-            if hf_name in name_map:
-                orig, transpose = name_map[hf_name]
+            if hf_name in tensor_map:
+                orig, transpose = tensor_map[hf_name]
                 tensors[orig] = (lambda n=hf_name, t=transpose: f.get_tensor(n).T if t else f.get_tensor(n))
             elif not re.search(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$", hf_name):
                 tensors["hf:" + hf_name] = None
@@ -110,6 +189,48 @@ def from_hf_directory(model_dir, dtype=None):
     model = BertModel(config, dtype=dtype)
     load_hf_safetensors(model, os.path.join(model_dir, "model.safetensors"), strict=True)
     return model
+
+
+def hf_task(hf_model_dir):
+    """(TaskSpec, num_labels or None, label names or None) of a Hugging Face BERT directory: the task whose
+    `huggingface` class its config.json's `architectures` names (none named: BertModel, the encoder), a
+    BertForSequenceClassification with problem_type "regression" the regression task; a labelled task's labels
+    from id2label (else num_labels, transformers' default 2). ValueError naming config.json for another class."""
+    path = os.path.join(hf_model_dir, "config.json")
+    hf = _read_hf_config(path)
+    architecture = (hf.get("architectures") or ["BertModel"])[0]
+    specs = [spec for spec in task_models.REGISTRY.values() if spec.huggingface == architecture]
+    if not specs:
+        known = sorted({spec.huggingface for spec in task_models.REGISTRY.values() if spec.huggingface})
+        raise ValueError(f"{path}: architectures names {architecture!r}; bert-tf reads {', '.join(known)}.")
+    regression = hf.get("problem_type") == "regression"
+    spec = next((s for s in specs if bool(s.kwargs.get("regression")) == regression), specs[0])
+    if not spec.labelled:
+        return spec, None, None
+    id2label = hf.get("id2label") or {}
+    labels = [id2label[key] for key in sorted(id2label, key=int)] or None
+    return spec, len(labels) if labels else int(hf.get("num_labels", 2)), labels
+
+
+def task_model_from_hf_directory(hf_model_dir):
+    """The task model (`hf_task`) of a Hugging Face BERT directory with its encoder and heads loaded from its
+    model.safetensors; a class transformers builds without a pooler (`_WITHOUT_POOLER`) may lack bert.pooler.*
+    (its pooler then keeps its initial values, with a warning). ValueError naming the file for any other variable
+    the model needs that the file lacks. Returns (TaskSpec, the model, the label names or None)."""
+    spec, num_labels, labels = hf_task(hf_model_dir)
+    config = bert_config_from_hf(os.path.join(hf_model_dir, "config.json"))
+    model = spec.build(config, num_labels)
+    source = os.path.join(hf_model_dir, "model.safetensors")
+    report = load_hf_safetensors(model, source)
+    pooler = [name for name in report.missing if name.startswith("bert/pooler/")]
+    lacking = [name for name in report.missing if name not in pooler or spec.huggingface not in _WITHOUT_POOLER]
+    if lacking:
+        raise ValueError(f"{source} lacks {assign.describe_variables(lacking)} of the {spec.huggingface} model "
+                         f"its config.json names.")
+    if pooler:
+        logging.warning("%s has no pooler (transformers' %s has none): bert/pooler/dense keeps its initial values.",
+                        source, spec.huggingface)
+    return spec, model, labels
 
 
 def seeded_pretraining_heads(hidden_size, vocab_size, seed):
@@ -157,13 +278,87 @@ def pretrainer_from_hf_directory(model_dir, heads_seed):
 def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
     """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab).
 
-    pretraining_heads_seed: if set, the checkpoint also holds the pretraining heads (cls/predictions/...,
-      cls/seq_relationship/...) as a released BERT does (`pretrainer_from_hf_directory`); else the encoder only.
+    pretraining_heads_seed: if set, the checkpoint holds the encoder and the pretraining heads (cls/predictions/...,
+      cls/seq_relationship/...) as a released BERT does (`pretrainer_from_hf_directory`); else the encoder and the
+      heads of the transformers class its config.json names (`task_model_from_hf_directory`: e.g. a
+      BertForSequenceClassification's output_weights / output_bias, a BertForQuestionAnswering's cls/squad/...).
     Returns output_dir.
     """
     if pretraining_heads_seed is None:
-        model = from_hf_directory(hf_model_dir)
+        model = task_model_from_hf_directory(hf_model_dir)[1]
     else:
         model = pretrainer_from_hf_directory(hf_model_dir, pretraining_heads_seed)
     vocab = os.path.join(hf_model_dir, "vocab.txt")
     return original.export_original(model, output_dir, vocab_file=vocab if fileio.exists(vocab) else None)
+
+
+def check_vocab(vocab_file, config):
+    """Raises unless `vocab_file` exists with one token per embedding row (config.vocab_size)."""
+    if not vocab_file:
+        raise ValueError("A Hugging Face directory needs the model's vocab.txt: pass vocab_file (--vocab_file), or "
+                         "keep it beside the checkpoint.")
+    size = len(tokenization.load_vocab(vocab_file))
+    if size != config.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but the model has vocab_size={config.vocab_size} word "
+                         f"embeddings: a Hugging Face tokenizer would give ids the model has no rows for, or leave "
+                         f"rows no id reaches; use the vocab.txt the model was trained with.")
+
+
+def check_hf_output_dir(output_dir):
+    """Raises if `output_dir` cannot become a Hugging Face model directory (it is a file)."""
+    if not output_dir:
+        raise ValueError("No output_dir given for the Hugging Face model directory.")
+    if fileio.isfile(output_dir):
+        raise FileExistsError(f"output_dir {output_dir} is a file; a Hugging Face model is a directory.")
+
+
+def write_hf_directory(tensors, config, spec, output_dir, vocab_file, do_lower_case=True, labels=None):
+    """Writes a transformers model directory of TaskSpec `spec`'s class (`spec.huggingface`) into output_dir:
+    config.json (`hf_config`), model.safetensors (float32, every tensor of `hf_name_map` for the spec's heads, in
+    transformers' names and layouts: Linear weights [out, in], the tied decoder left to the word embeddings),
+    vocab.txt (a copy of `vocab_file`, one token per embedding row), tokenizer_config.json (BertTokenizer,
+    `do_lower_case`, model_max_length = max_position_embeddings) and special_tokens_map.json, so that
+    transformers' `from_pretrained` of the class and BertTokenizer load it.
+
+    tensors: original name -> array for the encoder and the spec's heads. labels: a labelled head's label names
+    (None: transformers' LABEL_i). The files are committed together (`fileio.staged_directory`, model.safetensors
+    last); other files in output_dir are kept, but for other weights and tokenizer files transformers would read
+    instead of these (`_REPLACED`). Everything is checked (the class, the vocabulary's size, every tensor with its
+    shape, the labels' count) before anything is written. Returns output_dir.
+    """
+    from safetensors.numpy import save
+
+    check_hf_output_dir(output_dir)
+    if not spec.huggingface:
+        raise ValueError(f"The {spec.name} task has no Hugging Face class (TaskSpec.huggingface).")
+    check_vocab(vocab_file, config)
+    prefix = "" if spec.huggingface == "BertModel" else "bert."
+    tensor_map = hf_name_map(config.num_hidden_layers, spec.head_names, prefix)
+    missing = sorted(orig for orig, _ in tensor_map.values() if orig not in tensors)
+    if missing:
+        raise ValueError(f"The {spec.huggingface} directory needs {assign.describe_variables(missing)}, which the "
+                         f"checkpoint lacks.")
+    hf_tensors = {hf: np.ascontiguousarray(np.asarray(tensors[orig], np.float32).T if transpose
+                                           else np.asarray(tensors[orig], np.float32))
+                  for hf, (orig, transpose) in tensor_map.items()}
+    if spec.labelled:
+        rows = hf_tensors[HF_HEADS[spec.head_names[0]][0][0]].shape[0]
+        labels = labels or [f"LABEL_{i}" for i in range(rows)]
+        if len(labels) != rows:
+            raise ValueError(f"{len(labels)} labels given ({labels}) but the {spec.name} head has {rows} outputs.")
+    else:
+        labels = None
+    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case), "do_basic_tokenize": True,
+                 "never_split": None, "tokenize_chinese_chars": True, "strip_accents": None,
+                 "model_max_length": config.max_position_embeddings, **_SPECIAL_TOKENS}
+    with fileio.staged_directory(output_dir, key="model.safetensors", remove=_REPLACED, label="hf") as staging:
+        fileio.write_text_atomically(os.path.join(staging, "config.json"),
+                                     json.dumps(hf_config(config, spec, labels), indent=2, sort_keys=True) + "\n")
+        fileio.copy_file(vocab_file, os.path.join(staging, "vocab.txt"))
+        for name, content in (("tokenizer_config.json", tokenizer), ("special_tokens_map.json", _SPECIAL_TOKENS)):
+            fileio.write_text_atomically(os.path.join(staging, name), json.dumps(content, indent=2) + "\n")
+        fileio.write_bytes_atomically(os.path.join(staging, "model.safetensors"),
+                                      save(hf_tensors, metadata={"format": "pt"}))
+    logging.info("Wrote a Hugging Face %s (%d tensors, hidden_act %s) to %s", spec.huggingface, len(hf_tensors),
+                 _TO_HF_ACTIVATION[config.hidden_act.lower()], output_dir)
+    return output_dir

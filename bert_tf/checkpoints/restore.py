@@ -9,6 +9,7 @@ or a run directory keeps its checkpoint (`resolve_checkpoint`, `latest_checkpoin
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
@@ -80,8 +81,8 @@ def _object_graph_tensors(model, reader, source):
     head attribute, so that a variable is found however the checkpoint keyed it (the Trainer's checkpoints hold
     most variables under optimizer/_trainable_variables/N). Floating-point checkpoint variables under those roots
     that the model has no place for are added under their object path (e.g. "bert/_operations/13/attention/
-    query/_kernel", or "classifier/projection/output_weights" for a head the model lacks) without a getter, so that
-    they are reported unused.
+    query/_kernel", or "classifier/projection/output_weights" for a head the model lacks), so that they are
+    reported unused (and `checkpoint_heads` finds such a head).
     """
     graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(_OBJECT_GRAPH))
     roots = [c.local_name for c in graph.nodes[0].children]
@@ -107,11 +108,12 @@ def _object_graph_tensors(model, reader, source):
             tensors[names[id(obj)]] = lambda key=keys[0]: reader.get_tensor(key)
             paired.add(node_id)
         elif keys and keys[0] in floating:
-            unpaired.setdefault(node_id, path)
+            unpaired.setdefault(node_id, (path, keys[0]))
         elif not keys:
             children = tf.train.TrackableView.children(obj) if obj is not None else {}
             stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}") for c in node.children]
-    tensors.update({path: None for node_id, path in unpaired.items() if node_id not in paired})
+    tensors.update({path: (lambda key=key: reader.get_tensor(key)) for node_id, (path, key) in unpaired.items()
+                    if node_id not in paired})
     return tensors
 
 
@@ -126,6 +128,22 @@ def _checkpoint_tensors(model, prefix):
     if model_garden.is_model_garden_graph(reader):
         return model_garden.checkpoint_tensors(reader, prefix)
     return _object_graph_tensors(model, reader, prefix)
+
+
+def checkpoint_heads(path, config):
+    """The heads of `task_models.HEADS` that the checkpoint at `path` (any format `restore` reads, for BertConfig
+    `config`) holds in full: {head attribute: the first dimension of its first variable (a labelled head's
+    num_labels)}. A head is found by its original names, or in one of our checkpoints by its object path
+    (`<attribute>/<attribute path inside the head>`, e.g. classifier/projection/output_weights)."""
+    probe = task_models.BertPretrainer(config, restored_encoder=True)  # pairs the pretraining heads by object
+    tensors = _checkpoint_tensors(probe, resolve_checkpoint(path))
+    found = {}
+    for attribute, head in task_models.HEADS.items():
+        getters = [tensors.get(name) or tensors.get(f"{attribute}/{inner.replace('.', '/')}")
+                   for name, inner in head.variables]
+        if all(getters):
+            found[attribute] = int(np.shape(getters[0]())[0])
+    return found
 
 
 def _check_encoder(report, config):

@@ -261,7 +261,9 @@ class TaskSpec:
     the head has labels (the model takes num_labels), the export's output of the predicted label names:
     `predicted_label` [B] or `predicted_labels` [B, S]. keeps_max_seq_length: its outputs are read at every
     position (SQuAD's n-best lists pick from padding too), so its export packs text to max_seq_length unless told
-    to cut. options: keyword options of `model` a caller may give (the embedding's pooling).
+    to cut. options: keyword options of `model` a caller may give (the embedding's pooling). huggingface: the
+    transformers class of its model (its config.json's `architectures`), where a Hugging Face BERT has one
+    (`bert_tf.checkpoints.huggingface` writes and reads its heads by it).
     """
     name: str
     model: type
@@ -273,6 +275,7 @@ class TaskSpec:
     keeps_max_seq_length: bool = False
     kwargs: dict = dataclasses.field(default_factory=dict)
     options: tuple = ()
+    huggingface: str | None = None
 
     def __post_init__(self):
         for head in self.heads:
@@ -358,24 +361,27 @@ def register(spec):
 
 
 register(TaskSpec("encoder", BertModel, outputs=("sequence_output", "pooled_output"),
-                  sequence_outputs=("sequence_output",)))
+                  sequence_outputs=("sequence_output",), huggingface="BertModel"))
 register(TaskSpec("classifier", BertClassifier, (HEADS["classifier"],), outputs=("logits", "probabilities"),
-                  label_output="predicted_label", kwargs={"regression": False}))
+                  label_output="predicted_label", kwargs={"regression": False},
+                  huggingface="BertForSequenceClassification"))
 register(TaskSpec("regression", BertClassifier, (HEADS["classifier"],), outputs=("logits", "predictions"),
-                  kwargs={"num_labels": 1, "regression": True}))
+                  kwargs={"num_labels": 1, "regression": True}, huggingface="BertForSequenceClassification"))
 register(TaskSpec("squad", BertSpanLabeler, (HEADS["span"],), outputs=("start_logits", "end_logits"),
-                  sequence_outputs=("start_logits", "end_logits"), keeps_max_seq_length=True))
+                  sequence_outputs=("start_logits", "end_logits"), keeps_max_seq_length=True,
+                  huggingface="BertForQuestionAnswering"))
 register(TaskSpec("ner", BertTokenClassifier, (HEADS["tagger"],), outputs=("logits", "probabilities"),
-                  sequence_outputs=("logits", "probabilities"), label_output="predicted_labels"))
+                  sequence_outputs=("logits", "probabilities"), label_output="predicted_labels",
+                  huggingface="BertForTokenClassification"))
 register(TaskSpec("swag", BertMultipleChoice, (HEADS["choice"],),
                   tuple(Input(i.name, ("B", NUM_CHOICES, "S")) for i in ENCODER_INPUTS), ("logits", "probabilities"),
-                  kwargs={"num_choices": NUM_CHOICES}))
+                  kwargs={"num_choices": NUM_CHOICES}, huggingface="BertForMultipleChoice"))
 register(TaskSpec("pretraining", BertPretrainer, (HEADS["masked_lm"], HEADS["next_sentence"]), PRETRAINING_INPUTS,
                   ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
-                  ("sequence_output",), kwargs={"with_next_sentence": True}))
+                  ("sequence_output",), kwargs={"with_next_sentence": True}, huggingface="BertForPreTraining"))
 register(TaskSpec("masked_lm", BertPretrainer, (HEADS["masked_lm"],), PRETRAINING_INPUTS,
                   ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",),
-                  kwargs={"with_next_sentence": False}))
+                  kwargs={"with_next_sentence": False}, huggingface="BertForMaskedLM"))
 register(TaskSpec("embedding", BertSentenceEncoder, outputs=("embedding",), options=("pooling", "normalize")))
 
 
