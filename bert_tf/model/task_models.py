@@ -261,7 +261,9 @@ class TaskSpec:
     the head has labels (the model takes num_labels), the export's output of the predicted label names:
     `predicted_label` [B] or `predicted_labels` [B, S]. keeps_max_seq_length: its outputs are read at every
     position (SQuAD's n-best lists pick from padding too), so its export packs text to max_seq_length unless told
-    to cut. options: keyword options of `model` a caller may give (the embedding's pooling).
+    to cut. options: keyword options of `model` a caller may give (the embedding's pooling). keras_hub: the
+    KerasHub class of the same model (`keras_hub.models.<name>`), for the tasks a KerasHub preset holds
+    (`bert_tf.checkpoints.keras_hub`).
     """
     name: str
     model: type
@@ -273,6 +275,7 @@ class TaskSpec:
     keeps_max_seq_length: bool = False
     kwargs: dict = dataclasses.field(default_factory=dict)
     options: tuple = ()
+    keras_hub: str | None = None
 
     def __post_init__(self):
         for head in self.heads:
@@ -358,11 +361,11 @@ def register(spec):
 
 
 register(TaskSpec("encoder", BertModel, outputs=("sequence_output", "pooled_output"),
-                  sequence_outputs=("sequence_output",)))
+                  sequence_outputs=("sequence_output",), keras_hub="BertBackbone"))
 register(TaskSpec("classifier", BertClassifier, (HEADS["classifier"],), outputs=("logits", "probabilities"),
-                  label_output="predicted_label", kwargs={"regression": False}))
+                  label_output="predicted_label", kwargs={"regression": False}, keras_hub="BertTextClassifier"))
 register(TaskSpec("regression", BertClassifier, (HEADS["classifier"],), outputs=("logits", "predictions"),
-                  kwargs={"num_labels": 1, "regression": True}))
+                  kwargs={"num_labels": 1, "regression": True}, keras_hub="BertTextClassifier"))
 register(TaskSpec("squad", BertSpanLabeler, (HEADS["span"],), outputs=("start_logits", "end_logits"),
                   sequence_outputs=("start_logits", "end_logits"), keeps_max_seq_length=True))
 register(TaskSpec("ner", BertTokenClassifier, (HEADS["tagger"],), outputs=("logits", "probabilities"),
