@@ -4,7 +4,7 @@ release directory in the original or Model Garden's format, or a KerasHub preset
 import os
 
 from bert_tf.checkpoints import keras_hub, model_garden, name_map, original
-from bert_tf.checkpoints.pretrained import model_files
+from bert_tf.checkpoints.pretrained import file_beside, model_files
 from bert_tf.checkpoints.restore import head_output_size, restore
 from bert_tf.model import task_models
 
@@ -37,8 +37,8 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
 def _to_keras_hub(init_checkpoint, output_dir, files):
     """The checkpoint as a KerasHub preset (`keras_hub.save_preset`): the encoder, and the head of the first task
     whose TaskSpec names a KerasHub class and whose head the checkpoint holds (`head_output_size`: the classifier,
-    as a BertTextClassifier with its num_labels), with files' vocabulary and casing. Pretraining heads are left
-    out (reported unused): KerasHub's BertBackbone has none."""
+    as a BertTextClassifier with its num_labels), with files' vocabulary (else the release's vocab.txt beside the
+    checkpoint) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has none."""
     specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub and spec.heads]
     sizes = ((spec, head_output_size(init_checkpoint, spec.heads[0].attribute)) for spec in specs)
     spec, size = next(((spec, size) for spec, size in sizes if size), (task_models.REGISTRY["encoder"], None))
@@ -46,4 +46,5 @@ def _to_keras_hub(init_checkpoint, output_dir, files):
     report = restore(model, init_checkpoint, spec.head_names)
     mapping = name_map.original_variable_map(model)
     tensors = {name: mapping[name].numpy() for name in report.loaded}
-    return keras_hub.save_preset(tensors, files.config, output_dir, files.vocab_file, files.do_lower_case)
+    vocab_file = files.vocab_file or file_beside(init_checkpoint, "vocab.txt")
+    return keras_hub.save_preset(tensors, files.config, output_dir, vocab_file, files.do_lower_case)

@@ -98,8 +98,8 @@ def encoder_rows(num_layers):
 
 def task_spec(task_class):
     """The TaskSpec with heads whose `keras_hub` is `task_class` (e.g. "BertTextClassifier"), or None."""
-    return next((spec for spec in task_models.REGISTRY.values() if spec.keras_hub == task_class and spec.heads),
-                None)
+    return next((spec for spec in task_models.REGISTRY.values()
+                 if task_class and spec.keras_hub == task_class and spec.heads), None)
 
 
 def head_rows(spec):

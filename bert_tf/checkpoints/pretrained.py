@@ -38,7 +38,7 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
         init_checkpoint) else None)
     own = hub or (keras_hub.read_preset(init_checkpoint) if keras_hub.is_preset(init_checkpoint) else None)
-    beside = _config_beside(init_checkpoint)
+    beside = file_beside(init_checkpoint)
     if bert_config_file or beside:
         config = BertConfig.from_json_file(bert_config_file or beside)
     elif own:
@@ -60,12 +60,12 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     return ModelFiles(config, vocab_file or own.vocab_file, casing)
 
 
-def _config_beside(init_checkpoint):
-    """The bert_config.json in init_checkpoint's directory (a release or SavedModel directory), or None."""
+def file_beside(init_checkpoint, name="bert_config.json"):
+    """The file `name` in init_checkpoint's directory (a release or SavedModel directory), or None."""
     if not init_checkpoint:
         return None
     directory = init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    path = os.path.join(directory, "bert_config.json")
+    path = os.path.join(directory, name)
     return path if fileio.exists(path) else None
 
 
