@@ -51,11 +51,11 @@ def _assert_close_on_real_tokens(got, want, mask, atol):
 
 @pytest.fixture(scope="module")
 def minilm_preset(tmp_path_factory):
-    """The real MiniLM as a BertTextClassifier preset (3 classes, KerasHub's own random head) that KerasHub made
+    """The real MiniLM as a BertTextClassifier preset (2 classes, KerasHub's own random head) that KerasHub made
     from its Hugging Face directory with its own converter: config.json, model.weights.h5, task.json,
     task.weights.h5, tokenizer.json (lowercase, strip_accents=false), assets/tokenizer/vocabulary.txt."""
     path = str(tmp_path_factory.mktemp("kh") / "minilm_classifier")
-    keras_hub.models.BertTextClassifier.from_preset(resources.minilm_dir(), num_classes=3).save_to_preset(path)
+    keras_hub.models.BertTextClassifier.from_preset(resources.minilm_dir(), num_classes=2).save_to_preset(path)
     return path
 
 
@@ -95,7 +95,7 @@ def test_minilm_preset_in_equals_keras_hub(minilm_preset):
                                           max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
     assert files.vocab_file == os.path.join(minilm_preset, "assets", "tokenizer", "vocabulary.txt")
     assert files.do_lower_case is True
-    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 3),
+    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
                                          init_checkpoint=minilm_preset, required_heads=("classifier",))
     assert loaded.report.missing == [] and loaded.report.unused == []
     theirs = keras_hub.models.BertTextClassifier.from_preset(minilm_preset, preprocessor=None)
@@ -247,10 +247,11 @@ def test_tokenizer_ids_on_real_wikipedia(lower, wiki_lines, uncased_vocab_file):
     assert [line for line in differing if not _keras_hub_causes(line, lower)] == []
 
 
-def test_convert_script(minilm_preset, tmp_path, run_main):
-    """One subprocess: convert_checkpoint.py writes the preset KerasHub made as a KerasHub preset again (its
+def test_scripts(minilm_preset, tmp_path, run_main):
+    """convert_checkpoint.py (one subprocess) writes the preset KerasHub made as a KerasHub preset again (its
     classifier kept, its tokenizer with the original's casing), which KerasHub's BertTextClassifier runs on raw text
-    to bert-tf's logits (1e-5), and as an original release."""
+    to bert-tf's logits (1e-5), and as an original release; run_classifier.py --do_predict (another) takes the
+    preset alone (config, vocabulary, casing, classifier head) and gives KerasHub's own probabilities (1e-5)."""
     out, release = tmp_path / "again", tmp_path / "release"
     errors = run_main("run_scripts/convert_checkpoint.py",
                       [f"--init_checkpoint={minilm_preset}", "--to=keras_hub", f"--output_dir={out}"],
@@ -258,12 +259,25 @@ def test_convert_script(minilm_preset, tmp_path, run_main):
     assert errors == [None, None]
     texts = _texts(8)
     theirs = keras_hub.models.BertTextClassifier.from_preset(str(out))
-    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 3),
+    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
                                          init_checkpoint=minilm_preset, required_heads=("classifier",))
     batch = _encode(loaded.tokenizer, texts)
     np.testing.assert_allclose(theirs.predict(texts, verbose=0), loaded.model(batch)["logits"], atol=1e-5)
     assert sorted(os.listdir(release)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                            "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
+
+    data, predictions = tmp_path / "data", tmp_path / "predictions"
+    resources.write_polarity_tsv(str(data))
+    shutil.copyfile(data / "dev.tsv", data / "test.tsv")
+    predictions.mkdir()
+    (predictions / "label_list.txt").write_text("neg\npos\n")
+    assert run_main("run_scripts/run_classifier.py", ["--task_name=tsv", f"--data_dir={data}", "--do_predict",
+                                                      f"--init_checkpoint={minilm_preset}", "--max_seq_length=128",
+                                                      f"--output_dir={predictions}"]) == [None]
+    probabilities = np.loadtxt(predictions / "test_results.tsv", delimiter="\t")
+    test_texts = [line.split("\t")[2] for line in (data / "test.tsv").read_text().splitlines()[1:]]
+    logits = keras_hub.models.BertTextClassifier.from_preset(minilm_preset).predict(test_texts, verbose=0)
+    np.testing.assert_allclose(probabilities, np.exp(logits) / np.exp(logits).sum(1, keepdims=True), atol=1e-5)
 
 
 def test_gelu_exact_difference_on_minilm(minilm_release):
