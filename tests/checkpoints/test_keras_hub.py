@@ -139,6 +139,18 @@ def test_tiny_out_loads_in_keras_hub_and_round_trips(tiny_release, tmp_path):
     assert checkpoints.model_files(out).config.to_dict() == config.to_dict()
 
 
+def test_preset_on_a_url(tiny_release):
+    """A preset written to and read from a URL (TensorFlow's ram:// file system, as gs://): committed through
+    fileio, read back by the original names bit for bit."""
+    url = "ram://keras_hub_test/preset"
+    checkpoints.convert_checkpoint(tiny_release["dir"], url, to="keras_hub")
+    model = task_models.BertClassifier(BertConfig(**TINY), 3)
+    report = checkpoints.restore(model, url, ("classifier",))
+    assert report.missing == [] and report.unused == []
+    for name, variable in checkpoints.original_variable_map(model).items():
+        np.testing.assert_array_equal(variable.numpy(), tiny_release["weights"][name], err_msg=name)
+
+
 def test_activations_and_bad_input(tiny_release, tmp_path, caplog):
     """gelu_exact is written with the measured difference in a warning; relu is refused; another architecture, a
     vocabulary of another size and missing weights are one error naming the file, before anything is written;
