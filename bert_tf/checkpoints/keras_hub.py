@@ -12,10 +12,11 @@ In: `is_preset` and `read_preset` (-> `Preset`: the BertConfig, vocabulary and c
 task class (a `BertTextClassifier`'s `logits` layer is the classifier head `output_weights`/`output_bias`), read by
 KerasHub's own `from_preset`. What the model has no place for is reported unused under "keras_hub:<variable path>".
 
-Out: `save_preset(tensors, config, output_dir, vocab_file, do_lower_case)` builds KerasHub's BertBackbone (and, for
-tensors with a head whose TaskSpec names a KerasHub class, that task: `BertTextClassifier` with its preprocessor),
-assigns the tensors, and writes it with KerasHub's own `save_to_preset` into a local directory, committed into
-output_dir as a whole (`fileio.staged_directory`, config.json last, gs:// too).
+Out: `save_preset(tensors, config, output_dir, vocab_file, do_lower_case)` (`export_preset`: of a model) builds
+KerasHub's BertBackbone (and, for tensors with a head whose TaskSpec names a KerasHub class, that task:
+`BertTextClassifier` with its preprocessor), assigns the tensors, and writes it with KerasHub's own `save_to_preset`
+into a local directory, committed into output_dir as a whole (`fileio.staged_directory`, config.json last, gs://
+too).
 
 Layouts: KerasHub keeps attention kernels per head as Model Garden does (`model_garden.to_original`): query/key/value
 kernel [H, N, D], bias [N, D], attention-output kernel [N, D, H]; a Dense kernel is [in, out], so the classifier's
@@ -35,6 +36,7 @@ import os
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.checkpoints import name_map
 from bert_tf.checkpoints.model_garden import to_model_garden, to_original
 from bert_tf.model import activations, task_models
 from bert_tf.model.config import BertConfig, check_vocab_size
@@ -324,6 +326,13 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
     for name, path, layout in rows:
         variables[path].assign(_to_keras_hub(layout, tensors[name], config.num_attention_heads))
     return model, tokenizer
+
+
+def export_preset(model, output_dir, vocab_file=None, do_lower_case=True):
+    """Writes a model (a BertModel or a task model) as a KerasHub preset: `save_preset` of its variables by original
+    name, its heads of a task whose TaskSpec names a KerasHub class included. Returns output_dir."""
+    tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
+    return save_preset(tensors, task_models.encoder_of(model).config, output_dir, vocab_file, do_lower_case)
 
 
 def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True):

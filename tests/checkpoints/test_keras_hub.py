@@ -6,12 +6,14 @@ converter, no network), read by bert-tf's one loader. Out: a tiny random release
 through the script. Outputs are compared on real text.
 """
 import os
+import random
 import shutil
 import unicodedata
 
 import numpy as np
 import numpy_bert
 import pytest
+import tiny_classifier
 
 from bert_tf import checkpoints, resources
 from bert_tf.checkpoints import keras_hub as kh_checkpoints
@@ -262,8 +264,9 @@ def test_tokenizer_ids_on_real_wikipedia(lower, wiki_lines, uncased_vocab_file):
 def test_scripts(minilm_preset, tmp_path, run_main):
     """convert_checkpoint.py (one subprocess) writes the preset KerasHub made as a KerasHub preset again (its
     classifier kept, its tokenizer with the original's casing), which KerasHub's BertTextClassifier runs on raw text
-    to bert-tf's logits (1e-5), and as an original release; run_classifier.py --do_predict (another) takes the
-    preset alone (config, vocabulary, casing, classifier head) and gives KerasHub's own probabilities (1e-5)."""
+    to bert-tf's logits (1e-5), and as an original release; run_classifier.py (another) with --do_predict takes the
+    preset alone (config, vocabulary, casing, classifier head) and gives KerasHub's own probabilities (1e-5), and
+    with --do_train --save_keras_hub_preset (a tiny model) writes a preset KerasHub runs to the trained logits."""
     out, release = tmp_path / "again", tmp_path / "release"
     errors = run_main("run_scripts/convert_checkpoint.py",
                       [f"--init_checkpoint={minilm_preset}", "--to=keras_hub", f"--output_dir={out}"],
@@ -278,14 +281,31 @@ def test_scripts(minilm_preset, tmp_path, run_main):
     assert sorted(os.listdir(release)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                            "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
 
-    data, predictions = tmp_path / "data", tmp_path / "predictions"
+    data, predictions, trained = tmp_path / "data", tmp_path / "predictions", tmp_path / "trained"
     resources.write_polarity_tsv(str(data))
     shutil.copyfile(data / "dev.tsv", data / "test.tsv")
     predictions.mkdir()
     (predictions / "label_list.txt").write_text("neg\npos\n")
-    assert run_main("run_scripts/run_classifier.py", ["--task_name=tsv", f"--data_dir={data}", "--do_predict",
-                                                      f"--init_checkpoint={minilm_preset}", "--max_seq_length=128",
-                                                      f"--output_dir={predictions}"]) == [None]
+    rng = random.Random(3)
+    tiny_data = tmp_path / "tiny_data"
+    for split in ("train", "dev"):
+        tiny_classifier.write_lines(str(tiny_data / f"{split}.tsv"), ["id\tlabel\ttext_a"] + [
+            f"{i}\t{rng.choice(['neg', 'pos'])}\t{tiny_classifier.random_sentence(rng)}" for i in range(16)])
+    vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "tiny_model"))
+    assert run_main("run_scripts/run_classifier.py",
+                    ["--task_name=tsv", f"--data_dir={data}", "--do_predict", f"--init_checkpoint={minilm_preset}",
+                     "--max_seq_length=128", f"--output_dir={predictions}"],
+                    ["--task_name=tsv", f"--data_dir={tiny_data}", "--do_train", f"--vocab_file={vocab_file}",
+                     f"--bert_config_file={config_file}", "--max_seq_length=16", "--train_batch_size=8",
+                     "--num_train_epochs=1", "--seed=1", f"--output_dir={trained}", "--save_keras_hub_preset"]
+                    ) == [None, None]
+    theirs = keras_hub.models.BertTextClassifier.from_preset(str(trained / "keras_hub"))
+    ours = task_models.BertClassifier(BertConfig.from_json_file(config_file), 2)
+    checkpoints.restore(ours, str(trained), ("classifier",))
+    tokenizer = tokenization.FullTokenizer(vocab_file, True)
+    tiny_texts = [tiny_classifier.random_sentence(rng) for _ in range(4)]
+    np.testing.assert_allclose(theirs.predict(tiny_texts, verbose=0),
+                               ours(_encode(tokenizer, tiny_texts))["logits"], atol=1e-5)
     probabilities = np.loadtxt(predictions / "test_results.tsv", delimiter="\t")
     test_texts = [line.split("\t")[2] for line in (data / "test.tsv").read_text().splitlines()[1:]]
     logits = keras_hub.models.BertTextClassifier.from_preset(minilm_preset).predict(test_texts, verbose=0)
