@@ -179,6 +179,10 @@ def test_activations_and_bad_input(tiny_release, tmp_path, caplog):
         checkpoints.convert_checkpoint(preset, str(tmp_path / "never"), to="keras_hub", vocab_file=str(short_vocab))
     assert not os.path.exists(tmp_path / "never")
 
+    with pytest.raises(ValueError, match=r"do_lower_case=False contradicts .*preset, whose tokenizer\.json "
+                                         r"\(lowercase\) says True"):
+        checkpoints.model_files(preset, do_lower_case=False)
+
     shutil.copytree(preset, tmp_path / "bad_vocab")
     vocabulary = tmp_path / "bad_vocab" / "assets" / "tokenizer" / "vocabulary.txt"
     vocabulary.write_text(vocabulary.read_text() + "extra\n")
@@ -336,3 +340,27 @@ def test_gelu_exact_difference_on_minilm(minilm_release):
     for figure in (f"up to {sequence.max():.1e}", f"({sequence.mean():.1e} on average)", f"up to {pooled.max():.1e}",
                    f"cosine of {cosine:.6f}"):
         assert figure.replace("e-0", "e-") in stated, (figure, stated)
+
+
+def test_keras_hub_is_imported_only_for_a_preset(tiny_release, tmp_path, child_env):
+    """Without keras-hub: bert_tf.checkpoints imports, a preset's config, vocabulary and casing are read (JSON
+    only), and loading its weights is an ImportError naming the extra to install."""
+    import subprocess
+    import sys
+    preset = checkpoints.convert_checkpoint(tiny_release["dir"], str(tmp_path / "preset"), to="keras_hub")
+    code = f"""
+import sys
+sys.modules["keras_hub"] = None  # as if not installed
+from bert_tf import checkpoints
+from bert_tf.model import encoder
+files = checkpoints.model_files({preset!r})
+print("config", files.config.vocab_size, files.do_lower_case)
+try:
+    checkpoints.restore(encoder.BertModel(files.config), {preset!r})
+except ImportError as e:
+    print("ImportError", e)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
+                            timeout=300)
+    assert "config 99 True" in result.stdout, result.stderr[-2000:]
+    assert "ImportError KerasHub presets need keras-hub: pip install 'bert-tf[ecosystem]'" in result.stdout
