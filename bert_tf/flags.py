@@ -127,6 +127,9 @@ def define_training_flags():
     flags.DEFINE_bool("save_original_checkpoint", run_default("save_original_checkpoint"), "After training, also write "
                       "the fine-tuned model in the original TF1 format (original variable names) to "
                       "<output_dir>/original/bert_model.ckpt, with bert_config.json and vocab.txt.")
+    flags.DEFINE_bool("save_keras_hub_preset", run_default("save_keras_hub_preset"), "After training, also write the "
+                      "model as a KerasHub preset to <output_dir>/keras_hub (BertBackbone with its tokenizer, a "
+                      "classifier as BertTextClassifier; other heads left out; keras-hub needed).")
     flags.DEFINE_integer("seed", run_default("seed"), "Seed for Python, NumPy and TensorFlow (head initialization, "
                          "dropout, shuffling); unset: not seeded, as the original.", lower_bound=0)
     define_distribution_flags()

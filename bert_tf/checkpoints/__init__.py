@@ -1,9 +1,10 @@
 """Checkpoints in and out: `name_map` (the original variable names of our models; the heads' are
 `bert_tf.model.task_models.HEADS`), `assign` (name -> tensor maps assigned to a model, with a LoadReport),
 `original` (TF1 checkpoints by name: read, write back, replace as a whole), `model_garden` (Model Garden TF2
-checkpoints in and out), `tfhub` (TF Hub BERT SavedModels in), `huggingface` (safetensors import), `restore` (the
-one loading path of weights, whatever the format), `pretrained` (the model files of a run and `load_pretrained`,
-the one way scripts load a pre-trained model) and `convert` (conversion between formats).
+checkpoints in and out), `tfhub` (TF Hub BERT SavedModels in), `keras_hub` (KerasHub BERT presets in and out),
+`huggingface` (safetensors import), `restore` (the one loading path of weights, whatever the format),
+`pretrained` (the model files of a run and `load_pretrained`, the one way scripts load a pre-trained model) and
+`convert` (conversion between formats).
 
 The public functions are importable from here: `from bert_tf import checkpoints; checkpoints.restore(model, path)`.
 """
@@ -17,6 +18,7 @@ from bert_tf.checkpoints.huggingface import (
     pretrainer_from_hf_directory,
     seeded_pretraining_heads,
 )
+from bert_tf.checkpoints.keras_hub import export_preset, read_preset, save_preset
 from bert_tf.checkpoints.model_garden import save_model_garden_checkpoint
 from bert_tf.checkpoints.name_map import model_parts, original_variable_map
 from bert_tf.checkpoints.original import export_original, save_original_checkpoint, save_tensors
@@ -32,8 +34,9 @@ from bert_tf.checkpoints.tfhub import HubModel, infer_bert_config, read_hub_mode
 __all__ = [
     "CONVERSION_FORMATS", "HubModel", "LoadReport", "ModelFiles", "Pretrained", "assign_by_name",
     "bert_config_from_hf", "checkpoint_files", "convert_checkpoint", "convert_hf_to_original", "export_original",
+    "export_preset",
     "from_hf_directory", "infer_bert_config", "latest_checkpoint", "load_hf_safetensors",
     "load_pretrained", "model_files", "model_parts", "original_variable_map", "pretrainer_from_hf_directory",
-    "read_hub_model", "resolve_checkpoint", "restore", "save_model_garden_checkpoint", "save_original_checkpoint",
-    "save_tensors", "seeded_pretraining_heads",
+    "read_hub_model", "read_preset", "resolve_checkpoint", "restore", "save_model_garden_checkpoint",
+    "save_original_checkpoint", "save_preset", "save_tensors", "seeded_pretraining_heads",
 ]

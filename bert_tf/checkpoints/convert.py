@@ -1,35 +1,40 @@
 """Converting a checkpoint between formats: `convert_checkpoint` reads any checkpoint `restore` reads and writes a
-release directory in the original or Model Garden's format, or a Hugging Face transformers model directory.
+release directory in the original or Model Garden's format, a Hugging Face transformers model directory or a
+KerasHub preset.
 """
 import os
 
-from bert_tf import fileio
-from bert_tf.checkpoints import huggingface, model_garden, name_map, original
-from bert_tf.checkpoints.pretrained import model_files
+from bert_tf.checkpoints import huggingface, keras_hub, model_garden, name_map, original
+from bert_tf.checkpoints.pretrained import checkpoint_directory, file_beside, model_files
 from bert_tf.checkpoints.restore import checkpoint_heads, restore
 from bert_tf.data import label_lists
 from bert_tf.model import task_models
 from bert_tf.text import tokenization
 
-CONVERSION_FORMATS = ("original", "model_garden", "huggingface")
+CONVERSION_FORMATS = ("original", "model_garden", "huggingface", "keras_hub")
 
 
 def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None,
                        do_lower_case=None, task=None):
-    """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel) -> a release
-    directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's TF2
-    layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and vocab.txt
-    (`model_files`: those given, else a TF Hub model's own), holding the encoder and whichever pretraining heads the
-    checkpoint has; or (`to="huggingface"`) a transformers model directory of the encoder and the checkpoint's
-    heads (`to_huggingface`; `do_lower_case`: the tokenizer's casing, default the model's own or True; `task`: the
-    task to write where the heads do not say it alone). Returns output_dir."""
+    """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel, KerasHub preset) -> a
+    release directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's
+    TF2 layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and
+    vocab.txt (`model_files`: those given, else a TF Hub model's or preset's own), holding the encoder and whichever
+    pretraining heads the checkpoint has; a transformers model directory of the encoder and the checkpoint's heads
+    (`to="huggingface"`, `to_huggingface`; `task`: the task to write where the heads do not say it alone); or a
+    KerasHub preset directory (`to="keras_hub"`, `to_keras_hub`). do_lower_case: the written tokenizer's casing
+    (Hugging Face and KerasHub; default: the model's own, else True). Returns output_dir."""
     if to not in CONVERSION_FORMATS:
         raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
-    if to != "huggingface" and (task is not None or do_lower_case is not None):
-        raise ValueError(f"task and do_lower_case apply to to='huggingface' only, not to={to!r}.")
+    if to not in ("huggingface", "keras_hub") and do_lower_case is not None:
+        raise ValueError(f"do_lower_case applies to to='huggingface' and to='keras_hub' only, not to={to!r}.")
+    if to != "huggingface" and task is not None:
+        raise ValueError(f"task applies to to='huggingface' only, not to={to!r}.")
     files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
     if to == "huggingface":
         return to_huggingface(init_checkpoint, files, output_dir, task)
+    if to == "keras_hub":
+        return to_keras_hub(init_checkpoint, files, output_dir)
     model = task_models.BertPretrainer(files.config)
     report = restore(model, init_checkpoint)
     mapping = name_map.original_variable_map(model)
@@ -68,18 +73,12 @@ def hf_task_of_heads(heads, task=None):
     return fits[0]
 
 
-def _directory(init_checkpoint):
-    """The directory of a checkpoint: init_checkpoint itself (a release, run or SavedModel directory) or its
-    prefix's."""
-    return init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-
-
 def _run_labels(init_checkpoint, spec, rows):
     """The label names of a labelled head of `rows` outputs: those the training run saved beside its checkpoint
     (`label_lists.FILE_NAME` in its directory), else None; ValueError if that file lists another number."""
     if not spec.labelled:
         return None
-    path, labels = label_lists.saved(_directory(init_checkpoint))
+    path, labels = label_lists.saved(checkpoint_directory(init_checkpoint))
     if labels is not None and len(labels) != rows:
         raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's {spec.head_names[0]} head has "
                          f"{rows} outputs.")
@@ -94,8 +93,7 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
     directory are checked before the checkpoint is read. Returns output_dir."""
     huggingface.check_hf_output_dir(output_dir)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
-    beside = os.path.join(_directory(init_checkpoint), "vocab.txt")
-    vocab_file = files.vocab_file or (beside if fileio.isfile(beside) else None)
+    vocab_file = files.vocab_file or file_beside(init_checkpoint, "vocab.txt")
     huggingface.check_vocab(vocab_file, files.config)
     heads = checkpoint_heads(init_checkpoint, files.config)
     spec = hf_task_of_heads(heads, task)
@@ -106,3 +104,20 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
     tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
     return huggingface.write_hf_directory(tensors, files.config, spec, output_dir, vocab_file, files.do_lower_case,
                                           labels)
+
+
+def to_keras_hub(init_checkpoint, files, output_dir):
+    """The checkpoint as a KerasHub preset (`keras_hub.save_preset`): the encoder, and the head of the first task
+    whose TaskSpec names a KerasHub class and whose head the checkpoint holds (`checkpoint_heads`: the classifier,
+    as a BertTextClassifier with its num_labels), with files' vocabulary (else the release's vocab.txt beside the
+    checkpoint) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has none."""
+    heads = checkpoint_heads(init_checkpoint, files.config)
+    specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub and spec.heads
+             and spec.head_names[0] in heads]
+    spec, size = ((specs[0], heads[specs[0].head_names[0]]) if specs else (task_models.REGISTRY["encoder"], None))
+    model = spec.build(files.config, num_labels=size, restored=True)
+    report = restore(model, init_checkpoint, spec.head_names)
+    mapping = name_map.original_variable_map(model)
+    tensors = {name: mapping[name].numpy() for name in report.loaded}
+    vocab_file = files.vocab_file or file_beside(init_checkpoint, "vocab.txt")
+    return keras_hub.save_preset(tensors, files.config, output_dir, vocab_file, files.do_lower_case)

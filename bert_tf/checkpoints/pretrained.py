@@ -1,6 +1,6 @@
 """The pre-trained model a run starts from: its files (`model_files`: the bert_config, vocabulary and casing, from
-the flags or from a TF Hub model) and the model itself, built and restored (`load_pretrained`), the one way every
-script and export loads one.
+the flags or from a TF Hub model or a KerasHub preset) and the model itself, built and restored
+(`load_pretrained`), the one way every script and export loads one.
 """
 import dataclasses
 import os
@@ -8,7 +8,7 @@ import os
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.checkpoints import tfhub
+from bert_tf.checkpoints import keras_hub, tfhub
 from bert_tf.checkpoints.restore import restore
 from bert_tf.model.config import BertConfig, check_max_seq_length, check_vocab_size
 from bert_tf.text import tokenization
@@ -25,60 +25,71 @@ class ModelFiles:
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
     """The bert_config, vocabulary and casing of a run: those given; where one is not given (None), the model's
     own: the bert_config.json in init_checkpoint's directory (a release or SavedModel directory), else for a TF Hub
-    BERT SavedModel the config inferred from its weights (`tfhub.infer_bert_config`); a TF Hub model's
-    `vocab_file` asset and `do_lower_case` variable. do_lower_case defaults to True (the original flag's default).
+    BERT SavedModel the config inferred from its weights (`tfhub.infer_bert_config`), for a KerasHub preset its
+    backbone's config (`keras_hub.read_preset`); a TF Hub model's `vocab_file` asset and `do_lower_case` variable,
+    a KerasHub preset's tokenizer vocabulary and lowercase. do_lower_case defaults to True (the original flag's
+    default).
 
     Raises FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found,
-    if a given vocab_file's size differs from the Hub model's vocabulary, or if a given do_lower_case contradicts
-    the Hub model's.
+    if a given vocab_file's size differs from the Hub model's or preset's vocabulary, or if a given do_lower_case
+    contradicts the model's own.
     Returns: ModelFiles.
     """
     hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
         init_checkpoint) else None)
-    beside = _config_beside(init_checkpoint)
+    own = hub or (keras_hub.read_preset(init_checkpoint) if keras_hub.is_preset(init_checkpoint) else None)
+    beside = file_beside(init_checkpoint)
     if bert_config_file or beside:
         config = BertConfig.from_json_file(bert_config_file or beside)
-    elif hub:
-        config = tfhub.infer_bert_config(hub)
+    elif own:
+        config = tfhub.infer_bert_config(hub) if hub else own.config
     else:
         raise ValueError(f"No bert_config_file given, and init_checkpoint={init_checkpoint!r} has no "
-                         f"bert_config.json beside it and is not a TF Hub BERT SavedModel to infer one from.")
+                         f"bert_config.json beside it and is neither a TF Hub BERT SavedModel to infer one from nor "
+                         f"a KerasHub BERT preset.")
     if vocab_file and not fileio.exists(vocab_file):
         raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
-    if hub is None:
+    if own is None:
         return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
-    _check_hub_vocab(hub, vocab_file)
-    if do_lower_case is not None and hub.do_lower_case is not None and do_lower_case != hub.do_lower_case:
-        raise ValueError(f"do_lower_case={do_lower_case} contradicts {hub.path}, whose do_lower_case variable says "
-                         f"{hub.do_lower_case}: leave do_lower_case out to use the model's own casing.")
-    casing = next(c for c in (do_lower_case, hub.do_lower_case, True) if c is not None)
-    return ModelFiles(config, vocab_file or hub.vocab_file, casing)
+    _check_own_vocab(own, vocab_file)
+    if do_lower_case is not None and own.do_lower_case is not None and do_lower_case != own.do_lower_case:
+        raise ValueError(f"do_lower_case={do_lower_case} contradicts {own.path}, whose "
+                         f"{'do_lower_case variable' if hub else 'tokenizer.json (lowercase)'} says "
+                         f"{own.do_lower_case}: leave do_lower_case out to use the model's own casing.")
+    casing = next(c for c in (do_lower_case, own.do_lower_case, True) if c is not None)
+    return ModelFiles(config, vocab_file or own.vocab_file, casing)
 
 
-def _config_beside(init_checkpoint):
-    """The bert_config.json in init_checkpoint's directory (a release or SavedModel directory), or None."""
+def checkpoint_directory(init_checkpoint):
+    """The directory of a checkpoint: init_checkpoint itself (a release, run, SavedModel or preset directory) or
+    its prefix's."""
+    return init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+
+
+def file_beside(init_checkpoint, name="bert_config.json"):
+    """The file `name` in init_checkpoint's directory (`checkpoint_directory`), or None."""
     if not init_checkpoint:
         return None
-    directory = init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    path = os.path.join(directory, "bert_config.json")
+    path = os.path.join(checkpoint_directory(init_checkpoint), name)
     return path if fileio.exists(path) else None
 
 
-def _check_hub_vocab(hub, vocab_file):
-    """Raises if `vocab_file` (when given) does not have the Hub model's number of word embeddings."""
+def _check_own_vocab(own, vocab_file):
+    """Raises if `vocab_file` (when given) does not have the TF Hub model's or KerasHub preset's (`own`) number of
+    word embeddings."""
     if not vocab_file:
         return
     size = len(tokenization.load_vocab(vocab_file))
-    if size != hub.vocab_size:
-        raise ValueError(f"{vocab_file} has {size} tokens but {hub.path} has {hub.vocab_size} word embeddings: the "
-                         f"vocab does not belong to this TF Hub model; leave vocab_file out to use its own "
-                         f"{hub.vocab_file or 'vocab_file asset'}.")
+    if size != own.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but {own.path} has {own.vocab_size} word embeddings: the "
+                         f"vocab does not belong to this model; leave vocab_file out to use its own "
+                         f"{own.vocab_file or 'vocabulary'}.")
 
 
 @dataclasses.dataclass
 class Pretrained:
     """A pre-trained model loaded for a run (`load_pretrained`)."""
-    files: ModelFiles  # its bert_config, vocab_file and do_lower_case (given, or a TF Hub model's own)
+    files: ModelFiles  # its bert_config, vocab_file and do_lower_case (given, or a TF Hub model's or preset's own)
     tokenizer: tokenization.FullTokenizer | None  # None without a vocab_file (a task that reads token ids only)
     init_checkpoint: str | None = None
     model: object | None = None  # the model `build_model` made, with init_checkpoint's weights
@@ -117,12 +128,13 @@ def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, voc
     """The one way a script or an export loads a pre-trained model, from any format `restore` reads.
 
     Resolves the model files (`model_files`: those given, else the ones beside init_checkpoint or a TF Hub model's
-    own), checks the casing against the checkpoint's name (the original's `validate_case_matches_checkpoint`),
-    max_seq_length against the position embeddings and the vocabulary against the embedding rows, then builds
-    `build(config, restored)` (a Keras model) and restores init_checkpoint into it with `required_heads` (none
-    given: random weights, with a warning). build None: no model yet; the caller builds one later and restores
-    through the returned Pretrained (the training scripts' Trainer, which builds under its strategy and restores
-    unless it resumes a run; `Pretrained.build_model` for a caller that checks its own inputs first).
+    or KerasHub preset's own), checks the casing against the checkpoint's name (the original's
+    `validate_case_matches_checkpoint`), max_seq_length against the position embeddings and the vocabulary against
+    the embedding rows, then builds `build(config, restored)` (a Keras model) and restores init_checkpoint into it
+    with `required_heads` (none given: random weights, with a warning). build None: no model yet; the caller
+    builds one later and restores through the returned Pretrained (the training scripts' Trainer, which builds
+    under its strategy and restores unless it resumes a run; `Pretrained.build_model` for a caller that checks its
+    own inputs first).
     `needs_vocab`: raise when no vocab_file is given or found.
     Returns: Pretrained.
     """
@@ -137,7 +149,7 @@ def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, voc
     elif needs_vocab:
         raise ValueError(f"No vocab_file given, and init_checkpoint={init_checkpoint!r} is not a TF Hub BERT "
                          f"SavedModel with a vocab_file asset: pass --vocab_file (the vocab.txt the model was "
-                         f"trained on).")
+                         f"trained on; a KerasHub preset with a tokenizer has its own).")
     loaded = Pretrained(files, tokenizer, init_checkpoint)
     if build is not None:
         loaded.build_model(build, required_heads)

@@ -2,9 +2,11 @@
 
 It takes an original TF1 checkpoint (by variable name), one of ours (a `tf.train.Checkpoint` with the encoder
 under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph), a
-Model Garden TF2 checkpoint (`model_garden`) or a TF Hub BERT SavedModel (`tfhub`), refuses an encoder that does not
-fit the model and a missing required head, and returns a LoadReport by original variable name. Also: where a path
-or a run directory keeps its checkpoint (`resolve_checkpoint`, `latest_checkpoint`, `checkpoint_files`).
+Model Garden TF2 checkpoint (`model_garden`), a TF Hub BERT SavedModel (`tfhub`) or a KerasHub BERT preset
+(`keras_hub`), refuses an encoder that does not fit the model and a missing required head, and returns a
+LoadReport by original variable name. Also: where a path
+or a run directory keeps its checkpoint (`resolve_checkpoint`, `latest_checkpoint`, `checkpoint_files`), and the
+heads a checkpoint holds (`checkpoint_heads`).
 """
 import os
 import re
@@ -14,7 +16,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio
-from bert_tf.checkpoints import assign, model_garden, name_map, original, tfhub
+from bert_tf.checkpoints import assign, keras_hub, model_garden, name_map, original, tfhub
 from bert_tf.model import task_models
 
 _OBJECT_GRAPH = model_garden.OBJECT_GRAPH
@@ -45,14 +47,14 @@ def resolve_checkpoint(path):
     `path`: a prefix (`.../bert_model.ckpt`), one of its files (`.index`, `.data-00000-of-00001`), or a directory:
     the checkpoint its `checkpoint` state file names, looked up by file name inside that directory (a copied
     directory whose state file records an absolute path never loads the weights it was copied from), else its
-    `bert_model.ckpt`; a SavedModel directory (a TF Hub model) is returned as it is.
+    `bert_model.ckpt`; a SavedModel directory (a TF Hub model) or a KerasHub preset directory is returned as it is.
     """
     if not path:
         raise ValueError("No checkpoint given (init_checkpoint is empty).")
     prefix = _FILE_SUFFIX.sub("", path)
     if fileio.exists(prefix + ".index"):
         return prefix
-    if tfhub.is_saved_model(path):
+    if tfhub.is_saved_model(path) or keras_hub.is_preset(path):
         return path
     if fileio.isdir(path):
         latest = latest_checkpoint(path)
@@ -66,8 +68,9 @@ def resolve_checkpoint(path):
             return os.path.join(path, "bert_model.ckpt")
     if fileio.isdir(path):
         raise FileNotFoundError(
-            f"{path} is a directory that is neither a checkpoint nor a SavedModel: expected a `checkpoint` state "
-            f"file, a bert_model.ckpt.index or a saved_model.pb in it (it holds "
+            f"{path} is a directory that is neither a checkpoint nor a SavedModel (nor a KerasHub preset): expected "
+            f"a `checkpoint` state file, a bert_model.ckpt.index, a saved_model.pb or a KerasHub config.json in it "
+            f"(it holds "
             f"{sorted(fileio.listdir(path))[:8]}).")
     raise FileNotFoundError(
         f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
@@ -122,6 +125,8 @@ def _checkpoint_tensors(model, prefix):
     if tfhub.is_saved_model(prefix):
         keras_paths = {variable.path: name for name, variable in name_map.original_variable_map(model).items()}
         return tfhub.hub_tensors(tfhub.read_hub_model(prefix), keras_paths)
+    if keras_hub.is_preset(prefix):
+        return keras_hub.preset_tensors(prefix)
     reader = original.checkpoint_reader(prefix)
     if _OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return original.original_tensors(reader)
@@ -166,7 +171,8 @@ def restore(model, path, required_heads=(), strict=False):
     `path`: an original TF1 checkpoint (loaded by variable name), one of ours (a tf.train.Checkpoint with the
     encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
     graph) or a Model Garden TF2 checkpoint (through its object graph), as a prefix, one of its files, or a
-    directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `tfhub`).
+    directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `tfhub`), or a KerasHub BERT
+    preset directory (see `keras_hub`).
     `required_heads`: head attributes (keys of task_models.HEADS) the checkpoint must provide in full.
     `strict`: also raise if any other variable of the model is missing.
     Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another

@@ -263,7 +263,8 @@ class TaskSpec:
     position (SQuAD's n-best lists pick from padding too), so its export packs text to max_seq_length unless told
     to cut. options: keyword options of `model` a caller may give (the embedding's pooling). huggingface: the
     transformers class of its model (its config.json's `architectures`), where a Hugging Face BERT has one
-    (`bert_tf.checkpoints.huggingface` writes and reads its heads by it).
+    (`bert_tf.checkpoints.huggingface` writes and reads its heads by it). keras_hub: the KerasHub class of the same
+    model (`keras_hub.models.<name>`), for the tasks a KerasHub preset holds (`bert_tf.checkpoints.keras_hub`).
     """
     name: str
     model: type
@@ -276,6 +277,7 @@ class TaskSpec:
     kwargs: dict = dataclasses.field(default_factory=dict)
     options: tuple = ()
     huggingface: str | None = None
+    keras_hub: str | None = None
 
     def __post_init__(self):
         for head in self.heads:
@@ -361,12 +363,13 @@ def register(spec):
 
 
 register(TaskSpec("encoder", BertModel, outputs=("sequence_output", "pooled_output"),
-                  sequence_outputs=("sequence_output",), huggingface="BertModel"))
+                  sequence_outputs=("sequence_output",), huggingface="BertModel", keras_hub="BertBackbone"))
 register(TaskSpec("classifier", BertClassifier, (HEADS["classifier"],), outputs=("logits", "probabilities"),
                   label_output="predicted_label", kwargs={"regression": False},
-                  huggingface="BertForSequenceClassification"))
+                  huggingface="BertForSequenceClassification", keras_hub="BertTextClassifier"))
 register(TaskSpec("regression", BertClassifier, (HEADS["classifier"],), outputs=("logits", "predictions"),
-                  kwargs={"num_labels": 1, "regression": True}, huggingface="BertForSequenceClassification"))
+                  kwargs={"num_labels": 1, "regression": True}, huggingface="BertForSequenceClassification",
+                  keras_hub="BertTextClassifier"))
 register(TaskSpec("squad", BertSpanLabeler, (HEADS["span"],), outputs=("start_logits", "end_logits"),
                   sequence_outputs=("start_logits", "end_logits"), keeps_max_seq_length=True,
                   huggingface="BertForQuestionAnswering"))

@@ -57,6 +57,7 @@ class RunConfig(TrainingConfig):
     seed: int | None = None
     export_dir: str | None = None
     save_original_checkpoint: bool = False
+    save_keras_hub_preset: bool = False
     # Devices.
     use_tpu: bool = False
     tpu_name: str | None = None
@@ -182,14 +183,19 @@ def train(run, task, tokenizer, trainer):
 
 def export(run, task, trainer):
     """After a run: with save_original_checkpoint (and training), the model in the original TF1 format at
-    <output_dir>/original; with export_dir, a SavedModel of the task's export_task at <export_dir>/<global_step>,
-    its text signatures cut to each request's texts unless pad_to_max_seq_length or the task's spec keeps
-    max_seq_length (SQuAD). Returns the paths written."""
+    <output_dir>/original; with save_keras_hub_preset (and training), a KerasHub preset at <output_dir>/keras_hub
+    (`checkpoints.export_preset`); with export_dir, a SavedModel of the task's export_task at
+    <export_dir>/<global_step>, its text signatures cut to each request's texts unless pad_to_max_seq_length or the
+    task's spec keeps max_seq_length (SQuAD). Returns the paths written."""
     written = []
     if run.save_original_checkpoint and run.do_train:
         written.append(checkpoints.export_original(trainer.model, os.path.join(run.output_dir, "original"),
                                                    vocab_file=run.vocab_file))
         logging.info("Wrote the fine-tuned model in the original format to %s", written[-1])
+    if run.save_keras_hub_preset and run.do_train:
+        written.append(checkpoints.export_preset(trainer.model, os.path.join(run.output_dir, "keras_hub"),
+                                                 vocab_file=run.vocab_file, do_lower_case=run.do_lower_case))
+        logging.info("Wrote the fine-tuned model as a KerasHub preset to %s", written[-1])
     if run.export_dir:
         from bert_tf.export import exporter
 

@@ -1,0 +1,366 @@
+"""KerasHub BERT presets in and out. keras-hub (the `ecosystem` extra) is imported only when a preset is read or
+written; without it, using one is an ImportError naming the extra.
+
+A KerasHub preset is a directory: config.json (the serialized `keras_hub>BertBackbone`), model.weights.h5 (its
+weights; or model.weights.json and its shards), tokenizer.json (`keras_hub>BertTokenizer`: lowercase,
+strip_accents) with assets/tokenizer/vocabulary.txt, metadata.json; a task's preset adds task.json (e.g.
+`keras_hub>BertTextClassifier`), task.weights.h5 (its head) and preprocessor.json.
+
+In: `is_preset` and `read_preset` (-> `Preset`: the BertConfig, vocabulary and casing, read from the JSON files, for
+`pretrained.model_files`); `preset_tensors` (original name -> tensor getter for `assign.assign_by_name`, for
+`restore`): the backbone, and the head of the task model whose `task_models.TaskSpec.keras_hub` names the preset's
+task class (a `BertTextClassifier`'s `logits` layer is the classifier head `output_weights`/`output_bias`), read by
+KerasHub's own `from_preset`. What the model has no place for is reported unused under "keras_hub:<variable path>".
+
+Out: `save_preset(tensors, config, output_dir, vocab_file, do_lower_case)` (`export_preset`: of a model) builds
+KerasHub's BertBackbone (and, for tensors with a head whose TaskSpec names a KerasHub class, that task:
+`BertTextClassifier` with its preprocessor), assigns the tensors, and writes it with KerasHub's own `save_to_preset`
+into a local directory, committed into output_dir as a whole (`fileio.staged_directory`, config.json last, gs://
+too).
+
+Layouts: KerasHub keeps attention kernels per head as Model Garden does (`model_garden.to_original`): query/key/value
+kernel [H, N, D], bias [N, D], attention-output kernel [N, D, H]; a Dense kernel is [in, out], so the classifier's
+`logits` kernel is output_weights [L, H] transposed.
+
+Activations: KerasHub's BertBackbone always computes the tanh-approximated GELU (`gelu_approximate`, the original's
+"gelu"), whatever its config, so a preset reads as hidden_act "gelu". A model with another activation cannot be a
+KerasHub BERT: relu, tanh and linear are refused; gelu_exact (the erf form, Hugging Face's "gelu", e.g. MiniLM) is
+written with a warning (`GELU_EXACT_DIFFERENCE`): the preset computes the tanh form, as the preset KerasHub's own
+Hugging Face converter makes of the same model does.
+"""
+import contextlib
+import dataclasses
+import functools
+import os
+
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints.model_garden import to_model_garden, to_original
+from bert_tf.model import activations, task_models
+from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.text import tokenization
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILES = ("model.weights.h5", "model.weights.json")  # one file, or the index of sharded weights
+TASK_FILE, TASK_WEIGHTS_FILE, TOKENIZER_FILE = "task.json", "task.weights.h5", "tokenizer.json"
+BACKBONE_CLASS, TOKENIZER_CLASS = "keras_hub>BertBackbone", "keras_hub>BertTokenizer"
+INSTALL = "pip install 'bert-tf[ecosystem]' (or pip install keras-hub)"
+# The difference the tanh GELU makes to a model trained with the exact one, measured on the real MiniLM-L6-H384
+# (all-MiniLM-L6-v2) over gensim's 200 pang_lee_polarity sentences (max_seq_length 128; tests/checkpoints/
+# test_keras_hub.py checks it).
+GELU_EXACT_DIFFERENCE = ("on the real MiniLM-L6-H384 over 200 real sentences the tanh form moved the sequence "
+                         "outputs by up to 7.9e-3 (3.6e-4 on average), the pooled output by up to 3.0e-4, and its "
+                         "sentence embeddings to a cosine of 0.999998 with the exact ones")
+
+# (original name, KerasHub variable path, layout) of the encoder; `{i}` is the layer index.
+_EMBEDDING_ROWS = [
+    ("bert/embeddings/word_embeddings", "token_embedding/embeddings", None),
+    ("bert/embeddings/position_embeddings", "position_embedding/embeddings", None),
+    ("bert/embeddings/token_type_embeddings", "segment_embedding/embeddings", None),
+    ("bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/gamma", None),
+    ("bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/beta", None),
+]
+_LAYER_ROWS = [  # original under bert/encoder/layer_{i}/, KerasHub under transformer_layer_{i}/
+    *[(f"attention/self/{p}/{w}", f"self_attention_layer/{p}/{w}", f"heads_{w}")
+      for p in ("query", "key", "value") for w in ("kernel", "bias")],
+    ("attention/output/dense/kernel", "self_attention_layer/attention_output/kernel", "heads_output"),
+    ("attention/output/dense/bias", "self_attention_layer/attention_output/bias", None),
+    *[(f"attention/output/LayerNorm/{w}", f"self_attention_layer_norm/{w}", None) for w in ("gamma", "beta")],
+    *[(f"intermediate/dense/{w}", f"feedforward_intermediate_dense/{w}", None) for w in ("kernel", "bias")],
+    *[(f"output/dense/{w}", f"feedforward_output_dense/{w}", None) for w in ("kernel", "bias")],
+    *[(f"output/LayerNorm/{w}", f"feedforward_layer_norm/{w}", None) for w in ("gamma", "beta")],
+]
+_POOLER_ROWS = [(f"bert/pooler/dense/{w}", f"pooled_dense/{w}", None) for w in ("kernel", "bias")]
+# KerasHub task class -> {original head variable: (KerasHub variable path, layout)}, for the heads of the TaskSpec
+# that names the class (`TaskSpec.keras_hub`).
+_HEAD_ROWS = {
+    "BertTextClassifier": {"output_weights": ("logits/kernel", "transpose"), "output_bias": ("logits/bias", None)},
+}
+
+
+def _keras_hub():
+    """keras_hub, or an ImportError naming the extra to install."""
+    try:
+        import keras_hub
+    except ImportError as e:
+        raise ImportError(f"KerasHub presets need keras-hub: {INSTALL}.") from e
+    return keras_hub
+
+
+def encoder_rows(num_layers):
+    """(original name, KerasHub variable path, layout) of every encoder variable of a `num_layers` BERT; layout:
+    None, "heads_kernel", "heads_bias" or "heads_output" (`model_garden.to_original`)."""
+    rows = list(_EMBEDDING_ROWS)
+    for i in range(num_layers):
+        rows += [(f"bert/encoder/layer_{i}/{o}", f"transformer_layer_{i}/{k}", layout) for o, k, layout in _LAYER_ROWS]
+    return rows + _POOLER_ROWS
+
+
+def task_spec(task_class):
+    """The TaskSpec with heads whose `keras_hub` is `task_class` (e.g. "BertTextClassifier"), or None."""
+    return next((spec for spec in task_models.REGISTRY.values()
+                 if task_class and spec.keras_hub == task_class and spec.heads), None)
+
+
+def head_rows(spec):
+    """(original name, KerasHub variable path, layout) of the heads of `spec` in its KerasHub task."""
+    layers = _HEAD_ROWS[spec.keras_hub]
+    return [(name, *layers[name]) for head in spec.heads for name, _ in head.variables]
+
+
+# --- in ----------------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Preset:
+    """What bert-tf reads from a KerasHub BERT preset's JSON files (`read_preset`)."""
+    path: str
+    config: BertConfig  # from config.json: hidden_act "gelu", the tanh form KerasHub computes
+    vocab_file: str | None  # assets/tokenizer/vocabulary.txt, if the preset has a tokenizer
+    do_lower_case: bool | None  # tokenizer.json's lowercase, if the preset has a tokenizer
+    task: str | None  # task.json's class (e.g. "BertTextClassifier"), or None
+    num_classes: int | None = None  # a BertTextClassifier's
+
+    @property
+    def vocab_size(self):
+        return self.config.vocab_size
+
+
+def _registered(path, what):
+    """(the JSON object at path, its registered_name), or a ValueError naming the file."""
+    value = fileio.read_json(path, what)
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object (a serialized Keras object), got {type(value).__name__}.")
+    return value, value.get("registered_name")
+
+
+def is_preset(path):
+    """Whether `path` is a KerasHub preset directory: its config.json names a serialized Keras class
+    (`registered_name`, the test KerasHub's own loader makes), whatever the architecture."""
+    config = os.path.join(path, CONFIG_FILE) if path else None
+    return bool(path) and fileio.isfile(config) and "registered_name" in (fileio.read_json(config, "config") or {})
+
+
+def bert_config_from_keras_hub(backbone, source):
+    """A BertBackbone's config (the `config` of config.json) -> BertConfig: its one dropout for both of the
+    original's, hidden_act "gelu" (the tanh form, which BertBackbone computes whatever its config), and
+    initializer_range 0.02 (BertBackbone's)."""
+    keys = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim")
+    missing = [k for k in keys if k not in backbone]
+    if missing:
+        raise ValueError(f"{source}: the BertBackbone config lacks {', '.join(missing)}.")
+    dropout = backbone.get("dropout", 0.1)
+    values = dict(vocab_size=backbone["vocabulary_size"], hidden_size=backbone["hidden_dim"],
+                  num_hidden_layers=backbone["num_layers"], num_attention_heads=backbone["num_heads"],
+                  intermediate_size=backbone["intermediate_dim"], hidden_act="gelu", hidden_dropout_prob=dropout,
+                  attention_probs_dropout_prob=dropout,
+                  max_position_embeddings=backbone.get("max_sequence_length", 512),
+                  type_vocab_size=backbone.get("num_segments", 2), initializer_range=0.02)
+    return BertConfig.from_dict(values, source=source)
+
+
+def _tokenizer_files(path, config):
+    """(vocabulary file or None, lowercase or None) of the preset's tokenizer.json; raises if its vocabulary does not
+    have the backbone's vocabulary_size. Warns where lowercase and strip_accents differ (bert-tf's do_lower_case,
+    the original's, does both)."""
+    tokenizer_json = os.path.join(path, TOKENIZER_FILE)
+    if not fileio.isfile(tokenizer_json):
+        return None, None
+    tokenizer, name = _registered(tokenizer_json, "KerasHub tokenizer config")
+    if name != TOKENIZER_CLASS:
+        raise ValueError(f"{tokenizer_json} registers {name!r}, not {TOKENIZER_CLASS!r}: not a BERT WordPiece "
+                         f"tokenizer.")
+    settings = tokenizer.get("config", {})
+    asset_dir = os.path.splitext(settings.get("config_file", TOKENIZER_FILE))[0]
+    vocab_file = os.path.join(path, "assets", asset_dir, "vocabulary.txt")
+    if not fileio.isfile(vocab_file):
+        raise FileNotFoundError(f"{vocab_file} not found: {tokenizer_json} names a tokenizer whose vocabulary "
+                                f"KerasHub keeps there.")
+    size = len(tokenization.load_vocab(vocab_file))
+    if size != config.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but {os.path.join(path, CONFIG_FILE)} says "
+                         f"vocabulary_size={config.vocab_size}: the preset's vocabulary does not fit its backbone.")
+    lowercase, strip_accents = bool(settings.get("lowercase", False)), bool(settings.get("strip_accents", False))
+    if lowercase != strip_accents:
+        _warn_casing(tokenizer_json, lowercase, strip_accents)
+    return vocab_file, lowercase
+
+
+@functools.cache
+def _warn_casing(tokenizer_json, lowercase, strip_accents):
+    """Warns (once per file and setting) that bert-tf tokenizes a preset whose casing settings differ with the
+    original's do_lower_case=lowercase."""
+    logging.warning("%s: lowercase=%s but strip_accents=%s (KerasHub's converter of Hugging Face BERTs writes that); "
+                    "bert-tf's do_lower_case, the original's, lower-cases and strips accents together, so it "
+                    "tokenizes with do_lower_case=%s: ids differ from KerasHub's on words with accents.",
+                    tokenizer_json, lowercase, strip_accents, lowercase)
+
+
+def read_preset(path):
+    """Reads a KerasHub BERT preset directory's JSON files (nothing is built, keras-hub is not imported).
+
+    Raises ValueError naming the file for a preset of another architecture (config.json registers another class
+    than keras_hub>BertBackbone), a tokenizer that is not BERT's, or a vocabulary whose size differs from the
+    backbone's vocabulary_size; FileNotFoundError naming the file for missing weights (model.weights.h5, or a
+    task's task.weights.h5) or vocabulary.
+    Returns: Preset.
+    """
+    config_json = os.path.join(path, CONFIG_FILE)
+    backbone, name = _registered(config_json, "KerasHub preset config")
+    if name != BACKBONE_CLASS:
+        raise ValueError(f"{config_json} registers {name!r}: a KerasHub preset of another architecture than BERT "
+                         f"(bert-tf reads {BACKBONE_CLASS!r} presets).")
+    if not any(fileio.isfile(os.path.join(path, f)) for f in WEIGHTS_FILES):
+        raise FileNotFoundError(f"{os.path.join(path, WEIGHTS_FILES[0])} not found: the KerasHub preset {path} has "
+                                f"no backbone weights.")
+    config = bert_config_from_keras_hub(backbone.get("config", {}), config_json)
+    vocab_file, lowercase = _tokenizer_files(path, config)
+    task, num_classes = None, None
+    task_json = os.path.join(path, TASK_FILE)
+    if fileio.isfile(task_json):
+        task_config, task_name = _registered(task_json, "KerasHub task config")
+        task = (task_name or "").rpartition(">")[2]
+        num_classes = task_config.get("config", {}).get("num_classes")
+        if task_spec(task) and not fileio.isfile(os.path.join(path, TASK_WEIGHTS_FILE)):
+            raise FileNotFoundError(f"{os.path.join(path, TASK_WEIGHTS_FILE)} not found: {task_json} is a {task} "
+                                    f"whose head weights KerasHub keeps there.")
+    return Preset(path, config, vocab_file, lowercase, task, num_classes)
+
+
+@contextlib.contextmanager
+def _local_preset(path):
+    """The preset directory on a local disk, for KerasHub's loader: itself, or a copy of a URL's files."""
+    if not fileio.is_url(path):
+        yield path
+        return
+    with fileio.local_directory() as local:
+        fileio.copy_tree(path, local)
+        yield local
+
+
+def _load(preset):
+    """The preset's KerasHub model by KerasHub's own from_preset, in float32: the task of task.json where a TaskSpec
+    names its class (its preprocessor not built), else the backbone. Returns (model, its TaskSpec or None)."""
+    keras_hub = _keras_hub()
+    spec = task_spec(preset.task)
+    with _local_preset(preset.path) as local:
+        if spec is not None:
+            return getattr(keras_hub.models, spec.keras_hub).from_preset(local, preprocessor=None,
+                                                                         dtype="float32"), spec
+        return keras_hub.models.BertBackbone.from_preset(local, dtype="float32"), None
+
+
+def preset_tensors(path):
+    """Original name -> tensor getter for a KerasHub BERT preset: its backbone and, for a task whose TaskSpec names
+    its class, that task's heads; the preset's other variables (and a task.json of a class no TaskSpec names) are
+    added without a getter under "keras_hub:<name>", so that they are reported unused."""
+    preset = read_preset(path)
+    model, spec = _load(preset)
+    values = {variable.path: variable.numpy() for variable in model.weights}
+    rows = encoder_rows(preset.config.num_hidden_layers) + (head_rows(spec) if spec else [])
+    tensors = {name: (lambda v=values[p], k=layout: to_original(k, v)) for name, p, layout in rows if p in values}
+    used = {p for _, p, _ in rows}
+    tensors.update({f"keras_hub:{p}": None for p in values if p not in used})
+    if preset.task and spec is None:
+        tensors[f"keras_hub:{TASK_WEIGHTS_FILE} ({preset.task})"] = None
+    return tensors
+
+
+# --- out ---------------------------------------------------------------------------------------------------------
+
+def _to_keras_hub(layout, value, num_heads):
+    """The inverse of `to_original` for a KerasHub variable."""
+    return value.T if layout == "transpose" else to_model_garden(layout, value, num_heads)
+
+
+def _check_activation(config, output_dir):
+    """Raises for an activation BertBackbone cannot compute; warns for gelu_exact (`GELU_EXACT_DIFFERENCE`)."""
+    function = activations.get(config.hidden_act)
+    if function is activations.gelu_exact:
+        logging.warning("%s: the model computes the exact GELU (hidden_act=%s) but KerasHub's BertBackbone computes "
+                        "the tanh form: the preset is written, and computes differently (%s). Fine-tune it further "
+                        "in KerasHub, or keep the original release, where that matters.", output_dir,
+                        config.hidden_act, GELU_EXACT_DIFFERENCE)
+    elif function is not activations.gelu:
+        raise ValueError(f"hidden_act={config.hidden_act!r}: KerasHub's BertBackbone computes the tanh GELU only "
+                         f"(bert-tf's 'gelu'), so this model cannot be written as a KerasHub preset ({output_dir}).")
+
+
+def _check_output_dir(output_dir):
+    """Raises if output_dir holds files but is not a KerasHub preset (which a new preset replaces as a whole)."""
+    if fileio.isdir(output_dir) and fileio.walk_files(output_dir) and not is_preset(output_dir):
+        raise ValueError(f"{output_dir} holds files ({sorted(fileio.listdir(output_dir))[:5]}) and is not a KerasHub "
+                         f"preset: a preset replaces its directory's content as a whole; choose an empty or new "
+                         f"output directory.")
+
+
+def _task_of(tensors):
+    """The TaskSpec with a KerasHub task class whose heads `tensors` hold in full, or None (the backbone alone)."""
+    specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub in _HEAD_ROWS and spec.heads]
+    return next((spec for spec in specs if all(name in tensors for head in spec.heads for name, _ in head.variables)),
+                None)
+
+
+def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
+    """The KerasHub model of `tensors` (original name -> array): BertBackbone, or the task whose heads they hold,
+    with a BertTokenizer (and the task's preprocessor) where vocab_file is given. Returns (model, tokenizer)."""
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case,
+                                               strip_accents=do_lower_case) if vocab_file else None
+    spec = _task_of(tensors)
+    rows = encoder_rows(config.num_hidden_layers)
+    model = backbone
+    if spec is not None:
+        task_class = getattr(keras_hub.models, spec.keras_hub)
+        preprocessor = task_class.preprocessor_cls(
+            tokenizer, sequence_length=min(512, config.max_position_embeddings)) if tokenizer else None
+        num_classes = tensors[spec.heads[0].variables[-1][0]].shape[0]  # the head's bias: [num_labels]
+        model = task_class(backbone, num_classes, preprocessor=preprocessor, dropout=config.hidden_dropout_prob)
+        rows += head_rows(spec)
+    variables = {variable.path: variable for variable in model.weights}
+    for name, path, layout in rows:
+        variables[path].assign(_to_keras_hub(layout, tensors[name], config.num_attention_heads))
+    return model, tokenizer
+
+
+def export_preset(model, output_dir, vocab_file=None, do_lower_case=True):
+    """Writes a model (a BertModel or a task model) as a KerasHub preset: `save_preset` of its variables by original
+    name, its heads of a task whose TaskSpec names a KerasHub class included. Returns output_dir."""
+    tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
+    return save_preset(tensors, task_models.encoder_of(model).config, output_dir, vocab_file, do_lower_case)
+
+
+def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True):
+    """Writes `tensors` (original name -> array: the encoder, and optionally a head of a task whose TaskSpec names a
+    KerasHub class, e.g. the classifier's output_weights/output_bias) as a KerasHub preset directory: BertBackbone
+    (config.json, model.weights.h5, metadata.json), with vocab_file a BertTokenizer (tokenizer.json,
+    assets/tokenizer/vocabulary.txt; lowercase and strip_accents = do_lower_case, the original's casing), and for a
+    head its task (task.json, task.weights.h5; a BertTextClassifier with its preprocessor.json). Other heads (the
+    pretraining heads) are not written: KerasHub's BertBackbone has none of them.
+
+    Checked before anything is written: the activation (`_check_activation`), the vocabulary's size against
+    config.vocab_size, output_dir (empty, new, or a preset: replaced as a whole). Written locally by KerasHub's
+    save_to_preset, then committed into output_dir (`fileio.staged_directory`, config.json last). Returns output_dir.
+    """
+    _check_activation(config, output_dir)
+    if vocab_file:
+        check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
+    _check_output_dir(output_dir)
+    keras_hub = _keras_hub()
+    with fileio.local_directory() as local:
+        local_vocab = os.path.join(local, "vocab.txt") if vocab_file else None
+        if vocab_file:
+            fileio.copy_file(vocab_file, local_vocab)
+        model, tokenizer = _build(keras_hub, tensors, config, local_vocab, do_lower_case)
+        preset_dir = os.path.join(local, "preset")
+        model.save_to_preset(preset_dir)
+        if tokenizer is not None and getattr(model, "preprocessor", None) is None:  # a task's preprocessor saved it
+            tokenizer.save_to_preset(preset_dir)
+        with fileio.staged_directory(output_dir, key=CONFIG_FILE) as staging:
+            fileio.copy_tree(preset_dir, staging)
+    return output_dir
