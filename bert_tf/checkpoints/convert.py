@@ -2,6 +2,7 @@
 release directory in the original or Model Garden's format, a Hugging Face transformers model directory or a
 KerasHub preset.
 """
+import dataclasses
 import os
 
 from bert_tf.checkpoints import huggingface, keras_hub, model_garden, name_map, original
@@ -19,7 +20,8 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
     """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel, KerasHub preset) -> a
     release directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's
     TF2 layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and
-    vocab.txt (`model_files`: those given, else a TF Hub model's or preset's own), holding the encoder and whichever
+    vocab.txt (`model_files`: those given, else a TF Hub model's or preset's own, else the vocab.txt beside the
+    checkpoint: a release's), holding the encoder and whichever
     pretraining heads the checkpoint has; a transformers model directory of the encoder and the checkpoint's heads
     (`to="huggingface"`, `to_huggingface`; `task`: the task to write where the heads do not say it alone); or a
     KerasHub preset directory (`to="keras_hub"`, `to_keras_hub`). do_lower_case: the written tokenizer's casing
@@ -31,6 +33,7 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
     if to != "huggingface" and task is not None:
         raise ValueError(f"task applies to to='huggingface' only, not to={to!r}.")
     files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
+    files = dataclasses.replace(files, vocab_file=files.vocab_file or file_beside(init_checkpoint, "vocab.txt"))
     if to == "huggingface":
         return to_huggingface(init_checkpoint, files, output_dir, task)
     if to == "keras_hub":
@@ -89,12 +92,11 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
     """Writes the checkpoint `init_checkpoint` (any format `restore` reads; `files`: its ModelFiles) as a
     transformers model directory (`huggingface.write_hf_directory`): the class of the task its heads say
     (`hf_task_of_heads`), its label names from the run's label_list.txt (else LABEL_i), the casing of `files`.
-    The vocabulary is `files.vocab_file`, else the vocab.txt beside the checkpoint (a release's); it and the output
-    directory are checked before the checkpoint is read. Returns output_dir."""
+    The vocabulary (`files.vocab_file`) and the output directory are checked before the checkpoint is read. Returns
+    output_dir."""
     huggingface.check_hf_output_dir(output_dir)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
-    vocab_file = files.vocab_file or file_beside(init_checkpoint, "vocab.txt")
-    huggingface.check_vocab(vocab_file, files.config)
+    huggingface.check_vocab(files.vocab_file, files.config)
     heads = checkpoint_heads(init_checkpoint, files.config)
     spec = hf_task_of_heads(heads, task)
     rows = heads[spec.head_names[0]] if spec.labelled else None
@@ -102,15 +104,19 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
     model = spec.build(files.config, rows, restored=True)
     restore(model, init_checkpoint, spec.head_names, strict=True)
     tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
-    return huggingface.write_hf_directory(tensors, files.config, spec, output_dir, vocab_file, files.do_lower_case,
-                                          labels)
+    return huggingface.write_hf_directory(tensors, files.config, spec, output_dir, files.vocab_file,
+                                          files.do_lower_case, labels)
 
 
 def to_keras_hub(init_checkpoint, files, output_dir):
     """The checkpoint as a KerasHub preset (`keras_hub.save_preset`): the encoder, and the head of the first task
     whose TaskSpec names a KerasHub class and whose head the checkpoint holds (`checkpoint_heads`: the classifier,
-    as a BertTextClassifier with its num_labels), with files' vocabulary (else the release's vocab.txt beside the
-    checkpoint) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has none."""
+    as a BertTextClassifier with its num_labels), with files' vocabulary (its tokenizer; none is an error before
+    anything is read) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has
+    none."""
+    if not files.vocab_file:
+        raise ValueError(f"A KerasHub preset needs the model's vocab.txt for its tokenizer (and a classifier's "
+                         f"preprocessor): pass vocab_file (--vocab_file), or keep it beside {init_checkpoint}.")
     heads = checkpoint_heads(init_checkpoint, files.config)
     specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub and spec.heads
              and spec.head_names[0] in heads]
@@ -119,5 +125,4 @@ def to_keras_hub(init_checkpoint, files, output_dir):
     report = restore(model, init_checkpoint, spec.head_names)
     mapping = name_map.original_variable_map(model)
     tensors = {name: mapping[name].numpy() for name in report.loaded}
-    vocab_file = files.vocab_file or file_beside(init_checkpoint, "vocab.txt")
-    return keras_hub.save_preset(tensors, files.config, output_dir, vocab_file, files.do_lower_case)
+    return keras_hub.save_preset(tensors, files.config, output_dir, files.vocab_file, files.do_lower_case)

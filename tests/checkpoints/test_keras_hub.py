@@ -155,7 +155,8 @@ def test_preset_on_a_url(tiny_release):
 
 def test_activations_and_bad_input(tiny_release, tmp_path, caplog):
     """gelu_exact is written with the measured difference in a warning; relu is refused; another architecture, a
-    vocabulary of another size and missing weights are one error naming the file, before anything is written;
+    vocabulary of another size, no vocabulary and missing weights are one error naming the file, before anything
+    is written;
     a directory that is not a preset is never replaced; a preset is replaced as a whole."""
     release = str(tmp_path / "release")
     shutil.copytree(tiny_release["dir"], release)
@@ -173,6 +174,12 @@ def test_activations_and_bad_input(tiny_release, tmp_path, caplog):
     BertConfig(**TINY).to_json_file(config_file)
 
     preset = checkpoints.convert_checkpoint(release, str(tmp_path / "preset"), to="keras_hub")
+    no_vocab = tmp_path / "no_vocab"
+    shutil.copytree(release, no_vocab)
+    os.remove(no_vocab / "vocab.txt")
+    with pytest.raises(ValueError, match=r"A KerasHub preset needs the model's vocab\.txt .* beside .*no_vocab"):
+        checkpoints.convert_checkpoint(str(no_vocab), str(tmp_path / "never"), to="keras_hub")
+    assert not os.path.exists(tmp_path / "never")
     short_vocab = tmp_path / "short_vocab.txt"
     short_vocab.write_text("".join(t + "\n" for t in SPECIAL))
     with pytest.raises(ValueError, match=r"short_vocab\.txt has 5 tokens but .* has 99 word embeddings"):

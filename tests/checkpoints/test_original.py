@@ -275,6 +275,14 @@ def test_export_original_writes_a_release_directory(tiny_config, tmp_path, uncas
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.parametrize("to", ["original", "model_garden"])
+def test_a_conversion_keeps_the_vocabulary_beside_the_checkpoint(tiny_config, tmp_path, uncased_vocab_file, to):
+    """A release converted without vocab_file keeps its vocab.txt, as the Hugging Face and KerasHub outputs do."""
+    release = checkpoints.export_original(encoder.BertModel(tiny_config), str(tmp_path / "release"),
+                                          vocab_file=uncased_vocab_file)
+    out = checkpoints.convert_checkpoint(release, str(tmp_path / to), to=to)
+    assert fileio.read_text(os.path.join(out, "vocab.txt")) == fileio.read_text(uncased_vocab_file)
+
 # --- restore: one path for original checkpoints and ours ------------------------------------------------------
 
 TASK_MODELS = {  # name -> (build the task model on the tiny config, its heads)

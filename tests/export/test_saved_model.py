@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import original_packing
@@ -105,6 +106,43 @@ def tiny(tmp_path_factory):
             "tokenizer": tokenization.FullTokenizer(str(vocab), do_lower_case=True)}
 
 
+PACKING_MAX_LEN, PACKING_MULTIPLE = 20, 8
+PACKING_LABELS = {"classifier": ["x", "y", "z"], "ner": ["O", "B", "I"], "squad": None}
+
+
+@pytest.fixture(scope="module")
+def packing_exports(tmp_path_factory, tiny):
+    """The classifier, ner and squad models (`.models`; every weight drawn from RandomState(0), normal(0, 0.3)) and
+    their exports at max_seq_length PACKING_MAX_LEN (tf_text), each made once, when first asked for:
+    `.path(task, pad, use_xla=False)` -> the version directory, `.load(...)` -> the loaded SavedModel. pad=True:
+    fixed length (SQuAD's by its default); pad=False: packed to the longest text, under use_xla compiled and rounded
+    up to PACKING_MULTIPLE (the fixed-length export is the same for both use_xla)."""
+    directory = tmp_path_factory.mktemp("packing")
+    rng = np.random.RandomState(0)
+    models = {}
+    for task in PACKING_LABELS:
+        models[task] = task_models.build_task_model(task, tiny["config"], 3)
+        models[task].set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in models[task].get_weights()])
+    paths, loaded = {}, {}
+
+    def path(task, pad, use_xla=False):
+        xla = use_xla and not pad
+        if (task, pad, xla) not in paths:
+            given = None if task == "squad" and pad else pad  # SQuAD's default: max_seq_length
+            paths[task, pad, xla] = export(
+                models[task], task, directory / f"{task}_{pad}_{xla}", tiny["vocab"], max_seq_length=PACKING_MAX_LEN,
+                label_list=PACKING_LABELS[task], pad_to_max_seq_length=given, use_xla=xla,
+                length_multiple=PACKING_MULTIPLE if xla else None)
+        return paths[task, pad, xla]
+
+    def load(task, pad, use_xla=False):
+        key = (task, pad, use_xla and not pad)
+        if key not in loaded:
+            loaded[key] = tf.saved_model.load(path(task, pad, use_xla))
+        return loaded[key]
+    return types.SimpleNamespace(models=models, path=path, load=load)
+
+
 def export(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, **request):
     """`exporter.export` of the built `model` (as the runner exports after training); `request`: the other
     ExportRequest fields. Returns the version directory."""
@@ -196,10 +234,11 @@ TASK_LABELS = {"encoder": None, "regression": None, "squad": None, "ner": "O,B,I
 
 
 @pytest.mark.slow
-def test_every_task_in_a_fresh_process(tmp_path, tiny):
+def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
     """Each task's signatures (its spec's inputs and outputs), reloaded with only tensorflow + tensorflow_text,
-    equal the Keras model (1e-5); text longer than max_seq_length is truncated by the original rule."""
-    max_len = 16
+    equal the Keras model (1e-5); text longer than max_seq_length is truncated by the original rule. The ner
+    export with text signatures is packing_exports' (tf_text, packed to the longest text)."""
+    max_len = PACKING_MAX_LEN
     tok = tiny["tokenizer"]
     features = batch_features(tok, TEXTS_A, TEXTS_B, max_len)
     positions = np.array([[1, 2, 5]] * len(TEXTS_A), np.int32)
@@ -208,12 +247,14 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     assert set(TASK_LABELS) == set(task_models.REGISTRY) - {"classifier"}
     spec, models = {}, {}
     for task, labels in TASK_LABELS.items():
-        tf.keras.utils.set_random_seed(1)
-        model = task_models.build_task_model(task, tiny["config"], 3 if labels else None)
+        if task == "ner":  # the text signatures are the same for every task: one export has them
+            model, path = packing_exports.models[task], packing_exports.path(task, pad=False)
+        else:
+            tf.keras.utils.set_random_seed(1)
+            model = task_models.build_task_model(task, tiny["config"], 3 if labels else None)
+            path = export(model, task, tmp_path / task, tiny["vocab"], max_seq_length=max_len, label_list=labels,
+                          text_ops="none")
         models[task] = model
-        text_ops = "tf_text" if task == "ner" else "none"  # the text signatures are the same for every task
-        path = export(model, task, tmp_path / task, tiny["vocab"], max_seq_length=max_len, label_list=labels,
-                      text_ops=text_ops)
         inputs = task_inputs.for_spec(task_models.REGISTRY[task], features, positions)
         spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default",
                                   "inputs": {k: v.tolist() for k, v in inputs.items()}}
@@ -261,14 +302,25 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny):
     assert "Result for output key probabilities" in stdout and "predicted_labels" in stdout
 
 
+CORE_MAX_LEN = 12
+
+
+@pytest.fixture(scope="module")
+def core_exports(tmp_path_factory, tiny):
+    """A classifier (3 labels x, y, z) exported with text_ops=core at max_seq_length CORE_MAX_LEN, without and with
+    use_xla: {"model", "plain", "xla"} (the two version directories)."""
+    directory = tmp_path_factory.mktemp("core")
+    model = task_models.build_task_model("classifier", tiny["config"], 3)
+    return {"model": model, **{name: export(model, "classifier", directory / name, tiny["vocab"],
+                                            max_seq_length=CORE_MAX_LEN, label_list=["x", "y", "z"], text_ops="core",
+                                            use_xla=name == "xla") for name in ("plain", "xla")}}
+
+
 @pytest.mark.slow
-def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny):
+def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny, core_exports):
     """text_ops=core: a plain `import tensorflow` process and stock saved_model_cli load and run it, with the
     same ids as the Python pipeline and the Keras model's outputs."""
-    max_len = 12
-    model = task_models.build_task_model("classifier", tiny["config"], 3)
-    path = export(model, "classifier", tmp_path / "m", tiny["vocab"], max_seq_length=max_len,
-                  label_list=["x", "y", "z"], text_ops="core")
+    max_len, model, path = CORE_MAX_LEN, core_exports["model"], core_exports["plain"]
     pending = start_fresh(tmp_path, {"pair": {"dir": path, "signature": "serving_text_pair",
                                               "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}}},
                           with_tf_text=False)
@@ -301,15 +353,11 @@ def _must_compile_functions(saved_model_dir):
 
 
 @pytest.mark.slow
-def test_use_xla_compiles_the_model_and_keeps_its_outputs(tmp_path, tiny):
+def test_use_xla_compiles_the_model_and_keeps_its_outputs(tiny, core_exports):
     """use_xla=True: the model's computation is one must-compile (XLA) function inside every signature, the
     tokenizer and the label lookup outside it; the outputs are the Keras model's, also through the TF1 loader of
     saved_model_cli (TF Serving's), which compiles it with XLA; without it nothing is compiled."""
-    max_len = 12
-    model = task_models.build_task_model("classifier", tiny["config"], 3)
-    plain = export(model, "classifier", tmp_path / "plain", tiny["vocab"], max_seq_length=max_len, text_ops="core")
-    path = export(model, "classifier", tmp_path / "xla", tiny["vocab"], max_seq_length=max_len,
-                  label_list=["x", "y", "z"], text_ops="core", use_xla=True)
+    max_len, model, plain, path = CORE_MAX_LEN, core_exports["model"], core_exports["plain"], core_exports["xla"]
     assert _must_compile_functions(plain) == []
     assert _must_compile_functions(path)
     run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
@@ -439,24 +487,15 @@ REQUESTS = {  # name -> (text_a, text_b): short, mixed with empty and over-long 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("use_xla", [False, True], ids=["default", "xla"])
-def test_text_requests_are_packed_to_their_longest_text(tmp_path, tiny, use_xla):
+def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, use_xla):
     """serving_text(_pair) pack each request to its longest text (truncated at max_seq_length as the original;
     under use_xla rounded up to length_multiple): the outputs equal the fixed-length export's (within 1e-5) on
     every real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. SQuAD's
     export is fixed-length unless told to cut (pad_to_max_seq_length=False). The tensor signature takes any
     length; under use_xla its per-token outputs come back at the length sent."""
-    max_len, multiple = 20, 8
-    rng = np.random.RandomState(0)
-    exports = {}
-    for task, labels in (("classifier", ["x", "y", "z"]), ("ner", ["O", "B", "I"]), ("squad", None)):
-        model = task_models.build_task_model(task, tiny["config"], 3)
-        model.set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in model.get_weights()])
-        for pad in (True, False):
-            given = None if task == "squad" and pad else pad  # SQuAD's default: max_seq_length
-            exports[task, pad] = tf.saved_model.load(export(
-                model, task, tmp_path / f"{task}_{pad}", tiny["vocab"], max_seq_length=max_len, label_list=labels,
-                pad_to_max_seq_length=given, use_xla=use_xla and not pad,
-                length_multiple=multiple if use_xla and not pad else None))
+    max_len, multiple = PACKING_MAX_LEN, PACKING_MULTIPLE
+    exports = {(task, pad): packing_exports.load(task, pad, use_xla)
+               for task in PACKING_LABELS for pad in (True, False)}
     for (texts_a, texts_b) in REQUESTS.values():
         packed = batch_features(tiny["tokenizer"], texts_a, texts_b, max_len)
         longest = int(packed["input_mask"].sum(1).max())

@@ -8,6 +8,7 @@ API of Model Garden's preprocessing export.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -184,16 +185,23 @@ def tiny_release(tmp_path_factory):
             "ckpt": str(d / "bert_model.ckpt"), "model": model}
 
 
+@pytest.fixture(scope="module")
+def hub_masked_lm(tmp_path_factory, tiny_release):
+    """tiny_release exported with --format=tfhub --task=masked_lm (the encoder with its `mlm`): the version
+    directory, which tests must not change."""
+    export_dir = tmp_path_factory.mktemp("hub")
+    path = hub_export("masked_lm", tiny_release["vocab"], export_dir, bert_config_file=tiny_release["config"],
+                      init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
+    assert path == str(export_dir / "1")
+    return path
+
+
 # --- without Model Garden ----------------------------------------------------------------------------------
 
-def test_encoder_reloads_equal_to_keras_and_trains(tmp_path, tiny_release):
+def test_encoder_reloads_equal_to_keras_and_trains(tiny_release, hub_masked_lm):
     """The reloaded encoder (and `mlm`) equal the Keras model (1e-5); dropout under training=True; gradients
     reach every trainable variable; the attributes Model Garden's export carries."""
-    path = hub_export("masked_lm", tiny_release["vocab"], tmp_path / "hub",
-                      bert_config_file=tiny_release["config"],
-                                        init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
-    assert path == str(tmp_path / "hub" / "1")
-    loaded = tf.saved_model.load(path)
+    loaded = tf.saved_model.load(hub_masked_lm)
     inputs = packed_inputs(tiny_release["vocab"], TEXTS, SEQ_LENGTH)
     positions = np.array([[1, 2, 3]] * len(TEXTS), np.int32)
     model = tiny_release["model"]
@@ -232,23 +240,21 @@ def test_encoder_reloads_equal_to_keras_and_trains(tmp_path, tiny_release):
     assert np.abs(trained["pooled_output"].numpy() - out["pooled_output"].numpy()).max() > 1e-3  # dropout
 
 
-def test_export_loads_back_as_init_checkpoint(tmp_path, tiny_release):
+def test_export_loads_back_as_init_checkpoint(tmp_path, tiny_release, hub_masked_lm):
     """bert-tf's own TF Hub export is an init_checkpoint like Model Garden's: its config (written beside
     saved_model.pb), vocab asset and casing are the run's, and every weight of the encoder and masked-LM head
     restores (nothing missing or unused)."""
-    path = hub_export("masked_lm", tiny_release["vocab"], tmp_path / "hub",
-                      bert_config_file=tiny_release["config"],
-                                        init_checkpoint=tiny_release["ckpt"], max_seq_length=SEQ_LENGTH)
-    files = checkpoints.model_files(path)
+    files = checkpoints.model_files(hub_masked_lm)
     assert files.config.to_dict() == BertConfig.from_json_file(tiny_release["config"]).to_dict()
     assert files.do_lower_case is True
     with open(files.vocab_file) as f:
         assert f.read().split() == VOCAB
     model = task_models.build_task_model("masked_lm", files.config)  # fresh random weights
-    report = checkpoints.restore(model, path, required_heads=("masked_lm",))
+    report = checkpoints.restore(model, hub_masked_lm, required_heads=("masked_lm",))
     assert not report.missing and not report.unused
     for got, want in zip(model.trainable_weights, tiny_release["model"].trainable_weights):
         np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=got.path)
+    path = str(shutil.copytree(hub_masked_lm, tmp_path / "hub"))  # a copy lacks the config: the export stays whole
     os.remove(os.path.join(path, "bert_config.json"))
     with pytest.raises(ValueError, match=r"bert-tf TF Hub export without its bert_config\.json .*--bert_config_file"):
         checkpoints.model_files(path)
