@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from bert_tf import checkpoints, resources
+from bert_tf import checkpoints, fileio, resources
+from bert_tf.checkpoints import original
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 
@@ -57,6 +58,20 @@ def test_every_head_round_trips_bit_for_bit(tiny_dirs, task, tmp_path):
     assert BertConfig.from_json_file(os.path.join(back, "bert_config.json")) == BertConfig.from_json_file(
         os.path.join(release, "bert_config.json"))
 
+
+def test_a_directory_on_a_url_round_trips(tiny_dirs):
+    """Written to and read from a URL (TensorFlow's ram:// file system, as gs://) through fileio: the classifier's
+    Hugging Face directory and the original release made back from it hold the release's variables bit for bit."""
+    release = tiny_dirs["classifier"][0]
+    hf_dir = checkpoints.convert_checkpoint(release, "ram://hf_export_test/hf", to="huggingface")
+    assert json.loads(fileio.read_text(hf_dir + "/config.json"))["architectures"] == [
+        task_models.REGISTRY["classifier"].huggingface]
+    back = checkpoints.convert_hf_to_original(hf_dir, "ram://hf_export_test/back")
+    reader = original.checkpoint_reader(back + "/bert_model.ckpt")
+    before = _variables(release)
+    assert sorted(reader.get_variable_to_shape_map()) == sorted(before)
+    for name, value in before.items():
+        assert reader.get_tensor(name).tobytes() == value.tobytes(), name
 
 @pytest.mark.parametrize("task", ["pretraining", "classifier", "ner", "squad", "swag"])
 def test_written_weights_compute_bert_tf_outputs_in_numpy(tiny_dirs, task):
