@@ -20,7 +20,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.checkpoints import assign, name_map, original
 from bert_tf.model import task_models
-from bert_tf.model.config import BertConfig
+from bert_tf.model.config import BertConfig, check_exact_vocab_size
 from bert_tf.model.encoder import BertModel
 from bert_tf.model.task_models import BertPretrainer
 from bert_tf.text import tokenization
@@ -293,15 +293,11 @@ def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None
 
 
 def check_vocab(vocab_file, config):
-    """Raises unless `vocab_file` exists with one token per embedding row (config.vocab_size)."""
+    """Raises unless `vocab_file` is given and has one token per embedding row (`check_exact_vocab_size`)."""
     if not vocab_file:
         raise ValueError("A Hugging Face directory needs the model's vocab.txt: pass vocab_file (--vocab_file), or "
                          "keep it beside the checkpoint.")
-    size = len(tokenization.load_vocab(vocab_file))
-    if size != config.vocab_size:
-        raise ValueError(f"{vocab_file} has {size} tokens but the model has vocab_size={config.vocab_size} word "
-                         f"embeddings: a Hugging Face tokenizer would give ids the model has no rows for, or leave "
-                         f"rows no id reaches; use the vocab.txt the model was trained with.")
+    check_exact_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file, "a Hugging Face directory")
 
 
 def check_hf_output_dir(output_dir):

@@ -39,7 +39,7 @@ from bert_tf import fileio
 from bert_tf.checkpoints import name_map
 from bert_tf.checkpoints.model_garden import to_model_garden, to_original
 from bert_tf.model import activations, task_models
-from bert_tf.model.config import BertConfig, check_vocab_size
+from bert_tf.model.config import BertConfig, check_exact_vocab_size
 from bert_tf.text import tokenization
 
 CONFIG_FILE = "config.json"
@@ -295,6 +295,17 @@ def _check_output_dir(output_dir):
                          f"output directory.")
 
 
+def check_preset_writable(config, output_dir, vocab_file=None):
+    """The checks `save_preset` makes before anything is written, for a caller to make before its work (a training
+    run with --save_keras_hub_preset): keras-hub importable, the activation (`_check_activation`), the
+    vocabulary's size (`check_exact_vocab_size`), output_dir (`_check_output_dir`)."""
+    _keras_hub()
+    _check_activation(config, output_dir)
+    if vocab_file:
+        check_exact_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file, "a KerasHub preset")
+    _check_output_dir(output_dir)
+
+
 def _task_of(tensors):
     """The TaskSpec with a KerasHub task class whose heads `tensors` hold in full, or None (the backbone alone)."""
     specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub in _HEAD_ROWS and spec.heads]
@@ -343,14 +354,11 @@ def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True
     head its task (task.json, task.weights.h5; a BertTextClassifier with its preprocessor.json). Other heads (the
     pretraining heads) are not written: KerasHub's BertBackbone has none of them.
 
-    Checked before anything is written: the activation (`_check_activation`), the vocabulary's size against
-    config.vocab_size, output_dir (empty, new, or a preset: replaced as a whole). Written locally by KerasHub's
+    Checked before anything is written (`check_preset_writable`): keras-hub, the activation, the vocabulary's size,
+    output_dir (empty, new, or a preset: replaced as a whole). Written locally by KerasHub's
     save_to_preset, then committed into output_dir (`fileio.staged_directory`, config.json last). Returns output_dir.
     """
-    _check_activation(config, output_dir)
-    if vocab_file:
-        check_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file)
-    _check_output_dir(output_dir)
+    check_preset_writable(config, output_dir, vocab_file)
     keras_hub = _keras_hub()
     with fileio.local_directory() as local:
         local_vocab = os.path.join(local, "vocab.txt") if vocab_file else None

@@ -4,9 +4,9 @@ It takes an original TF1 checkpoint (by variable name), one of ours (a `tf.train
 under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph), a
 Model Garden TF2 checkpoint (`model_garden`), a TF Hub BERT SavedModel (`tfhub`) or a KerasHub BERT preset
 (`keras_hub`), refuses an encoder that does not fit the model and a missing required head, and returns a
-LoadReport by original variable name. Also: where a path
-or a run directory keeps its checkpoint (`resolve_checkpoint`, `latest_checkpoint`, `checkpoint_files`), and the
-heads a checkpoint holds (`checkpoint_heads`).
+LoadReport by original variable name. Also: where a path or a run directory keeps its checkpoint
+(`resolve_checkpoint`, `latest_checkpoint`, `checkpoint_files`), and the heads a checkpoint holds
+(`checkpoint_heads`).
 """
 import os
 import re

@@ -133,6 +133,17 @@ def check_max_seq_length(config, max_seq_length):
                          f"to sequence length {config.max_position_embeddings}")
 
 
+def check_exact_vocab_size(config, vocab, vocab_file, written):
+    """Raises unless the vocabulary `vocab` (of `vocab_file`) has one token per embedding row (config.vocab_size):
+    what the tokenizer of an exported model needs (`written`: what is written, e.g. "a Hugging Face directory", for
+    the message); a vocabulary smaller than the rows, which `check_vocab_size` lets a run read, is refused here."""
+    size = len(vocab)
+    if size != config.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but the model has vocab_size={config.vocab_size} word "
+                         f"embeddings: the tokenizer of {written} would give ids the model has no rows for, or "
+                         f"leave rows no id reaches; use the vocab.txt the model was trained with.")
+
+
 def check_vocab_size(config, vocab, vocab_file):
     """Raises if the vocabulary has more tokens than the model has embedding rows; warns if it has fewer
     (some configs pad vocab_size, e.g. to a multiple of 8)."""

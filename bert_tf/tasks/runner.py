@@ -145,6 +145,9 @@ def prepare(run, task):
     fileio.makedirs(run.output_dir)
     if run.do_train:
         run_record.check(run.output_dir, run.start_over, config=loaded.config)
+        if run.save_keras_hub_preset:  # before training, not after: keras-hub, the activation, the vocabulary
+            checkpoints.check_preset_writable(loaded.config, os.path.join(run.output_dir, "keras_hub"),
+                                              run.vocab_file)
     return run, loaded
 
 

@@ -19,6 +19,7 @@ from bert_tf import checkpoints, resources
 from bert_tf.checkpoints import keras_hub as kh_checkpoints
 from bert_tf.model import encoder, task_models
 from bert_tf.model.config import BertConfig
+from bert_tf.tasks import classifier, runner
 from bert_tf.text import tokenization
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -226,6 +227,23 @@ def test_activations_and_bad_input(tiny_release, tmp_path, caplog):
                                           "tokenizer.json"]
     assert checkpoints.restore(encoder.BertModel(BertConfig(**TINY)), preset).missing == []
 
+
+def test_a_training_run_that_cannot_write_its_preset_stops_before_training(tmp_path):
+    """--save_keras_hub_preset is checked when the run starts (runner.prepare), not after training: a model KerasHub
+    cannot compute (relu) or a vocabulary of another size than its embedding rows is refused with nothing trained."""
+    data = tmp_path / "data"
+    for split in ("train", "dev"):
+        tiny_classifier.write_lines(str(data / f"{split}.tsv"), ["id\tlabel\ttext_a", "0\tpos\tgood"])
+    for name, overrides, error in (("relu", {"hidden_act": "relu"}, r"hidden_act='relu': KerasHub's BertBackbone"),
+                                   ("padded", {"vocab_size": len(tiny_classifier.VOCAB) + 3},
+                                    r"vocab\.txt has \d+ tokens but the model has vocab_size=\d+ word embeddings: "
+                                    r"the tokenizer of a KerasHub preset")):
+        vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / name), **overrides)
+        run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, do_train=True,
+                               output_dir=str(tmp_path / name / "out"), max_seq_length=16, save_keras_hub_preset=True)
+        with pytest.raises(ValueError, match=error):
+            runner.prepare(run, classifier.ClassifierTask("tsv", str(data)))
+        assert not os.path.exists(tmp_path / name / "out" / "checkpoint")
 
 def _strip_accents(text):
     return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
