@@ -110,17 +110,17 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
 
 def to_keras_hub(init_checkpoint, files, output_dir):
     """The checkpoint as a KerasHub preset (`keras_hub.save_preset`): the encoder, and the head of the first task
-    whose TaskSpec names a KerasHub class and whose head the checkpoint holds (`checkpoint_heads`: the classifier,
-    as a BertTextClassifier with its num_labels), with files' vocabulary (its tokenizer; none is an error before
-    anything is read) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has
-    none."""
+    whose TaskSpec names a KerasHub class and whose head the checkpoint holds (`keras_hub.preset_task` of
+    `checkpoint_heads`: the classifier, as a BertTextClassifier with its num_labels), with files' vocabulary (its
+    tokenizer) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has none. No
+    vocabulary, and what `keras_hub.check_preset_writable` refuses, are errors before the checkpoint is read."""
     if not files.vocab_file:
         raise ValueError(f"A KerasHub preset needs the model's vocab.txt for its tokenizer (and a classifier's "
                          f"preprocessor): pass vocab_file (--vocab_file), or keep it beside {init_checkpoint}.")
+    keras_hub.check_preset_writable(files.config, output_dir, files.vocab_file)
     heads = checkpoint_heads(init_checkpoint, files.config)
-    specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub and spec.heads
-             and spec.head_names[0] in heads]
-    spec, size = ((specs[0], heads[specs[0].head_names[0]]) if specs else (task_models.REGISTRY["encoder"], None))
+    spec = keras_hub.preset_task(heads) or task_models.REGISTRY["encoder"]
+    size = heads[spec.head_names[0]] if spec.heads else None
     model = spec.build(files.config, num_labels=size, restored=True)
     report = restore(model, init_checkpoint, spec.head_names)
     mapping = name_map.original_variable_map(model)

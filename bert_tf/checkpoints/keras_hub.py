@@ -306,11 +306,11 @@ def check_preset_writable(config, output_dir, vocab_file=None):
     _check_output_dir(output_dir)
 
 
-def _task_of(tensors):
-    """The TaskSpec with a KerasHub task class whose heads `tensors` hold in full, or None (the backbone alone)."""
-    specs = [spec for spec in task_models.REGISTRY.values() if spec.keras_hub in _HEAD_ROWS and spec.heads]
-    return next((spec for spec in specs if all(name in tensors for head in spec.heads for name, _ in head.variables)),
-                None)
+def preset_task(heads):
+    """The TaskSpec whose KerasHub task class holds heads among `heads` (head attributes a checkpoint holds), the
+    first in REGISTRY's order, or None (the backbone alone)."""
+    return next((spec for spec in task_models.REGISTRY.values()
+                 if spec.keras_hub in _HEAD_ROWS and spec.heads and set(spec.head_names) <= set(heads)), None)
 
 
 def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
@@ -323,7 +323,8 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
         max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case,
                                                strip_accents=do_lower_case) if vocab_file else None
-    spec = _task_of(tensors)
+    spec = preset_task([attribute for attribute, head in task_models.HEADS.items()
+                        if all(name in tensors for name, _ in head.variables)])
     rows = encoder_rows(config.num_hidden_layers)
     model = backbone
     if spec is not None:
