@@ -111,11 +111,12 @@ def run_main():
     script's main raised, or None: one subprocess for several runs of a run_scripts/ script, in order. With
     `with_logs=True`: (those errors, the process's stderr: the runs' absl logs)."""
     import json
-    import subprocess
     import sys
 
+    import forkserver
+
     def run(script, *argvs, with_logs=False):
-        result = subprocess.run([sys.executable, "-c", _MAIN_DRIVER, script, json.dumps(argvs)],
+        result = forkserver.run([sys.executable, "-c", _MAIN_DRIVER, script, json.dumps(argvs)],
                                 capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(DATA_DIR)),
                                 timeout=900)
         assert result.returncode == 0, result.stderr[-3000:]

@@ -12,8 +12,9 @@ STEPS_JSON: a JSON list of [SCRIPT, ARGVS]: a run_scripts/ script and a list of 
 import importlib.util
 import json
 import os
-import subprocess
 import sys
+
+import forkserver
 
 
 def load_script(script, flag_names):
@@ -70,7 +71,7 @@ def run(steps, cwd, env=None, base="-", copy_in="-", copy_out="-"):
     """Runs `steps` ([(script path, [argv, ...])]) in a fresh Python process with the working directory `cwd` (this
     file's `main`); returns for each step {"errors": its runs' errors, "cwd": the working directory's files after
     it}, and the process's stderr (the runs' absl logs)."""
-    result = subprocess.run([sys.executable, os.path.abspath(__file__), base, copy_in, copy_out, json.dumps(steps)],
+    result = forkserver.run([sys.executable, os.path.abspath(__file__), base, copy_in, copy_out, json.dumps(steps)],
                             cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0 and "STEPS " in result.stdout, result.stderr[-3000:]
     done = json.loads(result.stdout.split("STEPS ", 1)[1])

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -146,7 +147,7 @@ def _count_renames(monkeypatch, write, target, version):
 def _kill_after_each_rename(name, targets, version, env):
     """Writes `version` of replacement `name` over each of `targets` in a child process of its own, the k-th killed
     after k renames (_CHILD: one Python start for all); returns their exit statuses and the stderr."""
-    child = subprocess.run([sys.executable, "-c", _CHILD, name, str(version), *targets], env=env, capture_output=True,
+    child = forkserver.run([sys.executable, "-c", _CHILD, name, str(version), *targets], env=env, capture_output=True,
                            text=True, timeout=300)
     assert child.returncode == 0 and "STATUSES " in child.stdout, child.stderr[-3000:]
     return json.loads(child.stdout.split("STATUSES ", 1)[1]), child.stderr

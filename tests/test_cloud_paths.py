@@ -8,9 +8,9 @@ label list, result, prediction, TensorBoard event file, export and release is re
 nothing appears in the working directory."""
 import json
 import os
-import subprocess
 import sys
 
+import forkserver
 import pytest
 import script_steps
 import tensorflow as tf
@@ -212,7 +212,7 @@ print("DONE")
 def test_the_python_api_with_every_path_on_ram(tmp_path, data_dir, child_env):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    result = subprocess.run([sys.executable, "-c", API_CHILD, str(tmp_path / "store"), os.path.join(REPO, "tests"),
+    result = forkserver.run([sys.executable, "-c", API_CHILD, str(tmp_path / "store"), os.path.join(REPO, "tests"),
                              data_dir], cwd=cwd, env=child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-3000:]

@@ -10,9 +10,9 @@ exists for up to 5 s after rmtree or a rename in the process that did it.
 """
 import json
 import os
-import subprocess
 import sys
 
+import forkserver
 import pytest
 from gcs_emulator import forwarded_head, gcs_emulator_fixture  # noqa: F401 (the gcs_emulator fixture)
 
@@ -184,7 +184,7 @@ def test_tensorflow_gcs_client_through_the_emulator(gcs_emulator, child_env, tmp
     markers included, with the contents TensorFlow wrote."""
     refused_before = len(gcs_emulator.proxy.refused)
     gcs_emulator.upload("gfile/input.txt", b"uploaded without TensorFlow\n")
-    result = subprocess.run([sys.executable, "-c", CHECKS, f"{gcs_emulator.url}/gfile"], capture_output=True,
+    result = forkserver.run([sys.executable, "-c", CHECKS, f"{gcs_emulator.url}/gfile"], capture_output=True,
                             text=True, cwd=tmp_path, env=child_env(**gcs_emulator.env), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     failures = {k: v for k, v in json.loads(result.stdout.splitlines()[-1]).items() if v is not None}

@@ -23,9 +23,9 @@ import os
 import random
 import re
 import shlex
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import script_steps
@@ -293,6 +293,6 @@ def test_transformers_lines(readme_run, child_env):
     _, codes, _ = readme_examples()
     assert codes, f"README.md's {HF_OUT!r} has no python -c line"
     for code in codes:
-        result = subprocess.run([sys.executable, "-c", substitute(code, root)], capture_output=True, text=True,
+        result = forkserver.run([sys.executable, "-c", substitute(code, root)], capture_output=True, text=True,
                                 env=child_env(), timeout=300)
         assert result.returncode == 0, f"README.md: python -c {code!r}\n{result.stderr[-3000:]}"

@@ -7,9 +7,9 @@ import importlib
 import inspect
 import json
 import os
-import subprocess
 import sys
 
+import forkserver
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -93,7 +93,7 @@ def loaded_scripts(child_env):
     for each of its BAD values, None where it was accepted]}}."""
     bad = {script: [value for value, _ in BAD.get(script, ())] for script in sorted(os.listdir(SCRIPTS))
            if script.endswith(".py")}
-    result = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(bad), SCRIPTS], capture_output=True,
+    result = forkserver.run([sys.executable, "-c", _DRIVER, json.dumps(bad), SCRIPTS], capture_output=True,
                             text=True, env=child_env(), cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.split("RESULT ", 1)[1])
@@ -197,7 +197,7 @@ def test_a_bad_value_stops_the_script_before_any_work(tmp_path, child_env):
     """run_classifier.py --train_batch_size=0: absl's one-line error and exit status 1, and no output_dir (the
     original converted train.tf_record, then divided by zero)."""
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, os.path.join(SCRIPTS, "run_classifier.py"), "--task_name=tsv",
+    result = forkserver.run([sys.executable, os.path.join(SCRIPTS, "run_classifier.py"), "--task_name=tsv",
                              f"--data_dir={tmp_path}", f"--output_dir={out}", "--do_train", "--train_batch_size=0"],
                             capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=300)
     assert result.returncode == 1
@@ -212,13 +212,13 @@ def test_bad_input_ends_a_script_with_one_line(tmp_path, child_env):
     command = [sys.executable, os.path.join(SCRIPTS, "extract_features.py"), f"--input_file={tmp_path}/in.txt",
                f"--output_file={tmp_path}/out.jsonl", f"--vocab_file={tmp_path}/vocab.txt",
                f"--bert_config_file={tmp_path}/missing_config.json"]
-    quiet = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=300)
+    quiet = forkserver.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=300)
     assert quiet.returncode == 1
     lines = [line for line in quiet.stderr.splitlines() if "error:" in line]
     assert lines == [f"extract_features.py: error: BERT config file not found: {tmp_path}/missing_config.json "
                      f"(--verbosity=1 shows the traceback)"], quiet.stderr[-2000:]
     assert "Traceback" not in quiet.stderr
-    loud = subprocess.run(command + ["--verbosity=1"], capture_output=True, text=True, env=child_env(), cwd=REPO,
+    loud = forkserver.run(command + ["--verbosity=1"], capture_output=True, text=True, env=child_env(), cwd=REPO,
                           timeout=300)
     assert loud.returncode == 1 and "Traceback" in loud.stderr and "FileNotFoundError" in loud.stderr
 

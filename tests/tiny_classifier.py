@@ -1,8 +1,9 @@
 """A tiny run_classifier.py set-up shared by the script tests (tests/tasks/test_classifier.py,
 tests/test_training_flags.py): a vocabulary of a few words, an L=2, H=32 BERT config, TSV writers and the script."""
 import os
-import subprocess
 import sys
+
+import forkserver
 
 from bert_tf.model.config import BertConfig
 
@@ -47,5 +48,5 @@ def random_sentence(rng):
 def run_script(*args, env=None):
     """Runs run_classifier.py with `args` (and `env` added to the environment) in a subprocess; returns the
     CompletedProcess (text stdout/stderr)."""
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO,
+    return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})})

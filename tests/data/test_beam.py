@@ -2,9 +2,9 @@
 import glob
 import os
 import re
-import subprocess
 import sys
 
+import forkserver
 import pytest
 
 pytest.importorskip("apache_beam")
@@ -85,7 +85,7 @@ def test_script_passes_beam_options_through(tmp_path, corpus_files, uncased_voca
            f"--input_file={','.join(corpus_files)}", f"--output_file={out}", f"--vocab_file={uncased_vocab_file}",
            f"--shard_size={SHARD_SIZE}", "--runner=DirectRunner", "--direct_num_workers=1",
            "--direct_running_mode=in_memory"] + [f"--{k}={v}" for k, v in SETTINGS.items()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     written = sorted(glob.glob(f"{out}-*"))
     assert [os.path.basename(p)[len("script"):] for p in written] == \
@@ -95,5 +95,5 @@ def test_script_passes_beam_options_through(tmp_path, corpus_files, uncased_voca
     # An unknown Beam option reaches Beam (and is rejected there), not absl.
     # --direct_num_workers above went to Beam, not absl; so does a runner name, which Beam rejects.
     bad_cmd = [a if not a.startswith("--runner=") else "--runner=NoSuchRunner" for a in cmd]
-    bad = subprocess.run(bad_cmd, capture_output=True, text=True, timeout=120)
+    bad = forkserver.run(bad_cmd, capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "Unexpected pipeline runner: NoSuchRunner" in bad.stderr

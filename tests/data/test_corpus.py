@@ -1,9 +1,9 @@
 """Wikipedia dump / plain text -> one sentence per line, blank line between documents."""
 import glob
 import os
-import subprocess
 import sys
 
+import forkserver
 import pytest
 
 pytest.importorskip("mwparserfromhell")
@@ -132,7 +132,7 @@ def test_failed_write_leaves_nothing(tmp_path):
 
 def test_script(tmp_path, wiki_dump):
     out = tmp_path / "wiki.txt"
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "prepare_corpus.py"),
+    proc = forkserver.run([sys.executable, os.path.join(REPO, "run_scripts", "prepare_corpus.py"),
                            f"--input_file={wiki_dump}", f"--output_file={out}", "--max_documents=2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -62,14 +62,15 @@ def test_exact_mode_round_robin_over_output_files(tmp_path):
 
 
 def test_script_exact_mode_and_glob(tmp_path):
-    import subprocess
     import sys
+
+    import forkserver
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = str(tmp_path / "s.tfrecord")
     cmd = [sys.executable, os.path.join(root, "run_scripts", "create_pretraining_data.py"),
            f"--input_file={os.path.join(DATA, 'sample_t*.txt')}", f"--output_file={out}", f"--vocab_file={VOCAB}",
            "--dupe_factor=5", "--do_whole_word_mask=True"]
-    subprocess.run(cmd, check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=root))
+    forkserver.run(cmd, check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=root))
     expected = read_records(os.path.join(DATA, "pretraining_sample_text_seed12345_wwm.tfrecord"))
     assert read_records(out) == [canonical(r) for r in expected]
 

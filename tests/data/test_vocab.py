@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import forkserver
 import pytest
 
 from bert_tf import resources  # noqa: E402
@@ -90,7 +91,7 @@ def test_cased_vocab_and_errors(tmp_path):
 
 def test_script(tmp_path, lee_corpus):
     out = tmp_path / "vocab.txt"
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "build_vocab.py"),
+    proc = forkserver.run([sys.executable, os.path.join(REPO, "run_scripts", "build_vocab.py"),
                            f"--input_file={lee_corpus}", f"--output_file={out}", "--vocab_size=400",
                            "--num_unused=5", "--max_lines=40", "--lower_thresh=2", "--nodo_lower_case"],
                           capture_output=True, text=True, timeout=120)

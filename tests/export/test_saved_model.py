@@ -8,6 +8,7 @@ import subprocess
 import sys
 import types
 
+import forkserver
 import numpy as np
 import original_packing
 import pytest
@@ -25,7 +26,7 @@ from bert_tf.text import core_ops, tokenization
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "run_scripts", "export_saved_model.py")
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
+ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jump", "##s", "##ed",
               "over", "lazy", "dog", ",", ".", "!", "un", "##want", "##ing", "a", "b", "c", "cafe", "hello",
@@ -57,9 +58,10 @@ np.savez(sys.argv[3], **results)
 """
 
 
-def start(args, env=ENV, **kwargs):
-    """Starts a subprocess; the returned function waits for it and returns (returncode, stdout, stderr)."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+def start(args, env=ENV, spawn=forkserver.popen, **kwargs):
+    """Starts a child process (`spawn`: tests/forkserver.py's, or subprocess.Popen for a fresh interpreter); the
+    returned function waits for it and returns (returncode, stdout, stderr)."""
+    proc = spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
 
     def wait():
         stdout, stderr = proc.communicate()
@@ -73,7 +75,7 @@ def start_fresh(tmp_path, spec, with_tf_text=True):
     script.write_text(FRESH)
     spec_file.write_text(json.dumps(spec))
     wait = start([sys.executable, str(script), "1" if with_tf_text else "0", str(spec_file), str(out)],
-                 cwd=str(tmp_path))
+                 spawn=subprocess.Popen, cwd=str(tmp_path))
 
     def result():
         returncode, _, stderr = wait()

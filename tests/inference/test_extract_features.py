@@ -2,9 +2,9 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tiny_training
@@ -20,7 +20,7 @@ SCRIPT = os.path.join(REPO, "run_scripts", "extract_features.py")
 
 
 def _run_script(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
+    return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
 
 def test_matches_the_original_golden_output(minilm_release, data_dir, tmp_path):

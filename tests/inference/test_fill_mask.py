@@ -2,9 +2,9 @@
 of an original-format checkpoint with the masked-LM head."""
 import json
 import os
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import numpy_bert
 import pytest
@@ -113,7 +113,7 @@ def test_script_writes_the_same_predictions(release):
     args = [f"--input_file={directory / 'input.txt'}", f"--vocab_file={directory / 'vocab.txt'}",
             f"--bert_config_file={directory / 'bert_config.json'}", f"--init_checkpoint={directory}",
             "--max_seq_length=16", "--top_k=3"]
-    result = subprocess.run([sys.executable, SCRIPT, *args, f"--output_file={directory / 'script.jsonl'}"],
+    result = forkserver.run([sys.executable, SCRIPT, *args, f"--output_file={directory / 'script.jsonl'}"],
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Strategy: none (TensorFlow's default device): " in result.stderr  # where it runs (training.devices)

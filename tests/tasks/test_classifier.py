@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -736,7 +737,7 @@ def test_a_users_own_processor_runs_from_the_users_script(tmp_path, child_env):
     script = tmp_path / "my_classifier.py"
     script.write_text(OWN_SCRIPT.replace("RUN_CLASSIFIER", repr(SCRIPT)), encoding="utf-8")
     out = f"{d}/out"
-    result = subprocess.run([sys.executable, str(script), "--task_name=Reviews", "--do_train", "--do_eval",
+    result = forkserver.run([sys.executable, str(script), "--task_name=Reviews", "--do_train", "--do_eval",
                              "--do_predict", "--train_batch_size=4", "--num_train_epochs=1",
                              *_common_flags(d, f"{d}/data", out, vocab_file, config_file)],
                             capture_output=True, text=True, env=child_env(), cwd=d, timeout=600)
@@ -844,7 +845,7 @@ def test_mrpc_predictions_match_the_original(tmp_path, golden_checkpoint, data_d
 
 
 def test_flags_have_the_original_names_and_defaults():
-    result = subprocess.run([sys.executable, SCRIPT, "--helpfull"], capture_output=True, text=True, cwd=REPO)
+    result = forkserver.run([sys.executable, SCRIPT, "--helpfull"], capture_output=True, text=True, cwd=REPO)
     text = " ".join(result.stdout.split())
     expected = {"data_dir": None, "bert_config_file": None, "task_name": None, "vocab_file": None,
                 "output_dir": None, "init_checkpoint": None, "do_lower_case": "true", "max_seq_length": "128",

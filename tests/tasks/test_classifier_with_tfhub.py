@@ -3,9 +3,9 @@ the TF Hub model was exported from (as has run_classifier.py given the TF Hub mo
 import os
 import random
 import re
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import numpy_bert
 import pytest
@@ -19,7 +19,7 @@ HUB_SCRIPT = os.path.join(REPO, "run_scripts", "run_classifier_with_tfhub.py")
 
 
 def _flag_names(script):
-    result = subprocess.run([sys.executable, script, "--helpfull"], capture_output=True, text=True, cwd=REPO)
+    result = forkserver.run([sys.executable, script, "--helpfull"], capture_output=True, text=True, cwd=REPO)
     return set(re.findall(r"^\s+--(?:\[no\])?(\w+):", result.stdout, re.M))
 
 

@@ -1,9 +1,9 @@
 import json
 import os
 import random
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -359,7 +359,7 @@ def _tiny_model_files(tmp_path):
 
 
 def _run_script(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
+    return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
 
 @pytest.mark.slow

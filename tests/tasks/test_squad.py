@@ -1,9 +1,9 @@
 import json
 import math
 import os
-import subprocess
 import sys
 
+import forkserver
 import keras
 import numpy as np
 import pytest
@@ -425,7 +425,7 @@ def test_evaluate_script(tmp_path):
     (tmp_path / "d.json").write_text(json.dumps(data))
     (tmp_path / "p.json").write_text(json.dumps({"h1": "blue car", "n1": "x"}))
     (tmp_path / "o.json").write_text(json.dumps({"h1": -2.0, "n1": 4.0}))
-    result = subprocess.run([sys.executable, EVALUATE, str(tmp_path / "d.json"), str(tmp_path / "p.json"),
+    result = forkserver.run([sys.executable, EVALUATE, str(tmp_path / "d.json"), str(tmp_path / "p.json"),
                              f"--na_prob_file={tmp_path / 'o.json'}", f"--out_file={tmp_path / 'e.json'}"],
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -433,7 +433,7 @@ def test_evaluate_script(tmp_path):
     assert metrics["exact"] == 100.0 and metrics["best_exact"] == 100.0 and metrics["best_exact_thresh"] == -2.0
     assert json.loads(result.stdout) == metrics
     (tmp_path / "p.json").write_text("{oops")
-    result = subprocess.run([sys.executable, EVALUATE, f"--data_file={tmp_path / 'd.json'}",
+    result = forkserver.run([sys.executable, EVALUATE, f"--data_file={tmp_path / 'd.json'}",
                              f"--pred_file={tmp_path / 'p.json'}"], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 1 and "p.json: malformed JSON at line 1, column 2" in result.stderr
 
@@ -443,7 +443,7 @@ def test_evaluate_script(tmp_path):
 # ------------------------------------------------------------------------------------------------------------
 
 def _run(*args):
-    return subprocess.run([sys.executable, RUN_SQUAD, *args], capture_output=True, text=True, cwd=REPO)
+    return forkserver.run([sys.executable, RUN_SQUAD, *args], capture_output=True, text=True, cwd=REPO)
 
 
 @pytest.fixture(scope="module")

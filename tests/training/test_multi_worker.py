@@ -19,10 +19,10 @@ import json
 import os
 import random
 import socket
-import subprocess
 import sys
 import time
 
+import forkserver
 import pytest
 import tiny_classifier
 import tiny_pretraining
@@ -67,7 +67,7 @@ def _start(data_dir, output_dir, log_path, tf_config=None):
     if tf_config:
         env["TF_CONFIG"] = json.dumps(tf_config)
     with open(f"{log_path}.out", "w") as out, open(f"{log_path}.err", "w") as err:
-        return subprocess.Popen([sys.executable, WORKER, str(data_dir), str(output_dir)], stdout=out, stderr=err,
+        return forkserver.popen([sys.executable, WORKER, str(data_dir), str(output_dir)], stdout=out, stderr=err,
                                 env=env)
 
 

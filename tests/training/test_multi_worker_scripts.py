@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import pytest
 import test_multi_worker
 from tiny_training import numbers_and_text
@@ -63,7 +64,7 @@ def _start(command, log, tf_config=None):
     if tf_config:
         env["TF_CONFIG"] = json.dumps(tf_config)
     with open(log, "w") as err:
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO)
+        return forkserver.popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO)
 
 
 def _run_two_workers(command, tmp_path, name):

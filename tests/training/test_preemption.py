@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -73,7 +74,7 @@ class Pair:
         for i, log in enumerate(self.logs):
             tf_config = json.dumps({"cluster": self.cluster, "task": {"type": "worker", "index": i}})
             with open(log, "w") as err:
-                self.processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO,
+                self.processes.append(forkserver.popen(command, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO,
                                                        env=env(TF_CONFIG=tf_config)))
 
     def log(self, i):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -69,7 +70,7 @@ def _swag(data):
 
 def _pretraining(data):
     fixtures = os.path.join(REPO, "tests", "fixtures")
-    subprocess.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
+    forkserver.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
                     f"--input_file={fixtures}/sample_text.txt", f"--output_file={data / 'seq16.tfrecord'}",
                     f"--vocab_file={fixtures}/uncased_vocab.txt", "--max_seq_length=16",
                     "--max_predictions_per_seq=3", "--dupe_factor=1"], check=True, capture_output=True)
@@ -90,7 +91,7 @@ def _latest_step(output_dir):
 def _run_and_kill(command, output_dir, log):
     """Runs `command`, SIGKILLs it once its first checkpoint is written; returns the step it got to."""
     with open(log, "w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
+        process = forkserver.popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
         while not os.path.exists(os.path.join(output_dir, "checkpoint")) and process.poll() is None:
             time.sleep(0.005)
         process.send_signal(signal.SIGKILL)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -357,7 +358,7 @@ def test_mirrored_replicas_match_one_device(tmp_path):
     resumed under MirroredStrategy = the uninterrupted one; so does mirrored under use_xla, where replicas on CPU
     devices compile each micro-batch's gradients only (update.xla_programs). The child sees no GPU
     (CUDA_VISIBLE_DEVICES=-1), where mirrored would take the GPUs instead of the CPU's logical devices."""
-    result = subprocess.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
+    result = forkserver.run([sys.executable, "-c", MIRRORED, os.path.dirname(__file__), str(tmp_path)],
                             capture_output=True, text=True, timeout=600,
                             env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
     assert result.returncode == 0, result.stderr[-3000:]

@@ -6,7 +6,6 @@ skipped float16 overflow step under --use_xla: tests/training/test_precision.py)
 import json
 import os
 import re
-import subprocess
 import sys
 
 import keras
@@ -196,7 +195,9 @@ def test_replicas_compile_their_gradients_and_optimizers_update_with_the_all_red
     each replica has its gradients' program and each device its optimizer's update (ResourceApplyAdam), and no
     compiled program holds an all-reduce (TensorFlow's collective ops, which gather the embeddings' IndexedSlices and
     sum the rest: outside). The whole update is refused with two replicas."""
-    result = subprocess.run([sys.executable, "-c", REPLICATED, os.path.dirname(__file__)], capture_output=True,
+    import forkserver  # here: REPLICATED imports this module with tests/training alone on its path
+
+    result = forkserver.run([sys.executable, "-c", REPLICATED, os.path.dirname(__file__)], capture_output=True,
                             text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
     reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert reports, result.stderr[-3000:]
