@@ -44,6 +44,18 @@ def pytest_collection_finish(session):
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test module's last test (its module fixtures torn down), collects its garbage and freezes what
+    survives (the module itself, caches, the session's fixtures): a later module's full collections walk only what
+    it made. Measured on the whole suite (2 workers): the workers' garbage collections took 61 s, 33 of them in 143
+    full collections of 0.2-0.9 s."""
+    yield
+    if nextitem is None or nextitem.module is not item.module:
+        gc.collect()
+        gc.freeze()
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI (CI=true) a skipped test fails: the test command installs every extra the tests need (Model Garden,
     TF Hub, Apache Beam, the data packages), so a skip there means a broken install, not an optional one. A cpu_only

@@ -2,14 +2,15 @@
 
 In: a preset that KerasHub itself made from the real MiniLM's Hugging Face directory (its own transformers
 converter, no network), read by bert-tf's one loader. Out: a tiny random release with a classifier head written by
-`convert_checkpoint(..., to="keras_hub")` and loaded by KerasHub's `from_preset`; the real MiniLM out and back
-through the script. Outputs are compared on real text.
+`convert_checkpoint(..., to="keras_hub")` and loaded by KerasHub's `from_preset`; a small preset KerasHub made (the
+real uncased vocabulary, a one-layer backbone) out and back through the scripts. Outputs are compared on real text.
 """
 import os
 import random
 import shutil
 import unicodedata
 
+import keras
 import numpy as np
 import numpy_bert
 import pytest
@@ -59,6 +60,21 @@ def minilm_preset(tmp_path_factory):
     task.weights.h5, tokenizer.json (lowercase, strip_accents=false), assets/tokenizer/vocabulary.txt."""
     path = str(tmp_path_factory.mktemp("kh") / "minilm_classifier")
     keras_hub.models.BertTextClassifier.from_preset(resources.minilm_dir(), num_classes=2).save_to_preset(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_preset(tmp_path_factory, uncased_vocab_file):
+    """A BertTextClassifier preset (2 classes) KerasHub made from its own classes: a one-layer H=16 backbone of
+    seeded random weights, the real uncased vocabulary, the tokenizer settings of `minilm_preset` (lowercase,
+    strip_accents=false). What the scripts do with a preset does not depend on the backbone's size."""
+    path = str(tmp_path_factory.mktemp("kh") / "small_classifier")
+    keras.utils.set_random_seed(3)
+    tokenizer = keras_hub.tokenizers.BertTokenizer(vocabulary=uncased_vocab_file, lowercase=True, strip_accents=False)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
+                                             intermediate_dim=24, max_sequence_length=128)
+    keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=(
+        keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=128))).save_to_preset(path)
     return path
 
 
@@ -297,21 +313,21 @@ def _at_128(classifier):
     return classifier
 
 
-def test_scripts(minilm_preset, tmp_path, run_main):
-    """convert_checkpoint.py (one subprocess) writes the preset KerasHub made as a KerasHub preset again (its
+def test_scripts(small_preset, tmp_path, run_main):
+    """convert_checkpoint.py (one subprocess) writes a preset KerasHub made as a KerasHub preset again (its
     classifier kept, its tokenizer with the original's casing), which KerasHub's BertTextClassifier runs on raw text
     to bert-tf's logits (1e-5), and as an original release; run_classifier.py (another) with --do_predict takes the
     preset alone (config, vocabulary, casing, classifier head) and gives KerasHub's own probabilities (1e-5), and
     with --do_train --save_keras_hub_preset (a tiny model) writes a preset KerasHub runs to the trained logits."""
     out, release = tmp_path / "again", tmp_path / "release"
     errors = run_main("run_scripts/convert_checkpoint.py",
-                      [f"--init_checkpoint={minilm_preset}", "--to=keras_hub", f"--output_dir={out}"],
-                      [f"--init_checkpoint={minilm_preset}", f"--output_dir={release}"])
+                      [f"--init_checkpoint={small_preset}", "--to=keras_hub", f"--output_dir={out}"],
+                      [f"--init_checkpoint={small_preset}", f"--output_dir={release}"])
     assert errors == [None, None]
     texts = _texts(8)
     theirs = _at_128(keras_hub.models.BertTextClassifier.from_preset(str(out)))
     loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
-                                         init_checkpoint=minilm_preset, required_heads=("classifier",))
+                                         init_checkpoint=small_preset, required_heads=("classifier",))
     batch = _encode(loaded.tokenizer, texts)
     np.testing.assert_allclose(theirs.predict(texts, verbose=0), loaded.model(batch)["logits"], atol=1e-5)
     assert sorted(os.listdir(release)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
@@ -329,7 +345,7 @@ def test_scripts(minilm_preset, tmp_path, run_main):
             f"{i}\t{rng.choice(['neg', 'pos'])}\t{tiny_classifier.random_sentence(rng)}" for i in range(16)])
     vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "tiny_model"))
     assert run_main("run_scripts/run_classifier.py",
-                    ["--task_name=tsv", f"--data_dir={data}", "--do_predict", f"--init_checkpoint={minilm_preset}",
+                    ["--task_name=tsv", f"--data_dir={data}", "--do_predict", f"--init_checkpoint={small_preset}",
                      "--max_seq_length=128", f"--output_dir={predictions}"],
                     ["--task_name=tsv", f"--data_dir={tiny_data}", "--do_train", f"--vocab_file={vocab_file}",
                      f"--bert_config_file={config_file}", "--max_seq_length=16", "--train_batch_size=8",
@@ -344,7 +360,7 @@ def test_scripts(minilm_preset, tmp_path, run_main):
                                ours(_encode(tokenizer, tiny_texts))["logits"], atol=1e-5)
     probabilities = np.loadtxt(predictions / "test_results.tsv", delimiter="\t")
     test_texts = [line.split("\t")[2] for line in (data / "test.tsv").read_text().splitlines()[1:]]
-    logits = _at_128(keras_hub.models.BertTextClassifier.from_preset(minilm_preset)).predict(test_texts, verbose=0)
+    logits = _at_128(keras_hub.models.BertTextClassifier.from_preset(small_preset)).predict(test_texts, verbose=0)
     np.testing.assert_allclose(probabilities, np.exp(logits) / np.exp(logits).sum(1, keepdims=True), atol=1e-5)
 
 

@@ -491,13 +491,15 @@ REQUESTS = {  # name -> (text_a, text_b): short, mixed with empty and over-long 
 @pytest.mark.parametrize("use_xla", [False, True], ids=["default", "xla"])
 def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, use_xla):
     """serving_text(_pair) pack each request to its longest text (truncated at max_seq_length as the original;
-    under use_xla rounded up to length_multiple): the outputs equal the fixed-length export's (within 1e-5) on
-    every real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. SQuAD's
-    export is fixed-length unless told to cut (pad_to_max_seq_length=False). The tensor signature takes any
-    length; under use_xla its per-token outputs come back at the length sent."""
+    under use_xla rounded up to length_multiple): the outputs equal the fixed-length ones (within 1e-5) on every
+    real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. The
+    fixed-length outputs: SQuAD's export by its default (fixed-length unless told to cut,
+    pad_to_max_seq_length=False), the Keras model's on the texts packed to max_seq_length for the others (what their
+    fixed-length exports serve: `test_every_task_in_a_fresh_process`). The tensor signature takes any length; under
+    use_xla its per-token outputs come back at the length sent."""
     max_len, multiple = PACKING_MAX_LEN, PACKING_MULTIPLE
-    exports = {(task, pad): packing_exports.load(task, pad, use_xla)
-               for task in PACKING_LABELS for pad in (True, False)}
+    squad_fixed = packing_exports.load("squad", True).signatures["serving_text_pair"]
+    cut_exports = {task: packing_exports.load(task, False, use_xla) for task in PACKING_LABELS}
     for (texts_a, texts_b) in REQUESTS.values():
         packed = batch_features(tiny["tokenizer"], texts_a, texts_b, max_len)
         longest = int(packed["input_mask"].sum(1).max())
@@ -505,27 +507,29 @@ def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, u
         mask = packed["input_mask"][:, :width].astype(bool)
         for task in ("classifier", "ner", "squad"):
             spec = task_models.REGISTRY[task]
-            fixed = exports[task, True].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
-                                                                       text_b=tf.constant(texts_b))
-            cut = exports[task, False].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
-                                                                      text_b=tf.constant(texts_b))
-            assert fixed["input_ids"].shape == (3, max_len)
+            if task == "squad":
+                fixed = squad_fixed(text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
+                assert fixed["input_ids"].shape == (3, max_len)
+            else:
+                fixed = keras_outputs(packing_exports.models[task], packed, task)
+            cut = cut_exports[task].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
+                                                                   text_b=tf.constant(texts_b))
             assert cut["input_ids"].shape == (3, width)
             np.testing.assert_array_equal(cut["input_ids"].numpy(), packed["input_ids"][:, :width])
             for name in spec.outputs:
-                expected = fixed[name].numpy()
+                expected = np.asarray(fixed[name])
                 if name in spec.sequence_outputs:  # [B, S, ...]: the real positions of each row
                     np.testing.assert_allclose(cut[name].numpy()[mask], expected[:, :width][mask], atol=1e-5)
                 else:
                     np.testing.assert_allclose(cut[name].numpy(), expected, atol=1e-5)
-            single = exports[task, False].signatures["serving_text"](text_a=tf.constant(texts_a))
+            single = cut_exports[task].signatures["serving_text"](text_a=tf.constant(texts_a))
             assert single["input_ids"].shape[1] <= max_len
     for task in ("classifier", "ner"):  # a request of no texts: no rows, no error (XLA included)
-        nothing = exports[task, False].signatures["serving_text"](text_a=tf.constant([], tf.string))
+        nothing = cut_exports[task].signatures["serving_text"](text_a=tf.constant([], tf.string))
         assert nothing["probabilities"].shape[0] == 0
     ids = batch_features(tiny["tokenizer"], ["the quick brown fox"], [""], max_len)
-    sent = {name: tf.constant(v[:, :5]) for name, v in ids.items()}  # 5 of the 6 tokens: any length is taken
-    by_ids = exports["ner", False].signatures["serving_default"](**sent)
-    reference = exports["ner", True].signatures["serving_default"](**sent)
+    sent = {name: v[:, :5] for name, v in ids.items()}  # 5 of the 6 tokens: any length is taken
+    by_ids = cut_exports["ner"].signatures["serving_default"](**{k: tf.constant(v) for k, v in sent.items()})
     assert by_ids["logits"].shape == (1, 5, 3)
-    np.testing.assert_allclose(by_ids["logits"].numpy(), reference["logits"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(by_ids["logits"].numpy(), keras_outputs(packing_exports.models["ner"], sent,
+                                                                       "ner")["logits"], atol=1e-5)
