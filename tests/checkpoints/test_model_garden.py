@@ -284,19 +284,24 @@ def test_model_garden_encoder_of_another_depth_is_refused(tiny_release, model_ga
         checkpoints.restore(model, model_garden_files[0])
 
 
-@pytest.mark.slow
-def test_real_minilm_through_model_garden_and_tf_hub(tmp_path):
-    """The real MiniLM (exact-erf GELU) with seeded pretraining heads, through Model Garden's converter and TF Hub
-    exporter: bert-tf loads both with nothing missing, its outputs equal those from the original checkpoint, the
-    Hub model's inferred config says gelu_exact, and the Hub model itself computes what bert-tf computes."""
+def test_an_exact_gelu_release_through_model_garden_and_tf_hub(tmp_path):
+    """A release computing the exact (erf) GELU, as MiniLM and the Hugging Face BERTs do, with pretraining heads,
+    through Model Garden's converter and TF Hub exporter: bert-tf loads both with nothing missing, its outputs equal
+    those from the original checkpoint, the Hub model's inferred config says gelu_exact, and the Hub model itself
+    computes what bert-tf computes. The random weights (std 0.3) put the activations where the tanh form differs by
+    over 1e-4: the comparisons would see it."""
     require_official()
     import tf_keras
 
-    from bert_tf import resources
-
-    release = checkpoints.convert_hf_to_original(resources.minilm_dir(), str(tmp_path / "minilm"),
-                                                 pretraining_heads_seed=18)
-    config = BertConfig.from_json_file(os.path.join(release, "bert_config.json"))
+    config = BertConfig(**{**TINY, "hidden_act": "gelu_exact"})
+    weights = numpy_bert.random_weights(config, seed=18, heads=True)
+    release = str(tmp_path / "release")
+    numpy_bert.write_tf1_checkpoint({k: v for k, v in weights.items()
+                                     if k.startswith(("bert/", "cls/predictions", "cls/seq_"))},
+                                    os.path.join(release, "bert_model.ckpt"))
+    config.to_json_file(os.path.join(release, "bert_config.json"))
+    with open(os.path.join(release, "vocab.txt"), "w") as f:
+        f.write("".join(f"[unused{i}]\n" for i in range(config.vocab_size)))
     encoder_ckpt, _, hub_dir = make_model_garden_files(
         str(tmp_path / "mg"), os.path.join(release, "bert_model.ckpt"), config, os.path.join(release, "vocab.txt"),
         hidden_act=tf_keras.activations.gelu)  # exact erf (approximate=False); Model Garden's "gelu" is the tanh form
@@ -306,6 +311,9 @@ def test_real_minilm_through_model_garden_and_tf_hub(tmp_path):
     expected = encoder.BertModel(config)
     checkpoints.restore(expected, release)
     expected = expected(batch)
+    tanh = encoder.BertModel(BertConfig(**TINY))
+    checkpoints.restore(tanh, release)
+    assert np.abs(tanh(batch)["sequence_output"] - expected["sequence_output"]).max() > 1e-4
     masked_lm = sorted(name for name, _, _ in checkpoints.model_garden.MASKED_LM_PATHS)
     for source, unused in ((encoder_ckpt, []), (hub_dir, masked_lm)):  # the Hub model has its .mlm
         model = encoder.BertModel(config)
