@@ -47,8 +47,8 @@ def pytest_collection_finish(session):
 def pytest_runtest_teardown(item, nextitem):
     """After a test module's last test (its module fixtures torn down), collects its garbage and freezes what
     survives (the module itself, caches, the session's fixtures): a later module's full collections walk only what
-    it made. Measured on the whole suite (2 workers): the workers' garbage collections took 61 s, 33 of them in 143
-    full collections of 0.2-0.9 s."""
+    it made. Measured on the whole suite (2 workers) before: the workers' garbage collections took 61 s, 57 of them
+    in 143 full collections (0.4 s each on average)."""
     yield
     if nextitem is None or nextitem.module is not item.module:
         gc.collect()
