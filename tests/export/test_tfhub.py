@@ -62,8 +62,6 @@ import tensorflow as tf
 import tensorflow_hub as hub
 import tensorflow_text  # registers the preprocessing models' ops
 import tf_keras
-job = json.loads(sys.argv[1])
-arrays, report = {}, {}
 
 def spec(t):
     return [t.dtype.name, t.shape.as_list()]
@@ -82,62 +80,68 @@ def put(prefix, outputs):
         for i, t in enumerate(value if isinstance(value, list) else [value]):
             arrays[f"{prefix}/{key}/{i}"] = t.numpy()
 
-inputs = {k: tf.constant(v, tf.int32) for k, v in job["inputs"].items()}
-layer = hub.KerasLayer(job["encoder"], trainable=True)
-outputs = layer(inputs, training=False)
-put("keras_layer", outputs)
-with tf.GradientTape() as tape:
-    trained = layer(inputs, training=True)
-    loss = tf.reduce_sum(trained["pooled_output"] ** 2) + tf.reduce_sum(trained["sequence_output"] ** 2)
-grads = tape.gradient(loss, layer.trainable_weights)
-obj = hub.load(job["encoder"])
-signature = obj.signatures["serving_default"]
-served = signature(**inputs)
-put("serving_default", {str(i): served[k] for i, k in enumerate(sorted(served))})
-report["encoder"] = {
-    "outputs": specs(outputs),
-    "dropout_changes_outputs": bool(np.abs(trained["pooled_output"] - outputs["pooled_output"]).max() > 0),
-    "trainable_sizes": sorted(int(np.prod(w.shape)) for w in layer.trainable_weights),
-    "gradients": sum(g is not None and bool(np.any(tf.convert_to_tensor(g).numpy() != 0)) for g in grads),
-    "call_arguments": inspect.getfullargspec(obj.__call__).args[:2],
-    "serving_default": signature_report(signature),
-    "vocab_file": os.path.basename(obj.vocab_file.asset_path.numpy().decode()),
-    "do_lower_case": [bool(obj.do_lower_case.numpy()), obj.do_lower_case.dtype.name, obj.do_lower_case.trainable],
-    "regularization_losses": len(obj.regularization_losses),
-    "variables": [len(obj.variables) - len(obj.trainable_variables) > 0,
-                  any(v is obj.do_lower_case for v in obj.variables)],
-}
-if hasattr(obj, "mlm"):
-    mlm = obj.mlm(dict(inputs, masked_lm_positions=tf.constant(job["positions"], tf.int32)), training=False)
-    put("mlm", mlm)
-    report["mlm"] = {"outputs": specs(mlm), "trainable": len(obj.mlm.trainable_variables)}
-
-if job["preprocessor"]:
-    texts = tf.constant(job["texts"])
-    obj = hub.load(job["preprocessor"])
-    packed = hub.KerasLayer(job["preprocessor"])(texts)
-    put("call", packed)
-    tokens = hub.KerasLayer(obj.tokenize)(texts)
-    reverse = tf.gather(tokens, tf.range(tokens.nrows() - 1, -1, -1))
-    pair = hub.KerasLayer(obj.bert_pack_inputs, arguments=dict(seq_length=job["pair_length"]))([tokens, reverse])
-    flat_pair = obj.bert_pack_inputs([tokens.merge_dims(1, 2), reverse.merge_dims(1, 2)],
-                                     seq_length=tf.constant(job["pair_length"]))
-    report["preprocessing"] = {
-        "call": specs(packed),
-        "serving_default": signature_report(obj.signatures["serving_default"]),
-        "reusable": [len(o.variables) + len(o.trainable_variables) + len(o.regularization_losses)
-                     for o in (obj, obj.tokenize)],
-        "tokenize": [type(tokens).__name__, tokens.dtype.name, tokens.shape.rank, tokens.ragged_rank],
-        "pair": specs(pair),
-        "flat_pair_equal": all(bool(np.array_equal(flat_pair[k], pair[k])) for k in pair),
-        "special_tokens": {k: [v.dtype.name, int(v)] for k, v in obj.tokenize.get_special_tokens_dict().items()},
-        "default_length": specs(obj.bert_pack_inputs([tokens])),
+# Examines each job of the list in argv[1] (both exports of a comparison: one process): writes its arrays and report.
+def examine(job):
+    inputs = {k: tf.constant(v, tf.int32) for k, v in job["inputs"].items()}
+    layer = hub.KerasLayer(job["encoder"], trainable=True)
+    outputs = layer(inputs, training=False)
+    put("keras_layer", outputs)
+    with tf.GradientTape() as tape:
+        trained = layer(inputs, training=True)
+        loss = tf.reduce_sum(trained["pooled_output"] ** 2) + tf.reduce_sum(trained["sequence_output"] ** 2)
+    grads = tape.gradient(loss, layer.trainable_weights)
+    obj = hub.load(job["encoder"])
+    signature = obj.signatures["serving_default"]
+    served = signature(**inputs)
+    put("serving_default", {str(i): served[k] for i, k in enumerate(sorted(served))})
+    report["encoder"] = {
+        "outputs": specs(outputs),
+        "dropout_changes_outputs": bool(np.abs(trained["pooled_output"] - outputs["pooled_output"]).max() > 0),
+        "trainable_sizes": sorted(int(np.prod(w.shape)) for w in layer.trainable_weights),
+        "gradients": sum(g is not None and bool(np.any(tf.convert_to_tensor(g).numpy() != 0)) for g in grads),
+        "call_arguments": inspect.getfullargspec(obj.__call__).args[:2],
+        "serving_default": signature_report(signature),
+        "vocab_file": os.path.basename(obj.vocab_file.asset_path.numpy().decode()),
+        "do_lower_case": [bool(obj.do_lower_case.numpy()), obj.do_lower_case.dtype.name, obj.do_lower_case.trainable],
+        "regularization_losses": len(obj.regularization_losses),
+        "variables": [len(obj.variables) - len(obj.trainable_variables) > 0,
+                      any(v is obj.do_lower_case for v in obj.variables)],
     }
+    if hasattr(obj, "mlm"):
+        mlm = obj.mlm(dict(inputs, masked_lm_positions=tf.constant(job["positions"], tf.int32)), training=False)
+        put("mlm", mlm)
+        report["mlm"] = {"outputs": specs(mlm), "trainable": len(obj.mlm.trainable_variables)}
+
+    if job["preprocessor"]:
+        texts = tf.constant(job["texts"])
+        obj = hub.load(job["preprocessor"])
+        packed = hub.KerasLayer(job["preprocessor"])(texts)
+        put("call", packed)
+        tokens = hub.KerasLayer(obj.tokenize)(texts)
+        reverse = tf.gather(tokens, tf.range(tokens.nrows() - 1, -1, -1))
+        pair = hub.KerasLayer(obj.bert_pack_inputs, arguments=dict(seq_length=job["pair_length"]))([tokens, reverse])
+        flat_pair = obj.bert_pack_inputs([tokens.merge_dims(1, 2), reverse.merge_dims(1, 2)],
+                                         seq_length=tf.constant(job["pair_length"]))
+        report["preprocessing"] = {
+            "call": specs(packed),
+            "serving_default": signature_report(obj.signatures["serving_default"]),
+            "reusable": [len(o.variables) + len(o.trainable_variables) + len(o.regularization_losses)
+                         for o in (obj, obj.tokenize)],
+            "tokenize": [type(tokens).__name__, tokens.dtype.name, tokens.shape.rank, tokens.ragged_rank],
+            "pair": specs(pair),
+            "flat_pair_equal": all(bool(np.array_equal(flat_pair[k], pair[k])) for k in pair),
+            "special_tokens": {k: [v.dtype.name, int(v)] for k, v in obj.tokenize.get_special_tokens_dict().items()},
+            "default_length": specs(obj.bert_pack_inputs([tokens])),
+        }
+    np.savez(job["arrays"], **arrays)
+    with open(job["report"], "w") as f:
+        json.dump(report, f)
+
+for job in json.loads(sys.argv[1]):
+    arrays, report = {}, {}
+    examine(job)
 assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf was imported"
 assert not any(m == "official" or m.startswith("official.") for m in sys.modules), "official was imported"
-np.savez(job["arrays"], **arrays)
-with open(job["report"], "w") as f:
-    json.dump(report, f)
 """
 
 
@@ -365,20 +369,15 @@ def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts,
             "preprocessor": hub_export("preprocessing", vocab, tmp_path / "ours_preprocessing",
                                        max_seq_length=seq_length) if with_mlm else None}
 
-    def examine(name, paths):
-        job = {"inputs": {k: v.tolist() for k, v in inputs.items()}, "positions": [[1, 2, 3]] * len(texts),
-               "texts": texts, "pair_length": 10, **paths,
-               "arrays": str(tmp_path / f"{name}.npz"), "report": str(tmp_path / f"{name}.json")}
-        wait = run_child(HUB_USER, job, env)
-
-        def result():
-            wait()
-            with open(job["report"]) as f:
-                return dict(np.load(job["arrays"])), json.load(f)
-        return result
-    examine_ours = examine("ours", ours)  # while Model Garden's export runs
+    jobs = [{"inputs": {k: v.tolist() for k, v in inputs.items()}, "positions": [[1, 2, 3]] * len(texts),
+             "texts": texts, "pair_length": 10, **paths,
+             "arrays": str(tmp_path / f"{name}.npz"), "report": str(tmp_path / f"{name}.json")}
+            for name, paths in (("mg", mg), ("ours", ours))]
     mg_export()
-    (theirs, their_report), (mine, my_report) = examine("mg", mg)(), examine_ours()
+    run_child(HUB_USER, jobs, env)()  # both examined in one process
+    (theirs, their_report), (mine, my_report) = [
+        (dict(np.load(job["arrays"])), json.loads((tmp_path / os.path.basename(job["report"])).read_text()))
+        for job in jobs]
 
     assert my_report == their_report
     assert my_report["encoder"]["gradients"] == len(my_report["encoder"]["trainable_sizes"]) > 0
