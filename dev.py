@@ -53,7 +53,10 @@ def setup():
     if not os.path.exists(PYTHON):
         run(sys.executable, "-m", "venv", VENV)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev,corpus,beam,ecosystem,deploy]")
+    # Byte-compiled afterwards on every core (pip compiles one file after another): 51 + 22 s instead of 80 s here.
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-compile", "-e", ".[dev,corpus,beam,ecosystem,deploy]")
+    run(PYTHON, "-c", "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], "
+        "quiet=1, workers=0)", stdout=subprocess.DEVNULL)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", *NO_DEPS)
     with open(stamp, "w") as f:
         f.write(digest)
