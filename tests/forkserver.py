@@ -2,7 +2,7 @@
 
 The script tests run each script in a process of its own (a run script end to end, a worker of a cluster, a run
 killed and resumed): importing TensorFlow took 4.3 s of CPU time in each of the ~110 of them on an AMD EPYC, a third
-of the suite's CPU time. `run` and `Popen` take subprocess.run's and subprocess.Popen's arguments for a command
+of the suite's CPU time. `run` and `popen` take subprocess.run's and subprocess.Popen's arguments for a command
 `[sys.executable, SCRIPT | -c CODE | -m MODULE, *ARGS]` and start it as a fork of one server per test process. The
 server imported what a run script imports first and nothing else: `bert_tf.script_setup` (the scripts' environment
 defaults, which TensorFlow reads when it is imported), then TensorFlow and Keras; it has run no TensorFlow op, so no
@@ -18,7 +18,7 @@ environment that differs from the server's in a variable that TensorFlow or Pyth
 (`fork_safe_environment`). Tests that are about a fresh process (what importing a module imports, the environment
 defaults, start-up messages) use subprocess itself.
 
-    python forkserver.py FD    # the server, on the SOCK_SEQPACKET socket FD (started by `server`)
+    python forkserver.py FD    # the server, on the SOCK_SEQPACKET socket FD (started by `server()`)
 """
 import contextlib
 import gc
@@ -45,9 +45,14 @@ READ_LATER = frozenset({"TF_CONFIG", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_T
 # --- the server -----------------------------------------------------------------------------------------------
 
 def serve(control):
-    """Forks a child for each request that arrives on `control` (a SOCK_SEQPACKET socket), until it closes; sends
-    each request's connection the child's pid, then its exit status."""
+    """Says on `control` (a SOCK_SEQPACKET socket) its environment and the scripts' defaults it applied, then forks a
+    child for each request that arrives there, until it closes; sends each request's connection the child's pid,
+    then its exit status."""
     import tensorflow  # noqa: F401 (the point: imported once, here)
+
+    from bert_tf import script_setup  # imported first, by __main__ below
+
+    control.sendall(json.dumps({"env": dict(os.environ), "defaults": script_setup.ENVIRONMENT_DEFAULTS}).encode())
 
     gc.collect()
     gc.freeze()  # what the imports made: a child's garbage collections skip it, as they skip nothing in a fresh process
@@ -113,16 +118,32 @@ def run_child(request, fds, base_path):
 
 # --- the client -----------------------------------------------------------------------------------------------
 
-_server = {}  # "control": this process's end of the control socket, "process": the server's Popen
+_server = {}  # this process's fork server: `server()`
 
 
-def server_environment(env):
-    """`env` (os.environ when None) with this checkout first on PYTHONPATH and the scripts' environment defaults
-    where it does not set them."""
-    from bert_tf import script_setup
+def server():
+    """This process's fork server, started on first use with this process's environment (this checkout first on
+    PYTHONPATH): {"control": this end of its control socket, "process": its Popen, "env": its environment, the
+    scripts' defaults applied, "defaults": those defaults}. This process imports nothing of bert_tf for it."""
+    if not _server:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)}
+        process = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(theirs.fileno())],
+                                   pass_fds=[theirs.fileno()], stdin=DEVNULL, stdout=DEVNULL, env=env)
+        theirs.close()
+        hello = ours.recv(1 << 20)
+        if not hello:
+            raise ChildProcessError(f"the fork server ended while starting (exit status {process.wait()}; its "
+                                    f"traceback is on this process's stderr)")
+        _server.update(json.loads(hello), control=ours, process=process)
+    return _server
 
+
+def child_environment(env):
+    """`env` (os.environ when None) with the scripts' environment defaults where it does not set them, as a run
+    script's environment is once it has started."""
     env = dict(os.environ if env is None else env)
-    for name, value in script_setup.ENVIRONMENT_DEFAULTS.items():
+    for name, value in server()["defaults"].items():
         env.setdefault(name, value)
     return env
 
@@ -130,22 +151,9 @@ def server_environment(env):
 def fork_safe_environment(env):
     """Whether a child with `env` (defaults applied) can be forked from the server: equal to the server's in every
     variable read when TensorFlow or Python start."""
-    server_env = _server["env"]
+    server_env = server()["env"]
     names = (set(env) | set(server_env)) - READ_LATER
     return all(env.get(name) == server_env.get(name) for name in names if name.startswith(STARTUP_PREFIXES))
-
-
-def control_socket():
-    """This process's end of the server's control socket; starts the server on first use."""
-    if "control" not in _server:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = server_environment(None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
-        _server["process"] = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(theirs.fileno())],
-                                              pass_fds=[theirs.fileno()], stdin=DEVNULL, stdout=DEVNULL, env=env)
-        theirs.close()
-        _server.update(control=ours, env=env)
-    return _server["control"]
 
 
 def forkable(args):
@@ -191,7 +199,7 @@ class Popen:
         self._connection, theirs = socket.socketpair()
         request = json.dumps({"args": list(args[1:]), "env": env, "cwd": None if cwd is None else str(cwd)})
         try:
-            socket.send_fds(control_socket(), [request.encode()], [theirs.fileno(), null, out, err])
+            socket.send_fds(server()["control"], [request.encode()], [theirs.fileno(), null, out, err])
         finally:
             theirs.close()
             for fd in opened:
@@ -257,11 +265,10 @@ class Popen:
 
 
 def popen(args, stdout=None, stderr=None, env=None, cwd=None, text=False):
-    """subprocess.Popen(args, stdout=, stderr=, env=, cwd=, text=) for a Python command: forked from the server
-    where it can stand for it (module docstring), else a plain subprocess."""
+    """subprocess.Popen(args, stdout=, stderr=, env=, cwd=, text=) for a Python command, its stdin the null device:
+    forked from the server where it can stand for it (module docstring), else a plain subprocess."""
     if forkable(args):
-        child_env = server_environment(env)
-        control_socket()
+        child_env = child_environment(env)
         if fork_safe_environment(child_env):
             return Popen(args, stdout=stdout, stderr=stderr, env=child_env, cwd=cwd, text=text)
     return subprocess.Popen(args, stdout=stdout, stderr=stderr, env=env, cwd=cwd, text=text,

@@ -26,7 +26,10 @@ def report(tmp_path, **env_changes):
 
 
 def test_a_child_has_its_arguments_directory_and_environment(tmp_path):
+    """... and this process's environment is left as it was (the scripts' defaults are the child's alone)."""
+    before = dict(os.environ)
     seen = report(tmp_path, FORKSERVER_TEST="set")
+    assert dict(os.environ) == before
     assert seen == {"argv": ["-c", "a", "b c"], "cwd": str(tmp_path), "path0": "", "name": "__main__",
                     "tensorflow_imported": True, "variable": "set", "onednn": "1"}
 

@@ -75,17 +75,18 @@ def signature_report(signature):
     return {"inputs": {k: spec(v) for k, v in signature.structured_input_signature[1].items()},
             "outputs": [spec(v) for _, v in sorted(signature.structured_outputs.items())]}
 
-def put(prefix, outputs):
+def put(arrays, prefix, outputs):
     for key, value in outputs.items():
         for i, t in enumerate(value if isinstance(value, list) else [value]):
             arrays[f"{prefix}/{key}/{i}"] = t.numpy()
 
 # Examines each job of the list in argv[1] (both exports of a comparison: one process): writes its arrays and report.
 def examine(job):
+    arrays, report = {}, {}
     inputs = {k: tf.constant(v, tf.int32) for k, v in job["inputs"].items()}
     layer = hub.KerasLayer(job["encoder"], trainable=True)
     outputs = layer(inputs, training=False)
-    put("keras_layer", outputs)
+    put(arrays, "keras_layer", outputs)
     with tf.GradientTape() as tape:
         trained = layer(inputs, training=True)
         loss = tf.reduce_sum(trained["pooled_output"] ** 2) + tf.reduce_sum(trained["sequence_output"] ** 2)
@@ -93,7 +94,7 @@ def examine(job):
     obj = hub.load(job["encoder"])
     signature = obj.signatures["serving_default"]
     served = signature(**inputs)
-    put("serving_default", {str(i): served[k] for i, k in enumerate(sorted(served))})
+    put(arrays, "serving_default", {str(i): served[k] for i, k in enumerate(sorted(served))})
     report["encoder"] = {
         "outputs": specs(outputs),
         "dropout_changes_outputs": bool(np.abs(trained["pooled_output"] - outputs["pooled_output"]).max() > 0),
@@ -109,14 +110,14 @@ def examine(job):
     }
     if hasattr(obj, "mlm"):
         mlm = obj.mlm(dict(inputs, masked_lm_positions=tf.constant(job["positions"], tf.int32)), training=False)
-        put("mlm", mlm)
+        put(arrays, "mlm", mlm)
         report["mlm"] = {"outputs": specs(mlm), "trainable": len(obj.mlm.trainable_variables)}
 
     if job["preprocessor"]:
         texts = tf.constant(job["texts"])
         obj = hub.load(job["preprocessor"])
         packed = hub.KerasLayer(job["preprocessor"])(texts)
-        put("call", packed)
+        put(arrays, "call", packed)
         tokens = hub.KerasLayer(obj.tokenize)(texts)
         reverse = tf.gather(tokens, tf.range(tokens.nrows() - 1, -1, -1))
         pair = hub.KerasLayer(obj.bert_pack_inputs, arguments=dict(seq_length=job["pair_length"]))([tokens, reverse])
@@ -138,7 +139,6 @@ def examine(job):
         json.dump(report, f)
 
 for job in json.loads(sys.argv[1]):
-    arrays, report = {}, {}
     examine(job)
 assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf was imported"
 assert not any(m == "official" or m.startswith("official.") for m in sys.modules), "official was imported"
@@ -369,15 +369,16 @@ def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts,
             "preprocessor": hub_export("preprocessing", vocab, tmp_path / "ours_preprocessing",
                                        max_seq_length=seq_length) if with_mlm else None}
 
+    names = ("mg", "ours")
     jobs = [{"inputs": {k: v.tolist() for k, v in inputs.items()}, "positions": [[1, 2, 3]] * len(texts),
              "texts": texts, "pair_length": 10, **paths,
              "arrays": str(tmp_path / f"{name}.npz"), "report": str(tmp_path / f"{name}.json")}
-            for name, paths in (("mg", mg), ("ours", ours))]
+            for name, paths in zip(names, (mg, ours))]
     mg_export()
     run_child(HUB_USER, jobs, env)()  # both examined in one process
     (theirs, their_report), (mine, my_report) = [
-        (dict(np.load(job["arrays"])), json.loads((tmp_path / os.path.basename(job["report"])).read_text()))
-        for job in jobs]
+        (dict(np.load(tmp_path / f"{name}.npz")), json.loads((tmp_path / f"{name}.json").read_text()))
+        for name in names]
 
     assert my_report == their_report
     assert my_report["encoder"]["gradients"] == len(my_report["encoder"]["trainable_sizes"]) > 0
