@@ -199,7 +199,9 @@ def _write_preprocessing(sources, seq_length, out):
     root = _Preprocessor(in_graph.InGraphTokenizer(sources.vocab_file, do_lower_case=sources.do_lower_case),
                          int(seq_length))
     root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
-    tf.saved_model.save(root, out, signatures={"serving_default": root.__call__.get_concrete_function()})
+    # The function, not a concrete function traced here: save traces it in its own context, where it also lists the
+    # tokenizer's functions, so that each is traced and written once (see bert_tf.export.saved_model.write).
+    tf.saved_model.save(root, out, signatures={"serving_default": root.__call__})
 
 
 def write(model, request, sources, out):

@@ -15,6 +15,7 @@ import pytest
 import task_inputs
 import tensorflow as tf
 import tiny_training
+from saved_model_library import library_functions, traced_functions
 
 from bert_tf import checkpoints
 from bert_tf.export import exporter
@@ -346,12 +347,16 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny, core_exports):
 
 def _must_compile_functions(saved_model_dir):
     """Names of the functions in saved_model.pb that XLA must compile (`jit_compile=True`)."""
-    from tensorflow.core.protobuf import saved_model_pb2
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    return [fn.signature.name for fn in proto.meta_graphs[0].graph_def.library.function
-            if fn.attr["_XlaMustCompile"].b]
+    return [fn.signature.name for fn in library_functions(saved_model_dir) if fn.attr["_XlaMustCompile"].b]
+
+
+def test_the_preprocessor_is_traced_and_written_once(packing_exports, core_exports):
+    """The text signatures' preprocessor functions (encode, encode_pair, the tokenizer's tokenize; text_ops tf_text
+    and core) are each written once: traced before tf.saved_model.save, save traced them again in its own context
+    and wrote both (a third of the export's time, a fifth of saved_model.pb)."""
+    for path in (packing_exports.path("classifier", False), core_exports["plain"]):
+        traced = traced_functions(path)
+        assert [traced[name] for name in ("encode", "encode_pair", "tokenize")] == [1, 1, 1], traced
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import numpy as np
 import original_packing
 import pytest
 import tensorflow as tf
+from saved_model_library import traced_functions
 
 from bert_tf import checkpoints, resources
 from bert_tf.data import corpus
@@ -276,6 +277,8 @@ def test_preprocessing_packs_like_the_original(tmp_path, uncased_vocab_file):
     seq_length) equal FullTokenizer + the original packing, id for id."""
     lines = wiki_lines(400) + ["Café naïve ŒUVRE Straße ΣΊΣΥΦΟΣ", "中文字符 ﬁ … ½", "a" * 250 + " b"]
     path = hub_export("preprocessing", uncased_vocab_file, tmp_path / "pre", max_seq_length=128)
+    traced = traced_functions(path)  # each once (the root's and tokenize's __call__), not again under save's context
+    assert (traced["tokenize"], traced["__call__"]) == (1, 2), traced
     loaded = tf.saved_model.load(path)
     full = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=True)
     tokens = [full.tokenize(line) for line in lines]
