@@ -83,10 +83,14 @@ _ASCII_SEPARATORS = " !-/:-@\\[-`{-~"
 
 
 def _two_level(values):
-    """Compresses a per-code-point int32 array into (page index, 256-entry blocks) for two gathers."""
-    pages = values.reshape(-1, 256)
-    blocks, page_index = np.unique(pages, axis=0, return_inverse=True)
-    return page_index.reshape(-1).astype(np.int32), blocks.reshape(-1).astype(np.int32)
+    """Compresses a per-code-point int32 array into (page index, 256-entry blocks) for two gathers: the distinct
+    256-entry pages in ascending order (`np.unique(pages, axis=0)`'s, which took 0.17 s a table to sort the 4,352
+    pages themselves)."""
+    pages = [page.tobytes() for page in values.astype(np.int32).reshape(-1, 256)]
+    distinct = sorted(set(pages), key=lambda page: np.frombuffer(page, np.int32).tolist())
+    index = {page: i for i, page in enumerate(distinct)}
+    return (np.array([index[page] for page in pages], np.int32),
+            np.frombuffer(b"".join(distinct), np.int32).copy())
 
 
 def _sequence_table(mapping):
@@ -129,8 +133,8 @@ def _unicode_tables():
             continue
         ch = chr(cp)
         cat = category(ch)
-        if cat == "Cn":  # unassigned: no case, no decomposition, no class (the CJK ranges are set below)
-            continue
+        if cat in ("Cn", "Co"):  # unassigned or private use: no property, case, decomposition or class (the CJK
+            continue             # ranges are set below)
         if cp == 0 or cp == 0xFFFD or (cat in ("Cc", "Cf") and ch not in "\t\n\r"):
             props[cp] = _DELETE
             continue
@@ -207,13 +211,16 @@ def _bmp_route(do_lower_case):
         probe = tf_text.FastWordpieceTokenizer(
             vocab=["[UNK]", "a", "##a"], token_out_type=tf.int32, unknown_token="[UNK]",
             no_pretokenization=False, max_bytes_per_word=100)
-        pieces = probe.tokenize(tf.constant(["a%sa" % chr(c) for c in candidates])).to_list()
-    fw_role = {}
-    for cp, ids in zip(candidates, pieces):
-        # "a?a" is one unknown word (or "a", "##a", "##a" for "aaa") if ? is a word character, and
-        # "a", ?, "a" if ? is split off.
-        word = (1, 2, 2) if cp == ord("a") else (0,)
-        fw_role[cp] = {word: "word", (1, 0, 1): "split"}.get(tuple(ids), "other")
+        pieces = probe.tokenize(tf.constant(["a%sa" % chr(c) for c in candidates]))
+        ids, starts = pieces.flat_values.numpy(), pieces.row_starts().numpy()
+        lengths = pieces.row_lengths().numpy()
+    # "a?a" is one unknown word (or "a", "##a", "##a" for "aaa") if ? is a word character, and "a", ?, "a" if ?
+    # is split off.
+    three = np.stack([ids[np.minimum(starts + i, len(ids) - 1)] for i in range(3)], axis=1)
+    word = np.where(lengths == 1, ids[np.minimum(starts, len(ids) - 1)] == 0, False)
+    word |= (lengths == 3) & np.all(three == (1, 2, 2), axis=1) & (np.array(candidates) == ord("a"))
+    split = (lengths == 3) & np.all(three == (1, 0, 1), axis=1)
+    fw_role = {cp: "word" if w else "split" if sp else "other" for cp, w, sp in zip(candidates, word, split)}
 
     def python_role(cp):
         return "split" if props[cp] & _SPLIT else "word"
