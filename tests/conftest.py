@@ -24,7 +24,14 @@ def visible_gpus():
 
 def pytest_collection_modifyitems(config, items):
     """Skips the tests marked cpu_only, naming the marker's reason and the GPUs, where TensorFlow sees a GPU: what
-    they assert (a oneDNN kernel, an x86 default, replicas on logical CPU devices) does not hold there."""
+    they assert (a oneDNN kernel, an x86 default, replicas on logical CPU devices) does not hold there.
+
+    Runs the test modules holding a slow test first, each module's tests kept together and in order: under
+    `--dist loadfile` (`dev.py test`) xdist hands the modules to its workers in this order, each worker taking the
+    next when it is done, so that the last ones, which decide how long one worker waits for the other at the end,
+    are short."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
     marked = [item for item in items if item.get_closest_marker("cpu_only")]
     gpus = visible_gpus() if marked else []
     for item in marked if gpus else []:

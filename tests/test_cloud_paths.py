@@ -1,11 +1,10 @@
 """The original workflow with every path on a file system only tf.io.gfile reaches, as the original's Cloud TPU runs
-write to gs://: TensorFlow's in-memory ram:// (per process: the scripts run one after the other in one process,
-tests/script_steps.py, the inputs copied in and the outputs out), and gs:// itself, through TensorFlow's own GCS
-client against a local emulator (tests/gcs_emulator.py). create_pretraining_data, run_pretraining with
---save_original_checkpoint, run_classifier with --export_dir and --save_original_checkpoint, export_saved_model
---format=litert and onnx, extract_features, run_squad predict: every input, record, checkpoint, run_settings.json,
-label list, result, prediction, TensorBoard event file, export and release is read and written on ram://, and
-nothing appears in the working directory."""
+write to gs://: gs:// itself, through TensorFlow's own GCS client against a local emulator (tests/gcs_emulator.py),
+and the Python API on TensorFlow's in-memory ram:// (per process: the steps run in one process, the inputs copied in
+and the outputs out). create_pretraining_data, run_pretraining with --save_original_checkpoint, run_classifier with
+--export_dir and --save_original_checkpoint, export_saved_model --format=litert and onnx, extract_features,
+run_squad predict: every input, record, checkpoint, run_settings.json, label list, result, prediction, TensorBoard
+event file, export and release is read and written on gs://, and nothing appears in the working directory."""
 import json
 import os
 import sys
@@ -114,18 +113,6 @@ def check_outputs(store):
     assert len(lines) == 5 and json.loads(lines[0])["features"][0]["token"] == "[CLS]"
     assert set(json.loads(fileio.read_text(os.path.join(store, "squad/predictions.json")))) == {"d0"}
     return versions[0]
-
-
-@pytest.mark.slow
-def test_the_workflow_with_every_path_on_ram(tmp_path, uncased_vocab_file, data_dir, child_env):
-    """Every step in one process (ram:// is per process), the inputs copied in before and the outputs out after."""
-    mirror, cwd = str(tmp_path / "store"), tmp_path / "cwd"
-    cwd.mkdir()
-    write_inputs(mirror, uncased_vocab_file, data_dir)
-    run_steps("ram://workflow", mirror, mirror, STEPS, str(cwd),
-              child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
-    assert os.listdir(cwd) == []
-    check_served(mirror, check_outputs(mirror))
 
 
 def check_served(store, version):
