@@ -132,6 +132,31 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
     assert np.abs(quantized - logits).max() <= 0.25 * logits.std(), (np.abs(quantized - logits).max(), logits.std())
 
 
+def test_a_failing_tf2onnx_pass_is_skipped_as_tf2onnx_skips_it(tiny, tmp_path, monkeypatch, caplog):
+    """tf2onnx optimizes the ONNX graph in place (portable._onnx_optimized_in_place); where one of its passes fails,
+    the model is converted again tf2onnx's own way, which skips that pass: the export succeeds with a warning, equal
+    to the Keras model, and TF2ONNX_CATCH_ERRORS is as it was."""
+    from tf2onnx import optimizer
+    from tf2onnx.optimizer.optimizer_base import GraphOptimizerBase
+
+    class Failing(GraphOptimizerBase):
+        def _optimize(self, graph):
+            raise RuntimeError("a pass that fails")
+
+    monkeypatch.setitem(optimizer._get_optimizers(), "failing", Failing)
+    monkeypatch.delenv("TF2ONNX_CATCH_ERRORS", raising=False)
+    config, vocab = tiny
+    model = task_models.build_task_model("classifier", config, 2)
+    path = export(model, "classifier", "onnx", tmp_path / "onnx", vocab, label_list="a,b")
+    assert "converting again with its roll-back copies" in caplog.text
+    assert "TF2ONNX_CATCH_ERRORS" not in os.environ
+    import onnxruntime
+    inputs = features(3, np.random.RandomState(0))
+    session = onnxruntime.InferenceSession(os.path.join(path, "model.onnx"), providers=["CPUExecutionProvider"])
+    logits = session.run(["logits"], inputs)[0]
+    np.testing.assert_allclose(logits, model({k: tf.constant(v) for k, v in inputs.items()})["logits"], atol=1e-5)
+
+
 @pytest.mark.slow
 def test_golden_mrpc_without_tensorflow(tmp_path, golden_checkpoint, data_dir, run_main):
     """The golden MRPC classifier exported by the script as LiteRT and ONNX: a fresh process reproduces the
