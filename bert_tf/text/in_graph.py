@@ -212,15 +212,13 @@ def _bmp_route(do_lower_case):
             vocab=["[UNK]", "a", "##a"], token_out_type=tf.int32, unknown_token="[UNK]",
             no_pretokenization=False, max_bytes_per_word=100)
         pieces = probe.tokenize(tf.constant(["a%sa" % chr(c) for c in candidates]))
-        ids, starts = pieces.flat_values.numpy(), pieces.row_starts().numpy()
-        lengths = pieces.row_lengths().numpy()
-    # "a?a" is one unknown word (or "a", "##a", "##a" for "aaa") if ? is a word character, and "a", ?, "a" if ?
-    # is split off.
-    three = np.stack([ids[np.minimum(starts + i, len(ids) - 1)] for i in range(3)], axis=1)
-    word = np.where(lengths == 1, ids[np.minimum(starts, len(ids) - 1)] == 0, False)
-    word |= (lengths == 3) & np.all(three == (1, 2, 2), axis=1) & (np.array(candidates) == ord("a"))
-    split = (lengths == 3) & np.all(three == (1, 0, 1), axis=1)
-    fw_role = {cp: "word" if w else "split" if sp else "other" for cp, w, sp in zip(candidates, word, split)}
+        ids, splits = pieces.flat_values.numpy().tolist(), pieces.row_splits.numpy().tolist()  # to_list(): +0.2 s
+    fw_role = {}
+    for cp, start, end in zip(candidates, splits, splits[1:]):
+        # "a?a" is one unknown word (or "a", "##a", "##a" for "aaa") if ? is a word character, and
+        # "a", ?, "a" if ? is split off.
+        word = (1, 2, 2) if cp == ord("a") else (0,)
+        fw_role[cp] = {word: "word", (1, 0, 1): "split"}.get(tuple(ids[start:end]), "other")
 
     def python_role(cp):
         return "split" if props[cp] & _SPLIT else "word"
