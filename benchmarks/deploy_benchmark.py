@@ -11,7 +11,8 @@ Each runtime runs in a process of its own (this script with --child), --rounds r
 threads, and reports:
   batch 1     the median ms per call over --calls calls cycling through the texts, each at its own length;
   batch 32    the median ms per batch of 32 consecutive texts padded to the batch's longest, and texts/s.
-The last-layer outputs of every runtime on the first 8 texts are compared with the SavedModel's (max abs diff).
+The last-layer outputs of every runtime on the first 8 texts are compared with the SavedModel's (max abs diff), and
+each export's seconds are given (the exports run one after the other in the parent, before any child).
 
 --accuracy CHECKPOINT_DIR: also exports a fine-tuned classifier (e.g. quickstart_output/classifier, with its
 label_list.txt) in every format and gives each one's accuracy on --dev_tsv (the quickstart's 500 dev reviews).
@@ -66,7 +67,7 @@ def prepare(args):
     request = dict(task="encoder", max_seq_length=args.max_seq_length, overwrite=True)
     model = dict(bert_config_file=f"{release}/bert_config.json", vocab_file=f"{release}/vocab.txt",
                  init_checkpoint=f"{release}/bert_model.ckpt")
-    paths = export_all(f"{args.work_dir}/", request, model)
+    paths, seconds = export_all(f"{args.work_dir}/", request, model)
     paths["torch"] = paths["torch_int8"] = resources.minilm_dir()
     tokenizer = tokenization.FullTokenizer(f"{release}/vocab.txt", do_lower_case=True)
     texts = [text for _, text in resources.read_rotten_tomatoes()][:args.num_texts]
@@ -75,23 +76,25 @@ def prepare(args):
     texts_file = os.path.join(args.work_dir, "texts.json")
     with open(texts_file, "w") as f:
         json.dump(ids, f)
-    return paths, texts_file
+    return paths, seconds, texts_file
 
 
 def export_all(prefix, request, model):
     """{runtime: model path} of the model `model` names (exporter.export's keyword arguments) exported with
     `request` (ExportRequest fields) as a SavedModel (tensor signature only) and as LiteRT and ONNX, float and int8,
-    to <prefix><runtime>."""
+    to <prefix><runtime>; and {runtime: the export's seconds}, each export in this process, one after the other."""
     from bert_tf.export import exporter, portable
 
-    paths = {"savedmodel": exporter.export(exporter.ExportRequest(
-        export_dir=f"{prefix}savedmodel", text_ops="none", **request), **model)}
-    for fmt in portable.FORMATS:
-        for quantization, suffix in (("none", ""), ("dynamic_range", "_int8")):
-            directory = exporter.export(exporter.ExportRequest(
-                format=fmt, export_dir=f"{prefix}{fmt}{suffix}", quantization=quantization, **request), **model)
-            paths[fmt + suffix] = os.path.join(directory, FILES[fmt])
-    return paths
+    paths, seconds = {}, {}
+    jobs = [("savedmodel", dict(text_ops="none"))] + [
+        (fmt + suffix, dict(format=fmt, quantization=quantization))
+        for fmt in portable.FORMATS for quantization, suffix in (("none", ""), ("dynamic_range", "_int8"))]
+    for name, fields in jobs:
+        start = time.perf_counter()
+        directory = exporter.export(exporter.ExportRequest(export_dir=prefix + name, **fields, **request), **model)
+        seconds[name] = time.perf_counter() - start
+        paths[name] = os.path.join(directory, FILES[fields["format"]]) if "format" in fields else directory
+    return paths, seconds
 
 
 def accuracy(args):
@@ -103,8 +106,8 @@ def accuracy(args):
     rows = [line.rstrip("\n").split("\t") for line in open(args.dev_tsv, encoding="utf-8")][1:]
     request = dict(task="classifier", label_list=os.path.join(args.accuracy, "label_list.txt"),
                    max_seq_length=args.max_seq_length, overwrite=True)
-    model_paths = export_all(f"{args.work_dir}/cls_", request, dict(vocab_file=vocab_file,
-                                                                   init_checkpoint=args.accuracy))
+    model_paths, _ = export_all(f"{args.work_dir}/cls_", request,
+                                dict(vocab_file=vocab_file, init_checkpoint=args.accuracy))
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     ids = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(r[2])[:args.max_seq_length - 2] +
                                            ["[SEP]"]) for r in rows]
@@ -203,7 +206,7 @@ def main(argv=None):
         return child(args)
     from bert_tf import script_setup  # noqa: F401  (the scripts' TensorFlow defaults, for this process and its children)
     os.makedirs(args.work_dir, exist_ok=True)
-    paths, texts_file = prepare(args)
+    paths, seconds, texts_file = prepare(args)
     names = args.runtimes.split(",")
 
     def run_one(name, _):
@@ -218,11 +221,12 @@ def main(argv=None):
         b1 = measure.spread([r["b1_ms"] for r in results[name]])
         b32 = measure.spread([r["b32_ms"] for r in results[name]])
         rows.append([name, measure.median_range(b1, ".2f"), measure.median_range(b32, ".1f"),
-                     f"{32e3 / b32['median']:.0f}", max_diff(results[name][0]["outputs"], reference)])
+                     f"{32e3 / b32['median']:.0f}", max_diff(results[name][0]["outputs"], reference),
+                     f"{seconds[name]:.1f}" if name in seconds else "-"])
     print(f"{measure.describe_machine(measure.machine_info())}, {datetime.date.today()}, {args.threads} threads, "
           f"{args.num_texts} texts, {args.rounds} rounds")
     print(measure.markdown_table(["runtime", "batch 1, ms (median, min-max)", "batch 32, ms", "texts/s",
-                                  "max abs diff vs SavedModel"], rows, "lrrrr"))
+                                  "max abs diff vs SavedModel", "export s"], rows, "lrrrrr"))
     if args.accuracy:
         print(json.dumps(accuracy(args), indent=1))
 

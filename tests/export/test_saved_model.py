@@ -352,8 +352,8 @@ def _must_compile_functions(saved_model_dir):
 
 def test_the_preprocessor_is_traced_and_written_once(packing_exports, core_exports):
     """The text signatures' preprocessor functions (encode, encode_pair, the tokenizer's tokenize; text_ops tf_text
-    and core) are each written once: traced before tf.saved_model.save, save traced them again in its own context
-    and wrote both (a third of the export's time, a fifth of saved_model.pb)."""
+    and core) are each written once. (Signatures traced before tf.saved_model.save made save trace those functions
+    again in its own context and write both: a third of the export's time, a fifth of saved_model.pb.)"""
     for path in (packing_exports.path("classifier", False), core_exports["plain"]):
         traced = traced_functions(path)
         assert [traced[name] for name in ("encode", "encode_pair", "tokenize")] == [1, 1, 1], traced
