@@ -102,7 +102,7 @@ def write_onnx(function, specs, path, quantization):
 @contextlib.contextmanager
 def _onnx_optimized_in_place():
     """tf2onnx copies the whole ONNX graph, weights included, before each of its optimizer passes (24 for BERT), so
-    that a pass that fails can be skipped; with TF2ONNX_CATCH_ERRORS set (whatever its value, as tf2onnx 1.16-1.17
+    that a pass that fails can be skipped; with TF2ONNX_CATCH_ERRORS set (whatever its value, as tf2onnx 1.17
     reads it) it optimizes in place: the same model when no pass fails, faster (MiniLM: 14.4 s -> 11.3 s). A
     failing pass then raises (`write_onnx` converts again without it). The variable is as it was afterwards."""
     before = os.environ.get("TF2ONNX_CATCH_ERRORS")
