@@ -15,7 +15,8 @@ setuptools.setup(
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
     install_requires=TF_FAMILY + [
-        "keras>=3.10,<4",
+        # Keras 3.11.0 and 3.11.3 fixed published bypasses of safe_mode, which the KerasHub preset path relies on.
+        "keras>=3.11.3,<4",
         "absl-py>=1.0",
         "numpy>=1.26",
         "tqdm>=4.60",
@@ -40,7 +41,8 @@ setuptools.setup(
                       "kaggle<=2.2.1"],
         "corpus": ["mwparserfromhell>=0.6", "pysbd>=0.3.4"],
         "beam": ["apache-beam[tfrecord]>=2.60"],
-        # --format=litert / onnx exports and the runtimes that run them (bert_tf/export/portable.py)
-        "deploy": ["ai-edge-litert>=2.0", "tf2onnx>=1.17", "onnx>=1.17", "onnxruntime>=1.20"],
+        # --format=litert / onnx exports and the runtimes that run them (bert_tf/export/portable.py); tf2onnx 1.17 is
+        # the version whose reading of TF2ONNX_CATCH_ERRORS portable.py was checked against
+        "deploy": ["ai-edge-litert>=2.0", "tf2onnx==1.17.*", "onnx>=1.17", "onnxruntime>=1.20"],
     },
 )
