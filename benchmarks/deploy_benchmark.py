@@ -24,6 +24,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -64,7 +65,7 @@ def prepare(args):
     release = os.path.join(args.work_dir, "minilm")
     if not os.path.exists(os.path.join(release, "bert_model.ckpt.index")):
         checkpoints.convert_hf_to_original(resources.minilm_dir(), release)
-    request = dict(task="encoder", max_seq_length=args.max_seq_length, overwrite=True)
+    request = dict(task="encoder", max_seq_length=args.max_seq_length)
     model = dict(bert_config_file=f"{release}/bert_config.json", vocab_file=f"{release}/vocab.txt",
                  init_checkpoint=f"{release}/bert_model.ckpt")
     paths, seconds = export_all(f"{args.work_dir}/", request, model)
@@ -90,6 +91,7 @@ def export_all(prefix, request, model):
         (fmt + suffix, dict(format=fmt, quantization=quantization))
         for fmt in portable.FORMATS for quantization, suffix in (("none", ""), ("dynamic_range", "_int8"))]
     for name, fields in jobs:
+        shutil.rmtree(prefix + name, ignore_errors=True)  # a rerun's: an export never rewrites a version
         start = time.perf_counter()
         directory = exporter.export(exporter.ExportRequest(export_dir=prefix + name, **fields, **request), **model)
         seconds[name] = time.perf_counter() - start
@@ -105,7 +107,7 @@ def accuracy(args):
     vocab_file = os.path.join(args.work_dir, "minilm", "vocab.txt")
     rows = [line.rstrip("\n").split("\t") for line in open(args.dev_tsv, encoding="utf-8")][1:]
     request = dict(task="classifier", label_list=os.path.join(args.accuracy, "label_list.txt"),
-                   max_seq_length=args.max_seq_length, overwrite=True)
+                   max_seq_length=args.max_seq_length)
     model_paths, _ = export_all(f"{args.work_dir}/cls_", request,
                                 dict(vocab_file=vocab_file, init_checkpoint=args.accuracy))
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)

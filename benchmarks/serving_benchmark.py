@@ -57,6 +57,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -290,8 +291,10 @@ def export_child(args):
 
     encoder = checkpoints.from_hf_directory(args.model_dir)
     forms = {EXPORTS[side]: saved_model_dir(args, side)[0] for side in args.sides if side in EXPORTS}
+    for base in forms.values():  # a rerun replaces them (an export never rewrites a version)
+        shutil.rmtree(base, ignore_errors=True)
     return {base: exporter.export(exporter.ExportRequest(
-        "encoder", base, version=EXPORT_VERSION, overwrite=True, max_seq_length=args.max_seq_length,
+        "encoder", base, version=EXPORT_VERSION, max_seq_length=args.max_seq_length,
         text_ops=text_ops, use_xla=use_xla, pad_to_max_seq_length=pad), encoder,
         vocab_file=os.path.join(args.model_dir, "vocab.txt"), do_lower_case=True)
         for (text_ops, use_xla, pad), base in forms.items()}

@@ -1,9 +1,10 @@
-r"""What a training start reads to fingerprint its training data (issue 40, item 5): bert_tf.fileio.fingerprint, the
-`data_fingerprint` of run_settings.json, against the rule it replaced, on --shards files of --shard_mib MiB.
+r"""What a training start reads to fingerprint its training data (issue 40, item 5): bert_tf.tasks.run_record's
+`fingerprint` (run_pretraining's `data_fingerprint` of run_settings.json), against the rule issue 40 replaced, on
+--shards files of --shard_mib MiB.
 
-- new: `fileio.fingerprint`: each local file's size and its first, middle and last 64 KiB, a URL's size and
-  modification time (its metadata); a pretraining worker fingerprints only its own share of the files
-  (`dataset.worker_files(files, i, n)`; worker 0's share here).
+- new: `run_record.fingerprint`: each local file's size and its first, middle and last 64 KiB, a URL's size and
+  modification time (its metadata), 16 files at a time; every worker fingerprints every file (the workers compare
+  their fingerprints before the first update).
 - old: the rule before issue 40, copied below as `old_fingerprint` (a reference only: the library no longer has it;
   from `git show 6972a5a:bert_tf/data/fileio.py`): every file up to 64 MiB hashed whole, larger ones by their first,
   middle and last MiB, and every worker hashed every file. --old_shards N measures it on the first N files only and
@@ -27,9 +28,9 @@ Bytes: what the client fetched, summed from its log (TF_CPP_VMODULE=gcs_file_sys
 <offset> of size: <n>"; a socket read is not in `rchar`); with TensorFlow's default read block and with
 GCS_READ_CACHE_BLOCK_SIZE_MB=1.
 
-  python benchmarks/startup_benchmark.py --shards 1000 --shard_mib 64 --workers 1,8 --old_shards 1000   # 3 min
+  python benchmarks/startup_benchmark.py --shards 1000 --shard_mib 64 --old_shards 1000   # 3 min
   python benchmarks/startup_benchmark.py --shards 100 --shard_mib 64 --dense --old_shards 100
-  python benchmarks/startup_benchmark.py --shards 8 --shard_mib 64 --old_shards 8 --workers 1 --gcs 4
+  python benchmarks/startup_benchmark.py --shards 8 --shard_mib 64 --old_shards 8 --gcs 4
 """
 import argparse
 import datetime
@@ -51,14 +52,14 @@ GCS_BLOCKS = (None, "1")  # GCS_READ_CACHE_BLOCK_SIZE_MB: TensorFlow's default, 
 
 
 def old_fingerprint(paths):
-    """REFERENCE ONLY, for the before/after figure: bert_tf.fileio.fingerprint as it was at 6972a5a (before issue
-    40), through the same public fileio calls. A SHA-256 hex digest of each file's size and content; files over 64
+    """REFERENCE ONLY, for the before/after figure: bert_tf's fingerprint as it was at 6972a5a (before issue 40),
+    through the same public fileio calls. A SHA-256 hex digest of each file's size and content; files over 64
     MiB by their first, middle and last MiB."""
     from bert_tf import fileio
 
     digest = hashlib.sha256()
     for path in paths:
-        size = fileio.file_size(path)
+        size = fileio.stat(path)[0]
         digest.update(f"{size}\n".encode())
         whole = size <= OLD_WHOLE_BYTES
         samples = [(0, size)] if whole else [(offset, OLD_SAMPLE_BYTES) for offset in
@@ -131,14 +132,14 @@ def measured(fingerprint, paths):
             "disk_bytes": after["read_bytes"] - before["read_bytes"]}
 
 
-def measure_rule(name, fingerprint, files, workers, storage, scale=1.0):
-    """Rows for one rule hashing the local `files` (worker 0's share), first from disk and then again from the page
-    cache; time and bytes multiplied by `scale` (an extrapolation when not 1)."""
+def measure_rule(name, fingerprint, files, storage, scale=1.0):
+    """Rows for one rule hashing the local `files`, first from disk and then again from the page cache; time and
+    bytes multiplied by `scale` (an extrapolation when not 1)."""
     drop_cached(files)
     rows = []
     for run in ("first", "again"):
         result = measured(fingerprint, files)
-        rows.append({"rule": name, "storage": storage, "workers": workers, "files": round(len(files) * scale),
+        rows.append({"rule": name, "storage": storage, "files": round(len(files) * scale),
                      "measured_files": len(files), "run": run, "extrapolated": scale != 1.0,
                      **{key: value * scale for key, value in result.items()}})
     return rows
@@ -171,7 +172,7 @@ def measure_gcs(count, size, work_dir):
                     raise RuntimeError(f"the gs:// child failed:\n{child.stderr[-3000:]}")
                 seconds = float(child.stdout.split()[-1])
                 storage = f"gs://, {block} MiB blocks" if block else "gs://, TensorFlow's default blocks"
-                rows.append({"rule": rule, "storage": storage, "workers": 1, "files": count, "measured_files": count,
+                rows.append({"rule": rule, "storage": storage, "files": count, "measured_files": count,
                              "run": "first", "extrapolated": False, "seconds": seconds,
                              "bytes_read": gcs_fetched_bytes(child.stderr), "disk_bytes": None})
     return rows
@@ -180,22 +181,23 @@ def measure_gcs(count, size, work_dir):
 def gcs_child(rule, paths):
     """The --gcs_child: prints the seconds of one fingerprint of `paths` (after the client's set-up)."""
     from bert_tf import fileio
+    from bert_tf.tasks import run_record
 
-    fileio.file_size(paths[0])  # the GCS client's set-up, outside the time (it logs no read)
+    fileio.stat(paths[0])  # the GCS client's set-up, outside the time (it logs no read)
     start = time.perf_counter()
-    (fileio.fingerprint if rule == "new" else old_fingerprint)(paths)
+    (run_record.fingerprint if rule == "new" else old_fingerprint)(paths)
     print(time.perf_counter() - start)
 
 
 def table(rows):
     """The rows as a markdown table."""
-    cells = [[r["rule"], r["storage"], str(r["workers"]),
+    cells = [[r["rule"], r["storage"],
               f"{r['files']:,}" + (f" (from {r['measured_files']:,})" if r["extrapolated"] else ""),
               r["run"] + (", extrapolated" if r["extrapolated"] else ""), f"{r['seconds']:.3f}",
               f"{r['bytes_read'] / 2 ** 20:,.1f}", f"{r['bytes_read'] / 1024 / r['files']:,.0f}",
               "-" if r["disk_bytes"] is None else f"{r['disk_bytes'] / 2 ** 20:,.1f}"] for r in rows]
-    return measure.markdown_table(["rule", "storage", "workers", "files hashed by worker 0", "run", "seconds",
-                                   "MiB read", "KiB read per file", "MiB from disk"], cells, "llrrlrrrr")
+    return measure.markdown_table(["rule", "storage", "files hashed by each worker", "run", "seconds", "MiB read",
+                                   "KiB read per file", "MiB from disk"], cells, "llrlrrrr")
 
 
 def main(argv=None):
@@ -203,7 +205,6 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--shards", type=int, default=1000, help="Training files.")
     p.add_argument("--shard_mib", type=int, default=64, help="Size of each file in MiB.")
-    p.add_argument("--workers", default="1,8", help="Comma-separated worker counts: worker 0's share of each.")
     p.add_argument("--old_shards", type=int, default=None,
                    help="Measure the old rule on this many of the files and extrapolate to --shards (0: skip it; "
                         "default: 100 or --shards if fewer).")
@@ -216,26 +217,19 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.gcs_child:
         return gcs_child(args.gcs_child, args.paths)
-    args.workers = [int(n) for n in args.workers.split(",")]
     args.old_shards = min(100, args.shards) if args.old_shards is None else args.old_shards
     if not 0 <= args.old_shards <= args.shards:
         p.error(f"--old_shards must be in [0, --shards={args.shards}], got {args.old_shards}")
-    if not all(1 <= n <= args.shards for n in args.workers):
-        p.error(f"--workers: each count must be in [1, --shards={args.shards}], got {args.workers}")
 
-    from bert_tf import fileio
-    from bert_tf.data.pretraining import dataset
+    from bert_tf.tasks import run_record
 
     kind = "dense" if args.dense else "sparse"
     files = make_shards(os.path.join(args.work_dir, f"{kind}_{args.shard_mib}mib"), args.shards,
                         args.shard_mib << 20, args.dense)
     load = [measure.loadavg()]
-    rows = []
-    for workers in args.workers:
-        rows += measure_rule("new", fileio.fingerprint, dataset.worker_files(files, 0, workers), workers, kind)
-    if args.old_shards:  # every worker hashed every file: one measurement holds for any number of workers
-        rows += measure_rule("old", old_fingerprint, files[:args.old_shards], "any", kind,
-                             args.shards / args.old_shards)
+    rows = measure_rule("new", run_record.fingerprint, files, kind)
+    if args.old_shards:
+        rows += measure_rule("old", old_fingerprint, files[:args.old_shards], kind, args.shards / args.old_shards)
     drop_cached(files)  # leave the page cache to others
     if args.gcs:
         rows += measure_gcs(args.gcs, args.shard_mib << 20, args.work_dir)

@@ -122,8 +122,8 @@ def define_training_flags():
                          "tf.function call (1 under multi_worker_mirrored, whose batches vary in length).",
                          lower_bound=1)
     flags.DEFINE_string("export_dir", run_default("export_dir"), "If set, also export the trained (or loaded) model as "
-                        "a TF Serving SavedModel to <export_dir>/<global_step> (see "
-                        "run_scripts/export_saved_model.py).")
+                        "a TF Serving SavedModel to <export_dir>/<global_step>, or the next free version above the "
+                        "highest one there: an export never rewrites a version (run_scripts/export_saved_model.py).")
     flags.DEFINE_bool("save_original_checkpoint", run_default("save_original_checkpoint"), "After training, also write "
                       "the fine-tuned model in the original TF1 format (original variable names) to "
                       "<output_dir>/original/bert_model.ckpt, with bert_config.json and vocab.txt.")
@@ -158,7 +158,8 @@ def define_distribution_flags():
                        "a worker that sends no heartbeat for this long (it ended, or its host is down or unreachable) "
                        "is taken as lost, and the others stop with an error naming it instead of waiting for it; "
                        "rerunning every worker resumes. Heartbeats come from a thread of their own, however long an "
-                       "update takes. Default: TensorFlow's own.")
+                       "update takes. A worker that has not started within this time of the others is named too: "
+                       "start the workers together. Default: TensorFlow's own.")
     positive("heartbeat_timeout_seconds")
     flags.DEFINE_enum("mixed_precision", run_default("mixed_precision"), list(distribute.PRECISIONS),
                       "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")

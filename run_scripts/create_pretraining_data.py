@@ -6,7 +6,7 @@ Exact mode (default) writes the same tf.train.Examples in the same order as the 
     --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
 Fast mode (--num_workers N): shards of --shard_size documents made in parallel, bounded memory, resumable;
-writes <output_file>-00000-of-000NN ... (see bert_tf/pretraining_data.py for how it differs):
+writes <output_file>-00000-of-000NN ... (see bert_tf/data/pretraining/shards.py for how it differs):
   python run_scripts/create_pretraining_data.py --input_file='wiki/*.txt' --output_file=/data/wiki \
     --vocab_file=$BERT_DIR/vocab.txt --num_workers=16 --shard_size=1000 --gzip
 """

@@ -9,8 +9,8 @@ lists read every position; --pad_to_max_seq_length=false cuts it too). See docs/
 
 Examples:
   python run_scripts/export_saved_model.py --task=classifier --bert_config_file=$BERT/bert_config.json \
-    --vocab_file=$BERT/vocab.txt --init_checkpoint=$OUT/model.ckpt --label_list=0,1 --max_seq_length=128 \
-    --export_dir=/models/mrpc --version=1
+    --vocab_file=$BERT/vocab.txt --init_checkpoint=$OUT --label_list=0,1 --max_seq_length=128 \
+    --export_dir=/models/mrpc  # $OUT: run_classifier.py's --output_dir (its latest checkpoint)
   python run_scripts/export_saved_model.py --task=encoder --init_checkpoint=$BERT/bert_model.ckpt ... \
     --text_ops=core      # raw-text signatures without TensorFlow Text ops: stock tensorflow/serving loads it
   python run_scripts/export_saved_model.py --task=embedding --init_checkpoint=$MINILM/bert_model.ckpt ... \
@@ -28,7 +28,7 @@ preprocessing model (strings -> packed inputs at --max_seq_length; `tokenize`, `
 --format=litert / onnx write model.tflite / model.onnx (LiteRT's interpreter, onnxruntime; no TensorFlow needed to
 run them) with the serving_default tensor signature; --quantization=dynamic_range stores the weights as int8:
   python run_scripts/export_saved_model.py --format=litert --quantization=dynamic_range --task=classifier \
-    --init_checkpoint=$OUT/model.ckpt --label_list=0,1 ... --export_dir=/models/mrpc_litert
+    --init_checkpoint=$OUT --label_list=0,1 ... --export_dir=/models/mrpc_litert
 """
 import functools
 
@@ -37,6 +37,7 @@ from absl import flags, logging
 from bert_tf import flags as bert_flags
 from bert_tf.export import exporter, portable, saved_model
 from bert_tf.model import heads
+from bert_tf.text import in_graph
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
@@ -54,8 +55,9 @@ flags.DEFINE_string("label_list", None, "Labels of the classifier / ner head: co
                     "label per line. Saved as assets/labels.txt; gives --num_labels.")
 flags.DEFINE_string("export_dir", None, "Base directory of the served model; the SavedModel goes to "
                     "<export_dir>/<version>/.")
-flags.DEFINE_integer("version", 1, "Model version (TF Serving's numbered subdirectory).", lower_bound=1)
-flags.DEFINE_bool("overwrite", False, "Replace an existing <export_dir>/<version>.")
+flags.DEFINE_integer("version", None, "Model version (TF Serving's numbered subdirectory): by default the next "
+                     "free one, above every version in --export_dir. An existing version is refused: TF Serving "
+                     "serves a version number once, so an export never rewrites one.", lower_bound=1)
 flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
                   "core (core TensorFlow ops only; stock TF Serving) or none. --format=serving only.")
@@ -63,6 +65,13 @@ flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every si
                   "latency on a CPU with AVX2 only (not with AVX-512: docs/serving.md), slower at large batches; "
                   "each new input shape compiles on its first request, and TF Serving needs "
                   "--xla_cpu_compilation_enabled=true. --format=serving only.")
+flags.DEFINE_integer("max_texts_per_request", in_graph.TextLimits.max_texts_per_request,
+                     "The text signatures (--format=serving, --task=preprocessing) refuse a request of more texts "
+                     "(an InvalidArgumentError naming this flag, before any tokenization). docs/serving.md.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_request_bytes", in_graph.TextLimits.max_request_bytes,
+                     "The text signatures refuse a request whose texts hold more UTF-8 bytes in all (text_a and "
+                     "text_b each); tokenization memory grows with them. docs/serving.md.", lower_bound=1)
 flags.DEFINE_enum("pooling", None, list(heads.POOLINGS), "--task=embedding: the sentence embedding is the mean "
                   "of the last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its "
                   "[CLS] vector.")
@@ -75,10 +84,11 @@ def main(_):
     given = functools.partial(bert_flags.given, FLAGS)  # None where not on the command line: the request's default
     request = exporter.ExportRequest(
         task=FLAGS.task, export_dir=FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
-        overwrite=FLAGS.overwrite, max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels,
+        max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels,
         label_list=FLAGS.label_list, text_ops=given("text_ops"), use_xla=given("use_xla"),
         pad_to_max_seq_length=given("pad_to_max_seq_length"), length_multiple=given("seq_length_multiple"),
-        quantization=given("quantization"), pooling=given("pooling"), normalize=given("normalize_embeddings"))
+        quantization=given("quantization"), pooling=given("pooling"), normalize=given("normalize_embeddings"),
+        max_texts_per_request=given("max_texts_per_request"), max_request_bytes=given("max_request_bytes"))
     path = exporter.export(request, init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
                            vocab_file=FLAGS.vocab_file, do_lower_case=given("do_lower_case"))
     logging.info("Export written to %s", path)

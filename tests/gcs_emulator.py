@@ -119,24 +119,23 @@ def free_port():
 
 def forwarded_head(head):
     """A request head (bytes, up to its blank line) from TensorFlow as the emulator takes it, and the length of the
-    body that follows: (head, Content-Length), or (head, None) for a chunked body (then the rest of the stream is
-    passed on as it comes).
+    body that follows: (head, Content-Length), or (head, None) for a chunked body.
 
     Two changes: libcurl adds "Transfer-Encoding: identity" to TensorFlow's requests with a body, which Google's
     servers accept and Go's HTTP server (the emulator's) refuses with 501, so it is dropped (TensorFlow always sends
     the Content-Length that delimits the body); "X-Forwarded-Proto: https" tells the emulator that the client came
-    over TLS, so that it writes https:// session URLs for resumable uploads, as Google does."""
-    lines, length = [], 0
+    over TLS, so that it writes https:// session URLs for resumable uploads, as Google does. A resumable upload's
+    PUT is chunked, with TensorFlow's Content-Length beside it: chunked decides, as HTTP/1.1 says."""
+    lines, length, chunked = [], 0, False
     for line in head.split(b"\r\n")[:-2]:
         name, _, value = (part.strip().lower() for part in line.partition(b":"))
         if name == b"transfer-encoding" and value == b"identity" or name == b"x-forwarded-proto":
             continue
         if name == b"content-length":
             length = int(value)
-        if name == b"transfer-encoding" and b"chunked" in value:
-            length = None
+        chunked = chunked or name == b"transfer-encoding" and b"chunked" in value
         lines.append(line)
-    return b"\r\n".join(lines + [b"X-Forwarded-Proto: https", b"", b""]), length
+    return b"\r\n".join(lines + [b"X-Forwarded-Proto: https", b"", b""]), None if chunked else length
 
 
 async def _copy(reader, writer, length=-1):
@@ -156,16 +155,35 @@ async def _copy(reader, writer, length=-1):
     return True
 
 
+async def _copy_chunked(reader, writer):
+    """Copies a chunked body (its chunks, the last one and its trailers) from `reader` to `writer`. Returns the
+    length of its data, or None if the stream ended first."""
+    total = 0
+    while size := int((line := await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+        writer.write(line)
+        if not await _copy(reader, writer, size + 2):  # the chunk and its CRLF
+            return None
+        total += size
+    writer.write(line)
+    while (line := await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
+        writer.write(line)
+    writer.write(line)
+    await writer.drain()
+    return total
+
+
 class Proxy:
     """The CONNECT proxy and TLS endpoint of the module's docstring, on an asyncio loop in a daemon thread.
 
     A CONNECT to one of GOOGLE_HOSTS:443 is answered with a tunnel to an internal TLS endpoint (the certificate
     `cert_file`, `key_file`), which passes each decrypted request, its head as `forwarded_head` makes it, to the
-    emulator at 127.0.0.1:`emulator_port`, and the emulator's bytes back. Any other request gets 403 and its request
-    line is appended to `refused`. `port`: the proxy's port on 127.0.0.1."""
+    emulator at 127.0.0.1:`emulator_port`, and the emulator's bytes back; each such request is appended to
+    `requests` as (method, target, body length; None: the stream ended within the body). Any other request gets 403
+    and its request line is appended to `refused`. `port`: the proxy's port on 127.0.0.1."""
 
     def __init__(self, emulator_port, cert_file, key_file):
         self.refused = []
+        self.requests = []
         self._emulator = ("127.0.0.1", emulator_port)
         # The task serving each connection -> the connection's writers. asyncio holds tasks only weakly, and once a
         # client has closed its side nothing else holds the task that waits for the emulator's last bytes.
@@ -224,7 +242,13 @@ class Proxy:
                 except asyncio.IncompleteReadError:  # the client is done
                     break
                 upstream.write(head)
-                if not await _copy(reader, upstream, -1 if length is None else length):
+                if length is None:
+                    length = await _copy_chunked(reader, upstream)
+                elif not await _copy(reader, upstream, length):
+                    length = None
+                method, target = head.decode("latin-1").split(" ", 2)[:2]
+                self.requests.append((method, target, length))
+                if length is None:  # the client's stream ended within the body
                     break
             if not upstream.is_closing():
                 upstream.write_eof()

@@ -40,7 +40,7 @@ TENSORFLOW_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_text", "te
 # TensorFlow starts): no top-level tensorflow.
 TF_FREE = ["bert_tf.text.tokenization", "bert_tf.text.packing", "bert_tf.fileio", "bert_tf.data.corpus",
            "bert_tf.data.vocab", "bert_tf.data.pretraining.instances", "bert_tf.data.pretraining.wire",
-           "bert_tf.data.pretraining.shards", "bert_tf.training.machine"]
+           "bert_tf.data.pretraining.shards", "bert_tf.training.machine", "bert_tf.training.peers"]
 
 
 # Only bert_tf.fileio touches files, so that every user path may be a URL (gs://, ram://): elsewhere in the library

@@ -1,16 +1,16 @@
 """No half-replaced files (issue 31): a child process replacing an export version (`fileio.staged_directory`, as
 `exporter.export` commits every format) or a release (`original.write_release`, what export_original and the
 converters write) is SIGKILLed after each of its renames in turn (os.replace wrapped in the child: the real code
-runs; the children are forked from one process that imported the modules once). After the recovery that the next
-write runs first, the target is entirely the old or entirely the new one (every file and its bytes; other files
-kept), no temporary is left, and the next replacement works."""
+runs; the children are forked from one process that imported the modules once). A reader then finds the old or the
+new version (every file and its bytes; other files kept), or none (no key file); the next write replaces it whole,
+and its clean-up removes the killed writer's staging directory once that is stale."""
 import collections
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
+import time
 
 import forkserver
 import numpy as np
@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.checkpoints import original
-from bert_tf.export import exporter
 from bert_tf.model.config import BertConfig
 
 # A child: `python -c _CHILD <replacement> <version> <target>...` imports this module once, then forks a process per
@@ -107,17 +106,19 @@ def write_sharded_release(output_dir, version):
         "bert_model.ckpt.data-00000-of-00002", "bert_model.ckpt.data-00001-of-00002"]
 
 
-Replacement = collections.namedtuple("Replacement", "write_old write recover")
+Replacement = collections.namedtuple("Replacement", "write_old write key")  # key: relative to the target
 REPLACEMENTS = {
-    "export": Replacement(write_export, write_export, lambda d: exporter.version_dir(d, 1, overwrite=True)),
-    "release": Replacement(write_sharded_release, write_release, fileio.remove_stale_temporaries),
+    "export": Replacement(write_export, write_export, "1/saved_model.pb"),
+    "release": Replacement(write_sharded_release, write_release, "bert_model.ckpt.index"),
 }
 
 
 def _tree(directory):
-    """Every directory and file under `directory` by relative path (files -> their bytes, directories -> None)."""
+    """Every directory and file under `directory` by relative path (files -> their bytes, directories -> None), but
+    for temporaries."""
     tree = {}
     for root, dirs, files in os.walk(directory):
+        dirs[:] = [name for name in dirs if fileio.TEMP_MARK not in name]
         for name in dirs:
             tree[os.path.relpath(os.path.join(root, name), directory)] = None
         for name in files:
@@ -155,7 +156,7 @@ def _kill_after_each_rename(name, targets, version, env):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REPLACEMENTS))
-def test_a_replacement_killed_after_any_rename_is_old_or_new_after_recovery(name, tmp_path, monkeypatch, child_env):
+def test_a_replacement_killed_after_any_rename_is_old_none_or_new(name, tmp_path, monkeypatch, child_env):
     replacement = REPLACEMENTS[name]
     pristine = _target(tmp_path / "old")
     replacement.write_old(pristine, 1)
@@ -170,17 +171,22 @@ def test_a_replacement_killed_after_any_rename_is_old_or_new_after_recovery(name
     env = child_env(PYTHONPATH=os.path.dirname(os.path.abspath(__file__)), TF_CPP_MIN_LOG_LEVEL="3",
                     TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
     statuses, stderr = _kill_after_each_rename(name, targets, 2, env)
-    old, outcomes = _tree(pristine), []
+    old, outcomes, order = _tree(pristine), [], ["old", "none", "new"]
     for k, (target, status) in enumerate(zip(targets, statuses)):
         assert status == -signal.SIGKILL, f"the child was to be killed after {k} renames: {stderr[-2000:]}"
-        replacement.recover(target)
-        assert not [f for f in os.listdir(target) if fileio.TEMP_MARK in f], f"killed after {k} renames"
         tree = _tree(target)
-        assert tree in (old, expected[2]), f"killed after {k} of {renames} renames: a mix of old and new"
-        outcomes.append("new" if tree == expected[2] else "old")
+        assert replacement.key not in tree or tree in (old, expected[2]), f"killed after {k} renames: a mix"
+        outcomes.append("none" if replacement.key not in tree else "new" if tree == expected[2] else "old")
         replacement.write(target, 3)
         assert _tree(target) == expected[3], f"killed after {k} renames: the next replacement"
-    assert outcomes[0] == "old" and outcomes[-1] == "new" and outcomes == sorted(outcomes, reverse=True), outcomes
+        left = [os.path.join(target, f) for f in os.listdir(target) if fileio.TEMP_MARK in f]
+        long_ago = time.time() - fileio.STALE_AFTER_S - 60
+        for path in left:  # the killed writer's staging directory: young, kept until it is stale
+            for root, _, files in os.walk(path):
+                for below in [root, *(os.path.join(root, f) for f in files)]:
+                    os.utime(below, (long_ago, long_ago))
+        assert fileio.remove_stale_temporaries(target) == sorted(left), f"killed after {k} renames"
+    assert outcomes[-1] == "new" and "none" in outcomes and outcomes == sorted(outcomes, key=order.index), outcomes
 
 
 def test_a_release_loads_its_new_tensors_after_a_replacement(tmp_path):
@@ -204,33 +210,3 @@ def test_a_write_that_fails_leaves_the_old_release(tmp_path):
                 f.write("half written")
             raise RuntimeError("writer failed")
     assert _tree(target) == before
-
-
-def _staging(directory, monkeypatch, pid, manifest):
-    """A checkpoint staging directory of the process `pid` in `directory` (as `original.staged_checkpoint` makes
-    one), holding x.ckpt.index; with `manifest`, committed (the manifest names that file)."""
-    with monkeypatch.context() as patch:
-        patch.setattr(os, "getpid", lambda: pid)
-        staging = fileio.temp_dir(directory, "ckpt")
-    os.makedirs(os.path.join(staging, "content"))
-    with open(os.path.join(staging, "content", "x.ckpt.index"), "w") as f:
-        f.write(f"index of {pid}")
-    if manifest:
-        with open(os.path.join(staging, fileio.COMMIT_MANIFEST), "w") as f:
-            json.dump({"target": ".", "key": "x.ckpt.index", "files": ["x.ckpt.index"],
-                       "remove": r"x\.ckpt\.data-\d+-of-\d+"}, f)
-    return os.path.basename(staging)
-
-
-def test_recovery_leaves_the_staging_directories_of_running_processes_alone(tmp_path, monkeypatch):
-    ended = subprocess.Popen([sys.executable, "-c", "pass"])
-    ended.wait()
-    directory = str(tmp_path)
-    live = [_staging(directory, monkeypatch, os.getpid(), manifest) for manifest in (False, True)]
-    dead_unfinished = _staging(directory, monkeypatch, ended.pid, manifest=False)
-    dead_committed = _staging(directory, monkeypatch, ended.pid, manifest=True)
-    assert fileio.stale_temporaries(directory) == sorted(
-        os.path.join(directory, name) for name in (dead_unfinished, dead_committed))
-    fileio.remove_stale_temporaries(directory)
-    assert sorted(os.listdir(directory)) == sorted(live + ["x.ckpt.index"])
-    assert (tmp_path / "x.ckpt.index").read_text() == f"index of {ended.pid}"  # rolled forward

@@ -6,7 +6,7 @@ import os
 import benchmark_modules
 import pytest
 
-from bert_tf import fileio
+from bert_tf.tasks import run_record
 
 startup = benchmark_modules.load("startup_benchmark")
 MIB = 1 << 20
@@ -36,9 +36,9 @@ def test_measured_bytes_are_what_each_rule_reads(tmp_path):
     small = startup.make_shards(str(tmp_path / "small"), 3, MIB)
     large = startup.make_shards(str(tmp_path / "large"), 1, startup.OLD_WHOLE_BYTES + MIB)
     slack = 4096  # reading /proc/self/io itself
-    sample = fileio.FINGERPRINT_SAMPLE_BYTES
-    for fingerprint, paths, expected in [(fileio.fingerprint, small, 3 * 3 * sample),
-                                         (fileio.fingerprint, large, 3 * sample),
+    sample = run_record.FINGERPRINT_SAMPLE_BYTES
+    for fingerprint, paths, expected in [(run_record.fingerprint, small, 3 * 3 * sample),
+                                         (run_record.fingerprint, large, 3 * sample),
                                          (startup.old_fingerprint, small, 3 * MIB),  # whole
                                          (startup.old_fingerprint, large, 3 * MIB)]:  # three MiB of a large file
         result = startup.measured(fingerprint, paths)
@@ -46,22 +46,14 @@ def test_measured_bytes_are_what_each_rule_reads(tmp_path):
         assert result["seconds"] > 0
 
 
-def test_main_writes_a_row_per_rule_worker_count_and_run(tmp_path):
+def test_main_writes_a_row_per_rule_and_run(tmp_path):
     out = tmp_path / "startup.json"
-    startup.main(["--shards=4", "--shard_mib=1", "--workers=1,2", "--old_shards=2", f"--work_dir={tmp_path}",
-                  f"--json={out}"])
+    startup.main(["--shards=4", "--shard_mib=1", "--old_shards=2", f"--work_dir={tmp_path}", f"--json={out}"])
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["rule"], r["workers"], r["files"], r["run"]) for r in rows] == [
-        ("new", 1, 4, "first"), ("new", 1, 4, "again"), ("new", 2, 2, "first"), ("new", 2, 2, "again"),
-        ("old", "any", 4, "first"), ("old", "any", 4, "again")]
-    assert all(r["measured_files"] == 2 and r["extrapolated"] for r in rows[4:])
-    assert rows[4]["bytes_read"] == pytest.approx(4 * MIB, rel=0.01)  # 2 files read whole, scaled by 4 / 2
-
-
-def test_main_rejects_more_workers_than_files(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        startup.main(["--shards=2", "--workers=1,4", f"--work_dir={tmp_path}"])
-    assert "--workers: each count must be in [1, --shards=2], got [1, 4]" in capsys.readouterr().err
+    assert [(r["rule"], r["files"], r["run"]) for r in rows] == [
+        ("new", 4, "first"), ("new", 4, "again"), ("old", 4, "first"), ("old", 4, "again")]
+    assert all(r["measured_files"] == 2 and r["extrapolated"] for r in rows[2:])
+    assert rows[2]["bytes_read"] == pytest.approx(4 * MIB, rel=0.01)  # 2 files read whole, scaled by 4 / 2
 
 
 def test_gcs_fetched_bytes_sums_the_clients_reads():

@@ -53,6 +53,9 @@ def write_inputs(mirror, vocab_file, data_dir):
 
 MODEL = ["--vocab_file={base}/vocab.txt", "--bert_config_file={base}/bert_config.json"]
 RELEASE = "--init_checkpoint={base}/pretraining/original/bert_model.ckpt"
+CLASSIFIER_TRAIN = [*MODEL, RELEASE, "--task_name=tsv", "--data_dir={base}/classifier_data",
+                    "--output_dir={base}/classifier", "--do_train", "--max_seq_length=16", "--train_batch_size=2",
+                    "--num_train_epochs=1"]
 STEPS = [
     ("create_pretraining_data.py", [[
         "--input_file={base}/sample_text.txt", "--output_file={base}/pretraining.tfrecord",
@@ -64,9 +67,8 @@ STEPS = [
         "--max_eval_steps=2", "--save_checkpoints_steps=1", "--iterations_per_loop=1", f"--max_seq_length={SEQ}",
         f"--max_predictions_per_seq={PREDICTIONS}", "--save_original_checkpoint"]]),
     ("run_classifier.py", [[
-        *MODEL, RELEASE, "--task_name=tsv", "--data_dir={base}/classifier_data", "--output_dir={base}/classifier",
-        "--do_train", "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=2",
-        "--num_train_epochs=1", "--export_dir={base}/classifier_export", "--save_original_checkpoint"]]),
+        *CLASSIFIER_TRAIN, "--do_eval", "--do_predict", "--export_dir={base}/classifier_export",
+        "--save_original_checkpoint"]]),
     ("export_saved_model.py", [[
         *MODEL, f"--format={fmt}", "--task=classifier", "--init_checkpoint={base}/classifier",
         "--label_list={base}/classifier/label_list.txt", f"--export_dir={{base}}/{fmt}", "--max_seq_length=16"]
@@ -84,12 +86,13 @@ STEPS = [
 def run_steps(base, copy_in, copy_out, steps, cwd, env):
     """Runs `steps` (of STEPS) one after the other in a fresh process (tests/script_steps.py) with the working
     directory `cwd`, `copy_in` copied to `base` first and `base` to `copy_out` last ("-": no copy): every run
-    succeeds, and no step writes into `cwd`."""
+    succeeds, and no step writes into `cwd`. Returns the runs' logs."""
     done, logs = script_steps.run([(os.path.join(REPO, "run_scripts", script), argvs) for script, argvs in steps],
                                   cwd, env, base, copy_in, copy_out)
     for (script, argvs), step in zip(steps, done):
         assert step["errors"] == [None] * len(argvs), f"{script}: {step['errors']}\n{logs[-3000:]}"
         assert step["cwd"] == [], f"{script} wrote into the working directory: {step['cwd']}"
+    return logs
 
 
 def check_outputs(store):
@@ -128,13 +131,17 @@ def test_the_workflow_on_gcs_through_tensorflows_client(tmp_path, uncased_vocab_
                                                        gcs_emulator):
     """The same steps on gs:// (fake-gcs-server behind a TLS proxy: TensorFlow's GCS client, its resumable uploads
     and per-object renames), in two processes: the first copies the inputs in and runs the training steps, the
-    second reads their outputs from gs://, runs the other steps and copies everything out."""
+    second reads their outputs from gs://, reruns run_classifier.py's training into its finished output_dir (it
+    rewrites train.tf_record, a new object: the run resumes, it is not refused as a run on other data), runs the
+    other steps and copies everything out."""
     mirror, cwd = str(tmp_path / "store"), tmp_path / "cwd"
     cwd.mkdir()
     write_inputs(mirror, uncased_vocab_file, data_dir)
     env = child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **gcs_emulator.env)
     run_steps(f"{gcs_emulator.url}/workflow", mirror, "-", STEPS[:3], str(cwd), env)  # up to run_classifier.py
-    run_steps(f"{gcs_emulator.url}/workflow", "-", mirror, STEPS[3:], str(cwd), env)
+    rerun = ("run_classifier.py", [[*CLASSIFIER_TRAIN, "--verbosity=0"]])  # its INFO log says what it did
+    logs = run_steps(f"{gcs_emulator.url}/workflow", "-", mirror, [rerun, *STEPS[3:]], str(cwd), env)
+    assert "Training already finished (step 2 of 2)" in logs
     assert os.listdir(cwd) == []
     check_served(mirror, check_outputs(mirror))
     assert not [name for name in gcs_emulator.object_names() if fileio.TEMP_MARK in name]

@@ -226,7 +226,8 @@ def test_the_proxy_refuses_every_other_host(gcs_emulator):
 
 def test_forwarded_head_drops_transfer_encoding_identity():
     """libcurl's "Transfer-Encoding: identity" (which Go's HTTP server refuses) is dropped, the Content-Length kept
-    and returned, "X-Forwarded-Proto: https" replaces any other; a chunked body has no length."""
+    and returned, "X-Forwarded-Proto: https" replaces any other; a chunked body has no length, even with the
+    Content-Length that TensorFlow's resumable uploads send beside it."""
     head = (b"POST /upload/storage/v1/b/x/o?uploadType=media&name=d%2F HTTP/1.1\r\nHost: www.googleapis.com\r\n"
             b"Content-Length: 0\r\nTransfer-Encoding: identity\r\nX-Forwarded-Proto: http\r\n\r\n")
     assert forwarded_head(head) == (
@@ -234,4 +235,5 @@ def test_forwarded_head_drops_transfer_encoding_identity():
         b"Content-Length: 0\r\nX-Forwarded-Proto: https\r\n\r\n", 0)
     assert forwarded_head(b"PUT /u HTTP/1.1\r\ncontent-length: 12\r\n\r\n")[1] == 12
     assert forwarded_head(b"PUT /u HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")[1] is None
+    assert forwarded_head(b"PUT /u HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 78\r\n\r\n")[1] is None
 

@@ -55,8 +55,8 @@ def _write_tensors(tensors, prefix):
 # A checkpoint is several files (`<prefix>.index`, `<prefix>.data-*`, the `checkpoint` state file; a release adds
 # bert_config.json and vocab.txt) in a directory that may hold other files (a converter's --output_dir): they are
 # committed together by `fileio.staged_directory`, the .index last (a reader takes a checkpoint only with its index),
-# the old shards the new index does not name removed, other files left alone; a write killed half-way is rolled
-# back or forward by the next write into the directory.
+# the old shards the new index does not name removed, other files left alone; a write killed half-way leaves the
+# old checkpoint, none (no .index) or the new one, and the next write replaces it.
 
 
 @contextlib.contextmanager

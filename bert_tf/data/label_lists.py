@@ -5,7 +5,7 @@ export_saved_model.py's --label_list):
   model's outputs, each exactly as the run learned it (only the line ending is not part of it); blank lines are
   skipped. `write` refuses a label that is empty or holds a line break.
 - On a command line, a label list is comma-separated (`parse`: each label stripped of surrounding spaces), or the
-  path of such a file (`resolve`).
+  path of such a file (`resolve`: a value without a comma is a path, which must exist).
 Every reader refuses an empty list and a repeated label, naming where it came from.
 """
 import os
@@ -62,11 +62,17 @@ def parse(text):
 
 
 def resolve(label_list):
-    """Labels from a list, a comma-separated string or a file with one label per line; None -> None."""
+    """Labels from a list, a comma-separated string or a file with one label per line; None -> None. A string
+    without a comma names a file (a list of one label labels nothing)."""
     if label_list is None:
         return None
     if isinstance(label_list, (list, tuple)):
         return _checked([str(label) for label in label_list], "The label list")
     if fileio.isfile(label_list):
         return read(label_list)
+    if "," not in label_list:
+        expected = "give a file with one label per line, or the labels, comma-separated"
+        if not label_list.strip():
+            raise ValueError(f"--label_list is empty: {expected}.")
+        raise FileNotFoundError(f"--label_list={label_list}: no such file; {expected}.")
     return parse(label_list)

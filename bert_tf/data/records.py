@@ -3,7 +3,9 @@
 A schema is an ordered dict of feature name -> `tf.io.FixedLenFeature` (each task module defines its own, with the
 original scripts' names, order and dtypes). `example(values, schema)` builds the tf.train.Example of one record
 (features in the schema's order, as the original's OrderedDicts), `write(path, serialized)` writes records
-atomically, `parse(record, schema)` reads one back with int64 cast to int32 as the original's input_fn does.
+atomically, digesting them as they are written (`Writer.fingerprint`: what a run wrote is told by its content),
+`parse(record, schema)` reads one back with int64 cast to int32 as the original's input_fn does.
+`naming_corrupt_records(files)`: a corrupt record met while reading is an error naming its file and record.
 
 The training readers are replayable: their order is a function of `seed` alone (each worker keeping its share:
 `worker_share`), so that `Trainer.train` can resume a run by rebuilding the reader with the seed saved in its
@@ -16,6 +18,8 @@ what a program run on every replica needs (TPUStrategy, an XLA-compiled update o
 the embedding's IndexedSlices gradient included.
 """
 import contextlib
+import hashlib
+import re
 
 import tensorflow as tf
 
@@ -33,22 +37,83 @@ def example(values, schema):
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
+class Writer:
+    """Called with one serialized record, writes it (`writer`); counts them (`count`) and digests them, in order,
+    as they are written (`fingerprint`: a SHA-256 hex digest of each record's length and bytes), so that what a run
+    wrote is told by its content without reading it back."""
+
+    def __init__(self, write_record):
+        self._write = write_record
+        self._digest = hashlib.sha256()
+        self.count = 0
+
+    def __call__(self, record):
+        self._write(record)
+        self._digest.update(len(record).to_bytes(8, "little"))
+        self._digest.update(record)
+        self.count += 1
+
+    @property
+    def fingerprint(self):
+        return self._digest.hexdigest()
+
+
 @contextlib.contextmanager
 def writer(path):
-    """Yields a function that writes one serialized record to the TFRecord file `path`; the file is written under
-    a temporary name and renamed when the block completes (removed if it raises)."""
+    """Yields a `Writer` of the TFRecord file `path`; the file is written under a temporary name and renamed when
+    the block completes (removed if it raises)."""
     with fileio.written_atomically(path) as tmp, tf.io.TFRecordWriter(tmp) as records:
-        yield records.write
+        yield Writer(records.write)
 
 
 def write(path, serialized):
-    """Writes serialized records (an iterable of bytes) to `path` atomically; returns how many."""
-    count = 0
+    """Writes serialized records (an iterable of bytes) to `path` atomically; returns its `Writer` (the records'
+    count and fingerprint)."""
     with writer(path) as write_record:
         for record in serialized:
             write_record(record)
-            count += 1
-    return count
+    return write_record
+
+
+def first_corrupt(files, batch=1024):
+    """(file, records read before the first that fails to read) of the first of `files` holding a corrupt or
+    truncated record, read to its end (TFRecords, GZIP-compressed ones recognized: `compression_of`), with
+    TensorFlow's error message; None when every file reads."""
+    for path in files:
+        compression = compression_of(path)
+        read = 0
+        try:
+            for records in tf.data.TFRecordDataset(path, compression_type=compression).batch(batch):
+                read += int(tf.shape(records)[0])
+        except tf.errors.DataLossError:  # in the batch after `read`: find the record
+            try:
+                for _ in tf.data.TFRecordDataset(path, compression_type=compression).skip(read):
+                    read += 1
+            except tf.errors.DataLossError as e:  # its message, without TensorFlow's op names
+                return path, read, re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", e.message, flags=re.S)
+    return None
+
+
+@contextlib.contextmanager
+def naming_corrupt_records(files):
+    """Turns TensorFlow's DataLossError raised in the block (a corrupt record, which its message names by byte
+    offset alone) into a ValueError naming the first of `files` holding one (`first_corrupt`) and what to do; the
+    error is raised as it is when every file reads (e.g. a corrupt checkpoint)."""
+    try:
+        yield
+    except tf.errors.DataLossError as e:
+        corrupt = first_corrupt(files)
+        if corrupt is None:
+            raise
+        path, read, message = corrupt
+        raise ValueError(f"{path}: a corrupt record after its first {read} record(s) ({message}): the file is "
+                         f"damaged; replace it with an intact copy, or leave it out of the input files.") from e
+
+
+def compression_of(path):
+    """"GZIP" if the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
+    with fileio.open_file(path, "rb", name="") as f:
+        return "GZIP" if f.read(2) == b"\x1f\x8b" else ""
 
 
 def parse(record, schema):

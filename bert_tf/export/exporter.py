@@ -1,9 +1,9 @@
 """One export call for every format: `export(ExportRequest(...), model=... | init_checkpoint=...)`.
 
     from bert_tf.export import exporter
-    exporter.export(exporter.ExportRequest(task="classifier", export_dir="gs://bucket/models/mrpc", version=1,
+    exporter.export(exporter.ExportRequest(task="classifier", export_dir="gs://bucket/models/mrpc",
                                            label_list="0,1", max_seq_length=128),
-                    init_checkpoint="gs://bucket/mrpc/model.ckpt-343", vocab_file="gs://bucket/bert/vocab.txt")
+                    init_checkpoint="gs://bucket/mrpc_output", vocab_file="gs://bucket/bert/vocab.txt")
 
 | format    | writes `export_dir/<version>/`                   | tasks                             | module        |
 |-----------|--------------------------------------------------|-----------------------------------|---------------|
@@ -21,9 +21,10 @@ own settings).
 
 The request is checked as a whole before anything loads (`ExportRequest.check`: a format or task that does not
 exist, an option given for a format or task it does not apply to, labels for a task without labels or that
-disagree with --num_labels); the version directory is checked next (an existing one is refused unless
-`overwrite`), then the model is loaded (`checkpoints.load_pretrained`, any format it reads) unless given. Every
-path may be a URL (gs://): the version is written into a staging directory beside it and committed as a whole
+disagree with --num_labels); the version is taken next (`version_dir`, which every export goes through:
+versions only increase and a version directory is never written twice), then the model is loaded
+(`checkpoints.load_pretrained`, any format it reads) unless given. Every path may be a URL (gs://): the version is
+written into a staging directory beside it and committed as a whole
 (`fileio.staged_directory`, its saved_model.pb / model.tflite / model.onnx last, so that TF Serving never loads a
 half-written version); what a tool writes only to a local disk (tf2onnx, the assets' sources) is staged in a local
 scratch directory.
@@ -38,6 +39,7 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import label_lists
 from bert_tf.export import portable, saved_model, tfhub
 from bert_tf.model import heads, task_models
+from bert_tf.text import in_graph
 
 FORMATS = ("serving", "tfhub", *portable.FORMATS)
 PREPROCESSING = "preprocessing"  # the TF Hub preprocessing model (no weights): a task of "serving" and "tfhub"
@@ -46,6 +48,7 @@ KEY_FILES = {"serving": "saved_model.pb", "tfhub": "saved_model.pb", **portable.
 # Options that apply to some formats or tasks only: the request refuses them elsewhere when given (not None).
 SERVING_OPTIONS = ("text_ops", "use_xla", "pad_to_max_seq_length", "length_multiple")
 PORTABLE_OPTIONS = ("quantization",)
+TEXT_OPTIONS = ("max_texts_per_request", "max_request_bytes")  # where text goes in: "serving" and preprocessing
 TASK_OPTIONS = ("pooling", "normalize")  # those of a task's spec (`TaskSpec.options`)
 
 
@@ -63,14 +66,14 @@ class ExportRequest:
 
     Options left None are not given: they take their defaults (text_ops "tf_text", use_xla False,
     pad_to_max_seq_length the spec's `keeps_max_seq_length` (SQuAD's True, else False), length_multiple 32 with
-    use_xla else 1, quantization "none", the embedding's pooling "mean" and normalize True), and a given one that
-    does not apply to the format or task is an error.
+    use_xla else 1, quantization "none", the embedding's pooling "mean" and normalize True, the text limits
+    `in_graph.TextLimits`'s), and a given one that does not apply to the format or task is an error.
     """
     task: str
     export_dir: str
     format: str = "serving"
-    version: int = 1
-    overwrite: bool = False
+    version: int | None = None  # None: the next free version (`version_dir`)
+    min_version: int = 1  # the lowest version that None takes (the runner's: the global step)
     max_seq_length: int = 128
     num_labels: int | None = None  # a labelled task's (classifier, ner): the head's label count (or label_list's)
     label_list: object = None  # a labelled task's label names (a list, "a,b,c" or a file, `label_lists.resolve`)
@@ -79,6 +82,9 @@ class ExportRequest:
     use_xla: bool | None = None
     pad_to_max_seq_length: bool | None = None
     length_multiple: int | None = None
+    # every text signature: format "serving", and the preprocessing model (`text_limits`)
+    max_texts_per_request: int | None = None
+    max_request_bytes: int | None = None
     # formats "litert", "onnx" (bert_tf.export.portable)
     quantization: str | None = None
     # a task with these options (`TaskSpec.options`: embedding)
@@ -91,8 +97,9 @@ class ExportRequest:
             raise ValueError(f"Unknown format {self.format!r}; expected one of {', '.join(FORMATS)}.")
         self._check_options()
         self._check_task()
-        if int(self.version) < 1:
-            raise ValueError(f"version must be a positive integer, got {self.version}.")
+        if (self.version is not None and int(self.version) < 1) or int(self.min_version) < 1:
+            raise ValueError(f"version and min_version must be positive integers, got {self.version} and "
+                             f"{self.min_version}.")
         if self.text_ops is not None and self.text_ops not in saved_model.TEXT_OPS:
             raise ValueError(f"text_ops must be one of {saved_model.TEXT_OPS}, got {self.text_ops!r}.")
         if self.quantization is not None and self.quantization not in portable.QUANTIZATIONS:
@@ -100,6 +107,7 @@ class ExportRequest:
                              f"{', '.join(portable.QUANTIZATIONS)}.")
         if self.pooling is not None and self.pooling not in heads.POOLINGS:
             raise ValueError(f"Unknown pooling {self.pooling!r}; expected one of {', '.join(heads.POOLINGS)}.")
+        self.text_limits  # noqa: B018 (checks them)
         if self.task == PREPROCESSING and int(self.max_seq_length) < 3:
             raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got "
                              f"{self.max_seq_length}.")
@@ -127,7 +135,10 @@ class ExportRequest:
                      name for name in SERVING_OPTIONS if getattr(self, name) is not None
                      and (self.format != "serving" or self.task == PREPROCESSING)],
                  "--format=litert or onnx": [name for name in PORTABLE_OPTIONS if getattr(self, name) is not None
-                                             and self.format not in portable.FORMATS]}
+                                             and self.format not in portable.FORMATS],
+                 "the text signatures (--format=serving, --task=preprocessing)": [
+                     name for name in TEXT_OPTIONS if getattr(self, name) is not None
+                     and self.format != "serving" and self.task != PREPROCESSING]}
         for where, names in wrong.items():
             if names:
                 given = " and ".join(f"--{name}" for name in names)
@@ -138,6 +149,13 @@ class ExportRequest:
     def spec(self):
         """The task's `task_models.TaskSpec` (None for the preprocessing model)."""
         return task_models.REGISTRY.get(self.task)
+
+    @property
+    def text_limits(self):
+        """The bounds of a request to the text signatures (`in_graph.TextLimits`): those given, else its
+        defaults; ValueError if not positive."""
+        return in_graph.TextLimits(**{name: getattr(self, name) for name in TEXT_OPTIONS
+                                      if getattr(self, name) is not None})
 
     @property
     def pad(self):
@@ -167,15 +185,27 @@ class ExportRequest:
         return {name: getattr(self, name) for name in self.spec.options}
 
 
-def version_dir(export_dir, version, overwrite=False):
-    """`export_dir/<version>`; FileExistsError if it exists and not `overwrite`. What a killed export left in
-    export_dir is cleaned up first (`fileio.remove_stale_temporaries`: a commit it had begun is completed), so
-    that the answer holds for the export that follows."""
+def version_dir(export_dir, version=None, min_version=1):
+    """`export_dir/<version>` for a new export: versions only increase, and a version directory is never written
+    twice (TF Serving loads a version number once and serves the highest). A version is taken by a numbered entry
+    of export_dir, complete or not (a killed export's directory without its key file: its number is skipped, never
+    reused), or by an export's staging directory (`.<N>.tmp-...`), once the stale temporaries are removed
+    (`fileio.remove_stale_temporaries`). `version` None: the next free version, above every taken one and at least
+    `min_version`; a given `version` that is taken is refused (FileExistsError naming --version)."""
     fileio.remove_stale_temporaries(export_dir)
-    final_dir = os.path.join(export_dir, str(int(version)))
-    if fileio.exists(final_dir) and not overwrite:
-        raise FileExistsError(f"{final_dir} already exists: pass a new --version or --overwrite.")
-    return final_dir
+    names = fileio.listdir(export_dir) if fileio.isdir(export_dir) else []
+    taken = {int(n) for n in (name.split(fileio.TEMP_MARK)[0].lstrip(".") for name in names)
+             if n.isascii() and n.isdigit()}
+    free = max(int(min_version), max(taken, default=0) + 1)
+    if version is None:
+        logging.info("Exporting version %d to %s (the next free version, at least %d)", free, export_dir,
+                     min_version)
+        version = free
+    elif int(version) in taken:
+        raise FileExistsError(f"{os.path.join(export_dir, str(int(version)))} already exists or is being written "
+                              f"(TF Serving serves a version number once): pass a new --version, or leave --version "
+                              f"out to take the next free one ({free}).")
+    return os.path.join(export_dir, str(int(version)))
 
 
 def export(request, model=None, *, vocab_file=None, do_lower_case=None, init_checkpoint=None,
@@ -192,7 +222,7 @@ def export(request, model=None, *, vocab_file=None, do_lower_case=None, init_che
     """
     request.check()
     labels, num_labels = request.given_labels()
-    target = version_dir(request.export_dir, request.version, request.overwrite)  # fail before the slow part
+    target = version_dir(request.export_dir, request.version, request.min_version)  # fail before the slow part
     if request.task == PREPROCESSING:
         if not vocab_file or not fileio.isfile(vocab_file):
             raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")

@@ -40,6 +40,12 @@ The text signatures tokenize and pack in graph exactly like the Python pipeline 
   and a plain `import tensorflow` load it.
 * `"none"`: no text signatures (tensor signature only).
 
+Every text signature refuses a request of more texts than `max_texts_per_request`, or whose texts hold more UTF-8
+bytes in all than `max_request_bytes` (text_a and text_b each; export options, defaults
+`bert_tf.text.in_graph.TextLimits`'s), with an InvalidArgumentError naming the option, checked in graph before any
+tokenization (by the tokenizer, which every text signature goes through); export_metadata.json records them. The
+tensor signature takes any request.
+
 `use_xla=True` compiles the model's computation in every signature with XLA (`jit_compile`; the tokenizer, the
 packing and the label lookup stay outside it). On CPU that cuts batch-1 latency (one fused program instead of
 oneDNN's per-op kernels and transposes), while the default is faster at large batches (BENCHMARKS.md). Each new
@@ -53,6 +59,8 @@ max_position_embeddings / 32. TF Serving runs such a model only when started wit
 Assets (under `assets/`): `vocab.txt` (the vocabulary), and `labels.txt` for a labelled head (one label per
 line). `export_metadata.json` in assets.extra describes task, signatures and settings.
 """
+import dataclasses
+
 import tensorflow as tf
 
 from bert_tf.data import lengths
@@ -63,9 +71,10 @@ TEXT_OPS = ("tf_text", "core", "none")
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
-                      length_multiple=1):
-    """The in-graph text -> inputs module the text signatures use (see the module docstring)."""
-    padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, length_multiple=length_multiple)
+                      length_multiple=1, limits=None):
+    """The in-graph text -> inputs module the text signatures use (see the module docstring); `limits`:
+    `in_graph.TextLimits` each request is checked against first."""
+    padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, length_multiple=length_multiple, limits=limits)
     if text_ops == "tf_text":
         return preprocessing.InGraphPreprocessor(vocab_file, do_lower_case, max_seq_length, **padding)
     if text_ops == "core":
@@ -162,7 +171,7 @@ def write(model, request, sources, out):
     length_multiple = lengths.SequenceLengths.for_run(pad, use_xla, request.length_multiple).multiple
     has_text = text_ops != "none" and spec.text
     preprocessor = make_preprocessor(sources.vocab_file, sources.do_lower_case, request.max_seq_length, text_ops, pad,
-                                     length_multiple) if has_text else None
+                                     length_multiple, request.text_limits) if has_text else None
     module = _ServingModule(model, spec, sources.vocab_file, sources.labels, preprocessor, use_xla, length_multiple)
     if sources.labels is not None:
         module.labels_asset = tf.saved_model.Asset(sources.labels_file())
@@ -181,5 +190,6 @@ def write(model, request, sources, out):
             lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b)),
             input_signature=[text_a, text_b])
     tf.saved_model.save(module, out, signatures=signatures)
+    limits = dataclasses.asdict(request.text_limits) if has_text else {}
     return {"text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
-            "pad_to_max_seq_length": pad, "length_multiple": length_multiple}
+            "pad_to_max_seq_length": pad, "length_multiple": length_multiple, **limits}

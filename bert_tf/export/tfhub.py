@@ -36,8 +36,11 @@ with bert-tf's in-graph tokenizer (`bert_tf.text.in_graph`: the ids of the origi
   Packing follows the original `convert_single_example`, not Model Garden's `BertPackInputs` where they differ:
   pairs are truncated by the original's `_truncate_seq_pair`, and a row whose second segment is empty is packed
   as `[CLS] a [SEP]` with up to seq_length - 2 tokens of a (Model Garden packs `[CLS] a [SEP] [SEP]`); padding is
-  id 0 as in the original. Loading it needs `import tensorflow_text` (as Model Garden's does).
+  id 0 as in the original. Loading it needs `import tensorflow_text` (as Model Garden's does). The root call and
+  `tokenize` refuse a batch over the export's text limits (options max_texts_per_request and max_request_bytes,
+  as for `bert_tf.export.saved_model`), e.g. a `Dataset.batch` of more than max_texts_per_request sentences.
 """
+import dataclasses
 import os
 
 import tensorflow as tf
@@ -192,12 +195,13 @@ class _Preprocessor(tf.train.Checkpoint):
         return self._pack([self.tokenize(sentences)], seq_length=self._seq_length)
 
 
-def _write_preprocessing(sources, seq_length, out):
+def _write_preprocessing(sources, seq_length, limits, out):
     """Writes the TF Hub preprocessing SavedModel (see the module docstring) of `sources.vocab_file` and
     `sources.do_lower_case` (exporter.Sources; the vocabulary is also saved as the `vocab_file` asset) into `out`;
-    `seq_length`: the length the root call packs to, and `bert_pack_inputs`'s default (>= 3)."""
-    root = _Preprocessor(in_graph.InGraphTokenizer(sources.vocab_file, do_lower_case=sources.do_lower_case),
-                         int(seq_length))
+    `seq_length`: the length the root call packs to, and `bert_pack_inputs`'s default (>= 3); `limits`: the
+    `in_graph.TextLimits` that `tokenize` checks each batch against."""
+    root = _Preprocessor(in_graph.InGraphTokenizer(sources.vocab_file, do_lower_case=sources.do_lower_case,
+                                                   limits=limits), int(seq_length))
     root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
     # The function, not a concrete function traced here: save traces it in its own context, where it also lists the
     # tokenizer's functions, so that each is traced and written once (see bert_tf.export.saved_model.write).
@@ -207,9 +211,10 @@ def _write_preprocessing(sources, seq_length, out):
 def write(model, request, sources, out):
     """The format "tfhub" (and the preprocessing model of every format): task "encoder" or "masked_lm" (the
     encoder with the `mlm` subobject) writes `model`'s encoder, "preprocessing" the preprocessing model at
-    `request.max_seq_length`, into the directory `out`. Returns no settings for the export's metadata."""
+    `request.max_seq_length`, into the directory `out`. Returns the settings for the export's metadata: the
+    preprocessing model's text limits."""
     if request.task == "preprocessing":
-        _write_preprocessing(sources, request.max_seq_length, out)
-    else:
-        _write_encoder(model, sources, out)
+        _write_preprocessing(sources, request.max_seq_length, request.text_limits, out)
+        return dataclasses.asdict(request.text_limits)
+    _write_encoder(model, sources, out)
     return {}

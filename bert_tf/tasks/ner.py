@@ -223,7 +223,8 @@ def record_schema(seq_length):
 
 
 def write_tf_record(features, output_file):
-    """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns the count."""
+    """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns its
+    `records.Writer` (the records' count and fingerprint)."""
     return records.write(output_file, (records.example(f._asdict(), record_schema(len(f.input_ids)))
                                        .SerializeToString(deterministic=True) for f in features))
 
@@ -348,7 +349,7 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
     """-> (labels, where they came from): `label_list` (comma-separated), else output_dir/label_list.txt of the
     training run, else the sorted labels of data_dir/train.txt."""
     saved_path, saved = label_lists.saved(output_dir)
-    if label_list:
+    if label_list is not None:  # "" (--label_list=) is an error of `parse`, not "no list"
         labels = label_lists.parse(label_list)
         label_lists.check_unchanged(labels, "--label_list", saved_path, saved)
         return labels, "--label_list"
@@ -399,11 +400,11 @@ class NerTask(Task):
             label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
         train_file = os.path.join(run.work_dir, "train.tf_record")
         examples = self.examples["train"]
-        num_windows = write_tf_record(
+        written = write_tf_record(
             convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
-        logging.info("Training on %d sentences in %d windows", len(examples), num_windows)
-        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, num_windows, run.sequence_lengths)
-        return TrainData(dataset_fn, num_windows, (train_file,))
+        logging.info("Training on %d sentences in %d windows", len(examples), written.count)
+        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)
+        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt, eval_report.txt and eval_predictions.txt of the dev set; returns the results."""

@@ -20,10 +20,11 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.data import records
 from bert_tf.data.pretraining import dataset
 from bert_tf.data.pretraining.dynamic_masking import DynamicMasking
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, run_record
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import tokenization
 from bert_tf.training import losses
@@ -134,7 +135,8 @@ class PretrainingTask(Task):
 
     def train_data(self, run, tokenizer):
         """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), in a
-        TrainData whose number of examples is None (not counted: steps are given)."""
+        TrainData whose number of examples is None (not counted: steps are given) and whose fingerprint is that of
+        all the training files (`run_record.fingerprint`), the same on every worker."""
         masking = None
         if self.dynamic_masking:
             masking = DynamicMasking(tokenization.load_vocab(run.vocab_file), self.max_predictions_per_seq,
@@ -148,7 +150,7 @@ class PretrainingTask(Task):
         settings = {"max_predictions_per_seq": self.max_predictions_per_seq, "next_sentence": self.next_sentence,
                     "dynamic_masking": self.dynamic_masking}
         share = dataset.worker_files(self.train_files, run.worker_index, run.num_workers)  # what this worker reads
-        return TrainData(dataset_fn, None, tuple(share), settings)
+        return TrainData(dataset_fn, None, tuple(share), run_record.fingerprint(self.train_files), settings)
 
     def evaluate(self, run, tokenizer, trainer):
         """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (on the chief:
@@ -156,7 +158,8 @@ class PretrainingTask(Task):
         data = dataset.evaluation_dataset(self.eval_files, run.eval_batch_size, run.max_seq_length,
                                           self.max_predictions_per_seq, self.compression["eval"],
                                           self.max_eval_steps, run.sequence_lengths)
-        results, batches = trainer.evaluate(data)
+        with records.naming_corrupt_records(self.eval_files):
+            results, batches = trainer.evaluate(data)
         if batches < self.max_eval_steps:
             logging.warning("max_eval_steps=%d but the eval data holds %d full batch(es) of %d: evaluated those.",
                             self.max_eval_steps, batches, run.eval_batch_size)

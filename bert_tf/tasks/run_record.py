@@ -6,16 +6,21 @@ and on every worker, in its work_dir (the chief's: output_dir; the others': outp
 their checkpoints):
   run_settings.json   the settings that shape its input and updates (`training_settings`): max_seq_length, batch
                       size, replicas, workers, gradient accumulation, how batches are cut
-                      (bert_tf.data.lengths), the task's own (e.g. max_predictions_per_seq) and a fingerprint of the
-                      training files this worker reads (`bert_tf.fileio.fingerprint`: sampled, so that a start
-                      reads a few hundred KiB of each; a pretraining worker fingerprints only its own share)
+                      (bert_tf.data.lengths), the task's own (e.g. max_predictions_per_seq) and `data_fingerprint`,
+                      the task's TrainData.fingerprint: the same on every worker that trains on the same data. What
+                      the run writes (a fine-tuning task's train.tf_record, rewritten on each run: on gs:// a new
+                      object) counts by its content, digested as it is written (`bert_tf.data.records.Writer`);
+                      what the user gives (run_pretraining's --input_file) by what is cheap to read (`fingerprint`).
 A rerun into an output_dir that holds checkpoints resumes that run from its last one: its weights, optimizer state
 and input position. With other settings that position belongs to another input pipeline (a restored iterator
 then fails deep in the training loop, or silently reads other data), so `check` refuses such a rerun, naming
 each setting that differs, unless `start_over` (which deletes the checkpoints: `delete_checkpoints`). The flags'
 settings are checked before any work, the data's once the training records are written (before training). An
-output_dir of an older bert-tf without run_settings.json is resumed as before.
+output_dir of an older bert-tf without run_settings.json is resumed as before. Under several workers the workers
+compare their settings before the first update (`check_workers`): a worker with other data or flags stops them all.
 """
+import concurrent.futures
+import hashlib
 import json
 import os
 
@@ -23,6 +28,7 @@ from absl import logging
 
 from bert_tf import checkpoints, fileio
 from bert_tf.model.config import BertConfig
+from bert_tf.training import distribute
 
 SETTINGS_FILE = "run_settings.json"
 CONFIG_FILE = "bert_config.json"
@@ -39,8 +45,64 @@ def training_settings(run, replicas, workers):
 
 
 def data_settings(train_data):
-    """The settings of the training data (a runner.TrainData): its records' fingerprint and the task's settings."""
-    return {**(train_data.settings or {}), "data_fingerprint": fileio.fingerprint(train_data.files)}
+    """The settings of the training data (a task.TrainData): its fingerprint and the task's settings."""
+    return {**(train_data.settings or {}), "data_fingerprint": train_data.fingerprint}
+
+
+FINGERPRINT_SAMPLE_BYTES = 64 << 10  # a local file is hashed by its size and its first, middle and last this many bytes
+_THREADS = 16  # `fingerprint` reads this many files at a time (on a URL: a request for its metadata)
+
+
+def fingerprint(paths):
+    """A SHA-256 hex digest of the files `paths` (local or URLs; their order does not count: the readers deal them
+    sorted). A local file counts by its size and its first, middle and last FINGERPRINT_SAMPLE_BYTES (the whole
+    file when it is smaller than three samples): it tells training data apart (another size, or other first, middle
+    or last records) while a corpus of 1,000 shards costs 1,000 small reads, at most 192 KiB of each file. A URL's
+    file counts by its size and modification time, from its metadata: on gs:// TensorFlow reads a file in blocks of
+    64 MiB (GCS_READ_CACHE_BLOCK_SIZE_MB), so a sample would fetch a whole shard; a start then reads nothing of the
+    data (a copy of it counts as other data)."""
+    digest = hashlib.sha256()
+    with concurrent.futures.ThreadPoolExecutor(_THREADS) as pool:
+        for part in pool.map(_file_print, sorted(paths)):
+            digest.update(part)
+    return digest.hexdigest()
+
+
+def _file_print(path):
+    """What `fingerprint` digests of one file (bytes)."""
+    if fileio.is_url(path):
+        return "{} {}\n".format(*fileio.stat(path)).encode()  # one request
+    size, sample = fileio.stat(path)[0], FINGERPRINT_SAMPLE_BYTES
+    offsets = [(0, size)] if size <= 3 * sample else [(0, sample), ((size - sample) // 2, sample),
+                                                      (size - sample, sample)]
+    parts = [f"{size}\n".encode()]
+    with fileio.open_file(path, "rb", name="") as f:
+        for offset, length in offsets:
+            f.seek(offset)
+            parts.append(f.read(length))
+    return b"".join(parts)
+
+
+def check_workers(strategy, settings):
+    """Under several workers: every worker's `settings` (its `training_settings` and `data_settings`) must be worker
+    0's; else a ValueError on every worker (each compares all of them, so none waits for another), naming each
+    worker that differs. One all-gather of two digests: the data fingerprint's and the other settings'."""
+    _, num_workers = distribute.worker_position(strategy)
+    if num_workers == 1:
+        return
+    others = {name: value for name, value in settings.items() if name != "data_fingerprint"}
+    digests = [settings["data_fingerprint"], hashlib.sha256(json.dumps(others, sort_keys=True).encode()).hexdigest()]
+    values = distribute.worker_values(strategy, [int(digest[:15], 16) for digest in digests])  # 60 bits each
+    problems = []
+    for worker, (data, flags) in sorted(values.items()):
+        if data != values[0][0]:
+            problems.append(f"worker {worker} of {num_workers} trains on other data than worker 0 (data_fingerprint "
+                            f"{data:015x}... vs {values[0][0]:015x}...)")
+        elif flags != values[0][1]:
+            problems.append(f"worker {worker} of {num_workers} runs with other settings than worker 0")
+    if problems:
+        raise ValueError(f"{'; '.join(problems)}: every worker must train on the same data (its input files, "
+                         f"--input_file or --data_dir, the same on every host) with the same flags.")
 
 
 def _differences(previous, current):

@@ -24,7 +24,7 @@ import keras
 from absl import logging
 
 from bert_tf import checkpoints, fileio
-from bert_tf.data import lengths
+from bert_tf.data import lengths, records
 from bert_tf.tasks import run_record
 from bert_tf.training import devices, distribute
 from bert_tf.training.config import TrainingConfig
@@ -162,34 +162,40 @@ def make_trainer(run, strategy, build_model, loss_fn, pretrained):
 def train(run, task, tokenizer, trainer):
     """Converts the training set and trains for the task's number of steps (`Task.train_steps`: by default the
     original's int(num_examples / train_batch_size * num_train_epochs), warming up over warmup_proportion of them).
-    Resumes this worker's run (its checkpoints in its work_dir) only if its recorded settings are these
-    (`run_record`: each worker records its own, with the fingerprint of the training files it reads), then records
-    them."""
-    dataset_fn, num_examples, *_ = data = task.train_data(run, tokenizer)
+    Under several workers, the workers first agree on these settings and the data's fingerprint
+    (`run_record.check_workers`). Resumes this worker's run (its checkpoints in its work_dir) only if its recorded
+    settings are these (`run_record`: each worker records its own), then records them. A corrupt record met in
+    training is an error naming its file (`records.naming_corrupt_records`)."""
+    data = task.train_data(run, tokenizer)
     settings = {**run_record.training_settings(run, trainer.strategy.num_replicas_in_sync, trainer.num_workers),
                 **run_record.data_settings(data)}
+    with distribute.naming_lost_workers(trainer.strategy, run.output_dir):
+        run_record.check_workers(trainer.strategy, settings)
     run_record.check(run.work_dir, run.start_over, settings=settings)
-    num_train_steps, num_warmup_steps = task.train_steps(run, num_examples)
+    num_train_steps, num_warmup_steps = task.train_steps(run, data.num_examples)
     if run.start_over:
         run_record.delete_checkpoints(run.work_dir)
     run_record.record(run.work_dir, trainer.model.bert.config if run.is_chief else None, settings)
     logging.info("***** Running training *****")
-    if num_examples is not None:
-        logging.info("  Num examples = %d", num_examples)
+    if data.num_examples is not None:
+        logging.info("  Num examples = %d", data.num_examples)
     logging.info("  Batch size = %d", run.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
     # while TensorFlow optimizes the training graph: the evaluation's trace
     meanwhile = functools.partial(task.prepare_evaluation, run, trainer) if run.do_eval else None
-    return trainer.train(dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps, seed=run.seed,
-                         meanwhile=meanwhile, save_last_in_background=True)
+    with records.naming_corrupt_records(data.files):
+        return trainer.train(data.dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps,
+                             seed=run.seed, meanwhile=meanwhile, save_last_in_background=True)
 
 
 def export(run, task, trainer):
     """After a run: with save_original_checkpoint (and training), the model in the original TF1 format at
     <output_dir>/original; with save_keras_hub_preset (and training), a KerasHub preset at <output_dir>/keras_hub
     (`checkpoints.export_preset`); with export_dir, a SavedModel of the task's export_task at
-    <export_dir>/<global_step>, its text signatures cut to each request's texts unless pad_to_max_seq_length or the
-    task's spec keeps max_seq_length (SQuAD). Returns the paths written."""
+    <export_dir>/<global_step>, or at the next free version above it where export_dir already holds that step or a
+    later one (`exporter.version_dir`: a rerun never rewrites a served version), its text signatures cut to each
+    request's texts unless pad_to_max_seq_length or the task's spec keeps max_seq_length (SQuAD). Returns the paths
+    written."""
     written = []
     if run.save_original_checkpoint and run.do_train:
         written.append(checkpoints.export_original(trainer.model, os.path.join(run.output_dir, "original"),
@@ -203,7 +209,7 @@ def export(run, task, trainer):
         from bert_tf.export import exporter
 
         request = exporter.ExportRequest(
-            task=task.export_task, export_dir=run.export_dir, version=max(trainer.step, 1), overwrite=True,
+            task=task.export_task, export_dir=run.export_dir, min_version=max(trainer.step, 1),
             max_seq_length=run.max_seq_length, label_list=task.label_list,
             pad_to_max_seq_length=run.pad_to_max_seq_length or None, length_multiple=run.seq_length_multiple)
         written.append(exporter.export(request, trainer.model, vocab_file=run.vocab_file,

@@ -139,7 +139,8 @@ def record_schema(seq_length):
 
 
 def write_tf_record(features, output_file):
-    """Writes InputFeatures (choices flattened) to a TFRecord file, atomically. Returns the count."""
+    """Writes InputFeatures (choices flattened) to a TFRecord file, atomically. Returns its `records.Writer` (the
+    records' count and fingerprint)."""
     def serialized(f):
         values = {name: [x for choice in getattr(f, name) for x in choice] for name in _INPUT_NAMES}
         example = records.example({**values, "label": f.label}, record_schema(len(f.input_ids[0])))
@@ -212,10 +213,10 @@ class SwagTask(Task):
     def train_data(self, run, tokenizer):
         """Writes work_dir/train.tf_record (a TrainData)."""
         train_file = os.path.join(run.work_dir, "train.tf_record")
-        num_examples = write_tf_record(
+        written = write_tf_record(
             convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
-        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, num_examples, run.sequence_lengths)
-        return TrainData(dataset_fn, num_examples, (train_file,))
+        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)
+        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes eval_results.txt (eval_accuracy, eval_loss, loss, global_step) of val.csv; returns the results."""

@@ -29,7 +29,8 @@ class TrainData(typing.NamedTuple):
     """A task's training set (its `train_data`)."""
     dataset_fn: typing.Callable  # the Trainer's dataset_fn(batch_size, input_context, seed)
     num_examples: int | None  # sets the number of steps (None: the task's `train_steps` does)
-    files: tuple  # the record files this worker's dataset_fn reads (fingerprinted into its run_settings.json)
+    files: tuple  # the record files this worker's dataset_fn reads (searched for the corrupt one if reading fails)
+    fingerprint: str  # the training data's, alike on every worker with the same data (run_record: data_fingerprint)
     settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
 
 
@@ -81,7 +82,9 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def train_data(self, run, tokenizer):
-        """The training set converted into records (in `run.work_dir`) -> TrainData."""
+        """The training set converted into records (in `run.work_dir`) -> TrainData, whose fingerprint is that of
+        the records as written (`bert_tf.data.records.Writer`), or of the user's record files
+        (`bert_tf.tasks.run_record.fingerprint`)."""
 
     def train_steps(self, run, num_examples):
         """(num_train_steps, num_warmup_steps): the original fine-tuning scripts' int(num_examples /

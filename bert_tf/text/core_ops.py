@@ -28,8 +28,9 @@ class CoreWordpieceTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
-                 name=None):
+                 name=None, limits=None):
         super().__init__(name=name)
+        self.limits = limits  # in_graph.TextLimits, checked first as by InGraphTokenizer.tokenize
         # Only its code-point route (core ops over constant tables) is used; kept out of the tracked objects so
         # that none of its TensorFlow Text functions lands in the SavedModel.
         self._basic = Untracked(in_graph.InGraphTokenizer(vocab_file, do_lower_case, unk_token,
@@ -49,34 +50,35 @@ class CoreWordpieceTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
         """WordPiece ids: int32 RaggedTensor [batch, (num_wordpieces)]."""
-        words, word_rows, num_rows = self._basic.obj.unicode_words(strings)
+        words, word_rows, num_rows = self._basic.obj.unicode_words(in_graph.checked(strings, self.limits))
         pieces = self._wordpiece(words)
         return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
 
     def _wordpiece(self, words):
-        """words: int32 code points [W, (chars)] -> ids [W, (pieces)]."""
+        """words: int32 code points [W, (chars)] -> ids [W, (pieces)]. Memory is linear in the characters: a
+        word's pieces go to a slot per character, and each step looks up only the pieces that fit in the rest of
+        each word (at most `max_piece_chars`)."""
         strings = tf.strings.unicode_encode(words, "UTF-8")
         lens = tf.cast(words.row_lengths(), tf.int32)
-        num_words = tf.shape(lens)[0]
         too_long = lens > self.max_input_chars_per_word
-        max_steps = tf.minimum(tf.reduce_max(tf.concat([lens, [0]], 0)), self.max_input_chars_per_word)
-        k = tf.range(1, self.max_piece_chars + 1, dtype=tf.int32)[None, :]  # candidate piece lengths
+        slots = tf.where(too_long, 0, lens)  # a word has at most one piece per character
+        offsets = tf.cumsum(slots, exclusive=True)
 
         def body(step, start, active, failed, out):
             rows = tf.where(active)[:, 0]  # only the words still being split
-            word_start = tf.gather(start, rows)
-            word_len = tf.gather(lens, rows)
-            sub = tf.strings.substr(tf.tile(tf.gather(strings, rows)[:, None], [1, self.max_piece_chars]),
-                                    tf.tile(word_start[:, None], [1, self.max_piece_chars]),
-                                    tf.broadcast_to(k, [tf.size(rows), self.max_piece_chars]), unit="UTF8_CHAR")
-            keys = tf.where(word_start[:, None] > 0, tf.strings.join(["##", sub]), sub)
-            ids = self._table.lookup(keys)
-            ok = (ids >= 0) & (word_start[:, None] + k <= word_len[:, None])
-            best = tf.reduce_max(tf.where(ok, k, 0), axis=1)  # the longest match from `start`
+            word_start, word_len = tf.gather(start, rows), tf.gather(lens, rows)
+            k = tf.ragged.range(1, tf.minimum(word_len - word_start, self.max_piece_chars) + 1)
+            window = tf.strings.substr(tf.gather(strings, rows), word_start,
+                                       tf.fill(tf.shape(word_start), self.max_piece_chars), unit="UTF8_CHAR")
+            of = k.value_rowids()  # the candidate pieces of each word: its window's first 1..k characters
+            sub = tf.strings.substr(tf.gather(window, of), tf.zeros_like(k.flat_values), k.flat_values,
+                                    unit="UTF8_CHAR")
+            ids = self._table.lookup(tf.where(tf.gather(word_start, of) > 0, tf.strings.join(["##", sub]), sub))
+            best = tf.reduce_max(k.with_flat_values(tf.where(ids >= 0, k.flat_values, 0)), axis=1)  # longest match
             matched = best > 0
-            piece = tf.gather(ids, tf.maximum(best - 1, 0), batch_dims=1)
+            piece = tf.gather(ids, tf.cast(k.row_starts(), tf.int32) + tf.maximum(best - 1, 0))
             rows32 = tf.cast(rows, tf.int32)[:, None]
-            out = tf.tensor_scatter_nd_update(out, tf.concat([rows32, tf.fill(tf.shape(rows32), step)], 1),
+            out = tf.tensor_scatter_nd_update(out, (tf.gather(offsets, rows) + step)[:, None],
                                               tf.where(matched, piece, -1))
             failed = tf.tensor_scatter_nd_update(failed, rows32, ~matched)
             new_start = word_start + best
@@ -84,24 +86,24 @@ class CoreWordpieceTokenizer(tf.Module):
             active = tf.tensor_scatter_nd_update(active, rows32, matched & (new_start < word_len))
             return step + 1, start, active, failed, out
 
-        out = tf.fill([num_words, max_steps], -1)
         _, _, _, failed, out = tf.while_loop(
             lambda step, start, active, failed, out: tf.reduce_any(active), body,
-            (tf.constant(0), tf.zeros_like(lens), ~too_long & (lens > 0), too_long, out),
-            maximum_iterations=max_steps)
-        unk = tf.where(failed, self.unk_id, -1)[:, None]
-        values = tf.concat([unk, tf.where(failed[:, None], -1, out)], axis=1)
-        return tf.ragged.boolean_mask(values, values >= 0)
+            (tf.constant(0), tf.zeros_like(lens), slots > 0, too_long, tf.fill([tf.reduce_sum(slots)], -1)),
+            maximum_iterations=tf.reduce_max(tf.concat([slots, [0]], 0)))
+        pieces = tf.RaggedTensor.from_row_lengths(out, tf.cast(slots, tf.int64), validate=False)
+        pieces = tf.ragged.boolean_mask(pieces, (pieces >= 0) & ~failed[:, None])  # a failed word is one [UNK]
+        unk = tf.ragged.boolean_mask(tf.fill([tf.size(lens), 1], self.unk_id), failed[:, None])
+        return tf.concat([unk, pieces], axis=1)
 
 
 class CorePreprocessor(tf.Module):
     """Raw text -> packed inputs with core TF ops only (`CoreWordpieceTokenizer` + `preprocessing.pack_inputs`;
-    `pad_to_max_seq_length` and `length_multiple` as for `pack_inputs`)."""
+    `pad_to_max_seq_length` and `length_multiple` as for `pack_inputs`, `limits` as for the tokenizer)."""
 
     def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None, pad_to_max_seq_length=True,
-                 length_multiple=1):
+                 length_multiple=1, limits=None):
         super().__init__(name=name)
-        self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case)
+        self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case, limits=limits)
         self.max_seq_length = int(max_seq_length)
         self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": int(length_multiple)}
 

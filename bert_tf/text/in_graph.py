@@ -36,7 +36,9 @@ Python 3.11, wherever it is loaded. Building the tables and checking the BMP rou
 process and casing. The exact route is several times slower than the other two, which carry ordinary text.
 
 `bert_tf.text.preprocessing` packs its ids into `input_ids`/`input_mask`/`segment_ids` (`InGraphPreprocessor`).
+A tokenizer given `TextLimits` (an export's) refuses a request over them before tokenizing it.
 """
+import dataclasses
 import functools
 import os
 import unicodedata
@@ -49,6 +51,7 @@ from bert_tf.text import tokenization
 
 __all__ = [
     "InGraphTokenizer",
+    "TextLimits",
 ]
 
 # The original's `_is_chinese_char` blocks, and its ASCII "punctuation" ranges.
@@ -261,6 +264,42 @@ def _bmp_route(do_lower_case):
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class TextLimits:
+    """The most texts a request (one tokenizer call) holds, and the most UTF-8 bytes of all its texts: the bounds of
+    an export's text signatures, its export options of the same names, enforced in graph by `checked`."""
+    # Tokenization memory grows with a request's bytes (every byte may be a word): at 1 MiB (text_a and text_b
+    # each) even the core-ops tokenizer's worst case takes a few hundred MB, and 1 MiB is hundreds of texts that
+    # max_seq_length 512 fills (the rest of a longer text is truncated). 1024 texts: a large tf.data batch of the
+    # TF Hub preprocessing model.
+    max_texts_per_request: int = 1024
+    max_request_bytes: int = 1 << 20
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{field.name} must be a positive integer, got {value!r}.")
+
+
+def checked(texts, limits):
+    """`texts` (string [batch]) checked against `limits` (TextLimits; None: as they are): nothing that reads them
+    runs before the check, which raises InvalidArgumentError naming the limit and its export option."""
+    if limits is None:
+        return texts
+    count, size = tf.size(texts), tf.reduce_sum(tf.cast(tf.strings.length(texts), tf.int64))
+    checks = [
+        tf.debugging.Assert(count <= limits.max_texts_per_request, [tf.strings.format(
+            f"the request has {{}} texts; this export takes at most {limits.max_texts_per_request} (export option "
+            f"max_texts_per_request)", count)]),
+        tf.debugging.Assert(size <= limits.max_request_bytes, [tf.strings.format(
+            f"the texts of the request hold {{}} bytes; this export takes at most {limits.max_request_bytes} bytes "
+            f"of text per request (export option max_request_bytes)", size)]),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(texts)
+
+
 class InGraphTokenizer(tf.Module):
     """BERT tokenization (basic + WordPiece) with TensorFlow ops, id for id equal to `FullTokenizer`.
 
@@ -269,6 +308,7 @@ class InGraphTokenizer(tf.Module):
       do_lower_case: lower-case and strip accents (uncased models) or not (cased models).
       unk_token: the unknown-word token; it, `[CLS]` and `[SEP]` must be in the vocabulary.
       max_input_chars_per_word: longer words (in characters, after normalization) become `unk_token`.
+      limits: `TextLimits` that `tokenize` checks each request against first (None: none).
 
     Methods (`tf.function`s taking a `tf.string` tensor of shape `[batch]`):
       tokenize: int32 RaggedTensor `[batch, (num_wordpieces)]` of WordPiece ids. It has an input signature,
@@ -283,9 +323,10 @@ class InGraphTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
-                 name=None):
+                 name=None, limits=None):
         super().__init__(name=name)
         self.vocab_file = os.fspath(vocab_file)
+        self.limits = limits
         vocab = tokenization.load_vocab(self.vocab_file)  # the Python tokenizer's reading, hence its ids
         num_lines = max(vocab.values()) + 1
         missing = [t for t in (unk_token, "[CLS]", "[SEP]") if t not in vocab]
@@ -335,7 +376,7 @@ class InGraphTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
         """WordPiece ids of each string: int32 RaggedTensor [batch, (num_wordpieces)]."""
-        return self._tokenize_routed(strings)[0]
+        return self._tokenize_routed(checked(strings, self.limits))[0]
 
     def tokenize_words(self, strings):
         """`tokenize`'s ids grouped by the original BasicTokenizer's words: int32 RaggedTensor

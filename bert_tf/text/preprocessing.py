@@ -104,7 +104,7 @@ class InGraphPreprocessor(tf.Module):
     """Raw text -> packed BERT inputs, in graph: `InGraphTokenizer` followed by `pack_inputs`.
 
     Args:
-      vocab_file, do_lower_case: as for `InGraphTokenizer` (or pass a ready `tokenizer`).
+      vocab_file, do_lower_case, limits: as for `InGraphTokenizer` (or pass a ready `tokenizer`).
       max_seq_length: length of the packed inputs (>= 2; pairs need >= 3).
       pad_to_max_seq_length, length_multiple: as for `pack_inputs`: False packs each call to its longest text.
 
@@ -116,12 +116,12 @@ class InGraphPreprocessor(tf.Module):
     """
 
     def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None,
-                 pad_to_max_seq_length=True, length_multiple=1):
+                 pad_to_max_seq_length=True, length_multiple=1, limits=None):
         super().__init__(name=name)
         if tokenizer is None:
             if vocab_file is None:
                 raise ValueError("InGraphPreprocessor needs a vocab_file or a tokenizer")
-            tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+            tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, limits=limits)
         if max_seq_length < 2:
             raise ValueError("max_seq_length must be at least 2, got %d" % max_seq_length)
         self.tokenizer = tokenizer

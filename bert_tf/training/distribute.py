@@ -2,7 +2,8 @@
 import contextlib
 import os
 import re
-import socket
+import subprocess
+import sys
 
 import keras
 import tensorflow as tf
@@ -11,17 +12,20 @@ from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
 from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 
+from bert_tf.training import peers
+
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")  # the Keras dtype policies of --mixed_precision
 TPU_CONNECT_TIMEOUT_S = 10.0  # how long a TPU worker's address may take to answer
 HEARTBEAT_TIMEOUT_S = 10  # TensorFlow's own: a worker silent for longer is taken as lost (--heartbeat_timeout_seconds)
 # What a collective op raises when another worker stopped responding: its heartbeats timed out (Unavailable), this
 # worker's heartbeats to the coordination service's leader did (DeadlineExceeded), its connection was reset
-# (Unavailable), or it came back as a new process (Aborted).
+# (Unavailable), or it came back as a new process (Aborted). The same classes come from this worker's own reads and
+# writes (a GCS 503): those of another worker say so in their message (`from_peer`).
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError)
+_PEER_MESSAGE = re.compile(r"Collective ops is aborted|CoordinationService|coordination service|heartbeat",
+                           re.IGNORECASE)
 _TASK_NAME = re.compile(r"/job:(chief|worker)/(?:replica:\d+/)?task:(\d+)")
-_HTTP2_SETTINGS = 4  # the frame type a server answers a connection with
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, _HTTP2_SETTINGS, 0, 0, 0, 0, 0])
 
 
 class WorkerLost(ConnectionError):
@@ -89,13 +93,15 @@ def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
     worker's server and configures the collective ops, so it must come before the process's first TensorFlow op.
 
     Its coordination service takes a worker that has sent no heartbeat for `heartbeat_timeout_seconds` as lost and
-    aborts the other workers' collective ops (`configure_heartbeats`; `naming_lost_workers` names it)."""
+    aborts the other workers' collective ops (`configure_heartbeats`; `naming_lost_workers` names it); a worker that
+    has not started its strategy within that time of this one is named too (`naming_absent_workers`)."""
     if heartbeat_timeout_seconds <= 0:
         raise ValueError(f"--heartbeat_timeout_seconds must be > 0, got {heartbeat_timeout_seconds}.")
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     configure_heartbeats(resolver.cluster_spec(), resolver.task_type, heartbeat_timeout_seconds)
     try:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+        with naming_absent_workers(resolver, heartbeat_timeout_seconds):
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     except RuntimeError as e:
         if "must be configured at program startup" not in str(e):
             raise
@@ -131,10 +137,28 @@ def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
 
 
 @contextlib.contextmanager
+def naming_absent_workers(resolver, timeout):
+    """While the block starts the strategy, a process of its own (`peers.watch`) waits for every other worker of
+    `resolver`'s cluster to answer at its address: one that has not within `timeout` seconds is named and this
+    process stopped (TensorFlow would wait an hour for a worker that never started or failed before its strategy;
+    nothing of the run is written before the strategy exists)."""
+    cluster = resolver.cluster_spec().as_dict()
+    own, num_workers = cluster_position(cluster, resolver.task_type, resolver.task_id)
+    others = [f"{index}={address}" for job in ("chief", "worker") for task, address in enumerate(cluster.get(job, []))
+              for index in [cluster_position(cluster, job, task)[0]] if index != own]
+    watcher = subprocess.Popen([sys.executable, "-I", peers.__file__, str(timeout), str(num_workers), *others])
+    try:
+        yield
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+
+@contextlib.contextmanager
 def naming_lost_workers(strategy, output_dir):
     """Under several workers, turns the error this worker's collective ops raise when another worker stopped
-    responding (PEER_ERRORS) into a WorkerLost naming that worker (`lost_worker`) and saying how to resume: every
-    worker restarted with the same flags resumes output_dir's run."""
+    responding (PEER_ERRORS, `from_peer`) into a WorkerLost naming that worker (`lost_worker`) and saying how to
+    resume: every worker restarted with the same flags resumes output_dir's run. Any other error goes on as it is."""
     try:
         yield
     except PEER_ERRORS as e:
@@ -142,12 +166,24 @@ def naming_lost_workers(strategy, output_dir):
         if num_workers == 1:
             raise
         resolver = strategy.cluster_resolver
-        lost = lost_worker(resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id, e.message)
+        task = resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id
+        if not from_peer(*task, e.message):
+            raise
+        lost = lost_worker(*task, e.message)
         raise WorkerLost(
             f"{lost} stopped responding during training (it ended, or its host is down or unreachable; "
             f"TensorFlow's {type(e).__name__}; its own log says why if it failed): worker {index} stops too. "
             f"Restart every worker with the same flags: the run resumes from the latest checkpoint every worker "
             f"has in {output_dir}.") from e
+
+
+def from_peer(cluster, task_type, task_id, message):
+    """Whether TensorFlow's error `message` on task `task_type` `task_id` of `cluster` comes from another worker: it
+    names one (as /job:<job>/task:<i>), or comes from the collective ops or the coordination service (e.g. "Collective
+    ops is aborted by: ...", a heartbeat's deadline), not from this worker's own op (a file read or write)."""
+    index, _ = cluster_position(cluster, task_type, task_id)
+    named = {cluster_position(cluster, job, int(task))[0] for job, task in _TASK_NAME.findall(message)}
+    return bool(named - {index} or _PEER_MESSAGE.search(message))
 
 
 def lost_worker(cluster, task_type, task_id, message):
@@ -174,17 +210,6 @@ def worker_values(strategy, values):
     return {int(gathered[0]): [int(value) for value in gathered[1:]] for gathered in rows.numpy()}
 
 
-def check_grpc_server(address, timeout):
-    """Raises OSError unless `address` (host:port) accepts a connection and answers the HTTP/2 connection preface
-    with a SETTINGS frame, as a gRPC server does, within `timeout` seconds."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
-        connection.sendall(_HTTP2_PREFACE)
-        header = connection.recv(9)
-    if len(header) < 4 or header[3] != _HTTP2_SETTINGS:
-        raise OSError(f"it does not answer as a gRPC server: {header!r} instead of an HTTP/2 SETTINGS frame")
-
-
 def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_TIMEOUT_S):
     """Connects to the TPU `tpu` (--tpu_name or --master: a Cloud TPU's name, its grpc://host:port address, or
     "local" on a TPU VM) and initializes its TPU system. Returns its TPUClusterResolver.
@@ -209,7 +234,7 @@ def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_T
                          f"and --gcp_project); from elsewhere pass the TPU's grpc://host:port address.") from e
     for address in workers:
         try:
-            check_grpc_server(address, timeout)
+            peers.check_grpc_server(address, timeout)
         except OSError as e:
             raise ValueError(f"{flag}: no TPU worker answers at {address} ({e}; waited up to {timeout:g} s).") from e
     try:

@@ -19,7 +19,7 @@ shuffle buffers included, nothing is re-read), the input order's seed (the one g
 and the dropout layers' random state. Otherwise the model starts from `pretrained` (`checkpoints.load_pretrained`'s
 result: an original TF1 BERT checkpoint, one of ours, a Model Garden or TF Hub BERT), restored after the training
 loop is traced. A training run first removes the temporaries a killed run left in its checkpoint
-directory (bert_tf.fileio.remove_stale_temporaries: those of processes that have ended, and TensorFlow's checkpoint
+directory (bert_tf.fileio.remove_stale_temporaries: ours once untouched for a day, and TensorFlow's checkpoint
 temporaries, which only the run that owns the directory removes).
 
 Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
@@ -34,6 +34,7 @@ update's batches fetched while one runs), the update step (bert_tf.training.upda
 (bert_tf.training.prediction); it runs the training loop itself.
 """
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import os
@@ -45,7 +46,7 @@ from absl import logging
 from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
-from bert_tf.training import distribute, feed, losses, prediction, run_state, update
+from bert_tf.training import distribute, feed, losses, prediction, run_state, summaries, update
 from bert_tf.training.config import TrainingConfig
 
 
@@ -158,7 +159,8 @@ class Trainer:
 
         `seed`: the input order's seed of a new run (None: drawn at random); a resumed run keeps its checkpoint's.
         Each loop's mean loss and metrics (bert_tf.training.losses), gradient norm, learning rate and examples/s
-        go to TensorBoard (output_dir/train) and the log; `self.figures` holds the last loop's.
+        go to TensorBoard (output_dir/train, written out at each checkpoint: bert_tf.training.summaries) and the log;
+        `self.figures` holds the last loop's.
 
         Once the training loop is traced, TensorFlow optimizes its graph (seconds of C++ for BERT) in a thread
         while this one restores `pretrained` (a new run) and calls `meanwhile()` (e.g. `prepare_predict` for the
@@ -173,10 +175,10 @@ class Trainer:
         if step >= num_train_steps:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
             return None
-        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.is_chief else None
+        writer = summaries.Writer(os.path.join(self.output_dir, "train")) if self.is_chief else None
         self.figures = {}
         with tqdm(total=num_train_steps, initial=step, unit="step", desc="train", dynamic_ncols=True,
-                  disable=not self.is_chief) as bar:
+                  disable=not self.is_chief) as bar, writer or contextlib.nullcontext():
             train_loop = self._prepare_train_loop(input_feed, latest, meanwhile)
             while step < num_train_steps:
                 chunk = min(self.iterations_per_loop, num_train_steps - step,
@@ -186,7 +188,7 @@ class Trainer:
                     figures = {name: float(value) for name, value in train_loop(tf.constant(chunk)).items()}
                 elapsed = time.time() - start
                 step = self.step
-                self._check_finite(figures["loss"], step)
+                self._check_finite(figures, step)
                 figures["learning_rate"] = float(self.optimizer.learning_rate)
                 figures["examples_per_second"] = chunk * global_batch_size / elapsed
                 self.figures = figures
@@ -195,8 +197,8 @@ class Trainer:
                     self.state.save_in_background(manager, step)
                 elif step % self.save_checkpoints_steps == 0 or step == num_train_steps:
                     self.state.save(manager, step)
-        if writer:
-            writer.flush()
+                if writer is not None and step % self.save_checkpoints_steps == 0:
+                    writer.flush()  # the summaries of each checkpoint's span (and at the end, leaving the `with`)
         return self.figures["loss"]
 
     def _start(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed):
@@ -267,9 +269,9 @@ class Trainer:
 
     def _train_loop(self, input_feed):
         """The training tf.function: `train_loop(steps)` runs up to `steps` updates on the batches of `input_feed`
-        and stops after one whose loss is not finite; it returns the figures' means (NaN for 0 steps). Each update
-        runs while the next one's batches are fetched to the devices (`feed`)."""
-        names = self._figure_names()
+        and stops after one that the NaN guard refuses (`_guarded`); it returns the figures' means (NaN for 0
+        steps). Each update runs while the next one's batches are fetched to the devices (`feed`)."""
+        names, guarded = self._figure_names(), self._guarded()
         replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer, self._gradients,
                                      self.config.gradient_accumulation_steps, self.config.use_xla).replica_step
 
@@ -279,14 +281,14 @@ class Trainer:
             limit = tf.cast(steps, tf.float32)
 
             def body(done, finite, sums, batches):
-                """One update on `batches`: the loop's body. `finite`: whether its loss is finite."""
+                """One update on `batches`: the loop's body. `finite`: whether its guarded figures are finite."""
                 upcoming = input_feed.fetch_if(done + 1.0 < limit, batches)
                 shares, norm = self.strategy.run(replica_step, args=(input_feed.distribute(batches),))
                 figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
                            for name in names}
                 figures["gradient_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
                 with tf.control_dependencies([self.state.global_step.assign_add(1)]):
-                    return (done + 1.0, tf.math.is_finite(figures["loss"]),
+                    return (done + 1.0, tf.reduce_all([tf.math.is_finite(figures[name]) for name in guarded]),
                             {name: total + figures[name] for name, total in sums.items()}, upcoming)
 
             sums = {name: tf.constant(0.0) for name in names + ["gradient_norm"]}
@@ -297,19 +299,25 @@ class Trainer:
 
         return train_loop
 
-    def _check_finite(self, loss, step):
-        """The NaN guard: raises, before anything is saved, when the last loop's loss is not finite."""
-        if not np.isfinite(loss):
-            raise FloatingPointError(
-                f"The loss is {loss} at step {step}: stopped without saving. The last good "
-                f"checkpoint: {self.latest_checkpoint() or 'none (no checkpoint yet)'}.")
+    def _guarded(self):
+        """The figures the NaN guard checks: the loss, and the gradient norm unless the optimizer skips an update
+        whose gradients are not finite (`update.skips_non_finite`: loss scaling); any other writes NaN or inf into
+        the weights."""
+        return ["loss"] if update.skips_non_finite(self.optimizer) else ["loss", "gradient_norm"]
+
+    def _check_finite(self, figures, step):
+        """The NaN guard: raises, before anything is saved, when a guarded figure of the last loop is not finite."""
+        for name in self._guarded():
+            if not np.isfinite(figures[name]):
+                raise FloatingPointError(
+                    f"The {name.replace('_', ' ')} is {figures[name]} at step {step}: stopped without saving. The "
+                    f"last good checkpoint: {self.latest_checkpoint() or 'none (no checkpoint yet)'}.")
 
     def _report(self, writer, bar, chunk, step, num_train_steps, figures):
-        """Shows a loop's figures: TensorBoard (the chief's `writer`), the progress bar and the log."""
+        """Shows a loop's figures: TensorBoard (the chief's `writer`, a summaries.Writer), the progress bar and the
+        log."""
         if writer is not None:
-            with writer.as_default(step=step):
-                for name, value in figures.items():
-                    tf.summary.scalar(name, value)
+            writer.scalars(step, figures)
         bar.update(chunk)
         bar.set_postfix(loss=f"{figures['loss']:.4f}")
         logging.info("step %d/%d %s (%.1f examples/s)", step, num_train_steps,

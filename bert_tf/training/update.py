@@ -43,6 +43,12 @@ def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
     return optimizer
 
 
+def skips_non_finite(optimizer):
+    """Whether `optimizer` skips an update whose gradients are not finite, leaving the weights as they were: loss
+    scaling's LossScaleOptimizer does (a step that overflowed float16 lowers the scale); any other applies them."""
+    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
 @dataclasses.dataclass(frozen=True)
 class Programs:
     """The XLA programs of an update (`xla_programs`): the whole update as one (`whole_update`: forward, losses,

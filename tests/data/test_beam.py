@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
-from bert_tf import resources  # noqa: E402
+from bert_tf import fileio, resources  # noqa: E402
 from bert_tf.data.pretraining import beam, shards  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,13 +46,17 @@ def fast_shards(tmp_path_factory, corpus_files, uncased_vocab_file):
 
 
 def test_per_shard_files_equal_fast_mode(tmp_path, corpus_files, uncased_vocab_file, fast_shards):
+    killed = fileio.temp_path(str(tmp_path / "ex-00000-of-00007"))  # a killed run's partial shard, two days old
+    with open(killed, "wb") as f:
+        f.write(b"partial")
+    os.utime(killed, (os.stat(killed).st_mtime - 2 * 24 * 3600,) * 2)
     paths = beam.run(",".join(corpus_files), str(tmp_path / "ex"), uncased_vocab_file,
                               shard_size=SHARD_SIZE, pipeline_options=["--runner=DirectRunner"], **SETTINGS)
     assert [os.path.basename(p) for p in paths] == [os.path.basename(p) for p in fast_shards]
     for beam_path, fast_path in zip(paths, fast_shards):
         with open(beam_path, "rb") as a, open(fast_path, "rb") as b:
             assert a.read() == b.read(), beam_path
-    assert not glob.glob(str(tmp_path / ".*tmp*"))
+    assert not glob.glob(str(tmp_path / ".*tmp*")) and not os.path.exists(killed)
 
 
 def test_sink_writes_the_same_examples(tmp_path, corpus_files, uncased_vocab_file, fast_shards):

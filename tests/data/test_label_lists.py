@@ -52,3 +52,12 @@ def test_a_training_runs_labels_are_kept(tmp_path):
     with pytest.raises(ValueError, match=r"--label_list has the labels \['b', 'a'\], which differs .* lists the "
                                          r"labels \['a', 'b'\]"):
         label_lists.check_unchanged(["b", "a"], "--label_list", path, saved)
+
+
+def test_a_missing_label_file_and_an_empty_value_name_the_flag(tmp_path):
+    missing = str(tmp_path / "labels.txt")
+    with pytest.raises(FileNotFoundError, match=rf"--label_list={missing}: no such file"):
+        label_lists.resolve(missing)
+    for empty in ("", " "):
+        with pytest.raises(ValueError, match="--label_list is empty"):
+            label_lists.resolve(empty)

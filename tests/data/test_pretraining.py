@@ -1,4 +1,7 @@
 """Tests for bert_tf.data.pretraining (instances, wire, shards) and run_scripts/create_pretraining_data.py."""
+import collections
+import gzip
+import io
 import logging
 import os
 import random
@@ -265,6 +268,103 @@ def test_plan_shards_cuts_at_documents(tmp_path):
     planned = shards.plan_shards(files, 2)
     texts = [b"".join(open(p, "rb").read()[s:e] for p, s, e in shard) for shard in planned]
     assert texts == [b"s1\ns2\n\n\nd2\n\n", b"d3 a\nd3 b\ne1\n\n", b"e2\n"]
+
+
+def _stale_temporary(path):
+    """A temporary of `path` as a killed writer leaves it: untouched for two days."""
+    with open(fileio.temp_path(path), "wb") as f:
+        f.write(b"partial")
+    old = os.stat(f.name).st_mtime - 2 * 24 * 3600
+    os.utime(f.name, (old, old))
+    return f.name
+
+
+def test_a_run_removes_the_temporaries_killed_runs_left(tmp_path):
+    exact, fast = str(tmp_path / "exact" / "o"), str(tmp_path / "fast" / "x")
+    for directory in ("exact", "fast"):
+        (tmp_path / directory).mkdir()
+    leftovers = [_stale_temporary(exact), _stale_temporary(f"{fast}-00000-of-00001"),
+                 _stale_temporary(fast + ".shards.json")]
+    instances.run_exact(SAMPLE, exact, VOCAB, dupe_factor=1)
+    paths, _, _ = shards.run_sharded(SAMPLE, fast, VOCAB, dupe_factor=1, num_workers=1, progress=False)
+    assert not any(os.path.exists(path) for path in leftovers)
+    assert os.listdir(tmp_path / "exact") == ["o"]
+    assert sorted(os.listdir(tmp_path / "fast")) == sorted(os.path.basename(p) for p in paths + [fast + ".shards.json"])
+
+
+def test_a_compressed_input_is_read_once_per_run_not_once_per_shard(tmp_path, monkeypatch):
+    """20 documents of a .gz file in shards of one: each of the `readers` runs decompresses the file once (the
+    shards of a run are read on from one open file), and the shards are those made one at a time."""
+    corpus = str(tmp_path / "c.txt.gz")
+    with gzip.open(corpus, "wt") as f:
+        f.write("\n".join(f"Document {i} says hello.\nIt has a second line {i}." for i in range(20)).replace(
+            ".\nDocument", ".\n\nDocument"))
+    tasks = shards.plan([corpus], str(tmp_path / "x"), shard_size=1)
+    runs = shards.runs(tasks, readers=2)
+    assert len(tasks) == 20 and len(runs) == 2 and sorted(s for run in runs for s in run) == sorted(tasks)
+    read, opened = collections.Counter(), []
+    open_file = fileio.open_file
+
+    class Counted(io.FileIO):
+        def read(self, size=-1):
+            data = super().read(size)
+            read[self.name] += len(data)
+            return data
+
+    def counted(path, mode="rb", name=None):
+        if not path.endswith(".gz"):
+            return open_file(path, mode, name)
+        opened.append(Counted(path))
+        return gzip.GzipFile(fileobj=opened[-1], mode="rb")
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "document", "says", "hello", ".", "it",
+                                "has", "a", "second", "line"] + [str(i) for i in range(20)]) + "\n")
+    config = shards.make_config(str(vocab), dupe_factor=1, max_seq_length=32, max_predictions_per_seq=5)
+    monkeypatch.setattr(fileio, "open_file", counted)
+    assert [shards.process_run((run, config))[0] for run in runs] == [10, 10]
+    assert read[corpus] == 2 * os.path.getsize(corpus)  # not 20 times
+    monkeypatch.undo()
+    for file in opened:
+        file.close()
+    for index, ranges, path in tasks:  # the bytes of the shard made alone
+        wire.write_examples(shards.shard_examples(index, ranges, config), [str(tmp_path / "alone")])
+        assert open(path, "rb").read() == (tmp_path / "alone").read_bytes()
+
+
+def test_a_corpus_without_blank_lines_is_cut_into_bounded_shards(tmp_path, caplog):
+    corpus = tmp_path / "one_document.txt"
+    line = b"a sentence of words " * 50 + b"\n"  # 1,001 bytes
+    corpus.write_bytes(line * (shards.MAX_DOCUMENT_BYTES // len(line) + 1000))
+    with caplog.at_level(logging.WARNING):
+        planned = shards.plan_shards([str(corpus)], 1000)
+    size = corpus.stat().st_size
+    assert [[(start, end) for _, start, end in shard] for shard in planned] == [
+        [(0, planned[0][0][2])], [(planned[0][0][2], size)]]
+    assert shards.MAX_DOCUMENT_BYTES <= planned[0][0][2] < shards.MAX_DOCUMENT_BYTES + len(line)
+    assert any("one_document.txt" in r.getMessage() and "blank lines separate documents" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_rerun_on_a_changed_corpus_is_refused(tmp_path):
+    """A rewritten input, even of the same size, is told by its modification time (on ram://, which keeps none,
+    only by its size)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("The first text.\nIts second line.\n\nAnother document here.\n")
+    kwargs = dict(dupe_factor=1, num_workers=1, shard_size=1, progress=False)
+    shards.run_sharded(str(corpus), str(tmp_path / "x"), VOCAB, **kwargs)
+    before = corpus.stat()
+    corpus.write_text("The other text.\nIts second line.\n\nAnother document here.\n")  # the same size
+    os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns + 10 ** 9))
+    assert corpus.stat().st_size == before.st_size
+    with pytest.raises(ValueError, match=r"x\.shards\.json records other settings or inputs"):
+        shards.run_sharded(str(corpus), str(tmp_path / "x"), VOCAB, **kwargs)
+    ram = f"ram://{tmp_path.name}/c.txt"
+    tf.io.gfile.makedirs(os.path.dirname(ram))
+    tf.io.gfile.GFile(ram, "w").write("abc")
+    record = shards.input_record([ram])
+    tf.io.gfile.GFile(ram, "w").write("abcd")
+    assert shards.input_record([ram]) != record == [[ram, 3, 0.0]]
 
 
 # ---------------------------------------------------------------- fast vs exact statistics on a real corpus

@@ -2,7 +2,9 @@
 tf.data's autotuner off (`records.read_once`: deleting an exhausted autotuned iterator waited up to 2 s for the
 autotuner's next period), and every record still comes back once, in file order, in the same batches; the training
 readers (run_classifier.py's, run_pretraining.py's) deal the replicas of an update the rows of one batch, cut as
-one."""
+one. A corrupt record is found in its file (`records.first_corrupt`), a GZIP-compressed file's too."""
+import gzip
+
 import numpy as np
 import tensorflow as tf
 import tiny_pretraining
@@ -22,6 +24,22 @@ def test_a_read_once_pipeline_reads_every_record_in_order_without_the_autotuner(
     batches = [batch.numpy().tolist() for batch in read]
     assert [len(batch) for batch in batches] == [5, 5, 5, 5, 3]
     assert sum(batches, []) == [[i, -i] for i in range(23)]
+
+
+def test_the_first_corrupt_record_is_found_in_its_file(tmp_path):
+    """The records before it are counted (across `batch`es); a truncated GZIP file counts as corrupt too."""
+    intact = str(tmp_path / "intact.tfrecord")
+    written = records.write(intact, (records.example({"value": [i, i]}, SCHEMA).SerializeToString()
+                                     for i in range(7)))
+    assert records.first_corrupt([intact]) is None
+    data = open(intact, "rb").read()
+    record = len(data) // written.count
+    (tmp_path / "flipped.tfrecord").write_bytes(data[:5 * record + 14] + b"\xff" + data[5 * record + 15:])
+    (tmp_path / "truncated.gz").write_bytes(gzip.compress(data)[:-12])
+    path, read, message = records.first_corrupt([intact, str(tmp_path / "flipped.tfrecord")], batch=2)
+    assert (path, read) == (str(tmp_path / "flipped.tfrecord"), 5) and "corrupted record at" in message
+    path, read, _ = records.first_corrupt([str(tmp_path / "truncated.gz")])
+    assert (path, read) == (str(tmp_path / "truncated.gz"), 6)
 
 
 def test_every_evaluation_reader_runs_without_the_autotuner(tmp_path):

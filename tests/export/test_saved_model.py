@@ -4,6 +4,7 @@ signatures, the core-ops tokenizer against FullTokenizer, truncation, and bad in
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -35,6 +36,8 @@ TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "bro
 TEXTS_A = ["The quick brown fox jumps over the lazy dog.", "unwanted, Café!", "hello", "",
            "hello world " * 12, "the quick " * 10, "Is it? " * 3]
 TEXTS_B = ["over the lazy dog", "", "world", "hello", "the dog " * 9, "a", "b c " * 20]
+# The text limits of this module's exports with text signatures: TEXTS_A is at both, the other requests within.
+TEXT_LIMITS = {"max_texts_per_request": len(TEXTS_A), "max_request_bytes": len("".join(TEXTS_A).encode())}
 
 # Runs in a fresh interpreter: only tensorflow (+ tensorflow_text when asked) may be imported.
 FRESH = r"""
@@ -135,7 +138,7 @@ def packing_exports(tmp_path_factory, tiny):
             paths[task, pad, xla] = export(
                 models[task], task, directory / f"{task}_{pad}_{xla}", tiny["vocab"], max_seq_length=PACKING_MAX_LEN,
                 label_list=PACKING_LABELS[task], pad_to_max_seq_length=given, use_xla=xla,
-                length_multiple=PACKING_MULTIPLE if xla else None)
+                length_multiple=PACKING_MULTIPLE if xla else None, **TEXT_LIMITS)
         return paths[task, pad, xla]
 
     def load(task, pad, use_xla=False):
@@ -316,7 +319,7 @@ def core_exports(tmp_path_factory, tiny):
     model = task_models.build_task_model("classifier", tiny["config"], 3)
     return {"model": model, **{name: export(model, "classifier", directory / name, tiny["vocab"],
                                             max_seq_length=CORE_MAX_LEN, label_list=["x", "y", "z"], text_ops="core",
-                                            use_xla=name == "xla") for name in ("plain", "xla")}}
+                                            use_xla=name == "xla", **TEXT_LIMITS) for name in ("plain", "xla")}}
 
 
 @pytest.mark.slow
@@ -329,6 +332,8 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny, core_exports):
                           with_tf_text=False)
     run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
                  "--input_exprs", 'text_a=["Hello world!"]'])
+    over = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
+                  "--input_exprs", f"text_a={['a'] * (len(TEXTS_A) + 1)}"])
     out = pending()
     features = batch_features(tiny["tokenizer"], TEXTS_A, TEXTS_B, max_len)
     for name in features:
@@ -343,6 +348,44 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny, core_exports):
     real = ids[:sum(mask)]  # packed to the request's longest text
     assert len(real) < max_len
     assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in real) + " ] ]" in flat, stdout
+    returncode, _, stderr = over()  # what TF Serving answers a request over the limit
+    assert returncode != 0 and f"the request has {len(TEXTS_A) + 1} texts; this export takes at most " \
+        f"{len(TEXTS_A)} (export option max_texts_per_request)" in stderr, stderr[-2000:]
+
+
+def test_text_requests_over_the_export_limits_are_refused(packing_exports, core_exports):
+    """The text signatures, tf_text and core, refuse a request of one text more than max_texts_per_request, or one
+    byte more than max_request_bytes (in text_a or text_b), with an InvalidArgumentError naming the export option;
+    a request at both limits is served. export_metadata.json records the limits. (The check is the tokenizer's,
+    which every text signature calls: serving_text_pair is tried on the tf_text export, the export that the other
+    tests call it on; test_core_ops_export_needs_no_tensorflow_text refuses a request through the TF1 loader.)"""
+    texts, most_texts, most_bytes = TEXTS_A, TEXT_LIMITS["max_texts_per_request"], TEXT_LIMITS["max_request_bytes"]
+    at_limit, one_more_text = tf.constant(texts), tf.constant(texts + [""])
+    one_more_byte = tf.constant(texts[:-1] + [texts[-1] + "?"])
+    too_many = (f"the request has {most_texts + 1} texts; this export takes at most {most_texts} (export option "
+                f"max_texts_per_request)")
+    too_long = (f"the texts of the request hold {most_bytes + 1} bytes; this export takes at most {most_bytes} "
+                f"bytes of text per request (export option max_request_bytes)")
+    tf_text, core = packing_exports.load("classifier", False), tf.saved_model.load(core_exports["plain"])
+    for path in (packing_exports.path("classifier", False), core_exports["plain"]):
+        with open(os.path.join(path, "assets.extra", "export_metadata.json")) as f:
+            meta = json.load(f)
+        assert {name: meta[name] for name in TEXT_LIMITS} == TEXT_LIMITS
+    pair = tf_text.signatures["serving_text_pair"]
+    assert pair(text_a=at_limit, text_b=at_limit)["input_ids"].shape[0] == most_texts
+    for message, inputs in ((too_many, {"text_a": one_more_text, "text_b": one_more_text}),
+                            (too_long, {"text_a": at_limit, "text_b": one_more_byte})):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
+            pair(**inputs)
+    for single in (tf_text.signatures["serving_text"], core.signatures["serving_text"]):
+        assert single(text_a=at_limit)["input_ids"].shape[0] == most_texts
+        for message, text_a in ((too_many, one_more_text), (too_long, one_more_byte)):
+            with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
+                single(text_a=text_a)
+    with pytest.raises(ValueError, match="max_request_bytes must be a positive integer, got 0"):
+        exporter.ExportRequest("classifier", "unused", max_request_bytes=0).check()
+    with pytest.raises(ValueError, match="--max_texts_per_request applies to the text signatures"):
+        exporter.ExportRequest("classifier", "unused", format="onnx", max_texts_per_request=2).check()
 
 
 def _must_compile_functions(saved_model_dir):
@@ -403,15 +446,13 @@ def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
 
 
 @pytest.mark.slow
-def test_versions_overwrite_and_bad_arguments(tmp_path, tiny):
+def test_versions_and_bad_arguments(tmp_path, tiny):
     model = task_models.build_task_model("classifier", tiny["config"], 2)
     base = str(tmp_path / "m")
-    first = export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2, text_ops="none")
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    assert export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
+                  text_ops="none") == os.path.join(base, "2")
+    with pytest.raises(FileExistsError, match="--version"):
         export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2, text_ops="none")
-    assert export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2, overwrite=True,
-                  text_ops="none", label_list="no,yes") == first
-    assert (tmp_path / "m" / "2" / "assets" / "labels.txt").read_text() == "no\nyes\n"
     assert sorted(os.listdir(base)) == ["2"]
     with pytest.raises(ValueError, match="3 labels but the model's head has 2"):
         export(model, "classifier", base, tiny["vocab"], version=4, label_list="a,b,c")

@@ -322,7 +322,7 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
         ["--format=tfhub", "--task=encoder"] + common[:2] + common[3:],
         ["--format=tfhub", "--task=encoder", "--label_list=a,b"] + common,
         ["--task=preprocessing"] + common,
-        ["--task=preprocessing", "--format=tfhub"] + common,
+        ["--task=preprocessing", "--format=tfhub", "--version=1"] + common,
         ["--format=tfhub", "--task=masked_lm", "--version=2", "--do_lower_case=false"] + common,
         ["--task=preprocessing", "--text_ops=core", "--use_xla", "--version=3"] + common)
     assert "--format=tfhub exports the encoder" in errors[0] and "not 'classifier'" in errors[0]
@@ -333,7 +333,7 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     with pytest.raises(ValueError, match="max_seq_length >= 3"):  # the CLI refuses it when parsed (test_script_errors)
         hub_export("preprocessing", tiny_release["vocab"], tmp_path / "p", max_seq_length=2)
     assert errors[5] is None
-    assert errors[6].startswith("FileExistsError") and "--overwrite" in errors[6]
+    assert errors[6].startswith("FileExistsError") and "--version" in errors[6]
     assert errors[7] is None
     assert "--text_ops and --use_xla apply to the TF Serving export" in errors[8]
     assert sorted(os.listdir(tmp_path / "e")) == ["1", "2"]

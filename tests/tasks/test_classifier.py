@@ -1,6 +1,7 @@
 """run_classifier: processors on GLUE-format files, feature packing, TFRecords, metrics, outputs, the script end to
 end on a tiny model, and the original's MRPC predictions on the golden checkpoint."""
 import collections
+import csv
 import json
 import os
 import random
@@ -72,6 +73,14 @@ def test_read_tsv_errors_name_the_file_and_line(tmp_path):
     lone_cr = _write(str(tmp_path / "cr.tsv"), ["a\tb", "c\rd\te"])
     with pytest.raises(ValueError, match=r"cr\.tsv:2: "):
         clf.read_tsv(lone_cr)
+
+
+def test_read_tsv_takes_a_field_longer_than_csvs_limit(tmp_path):
+    long_text = "word " * 60000  # 300 kB: csv's default limit is 128 KiB
+    path = _write(str(tmp_path / "long.tsv"), ["text_a\tlabel", f"{long_text}\tpos"])
+    limit = csv.field_size_limit()
+    assert clf.read_tsv(path)[1] == [long_text, "pos"]
+    assert csv.field_size_limit() == limit  # restored
 
 
 # --- the original's processors ------------------------------------------------------------------------------------
@@ -247,6 +256,19 @@ def test_stsb_processor_is_regression(tmp_path):
     with pytest.raises(ValueError, match=r"dev\.tsv:2: the STS-B score 'four' is not a number"):
         p.get_dev_examples(d)
     assert isinstance(clf.get_processor("stsb"), clf.StsbProcessor)
+
+
+def test_regression_labels_must_be_finite_numbers(tmp_path):
+    """A "nan" or "inf" score is refused when the file is read, naming its line; a regression label of any
+    processor is checked again when it becomes a feature."""
+    row = _tsv(0, "g", "f", "y", 1, "s", "s", "A.", "B.")
+    for value in ("nan", "-inf"):
+        _write(str(tmp_path / "train.tsv"), [_tsv(*range(10)), row + "\t2.5", row + f"\t{value}"])
+        with pytest.raises(ValueError, match=rf"train\.tsv:3: the STS-B score '{value}' is not a finite number"):
+            clf.get_processor("sts-b").get_train_examples(str(tmp_path))
+    example = clf.InputExample("own-1", "A.", label=float("inf"), source="own.tsv:7")
+    with pytest.raises(ValueError, match=r"own\.tsv:7: the label inf is not a finite number"):
+        clf.example_label_id(example, None)
 
 
 class _OwnProcessor(clf.DataProcessor):
@@ -451,7 +473,7 @@ def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
     examples = clf.pad_examples(examples, 2)
     (tmp_path / "records").mkdir()
     path = str(tmp_path / "records" / "eval.tf_record")
-    features = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path)
+    features, _ = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path)
     assert os.listdir(tmp_path / "records") == ["eval.tf_record"]  # the temporary name is gone
     assert [f.is_real_example for f in features] == [True, True, True, False]
 

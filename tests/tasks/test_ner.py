@@ -180,6 +180,8 @@ def test_label_list_resolution(tmp_path, conll_file):
         ner.resolve_label_list(**dirs, label_list="B-PER,I-PER,O", do_train=True)
     with pytest.raises(ValueError, match="repeats O"):
         label_lists.parse("O,B-X,O")
+    with pytest.raises(ValueError, match="--label_list has an empty label: ''"):  # --label_list= is no list at all
+        ner.resolve_label_list(**dirs, label_list="", do_train=True)
     with pytest.raises(ValueError, match="No label list: pass --label_list"):
         ner.resolve_label_list(output_dir=str(tmp_path / "empty"), data_dir=str(tmp_path / "nodata"))
 
@@ -337,7 +339,7 @@ def test_train_records_decode_to_the_features(tmp_path, conll_file, tokenizer):
     examples = ner.read_conll(conll_file)
     features = list(ner.convert_examples_to_features(examples, LABELS, 12, tokenizer))
     path = str(tmp_path / "train.tf_record")
-    assert ner.write_tf_record(iter(features), path) == len(features)
+    assert ner.write_tf_record(iter(features), path).count == len(features)
     batch_inputs, batch_labels = next(iter(ner.train_dataset_fn(path, 12, len(features))(len(features))))
     inputs, labels = ner.features_to_arrays(features)
     order = np.lexsort(inputs["input_ids"].T)

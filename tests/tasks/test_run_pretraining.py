@@ -1,6 +1,7 @@
 """run_pretraining.py (bert_tf/tasks/pretraining.py): the original's loss and streaming eval metrics against NumPy,
 continued pretraining from an original checkpoint with its cls/ heads and back to the original names, the "No NSP"
-ablation, phase 2, dynamic masking, and every bad input the issue names."""
+ablation, phase 2, dynamic masking, and every bad input the issue names (a corrupt record past a file's first
+included)."""
 import collections
 import json
 import os
@@ -144,7 +145,25 @@ def _bad_input_runs(release, out):
     runs.append((flags + train + ["--learning_rate=1e30", "--save_checkpoints_steps=1", f"--output_dir={out / 'nan'}"],
                  r"FloatingPointError: The loss is (nan|inf) at step (\d+): stopped without saving. The last good "
                  r"checkpoint: .*nan/ckpt-\d"))
+    # 8 updates of 4 and the shuffle buffer (100) read more than either file's 60 records: both files are read
+    corrupt = _corrupt_copy(flags[0].split("=", 1)[1], str(out / "corrupt.tfrecord"), record=1)
+    runs.append((flags + train + [f"{flags[0]},{corrupt}", "--num_train_steps=8", f"--output_dir={out / 'corrupt'}"],
+                 r"ValueError: .*corrupt\.tfrecord: a corrupt record after its first 1 record\(s\) \(corrupted "
+                 r"record at \d+\): the file is damaged; replace it"))
     return runs
+
+
+def _corrupt_copy(source, target, record):
+    """A copy of the TFRecord file `source` at `target` whose record number `record` fails its checksum (a byte of
+    its data flipped); the records before it are intact."""
+    data = bytearray(open(source, "rb").read())
+    offset = 0
+    for _ in range(record):  # each record: its length (8 bytes), their CRC (4), the data, its CRC (4)
+        offset += 16 + int.from_bytes(data[offset:offset + 8], "little")
+    data[offset + 12 + 5] ^= 0xFF
+    with open(target, "wb") as f:
+        f.write(data)
+    return target
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,21 @@
 """A training run records its settings in output_dir (bert_tf.tasks.run_record); a rerun into it resumes only
 with the same ones: another max_seq_length, batch size or batch-length setting is refused before any work, other
 training data once its records are written (before training), each naming what differs; --start_over runs anyway.
+The data's fingerprint: a fine-tuning run's records by their content, the user's pretraining files by a sample
+(local) or their metadata (a URL), the same on every worker.
 """
+import hashlib
 import json
 import os
 import random
+import secrets
 
 import pytest
+import tensorflow as tf
 import tiny_classifier
 
 from bert_tf import fileio
+from bert_tf.tasks import run_record
 
 
 def _data(directory, seed):
@@ -48,7 +54,10 @@ def test_a_rerun_with_other_settings_is_refused_naming_them(tmp_path, run_main):
                                            "seq_length_multiple", "group_by_length")} == {
         "max_seq_length": 32, "train_batch_size": 4, "replicas": 1, "workers": 1, "gradient_accumulation_steps": 1,
         "pad_to_max_seq_length": False, "seq_length_multiple": 1, "group_by_length": False}
-    assert settings["data_fingerprint"] == fileio.fingerprint([os.path.join(out, "train.tf_record")])
+    digest = hashlib.sha256()  # the records' content, digested as they were written
+    for record in tf.data.TFRecordDataset(os.path.join(out, "train.tf_record")).as_numpy_iterator():
+        digest.update(len(record).to_bytes(8, "little") + record)
+    assert settings["data_fingerprint"] == digest.hexdigest()
 
     # --start_over: the other data trains, and is recorded.
     assert run_main(tiny_classifier.SCRIPT,
@@ -77,33 +86,48 @@ def test_fingerprints_tell_contents_apart(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"x" * 1000)
     b.write_bytes(b"x" * 999 + b"y")
-    assert fileio.fingerprint([str(a)]) == fileio.fingerprint([str(a)])
-    assert fileio.fingerprint([str(a)]) != fileio.fingerprint([str(b)])
-    assert fileio.fingerprint([str(a), str(b)]) != fileio.fingerprint([str(b), str(a)])
+    assert run_record.fingerprint([str(a)]) == run_record.fingerprint([str(a)])
+    assert run_record.fingerprint([str(a)]) != run_record.fingerprint([str(b)])
+    assert run_record.fingerprint([str(a), str(b)]) == run_record.fingerprint([str(b), str(a)])  # dealt sorted
     big = tmp_path / "big"
-    size = 64 * fileio.FINGERPRINT_SAMPLE_BYTES + 3
+    size = 64 * run_record.FINGERPRINT_SAMPLE_BYTES + 3
     with open(big, "wb") as f:
         f.truncate(size)
-    reference = fileio.fingerprint([str(big)])
-    sample = fileio.FINGERPRINT_SAMPLE_BYTES
+    reference = run_record.fingerprint([str(big)])
+    sample = run_record.FINGERPRINT_SAMPLE_BYTES
     for offset in (0, sample - 1, size // 2, size - sample, size - 1):  # in the first, middle and last samples
         with open(big, "r+b") as f:
             f.seek(offset)
             f.write(b"\1")
-        assert fileio.fingerprint([str(big)]) != reference, offset
+        assert run_record.fingerprint([str(big)]) != reference, offset
         with open(big, "r+b") as f:
             f.seek(offset)
             f.write(b"\0")
-    assert fileio.fingerprint([str(big)]) == reference
+    assert run_record.fingerprint([str(big)]) == reference
     with open(big, "r+b") as f:  # between the samples: not read (a start reads 3 samples of each file)
         f.seek(2 * sample)
         f.write(b"\1")
-    assert fileio.fingerprint([str(big)]) == reference
+    assert run_record.fingerprint([str(big)]) == reference
 
 
-def test_a_pretraining_worker_fingerprints_only_the_files_it_reads(tmp_path):
-    """Worker i of n reads every n-th training file from the i-th (as Dataset.shard deals them): its recorded
-    fingerprint covers those files alone, so a start reads nothing of the other workers' shares."""
+def test_a_urls_fingerprint_reads_its_metadata_alone():
+    """On a URL (here ram://, whose files all bear modification time 0) a file counts by its size and modification
+    time, read from its metadata: other bytes of the same size and time give the same fingerprint, another size
+    another one. (On gs:// a read fetches a 64 MiB block: sampling would fetch whole shards.)"""
+    root = f"ram://fingerprint_{secrets.token_hex(4)}"
+    fileio.write_bytes_atomically(f"{root}/a", b"x" * 1000)
+    before = run_record.fingerprint([f"{root}/a"])
+    fileio.write_bytes_atomically(f"{root}/a", b"y" * 1000)
+    assert run_record.fingerprint([f"{root}/a"]) == before
+    fileio.write_bytes_atomically(f"{root}/a", b"y" * 1001)
+    assert run_record.fingerprint([f"{root}/a"]) != before
+    fileio.remove_tree(root)
+
+
+def test_pretraining_workers_fingerprint_every_file_and_split_the_sorted_list(tmp_path):
+    """Worker i of n reads every n-th file of the sorted list from the i-th (as Dataset.shard deals them), whatever
+    order the file system listed them in; every worker records the fingerprint of all the files (the workers
+    compare theirs before the first update)."""
     from bert_tf.data.pretraining import dataset
     from bert_tf.tasks import pretraining, runner
 
@@ -112,12 +136,17 @@ def test_a_pretraining_worker_fingerprints_only_the_files_it_reads(tmp_path):
         files.append(str(tmp_path / f"shard-{i}.tfrecord"))
         with open(files[-1], "wb") as f:
             f.write(bytes([i]) * 100)
+    shuffled = random.Random(0).sample(files, len(files))
+    assert shuffled != files
     task = pretraining.PretrainingTask(",".join(files))
-    task.train_files = files
-    run = runner.RunConfig(bert_config_file=None, vocab_file=None, output_dir=str(tmp_path / "out"),
-                           worker_index=1, num_workers=2)
-    data = task.train_data(run, None)
-    assert list(data.files) == files[1::2] == dataset.worker_files(files, 1, 2)
-    assert fileio.fingerprint(data.files) != fileio.fingerprint(dataset.worker_files(files, 0, 2))
+    data = {}
+    for worker in (0, 1):
+        task.train_files = shuffled if worker else files  # hosts that list the files in other orders
+        run = runner.RunConfig(bert_config_file=None, vocab_file=None, output_dir=str(tmp_path / "out"),
+                               worker_index=worker, num_workers=2)
+        data[worker] = task.train_data(run, None)
+    assert list(data[0].files) == files[0::2] and list(data[1].files) == files[1::2]
+    assert dataset.worker_files(shuffled, 1, 2) == files[1::2]
+    assert data[0].fingerprint == data[1].fingerprint == run_record.fingerprint(files)
     with pytest.raises(ValueError, match="5 input file.* for 6 workers"):
         dataset.worker_files(files, 0, 6)

@@ -173,7 +173,7 @@ def test_window_settings_are_checked_up_front(tokenizer):
 def test_tfrecords_have_the_original_schema_and_are_written_atomically(tokenizer, tmp_path):
     example = squad.SquadExample("q", "what did he buy ?", DOC.split(), "bought", 7, 7)
     path = str(tmp_path / "train.tf_record")
-    assert squad.write_train_features([example], tokenizer, path, 11, 3, 3) == 4
+    assert squad.write_train_features([example], tokenizer, path, 11, 3, 3).count == 4
     assert os.listdir(tmp_path) == ["train.tf_record"]  # no temporary left
     records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
     assert sorted(records[1].features.feature) == ["end_positions", "input_ids", "input_mask", "is_impossible",

@@ -154,7 +154,7 @@ def test_train_records_decode_to_the_features(tmp_path, tokenizer):
     examples = swag.read_swag(_write(tmp_path / "x.csv", SWAG_HEADER + "".join(SWAG_ROWS)))
     features = list(swag.convert_examples_to_features(examples, 10, tokenizer))
     path = str(tmp_path / "train.tf_record")
-    assert swag.write_tf_record(iter(features), path) == 3
+    assert swag.write_tf_record(iter(features), path).count == 3
     inputs, labels = next(iter(swag.train_dataset_fn(path, 10, 3)(3)))
     order = np.argsort(labels["label"].numpy())  # labels 0, 3, 2: distinct
     expected_inputs, expected_labels = swag.features_to_arrays(features)

@@ -21,6 +21,9 @@ Classifier, DATA_DIR/classifier (train.tsv of texts of 1 to 28 words, the tsv ta
 bert_tf.data.records.training_dataset): OUTPUT_DIR/classifier: STEPS updates under the cluster (a worker) or on one
 device (the single process); (single process) OUTPUT_DIR/classifier_mirrored: under MirroredStrategy.
 
+Other data (a worker of the cluster): OUTPUT_DIR/other_data: runner.train of the tsv task, worker 1 on a train.tsv
+with another label on one row; RESULT's `other_data`: the error it stops with, before any update.
+
 RESULT's `shapes`: for each run, [replica id, the input_ids shape, the longest real text (input_mask)] of every
 call of the model, in the order this process ran them.
 """
@@ -38,6 +41,7 @@ import tiny_pretraining  # noqa: E402
 from bert_tf.data import lengths  # noqa: E402
 from bert_tf.data.pretraining import dataset  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.tasks import runner  # noqa: E402
 from bert_tf.tasks.classifier import ClassifierTask  # noqa: E402
 from bert_tf.tasks.pretraining import PretrainingTask  # noqa: E402
 from bert_tf.tasks.runner import RunConfig  # noqa: E402
@@ -124,6 +128,36 @@ def train_classifier(strategy, data_dir, output_dir, log):
     return trainer
 
 
+def other_data(strategy, data_dir, output_dir):
+    """(a worker of the cluster) runner.train of the tsv task of data_dir, worker 1's train.tsv with another label
+    on its last row (as many examples, so that both would train as many steps): the error it raises (None if it
+    trains)."""
+    index, num_workers = distribute.worker_position(strategy)
+    if index:
+        copy = os.path.join(output_dir, "data")
+        shutil.copytree(data_dir, copy)
+        with open(os.path.join(copy, "train.tsv"), "r+") as f:
+            rows = f.readlines()
+            label, text = rows[-1].split("\t", 1)
+            f.seek(0)
+            f.writelines([*rows[:-1], f"{'pos' if label == 'neg' else 'neg'}\t{text}"])
+            f.truncate()
+        data_dir = copy
+    vocab_file = os.path.join(data_dir, "vocab.txt")
+    config = BertConfig.from_json_file(os.path.join(data_dir, "bert_config.json"))
+    run = RunConfig(None, vocab_file, output_dir, max_seq_length=CLASSIFIER_SEQ_LENGTH, do_train=True,
+                    train_batch_size=GLOBAL_BATCH, worker_index=index, num_workers=num_workers)
+    os.makedirs(run.work_dir, exist_ok=True)
+    task = ClassifierTask("tsv", data_dir)
+    task.read_inputs(run, config)
+    trainer = Trainer(lambda: task.build_model(config), task.loss, output_dir, strategy=strategy)
+    try:
+        runner.train(run, task, tokenization.FullTokenizer(vocab_file, do_lower_case=True), trainer)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def copy_checkpoint(source_dir, step, target_dir):
     """target_dir holds checkpoint ckpt-<step> of source_dir as its latest, as a run killed after it would."""
     os.makedirs(target_dir, exist_ok=True)  # the chief's: the parent of the other workers'
@@ -159,6 +193,9 @@ def main(data_dir, output_dir):
                      for a, b in zip(straight.model.weights, resumed.model.weights))
     train_classifier(strategy, os.path.join(data_dir, "classifier"), os.path.join(output_dir, "classifier"),
                      shapes["classifier"])
+    error = None
+    if "cluster" in by_kind:
+        error = other_data(strategy, os.path.join(data_dir, "classifier"), os.path.join(output_dir, "other_data"))
     if "mirrored" in by_kind:
         shapes.update(mirrored=[], classifier_mirrored=[])
         train_pretraining(by_kind["mirrored"], task, pretraining_data(data_dir, output_dir)[1],
@@ -169,7 +206,8 @@ def main(data_dir, output_dir):
         "pid": os.getpid(), "position": list(distribute.worker_position(strategy)),
         "replicas": strategy.num_replicas_in_sync, "strategy": type(strategy).__name__,
         "is_chief": straight.is_chief, "checkpoint_dir": straight.checkpoint_dir,
-        "resumed_step": resumed.step, "resumed_max_diff": difference, "shapes": shapes}), flush=True)
+        "resumed_step": resumed.step, "resumed_max_diff": difference, "shapes": shapes, "other_data": error}),
+        flush=True)
 
 
 if __name__ == "__main__":

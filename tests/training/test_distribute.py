@@ -1,16 +1,20 @@
 """bert_tf.training.distribute without the hardware: TPUStrategy on a machine without a TPU fails at once with an
 error naming the TPU flags and what was not found (never a hang), and the workers' positions in a cluster
 (the two-process MultiWorkerMirroredStrategy run is in test_multi_worker.py)."""
+import json
+import os
 import socket
+import sys
 import threading
 import time
 
+import forkserver
 import pytest
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 
 from bert_tf.tasks import runner
-from bert_tf.training import distribute
+from bert_tf.training import distribute, peers
 
 
 def _unused_port():
@@ -72,7 +76,7 @@ def test_a_grpc_server_passes_the_check():
     """A real TensorFlow gRPC server (what a TPU worker runs) answers the HTTP/2 preface, so TensorFlow gets to
     connect to it; a server answering something else does not pass."""
     server = tf.distribute.Server.create_local_server(start=True)
-    distribute.check_grpc_server(server.target[len("grpc://"):], timeout=5)
+    peers.check_grpc_server(server.target[len("grpc://"):], timeout=5)
 
     def answer_http1(listener):
         connection, _ = listener.accept()
@@ -86,7 +90,7 @@ def test_a_grpc_server_passes_the_check():
         thread = threading.Thread(target=answer_http1, args=(listener,))
         thread.start()
         with pytest.raises(OSError, match="does not answer as a gRPC server: b'HTTP/1.1 '"):
-            distribute.check_grpc_server("127.0.0.1:%d" % listener.getsockname()[1], timeout=5)
+            peers.check_grpc_server("127.0.0.1:%d" % listener.getsockname()[1], timeout=5)
         thread.join()
 
 
@@ -132,3 +136,45 @@ LEADER_SILENT = "Collective ops is aborted by: Deadline Exceeded\nRPC: /tensorfl
 ])
 def test_the_lost_worker_is_named_by_its_index_and_address(cluster, task, message, lost):
     assert distribute.lost_worker(cluster, *task, message) == lost
+
+
+# What TensorFlow 2.20 said on worker 1 of two local workers when worker 0 ended during an update.
+PEER_SOCKET_CLOSED = (
+    "Graph execution error:\n\nDetected at node while/CollectiveReduceV2 defined at (most recent call last):\n  File "
+    "\"bert_tf/training/trainer.py\", line 286, in body\n\nCollective ops is aborted by: Socket closed\nAdditional "
+    "GRPC error information from remote target /job:worker/replica:0/task:0 while calling "
+    "/tensorflow.WorkerService/RecvBuf:"
+    "\n:UNKNOWN:Error received from peer  {grpc_message:\"Socket closed\", grpc_status:14}\nThe error could be from a "
+    "previous operation. Restart your program to reset.\n\t [[{{node while/CollectiveReduceV2}}]] "
+    "[Op:__inference_train_loop_2556]")
+# What TensorFlow 2.20's GCS client raised (AbortedError) reading a gs:// file once the storage did not answer; and
+# the same on worker 1 of a cluster, whose own device it names.
+GCS_READ = ("{{function_node __wrapped__IteratorGetNext_output_types_1_device_/job:localhost/replica:0/task:0/device:"
+            "CPU:0}} All 2 retry attempts failed. The last failure: Error executing an HTTP request: libcurl code 7 "
+            "meaning 'Could not connect to server', error details: Failed to connect to 127.0.0.1 port 55547 after 0 "
+            "ms: Could not connect to server\n\t when reading gs://bert-tf/x.tfrecord [Op:IteratorGetNext] name: ")
+GCS_READ_ON_WORKER_1 = GCS_READ.replace("/job:localhost/replica:0/task:0/", "/job:worker/replica:0/task:1/")
+
+
+@pytest.mark.parametrize("message, peer", [
+    (HEARTBEATS_STOPPED, True), (LEADER_SILENT, True), (PEER_SOCKET_CLOSED, True),
+    (GCS_READ, False), (GCS_READ_ON_WORKER_1, False)])
+def test_only_errors_from_another_worker_are_a_lost_worker(message, peer):
+    """A collective op aborted by another worker, or a heartbeat's deadline, is another worker's error; this worker's
+    own read of gs:// failing (the same error classes) is not, though it names this worker's own device."""
+    assert distribute.from_peer({"worker": ["a:1", "b:1"]}, "worker", 1, message) is peer
+
+
+def test_a_worker_that_never_joins_is_named_within_the_heartbeat_timeout():
+    """The chief of a two-worker cluster whose worker 1 never starts stops, once the heartbeat timeout has passed,
+    with a line naming worker 1 (TensorFlow itself waits an hour for it, holding the interpreter)."""
+    chief, absent = (f"localhost:{_unused_port()}" for _ in range(2))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1",
+           "TF_CONFIG": json.dumps({"cluster": {"worker": [chief, absent]}, "task": {"type": "worker", "index": 0}})}
+    start = time.monotonic()
+    result = forkserver.run([sys.executable, "-c", "from bert_tf.training import distribute; "
+                             "distribute.multi_worker_strategy(heartbeat_timeout_seconds=2)"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == -9, result.stderr[-2000:]  # killed: TensorFlow's wait takes no signal it handles
+    assert f"error: worker 1 of 2 ({absent}) did not join within 2 s (--heartbeat_timeout_seconds)" in result.stderr
+    assert time.monotonic() - start < 60

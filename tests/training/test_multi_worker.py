@@ -12,12 +12,14 @@ texts differ in length (recorded where each replica's model is called, inside th
 takes one CPU device per worker, so the cluster has 2 workers x 1 device.
 
 Also: the chief writes the checkpoints and the summaries to output_dir, worker 1 its checkpoints (its own input
-position) to output_dir/workers/worker-1 and no summaries; both resume from those after a restart.
+position) to output_dir/workers/worker-1 and no summaries; both resume from those after a restart. Workers that
+train on other data stop before the first update, naming the worker that differs.
 """
 import collections
 import json
 import os
 import random
+import re
 import socket
 import sys
 import time
@@ -157,6 +159,18 @@ def test_both_workers_resume_their_checkpoints(runs):
     resumed, _ = summaries(dirs["chief"] / "resumed")
     for tag in tiny_pretraining.FIGURES:
         assert resumed[tag] == {step: straight[tag][step] for step in range(STEPS // 2 + 1, STEPS + 1)}, tag
+
+
+def test_workers_on_other_data_both_stop_naming_the_one_that_differs(runs):
+    """runner.train of the tsv task, worker 1's train.tsv with another label on one row (as many examples): both
+    workers stop, with one line naming worker 1, before any update or record of the run."""
+    results = runs[1]
+    (error,) = {results[name]["other_data"] for name in ("chief", "worker-1")}  # the same on both
+    assert error is not None and re.fullmatch(
+        r"worker 1 of 2 trains on other data than worker 0 \(data_fingerprint [0-9a-f]{15}\.\.\. vs [0-9a-f]{15}"
+        r"\.\.\.\): every worker must train on the same data .*", error), error
+    other_data = runs[0]["chief"] / "other_data"
+    assert not [name for _, _, files in os.walk(other_data) for name in files if name.startswith(("ckpt", "run_"))]
 
 
 # run -> (the processes that train it, its name in their RESULT's shapes)

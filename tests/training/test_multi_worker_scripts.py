@@ -131,11 +131,13 @@ def test_two_workers_give_the_one_device_results(task, rerun, tmp_path):
 
 def _rerun_with_start_over(multi_command, first, tmp_path):
     """The two workers' command again, with --start_over: each worker deletes its own checkpoints; the same results
-    (`first`), written again; the export's one version replaced; no temporary left."""
+    (`first`), written again; the export a new version beside the first (a served version is never rewritten); no
+    temporary left."""
     multi, export = tmp_path / "multi", tmp_path / "export"
     started = time.time()
     _check(_run_two_workers([*multi_command, "--start_over"], tmp_path, "again"), tmp_path)
     assert _results(multi) == first
     assert os.path.getmtime(multi / "eval_results.txt") > started
     assert "--start_over: deleting" in (tmp_path / "again-1.log").read_text()
-    assert os.listdir(export) == [str(int(first["global_step"]))] and not _temporaries(tmp_path)
+    step = int(first["global_step"])
+    assert sorted(map(int, os.listdir(export))) == [step, step + 1] and not _temporaries(tmp_path)

@@ -20,11 +20,11 @@ from bert_tf.training import distribute, prediction
 from bert_tf.training.trainer import Trainer, compute_train_steps
 
 
-def _trainer(output_dir, seed=1, config=toy_task.CONFIG, **kwargs):
+def _trainer(output_dir, seed=1, config=toy_task.CONFIG, loss_fn=toy_task.loss_fn, **kwargs):
     """A Trainer of the toy task, after seeding Python, NumPy and TensorFlow with `seed`."""
     tf.keras.utils.set_random_seed(seed)
     kwargs.setdefault("learning_rate", 1e-3)
-    return Trainer(lambda: BertClassifier(config, 2), toy_task.loss_fn, str(output_dir),
+    return Trainer(lambda: BertClassifier(config, 2), loss_fn, str(output_dir),
                    strategy=distribute.get_strategy("one_device"), **kwargs)
 
 
@@ -66,6 +66,38 @@ def test_a_loop_stops_after_the_first_non_finite_loss(tmp_path):
                                                  r"The last good checkpoint: none"):
         trainer.train(toy_task.dataset_fn, 16, 10, 0)
     assert trainer.step == 2 and trainer.latest_checkpoint() is None
+
+
+@tf.custom_gradient
+def _infinite_gradient(x):
+    """x, whose gradient is infinite."""
+    return tf.identity(x), lambda upstream: upstream * np.inf
+
+
+def _loss_with_infinite_gradient(labels, outputs):
+    """The toy task's loss, finite, with an infinite gradient."""
+    return _infinite_gradient(toy_task.loss_fn(labels, outputs))
+
+
+def test_a_non_finite_gradient_stops_before_saving_unless_loss_scaling_skips_it(tmp_path):
+    """A non-finite gradient with a finite loss: its update writes NaN into the weights, so the run stops there
+    (step 1 of a loop of 5), with nothing saved. Under mixed_float16, loss scaling skips such updates (the weights
+    stay as they were) and the run goes on."""
+    config = toy_task.config(num_hidden_layers=1)
+    trainer = _trainer(tmp_path / "float32", config=config, loss_fn=_loss_with_infinite_gradient,
+                       iterations_per_loop=5, save_checkpoints_steps=5)
+    with pytest.raises(FloatingPointError, match=r"The gradient norm is (nan|inf) at step 1: stopped without "
+                                                 r"saving\. The last good checkpoint: none"):
+        trainer.train(toy_task.dataset_fn, 16, 10, 0)
+    assert trainer.step == 1 and trainer.latest_checkpoint() is None
+    try:
+        scaled = _trainer(tmp_path / "scaled", config=config, loss_fn=_loss_with_infinite_gradient,
+                          mixed_precision="mixed_float16", save_checkpoints_steps=2)
+        before = _weights(scaled)
+        assert np.isfinite(scaled.train(toy_task.dataset_fn, 16, 2, 0))
+        assert scaled.latest_checkpoint().endswith("ckpt-2") and _max_diff(before, _weights(scaled)) == 0.0
+    finally:
+        distribute.set_precision("float32")
 
 
 def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path):
@@ -157,20 +189,22 @@ def _dead_pid():
 
 
 def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
-    """What a killed run leaves in its checkpoint directory (our temporaries of a process that has ended, or of
-    another host left alone for a day; TensorFlow's checkpoint temporaries, which this run owns) goes, and is
-    logged; a running process's temporaries, a young one of another host and other files stay."""
+    """What a killed run leaves in its checkpoint directory (our temporaries left alone for a day, whoever wrote
+    them; TensorFlow's checkpoint temporaries, which this run owns) goes, and is logged; young temporaries (a
+    running writer's, of any process or host, or of one that has ended) and other files stay."""
     caplog.set_level(logging.INFO, logger="absl")  # absl logs under "absl", whatever other tests set
     host, dead = socket.gethostname(), _dead_pid()
     stale = [f"eval.tf_record.tmp-{host}-{dead}-0123abcd", f".export_3.tmp-{host}-{dead}-0-89abcdef",
              f"eval_results.txt.tmp-other-host-{os.getpid()}-00000000", "checkpoint.tmp5f3c",
              "ckpt-7.index.tempstate123", "ckpt-7_temp"]
     kept = ["train.tf_record", "notes.tmpl", "ckpt-7_template.txt", f"label_list.txt.tmp-{host}-{os.getpid()}-0badf00d",
-            f"eval.tf_record.tmp-{host}-{dead}-not-hex", f"results.txt.tmp-other-host-{os.getpid()}-0-00000000"]
+            f"eval.tf_record.tmp-{host}-{dead}-not-hex", f"results.txt.tmp-other-host-{os.getpid()}-0-00000000",
+            f"eval.tf_record.tmp-{host}-{dead}-89abcdef"]
     for name in stale[:-1] + kept:
         (tmp_path / name).write_text("x")
-    long_ago = time.time() - fileio.FOREIGN_TEMPORARY_AGE_S - 60  # another host's temporary, left alone that long
-    os.utime(tmp_path / stale[2], (long_ago, long_ago))
+    long_ago = time.time() - fileio.STALE_AFTER_S - 60  # our temporaries, left alone that long
+    for name in stale[:3]:
+        os.utime(tmp_path / name, (long_ago, long_ago))
     (tmp_path / "ckpt-7_temp").mkdir()
     (tmp_path / "ckpt-7_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 100)
     _trainer(tmp_path).train(toy_task.dataset_fn, 16, 2, 0)

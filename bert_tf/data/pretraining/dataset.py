@@ -9,8 +9,9 @@ S = max_seq_length, P = max_predictions_per_seq. int64 features become int32, as
   written with GZIP compression is recognized (all files must share one compression).
 - `training_dataset`: the original's order for training: the file names repeated and shuffled (buffer: the number
   of files), records interleaved from min(4, files) files at a time, shuffled (buffer 100), fixed batches (remainder
-  dropped). Under several input pipelines (multi-worker) each reads its own files. Deterministic for a seed (the
-  original interleaves "sloppy", in no fixed order), so that a run resumes exactly.
+  dropped). The file names are sorted first, and under several input pipelines (multi-worker) each reads its own
+  files of that list (`worker_files`), so that no order a file system lists them in counts. Deterministic for a
+  seed (the original interleaves "sloppy", in no fixed order), so that a run resumes exactly.
   One length per update: a worker's batch of an update (batch_size x its replicas) is cut as one and split into its
   replicas' batches; the workers, whose files differ, then agree on the update's longest (bert_tf.training.feed
   pads each worker's batches to the longest of all workers: one all-gather of a scalar per update, where reading
@@ -24,7 +25,6 @@ positions all lie within it, so every loss term is the padded batch's).
 """
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
 
@@ -42,12 +42,6 @@ def schema(max_seq_length, max_predictions_per_seq):
                "masked_lm_weights": max_predictions_per_seq, "next_sentence_labels": 1}
     return {name: tf.io.FixedLenFeature([length], tf.float32 if name == "masked_lm_weights" else tf.int64)
             for name, length in lengths.items()}
-
-
-def compression_of(path):
-    """"GZIP" if the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
-    with fileio.open_file(path, "rb", name="") as f:
-        return "GZIP" if f.read(2) == b"\x1f\x8b" else ""
 
 
 def _first_record(path, compression):
@@ -79,7 +73,7 @@ def check_input_files(input_files, max_seq_length, max_predictions_per_seq, voca
     below it. Returns the files' compression ("" or "GZIP")."""
     if not input_files:
         raise ValueError("No input files.")
-    compressions = {path: compression_of(path) for path in input_files}
+    compressions = {path: records.compression_of(path) for path in input_files}
     if len(set(compressions.values())) > 1:
         gzipped = [path for path, c in compressions.items() if c]
         raise ValueError(f"Some input files are GZIP-compressed ({gzipped[0]}, ...) and others are not: use one "
@@ -124,9 +118,10 @@ def split(example):
 
 def worker_files(input_files, worker_index, num_workers):
     """The files of `input_files` that worker (input pipeline) `worker_index` of `num_workers` reads, as
-    Dataset.shard deals them: every num_workers-th from its index. ValueError if there are fewer files than
+    Dataset.shard deals them: every num_workers-th of the sorted list from its index (sorted, so that hosts whose
+    file systems list the files in another order split them alike). ValueError if there are fewer files than
     workers."""
-    files = list(input_files)
+    files = sorted(input_files)
     if len(files) < num_workers:
         raise ValueError(f"{len(files)} input file(s) (--input_file) for {num_workers} workers: each worker reads "
                          f"its own files, so give at least one file per worker (create_pretraining_data.py writes "

@@ -15,6 +15,7 @@ in an order that varies from process to process).
 """
 import collections
 import collections.abc
+import os
 import random
 
 from absl import logging
@@ -329,17 +330,26 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
 
 # Exact mode end to end
 
+def remove_leftovers(output_files):
+    """Removes the temporaries that killed runs left in the directories of `output_files`
+    (`fileio.remove_stale_temporaries`), before a run writes there."""
+    for directory in sorted({os.path.dirname(fileio.absolute(path)) for path in output_files}):
+        fileio.remove_stale_temporaries(directory)
+
+
 def run_exact(input_file, output_file, vocab_file, do_lower_case=True, do_whole_word_mask=False,
               max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
               masked_lm_prob=0.15, short_seq_prob=0.1, gzip=False):
-    """The original script end to end. `input_file`/`output_file`: comma-separated (globs allowed for inputs).
-    Returns the number of examples written."""
+    """The original script end to end. `input_file`/`output_file`: comma-separated (globs allowed for inputs); each
+    output is written under a temporary name, renamed when complete (`remove_leftovers` first). Returns the number
+    of examples written."""
     check_flags(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor, short_seq_prob)
     input_files = fileio.expand_patterns(input_file)
     output_files = [p for p in output_file.split(",") if p]
     if not output_files:
         raise ValueError("No output file given.")
     fileio.check_writable(output_files)
+    remove_leftovers(output_files)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
     VocabTables(tokenizer.vocab, vocab_file)  # fail on a vocab without special tokens before reading the corpus
     logging.info("*** Reading from input files ***")

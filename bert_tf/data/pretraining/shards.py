@@ -2,14 +2,19 @@
 
 A pre-pass over the text finds document boundaries (no tokenization); each shard of `shard_size` documents is
 processed by a worker with the exact algorithm (`bert_tf.data.pretraining.instances`) on just that shard, with
-its own seed, and written to its own file `<output_file>-<shard:05d>-of-<num_shards:05d>`. Memory is bounded by
-the shard size; finished shards are skipped on a rerun (the settings are kept in `<output_file>.shards.json`; a
-rerun with other settings or inputs is refused). Shards are started largest first; the output does not depend on
-that. Differences from exact mode: a random-next B segment (NSP) is drawn from a document of the same shard, the
-instance shuffle is per shard, and every input file ends a document. Seed of shard `i`:
-`random.Random(shard_seed(random_seed, i))` with
+its own seed, and written to its own file `<output_file>-<shard:05d>-of-<num_shards:05d>` (under a temporary name,
+renamed when complete). Memory is bounded by the shard: a document that reaches MAX_DOCUMENT_BYTES (a corpus
+without blank lines is one document) is cut at a line boundary, with a warning, and the cut ends the shard.
+Finished shards are skipped on a rerun (the settings and each input's size and modification time are kept in
+`<output_file>.shards.json`; a rerun with other settings or a changed input is refused). A worker makes a run of
+shards in one pass over their text (`runs`): a compressed input cannot be entered mid-way without decompressing it
+from its start, so its consecutive shards form at most one run per worker. Runs are started largest first, so that
+the workers finish together; the output does not depend on that. Differences from exact mode: a random-next B
+segment (NSP) is drawn from a document of the same shard, the instance shuffle is per shard, and every input file
+and every cut ends a document. Seed of shard `i`: `random.Random(shard_seed(random_seed, i))` with
 `shard_seed(s, i) = int.from_bytes(sha256(f"{s}:{i}".encode()).digest()[:8], "big")`.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -28,11 +33,18 @@ def shard_seed(random_seed, shard_index):
     return int.from_bytes(digest[:8], "big")
 
 
+# A document this long is cut before its next line: a shard's text stays within shard_size ordinary documents plus
+# this much, whatever the corpus (one without blank lines is one document).
+MAX_DOCUMENT_BYTES = 16 << 20
+
+
 def plan_shards(input_files, shard_size):
     """Pre-pass (no tokenization): cuts the text into shards of `shard_size` documents.
 
-    A document is a run of non-blank lines; files always end a document. Returns a list of shards, each a
-    list of (path, start_byte, end_byte) ranges. Memory: O(number of shards).
+    A document is a run of non-blank lines; files always end a document, and so does a cut: a document that
+    reaches MAX_DOCUMENT_BYTES is cut before its next line, which starts a new document in a new shard (with a
+    warning naming the file). Returns a list of shards, each a list of (path, start_byte, end_byte) ranges.
+    Memory: O(number of shards).
     """
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1; got {shard_size}.")
@@ -42,13 +54,20 @@ def plan_shards(input_files, shard_size):
     for path in input_files:
         offset = 0
         range_start = None  # start of this file's range in the current shard
-        in_doc = False
+        doc_start = None    # start of the document being read (None between documents)
+        warned = False
         with fileio.open_file(path, "rb") as reader:
             for raw in reader:
-                blank = not instances.line_text(raw)
-                if not blank and not in_doc:
-                    # a document starts here
-                    if docs_in_shard == shard_size:
+                if not instances.line_text(raw):
+                    doc_start = None
+                elif doc_start is None or offset - doc_start >= MAX_DOCUMENT_BYTES:  # a document starts here
+                    cut = doc_start is not None
+                    if cut and not warned:
+                        logging.warning("%s: a document (from byte %d) reaches %d bytes without a blank line; it is "
+                                        "cut into documents of about that size (blank lines separate documents).",
+                                        path, doc_start, MAX_DOCUMENT_BYTES)
+                        warned = True
+                    if docs_in_shard == shard_size or cut:
                         if range_start is not None:
                             current.append((path, range_start, offset))
                         shards.append(current)
@@ -56,9 +75,7 @@ def plan_shards(input_files, shard_size):
                     if range_start is None:
                         range_start = offset
                     docs_in_shard += 1
-                    in_doc = True
-                elif blank:
-                    in_doc = False
+                    doc_start = offset
                 offset += len(raw)
         if range_start is not None:
             current.append((path, range_start, offset))
@@ -103,22 +120,45 @@ def worker_state(config):
     return _WORKER["tokenizer"], _WORKER["tables"]
 
 
-def read_ranges(ranges, tokenizer):
-    """The documents (lists of sentences of token ids) in byte `ranges` [(path, start, end)] of the input."""
+class RangeReader:
+    """Reads byte ranges of the input in plan order through one open file at a time. Within a file a range after
+    the previous one reads on, so a compressed file (whose seek decompresses from its start, or on from where
+    it is) is decompressed once per reader."""
+
+    def __init__(self):
+        self._path = self._file = None
+
+    def read(self, path, start, end):
+        if path != self._path:
+            self.close()
+            self._file, self._path = fileio.open_file(path, "rb"), path
+        self._file.seek(start)
+        return self._file.read(end - start)
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+            self._path = self._file = None
+
+
+def read_ranges(ranges, tokenizer, reader):
+    """The documents (lists of sentences of token ids) in byte `ranges` [(path, start, end)] of the input, read
+    with `reader` (a RangeReader)."""
     documents = [[]]
     for path, start, end in ranges:
-        with fileio.open_file(path, "rb") as reader:
-            reader.seek(start)
-            data = reader.read(end - start)
-        instances.documents_from_lines(data.split(b"\n"), tokenizer, documents)
+        instances.documents_from_lines(reader.read(path, start, end).split(b"\n"), tokenizer, documents)
         documents.append([])  # a file range always ends a document
     return [d for d in documents if d]
 
 
-def shard_examples(index, ranges, config):
-    """The serialized examples of shard `index` (its byte `ranges` of the input), in their written order."""
+def shard_examples(index, ranges, config, reader=None):
+    """The serialized examples of shard `index` (its byte `ranges` of the input, read with `reader`, a
+    RangeReader, or a new one), in their written order."""
+    if reader is None:
+        with contextlib.closing(RangeReader()) as reader:
+            return shard_examples(index, ranges, config, reader)
     tokenizer, _ = worker_state(config)
-    documents = read_ranges(ranges, tokenizer)
+    documents = read_ranges(ranges, tokenizer, reader)
     if not documents:
         return []
     rng = random.Random(shard_seed(config["random_seed"], index))
@@ -128,13 +168,39 @@ def shard_examples(index, ranges, config):
         documents=documents)
 
 
-def process_shard(task):
-    """Worker: makes and writes one shard. `task`: (index, ranges, path, config). Returns (index, count,
-    bytes of text)."""
-    index, ranges, path, config = task
-    serialized = shard_examples(index, ranges, config)
-    wire.write_examples(serialized, [path], config["gzip"])
-    return index, len(serialized), sum(end - start for _, start, end in ranges)
+def runs(shards, readers):
+    """`shards` [(index, ranges, path)], in plan order, cut into runs that a worker makes one after another in one
+    pass over their text: each shard alone, except those that start in a compressed file (.gz, .bz2, which
+    `fileio.open_file` decompresses by the name): its consecutive shards form at most `readers` runs, so that it
+    is decompressed at most `readers` times (not once per shard). Largest runs first."""
+    groups = []  # [compressed file or None, its consecutive shards]
+    for shard in shards:
+        key = next((path for path, _, _ in shard[1] if path.endswith((".gz", ".bz2"))), None)
+        if key is not None and groups and groups[-1][0] == key:
+            groups[-1][1].append(shard)
+        else:
+            groups.append([key, [shard]])
+    cut = []
+    for key, group in groups:
+        parts = len(group) if key is None else min(readers, len(group))
+        cut += [group[i * len(group) // parts:(i + 1) * len(group) // parts] for i in range(parts)]
+    return sorted(cut, key=lambda run: -sum(end - start for shard in run for _, start, end in shard[1]))
+
+
+def write_run(run, config):
+    """Makes and writes the shards of one run (`runs`) in one pass over their text; yields (shard path, examples
+    written) for each."""
+    with contextlib.closing(RangeReader()) as reader:
+        for index, ranges, path in run:
+            serialized = shard_examples(index, ranges, config, reader)
+            wire.write_examples(serialized, [path], config["gzip"])
+            yield path, len(serialized)
+
+
+def process_run(task):
+    """Pool worker: `write_run(*task)`. Returns (shards, examples written)."""
+    counts = [count for _, count in write_run(*task)]
+    return len(counts), sum(counts)
 
 
 def plan(input_files, output_file, shard_size=1000):
@@ -143,6 +209,12 @@ def plan(input_files, output_file, shard_size=1000):
     if not planned:
         raise ValueError(f"No text in the input files {', '.join(input_files)}: every line is blank.")
     return [(i, ranges, shard_path(output_file, i, len(planned))) for i, ranges in enumerate(planned)]
+
+
+def input_record(input_files):
+    """[path, size, modification time] of each input: what a rerun compares to tell a changed corpus (a rewrite
+    changes the time, on gs:// too; ram:// keeps no time, so there only the size tells)."""
+    return [[path, *fileio.stat(path)] for path in input_files]
 
 
 def check_manifest(manifest, record):
@@ -158,7 +230,7 @@ def check_manifest(manifest, record):
 
 
 def _process_in_pool(tasks, num_workers, progress, total):
-    """Runs `process_shard` over `tasks` in worker processes; returns the examples written."""
+    """Runs `process_run` over `tasks` in worker processes; returns the examples written."""
     import multiprocessing
     import sys
 
@@ -168,11 +240,11 @@ def _process_in_pool(tasks, num_workers, progress, total):
                         and "tensorflow" not in sys.modules) else "spawn"
     written = 0
     with multiprocessing.get_context(method).Pool(min(num_workers, len(tasks))) as pool, \
-            tqdm(total=total, initial=total - len(tasks), unit="shard", disable=not progress,
-                 desc="pretraining data") as bar:
-        for _, count, _ in pool.imap_unordered(process_shard, tasks):
+            tqdm(total=total, initial=total - sum(len(run) for run, _ in tasks), unit="shard",
+                 disable=not progress, desc="pretraining data") as bar:
+        for shards_made, count in pool.imap_unordered(process_run, tasks):
             written += count
-            bar.update(1)
+            bar.update(shards_made)
             bar.set_postfix(examples=written)
     return written
 
@@ -182,21 +254,22 @@ def run_sharded(input_file, output_file, vocab_file, do_lower_case=True, do_whol
                 masked_lm_prob=0.15, short_seq_prob=0.1, num_workers=None, shard_size=1000, gzip=False,
                 progress=True):
     """Fast mode (see the module docstring). `output_file` is the prefix of the shard files; a JSON record of
-    the settings is kept at `<output_file>.shards.json` and a rerun with other settings is refused (delete
-    the outputs first). Returns (list of shard paths, examples written in this run, shards skipped)."""
+    the settings and inputs is kept at `<output_file>.shards.json` and a rerun with other settings or changed
+    inputs is refused (delete the outputs first). Temporaries that killed runs left beside the outputs are removed
+    first. Returns (list of shard paths, examples written in this run, shards skipped)."""
     config = make_config(vocab_file, do_lower_case, do_whole_word_mask, max_seq_length, max_predictions_per_seq,
                          random_seed, dupe_factor, masked_lm_prob, short_seq_prob, gzip, output_file=output_file)
     input_files = fileio.expand_patterns(input_file)
+    instances.remove_leftovers([output_file])
     planned = plan(input_files, output_file, shard_size)
-    check_manifest(output_file + ".shards.json", dict(
-        config, shard_size=shard_size, num_shards=len(planned),
-        inputs=[[p, None if fileio.is_url(p) else fileio.file_size(p)] for p in input_files]))
-    todo = [(i, ranges, path, config) for i, ranges, path in planned if not fileio.exists(path)]
+    check_manifest(output_file + fileio.SHARDS_MANIFEST_SUFFIX, dict(
+        config, shard_size=shard_size, num_shards=len(planned), inputs=input_record(input_files)))
+    todo = [shard for shard in planned if not fileio.exists(shard[2])]
     skipped = len(planned) - len(todo)
     if skipped:
         logging.info("Resuming: %d of %d shards are already complete.", skipped, len(planned))
-    # Largest shards first, so that the workers finish together (the output does not depend on the order).
-    todo.sort(key=lambda task: -sum(end - start for _, start, end in task[1]))
-    written = _process_in_pool(todo, num_workers or os.cpu_count() or 1, progress, len(planned)) if todo else 0
+    num_workers = num_workers or os.cpu_count() or 1
+    tasks = [(run, config) for run in runs(todo, num_workers)]
+    written = _process_in_pool(tasks, num_workers, progress, len(planned)) if tasks else 0
     logging.info("Wrote %d examples in %d shards (%d skipped as complete).", written, len(todo), skipped)
     return [path for _, _, path in planned], written, skipped

@@ -2,6 +2,7 @@
 small): `tf.train.Example` wire format in a fixed field order, TFRecord framing with masked CRC32C, and
 `write_examples`, which writes each output under a temporary name and renames it when complete.
 """
+import contextlib
 import struct
 
 from bert_tf import fileio
@@ -225,6 +226,7 @@ def write_examples(serialized, output_files, gzip=False):
             except Exception:
                 pass
         for temp in temps:
-            fileio.remove_quietly(temp)
+            with contextlib.suppress(Exception):
+                fileio.remove_tree(temp)
         raise
     return counts

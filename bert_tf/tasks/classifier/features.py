@@ -12,7 +12,7 @@ from absl import logging
 
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
-from bert_tf.tasks.classifier.processors import PaddingInputExample
+from bert_tf.tasks.classifier.processors import PaddingInputExample, regression_label
 from bert_tf.text import packing, tokenization
 
 
@@ -27,12 +27,12 @@ class InputFeatures:
 
 
 def example_label_id(example, label_list):
-    """The index of `example.label` in `label_list`, or its float value for regression (`label_list=None`).
-    A label not in the list is a ValueError naming the example's file and line."""
+    """The index of `example.label` in `label_list`, or for regression (`label_list=None`) its value, a finite
+    float. A label not in the list, or not a finite number, is a ValueError naming the example's file and line."""
+    where = example.source or f"example {example.guid}"
     if label_list is None:
-        return float(example.label)
+        return regression_label(example.label, where)
     if example.label not in label_list:
-        where = example.source or f"example {example.guid}"
         raise ValueError(f"{where}: label {example.label!r} is not in the label list {list(label_list)}.")
     return list(label_list).index(example.label)
 
@@ -92,7 +92,8 @@ def feature_to_tf_example(feature, regression=False):
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file):
     """Converts examples and writes them to a TFRecord file (written to a temporary name, then renamed).
 
-    Returns the list of `InputFeatures` (the labels and `is_real_example` the metrics need).
+    Returns (the list of `InputFeatures` (the labels and `is_real_example` the metrics need), the records'
+    `records.Writer`: their count and fingerprint).
     """
     regression = label_list is None
     features = []
@@ -103,7 +104,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
             feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
             write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
             features.append(feature)
-    return features
+    return features, write
 
 
 def name_to_features(seq_length, regression=False):

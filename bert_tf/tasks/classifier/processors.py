@@ -9,6 +9,7 @@ import collections
 import csv
 import dataclasses
 import io
+import math
 import os
 from typing import Any
 
@@ -68,20 +69,36 @@ class TsvLine(list):
 def read_tsv(input_file, quotechar=None):
     """Reads a tab-separated file as the original `_read_tsv`: csv with tabs and no quote character.
 
-    Every line becomes a `TsvLine` (a list of str). Missing files and undecodable or malformed lines raise
-    errors that name the file and line.
+    Every line becomes a `TsvLine` (a list of str); a field may be as long as the file (csv's limit, 128 KiB by
+    default, is raised while it reads). Missing files and undecodable or malformed lines raise errors that name the
+    file and line.
     """
     text = fileio.read_text(input_file, "Data file")
     # Lines end at "\n" only (as TensorFlow's GFile splits them); csv drops the "\n" or "\r\n".
     reader = csv.reader(io.StringIO(text, newline="\n"), delimiter="\t", quotechar=quotechar,
                         quoting=csv.QUOTE_NONE if quotechar is None else csv.QUOTE_MINIMAL)
     lines = []
+    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))
     try:
         for fields in reader:
             lines.append(TsvLine(fields, input_file, reader.line_num))
     except csv.Error as e:
         raise ValueError(f"{input_file}:{reader.line_num}: {e}") from None
+    finally:
+        csv.field_size_limit(limit)
     return lines
+
+
+def regression_label(value, source, what="label"):
+    """A regression task's label `value` (e.g. STS-B's score) as a float; ValueError naming `source` (file:line)
+    unless it is a finite number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source}: the {what} {value!r} is not a number.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{source}: the {what} {value!r} is not a finite number.")
+    return number
 
 
 class DataProcessor:
@@ -330,11 +347,7 @@ class StsbProcessor(_PairProcessor):
         return None
 
     def _label(self, line):
-        value = line.field(self.label_column)
-        try:
-            return float(value)
-        except ValueError:
-            raise ValueError(f"{line.source}: the STS-B score {value!r} is not a number.") from None
+        return regression_label(line.field(self.label_column), line.source, "STS-B score")
 
     def _create_examples(self, lines, set_type):
         examples = super()._create_examples(lines, set_type)

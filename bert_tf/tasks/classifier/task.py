@@ -64,7 +64,8 @@ def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_len
     num_actual = len(examples)
     if fixed_batches:
         examples = pad_examples(examples, batch_size)
-    features = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, record_file)
+    features, _ = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                                          record_file)
     logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual, len(examples) - num_actual)
     logging.info("  Batch size = %d", batch_size)
     size = lengths_lib.OutputBytes(fixed=4 * (2 * (1 if label_list is None else len(label_list)) + 1))
@@ -169,11 +170,12 @@ class ClassifierTask(Task):
         """Converts the training set to work_dir/train.tf_record (a TrainData)."""
         examples = self.train_examples
         train_file = os.path.join(run.work_dir, "train.tf_record")
-        file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer, train_file)
+        _, written = file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer,
+                                                             train_file)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
                                                  lengths=run.sequence_lengths)
-        return TrainData(dataset_fn, len(examples), (train_file,))
+        return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
 
     def prepare_evaluation(self, run, trainer):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:

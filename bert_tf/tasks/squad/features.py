@@ -221,18 +221,19 @@ def feature_to_example(feature, is_training):
 
 class FeatureWriter:
     """The original's FeatureWriter: InputFeatures -> a TFRecord file, written atomically (`records.writer`):
-    renamed on `close()`; as a context manager, an exception discards the partial file."""
+    renamed on `close()`; as a context manager, an exception discards the partial file. `written`: its
+    `records.Writer` (the records' count and fingerprint)."""
 
     def __init__(self, filename, is_training):
         self.filename = filename
         self.is_training = is_training
         self.num_features = 0
         self._stack = contextlib.ExitStack()
-        self._write = self._stack.enter_context(records.writer(filename))
+        self.written = self._stack.enter_context(records.writer(filename))
 
     def process_feature(self, feature):
         self.num_features += 1
-        self._write(feature_to_example(feature, self.is_training).SerializeToString(deterministic=True))
+        self.written(feature_to_example(feature, self.is_training).SerializeToString(deterministic=True))
 
     def close(self):
         self._stack.close()
@@ -304,11 +305,12 @@ def span_loss(labels, outputs):
 
 
 def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
-    """Converts training examples straight into a TFRecord file (atomically). Returns the number of features."""
+    """Converts training examples straight into a TFRecord file (atomically). Returns its `records.Writer` (the
+    features' count and fingerprint)."""
     with FeatureWriter(output_file, is_training=True) as writer:
         convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                      is_training=True, output_fn=writer.process_feature)
-    return writer.num_features
+    return writer.written
 
 
 def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):

@@ -130,14 +130,14 @@ class SquadTask(Task):
         examples = list(self.train_examples)
         random.Random(12345).shuffle(examples)
         train_file = os.path.join(run.work_dir, TRAIN_RECORD_FILE)
-        num_features = write_train_features(examples, tokenizer, train_file, **self._windows(run))
-        logging.info("Training on %d examples split into %d features", len(examples), num_features)
+        written = write_train_features(examples, tokenizer, train_file, **self._windows(run))
+        logging.info("Training on %d examples split into %d features", len(examples), written.count)
 
         def dataset_fn(batch_size, input_context=None, seed=None):
             return make_dataset(train_file, run.max_seq_length, True, batch_size, input_context=input_context,
                                 seed=seed)
 
-        return TrainData(dataset_fn, len(examples), (train_file,))
+        return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
 
     def predict(self, run, tokenizer, trainer):
         """predictions.json, nbest_predictions.json, null_odds.json (v2) and, when the predict file has answers,
