@@ -146,6 +146,9 @@ def naming_absent_workers(resolver, timeout):
     own, num_workers = cluster_position(cluster, resolver.task_type, resolver.task_id)
     others = [f"{index}={address}" for job in ("chief", "worker") for task, address in enumerate(cluster.get(job, []))
               for index in [cluster_position(cluster, job, task)[0]] if index != own]
+    if not others:
+        yield
+        return
     watcher = subprocess.Popen([sys.executable, "-I", peers.__file__, str(timeout), str(num_workers), *others])
     try:
         yield
