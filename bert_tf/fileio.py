@@ -44,6 +44,7 @@ STALE_AFTER_S = 24 * 3600
 # `checkpoint.tmp<hex>`, the tensor bundle writer's `*.tempstate<N>`.
 TENSORFLOW_TEMPORARIES = ("ckpt-*_temp", "checkpoint.tmp*", "*.tempstate*")
 SHARDS_MANIFEST_SUFFIX = ".shards.json"
+COMPRESSED_SUFFIXES = (".bz2", ".gz")  # `open_file` decompresses and compresses files so named
 
 
 def is_url(path):
@@ -163,7 +164,7 @@ def open_file(path, mode="rb", name=None):
     name = path if name is None else name
     f = open(path, raw_mode) if not is_url(path) else (
         io.BufferedReader if raw_mode == "rb" else io.BufferedWriter)(_GFileStream(path, raw_mode))
-    if name.endswith((".bz2", ".gz")):  # they close only a file they opened: closing them closes `file` too
+    if name.endswith(COMPRESSED_SUFFIXES):  # they close only a file they opened: closing them closes `file` too
         file, f = f, bz2.BZ2File(f, raw_mode) if name.endswith(".bz2") else gzip.GzipFile(fileobj=f, mode=raw_mode)
         closes = contextlib.ExitStack()  # runs last in, first out: `f.close`, then `file`'s, even if that raised
         closes.push(file)

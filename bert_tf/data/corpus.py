@@ -185,7 +185,7 @@ def iter_text_documents(path, document_boundary="blank_line"):
 def detect_format(path):
     """"wiki" for a MediaWiki XML dump (.xml, .xml.bz2, .xml.gz), else "text"."""
     name = path
-    for suffix in (".bz2", ".gz"):
+    for suffix in fileio.COMPRESSED_SUFFIXES:
         if name.endswith(suffix):
             name = name[:-len(suffix)]
     return "wiki" if name.endswith(".xml") or ".xml-" in os.path.basename(name) else "text"

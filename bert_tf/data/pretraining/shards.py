@@ -170,12 +170,12 @@ def shard_examples(index, ranges, config, reader=None):
 
 def runs(shards, readers):
     """`shards` [(index, ranges, path)], in plan order, cut into runs that a worker makes one after another in one
-    pass over their text: each shard alone, except those that start in a compressed file (.gz, .bz2, which
-    `fileio.open_file` decompresses by the name): its consecutive shards form at most `readers` runs, so that it
-    is decompressed at most `readers` times (not once per shard). Largest runs first."""
+    pass over their text: each shard alone, except those that start in a compressed file
+    (`fileio.COMPRESSED_SUFFIXES`): its consecutive shards form at most `readers` runs, so that it is decompressed
+    at most `readers` times (not once per shard). Largest runs first."""
     groups = []  # [compressed file or None, its consecutive shards]
     for shard in shards:
-        key = next((path for path, _, _ in shard[1] if path.endswith((".gz", ".bz2"))), None)
+        key = next((path for path, _, _ in shard[1] if path.endswith(fileio.COMPRESSED_SUFFIXES)), None)
         if key is not None and groups and groups[-1][0] == key:
             groups[-1][1].append(shard)
         else:
