@@ -11,12 +11,12 @@ Their placeholders become tiny fixtures under tmp_path:
 - a bare `...` (the flags "as above"): the release's --vocab_file and --bert_config_file and an --export_dir,
   where not given;
   `[--flag=...]` (an option) is left out.
-Every command's inputs (--init_checkpoint, --vocab_file, --bert_config_file, a --label_list file) must exist; of
-the commands that export by one route (a format; the preprocessing model apart) the first runs, to keep the test
-short: the others differ in task and settings, which tests/export/ exports by the same route (the text signatures'
-tracing makes each export cost seconds). The scripts run in one process (tests/script_steps.py):
-run_classifier.py, then the exports; each export is loaded back once (a SavedModel by tf.saved_model.load,
-model.tflite by LiteRT's interpreter, model.onnx by onnxruntime).
+Every command's inputs (--init_checkpoint, --vocab_file, --bert_config_file, a --label_list file) must exist; of the
+commands that export by one route (a format; the preprocessing model apart) the first runs, and each one that names
+a flag no earlier run of its route named, so that every documented flag runs once; the others differ in task and
+settings, which tests/export/ exports by the same route (each export costs seconds). The scripts run in one process
+(tests/script_steps.py): run_classifier.py, then the exports; each export is loaded back once (a SavedModel by
+tf.saved_model.load, model.tflite by LiteRT's interpreter, model.onnx by onnxruntime).
 """
 import json
 import os
@@ -136,15 +136,19 @@ def load(version_dir):
 
 @pytest.mark.slow
 def test_documented_export_commands_run_and_load(tmp_path, child_env):
-    """Every documented export command's inputs exist; one command of each route runs without an error, and what
-    it wrote loads."""
+    """Every documented export command's inputs exist; one command of each route, and each that names a flag no
+    earlier run of its route named, runs without an error, and what it wrote loads."""
     root = str(tmp_path)
     documented = {source: documented_commands(source) for source in SOURCES}
     assert all(documented.values()), {source: len(commands) for source, commands in documented.items()}
-    routes = {}
+    routes, named = {}, {}  # the commands run, by route and flags; the flags they name, by route
     for source, commands in documented.items():
         for arguments in commands:
-            routes.setdefault(export_route(arguments), (source, arguments))
+            route = export_route(arguments)
+            flags = {argument.split("=")[0] for argument in arguments if argument.startswith("--")}
+            if not flags <= named.setdefault(route, set()):
+                routes[route, frozenset(flags - named[route])] = (source, arguments)
+                named[route] |= flags
     write_fixtures(root)
     runs = [runnable(arguments, root) for _, arguments in routes.values()]
     steps = [(os.path.join(REPO, "run_scripts", "run_classifier.py"), [[bind(flag, root) for flag in TRAIN]]),
@@ -161,4 +165,4 @@ def test_documented_export_commands_run_and_load(tmp_path, child_env):
     versions = [os.path.join(base, version) for base in export_dirs for version in sorted(os.listdir(base))]
     assert len(versions) == len(runs), versions
     formats = sorted(load(version) for version in versions)
-    assert formats == sorted(fmt for fmt, _ in routes), formats
+    assert formats == sorted(fmt for (fmt, _), _ in routes), formats
