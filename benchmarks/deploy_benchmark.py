@@ -82,7 +82,7 @@ def prepare(args):
 
 def export_all(prefix, request, model):
     """{runtime: model path} of the model `model` names (exporter.export's keyword arguments) exported with
-    `request` (ExportRequest fields) as a SavedModel (tensor signature only) and as LiteRT and ONNX, float and int8,
+    `request` (more arguments) as a SavedModel (tensor signature only) and as LiteRT and ONNX, float and int8,
     to <prefix><runtime>; and {runtime: the export's seconds}, each export in this process, one after the other."""
     from bert_tf.export import exporter, portable
 
@@ -93,7 +93,7 @@ def export_all(prefix, request, model):
     for name, fields in jobs:
         shutil.rmtree(prefix + name, ignore_errors=True)  # a rerun's: an export never rewrites a version
         start = time.perf_counter()
-        directory = exporter.export(exporter.ExportRequest(export_dir=prefix + name, **fields, **request), **model)
+        directory = exporter.export(export_dir=prefix + name, **fields, **request, **model)
         seconds[name] = time.perf_counter() - start
         paths[name] = os.path.join(directory, FILES[fields["format"]]) if "format" in fields else directory
     return paths, seconds

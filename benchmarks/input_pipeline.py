@@ -48,6 +48,7 @@ import struct
 import sys
 import tempfile
 import time
+import types
 
 import measure
 
@@ -186,7 +187,8 @@ def run_child(args):
                            max_seq_length=seq, do_train=True)
     task.read_inputs(run, BertConfig.from_json_file(args.bert_config_file))
     context = tf.distribute.InputContext(num_replicas_in_sync=args.replicas)
-    iterator = iter(task.train_data(run, None).dataset_fn(batch, context, SEED))
+    one_worker = types.SimpleNamespace(worker_index=0, num_workers=1)  # what train_data reads of its Trainer
+    iterator = iter(task.train_data(run, None, one_worker).dataset_fn(batch, context, SEED))
     pull(iterator, args.warmup_s)
     result = pull(iterator, args.seconds)
     measure.emit_result({**result, "cpus": cpus, "threads_cpus": threads_cpus(),

@@ -293,9 +293,9 @@ def export_child(args):
     forms = {EXPORTS[side]: saved_model_dir(args, side)[0] for side in args.sides if side in EXPORTS}
     for base in forms.values():  # a rerun replaces them (an export never rewrites a version)
         shutil.rmtree(base, ignore_errors=True)
-    return {base: exporter.export(exporter.ExportRequest(
-        "encoder", base, version=EXPORT_VERSION, max_seq_length=args.max_seq_length,
-        text_ops=text_ops, use_xla=use_xla, pad_to_max_seq_length=pad), encoder,
+    return {base: exporter.export(
+        "encoder", base, encoder, version=EXPORT_VERSION, max_seq_length=args.max_seq_length,
+        text_ops=text_ops, use_xla=use_xla, pad_to_max_seq_length=pad,
         vocab_file=os.path.join(args.model_dir, "vocab.txt"), do_lower_case=True)
         for (text_ops, use_xla, pad), base in forms.items()}
 

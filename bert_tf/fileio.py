@@ -1,24 +1,16 @@
-"""The one module that reads, writes, lists or tests paths (path arithmetic, `os.path.join`, `dirname`, is string
-work, fine on URLs). A path may be local or a URL that tf.io.gfile knows (gs://, hdfs://, any registered scheme):
-local paths go through the standard library, URLs through tf.io.gfile, imported only for them, so that this module
-(and the pure-Python modules on it) runs without TensorFlow. Its rules:
+"""The one module that reads, writes, lists or tests paths. A path is local (the standard library) or a URL that
+tf.io.gfile knows (gs://, ram://, ...; TensorFlow imported only for them). Its rules:
 
-1. A file is written under a temporary name beside it (`temp_path`: `<path>.tmp-<host>-<pid>-<8 hex>`) and renamed
-   to its name when complete (`atomic_write`; on an object store a rename is a copy, which appears whole).
-2. A directory (`staged_directory`: an export version, a release) is written into a staging directory, a temporary,
-   that its writer commits when complete: it removes the target's key file (saved_model.pb, a checkpoint's .index),
-   moves the new files in, removes the old ones the new content lacks, moves the key file in last and removes the
-   staging directory. A reader that takes a target only with its key file (TF Serving, `tf.train.load_checkpoint`)
-   takes the old version, none, or the new one. A commit killed half-way leaves the target without its key file,
-   which the next write of the target replaces whole. On a local disk a new target is one rename.
-3. A temporary is stale once nothing has written to it for STALE_AFTER_S (`mtime`: its newest file): our writers
-   write one for minutes, not a day, so a live writer's (of any host) is never stale, and no writer is asked whether
-   it runs. `remove_stale_temporaries` removes stale ones; every `staged_directory` runs it first.
-4. Clean-up removes only our temporaries (names `temp_path` makes) and, for the run that owns a checkpoint directory,
-   TensorFlow's checkpoint temporaries, directly inside the directory it is given; it reads no file and follows no
-   link. A temporary already gone (another clean-up's) is fine.
-5. Inputs (`expand_patterns`) are files: never a directory (a store's glob answers folders too), one of our
-   temporaries or a sharded writer's record of its settings (`<output>` + SHARDS_MANIFEST_SUFFIX)."""
+1. A file is written under a temporary name beside it (`temp_path`) and renamed when complete (`atomic_write`).
+2. A directory (`staged_directory`) is written into a staging temporary, then committed: the target's key file
+   (saved_model.pb, a checkpoint's .index) removed, the new files moved in, the old ones the new content lacks
+   removed, the key file moved in last. A reader that takes a target only with its key file sees the old version,
+   none, or the new one.
+3. A temporary untouched for STALE_AFTER_S is stale (a live writer's never is); `remove_stale_temporaries` removes
+   stale ones, and every `staged_directory` runs it first.
+4. Clean-up removes only our temporaries (and, for the run owning a checkpoint directory, TensorFlow's), directly in
+   the directory given; it reads no file and follows no link.
+5. Inputs (`expand_patterns`) are files: never a directory, one of our temporaries or a SHARDS_MANIFEST_SUFFIX file."""
 import bz2
 import contextlib
 import fnmatch
@@ -38,7 +30,7 @@ import time
 from absl import logging
 
 TEMP_MARK = ".tmp-"
-_TEMPORARY = re.compile(r".+\.tmp-.+-[0-9a-f]{8}")  # the base names `temp_path` makes (and made)
+_TEMPORARY = re.compile(r".+\.tmp-.+-[0-9a-f]{8}")  # the base names `temp_path` makes
 STALE_AFTER_S = 24 * 3600
 # TensorFlow's checkpoint temporaries: the sharded save's `ckpt-<N>_temp/`, the CheckpointManager state file's
 # `checkpoint.tmp<hex>`, the tensor bundle writer's `*.tempstate<N>`.
@@ -59,10 +51,9 @@ def _gfile(path=""):
 
 
 class _RamGFile:
-    """tf.io.gfile answering for ram:// (the tests' stand-in for gs://) as an object store does. ram:// matches
-    names as prefixes: any prefix of a file's path "exists" as a directory (`x/bert_model.ckpt` beside
-    `x/bert_model.ckpt.index`), `x/a` lists `x/a.b` as `.b`, and its recursive delete fails on that. Here a path
-    exists if its glob (exact names) finds it; a listing marks directories with "/", as gs:// does."""
+    """tf.io.gfile answering for ram:// (the tests' stand-in for gs://) as an object store does: ram:// matches
+    names as prefixes (`x/a` "exists" beside `x/a.index`); here a path exists if its exact glob finds it, and a
+    listing marks directories with "/", as gs:// does."""
 
     def __init__(self, gfile):
         self._gfile = gfile
@@ -133,9 +124,8 @@ def mtime(path):
 
 
 def expand_patterns(patterns):
-    """Comma-separated file names and globs (or a list of them) -> the input files they name (rule 5), in the original
-    BERT scripts' order (`tf.io.gfile.glob`'s: patterns as given, the matches of each in directory order, which decides
-    e.g. create_pretraining_data's document order). FileNotFoundError names every pattern that matches no input file."""
+    """Comma-separated names and globs (or a list) -> input files (rule 5) in the original scripts' order (patterns
+    as given, each one's matches in directory order). FileNotFoundError names every pattern matching none."""
     files, unmatched = [], []
     listing = functools.cache(lambda parent: set(_gfile(parent).listdir(parent)))  # a store lists a folder as "x/"
 
@@ -157,9 +147,8 @@ def expand_patterns(patterns):
 
 
 def open_file(path, mode="rb", name=None):
-    """Opens a local or gfile path for reading or writing ("rb", "wb", "r", "w"). `.bz2` and `.gz` are decompressed or
-    compressed as `name` (default: `path`) ends (a multi-stream .bz2 dump included); text modes are UTF-8 (undecodable
-    bytes replaced on reading). Closing the stream closes the file: on a store a write completes then."""
+    """Opens `path` ("rb", "wb", "r", "w"), (de)compressing as `name` (default `path`) ends in COMPRESSED_SUFFIXES.
+    Text modes are UTF-8 (bad bytes replaced on reading). On a store a write completes when the stream closes."""
     raw_mode = "rb" if "r" in mode else "wb"
     name = path if name is None else name
     f = open(path, raw_mode) if not is_url(path) else (
@@ -213,8 +202,7 @@ class _GFileStream(io.RawIOBase):
 
 
 def read_bytes(path, what="Input file"):
-    """The bytes of the file `path`. FileNotFoundError "<what> not found: <path>" if it is missing,
-    IsADirectoryError if it is a directory."""
+    """The bytes of the file `path`; FileNotFoundError / IsADirectoryError naming `what` and `path`."""
     if not exists(path):
         raise FileNotFoundError(f"{what} not found: {path}")
     if isdir(path):
@@ -224,8 +212,7 @@ def read_bytes(path, what="Input file"):
 
 
 def read_text(path, what="Input file", encoding="utf-8"):
-    """The text of the file `path` (`read_bytes`); ValueError naming the file and line of the first byte that is
-    not valid UTF-8 ("utf-8-sig": a BOM is dropped)."""
+    """The text of the file `path`; ValueError naming the file and line of the first byte that is not UTF-8."""
     data = read_bytes(path, what)
     try:
         return data.decode(encoding)
@@ -235,8 +222,7 @@ def read_text(path, what="Input file", encoding="utf-8"):
 
 
 def read_json(path, what="JSON file"):
-    """The JSON value of the file `path` (UTF-8, a BOM allowed); errors name the file, and the line and column of
-    malformed JSON."""
+    """The JSON value of the file `path` (a BOM allowed); errors name the file, line and column."""
     try:
         return json.loads(read_text(path, what, encoding="utf-8-sig"))
     except json.JSONDecodeError as e:
@@ -252,8 +238,8 @@ def makedirs(path):
 
 
 def check_writable(paths):
-    """Raises a clear error now (not after hours of work) if a local output's directory is missing or not
-    writable, or the output is a directory. (A URL's store is asked only when it is written.)"""
+    """Raises now, not after hours of work, if a local output's directory is missing or not writable, or the output
+    is a directory (a URL is checked only when written)."""
     for path in (p for p in paths if not is_url(p)):
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
@@ -286,14 +272,14 @@ def remove_tree(path):
 
 
 def temp_path(path):
-    """A temporary name for `path` (rule 1), unique to this process and call; nothing parses its host and pid."""
+    """`<path>.tmp-<host>-<pid>-<8 hex>`, unique to this process and call (rule 1); nothing parses it."""
     return f"{path}{TEMP_MARK}{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 @contextlib.contextmanager
 def written_atomically(path):
-    """Yields the temporary path to write `path` under (for writers that take a path, e.g. tf.io.TFRecordWriter);
-    renames it to `path` when the block completes, removes it when the block raises. Creates the parent directory."""
+    """Yields a temporary path to write `path` under (rule 1), for writers that take a path; removed if the block
+    raises."""
     makedirs(os.path.dirname(path))
     tmp = temp_path(path)
     try:
@@ -307,19 +293,18 @@ def written_atomically(path):
 
 @contextlib.contextmanager
 def atomic_write(path, mode="w"):
-    """Yields `path` opened for writing (`open_file` modes "w"/"wb", compressed as `path` ends) as rule 1 says."""
+    """Yields `path` opened for writing (`open_file`'s "w"/"wb") under rule 1."""
     with written_atomically(path) as tmp, open_file(tmp, mode, name=path) as f:
         yield f
 
 
 def write_text_atomically(path, text):
-    """Writes `text` (UTF-8) to `path` through `atomic_write`."""
     with atomic_write(path, "w") as f:
         f.write(text)
 
 
 def write_bytes_atomically(path, data):
-    """Writes `data` to `path` through `atomic_write` (uncompressed, whatever the name)."""
+    """Writes `data` to `path` atomically, uncompressed whatever the name."""
     with written_atomically(path) as tmp, open_file(tmp, "wb", name="") as f:
         f.write(data)
 
@@ -342,8 +327,8 @@ def copy_tree(source, target):
 
 @contextlib.contextmanager
 def local_file(path, what="Input file"):
-    """Yields a local path holding the file `path`: itself, or for a URL a local copy removed after the block (for
-    libraries that read only local files). FileNotFoundError "<what> not found: <path>" if it is missing."""
+    """Yields a local path holding the file `path` (for a URL a copy, removed after the block), for libraries that
+    read only local files."""
     if not isfile(path):
         raise FileNotFoundError(f"{what} not found: {path}")
     if not is_url(path):
@@ -362,11 +347,9 @@ def local_directory():
 
 @contextlib.contextmanager
 def staged_directory(target, key, remove=".*", label=None):
-    """Yields a new, empty staging directory for the new content of the directory `target`, made beside it or, with
-    `label`, inside it (for a directory that holds other files, such as a release's); commits it when the block
-    completes (rule 2): `key` (a relative path) last; `target`'s files the new content lacks are removed if their
-    relative paths match the regular expression `remove` (".*": `target` becomes exactly the new content; any other
-    regex: only top-level files are candidates). If the block or the commit raises, the staging directory is removed."""
+    """Yields an empty staging directory for `target`'s new content (beside it; with `label`, inside it), committed
+    when the block completes (rule 2). The files it lacks are removed where their relative paths match `remove`
+    (".*": `target` becomes exactly the new content; another regex: top-level files only)."""
     target = target.rstrip("/")
     where = target if label else os.path.dirname(target)
     remove_stale_temporaries(where)
@@ -403,9 +386,8 @@ def staged_directory(target, key, remove=".*", label=None):
 
 
 def remove_stale_temporaries(directory, checkpoints=False):
-    """Removes the stale temporaries directly in `directory` (rules 3 and 4); with `checkpoints` (only the run that
-    owns this checkpoint directory passes it) also TENSORFLOW_TEMPORARIES there, whatever their age. Returns the
-    paths removed, sorted (each logged)."""
+    """Removes (and returns) the stale temporaries directly in `directory` (rules 3, 4); with `checkpoints` (only
+    the run owning the directory) also TENSORFLOW_TEMPORARIES, whatever their age."""
     removed = []
     for name in listdir(directory) if isdir(directory) else []:
         path = os.path.join(directory, name)

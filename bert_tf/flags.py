@@ -1,13 +1,10 @@
 """absl flags shared by the run scripts, defined once, with the original scripts' names and defaults.
 
-A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults (e.g.
-run_squad.py's max_seq_length 384), and hands the library plain values: `run_config(FLAGS)` for the shared run
-settings (`bert_tf.tasks.runner.RunConfig`), keyword arguments for the rest. Nothing below run_scripts/ reads flags.
-The shared run settings' defaults are RunConfig's (`run_default`), written there once; a script's own flag that
-feeds a library argument has that argument's default (tests/test_script_errors.py compares every script's).
-
-Importing this module applies the scripts' start-up and exit defaults (`bert_tf.script_setup`: TensorFlow's
-environment, read when TensorFlow is imported), so a script imports it before anything that imports TensorFlow.
+A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults, and hands the
+library plain values (`run_config(FLAGS)` -> RunConfig; keyword arguments for the rest): nothing below run_scripts/
+reads flags. Defaults are written once, where the library defines them (RunConfig's, `instances.Options`', a
+library argument's). Importing this module sets TensorFlow's environment (`bert_tf.script_setup`), so a script
+imports it before anything that imports TensorFlow.
 """
 import dataclasses
 import os
@@ -59,11 +56,10 @@ def positive(name):
 
 
 def run_default(name):
-    """The default of RunConfig's setting `name` (bert_tf.tasks.runner; its training settings are
-    bert_tf.training.config.TrainingConfig's): the shared flag `name`'s default."""
-    from bert_tf.tasks import runner
+    """The shared flag `name`'s default: that of RunConfig's setting `name` (bert_tf.training.config)."""
+    from bert_tf.training.config import RunConfig
 
-    return next(field.default for field in dataclasses.fields(runner.RunConfig) if field.name == name)
+    return next(field.default for field in dataclasses.fields(RunConfig) if field.name == name)
 
 
 def define_model_flags():
@@ -208,29 +204,44 @@ def define_length_flags():
 
 
 def define_pretraining_data_flags():
-    """create_pretraining_data.py's flags with the original's defaults (shared by its Beam variant)."""
+    """create_pretraining_data.py's flags (shared by its Beam variant), their defaults the original's
+    (`instances.Options`)."""
+    from bert_tf.data.pretraining import instances, shards
+
+    default = {field.name: field.default for field in dataclasses.fields(instances.Options)}
     flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files; globs "
                         "allowed): one sentence per line, a blank line between documents.")
     flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files); with "
                         "shards, the prefix of <output_file>-SSSSS-of-NNNNN.")
     flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased).")
-    flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece "
-                      "masking.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length ([CLS] A [SEP] B [SEP]: at least 5).",
-                         lower_bound=5)
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.",
-                         lower_bound=0)
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation (shard i of the sharded modes "
-                         "uses pretraining_data.shard_seed(random_seed, i)).", lower_bound=0)
-    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).",
-                         lower_bound=1)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", lower_bound=0.0, upper_bound=1.0)
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-                       "maximum length.", lower_bound=0.0, upper_bound=1.0)
-    flags.DEFINE_integer("shard_size", 1000, "Sharded modes: documents per shard (memory per worker grows with it; "
-                         "NSP random-next segments come from the same shard).", lower_bound=1)
-    flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords (read them with compression_type='GZIP').")
+    flags.DEFINE_bool("do_lower_case", default["do_lower_case"], "Lower-case the input (True for uncased models, "
+                      "False for cased).")
+    flags.DEFINE_bool("do_whole_word_mask", default["do_whole_word_mask"], "Whether to use whole word masking rather "
+                      "than per-WordPiece masking.")
+    flags.DEFINE_integer("max_seq_length", default["max_seq_length"], "Maximum sequence length ([CLS] A [SEP] B "
+                         "[SEP]: at least 5).", lower_bound=5)
+    flags.DEFINE_integer("max_predictions_per_seq", default["max_predictions_per_seq"], "Maximum number of masked "
+                         "LM predictions per sequence.", lower_bound=0)
+    flags.DEFINE_integer("random_seed", default["random_seed"], "Random seed for data generation (shard i of the "
+                         "sharded modes uses shards.shard_seed(random_seed, i)).", lower_bound=0)
+    flags.DEFINE_integer("dupe_factor", default["dupe_factor"], "Number of times to duplicate the input data (with "
+                         "different masks).", lower_bound=1)
+    flags.DEFINE_float("masked_lm_prob", default["masked_lm_prob"], "Masked LM probability.", lower_bound=0.0,
+                       upper_bound=1.0)
+    flags.DEFINE_float("short_seq_prob", default["short_seq_prob"], "Probability of creating sequences which are "
+                       "shorter than the maximum length.", lower_bound=0.0, upper_bound=1.0)
+    flags.DEFINE_integer("shard_size", shards.SHARD_SIZE, "Sharded modes: documents per shard (memory per worker "
+                         "grows with it; NSP random-next segments come from the same shard).", lower_bound=1)
+    flags.DEFINE_bool("gzip", default["gzip"], "Write GZIP-compressed TFRecords (read them with "
+                      "compression_type='GZIP').")
+
+
+def pretraining_data_options(flag_values):
+    """`define_pretraining_data_flags`' values as keyword arguments of `instances.Options` (vocab_file and the
+    options)."""
+    from bert_tf.data.pretraining import instances
+
+    return {field.name: flag_values[field.name].value for field in dataclasses.fields(instances.Options)}
 
 
 def given(flag_values, name):
@@ -241,12 +252,12 @@ def given(flag_values, name):
 
 def run_config(flag_values, **overrides):
     """The shared run settings (`define_model_flags` + `define_run_flags` or `define_training_flags`) as a
-    `runner.RunConfig`, with `overrides` (RunConfig fields); settings without a flag keep their defaults, and
+    `RunConfig`, with `overrides` (RunConfig fields); settings without a flag keep their defaults, and
     do_lower_case is None when not given (a TF Hub model's own casing, else True: `checkpoints.model_files`)."""
-    from bert_tf.tasks import runner
+    from bert_tf.training.config import RunConfig
 
     values = {field.name: flag_values[field.name].value
-              for field in dataclasses.fields(runner.RunConfig) if field.name in flag_values}
+              for field in dataclasses.fields(RunConfig) if field.name in flag_values}
     if "do_lower_case" in values:
         values["do_lower_case"] = given(flag_values, "do_lower_case")
-    return runner.RunConfig(**{**values, **overrides})
+    return RunConfig(**{**values, **overrides})

@@ -9,30 +9,18 @@
 Shapes: B = batch size, S = sequence length (F, T: from and to length of an attention mask), H = hidden_size,
 V = vocab_size, L = num_hidden_layers.
 
-Of the original's public names, these are here, computed by `bert_tf.model` (config, activations, encoder):
-`BertConfig`, `BertModel`, `gelu`, `get_activation`, `get_assignment_map_from_checkpoint`, `dropout`,
-`layer_norm`, `layer_norm_and_dropout`, `create_initializer`, `create_attention_mask_from_input_mask`,
-`transformer_model`, `get_shape_list`, `reshape_to_matrix`, `reshape_from_matrix`, `assert_rank`.
+Here, computed by `bert_tf.model`: `BertConfig`, `BertModel`, `gelu`, `get_activation`,
+`get_assignment_map_from_checkpoint`, `dropout`, `layer_norm`, `layer_norm_and_dropout`, `create_initializer`,
+`create_attention_mask_from_input_mask`, `transformer_model`, `get_shape_list`, `reshape_to_matrix`,
+`reshape_from_matrix`, `assert_rank`; and the Keras side (`BertEmbeddings`, `BertAttention`, `TransformerBlock`,
+`BertPooler`, `KerasBertModel`, `attention_mask_adder`, `LAYER_NORM_EPSILON`). Absent: `embedding_lookup`,
+`embedding_postprocessor` and `attention_layer`, whose arithmetic `BertEmbeddings` and `BertAttention` do whole.
 
-Absent: `embedding_lookup`, `embedding_postprocessor` and `attention_layer`. The library computes the embeddings
-in one layer (`BertEmbeddings`: word, token type and position embeddings, LayerNorm, dropout) and attention with its
-output projection, residual and LayerNorm in one (`BertAttention`); the original's separate steps (and
-attention_layer's cross-attention and query/key/value activations) would be a second copy of that arithmetic.
-
-TF2 differences:
-- `BertModel`, `transformer_model` and `layer_norm` create variables, so they run eagerly, outside `tf.function`
-  (which may create variables only on its first trace). For compiled inference, wrap `model.keras_model` in a
-  tf.function.
-- A BertModel's getters return values (eager tensors): the outputs of its weights at construction, and of the
-  restored weights after `BertModel.restore`. Restore with that method: `tf.compat.v1.train.init_from_checkpoint`
-  does not take Keras variables.
-- TF2 keeps no variable scopes: `transformer_model` and `layer_norm` create new variables at their initial values on
-  every call, as the original did inside the caller's scope, but nothing collects them. To keep or restore the
-  weights, build the Keras layers instead (`TransformerBlock`, `bert_tf.model.encoder.BertModel`).
-
-The library's Keras names are re-exported too: the layers (`BertEmbeddings`, `BertAttention`, `TransformerBlock`,
-`BertPooler`), `KerasBertModel` (the Keras encoder, `bert_tf.model.encoder.BertModel`: its variables exist once it is
-constructed; it is called on an inputs dict), `attention_mask_adder` and `LAYER_NORM_EPSILON`.
+TF2 differences: `BertModel`, `transformer_model` and `layer_norm` create variables, so run them eagerly (for
+compiled inference wrap `model.keras_model` in a tf.function). The getters return the outputs of the weights at
+construction, or after `BertModel.restore` (`tf.compat.v1.train.init_from_checkpoint` does not take Keras
+variables). No variable scopes: `transformer_model` and `layer_norm` make new variables at each call that nothing
+collects; to keep or restore weights, build the Keras layers.
 """
 import collections
 import copy
@@ -70,31 +58,13 @@ _ENCODERS = weakref.WeakSet()
 
 
 class BertModel:
-    """BERT ("Bidirectional Encoder Representations from Transformers") with the original's constructor and getters,
-    computed by the library's Keras encoder, held as `keras_model` (a `bert_tf.model.encoder.BertModel`).
-
-        model = modeling.BertModel(config, is_training=True, input_ids=ids, input_mask=mask, token_type_ids=types)
-        model.restore(init_checkpoint)
-        logits = tf.matmul(model.get_pooled_output(), label_embeddings)
-    """
+    """The original's BertModel constructor and getters over the Keras encoder, held as `keras_model`."""
 
     def __init__(self, config, is_training, input_ids, input_mask=None, token_type_ids=None,
                  use_one_hot_embeddings=False, scope=None):
-        """Builds the Keras encoder and runs it on the inputs (with dropout if `is_training`).
+        """Builds the encoder and runs it on int32 [B, S] inputs (dropout only if `is_training`).
 
-        Args:
-          config: `BertConfig`; copied, with both dropout probabilities 0 unless `is_training`.
-          is_training: bool: whether dropout is applied.
-          input_ids: int32 Tensor [B, S].
-          input_mask: (optional) int32 Tensor [B, S], 1 for real tokens; default all ones.
-          token_type_ids: (optional) int32 Tensor [B, S]; default all zeros.
-          use_one_hot_embeddings: accepted for the original's callers; the word embeddings are gathered either way
-            (the same values; the original offered the one-hot matmul for TPUs).
-          scope: None or "bert": the variables have the original's `bert/...` names (see
-            `get_assignment_map_from_checkpoint`); another scope would name checkpoint variables differently.
-
-        Raises:
-          ValueError: input_ids is not of rank 2, or another scope is asked for.
+        `use_one_hot_embeddings` is accepted and ignored (a gather gives the same values); `scope` may only be "bert".
         """
         if scope not in (None, "bert"):
             raise ValueError(f"scope={scope!r}: only the original's default scope 'bert' is supported (the "
@@ -125,46 +95,36 @@ class BertModel:
         self.embedding_table = self.keras_model.get_embedding_table()
 
     def restore(self, init_checkpoint):
-        """Loads `init_checkpoint` into `keras_model` with `bert_tf.checkpoints.restore` (an original TF1 checkpoint
-        by variable name, one of bert-tf's, a Model Garden checkpoint or a TF Hub SavedModel; an encoder that does
-        not fit the config is an error) and recomputes the getters' outputs from the restored weights.
-
-        Returns: the `checkpoints.LoadReport` (loaded, missing and unused variables by original name).
-        """
+        """Loads any checkpoint `bert_tf.checkpoints.restore` reads and recomputes the getters' outputs; returns its
+        LoadReport."""
         report = checkpoints.restore(self.keras_model, init_checkpoint)
         self._compute_outputs()
         return report
 
     def get_pooled_output(self):
-        """float Tensor [B, H]: the first token's final hidden state through the tanh pooler dense layer."""
+        """[B, H]: the first token's final hidden state through the tanh pooler."""
         return self.pooled_output
 
     def get_sequence_output(self):
-        """float Tensor [B, S, H]: the final hidden layer of the encoder."""
+        """[B, S, H]: the final hidden layer."""
         return self.sequence_output
 
     def get_all_encoder_layers(self):
-        """list of L float Tensors [B, S, H]: every encoder layer's output, the first layer's first."""
+        """L x [B, S, H]: every layer's output, the first layer's first."""
         return self.all_encoder_layers
 
     def get_embedding_output(self):
-        """float Tensor [B, S, H]: the input to the transformer: word + position + token type embeddings, after
-        LayerNorm (and dropout when training)."""
+        """[B, S, H]: word + position + token type embeddings, after LayerNorm (and dropout when training)."""
         return self.embedding_output
 
     def get_embedding_table(self):
-        """The word embedding variable [V, H]."""
+        """[V, H]: the word embedding variable."""
         return self.embedding_table
 
 
 def get_activation(activation_string):
-    """Maps an activation name to its function, like the original: a non-string is returned as it is; None, "" and
-    "linear" give None; the library's names (`bert_tf.model.activations`: "gelu", "relu", "tanh", "gelu_exact",
-    ...) give their function.
-
-    Raises:
-      ValueError: an unknown name.
-    """
+    """An activation name's function, as the original: a non-string as it is; None, "" and "linear": None; else
+    `bert_tf.model.activations`' names (ValueError for another)."""
     if not isinstance(activation_string, str):
         return activation_string
     if activation_string.lower() in ("", "linear"):
@@ -173,18 +133,8 @@ def get_activation(activation_string):
 
 
 def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
-    """The variables of `tvars` that `init_checkpoint` holds, by original name, like the original.
-
-    Args:
-      tvars: variables: those of the `keras_model` of a BertModel of this module (named by
-        `checkpoints.original_variable_map`, e.g. `bert/encoder/layer_0/attention/self/query/kernel`; Keras' own
-        names are short), or variables whose `name` is the original name (`bert/...:0`, as TF1 code created them).
-      init_checkpoint: an original TF1 (name-based) checkpoint prefix.
-
-    Returns:
-      (assignment_map, initialized_variable_names): an OrderedDict, in the checkpoint's order, of checkpoint name ->
-      variable (a variable object, where the original's TF1 graph gave the name), and a dict with each such name and
-      `name + ":0"` as keys (value 1). Restore a BertModel with `BertModel.restore`.
+    """(assignment_map, initialized_variable_names) as the original's, for a TF1 checkpoint: the map's values are
+    variable objects, not names. `tvars`: a BertModel's `keras_model` variables or TF1-named ones (`bert/...:0`).
     """
     known = {id(variable): name for model in list(_ENCODERS)
              for name, variable in checkpoints.original_variable_map(model).items()}
@@ -200,15 +150,14 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
 
 
 def _original_name(variable, known):
-    """The original name of `variable`: `known[id(variable)]`, else a TF1 variable's own name without ":0"; None for
-    another Keras variable (its own name is short, "kernel", and would match a checkpoint name by chance)."""
+    """`variable`'s original name; None for an unknown Keras variable (its short name could match by chance)."""
     if id(variable) in known:
         return known[id(variable)]
     return None if isinstance(variable, keras.Variable) else re.sub(r":\d+$", "", variable.name)
 
 
 def dropout(input_tensor, dropout_prob):
-    """Dropout with `dropout_prob` the probability of dropping a value (None or 0.0: the input unchanged)."""
+    """Dropout with `dropout_prob` the probability of dropping a value (None or 0.0: unchanged)."""
     if dropout_prob is None or dropout_prob == 0.0:
         return input_tensor
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
@@ -225,15 +174,7 @@ def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
 
 
 def create_attention_mask_from_input_mask(from_tensor, to_mask):
-    """A 3-D attention mask from a 2-D one: every `from` position may attend to the `to` positions of `to_mask`.
-
-    Args:
-      from_tensor: Tensor [B, F] or [B, F, ...] (only its shape is used).
-      to_mask: int32 Tensor [B, T], 1 for positions that may be attended to.
-
-    Returns:
-      float32 Tensor [B, F, T].
-    """
+    """float32 [B, F, T] from `from_tensor` [B, F, ...] (its shape only) and int32 `to_mask` [B, T]."""
     batch_size, from_seq_length = get_shape_list(from_tensor, expected_rank=[2, 3])[:2]
     to_seq_length = get_shape_list(to_mask, expected_rank=2)[1]
     to_mask = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]), tf.float32)
@@ -244,21 +185,8 @@ def transformer_model(input_tensor, attention_mask=None, hidden_size=768, num_hi
                       num_attention_heads=12, intermediate_size=3072, intermediate_act_fn=gelu,
                       hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02,
                       do_return_all_layers=False):
-    """The multi-layer Transformer encoder of "Attention is All You Need" (post-LN), as the original's: new
-    `TransformerBlock`s `layer_0` ... (new variables), dropout applied wherever its probability is not 0.
-
-    Args:
-      input_tensor: float Tensor [B, S, hidden_size].
-      attention_mask: (optional) int32 or float Tensor [B, S, S], 1 where attention is allowed, 0 where not.
-      intermediate_act_fn: the feed-forward activation (a function; None for linear).
-      do_return_all_layers: return every layer's output instead of the last one.
-      The others: as in `BertConfig`.
-
-    Returns:
-      float Tensor [B, S, hidden_size], the last layer's output; or a list of num_hidden_layers of them.
-
-    Raises:
-      ValueError: hidden_size is not a multiple of num_attention_heads, or the input's width is not hidden_size.
+    """The original's post-LN Transformer: new `TransformerBlock`s on [B, S, H] with an optional [B, S, S] mask
+    (1: attend); dropout wherever its probability is not 0. The last layer's output, or all with do_return_all_layers.
     """
     if hidden_size % num_attention_heads != 0:
         raise ValueError(f"The hidden size ({hidden_size}) is not a multiple of the number of attention heads "
@@ -281,11 +209,7 @@ def transformer_model(input_tensor, attention_mask=None, hidden_size=768, num_hi
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):
-    """The shape of `tensor` as a list: static dimensions as Python ints, the others as scalar int32 Tensors.
-
-    Raises:
-      ValueError: `expected_rank` (an int or a list of ints) is given and the rank is not one of them.
-    """
+    """The shape of `tensor` as a list: static dimensions as ints, the others as scalar int32 Tensors."""
     if expected_rank is not None:
         assert_rank(tensor, expected_rank, name)
     shape = tensor.shape.as_list()
@@ -296,11 +220,7 @@ def get_shape_list(tensor, expected_rank=None, name=None):
 
 
 def reshape_to_matrix(input_tensor):
-    """A tensor of rank >= 2 [..., W] as a matrix [-1, W].
-
-    Raises:
-      ValueError: the rank is below 2.
-    """
+    """[..., W] (rank >= 2) as [-1, W]."""
     ndims = input_tensor.shape.ndims
     if ndims < 2:
         raise ValueError(f"Input tensor must have at least rank 2. Shape = {input_tensor.shape}")
@@ -310,7 +230,7 @@ def reshape_to_matrix(input_tensor):
 
 
 def reshape_from_matrix(output_tensor, orig_shape_list):
-    """A matrix [M, W] back to the rank of `orig_shape_list` (a `get_shape_list`): orig_shape_list[:-1] + [W]."""
+    """[M, W] back to orig_shape_list[:-1] + [W]."""
     if len(orig_shape_list) == 2:
         return output_tensor
     width = get_shape_list(output_tensor)[-1]
@@ -318,7 +238,7 @@ def reshape_from_matrix(output_tensor, orig_shape_list):
 
 
 def assert_rank(tensor, expected_rank, name=None):
-    """Raises ValueError if the rank of `tensor` is not `expected_rank` (an int, or a list of ints)."""
+    """ValueError unless the rank of `tensor` is `expected_rank` (an int or a list of ints)."""
     expected = {expected_rank} if isinstance(expected_rank, int) else set(expected_rank)
     actual_rank = tensor.shape.ndims
     if actual_rank not in expected:

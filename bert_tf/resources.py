@@ -95,15 +95,10 @@ def read_presidential_debates():
 
 
 def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, split_seed=12345):
-    """Labelled texts as run_classifier.py's `tsv` task, split the same way for every label.
+    """[(label, text)] (no tabs or newlines) -> data_dir/train.tsv, dev.tsv of the `tsv` task (id, label, text_a).
 
-    For each label (sorted), its rows are shuffled with `split_seed`; the first `train_per_class` go to train, the
-    next `dev_per_class` to dev. Both lists are shuffled again and written (UTF-8) to data_dir/train.tsv and
-    dev.tsv with columns id (the row's index in `rows`), label, text_a.
-
-    Args:
-      rows: [(label, text)]; a text must not contain tabs or newlines.
-    Returns: (num_train, num_dev).
+    Each label's rows, shuffled with `split_seed`, give `train_per_class`, then `dev_per_class`; both files are
+    shuffled again. Returns (num_train, num_dev).
     """
     rng = random.Random(split_seed)
     train, dev = [], []

@@ -1,29 +1,6 @@
-"""Convert a BERT checkpoint into a release directory (bert_model.ckpt.*, bert_config.json, vocab.txt): from a
-Hugging Face BERT (config.json + model.safetensors + vocab.txt: the encoder and the heads of the transformers class
-its config.json names), or from any checkpoint bert-tf loads (an original or bert-tf checkpoint, a Model Garden TF2
-checkpoint, a TF Hub BERT SavedModel, a KerasHub BERT preset); written under the original variable names
-(--to=original: every bert-tf script and the original code load it) or in Model Garden's TF2 layout
-(--to=model_garden: Model Garden's BertEncoder restores it, as it restores its own converter's output).
-
---to=huggingface writes a transformers model directory instead (config.json, model.safetensors, vocab.txt,
-tokenizer_config.json, special_tokens_map.json) that `from_pretrained` of its class and BertTokenizer load. The
-class is the one of the heads the checkpoint holds: none -> BertModel; masked LM + next sentence ->
-BertForPreTraining; masked LM alone -> BertForMaskedLM; classifier -> BertForSequenceClassification (one output:
-problem_type regression; label names from the run's label_list.txt, else LABEL_i); NER tagger ->
-BertForTokenClassification; SQuAD span -> BertForQuestionAnswering; SWAG choice -> BertForMultipleChoice (--task
-picks one where the heads do not say it alone). hidden_act is written as transformers names the same function: our
-"gelu" (the original's tanh approximation) as "gelu_new", "gelu_exact" as "gelu" (transformers' "gelu" is the erf
-form), relu and tanh as they are.
-
---to=keras_hub writes a KerasHub preset directory: keras_hub.models.BertBackbone.from_preset loads it, and
-BertTextClassifier.from_preset where the checkpoint has a classifier head, with its tokenizer. The tokenizer's
-casing (both formats) is --do_lower_case (default: the model's own, else True).
-
-With --pretraining_heads (Hugging Face input) the checkpoint also holds the masked-LM and next-sentence heads under
-their original names (cls/predictions/..., cls/seq_relationship/...), which run_pretraining.py and
-predict_masked_lm.py need: the model's own if it has them (a BertForPreTraining), else seeded untrained ones
-(bert_tf.checkpoints.seeded_pretraining_heads), e.g. for the MiniLM below, which is published without them. With
---init_checkpoint the heads the checkpoint has are kept.
+"""Convert a BERT checkpoint: a Hugging Face BERT (--hf_model_dir) or any checkpoint bert-tf loads
+(--init_checkpoint) into an original release directory, Model Garden's TF2 layout, a transformers model directory or
+a KerasHub preset (--to). --pretraining_heads: a Hugging Face model's pretraining heads too (seeded where it has none).
 
 Example:
   python run_scripts/convert_checkpoint.py --hf_model_dir=/path/to/hf_bert --output_dir=/tmp/bert

@@ -10,7 +10,7 @@ writes <output_file>-00000-of-000NN ... (see bert_tf/data/pretraining/shards.py 
   python run_scripts/create_pretraining_data.py --input_file='wiki/*.txt' --output_file=/data/wiki \
     --vocab_file=$BERT_DIR/vocab.txt --num_workers=16 --shard_size=1000 --gzip
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import flags as bert_flags
 from bert_tf.data.pretraining import instances, shards
@@ -23,18 +23,13 @@ flags.DEFINE_bool("progress", True, "Fast mode: show a progress bar.")
 
 
 def main(_):
-    kwargs = dict(input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_file=FLAGS.vocab_file,
-                  do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
-                  max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-                  random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
-                  masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, gzip=FLAGS.gzip)
-    if FLAGS.num_workers < 0:
-        raise app.UsageError("--num_workers must be 0 (exact mode) or positive (fast mode).")
+    options = bert_flags.pretraining_data_options(FLAGS)
     if FLAGS.num_workers == 0:
-        instances.run_exact(**kwargs)
+        instances.run_exact(FLAGS.input_file, FLAGS.output_file, **options)
     else:
         paths, written, skipped = shards.run_sharded(
-            num_workers=FLAGS.num_workers, shard_size=FLAGS.shard_size, progress=FLAGS.progress, **kwargs)
+            FLAGS.input_file, FLAGS.output_file, num_workers=FLAGS.num_workers, shard_size=FLAGS.shard_size,
+            progress=FLAGS.progress, **options)
         logging.info("%d shard files: %s ... %s", len(paths), paths[0], paths[-1])
 
 

@@ -42,13 +42,9 @@ def main(argv):
     beam_args = list(argv[1:])
     options = PipelineOptions(beam_args, runner=FLAGS.runner)
     logging.info("Beam runner %s, pipeline options %s", FLAGS.runner, beam_args)
-    paths = beam.run(
-        FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-        do_whole_word_mask=FLAGS.do_whole_word_mask, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, random_seed=FLAGS.random_seed,
-        dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        shard_size=FLAGS.shard_size, gzip=FLAGS.gzip, write_mode=FLAGS.write_mode,
-        num_output_shards=FLAGS.num_output_shards, pipeline_options=options)
+    paths = beam.run(FLAGS.input_file, FLAGS.output_file, shard_size=FLAGS.shard_size, write_mode=FLAGS.write_mode,
+                     num_output_shards=FLAGS.num_output_shards, pipeline_options=options,
+                     **bert_flags.pretraining_data_options(FLAGS))
     if paths:
         logging.info("Wrote %d shards: %s ... %s", len(paths), paths[0], paths[-1])
     else:

@@ -1,11 +1,7 @@
-"""Export a BERT task model as a SavedModel for TF Serving, or in the TF Hub formats (`export_dir/<version>/`).
+"""Export a BERT task model for TF Serving, TF Hub, LiteRT or ONNX (`export_dir/<version>/`; bert_tf.export.exporter).
 
-Signatures: `serving_default` (the task's inputs: int32 input_ids, input_mask, segment_ids [batch, seq], swag's
-[batch, 4, seq]; pretraining and masked_lm also masked_lm_positions) and, for the tasks that take text (not swag,
-pretraining, masked_lm) unless --text_ops=none, `serving_text` (string text_a) and `serving_text_pair`
-(text_a, text_b), which tokenize and pack in graph exactly like the Python FullTokenizer pipeline, to the longest
-text of each request (--pad_to_max_seq_length: always to --max_seq_length, the default of --task=squad, whose n-best
-lists read every position; --pad_to_max_seq_length=false cuts it too). See docs/serving.md.
+--format=serving (default): `serving_default` (the task's int32 input tensors) and, for the tasks that take text,
+`serving_text` / `serving_text_pair` (docs/serving.md). A flag that the format or task does not take is an error.
 
 Examples:
   python run_scripts/export_saved_model.py --task=classifier --bert_config_file=$BERT/bert_config.json \
@@ -30,14 +26,19 @@ run them) with the serving_default tensor signature; --quantization=dynamic_rang
   python run_scripts/export_saved_model.py --format=litert --quantization=dynamic_range --task=classifier \
     --init_checkpoint=$OUT --label_list=0,1 ... --export_dir=/models/mrpc_litert
 """
-import functools
+import inspect
 
 from absl import flags, logging
 
 from bert_tf import flags as bert_flags
 from bert_tf.export import exporter, portable, saved_model
-from bert_tf.model import heads
-from bert_tf.text import in_graph
+from bert_tf.model import heads, task_models
+
+
+def default(function, name):
+    """The default of `function`'s keyword `name`: an option flag's default, written there once."""
+    return inspect.signature(function).parameters[name].default
+
 
 FLAGS = flags.FLAGS
 bert_flags.define_model_flags()
@@ -46,8 +47,9 @@ flags.DEFINE_enum("format", "serving", list(exporter.FORMATS),
                   "Garden's export_tfhub.py (tasks encoder, masked_lm, preprocessing); litert: "
                   "<export_dir>/<version>/model.tflite, onnx: model.onnx, each with the serving_default tensor "
                   "signature (bert_tf/export/portable.py).")
-flags.DEFINE_enum("quantization", "none", list(portable.QUANTIZATIONS), "--format=litert or onnx: dynamic_range "
-                  "stores the matrix weights as int8 (a quarter of the size; activations quantized at run time).")
+flags.DEFINE_enum("quantization", default(portable.write, "quantization"), list(portable.QUANTIZATIONS),
+                  "--format=litert or onnx: dynamic_range stores the matrix weights as int8 (a quarter of the size; "
+                  "activations quantized at run time).")
 flags.DEFINE_enum("task", None, list(exporter.format_tasks("serving")),
                   "Which model to export. preprocessing: the TF Hub preprocessing model (with either --format).")
 flags.DEFINE_integer("num_labels", None, "Number of labels of the classifier / ner head.", lower_bound=1)
@@ -58,39 +60,43 @@ flags.DEFINE_string("export_dir", None, "Base directory of the served model; the
 flags.DEFINE_integer("version", None, "Model version (TF Serving's numbered subdirectory): by default the next "
                      "free one, above every version in --export_dir. An existing version is refused: TF Serving "
                      "serves a version number once, so an export never rewrites one.", lower_bound=1)
-flags.DEFINE_enum("text_ops", "tf_text", list(saved_model.TEXT_OPS),
+flags.DEFINE_enum("text_ops", default(saved_model.write, "text_ops"), list(saved_model.TEXT_OPS),
                   "Raw-text signatures: tf_text (TensorFlow Text ops; fastest, needs TF Text at serving time), "
                   "core (core TensorFlow ops only; stock TF Serving) or none. --format=serving only.")
-flags.DEFINE_bool("use_xla", False, "Compile the model's computation in every signature with XLA: lower batch-1 "
-                  "latency on a CPU with AVX2 only (not with AVX-512: docs/serving.md), slower at large batches; "
-                  "each new input shape compiles on its first request, and TF Serving needs "
-                  "--xla_cpu_compilation_enabled=true. --format=serving only.")
-flags.DEFINE_integer("max_texts_per_request", in_graph.TextLimits.max_texts_per_request,
+flags.DEFINE_bool("use_xla", default(saved_model.write, "use_xla"), "Compile the model's computation in every "
+                  "signature with XLA: lower batch-1 latency on a CPU with AVX2 only (not with AVX-512: "
+                  "docs/serving.md), slower at large batches; each new input shape compiles on its first request, and "
+                  "TF Serving needs --xla_cpu_compilation_enabled=true. --format=serving only.")
+flags.DEFINE_integer("max_texts_per_request", default(saved_model.write, "max_texts_per_request"),
                      "The text signatures (--format=serving, --task=preprocessing) refuse a request of more texts "
                      "(an InvalidArgumentError naming this flag, before any tokenization). docs/serving.md.",
                      lower_bound=1)
-flags.DEFINE_integer("max_request_bytes", in_graph.TextLimits.max_request_bytes,
+flags.DEFINE_integer("max_request_bytes", default(saved_model.write, "max_request_bytes"),
                      "The text signatures refuse a request whose texts hold more UTF-8 bytes in all (text_a and "
                      "text_b each); tokenization memory grows with them. docs/serving.md.", lower_bound=1)
-flags.DEFINE_enum("pooling", None, list(heads.POOLINGS), "--task=embedding: the sentence embedding is the mean "
-                  "of the last layer over the real tokens (default; sentence-transformers' all-MiniLM-L6-v2) or its "
-                  "[CLS] vector.")
-flags.DEFINE_bool("normalize_embeddings", None, "--task=embedding: divide each embedding by its L2 norm (default "
-                  "true, as all-MiniLM-L6-v2's Normalize module).")
+flags.DEFINE_enum("pooling", default(task_models.BertSentenceEncoder, "pooling"), list(heads.POOLINGS),
+                  "--task=embedding: the sentence embedding is the mean of the last layer over the real tokens "
+                  "(sentence-transformers' all-MiniLM-L6-v2) or its [CLS] vector.")
+flags.DEFINE_bool("normalize_embeddings", default(task_models.BertSentenceEncoder, "normalize_embeddings"),
+                  "--task=embedding: divide each embedding by its L2 norm (as all-MiniLM-L6-v2's Normalize module).")
 bert_flags.define_length_flags()
+# The flags that are export options (`exporter.export`'s **options): given on the command line, else the default of
+# the format's writer or the task's model (--pad_to_max_seq_length: the task's, true for squad).
+OPTIONS = ("text_ops", "use_xla", "pad_to_max_seq_length", "seq_length_multiple", "max_texts_per_request",
+           "max_request_bytes", "quantization", "pooling", "normalize_embeddings")
 
 
 def main(_):
-    given = functools.partial(bert_flags.given, FLAGS)  # None where not on the command line: the request's default
-    request = exporter.ExportRequest(
-        task=FLAGS.task, export_dir=FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
-        max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels,
-        label_list=FLAGS.label_list, text_ops=given("text_ops"), use_xla=given("use_xla"),
-        pad_to_max_seq_length=given("pad_to_max_seq_length"), length_multiple=given("seq_length_multiple"),
-        quantization=given("quantization"), pooling=given("pooling"), normalize=given("normalize_embeddings"),
-        max_texts_per_request=given("max_texts_per_request"), max_request_bytes=given("max_request_bytes"))
-    path = exporter.export(request, init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
-                           vocab_file=FLAGS.vocab_file, do_lower_case=given("do_lower_case"))
+    options = {name: FLAGS[name].value for name in OPTIONS if FLAGS[name].present}
+    try:  # before anything loads
+        exporter.split_options(FLAGS.task, FLAGS.format, options)
+    except TypeError as e:  # an option the format or task does not take, named as its flag
+        raise ValueError(str(e)) from e
+    path = exporter.export(FLAGS.task, FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
+                           max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels,
+                           label_list=FLAGS.label_list, init_checkpoint=FLAGS.init_checkpoint,
+                           bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+                           do_lower_case=bert_flags.given(FLAGS, "do_lower_case"), **options)
     logging.info("Export written to %s", path)
     print(path)
 

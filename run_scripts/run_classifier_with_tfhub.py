@@ -1,12 +1,9 @@
 """Fine-tune a TF Hub BERT for sentence (pair) classification: the original run_classifier_with_tfhub.py, same flags
 (bert_hub_module_handle plus run_classifier.py's), through the same task code as run_classifier.py.
 
-bert_hub_module_handle is a local TF2 TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py format:
-inputs input_word_ids/input_mask/input_type_ids, outputs pooled_output/sequence_output; download and extract a
-model from a hub first). The weights come from it, and so do the vocabulary (its vocab_file asset), the casing (its
-do_lower_case) and the config (its bert_config.json, else inferred from its weights), each unless given by
---vocab_file, --do_lower_case or --bert_config_file. As in the original, the classifier reads the encoder's
-pooled_output through a new output layer.
+bert_hub_module_handle is a local TF2 TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py format;
+download and extract one first). The weights, the vocabulary, the casing and the config come from it unless given by
+--vocab_file, --do_lower_case or --bert_config_file. As in the original, a new output layer reads pooled_output.
 
 Example:
   python run_scripts/run_classifier_with_tfhub.py --task_name=MRPC --do_train=true --do_eval=true \

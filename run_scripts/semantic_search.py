@@ -38,7 +38,7 @@ def main(_):
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, queries=FLAGS.query, query_file=FLAGS.query_file,
         top_k=FLAGS.top_k, init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file, do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
-        max_seq_length=FLAGS.max_seq_length, pooling=FLAGS.pooling, normalize=FLAGS.normalize_embeddings,
+        max_seq_length=FLAGS.max_seq_length, pooling=FLAGS.pooling, normalize_embeddings=FLAGS.normalize_embeddings,
         batch_size=FLAGS.batch_size, use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
         seq_length_multiple=FLAGS.seq_length_multiple)
     for result in results:

@@ -208,18 +208,3 @@ def golden_checkpoint(tmp_path_factory, minilm_release):
     shutil.copyfile(os.path.join(minilm_release, "vocab.txt"), os.path.join(out, "vocab.txt"))
     return out
 
-
-@pytest.fixture
-def tiny_bert_files(tmp_path):
-    """A factory: tiny_bert_files(vocab) writes `vocab.txt` (the tokens of `vocab`) and an L=1, H=16 (A=2, I=24)
-    `bert_config.json` with dropout under tmp_path, and returns the run-script flags naming them."""
-    import json
-
-    def write(vocab):
-        (tmp_path / "vocab.txt").write_text("".join(token + "\n" for token in vocab), encoding="utf-8")
-        config = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                      intermediate_size=24, max_position_embeddings=32, type_vocab_size=2)
-        (tmp_path / "bert_config.json").write_text(json.dumps(config))
-        return [f"--vocab_file={tmp_path / 'vocab.txt'}", f"--bert_config_file={tmp_path / 'bert_config.json'}"]
-
-    return write

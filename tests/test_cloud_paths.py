@@ -191,7 +191,7 @@ runner.run(ner.NerTask(data_dir=f"{base}/conll"), runner.RunConfig(
 runner.run(swag.SwagTask(data_dir=f"{base}/swag"), runner.RunConfig(output_dir=f"{base}/swag_out", do_eval=True,
                                                                    **run))
 for task in ("masked_lm", "preprocessing"):
-    exporter.export(exporter.ExportRequest(task, f"{base}/hub_{task}", format="tfhub", max_seq_length=16),
+    exporter.export(task, f"{base}/hub_{task}", format="tfhub", max_seq_length=16,
                     **(release if task == "masked_lm" else {"vocab_file": release["vocab_file"]}))
 checkpoints.convert_checkpoint(release["init_checkpoint"], f"{base}/model_garden", to="model_garden")
 fileio.copy_file(os.path.join(sys.argv[3], "sample_text.txt"), f"{base}/sample_text.txt")

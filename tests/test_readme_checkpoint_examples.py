@@ -155,11 +155,7 @@ def flag_values(flags):
 def write_fixtures(root):
     """$BERT_BASE_DIR, the tsv data (train/dev/test, labels LABELS), an output_dir holding the labels for the
     predict-only run, the sentences to extract features of, and the two presets KerasHub itself makes."""
-    from numpy_bert import random_weights, write_tf1_checkpoint
-
-    vocab_file, config_file = tiny_classifier.write_tiny_model(os.path.join(root, "base"))
-    config = BertConfig.from_json_file(config_file)
-    write_tf1_checkpoint(random_weights(config, seed=2), os.path.join(root, "base", "bert_model.ckpt"))
+    vocab_file, _, _ = tiny_classifier.write_tiny_release(os.path.join(root, "base"), seed=2)
     rng = random.Random(4)
     for split in ("train", "dev", "test"):
         tiny_classifier.write_lines(os.path.join(root, "tmp", "data", f"{split}.tsv"), ["id\tlabel\ttext_a"] + [

@@ -125,7 +125,7 @@ def test_every_training_task_starts_from_the_hub_model_alone(models, tmp_path):
         assert run.vocab_file and tf.io.gfile.exists(run.vocab_file) and run.do_lower_case is True, name
         assert pretrained.config.to_dict() == expected and pretrained.tokenizer is not None, name
         # the task's model, as its build_model makes it once read_inputs has read the labels
-        model = task_models.build_task_model(name, pretrained.config, num_labels=3, restored=pretrained.restores)
+        model = task_models.build_task_model(name, pretrained.config, num_labels=3, restored=pretrained.restored)
         report = pretrained.restore(model)
         encoder = [n for n in checkpoints.original_variable_map(model) if n.startswith("bert/")]
         assert encoder and set(encoder) <= set(report.loaded), name

@@ -1,5 +1,6 @@
-"""A tiny run_classifier.py set-up shared by the script tests (tests/tasks/test_classifier.py,
-tests/test_training_flags.py): a vocabulary of a few words, an L=2, H=32 BERT config, TSV writers and the script."""
+"""Tiny model files and data shared by the script tests (tests/tasks, tests/training, tests/test_*.py): a vocabulary
+of a few words, an L=2, H=32 BERT config written beside any vocabulary, a random-weights original checkpoint, MRPC
+and line writers, and run_classifier.py run in a forked child (tests/forkserver.py)."""
 import os
 import sys
 
@@ -13,6 +14,9 @@ SCRIPT = os.path.join(REPO, "run_scripts", "run_classifier.py")
 WORDS = ("the a cat dog sat ran on mat fast slow big small red blue happy sad good bad yes no is it "
          "un ##want ##ed runn ##ing").split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [".", ",", "?"]
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+L1_H16 = dict(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=24)  # config overrides
+MRPC_COLUMNS = ("#1 ID", "#2 ID", "#1 String", "#2 String")
 
 
 def write_lines(path, lines):
@@ -27,22 +31,49 @@ def tsv_line(*fields):
     return "\t".join(str(f) for f in fields)
 
 
-def write_tiny_model(directory, **config_overrides):
-    """vocab.txt of VOCAB and an L=2, H=32 bert_config.json (fields overridable) in `directory`.
+def write_tiny_model(directory, vocab=VOCAB, **config_overrides):
+    """vocab.txt of `vocab` and an L=2, H=32 bert_config.json (fields overridable) in `directory`.
 
     Returns (vocab_file, config_file).
     """
-    vocab_file = write_lines(os.path.join(directory, "vocab.txt"), VOCAB)
-    config_file = os.path.join(directory, "bert_config.json")
-    config = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    vocab_file = write_lines(os.path.join(str(directory), "vocab.txt"), vocab)
+    config_file = os.path.join(str(directory), "bert_config.json")
+    config = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=37, max_position_embeddings=64)
     BertConfig(**{**config, **config_overrides}).to_json_file(config_file)
     return vocab_file, config_file
 
 
+def model_flags(directory, vocab=VOCAB, **config_overrides):
+    """`write_tiny_model`'s files as a run script's --vocab_file and --bert_config_file."""
+    vocab_file, config_file = write_tiny_model(directory, vocab, **config_overrides)
+    return [f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}"]
+
+
+def write_tiny_release(directory, vocab=VOCAB, seed=0, heads=False, **config_overrides):
+    """`write_tiny_model`'s files and bert_model.ckpt: an original-format checkpoint of random weights (the encoder;
+    `heads`: tests/numpy_bert.py's pretraining and task heads too). Returns (vocab_file, config_file, prefix)."""
+    from numpy_bert import random_weights, write_tf1_checkpoint
+
+    vocab_file, config_file = write_tiny_model(directory, vocab, **config_overrides)
+    weights = random_weights(BertConfig.from_json_file(config_file), seed=seed, heads=heads)
+    return vocab_file, config_file, write_tf1_checkpoint(weights, os.path.join(str(directory), "bert_model.ckpt"))
+
+
 def random_sentence(rng):
     """2 to 7 whole words of VOCAB drawn by `rng` (a random.Random)."""
     return " ".join(rng.choice(WORDS[:22]) for _ in range(rng.randint(2, 8)))
+
+
+def write_mrpc(directory, rng, **counts):
+    """MRPC-format files in `directory`, `counts` lines each (train=12, dev=5, test=3: in that order), of random
+    sentence pairs and labels drawn by `rng`; test.tsv has an index column and no labels."""
+    for split, count in counts.items():
+        first = "index" if split == "test" else "Quality"
+        rows = [(i if split == "test" else rng.randint(0, 1), i, i + 1, random_sentence(rng), random_sentence(rng))
+                for i in range(count)]
+        write_lines(os.path.join(str(directory), f"{split}.tsv"),
+                    [tsv_line(first, *MRPC_COLUMNS)] + [tsv_line(*row) for row in rows])
 
 
 def run_script(*args, env=None):

@@ -1,5 +1,5 @@
-"""Checkpoints in and out: `name_map` (the original variable names of our models; the heads' are
-`bert_tf.model.task_models.HEADS`), `assign` (name -> tensor maps assigned to a model, with a LoadReport),
+"""Checkpoints in and out: `name_map` (the original variable names of our models; a task model's heads name
+theirs), `assign` (name -> tensor maps assigned to a model, with a LoadReport),
 `original` (TF1 checkpoints by name: read, write back, replace as a whole), `model_garden` (Model Garden TF2
 checkpoints in and out), `tfhub` (TF Hub BERT SavedModels in), `keras_hub` (KerasHub BERT presets in and out),
 `huggingface` (safetensors import), `restore` (the one loading path of weights, whatever the format),

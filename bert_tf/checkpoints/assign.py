@@ -8,7 +8,6 @@ import numpy as np
 from absl import logging
 
 from bert_tf.checkpoints import name_map
-from bert_tf.model import task_models
 
 
 @dataclasses.dataclass
@@ -90,7 +89,7 @@ def assign_by_name(model, tensors, source, strict=False):
         loaded.append(name)
     unused = sorted(n for n in tensors if n not in mapping and not name_map.OPTIMIZER_NAME.search(n))
     heads = [h for h in name_map.model_parts(model) if h != "bert"]
-    lacking = [h for h in heads if any(name in missing for name, _ in task_models.HEADS[h].variables)]
+    lacking = [h for h in heads if any(name in missing for name, _ in model.heads[h])]
     report = LoadReport(source, loaded, missing, unused, [h for h in heads if h not in lacking], lacking)
     if strict and missing:
         raise ValueError(f"{source} lacks {len(missing)} variables the model needs, e.g. {missing[:3]}.")

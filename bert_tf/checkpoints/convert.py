@@ -17,15 +17,11 @@ CONVERSION_FORMATS = ("original", "model_garden", "huggingface", "keras_hub")
 
 def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None,
                        do_lower_case=None, task=None):
-    """Any checkpoint `restore` reads (original, bert-tf, Model Garden TF2, TF Hub SavedModel, KerasHub preset) -> a
-    release directory: output_dir/bert_model.ckpt under the original names (`to="original"`) or in Model Garden's
-    TF2 layout (`to="model_garden"`, `model_garden.save_model_garden_checkpoint`), with bert_config.json and
-    vocab.txt (`model_files`: those given, else a TF Hub model's or preset's own, else the vocab.txt beside the
-    checkpoint: a release's), holding the encoder and whichever
-    pretraining heads the checkpoint has; a transformers model directory of the encoder and the checkpoint's heads
-    (`to="huggingface"`, `to_huggingface`; `task`: the task to write where the heads do not say it alone); or a
-    KerasHub preset directory (`to="keras_hub"`, `to_keras_hub`). do_lower_case: the written tokenizer's casing
-    (Hugging Face and KerasHub; default: the model's own, else True). Returns output_dir."""
+    """Any checkpoint `restore` reads -> output_dir, as `to`: "original" or "model_garden" (bert_model.ckpt with the
+    encoder and whichever pretraining heads it has, bert_config.json and vocab.txt: given, the model's own, else the
+    one beside the checkpoint), "huggingface" (`to_huggingface`; `task`: where the heads do not say it alone) or
+    "keras_hub" (`to_keras_hub`). do_lower_case: the written tokenizer's casing (Hugging Face and KerasHub; default:
+    the model's own, else True). Returns output_dir."""
     if to not in CONVERSION_FORMATS:
         raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
     if to not in ("huggingface", "keras_hub") and do_lower_case is not None:
@@ -55,22 +51,21 @@ def hf_task_of_heads(heads, task=None):
     BertForPreTraining; classifier: BertForSequenceClassification, with one output the regression task; ...).
     ValueError naming the heads found where none or several tasks fit."""
     found = ", ".join(heads) or "no head"
+    specs = [task_models.REGISTRY[name] for name in huggingface.ARCHITECTURES]
     if task is not None:
-        spec = task_models.REGISTRY.get(task)
-        if spec is None or not spec.huggingface:
-            known = [name for name, s in task_models.REGISTRY.items() if s.huggingface]
-            raise ValueError(f"task={task!r} has no Hugging Face class; expected one of {', '.join(known)}.")
+        if task not in huggingface.ARCHITECTURES:
+            raise ValueError(f"task={task!r} has no Hugging Face class; expected one of "
+                             f"{', '.join(huggingface.ARCHITECTURES)}.")
+        spec = task_models.REGISTRY[task]
         if not set(spec.head_names) <= set(heads):
             raise ValueError(f"The {task} task needs the {', '.join(spec.head_names)} head, but the checkpoint holds "
                              f"{found}.")
         return spec
-    fits = [spec for spec in task_models.REGISTRY.values() if spec.huggingface
-            and set(spec.head_names) == set(heads)
+    fits = [spec for spec in specs if set(spec.head_names) == set(heads)
             and all(spec.kwargs.get("num_labels", heads[h]) == heads[h] for h in spec.head_names)]
     fits = [spec for spec in fits if "num_labels" in spec.kwargs] or fits  # one output: regression
     if len(fits) != 1:
-        fitting = [name for name, spec in task_models.REGISTRY.items()
-                   if spec.huggingface and set(spec.head_names) <= set(heads)]
+        fitting = [spec.name for spec in specs if set(spec.head_names) <= set(heads)]
         raise ValueError(f"The checkpoint holds {found}: no one Hugging Face class has exactly these heads; pass "
                          f"task= (--task), one of {', '.join(fitting)}.")
     return fits[0]
@@ -120,7 +115,7 @@ def to_keras_hub(init_checkpoint, files, output_dir):
     keras_hub.check_preset_writable(files.config, output_dir, files.vocab_file)
     heads = checkpoint_heads(init_checkpoint, files.config)
     spec = keras_hub.preset_task(heads) or task_models.REGISTRY["encoder"]
-    size = heads[spec.head_names[0]] if spec.heads else None
+    size = heads[spec.head_names[0]] if spec.head_names else None
     model = spec.build(files.config, num_labels=size, restored=True)
     report = restore(model, init_checkpoint, spec.head_names)
     mapping = name_map.original_variable_map(model)

@@ -5,9 +5,9 @@ untrained ones, `seeded_pretraining_heads`, for a model published without them);
 (`write_hf_directory`) as transformers writes its own: config.json, model.safetensors, vocab.txt,
 tokenizer_config.json and special_tokens_map.json.
 
-Which transformers class a directory holds is its task's `TaskSpec.huggingface` (`bert_tf.model.task_models`); the
-Hugging Face names of the encoder (`_HF_LAYER`) and of each head (`HF_HEADS`) are one table, used both ways, so
-that reading and writing cannot disagree. Activations: a Hugging Face "gelu" is the exact (erf) GELU, our
+Which transformers class a directory holds is its task's (`ARCHITECTURES`); the Hugging Face names of the encoder
+(`_HF_LAYER`) and of each head (`HF_HEADS`) are one table, used both ways, so that reading and writing cannot
+disagree. Activations: a Hugging Face "gelu" is the exact (erf) GELU, our
 `gelu_exact`; "gelu_new" is the tanh approximation, our (and the original's) `gelu`.
 """
 import json
@@ -47,9 +47,14 @@ def _linear_head(module):
     return ((f"{module}.weight", False), (f"{module}.bias", False))
 
 
-# Each head's tensors as transformers names them: head attribute (task_models.HEADS) -> (Hugging Face name, whether
-# it is the transpose of the original tensor), in the order of the head's original variables
-# (`task_models.HEADS[attribute].variables`). The masked LM's decoder is the word embedding table: transformers
+# Our task (`task_models.REGISTRY`) -> the transformers class of its model (config.json's `architectures`).
+ARCHITECTURES = {"encoder": "BertModel", "classifier": "BertForSequenceClassification",
+                 "regression": "BertForSequenceClassification", "squad": "BertForQuestionAnswering",
+                 "ner": "BertForTokenClassification", "swag": "BertForMultipleChoice",
+                 "pretraining": "BertForPreTraining", "masked_lm": "BertForMaskedLM"}
+# Each head's tensors as transformers names them: head attribute -> (Hugging Face name, whether it is the transpose
+# of the original tensor), in the order of the head's original variables (its task model's `heads`). The masked
+# LM's decoder is the word embedding table: transformers
 # ties it and writes no cls.predictions.decoder.* tensors.
 HF_HEADS = {
     "masked_lm": (("cls.predictions.transform.dense.weight", True), ("cls.predictions.transform.dense.bias", False),
@@ -107,12 +112,13 @@ def bert_config_from_hf(hf_config):
 
 
 def hf_config(config, spec, labels=None):
-    """The Hugging Face config.json (a dict) of BertConfig `config` as the transformers class of TaskSpec `spec`:
+    """The Hugging Face config.json (a dict) of BertConfig `config` as the transformers class of TaskSpec `spec`
+    (`ARCHITECTURES`):
     model_type "bert", architectures, the BERT keys, hidden_act as transformers names our function
     (`_TO_HF_ACTIVATION`: gelu -> gelu_new, gelu_exact -> gelu), layer_norm_eps 1e-12, pad_token_id 0, absolute
     positions; for a labelled head its `labels` as id2label / label2id (num_labels), for the regression task
     problem_type "regression" and one label."""
-    out = {"architectures": [spec.huggingface], "model_type": "bert", "dtype": "float32",
+    out = {"architectures": [ARCHITECTURES[spec.name]], "model_type": "bert", "dtype": "float32",
            **{key: getattr(config, key) for key in _CONFIG_KEYS},
            "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPS,
            "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
@@ -125,10 +131,11 @@ def hf_config(config, spec, labels=None):
     return out
 
 
-def hf_name_map(num_layers, heads=(), prefix="bert."):
+def hf_name_map(num_layers, heads=None, prefix="bert."):
     """Hugging Face tensor name -> (original name, transposed?) for an encoder of `num_layers` (its names under
-    `prefix`: "bert." in a task model's directory, "" in a BertModel's) and the heads `heads` (attributes of
-    HF_HEADS). The one table both ways: `load_hf_safetensors` reads by it, `write_hf_directory` writes by it."""
+    `prefix`: "bert." in a task model's directory, "" in a BertModel's) and the heads `heads` (a task model's
+    `heads`: attribute, of HF_HEADS -> original variable rows). The one table both ways: `load_hf_safetensors`
+    reads by it, `write_hf_directory` writes by it."""
     out = {}
 
     def norm(hf, orig):
@@ -144,11 +151,10 @@ def hf_name_map(num_layers, heads=(), prefix="bert."):
         for hf, orig, is_linear in _HF_LAYER:
             (linear if is_linear else norm)(f"{prefix}encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{orig}")
     linear(f"{prefix}pooler.dense", "bert/pooler/dense")
-    for attribute in heads:
+    for attribute, rows in (heads or {}).items():
         if attribute not in HF_HEADS:
             raise ValueError(f"The .{attribute} head has no Hugging Face tensor names (huggingface.HF_HEADS has "
                              f"{', '.join(HF_HEADS)}).")
-        rows = task_models.HEADS[attribute].variables
         out.update({hf: (orig, transpose) for (hf, transpose), (orig, _) in zip(HF_HEADS[attribute], rows,
                                                                                 strict=True)})
     return out
@@ -166,7 +172,7 @@ def load_hf_safetensors(model, safetensors_file, strict=False):
     except ImportError as e:  # pragma: no cover - safetensors is a core dependency
         raise ImportError("Importing Hugging Face weights needs `pip install safetensors`.") from e
     parts = name_map.model_parts(model)
-    heads = [attribute for attribute in parts if attribute != "bert"]
+    heads = {attribute: model.heads[attribute] for attribute in parts if attribute != "bert"}
     with fileio.local_file(safetensors_file, "safetensors file") as local, safe_open(local, framework="numpy") as f:
         names = list(f.keys())
         prefix = "bert." if any(n.startswith("bert.") for n in names) else ""
@@ -193,15 +199,15 @@ def from_hf_directory(model_dir, dtype=None):
 
 def hf_task(hf_model_dir):
     """(TaskSpec, num_labels or None, label names or None) of a Hugging Face BERT directory: the task whose
-    `huggingface` class its config.json's `architectures` names (none named: BertModel, the encoder), a
+    class (`ARCHITECTURES`) its config.json's `architectures` names (none named: BertModel, the encoder), a
     BertForSequenceClassification with problem_type "regression" the regression task; a labelled task's labels
     from id2label (else num_labels, transformers' default 2). ValueError naming config.json for another class."""
     path = os.path.join(hf_model_dir, "config.json")
     hf = _read_hf_config(path)
     architecture = (hf.get("architectures") or ["BertModel"])[0]
-    specs = [spec for spec in task_models.REGISTRY.values() if spec.huggingface == architecture]
+    specs = [task_models.REGISTRY[task] for task, name in ARCHITECTURES.items() if name == architecture]
     if not specs:
-        known = sorted({spec.huggingface for spec in task_models.REGISTRY.values() if spec.huggingface})
+        known = sorted(set(ARCHITECTURES.values()))
         raise ValueError(f"{path}: architectures names {architecture!r}; bert-tf reads {', '.join(known)}.")
     regression = hf.get("problem_type") == "regression"
     spec = next((s for s in specs if bool(s.kwargs.get("regression")) == regression), specs[0])
@@ -223,13 +229,14 @@ def task_model_from_hf_directory(hf_model_dir):
     source = os.path.join(hf_model_dir, "model.safetensors")
     report = load_hf_safetensors(model, source)
     pooler = [name for name in report.missing if name.startswith("bert/pooler/")]
-    lacking = [name for name in report.missing if name not in pooler or spec.huggingface not in _WITHOUT_POOLER]
+    architecture = ARCHITECTURES[spec.name]
+    lacking = [name for name in report.missing if name not in pooler or architecture not in _WITHOUT_POOLER]
     if lacking:
-        raise ValueError(f"{source} lacks {assign.describe_variables(lacking)} of the {spec.huggingface} model "
+        raise ValueError(f"{source} lacks {assign.describe_variables(lacking)} of the {architecture} model "
                          f"its config.json names.")
     if pooler:
         logging.warning("%s has no pooler (transformers' %s has none): bert/pooler/dense keeps its initial values.",
-                        source, spec.huggingface)
+                        source, architecture)
     return spec, model, labels
 
 
@@ -309,30 +316,26 @@ def check_hf_output_dir(output_dir):
 
 
 def write_hf_directory(tensors, config, spec, output_dir, vocab_file, do_lower_case=True, labels=None):
-    """Writes a transformers model directory of TaskSpec `spec`'s class (`spec.huggingface`) into output_dir:
-    config.json (`hf_config`), model.safetensors (float32, every tensor of `hf_name_map` for the spec's heads, in
-    transformers' names and layouts: Linear weights [out, in], the tied decoder left to the word embeddings),
-    vocab.txt (a copy of `vocab_file`, one token per embedding row), tokenizer_config.json (BertTokenizer,
-    `do_lower_case`, model_max_length = max_position_embeddings) and special_tokens_map.json, so that
-    transformers' `from_pretrained` of the class and BertTokenizer load it.
-
-    tensors: original name -> array for the encoder and the spec's heads. labels: a labelled head's label names
-    (None: transformers' LABEL_i). The files are committed together (`fileio.staged_directory`, model.safetensors
-    last); other files in output_dir are kept, but for other weights and tokenizer files transformers would read
-    instead of these (`_REPLACED`). Everything is checked (the class, the vocabulary's size, every tensor with its
-    shape, the labels' count) before anything is written. Returns output_dir.
+    """Writes `tensors` (original name -> array: the encoder and TaskSpec `spec`'s heads) into output_dir as a
+    transformers directory of the spec's class (`ARCHITECTURES`): config.json, model.safetensors (float32, by
+    `hf_name_map`), vocab.txt, tokenizer_config.json and special_tokens_map.json. labels: a labelled head's names
+    (None: LABEL_i). Everything is checked before anything is written; the files are committed together
+    (model.safetensors last), other weights and tokenizer files transformers would read instead (`_REPLACED`)
+    removed. Returns output_dir.
     """
     from safetensors.numpy import save
 
     check_hf_output_dir(output_dir)
-    if not spec.huggingface:
-        raise ValueError(f"The {spec.name} task has no Hugging Face class (TaskSpec.huggingface).")
+    architecture = ARCHITECTURES.get(spec.name)
+    if not architecture:
+        raise ValueError(f"The {spec.name} task has no Hugging Face class (huggingface.ARCHITECTURES).")
     check_vocab(vocab_file, config)
-    prefix = "" if spec.huggingface == "BertModel" else "bert."
-    tensor_map = hf_name_map(config.num_hidden_layers, spec.head_names, prefix)
+    prefix = "" if architecture == "BertModel" else "bert."
+    heads = {attribute: spec.model.heads[attribute] for attribute in spec.head_names}
+    tensor_map = hf_name_map(config.num_hidden_layers, heads, prefix)
     missing = sorted(orig for orig, _ in tensor_map.values() if orig not in tensors)
     if missing:
-        raise ValueError(f"The {spec.huggingface} directory needs {assign.describe_variables(missing)}, which the "
+        raise ValueError(f"The {architecture} directory needs {assign.describe_variables(missing)}, which the "
                          f"checkpoint lacks.")
     hf_tensors = {hf: np.ascontiguousarray(np.asarray(tensors[orig], np.float32).T if transpose
                                            else np.asarray(tensors[orig], np.float32))
@@ -355,6 +358,6 @@ def write_hf_directory(tensors, config, spec, output_dir, vocab_file, do_lower_c
             fileio.write_text_atomically(os.path.join(staging, name), json.dumps(content, indent=2) + "\n")
         fileio.write_bytes_atomically(os.path.join(staging, "model.safetensors"),
                                       save(hf_tensors, metadata={"format": "pt"}))
-    logging.info("Wrote a Hugging Face %s (%d tensors, hidden_act %s) to %s", spec.huggingface, len(hf_tensors),
+    logging.info("Wrote a Hugging Face %s (%d tensors, hidden_act %s) to %s", architecture, len(hf_tensors),
                  _TO_HF_ACTIVATION[config.hidden_act.lower()], output_dir)
     return output_dir

@@ -1,32 +1,15 @@
-"""KerasHub BERT presets in and out. keras-hub (the `ecosystem` extra) is imported only when a preset is read or
-written; without it, using one is an ImportError naming the extra.
+"""KerasHub BERT presets in and out; keras-hub (the `ecosystem` extra) is imported only to read or write one.
 
-A KerasHub preset is a directory: config.json (the serialized `keras_hub>BertBackbone`), model.weights.h5 (its
-weights; or model.weights.json and its shards), tokenizer.json (`keras_hub>BertTokenizer`: lowercase,
-strip_accents) with assets/tokenizer/vocabulary.txt, metadata.json; a task's preset adds task.json (e.g.
-`keras_hub>BertTextClassifier`), task.weights.h5 (its head) and preprocessor.json.
+A preset is a directory: config.json (a serialized `keras_hub>BertBackbone`), model.weights.h5 (or sharded),
+tokenizer.json with assets/tokenizer/vocabulary.txt, metadata.json; a task's preset adds task.json (e.g.
+`keras_hub>BertTextClassifier`: our task of `_TASKS`), task.weights.h5 and preprocessor.json.
 
-In: `is_preset` and `read_preset` (-> `Preset`: the BertConfig, vocabulary and casing, read from the JSON files, for
-`pretrained.model_files`); `preset_tensors` (original name -> tensor getter for `assign.assign_by_name`, for
-`restore`): the backbone, and the head of the task model whose `task_models.TaskSpec.keras_hub` names the preset's
-task class (a `BertTextClassifier`'s `logits` layer is the classifier head `output_weights`/`output_bias`), read by
-KerasHub's own `from_preset`. What the model has no place for is reported unused under "keras_hub:<variable path>".
+In: `read_preset` (config, vocabulary, casing) and `preset_tensors` (original name -> tensor, via KerasHub's
+`from_preset`). Out: `save_preset` (KerasHub's `save_to_preset`, committed into output_dir as a whole).
 
-Out: `save_preset(tensors, config, output_dir, vocab_file, do_lower_case)` (`export_preset`: of a model) builds
-KerasHub's BertBackbone (and, for tensors with a head whose TaskSpec names a KerasHub class, that task:
-`BertTextClassifier` with its preprocessor), assigns the tensors, and writes it with KerasHub's own `save_to_preset`
-into a local directory, committed into output_dir as a whole (`fileio.staged_directory`, config.json last, gs://
-too).
-
-Layouts: KerasHub keeps attention kernels per head as Model Garden does (`model_garden.to_original`): query/key/value
-kernel [H, N, D], bias [N, D], attention-output kernel [N, D, H]; a Dense kernel is [in, out], so the classifier's
-`logits` kernel is output_weights [L, H] transposed.
-
-Activations: KerasHub's BertBackbone always computes the tanh-approximated GELU (`gelu_approximate`, the original's
-"gelu"), whatever its config, so a preset reads as hidden_act "gelu". A model with another activation cannot be a
-KerasHub BERT: relu, tanh and linear are refused; gelu_exact (the erf form, Hugging Face's "gelu", e.g. MiniLM) is
-written with a warning (`GELU_EXACT_DIFFERENCE`): the preset computes the tanh form, as the preset KerasHub's own
-Hugging Face converter makes of the same model does.
+Layouts: attention kernels per head as in `model_garden`; a Dense kernel is [in, out] (the classifier's `logits`
+kernel is output_weights transposed). BertBackbone always computes the tanh GELU (our "gelu"): relu, tanh and
+linear models are refused, gelu_exact ones written with a warning (`GELU_EXACT_DIFFERENCE`).
 """
 import contextlib
 import dataclasses
@@ -73,10 +56,11 @@ _LAYER_ROWS = [  # original under bert/encoder/layer_{i}/, KerasHub under transf
     *[(f"output/LayerNorm/{w}", f"feedforward_layer_norm/{w}", None) for w in ("gamma", "beta")],
 ]
 _POOLER_ROWS = [(f"bert/pooler/dense/{w}", f"pooled_dense/{w}", None) for w in ("kernel", "bias")]
-# KerasHub task class -> {original head variable: (KerasHub variable path, layout)}, for the heads of the TaskSpec
-# that names the class (`TaskSpec.keras_hub`).
-_HEAD_ROWS = {
-    "BertTextClassifier": {"output_weights": ("logits/kernel", "transpose"), "output_bias": ("logits/bias", None)},
+# KerasHub task class -> (our task of that model, {original head variable: (KerasHub variable path, layout)}); a
+# preset of none of these is the encoder's (BertBackbone).
+_TASKS = {
+    "BertTextClassifier": ("classifier", {"output_weights": ("logits/kernel", "transpose"),
+                                          "output_bias": ("logits/bias", None)}),
 }
 
 
@@ -98,16 +82,14 @@ def encoder_rows(num_layers):
     return rows + _POOLER_ROWS
 
 
-def task_spec(task_class):
-    """The TaskSpec with heads whose `keras_hub` is `task_class` (e.g. "BertTextClassifier"), or None."""
-    return next((spec for spec in task_models.REGISTRY.values()
-                 if task_class and spec.keras_hub == task_class and spec.heads), None)
-
-
-def head_rows(spec):
-    """(original name, KerasHub variable path, layout) of the heads of `spec` in its KerasHub task."""
-    layers = _HEAD_ROWS[spec.keras_hub]
-    return [(name, *layers[name]) for head in spec.heads for name, _ in head.variables]
+def head_rows(task_class):
+    """(original name, KerasHub variable path, layout) of the head variables of KerasHub task `task_class` (of
+    `_TASKS`, else none)."""
+    if task_class not in _TASKS:
+        return []
+    task, layers = _TASKS[task_class]
+    spec = task_models.REGISTRY[task]
+    return [(name, *layers[name]) for head in spec.head_names for name, _ in spec.model.heads[head]]
 
 
 # --- in ----------------------------------------------------------------------------------------------------------
@@ -222,7 +204,7 @@ def read_preset(path):
         task_config, task_name = _registered(task_json, "KerasHub task config")
         task = (task_name or "").rpartition(">")[2]
         num_classes = task_config.get("config", {}).get("num_classes")
-        if task_spec(task) and not fileio.isfile(os.path.join(path, TASK_WEIGHTS_FILE)):
+        if task in _TASKS and not fileio.isfile(os.path.join(path, TASK_WEIGHTS_FILE)):
             raise FileNotFoundError(f"{os.path.join(path, TASK_WEIGHTS_FILE)} not found: {task_json} is a {task} "
                                     f"whose head weights KerasHub keeps there.")
     return Preset(path, config, vocab_file, lowercase, task, num_classes)
@@ -240,29 +222,27 @@ def _local_preset(path):
 
 
 def _load(preset):
-    """The preset's KerasHub model by KerasHub's own from_preset, in float32: the task of task.json where a TaskSpec
-    names its class (its preprocessor not built), else the backbone. Returns (model, its TaskSpec or None)."""
+    """The preset's KerasHub model by KerasHub's own from_preset, in float32: the task of task.json where `_TASKS`
+    has its class (its preprocessor not built), else the backbone."""
     keras_hub = _keras_hub()
-    spec = task_spec(preset.task)
     with _local_preset(preset.path) as local:
-        if spec is not None:
-            return getattr(keras_hub.models, spec.keras_hub).from_preset(local, preprocessor=None,
-                                                                         dtype="float32"), spec
-        return keras_hub.models.BertBackbone.from_preset(local, dtype="float32"), None
+        if preset.task in _TASKS:
+            return getattr(keras_hub.models, preset.task).from_preset(local, preprocessor=None, dtype="float32")
+        return keras_hub.models.BertBackbone.from_preset(local, dtype="float32")
 
 
 def preset_tensors(path):
-    """Original name -> tensor getter for a KerasHub BERT preset: its backbone and, for a task whose TaskSpec names
-    its class, that task's heads; the preset's other variables (and a task.json of a class no TaskSpec names) are
-    added without a getter under "keras_hub:<name>", so that they are reported unused."""
+    """Original name -> tensor getter for a KerasHub BERT preset: its backbone and, for a task class of `_TASKS`, its
+    head; the preset's other variables (and a task.json of another class) are added without a getter under
+    "keras_hub:<name>", so that they are reported unused."""
     preset = read_preset(path)
-    model, spec = _load(preset)
+    model = _load(preset)
     values = {variable.path: variable.numpy() for variable in model.weights}
-    rows = encoder_rows(preset.config.num_hidden_layers) + (head_rows(spec) if spec else [])
+    rows = encoder_rows(preset.config.num_hidden_layers) + head_rows(preset.task)
     tensors = {name: (lambda v=values[p], k=layout: to_original(k, v)) for name, p, layout in rows if p in values}
     used = {p for _, p, _ in rows}
     tensors.update({f"keras_hub:{p}": None for p in values if p not in used})
-    if preset.task and spec is None:
+    if preset.task and preset.task not in _TASKS:
         tensors[f"keras_hub:{TASK_WEIGHTS_FILE} ({preset.task})"] = None
     return tensors
 
@@ -307,10 +287,10 @@ def check_preset_writable(config, output_dir, vocab_file=None):
 
 
 def preset_task(heads):
-    """The TaskSpec whose KerasHub task class holds heads among `heads` (head attributes a checkpoint holds), the
-    first in REGISTRY's order, or None (the backbone alone)."""
-    return next((spec for spec in task_models.REGISTRY.values()
-                 if spec.keras_hub in _HEAD_ROWS and spec.heads and set(spec.head_names) <= set(heads)), None)
+    """The TaskSpec of the first task of `_TASKS` whose heads are among `heads` (head attributes a checkpoint
+    holds), or None (the backbone alone)."""
+    specs = (task_models.REGISTRY[task] for task, _ in _TASKS.values())
+    return next((spec for spec in specs if set(spec.head_names) <= set(heads)), None)
 
 
 def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
@@ -323,17 +303,16 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
         max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case,
                                                strip_accents=do_lower_case) if vocab_file else None
-    spec = preset_task([attribute for attribute, head in task_models.HEADS.items()
-                        if all(name in tensors for name, _ in head.variables)])
+    task = next((name for name in _TASKS if all(row[0] in tensors for row in head_rows(name))), None)
     rows = encoder_rows(config.num_hidden_layers)
     model = backbone
-    if spec is not None:
-        task_class = getattr(keras_hub.models, spec.keras_hub)
+    if task is not None:
+        task_class = getattr(keras_hub.models, task)
         preprocessor = task_class.preprocessor_cls(
             tokenizer, sequence_length=min(512, config.max_position_embeddings)) if tokenizer else None
-        num_classes = tensors[spec.heads[0].variables[-1][0]].shape[0]  # the head's bias: [num_labels]
+        num_classes = tensors[head_rows(task)[-1][0]].shape[0]  # the head's bias: [num_labels]
         model = task_class(backbone, num_classes, preprocessor=preprocessor, dropout=config.hidden_dropout_prob)
-        rows += head_rows(spec)
+        rows += head_rows(task)
     variables = {variable.path: variable for variable in model.weights}
     for name, path, layout in rows:
         variables[path].assign(_to_keras_hub(layout, tensors[name], config.num_attention_heads))
@@ -342,22 +321,17 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
 
 def export_preset(model, output_dir, vocab_file=None, do_lower_case=True):
     """Writes a model (a BertModel or a task model) as a KerasHub preset: `save_preset` of its variables by original
-    name, its heads of a task whose TaskSpec names a KerasHub class included. Returns output_dir."""
+    name, the head of a task of `_TASKS` included. Returns output_dir."""
     tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
     return save_preset(tensors, task_models.encoder_of(model).config, output_dir, vocab_file, do_lower_case)
 
 
 def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True):
-    """Writes `tensors` (original name -> array: the encoder, and optionally a head of a task whose TaskSpec names a
-    KerasHub class, e.g. the classifier's output_weights/output_bias) as a KerasHub preset directory: BertBackbone
-    (config.json, model.weights.h5, metadata.json), with vocab_file a BertTokenizer (tokenizer.json,
-    assets/tokenizer/vocabulary.txt; lowercase and strip_accents = do_lower_case, the original's casing), and for a
-    head its task (task.json, task.weights.h5; a BertTextClassifier with its preprocessor.json). Other heads (the
-    pretraining heads) are not written: KerasHub's BertBackbone has none of them.
-
-    Checked before anything is written (`check_preset_writable`): keras-hub, the activation, the vocabulary's size,
-    output_dir (empty, new, or a preset: replaced as a whole). Written locally by KerasHub's
-    save_to_preset, then committed into output_dir (`fileio.staged_directory`, config.json last). Returns output_dir.
+    """Writes `tensors` (original name -> array: the encoder, optionally the head of a task of `_TASKS`) as a
+    KerasHub preset directory: BertBackbone, with vocab_file a BertTokenizer (lowercase and strip_accents =
+    do_lower_case), and for a head its task with its preprocessor. Other heads (pretraining) are left out:
+    BertBackbone has none. `check_preset_writable` runs before anything is written; the preset is written locally,
+    then committed into output_dir (config.json last). Returns output_dir.
     """
     check_preset_writable(config, output_dir, vocab_file)
     keras_hub = _keras_hub()

@@ -1,22 +1,14 @@
-"""Model Garden (tensorflow/models `official.nlp`) BERT checkpoints in and out, in plain TensorFlow: neither
-`official` nor `tensorflow_hub` is imported. (TF Hub BERT SavedModels, Model Garden's other export: `tfhub`.)
+"""Model Garden (tensorflow/models `official.nlp`) BERT checkpoints in and out, in plain TensorFlow (neither
+`official` nor `tensorflow_hub` is imported; TF Hub SavedModels: `tfhub`).
 
-In (a map of original variable names -> tensor getters for `assign.assign_by_name`, so the LoadReport is the one of
-original checkpoints; what the model has no place for is reported unused under "model_garden:<object path>"): a
-Model Garden TF2 checkpoint (`tf.train.Checkpoint`) of a `networks.BertEncoder` / `BertEncoderV2`, as Model
-Garden's `tf2_bert_encoder_checkpoint_converter.py` writes it (`encoder`, or `model`), or of a
-`models.BertPretrainerV2` as that converter and Model Garden's trainer write it (`encoder`, `masked_lm`,
-`model/encoder_network`, `model/classification_heads/N`, `next_sentence.pooler_dense`). Found through the
-checkpoint's object graph: the encoder is the first object (breadth first) holding `_embedding_layer` and
-`_transformer_layers`, the masked LM the first `masked_lm`, the next-sentence head the classification head whose
-`dense` is the root's `next_sentence.pooler_dense` (the paths below them: `encoder_rows`, `MASKED_LM_PATHS`).
+In: `checkpoint_tensors` maps a TF2 checkpoint of a `BertEncoder` / `BertEncoderV2` (`encoder` or `model`) or of a
+`BertPretrainerV2` (`encoder`, `masked_lm`, the next-sentence classification head) to original names, found through
+its object graph (the encoder: the first object, breadth first, with `_embedding_layer` and `_transformer_layers`);
+what the model has no place for is reported unused as "model_garden:<object path>".
+Out: `save_model_garden_checkpoint` writes the object graph Model Garden's converter writes.
 
-Out: `save_model_garden_checkpoint` writes the object graph Model Garden's converter writes (`encoder` =
-`BertEncoder`, plus `masked_lm` as `BertPretrainerV2.checkpoint_items` when the model has the masked-LM head).
-
-Layouts: Model Garden keeps attention kernels per head: query/key/value kernel [H, N, D] (original [H, N*D]), bias
-[N, D] ([N*D]), attention-output kernel [N, D, H] ([N*D, H]); its next-sentence logits kernel is [H, 2] (original
-cls/seq_relationship/output_weights [2, H]).
+Layouts (Model Garden vs original): query/key/value kernel [H, N, D] vs [H, N*D], bias [N, D] vs [N*D],
+attention-output kernel [N, D, H] vs [N*D, H]; next-sentence kernel [H, 2] vs output_weights [2, H].
 """
 import collections
 
@@ -169,13 +161,9 @@ def _next_sentence_nodes(graph):
 def checkpoint_tensors(reader, source):
     """Original name -> tensor getter for a Model Garden TF2 checkpoint of a BertEncoder or BertPretrainerV2.
 
-    The encoder's variables, the masked LM's (`cls/predictions/...`) where the checkpoint has a `masked_lm`, and
-    where it has a `next_sentence` classification head (Model Garden's BERT pretraining): its logits as
-    cls/seq_relationship/... and its pooler dense layer as bert/pooler/dense, the original's next-sentence
-    pooler (Model Garden's encoder keeps a pooler of its own that its pretraining leaves untrained; that one is
-    then reported unused). Every other floating-point variable outside the training state (optimizer,
-    global_step, save_counter) is added without a getter under "model_garden:<object path>", so that it is
-    reported unused.
+    A `next_sentence` head's pooler dense becomes bert/pooler/dense, the original's next-sentence pooler (the
+    encoder's own pooler, which that pretraining leaves untrained, is then unused). Every other floating-point
+    variable outside the training state is added without a getter ("model_garden:<object path>"): reported unused.
     """
     graph = read_object_graph(reader)
     encoder = graph.find("_embedding_layer", "_transformer_layers") if graph else None

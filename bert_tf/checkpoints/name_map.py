@@ -1,14 +1,11 @@
-"""The original BERT variable names of our models: the encoder's table here, the task heads' in
-`bert_tf.model.task_models.HEADS`.
+"""The original BERT variable names of our models: the encoder's table here; a task model's heads are named by its
+class (`heads`: head attribute -> (original name, attribute path inside the head) rows, bert_tf.model.task_models).
 
 Each row pairs an original TF1 variable name with the attribute path of our Keras variable. A model provides its
-parts by attribute: a `BertModel` itself, or a task model (`bert_tf.model.task_models`) with `.bert` and the heads
-of `task_models.HEADS` it has (`.masked_lm`, `.next_sentence`, `.classifier`, `.span`, `.tagger`, `.choice`, and
-those of a registered task's spec).
+parts by attribute: a `BertModel` itself, or a model with a `.bert` BertModel and the heads its `heads` names.
 """
 import re
 
-from bert_tf.model import task_models
 from bert_tf.model.encoder import BertModel
 
 # (original name, our attribute path) for the encoder; `{i}` is the layer index.
@@ -72,8 +69,7 @@ def model_parts(model):
     bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
     if not isinstance(bert, BertModel):
         raise TypeError(f"Expected a BertModel or a model with a `.bert` BertModel, got {type(model).__name__}.")
-    heads = {} if model is bert else {h: getattr(model, h) for h in task_models.HEADS
-                                      if getattr(model, h, None) is not None}
+    heads = {} if model is bert else {h: getattr(model, h) for h in model.heads if getattr(model, h, None) is not None}
     return {"bert": bert, **heads}
 
 
@@ -90,5 +86,5 @@ def original_variable_map(model):
         rows += [(f"bert/encoder/layer_{i}/{name}", f"encoder_layers.{i}.{path}") for name, path in _LAYER]
     mapping = {name: _resolve_attr(bert, path) for name, path in rows}
     for attr, head in parts.items():
-        mapping.update({name: _resolve_attr(head, path) for name, path in task_models.HEADS[attr].variables})
+        mapping.update({name: _resolve_attr(head, path) for name, path in model.heads[attr]})
     return mapping

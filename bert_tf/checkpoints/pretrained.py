@@ -23,17 +23,12 @@ class ModelFiles:
 
 
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """The bert_config, vocabulary and casing of a run: those given; where one is not given (None), the model's
-    own: the bert_config.json in init_checkpoint's directory (a release or SavedModel directory), else for a TF Hub
-    BERT SavedModel the config inferred from its weights (`tfhub.infer_bert_config`), for a KerasHub preset its
-    backbone's config (`keras_hub.read_preset`); a TF Hub model's `vocab_file` asset and `do_lower_case` variable,
-    a KerasHub preset's tokenizer vocabulary and lowercase. do_lower_case defaults to True (the original flag's
-    default).
+    """The ModelFiles of a run: those given; where one is None, the model's own: the bert_config.json beside
+    init_checkpoint, else a TF Hub model's (inferred from its weights) or a KerasHub preset's config; a TF Hub
+    model's or preset's vocabulary and casing; do_lower_case else True (the original flag's default).
 
-    Raises FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found,
-    if a given vocab_file's size differs from the Hub model's or preset's vocabulary, or if a given do_lower_case
-    contradicts the model's own.
-    Returns: ModelFiles.
+    FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found, or a
+    given vocab_file or do_lower_case contradicts the Hub model's or preset's own.
     """
     hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
         init_checkpoint) else None)
@@ -100,7 +95,7 @@ class Pretrained:
         return self.files.config
 
     @property
-    def restores(self):
+    def restored(self):
         """Whether `restore` overwrites the encoder's weights (there is an init_checkpoint): a model built for it
         need not compute the encoder's random initial values (`encoder.BertModel`'s `restored`)."""
         return bool(self.init_checkpoint)
@@ -116,27 +111,22 @@ class Pretrained:
         return self.report
 
     def build_model(self, build, required_heads=()):
-        """Builds `build(config, restored)` (a Keras model; `restored`: `self.restores`) and restores
+        """Builds `build(config, restored)` (a Keras model; `restored`: `self.restored`) and restores
         init_checkpoint into it (`restore`). Returns the model (also `self.model`)."""
-        self.model = build(self.config, self.restores)
+        self.model = build(self.config, self.restored)
         self.restore(self.model, required_heads)
         return self.model
 
 
 def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,
                     max_seq_length=None, required_heads=(), needs_vocab=True):
-    """The one way a script or an export loads a pre-trained model, from any format `restore` reads.
+    """The one way a script or an export loads a pre-trained model (any format `restore` reads) -> Pretrained.
 
-    Resolves the model files (`model_files`: those given, else the ones beside init_checkpoint or a TF Hub model's
-    or KerasHub preset's own), checks the casing against the checkpoint's name (the original's
+    Resolves the files (`model_files`), checks the casing against the checkpoint's name (the original's
     `validate_case_matches_checkpoint`), max_seq_length against the position embeddings and the vocabulary against
-    the embedding rows, then builds `build(config, restored)` (a Keras model) and restores init_checkpoint into it
-    with `required_heads` (none given: random weights, with a warning). build None: no model yet; the caller
-    builds one later and restores through the returned Pretrained (the training scripts' Trainer, which builds
-    under its strategy and restores unless it resumes a run; `Pretrained.build_model` for a caller that checks its
-    own inputs first).
-    `needs_vocab`: raise when no vocab_file is given or found.
-    Returns: Pretrained.
+    the embedding rows, then builds `build(config, restored)` and restores init_checkpoint into it with
+    `required_heads` (no init_checkpoint: random weights, with a warning). `build` None: the caller builds later and
+    restores through the Pretrained (the Trainer, under its strategy). `needs_vocab`: a vocab_file is required.
     """
     files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)

@@ -80,12 +80,9 @@ def resolve_checkpoint(path):
 def _object_graph_tensors(model, reader, source):
     """Original name -> tensor getter for the model's variables in one of our (object-based) checkpoints.
 
-    Walks the checkpoint's object graph and the model's trackables side by side from the encoder (`bert`) and each
-    head attribute, so that a variable is found however the checkpoint keyed it (the Trainer's checkpoints hold
-    most variables under optimizer/_trainable_variables/N). Floating-point checkpoint variables under those roots
-    that the model has no place for are added under their object path (e.g. "bert/_operations/13/attention/
-    query/_kernel", or "classifier/projection/output_weights" for a head the model lacks), so that they are
-    reported unused (and `checkpoint_heads` finds such a head).
+    Walks the checkpoint's object graph and the model's trackables side by side from `bert` and each head, so that
+    a variable is found however the checkpoint keyed it (the Trainer's hold most under the optimizer). Variables the
+    model has no place for are added under their object path: reported unused (and `checkpoint_heads` finds them).
     """
     graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(_OBJECT_GRAPH))
     roots = [c.local_name for c in graph.nodes[0].children]
@@ -98,7 +95,7 @@ def _object_graph_tensors(model, reader, source):
     floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
     parts = name_map.model_parts(model)
     stack = [(parts.get(c.local_name), c.node_id, c.local_name) for c in graph.nodes[0].children
-             if c.local_name in ("bert", *task_models.HEADS)]
+             if c.local_name in parts or c.local_name in task_models.BUILT_IN_HEADS]
     tensors, paired, unpaired, seen = {}, set(), {}, set()
     while stack:
         obj, node_id, path = stack.pop()
@@ -136,16 +133,15 @@ def _checkpoint_tensors(model, prefix):
 
 
 def checkpoint_heads(path, config):
-    """The heads of `task_models.HEADS` that the checkpoint at `path` (any format `restore` reads, for BertConfig
-    `config`) holds in full: {head attribute: the first dimension of its first variable (a labelled head's
+    """The heads of `task_models.BUILT_IN_HEADS` that the checkpoint at `path` (any format `restore` reads, for
+    BertConfig `config`) holds in full: {head attribute: the first dimension of its first variable (a labelled head's
     num_labels)}. A head is found by its original names, or in one of our checkpoints by its object path
     (`<attribute>/<attribute path inside the head>`, e.g. classifier/projection/output_weights)."""
-    probe = task_models.BertPretrainer(config, restored_encoder=True)  # pairs the pretraining heads by object
+    probe = task_models.BertPretrainer(config, restored=True)  # pairs the pretraining heads by object
     tensors = _checkpoint_tensors(probe, resolve_checkpoint(path))
     found = {}
-    for attribute, head in task_models.HEADS.items():
-        getters = [tensors.get(name) or tensors.get(f"{attribute}/{inner.replace('.', '/')}")
-                   for name, inner in head.variables]
+    for attribute, rows in task_models.BUILT_IN_HEADS.items():
+        getters = [tensors.get(name) or tensors.get(f"{attribute}/{inner.replace('.', '/')}") for name, inner in rows]
         if all(getters):
             found[attribute] = int(np.shape(getters[0]())[0])
     return found
@@ -166,19 +162,13 @@ def _check_encoder(report, config):
 
 
 def restore(model, path, required_heads=(), strict=False):
-    """Loads a checkpoint into `model` (a BertModel or a task model): the encoder and each head the model has.
+    """Loads the checkpoint at `path` (any format of the module docstring; see `resolve_checkpoint`) into `model` (a
+    BertModel or a task model): the encoder and each head the model has. Returns a LoadReport (also logged).
 
-    `path`: an original TF1 checkpoint (loaded by variable name), one of ours (a tf.train.Checkpoint with the
-    encoder under `bert` and heads under their attributes, as the Trainer writes it; matched through its object
-    graph) or a Model Garden TF2 checkpoint (through its object graph), as a prefix, one of its files, or a
-    directory (see `resolve_checkpoint`); or a TF Hub BERT SavedModel directory (see `tfhub`), or a KerasHub BERT
-    preset directory (see `keras_hub`).
-    `required_heads`: head attributes (keys of task_models.HEADS) the checkpoint must provide in full.
-    `strict`: also raise if any other variable of the model is missing.
-    Raises ValueError if the encoder does not fit (missing or unused encoder variables, e.g. another
-    num_hidden_layers), a shape differs (naming the config key), or a required head is missing (naming one of its
-    original variables). Missing and unused head variables are logged as warnings.
-    Returns: LoadReport (also logged).
+    `required_heads`: head attributes (of the model's `heads`) the checkpoint must provide in full; `strict`: every
+    other variable too. ValueError if the encoder does not fit (e.g. another num_hidden_layers), a shape differs
+    (naming the config key), or a required head is missing (naming one of its variables); missing and unused head
+    variables are warnings.
     """
     parts = name_map.model_parts(model)
     unknown = [h for h in required_heads if h not in parts or h == "bert"]
@@ -191,7 +181,7 @@ def restore(model, path, required_heads=(), strict=False):
     lacking = [h for h in required_heads if h in report.missing_heads]
     if lacking:
         raise ValueError(f"{prefix} has no trained {' and '.join(lacking)} head (e.g. variable "
-                         f"{task_models.HEADS[lacking[0]].variables[0][0]!r}): fine-tune first, or pass a fine-tuned "
+                         f"{model.heads[lacking[0]][0][0]!r}): fine-tune first, or pass a fine-tuned "
                          f"checkpoint.")
     report.log()
     return report

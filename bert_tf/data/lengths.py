@@ -1,50 +1,15 @@
 """Batches as long as their longest text, not max_seq_length: trimmed training batches, length-sorted prediction.
 
-The original packs every example to max_seq_length (`[CLS] a [SEP] (b [SEP])`, then zero padding, input_mask 0)
-because TPUEstimator needs fixed shapes. A padded position changes no real position's output: its key gets -10000
-added to every attention score, whose exponential underflows to exactly 0 in float32, and nothing else mixes
-positions. So a batch cut to its longest real sequence gives its real positions the same values, to float rounding;
-on real texts (the quickstart's reviews: 27 of 128 tokens on average) that is most of the computation saved.
-
-What cutting keeps and changes:
-- every example, batch, order and loss term is the same; the outputs at padded positions (which no loss, metric or
-  output file of the original's tasks reads) are gone;
-- dropout draws its masks for the cut shape: with dropout on, training draws other random masks than a padded run
-  (statistically the same dropout, as another seed); with dropout off it computes the padded run's numbers;
-- run_squad.py keeps max_seq_length: the original's span loss takes its softmax over every position, padding
-  included, and its n-best lists pick from every position too, so cutting would change its numbers (its export
-  packs text to max_seq_length too, unless told to cut: bert_tf.export.saved_model).
-
-One length per update on several replicas: the training readers cut the update's whole batch (batch_size x the
-replicas) as one and split it into the replicas' batches (bert_tf.data.records.replica_batches), so every replica
-of an update gets the update's longest text, as one device would; on several workers the fine-tuning readers cut
-the global batch on every worker, and pretraining workers, which read their own files, pad to the update's longest
-of all workers (bert_tf.training.feed). That is what a program run on every replica needs (TPUStrategy, an
-XLA-compiled update on several GPUs). Under TPUStrategy one reader feeds every core: training batches cut per
-update to its longest text rounded up to XLA_MULTIPLE, whole batches for evaluation and prediction (the task's
-`fixed_batches`), and `pad` gives the original's fixed shapes; untested here (no TPU). Tested: 2 logical CPU devices
-of one worker and 2 local workers (tests/training/test_multi_worker.py, tests/data/test_records.py).
-
-`SequenceLengths` holds a run's settings: `pad` (the original's fixed shapes, `--pad_to_max_seq_length`),
-`multiple` (lengths rounded up to a multiple of it, capped at max_seq_length: under XLA and on TPU each length
-compiles its own program, so 32 keeps a run at ceil(max_seq_length / 32) programs), `group_by_length` (training
-batches of similar lengths; opt-in: it changes which examples share a batch), `compiled` (each batch shape compiles a
-program, --use_xla or TPU: prediction pads its batches' rows to one count per length, see `LengthSorted`).
-
-- `trimmed(dataset, lengths, names)`: a batched dataset cut batch by batch (training, and evaluation in file order);
-  `batched` / `batcher`: training batches, cut or grouped as `lengths` says.
-- `grouped_batches(dataset, batch_size, lengths, names)`: training batches drawn from buckets of
-  similar lengths (`tf.data`'s `bucket_by_sequence_length`), then cut.
-- `LengthSorted`: prediction over in-memory inputs in batches sorted by length within windows of the input order,
-  each batch holding as many examples as fit the tokens of a padded batch, the outputs handed back in the input
-  order and in the batches of the input order, so that every output file and metric (the mean of batch means
-  included) is the padded run's to float rounding. A window is as many whole batches as keep the outputs it holds
-  back (`OutputBytes`, one example's) within `WINDOW_BYTES` (`windows`). Where each shape compiles a program
-  (`compiled`), its batches take one shape per length: at most ceil(max_seq_length / multiple) programs.
-  `bert_tf.training.prediction.predict_in_order` runs a model on them: the one prediction loop.
+A padded position changes no real position's output (its attention scores get -10000: exactly 0 after softmax in
+float32), so a cut batch gives the real positions the padded batch's values, to float rounding. Rules:
+- examples, batches, order and loss terms are the original's; only outputs at padded positions go. With dropout on,
+  training draws masks for the cut shape (as another seed would). run_squad.py pads (its softmax spans all positions).
+- One length per update: several replicas' batches are cut as one (records.replica_batches).
+- `compiled` (XLA, TPU): lengths round up to `multiple`, at most ceil(max_seq_length / multiple) programs.
+- `LengthSorted` sorts by length within windows of `window_batches` whole batches of the input order and hands the
+  outputs back in the input order's batches (bert_tf.training.prediction.predict_in_order).
 """
 import dataclasses
-import functools
 
 import numpy as np
 import tensorflow as tf
@@ -55,12 +20,15 @@ from bert_tf.text import packing
 MASK = "input_mask"  # the feature that says which positions are real (1) and which are padding (0)
 XLA_MULTIPLE = 32  # the default rounding where each length compiles a program (--use_xla, TPU)
 GROUP_WIDTH = 16  # bucket width of `group_by_length` without rounding
-WINDOW_BYTES = 256 * 2 ** 20  # LengthSorted holds back at most this many bytes of outputs (or one batch's)
+WINDOW_BYTES = 256 * 2 ** 20  # the most a prediction window's outputs take (or one batch's), every text at its longest
 
 
 @dataclasses.dataclass(frozen=True)
 class SequenceLengths:
-    """How the sequence axis of a run's batches is cut (see the module docstring)."""
+    """How the sequence axis of a run's batches is cut: `pad` (the original's fixed shapes,
+    --pad_to_max_seq_length), `multiple` (lengths rounded up to it, at most max_seq_length), `group_by_length`
+    (training batches of similar lengths; opt-in: it changes which examples share a batch), `compiled` (each batch
+    shape compiles a program, --use_xla or TPU: prediction fills its batches up to one row count per length)."""
     pad: bool = False
     multiple: int = 1
     group_by_length: bool = False
@@ -203,107 +171,61 @@ def budget_batches(lengths, batch_size, seq_length, windows, multiple=1):
     return bounds
 
 
-@dataclasses.dataclass(frozen=True)
-class OutputBytes:
-    """The bytes one example's outputs take in a batch cut to length L: `fixed` + `per_position` x L.
-
-    `fixed`: the outputs without a sequence axis (probabilities [num_labels] float32: 4 x num_labels);
-    `per_position`: those with one, per position (a layer's activations [L, H] float32: 4 x H). An upper bound
-    serves (4 bytes a value where a policy may make them 16-bit); `LengthSorted` refuses outputs that take more."""
-    fixed: int = 0
-    per_position: int = 0
-
-    def at(self, length):
-        return self.fixed + self.per_position * length
+def sorts(lengths, fixed_batches=False):
+    """Whether prediction sorts and cuts its batches: not where `lengths` is None or pads, nor for fixed_batches."""
+    return lengths is not None and not lengths.pad and not fixed_batches
 
 
-def held_bytes(lengths, bounds, output_bytes, seq_length, multiple=1):
-    """The bytes of the outputs of the run-order batches `bounds` ([(start, end)] of examples with `lengths`, each
-    batch cut to its first's length): what LengthSorted holds back once they all ran."""
-    return sum((end - start) * output_bytes.at(rounded_length(lengths[start], multiple, seq_length))
-               for start, end in bounds)
+def batch_spec(inputs, batch_size, lengths, names, fixed_batches=False):
+    """The element_spec of LengthSorted's batches of `inputs` (no example will do), for tracing ahead of time."""
+    cut = sorts(lengths, fixed_batches)
+
+    def spec(name, array):
+        shape = [batch_size if fixed_batches else None, *array.shape[1:]]
+        if cut and name in names:
+            shape[-1] = None
+        return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
+
+    specs = tuple({name: spec(name, np.asarray(a)) for name, a in d.items()} for d in _dicts(inputs))
+    return specs if isinstance(inputs, tuple) else specs[0]
 
 
-def windows(lengths, batch_size, seq_length, output_bytes, window_bytes=WINDOW_BYTES, multiple=1):
-    """The windows LengthSorted sorts within: [(start, end)] covering the input order of examples with `lengths`,
-    each as many whole batches of `batch_size` as a search finds (`_most`) whose outputs, run sorted in their
-    `budget_batches`, take at most `window_bytes` (`held_bytes`); at least one batch, whatever it takes."""
-    lengths = np.asarray(lengths)
-
-    def fits(first, batches):
-        part = lengths[first:first + batches * batch_size]
-        part = part[length_order(part, [(0, len(part))])]
-        bounds = budget_batches(part, batch_size, seq_length, [(0, len(part))], multiple)
-        return held_bytes(part, bounds, output_bytes, seq_length, multiple) <= window_bytes
-
-    spans, first = [], 0
-    while first < len(lengths):
-        batches = _most(functools.partial(fits, first), -(-(len(lengths) - first) // batch_size))
-        spans.append((first, min(len(lengths), first + batches * batch_size)))
-        first = spans[-1][1]
-    return spans
-
-
-def _most(fits, most):
-    """The largest k in 1..most with fits(k) (1 if none), searched by doubling k from 1 (so that the search costs
-    what its answer does, whatever `most`), then halving the gap."""
-    good, bad = 1, most + 1
-    while good < most:
-        trial = min(2 * good, most)
-        if not fits(trial):
-            bad = trial
-            break
-        good = trial
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        good, bad = (middle, bad) if fits(middle) else (good, middle)
-    return good
+def window_batches(outputs, batch_size, seq_length, window_bytes=WINDOW_BYTES):
+    """The whole batches in a window: as many as keep their `outputs` (tensors or TensorSpecs) within `window_bytes`
+    were every example seq_length long; at least one."""
+    example = sum(int(np.prod([seq_length if n is None else n for n in spec.shape[1:]])) * spec.dtype.size
+                  for spec in tf.nest.flatten(outputs))
+    return max(1, window_bytes // (batch_size * max(1, example)))
 
 
 class LengthSorted:
     """Prediction over in-memory inputs in length-sorted, cut batches, the outputs given back in the input order.
 
-    `inputs`: a dict, or a tuple of dicts (features, labels), of NumPy arrays [N, ...] in the input order.
-    `lengths`: SequenceLengths (None or `pad`: batches of `batch_size` in the input order, not cut); `names`: the
-    arrays with the sequence on their last axis. `fixed_batches`: TPU-style whole batches of `batch_size`, a static
-    batch size (then nothing is sorted or cut either).
+    `inputs`: a dict, or a tuple of dicts (features, labels), of NumPy arrays [N, ...]; `names`: the arrays with the
+    sequence on their last axis. `lengths` None or `pad`, or `fixed_batches` (TPU): the input order, not cut.
+    The examples are sorted by length within windows of `window_batches` x `batch_size` examples, then batched as
+    many as fit the tokens of one padded batch (batch_size x max_seq_length, the memory the caller chose). Where
+    each shape compiles (`lengths.compiled`) or under `fixed_batches`, a short batch is filled up with all-zero
+    examples: one shape per length.
 
-    The examples are sorted within windows of the input order (`windows`): as many whole batches as keep the
-    outputs of a window within `window_bytes`, by `output_bytes` (an `OutputBytes`: what one example's outputs take
-    at a cut length); at least one batch. Sorted, they run in batches of as many examples as fit the tokens of one
-    padded batch (`budget_batches`: batch_size x max_seq_length): the memory the caller chose for a batch, filled
-    with real tokens (eight reviews of 27 tokens at max_seq_length 128 become batches of 37; MiniLM spent 1.96
-    instead of 2.71 ms on each example on 2 CPUs). Each example's outputs are its own (to float rounding), whatever
-    batch it ran in.
-
-    Where each batch shape compiles a program (`lengths.compiled`: XLA, TPU) or the batches are `fixed_batches`,
-    a batch with fewer examples than `budget_rows` at its length (a window's last; in the input order: the last) is
-    filled up with all-zero examples, so that the batches take one shape per length (`shapes`): at most
-    ceil(max_seq_length / lengths.multiple) of them, one without cutting, however many windows and examples.
-
-    `dataset`: the batches to run, as a tf.data.Dataset of the inputs' structure. `in_input_order(outputs)` takes
-    the model's outputs for those batches (an iterable of dicts of NumPy arrays [rows, ...], e.g.
-    `Trainer.predict(dataset)`) and yields the same dicts for the batches `batch_size` of the input order would
-    make, in that order, without the filling examples' rows; outputs with a sequence axis are zero-padded beyond
-    each example's real length to the window's longest. It holds back one window's outputs as they came (at most
-    `window_bytes`, or one batch's where that is more) and the batch it hands back; a batch whose outputs take more
-    than `output_bytes` allows is an error.
+    `dataset`: the batches to run. `in_input_order(outputs)` takes the model's outputs for them (dicts of NumPy
+    arrays) and yields those of the input order's batches of `batch_size`, without the filling rows; sequence
+    outputs are zero-padded to the window's longest. It holds back one window's outputs.
     """
 
-    def __init__(self, inputs, batch_size, lengths, names, fixed_batches=False, *, output_bytes,
-                 window_bytes=WINDOW_BYTES):
+    def __init__(self, inputs, batch_size, lengths, names, fixed_batches=False, window_batches=1):
         self.batch_size = batch_size
-        self.output_bytes = output_bytes
         self.inputs = tuple({name: np.asarray(a) for name, a in d.items()} for d in _dicts(inputs))
         self.structured = isinstance(inputs, tuple)
         self.names = names
         mask = self.inputs[0][MASK]
         self.seq_length = mask.shape[-1]
         self.count = len(mask)
-        self.sorts = lengths is not None and not lengths.pad and not fixed_batches
+        self.sorts = sorts(lengths, fixed_batches)
         if self.sorts:
             real = example_lengths(mask)
-            self.windows = windows(real, batch_size, self.seq_length, output_bytes, window_bytes, lengths.multiple)
+            window = window_batches * batch_size
+            self.windows = [(start, min(start + window, self.count)) for start in range(0, self.count, window)]
             self.order = length_order(real, self.windows)
             self.bounds = budget_batches(real[self.order], batch_size, self.seq_length, self.windows,
                                          lengths.multiple)
@@ -316,18 +238,9 @@ class LengthSorted:
         filled = fixed_batches or (lengths is not None and lengths.compiled)
         self.shapes = [(budget_rows(batch_size, self.seq_length, length) if filled else end - start, length)
                        for (start, end), length in zip(self.bounds, cut)]  # each batch's (rows, length)
-        signature = tuple({name: self._spec(name, a, batch_size if fixed_batches else None) for name, a in d.items()}
-                          for d in self.inputs)
-        self.dataset = records.read_once(tf.data.Dataset.from_generator(
-            self._batches, output_signature=signature if self.structured else signature[0]))
-
-    def _spec(self, name, array, batch_size):
-        """The TensorSpec of an input's batches: the batch size (None unless fixed), the sequence axis None where
-        batches are cut."""
-        shape = [batch_size, *array.shape[1:]]
-        if self.sorts and name in self.names:
-            shape[-1] = None
-        return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
+        signature = batch_spec(self.inputs if self.structured else self.inputs[0], batch_size, lengths, names,
+                               fixed_batches)
+        self.dataset = records.read_once(tf.data.Dataset.from_generator(self._batches, output_signature=signature))
 
     def _batches(self):
         """The batches of `bounds` (run order): the `names` arrays cut to each batch's length, the rows filled up
@@ -357,20 +270,12 @@ class LengthSorted:
             raise RuntimeError(f"Got outputs for {received} of {self.count} examples.")
 
     def _real_rows(self, index, batch):
-        """The outputs of run batch `index` for its real examples (copies without the filling examples' rows, so
-        that those are not held back). Refuses outputs that take more than `output_bytes` allows (the windows,
-        sized by it, would hold more than `window_bytes`) and a batch beyond the last."""
+        """The outputs of run batch `index` for its real examples: copies without the filling examples' rows, so
+        that those are not held back."""
         if index >= len(self.bounds):
             raise RuntimeError(f"Got outputs for more than the {len(self.bounds)} batches run.")
         start, end = self.bounds[index]
-        rows, length = len(next(iter(batch.values()))), self.shapes[index][1]
-        taken = sum(np.asarray(values).nbytes for values in batch.values())
-        if self.sorts and taken > rows * self.output_bytes.at(length):
-            raise RuntimeError(
-                f"The outputs of batch {index} ({rows} examples cut to {length} positions) take {taken} bytes, more "
-                f"than the {rows * self.output_bytes.at(length)} of {self.output_bytes}: the caller's output_bytes "
-                f"misses some of {sorted(batch)}.")
-        if rows == end - start:
+        if len(next(iter(batch.values()))) == end - start:
             return batch
         return {name: np.array(values[:end - start]) for name, values in batch.items()}
 

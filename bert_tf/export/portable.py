@@ -1,25 +1,15 @@
-"""Exports for runtimes without TensorFlow: LiteRT (TFLite) and ONNX, converted from the SavedModel's tensor signature.
+"""The formats "litert" and "onnx" of `exporter.export`, for runtimes without TensorFlow: the SavedModel's tensor
+signature converted; `write` writes one into the directory it is given.
 
-The formats "litert" and "onnx" of `bert_tf.export.exporter.export` (`export_dir/<version>/`, committed as a whole
-like every export, model.tflite / model.onnx last; `write` writes one into the directory it is given):
+| format   | file           | runs with                                    | inputs, outputs                    |
+|----------|----------------|----------------------------------------------|------------------------------------|
+| `litert` | `model.tflite` | LiteRT's interpreter (`ai_edge_litert`, or   | signature `serving_default`: those |
+|          |                | `tf.lite.Interpreter`); any batch and length | of `saved_model.tensor_specs`, by  |
+| `onnx`   | `model.onnx`   | onnxruntime; batch and length dynamic        | name (string labels included)      |
 
-| format   | file          | runs with                                    | inputs, outputs                            |
-|----------|---------------|----------------------------------------------|--------------------------------------------|
-| `litert` | `model.tflite`| LiteRT's interpreter (`ai_edge_litert`, or   | signature `serving_default`: the           |
-|          |               | `tf.lite.Interpreter`), any batch and length | SavedModel's (`saved_model.tensor_specs`;  |
-| `onnx`   | `model.onnx`  | onnxruntime; batch and length dynamic        | outputs by name, string labels included)   |
-
-with `vocab.txt` (and `labels.txt` for a labelled head: classifier, NER) beside it and
-`assets.extra/export_metadata.json`. The text signatures stay TensorFlow's: TensorFlow Text's tokenizer ops have no
-ONNX form, and LiteRT runs them only with TensorFlow Text's custom ops registered; tokenize with the original
-FullTokenizer (the same ids) and feed the tensor signature.
-
-`quantization="dynamic_range"`: the weights of the matrix multiplications stored as int8 and the activations
-quantized at run time (LiteRT's `Optimize.DEFAULT` without a calibration set; onnxruntime's `quantize_dynamic`,
-per channel). About a quarter of the float model's size; accuracy: BENCHMARKS.md, "LiteRT and ONNX".
-
-ONNX: tf2onnx (opset 17) converts TensorFlow's graph, with one op it lacks written here: `Erfc` (the exact GELU of
-`gelu_exact` models such as MiniLM) as 1 - Erf.
+with vocab.txt (and labels.txt for a labelled head) beside it. No text signatures (TensorFlow Text's ops have no ONNX
+form): tokenize with the original FullTokenizer. `quantization="dynamic_range"`: int8 matrix weights, activations
+quantized at run time. ONNX: tf2onnx (opset 17), TensorFlow's `Erfc` (exact GELU) written as 1 - Erf.
 """
 import contextlib
 import functools
@@ -37,14 +27,14 @@ FILES = {"litert": "model.tflite", "onnx": "model.onnx"}
 ONNX_OPSET = 17
 
 
-def write(model, request, sources, out):
-    """Writes `model` (a Keras task model of `request.spec`, weights loaded) as `request.format` ("litert" or
-    "onnx", `request.quantization`) into the directory `out` (module docstring), with `sources.vocab_file` as
-    vocab.txt and `sources.labels` as labels.txt beside it (exporter.Sources). The converters write local files:
-    the model is converted in `sources.local_dir` and copied. Returns this format's settings for the metadata."""
-    fmt, quantization = request.format, request.quantization or "none"
-    specs = saved_model.tensor_specs(request.spec)
-    function = saved_model.tensor_function(model, request.spec, sources.labels)
+def write(fmt, sources, out, *, quantization="none"):
+    """Writes `sources.model` (exporter.Sources) as format `fmt` into the directory `out` (module docstring). The
+    converters write local files: the model is converted in `sources.local_dir`, then copied. Returns its settings
+    for the export's metadata."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"Unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}.")
+    specs = saved_model.tensor_specs(sources.model)
+    function = saved_model.tensor_function(sources.model, sources.spec, sources.labels)
     concrete = function.get_concrete_function(**specs)
     local = os.path.join(sources.local_dir, FILES[fmt])
     if fmt == "litert":
@@ -101,10 +91,10 @@ def write_onnx(function, specs, path, quantization):
 
 @contextlib.contextmanager
 def _onnx_optimized_in_place():
-    """tf2onnx copies the whole ONNX graph, weights included, before each of its optimizer passes (24 for BERT), so
-    that a pass that fails can be skipped; with TF2ONNX_CATCH_ERRORS set (whatever its value, as tf2onnx 1.17
-    reads it) it optimizes in place: the same model when no pass fails, faster (MiniLM: 14.4 s -> 11.3 s). A
-    failing pass then raises (`write_onnx` converts again without it). The variable is as it was afterwards."""
+    """tf2onnx copies the whole ONNX graph, weights included, before each of its optimizer passes, so that a pass
+    that fails can be skipped; with TF2ONNX_CATCH_ERRORS set (whatever its value, as tf2onnx 1.17 reads it) it
+    optimizes in place: the same model when no pass fails, faster (BENCHMARKS.md). A failing pass then raises
+    (`write_onnx` converts again without it). The variable is as it was afterwards."""
     before = os.environ.get("TF2ONNX_CATCH_ERRORS")
     os.environ["TF2ONNX_CATCH_ERRORS"] = "false"
     try:

@@ -1,44 +1,28 @@
-"""TF Hub SavedModels: the BERT encoder and its text preprocessing in the formats of Model Garden's
-`official/nlp/tools/export_tfhub.py` (the format of the BERT models on TF Hub / Kaggle Models).
+"""The format "tfhub" of `exporter.export`: the BERT encoder and its text preprocessing as the SavedModels of Model
+Garden's `official/nlp/tools/export_tfhub.py` (the BERT models of TF Hub / Kaggle Models), for `hub.load`,
+`hub.KerasLayer(path, trainable=True)` or `tf.saved_model.load`.
 
-The format "tfhub" of `bert_tf.export.exporter.export` (`export_dir/<version>/`, committed as a whole like every
-export; `write` writes one into the directory it is given). Both load with `hub.load` / `hub.KerasLayer(path)`
-(also `trainable=True`) or `tf.saved_model.load`.
+Encoder (task "encoder"; "masked_lm" adds the subobject `mlm`):
 
-Encoder (Model Garden's `--export_type=model`; task "encoder"):
-
-    encoder = hub.load(path)        # or hub.KerasLayer(path, trainable=True)
+    encoder = hub.load(path)
     outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types), training=False)
+    # int32 [B, S] -> sequence_output [B, S, H], pooled_output [B, H], default (= pooled_output),
+    # encoder_outputs (num_hidden_layers x [B, S, H]); encoder.mlm(... + masked_lm_positions [B, P]) adds
+    # mlm_logits [B, P, V] (the original's cls/predictions logits)
 
-  inputs int32 [B, S]; outputs `sequence_output` [B, S, H], `pooled_output` [B, H], `default` (= pooled_output),
-  `encoder_outputs` (list of num_hidden_layers [B, S, H]), float32. `training=True` applies dropout.
-  Attributes: `trainable_variables` (the encoder's weights), `variables` (those, `do_lower_case` and the
-  dropout layers' seed states), `regularization_losses` (empty), `vocab_file` (asset `assets/vocab.txt`),
-  `do_lower_case` (bool tf.Variable, not trainable); `bert_config.json` beside saved_model.pb, so that bert-tf
-  takes the export back as an init_checkpoint (the variables keep bert-tf's Keras paths). The signature
-  `serving_default` takes the three inputs by name and returns the outputs flattened: `default`,
-  `encoder_outputs`, `encoder_outputs_1`, ..., `pooled_output`, `sequence_output` (Model Garden's Keras export
-  names the same tensors, in this order, after its internal layer: `bert_encoder_1`, `bert_encoder_1_1`, ...).
-  With the masked-LM head (task "masked_lm", Model Garden's `--export_type=model_with_mlm`), the subobject `mlm`
-  takes `masked_lm_positions` int32 [B, P] as well and adds `mlm_logits` [B, P, V] (the original's
-  `cls/predictions` logits, before the softmax).
+  with TF Hub's Reusable SavedModel attributes, the `vocab_file` asset, `do_lower_case`, a flat `serving_default`,
+  and bert_config.json beside saved_model.pb (bert-tf takes the export back as an init_checkpoint).
 
-Preprocessing (Model Garden's `--export_type=preprocessing`; task "preprocessing"),
-with bert-tf's in-graph tokenizer (`bert_tf.text.in_graph`: the ids of the original `FullTokenizer`):
+Preprocessing (task "preprocessing"; the original FullTokenizer's ids; loading needs `import tensorflow_text`):
 
     preprocessor = hub.load(path)
-    preprocessor(sentences)                      # string [B] -> the dict above at seq_length (default 128)
+    preprocessor(sentences)                      # string [B] -> the inputs above at max_seq_length
     preprocessor.tokenize(sentences)             # int32 RaggedTensor [B, (words), (wordpieces)]
-    preprocessor.tokenize.get_special_tokens_dict()  # vocab_size, start_of_sequence_id, end_of_segment_id,
-                                                     # padding_id, mask_id (int32 scalars; absent tokens omitted)
-    preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)  # 1 or 2 segments, ragged rank 1 or 2
+    preprocessor.tokenize.get_special_tokens_dict()
+    preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)
 
-  Packing follows the original `convert_single_example`, not Model Garden's `BertPackInputs` where they differ:
-  pairs are truncated by the original's `_truncate_seq_pair`, and a row whose second segment is empty is packed
-  as `[CLS] a [SEP]` with up to seq_length - 2 tokens of a (Model Garden packs `[CLS] a [SEP] [SEP]`); padding is
-  id 0 as in the original. Loading it needs `import tensorflow_text` (as Model Garden's does). The root call and
-  `tokenize` refuse a batch over the export's text limits (options max_texts_per_request and max_request_bytes,
-  as for `bert_tf.export.saved_model`), e.g. a `Dataset.batch` of more than max_texts_per_request sentences.
+  Packing is the original `convert_single_example`'s where Model Garden's `BertPackInputs` differs. The root call
+  and `tokenize` refuse a batch over the text limits, as `saved_model`'s.
 """
 import dataclasses
 import os
@@ -115,11 +99,10 @@ class _Encoder(tf.train.Checkpoint):
             **_input_specs(self._masked_lm.obj is not None))
 
 
-def _write_encoder(model, sources, out):
-    """Writes the TF Hub encoder SavedModel of `model` into `out`: a built `BertModel` or task model (its `.bert`;
-    a `BertPretrainer`'s masked-LM head becomes the `mlm` subobject), weights loaded, with `sources.vocab_file` as the
-    `vocab_file` asset and `sources.do_lower_case` as the `do_lower_case` variable (exporter.Sources)."""
-    bert, masked_lm = getattr(model, "bert", model), getattr(model, "masked_lm", None)
+def write_encoder(sources, out):
+    """Writes the TF Hub encoder SavedModel of `sources.model` (exporter.Sources; a `BertPretrainer`'s masked-LM
+    head becomes the `mlm` subobject) into `out`, with its vocabulary and casing. No settings for the metadata."""
+    bert, masked_lm = getattr(sources.model, "bert", sources.model), getattr(sources.model, "masked_lm", None)
     root = _Encoder(bert)
     if masked_lm is not None:
         root.mlm = _Encoder(bert, masked_lm)
@@ -130,6 +113,7 @@ def _write_encoder(model, sources, out):
     # Beside saved_model.pb, for bert-tf to load the export as an init_checkpoint (its variables keep bert-tf's
     # Keras paths and [H, H] kernels, which do not tell the number of heads); TF Hub ignores the file.
     bert.config.to_json_file(os.path.join(out, "bert_config.json"))
+    return {}
 
 
 # --- preprocessing -----------------------------------------------------------------------------------------
@@ -195,26 +179,17 @@ class _Preprocessor(tf.train.Checkpoint):
         return self._pack([self.tokenize(sentences)], seq_length=self._seq_length)
 
 
-def _write_preprocessing(sources, seq_length, limits, out):
-    """Writes the TF Hub preprocessing SavedModel (see the module docstring) of `sources.vocab_file` and
-    `sources.do_lower_case` (exporter.Sources; the vocabulary is also saved as the `vocab_file` asset) into `out`;
-    `seq_length`: the length the root call packs to, and `bert_pack_inputs`'s default (>= 3); `limits`: the
-    `in_graph.TextLimits` that `tokenize` checks each batch against."""
+def write_preprocessing(sources, out, *, max_texts_per_request=in_graph.TextLimits.max_texts_per_request,
+                        max_request_bytes=in_graph.TextLimits.max_request_bytes):
+    """Writes the TF Hub preprocessing SavedModel of `sources`' vocabulary and casing into `out`, packing to
+    `sources.max_seq_length` (>= 3). Returns its text limits for the export's metadata."""
+    if sources.max_seq_length < 3:
+        raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got {sources.max_seq_length}.")
+    limits = in_graph.TextLimits(max_texts_per_request, max_request_bytes)
     root = _Preprocessor(in_graph.InGraphTokenizer(sources.vocab_file, do_lower_case=sources.do_lower_case,
-                                                   limits=limits), int(seq_length))
+                                                   limits=limits), int(sources.max_seq_length))
     root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
     # The function, not a concrete function traced here: save traces it in its own context, where it also lists the
     # tokenizer's functions, so that each is traced and written once (see bert_tf.export.saved_model.write).
     tf.saved_model.save(root, out, signatures={"serving_default": root.__call__})
-
-
-def write(model, request, sources, out):
-    """The format "tfhub" (and the preprocessing model of every format): task "encoder" or "masked_lm" (the
-    encoder with the `mlm` subobject) writes `model`'s encoder, "preprocessing" the preprocessing model at
-    `request.max_seq_length`, into the directory `out`. Returns the settings for the export's metadata: the
-    preprocessing model's text limits."""
-    if request.task == "preprocessing":
-        _write_preprocessing(sources, request.max_seq_length, request.text_limits, out)
-        return dataclasses.asdict(request.text_limits)
-    _write_encoder(model, sources, out)
-    return {}
+    return dataclasses.asdict(limits)

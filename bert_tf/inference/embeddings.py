@@ -8,10 +8,8 @@ similar by the cosine of their embeddings, the dot product of normalized ones.
     corpus = encoder.encode(sentences)                       # [N, H] float32
     hits = search(encoder.encode(["a query"]), corpus, top_k=3)  # [[(index, cosine), ...]]
 
-Each text is tokenized by the original FullTokenizer and packed as `[CLS] text [SEP]` (truncated at max_seq_length,
-as sentence-transformers truncates); the texts run sorted by length in batches cut to their longest text
-(`bert_tf.data.lengths`), and come back in input order. `run_scripts/semantic_search.py` is the command line;
-`export_saved_model.py --task=embedding` serves the same embeddings (`embedding` [B, H]).
+Each text is packed `[CLS] text [SEP]` (truncated at max_seq_length, as sentence-transformers truncates).
+`export_saved_model.py --task=embedding` serves the same embeddings.
 """
 import json
 
@@ -24,8 +22,6 @@ from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.text import packing, tokenization
 from bert_tf.training import devices, prediction
-
-_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 class SentenceEncoder:
@@ -50,13 +46,13 @@ class SentenceEncoder:
 
     @classmethod
     def from_pretrained(cls, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
-                        max_seq_length=256, pooling="mean", normalize=True, batch_size=32, use_xla=False,
+                        max_seq_length=256, pooling="mean", normalize_embeddings=True, batch_size=32, use_xla=False,
                         pad_to_max_seq_length=False, seq_length_multiple=None):
         """The encoder of `init_checkpoint` (any format `checkpoints.load_pretrained` reads: an original release, a
-        bert-tf, Model Garden or TF Hub model) with `pooling` ("mean" or "cls") and `normalize`; lengths as the
-        scripts' flags (bert_tf.data.lengths)."""
+        bert-tf, Model Garden or TF Hub model) with `pooling` ("mean" or "cls") and `normalize_embeddings`; lengths as
+        the scripts' flags (bert_tf.data.lengths)."""
         build = lambda config, restored: task_models.build_task_model(  # noqa: E731
-            "embedding", config, restored=restored, pooling=pooling, normalize=normalize)
+            "embedding", config, restored=restored, pooling=pooling, normalize_embeddings=normalize_embeddings)
         loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
                                              max_seq_length)
         lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
@@ -72,16 +68,15 @@ class SentenceEncoder:
             rows.append(packing.pad_inputs(self.tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                                            self.max_seq_length))
         return {name: np.array([row[k] for row in rows], np.int32).reshape(len(rows), self.max_seq_length)
-                for k, name in enumerate(_INPUTS)}
+                for k, name in enumerate(packing.INPUT_NAMES)}
 
     def encode(self, texts):
         """[len(texts), H] float32: the embedding of each text, in input order."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.model.bert.config.hidden_size), np.float32)
-        size = lengths_lib.OutputBytes(fixed=4 * self.model.bert.config.hidden_size)  # [H] float32
-        outputs = prediction.predict_in_order(self.predictor.predict, self.pack(texts), self.batch_size, self.lengths,
-                                              _INPUTS, output_bytes=size)
+        outputs = prediction.predict_in_order(self.predictor, self.pack(texts), self.batch_size, self.lengths,
+                                              packing.INPUT_NAMES)
         parts = [batch["embedding"] for batch in tqdm(outputs, total=-(-len(texts) // self.batch_size), desc="embed",
                                                       unit="batch", disable=len(texts) <= 4 * self.batch_size)]
         return np.concatenate(parts)
@@ -126,9 +121,8 @@ def read_lines(path, what):
 
 
 def semantic_search(encoder, sentences, queries, top_k=5):
-    """The `top_k` of `sentences` ((line number, text) pairs, as `read_lines` gives them) nearest each of `queries`
-    (strings) by the cosine of their embeddings by `encoder` (a SentenceEncoder): for each query in order,
-    {"query": q, "results": [{"line": line number, "text": sentence, "score": cosine}, ...]}, the nearest first."""
+    """For each query, {"query": q, "results": [{"line", "text", "score": cosine}, ...]}: the `top_k` nearest of
+    `sentences` ((line number, text) pairs), the nearest first."""
     hits = search(encoder.encode(queries), encoder.encode([text for _, text in sentences]), top_k)
     return [{"query": query, "results": [{"line": sentences[i][0], "text": sentences[i][1], "score": round(score, 6)}
                                          for i, score in found]}
@@ -136,12 +130,10 @@ def semantic_search(encoder, sentences, queries, top_k=5):
 
 
 def run(input_file, output_file, queries=(), query_file=None, top_k=5, init_checkpoint=None, bert_config_file=None,
-        vocab_file=None, do_lower_case=None, max_seq_length=256, pooling="mean", normalize=True, batch_size=32,
-        use_xla=False, pad_to_max_seq_length=False, seq_length_multiple=None):
-    """What semantic_search.py does: reads the sentences of `input_file` (one per line; empty lines skipped) and the
-    queries (`queries` plus the lines of `query_file`), loads `SentenceEncoder.from_pretrained(...)`, runs
-    `semantic_search` and writes one JSON line per query to `output_file` (a temporary name, renamed when
-    complete). Bad input fails before the model loads. Returns the result objects."""
+        vocab_file=None, do_lower_case=None, max_seq_length=256, pooling="mean", normalize_embeddings=True,
+        batch_size=32, use_xla=False, pad_to_max_seq_length=False, seq_length_multiple=None):
+    """What semantic_search.py does: one JSON line per query (`queries` and `query_file`'s lines) to `output_file`.
+    Bad input fails before the model loads. Returns the results."""
     queries = list(queries) + ([text for _, text in read_lines(query_file, "query_file")] if query_file else [])
     if not queries:
         raise ValueError("No query given: pass --query (repeatable) or --query_file.")
@@ -149,7 +141,7 @@ def run(input_file, output_file, queries=(), query_file=None, top_k=5, init_chec
     sentences = read_lines(input_file, "input_file")
     devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
     encoder = SentenceEncoder.from_pretrained(init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                                              max_seq_length, pooling, normalize, batch_size, use_xla,
+                                              max_seq_length, pooling, normalize_embeddings, batch_size, use_xla,
                                               pad_to_max_seq_length, seq_length_multiple)
     results = semantic_search(encoder, sentences, queries, top_k)
     with fileio.atomic_write(output_file) as writer:

@@ -69,28 +69,21 @@ def parse_layers(layers, num_hidden_layers):
     return indexes
 
 
-_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=False, lengths=None):
-    """Yields (feature, [layer activations [seq, H] for each index]) in input order; `seq` covers at least the
-    feature's tokens.
-
-    `lengths` (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the encoder runs on length-sorted
-    batches cut to their longest text (`prediction.predict_in_order`: it holds back at most
-    `lengths_lib.WINDOW_BYTES` of activations to hand them back in order); the activations of the tokens are the
-    same to float rounding."""
+    """Yields (feature, [activations [seq, H] for each layer index]) in input order, `seq` covering at least the
+    feature's tokens; `lengths` (None: max_seq_length) runs length-sorted batches, the same to float rounding."""
     seq_length = len(features[0].input_ids) if features else 0
     inputs = {name: np.array([getattr(f, "input_type_ids" if name == "segment_ids" else name) for f in features],
-                             np.int32).reshape(len(features), seq_length) for name in _INPUTS}
-    size = lengths_lib.OutputBytes(per_position=4 * model.config.hidden_size * len(layer_indexes))  # [L, H] float32
+                             np.int32).reshape(len(features), seq_length) for name in packing.INPUT_NAMES}
 
     def layers(batch):
         outputs = model(batch, training=False)
         return {f"layer_{k}": outputs["encoder_outputs"][i] for k, i in enumerate(layer_indexes)}
 
-    outputs = prediction.predict_in_order(prediction.Predictor(layers, use_xla=jit_compile).predict, inputs,
-                                          batch_size, lengths, _INPUTS, output_bytes=size)
+    outputs = prediction.predict_in_order(prediction.Predictor(layers, use_xla=jit_compile), inputs, batch_size,
+                                          lengths, packing.INPUT_NAMES)
     rows = iter(features)
     for batch in tqdm(outputs, total=-(-len(features) // batch_size), desc="extract_features", unit="batch",
                       disable=len(features) <= batch_size):
@@ -140,11 +133,8 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
 def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None,
         layers="-1,-2,-3,-4", max_seq_length=128, do_lower_case=None, batch_size=32, use_xla=False,
         pad_to_max_seq_length=False, seq_length_multiple=None):
-    """What extract_features.py does: the encoder restored from `init_checkpoint` (any format
-    `checkpoints.load_pretrained` reads: a TF Hub model needs no bert_config_file, vocab_file or do_lower_case;
-    none: random weights, with a warning), then `extract_features` on batches cut to their longest text (unless
-    `pad_to_max_seq_length`; rounded up to `seq_length_multiple`, by default 32 with `use_xla`, else 1:
-    bert_tf.data.lengths). Returns the number of examples written."""
+    """What extract_features.py does, with any checkpoint `checkpoints.load_pretrained` reads (none: random weights,
+    with a warning). Returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
     devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
     build = lambda config, restored: BertModel(config, restored=restored)  # noqa: E731

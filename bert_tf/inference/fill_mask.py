@@ -1,16 +1,14 @@
 """Fill-mask prediction with the masked-LM head (`cls/predictions`): text with [MASK] in, for every mask the top-k
 wordpieces and their probabilities out, as JSON lines.
 
-Input: one example per line, `text_a` or `text_a ||| text_b` (read as extract_features.py reads its input). Each
-`[MASK]` written in the text is the mask token and stands for one wordpiece (the basic tokenizer would split it into
-"[", "mask", "]"). Examples are packed as the original packs them, `[CLS] a [SEP] (b [SEP])` with its truncation; a
-mask that truncation would cut off is an error naming the line, as is a line without a mask.
+Input: one example per line, `text_a` or `text_a ||| text_b`; each literal `[MASK]` is one mask wordpiece (the
+basic tokenizer would split it). Packed as the original packs; a line without a mask, or one whose mask truncation
+would cut off, is an error naming the line.
 
 Output, one JSON object per input line:
   {"linex_index": i, "tokens": [...], "masks": [{"position": p, "predictions": [{"token": t, "id": id,
    "probability": q}, ...]}]}
-with the `top_k` predictions of each mask, most probable first (softmax over the whole vocabulary, float32).
-Any checkpoint with the masked-LM head works: a released original BERT (`cls/predictions/...`) or one of ours.
+with the `top_k` predictions of each mask, most probable first (softmax over the whole vocabulary).
 """
 import collections
 import json
@@ -67,7 +65,6 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
     return converted
 
 
-_SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def _model_inputs(batch, cut_positions=True):
@@ -76,26 +73,23 @@ def _model_inputs(batch, cut_positions=True):
     positions = batch["masked_lm_positions"]
     if cut_positions:
         positions = positions[:, :lengths_lib.cut_length(batch["masked_lm_weights"])]
-    return {**{name: batch[name] for name in _SEQUENCE_INPUTS}, "masked_lm_positions": positions}
+    return {**{name: batch[name] for name in packing.INPUT_NAMES}, "masked_lm_positions": positions}
 
 
 def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=None):
     """Yields (example, probabilities [num_masks, top_k], ids [num_masks, top_k]) for each MaskedExample, in order.
 
-    `model`: a built BertPretrainer. A batch's masked_lm_positions are padded with position 0 to its most masks
-    (under XLA, `jit_compile`: to the most masks of all the examples). `lengths`
-    (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): the model runs on length-sorted batches cut to
-    their longest text (`prediction.predict_in_order`), the same probabilities to float rounding.
+    `model`: a built BertPretrainer. Masked positions are padded with 0 to the batch's most masks (under XLA: to
+    all the examples' most); `lengths` (None: max_seq_length) runs length-sorted batches, the same to rounding.
     """
     seq_length = len(examples[0].input_ids) if examples else 0
     most = max((len(e.positions) for e in examples), default=1)
     inputs = {name: np.array([getattr(e, name) for e in examples], np.int32).reshape(len(examples), seq_length)
-              for name in _SEQUENCE_INPUTS}
+              for name in packing.INPUT_NAMES}
     inputs["masked_lm_positions"] = np.array([e.positions + [0] * (most - len(e.positions)) for e in examples],
                                              np.int32).reshape(len(examples), most)
     inputs["masked_lm_weights"] = (np.arange(most) < np.array([len(e.positions) for e in examples])[:, None]).astype(
         np.int32).reshape(len(examples), most)
-    size = lengths_lib.OutputBytes(fixed=8 * most * top_k)  # values float32 and indices int32 [masks, top_k]
 
     def top(batch):
         logits = model(_model_inputs(batch, cut_positions=not jit_compile), training=False)["masked_lm_logits"]
@@ -103,8 +97,8 @@ def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=N
         return {"values": values, "indices": indices}
 
     rows = iter(examples)
-    for outputs in prediction.predict_in_order(prediction.Predictor(top, use_xla=jit_compile).predict, inputs,
-                                               batch_size, lengths, _SEQUENCE_INPUTS, output_bytes=size):
+    for outputs in prediction.predict_in_order(prediction.Predictor(top, use_xla=jit_compile), inputs, batch_size,
+                                               lengths, packing.INPUT_NAMES):
         for row in range(len(outputs["values"])):
             example = next(rows)
             count = len(example.positions)
@@ -123,10 +117,8 @@ def prediction_json(example, probabilities, ids, inv_vocab):
 def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None, do_lower_case=None,
         max_seq_length=128, top_k=5, batch_size=8, use_xla=False, pad_to_max_seq_length=False,
         seq_length_multiple=None):
-    """What predict_masked_lm.py does (see the module docstring) with the model of `init_checkpoint` (any format
-    `checkpoints.load_pretrained` reads, with its masked-LM head), on batches cut to their longest text unless
-    `pad_to_max_seq_length` (rounded up to `seq_length_multiple`: by default 32 with `use_xla`, else 1). Returns the
-    number of examples written."""
+    """What predict_masked_lm.py does, with any checkpoint `checkpoints.load_pretrained` reads that has the
+    masked-LM head. Returns the number of examples written."""
     if not init_checkpoint:
         raise ValueError("predict_masked_lm needs --init_checkpoint: a model with its masked-LM head.")
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)

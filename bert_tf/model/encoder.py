@@ -1,24 +1,12 @@
-"""The BERT encoder as Keras 3 layers, mirroring the original `modeling.py`.
+"""The BERT encoder as Keras 3 layers, mirroring the original `modeling.py`: its variables, names and arithmetic.
 
 Shapes: B = batch size, S = sequence length, H = hidden_size, N = num_attention_heads, D = H / N,
-I = intermediate_size, V = vocab_size. Every layer has `get_config`; `BertModel` saves to `.keras` and to
-TF checkpoints (`tf.train.Checkpoint(model=...)`); `bert_tf.checkpoints` reads and writes the original's names.
+I = intermediate_size, V = vocab_size.
 
-Mixed precision: under a `mixed_*` Keras policy the matmuls run in float16/bfloat16 while attention softmax and
-LayerNorm compute in float32.
-
-Dropout in the transformer blocks (`TransformerBlock`): each block draws the seeds of its three dropouts once per
-training forward, before its computation (`SeededDropout.draw_seed`: each dropout layer's Keras SeedGenerator,
-advanced as a Keras Dropout call advances it, so the seed state is the same checkpointed variables), and masks with
-bert-tf's own bits of those seeds (`dropout`: Philox bits, `random_bits`, the same in TensorFlow's kernels and in
-XLA), in the original's distribution (keep with probability 1 - rate, scaled by 1 / (1 - rate)). The masks are not
-Keras' Dropout's (bert-tf's before 2026-11, which XLA drew otherwise). With gradient checkpointing
-(`BertModel(gradient_checkpointing=True)`, `BertModel.set_gradient_checkpointing`) each block's activations are
-recomputed in the backward pass (`tf.recompute_grad`) from the same seeds: the same masks, hence the same gradients.
-
-Speed (TensorFlow backend): inside the encoder the dense layers run on [B*S, H] as MatMul + BiasAdd (+ activation),
-see `dense_2d`, which TensorFlow's graph optimizer fuses into one oneDNN kernel on CPU. The variables, their names
-and the arithmetic are the original's; only float32 rounding differs (benchmarks/encoder_benchmark.py).
+Under a `mixed_*` policy the matmuls run in float16/bfloat16, attention softmax and LayerNorm in float32. Dense
+layers run on [B*S, H] (`dense_2d`), which TensorFlow fuses into one oneDNN kernel. Each block draws its dropout seeds
+once per training forward (`SeededDropout.draw_seed`) and masks with `dropout`'s Philox bits, the same with and
+without XLA, so gradient checkpointing's recomputation replays the same masks.
 """
 import contextvars
 import math
@@ -29,6 +17,7 @@ from keras import layers, ops
 
 from bert_tf.model import activations
 from bert_tf.model.config import BertConfig
+from bert_tf.text.packing import INPUT_NAMES
 
 LAYER_NORM_EPSILON = 1e-12  # The original's fixed LayerNorm epsilon.
 _MASK_ADDER = -10000.0  # What the original adds to attention scores of masked positions.
@@ -66,15 +55,9 @@ def make_layer_norm(name, dtype):
 
 
 def dense_2d(dense, x):
-    """`dense(x)` for a built `keras.layers.Dense` and a 2-D input x [M, K]: x @ kernel + bias, then the activation.
-
-    Same arithmetic as calling the layer, written as MatMul + BiasAdd (+ activation) on a 2-D tensor: the form that
-    TensorFlow's grappler remapper fuses into one oneDNN `_FusedMatMul` kernel (BiasAdd, and GELU/ReLU/... as
-    post-ops) when traced in `tf.function`. Keras' `Dense.call` on [B, S, H] goes through tensordot's reshapes and
-    adds the bias with AddV2, which leaves the bias add and the activation as separate passes over the output. The
-    layer's own variables are used, cast to its compute dtype as `Dense` casts them under mixed precision (here
-    explicitly: a recomputation in the backward pass runs outside the Keras call that sets the autocast scope); a
-    quantized layer is simply called.
+    """`dense(x)` for x [M, K], as MatMul + BiasAdd (+ activation): the form grappler fuses into one oneDNN kernel
+    (Keras' `Dense.call` on 3-D input adds the bias with AddV2, a separate pass). Variables are cast explicitly: a
+    recomputation in the backward pass runs outside Keras' autocast scope. A quantized layer is simply called.
     """
     if dense.quantization_mode is not None:
         return dense(x)
@@ -85,19 +68,12 @@ def dense_2d(dense, x):
 
 
 def dropout(x, rate, seed):
-    """x [any shape] with each value dropped with probability `rate` and the others scaled by 1 / (1 - rate), the
-    mask a function of `seed` ([2] int32) alone: the same masks compiled by XLA (--use_xla) or not.
+    """x with each value dropped with probability `rate`, the others scaled by 1 / (1 - rate); the mask a function
+    of `seed` ([2] int32) alone, the same with XLA or without (Keras' Dropout draws differently under XLA).
 
-    Each value is dropped where its random bits fall below round(rate * 2^bits): 32 bits for float32 (rate 0.1:
-    0.1 + 9e-11), 16 bits for 16-bit x under mixed precision (half a 32-bit draw per value; rate 0.1: 0.100006,
-    where a uniform number in bfloat16 would drop 10.16%: 13 of its 128 steps below 0.1). The kept values are
-    scaled in float32 (or x's wider dtype) before they are rounded to x's dtype (bfloat16's 1 / 0.9 = 1.109375
-    would lower the mean by 0.3%).
-
-    The bits are Philox's (Salmon et al. 2011) with `seed` as its key and counter (`random_bits`). TensorFlow's
-    stateless ops, which Keras' Dropout runs, scramble the seed into a key and a counter and turn bits into uniform
-    numbers one way in their kernels and another in XLA, so that --use_xla dropped other values than the same run
-    without it (the masks of bert-tf before 2026-11, which were Keras' Dropout's in float32).
+    A value drops where its random bits fall below round(rate * 2^bits): 32 bits for float32, 16 for 16-bit x (a
+    uniform bfloat16 number would drop 13/128 for rate 0.1). Kept values are scaled in float32, then rounded
+    (bfloat16's 1 / 0.9 would lower the mean by 0.3%).
     """
     size = tf.size(x)
     if x.dtype.size < 4:
@@ -113,9 +89,8 @@ def dropout(x, rate, seed):
 
 
 def random_bits(size, seed):
-    """[size] uint32 random bits of `seed` ([2] int32, as a Keras SeedGenerator gives them): Philox with key seed[0]
-    and counter (seed[1], element position), so that consecutive seeds of a generator ([s, n], [s, n + 1]) read
-    disjoint counters. The same bits in TensorFlow's kernels and in XLA."""
+    """[size] uint32 Philox bits with key seed[0] and counter (seed[1], position): consecutive seeds of a generator
+    read disjoint counters. The same bits in TensorFlow's kernels and in XLA."""
     key = tf.cast(seed[:1], tf.uint64)
     counter = tf.stack([tf.constant(0, tf.uint64), tf.cast(seed[1], tf.uint64)])  # [low, high] 64-bit words
     return tf.raw_ops.StatelessRandomUniformFullIntV2(shape=tf.reshape(size, [1]), key=key, counter=counter,
@@ -124,13 +99,9 @@ def random_bits(size, seed):
 
 @serializable
 class SeededDropout(layers.Dropout):
-    """A Keras Dropout layer (its rate, its SeedGenerator) whose seed is drawn apart from its use, so that a
-    recomputation replays the same mask, and whose mask is bert-tf's `dropout` of that seed.
-
-    `draw_seed()`: the next seed, [2] int32 (advances the layer's SeedGenerator as one Keras Dropout call does), or
-    None when rate is 0. Call: inputs [any shape], seed -> `dropout(inputs, rate, seed)`, a function of `seed` alone
-    (one mask for the whole input, no `noise_shape`); inputs unchanged when `seed` is None, unless `training`, which
-    draws the next seed (a Keras Dropout's call).
+    """A Keras Dropout whose seed is drawn apart from its use (`draw_seed`: [2] int32, None for rate 0), so that a
+    recomputation replays the same mask: `dropout(inputs, rate, seed)`, no `noise_shape`. Without a seed, inputs
+    pass unchanged unless `training` (which draws one, as a Keras Dropout call does).
     """
 
     def draw_seed(self):
@@ -289,12 +260,8 @@ class TransformerBlock(layers.Layer):
     Call: x [B, S, H], mask_adder [B, 1, 1, S] -> [B, S, H]. Feed-forward: intermediate dense [H, I] with
     `hidden_act`, output dense [I, H], dropout, residual, LayerNorm.
 
-    Training draws the seeds of the block's three dropouts first (`draw_seeds`), then computes the block from them.
-    `gradient_checkpointing`: in training, the block's activations are not kept for the backward pass but
-    recomputed there (`tf.recompute_grad`) from the block's input and the same seeds (the same dropout masks);
-    the activation memory of a block is then its [B, S, H] input instead of its intermediate tensors (the
-    [B, N, S, S] attention probabilities, the [B, S, I] feed-forward). The attribute is read when the call is
-    traced. Inference never recomputes.
+    `gradient_checkpointing` (read when the call is traced): in training, the activations are recomputed in the
+    backward pass from the block's input and the same seeds, keeping [B, S, H] instead of [B, N, S, S] + [B, S, I].
     """
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
@@ -399,15 +366,10 @@ class BertModel(keras.Model):
       embedding_output [B, S, H]   get_embedding_output()
     `get_embedding_table()` returns the word embedding variable [V, H]. S may be at most max_position_embeddings.
 
-    `restored=True`: the caller restores every variable from a checkpoint next (`bert_tf.checkpoints.restore`
-    refuses a checkpoint that lacks any encoder variable, so all of them are overwritten, as the original's
-    `init_from_checkpoint` replaced their initializers): the embedding tables and kernels are left at zeros instead
-    of computing random initial values. Building MiniLM-L6-H384's classifier took 0.30 s instead of 0.81 s
-    (benchmarks/log/finetune.md); the saving grows with the model. Task heads get their random values as always.
-
-    `gradient_checkpointing=True`: in training each transformer block's activations are recomputed in the backward
-    pass instead of being kept (`TransformerBlock`; `set_gradient_checkpointing` turns it on or off on a built
-    model): the same gradients, less memory, more time (BENCHMARKS.md, "Gradient checkpointing").
+    `restored=True`: every variable is restored from a checkpoint next (`checkpoints.restore` refuses one that lacks
+    any encoder variable), so the tables and kernels are left at zeros, not drawn at random; task heads are drawn.
+    `gradient_checkpointing=True` (or `set_gradient_checkpointing`): each block's activations are recomputed in the
+    backward pass: the same gradients, less memory, more time.
     """
 
     def __init__(self, config, restored=False, gradient_checkpointing=False, **kwargs):
@@ -434,8 +396,7 @@ class BertModel(keras.Model):
             for i in range(config.num_hidden_layers)]
         self.pooler = BertPooler(config.hidden_size, name="pooler", **common)
 
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("input_ids", "input_mask", "segment_ids")}
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
         embedding_output = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
         mask_adder = attention_mask_adder(inputs["input_mask"])
         x, encoder_outputs = embedding_output, []

@@ -113,7 +113,7 @@ class MaskedLMHead(layers.Layer):
 class ClassifierHead(layers.Layer):
     """run_classifier.py's head: dropout on pooled_output, then `output_weights`/`output_bias`.
 
-    Call: pooled_output [B, H] -> logits [B, num_labels] (float32).
+    Call: pooled_output [B, H] (or every token, [B, S, H]) -> logits [B, num_labels] ([B, S, num_labels]), float32.
     """
 
     def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
@@ -133,7 +133,7 @@ class ClassifierHead(layers.Layer):
         return ops.cast(self.projection(self.dropout(pooled_output, training=training)), "float32")
 
     def compute_output_shape(self, pooled_output_shape):
-        return (pooled_output_shape[0], self.num_labels)
+        return (*pooled_output_shape[:-1], self.num_labels)
 
     def get_config(self):
         return {**super().get_config(), "num_labels": self.num_labels, "dropout_rate": self.dropout_rate,
@@ -182,16 +182,16 @@ POOLINGS = ("mean", "cls")
 class SentencePooling(layers.Layer):
     """A sentence embedding from the last layer, as sentence-transformers computes it (all-MiniLM-L6-v2: mean, then
     normalized): `pooling` "mean" (the mean over the real tokens, input_mask 1: sum / max(count, 1e-9)) or "cls"
-    (the [CLS] token's vector); `normalize`: divided by its L2 norm (at least 1e-12). No weights.
+    (the [CLS] token's vector); `normalize_embeddings`: divided by its L2 norm (at least 1e-12). No weights.
 
     Call: sequence_output [B, S, H], input_mask [B, S] -> embedding [B, H] float32 (computed in float32).
     """
 
-    def __init__(self, pooling="mean", normalize=True, **kwargs):
+    def __init__(self, pooling="mean", normalize_embeddings=True, **kwargs):
         super().__init__(**kwargs)
         if pooling not in POOLINGS:
             raise ValueError(f"Unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}.")
-        self.pooling, self.normalize = pooling, normalize
+        self.pooling, self.normalize_embeddings = pooling, normalize_embeddings
 
     def call(self, sequence_output, input_mask):
         x = ops.cast(sequence_output, "float32")
@@ -200,7 +200,7 @@ class SentencePooling(layers.Layer):
         else:
             mask = ops.expand_dims(ops.cast(input_mask, "float32"), -1)
             pooled = ops.sum(x * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1e-9)
-        if self.normalize:
+        if self.normalize_embeddings:
             pooled = pooled / ops.maximum(ops.sqrt(ops.sum(pooled * pooled, axis=-1, keepdims=True)), 1e-12)
         return pooled
 
@@ -208,4 +208,4 @@ class SentencePooling(layers.Layer):
         return (sequence_output_shape[0], sequence_output_shape[-1])
 
     def get_config(self):
-        return {**super().get_config(), "pooling": self.pooling, "normalize": self.normalize}
+        return {**super().get_config(), "pooling": self.pooling, "normalize_embeddings": self.normalize_embeddings}

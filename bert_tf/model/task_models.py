@@ -1,5 +1,5 @@
 """Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what
-each task's model is (`TaskSpec`, by task name in `REGISTRY`; its heads' original variable names in `HEADS`).
+the Keras model of each task cannot say itself (`TaskSpec`, by task name in `REGISTRY`).
 
 | task model          | heads (attributes)                     | tasks (REGISTRY)       | script              |
 |---------------------|----------------------------------------|------------------------|---------------------|
@@ -11,41 +11,66 @@ each task's model is (`TaskSpec`, by task name in `REGISTRY`; its heads' origina
 | BertMultipleChoice  | `.choice` (new)                        | swag                   | run_swag.py         |
 | BertSentenceEncoder | none (`.sentence_pooling`, no weights) | embedding              | sentence embeddings |
 
-The tasks (bert_tf.tasks) build their models through their spec, `bert_tf.checkpoints` maps heads to original
-variable names by `HEADS`, and the export (bert_tf.export) reads inputs, outputs and labels from the spec.
+Rules: a task model class names its heads' original (TF1) variable names in its `heads`, by which
+`bert_tf.checkpoints` maps them, and holds no variable outside its encoder and those heads (an error when it is
+built). Inputs and outputs are the Keras model's own (`model.input`, `model.output`; `output_names`,
+`sequence_outputs`, `takes_text`): nothing restates them.
 """
 import dataclasses
 
 import keras
 from keras import ops
 
-from bert_tf.model import heads
 from bert_tf.model.encoder import BertModel, serializable
-from bert_tf.model.heads import ClassifierHead, FlattenChoices, MaskedLMHead, OutputProjection, SpanHead
+from bert_tf.model.heads import (
+    ClassifierHead,
+    FlattenChoices,
+    MaskedLMHead,
+    OutputProjection,
+    SentencePooling,
+    SpanHead,
+)
+from bert_tf.text.packing import INPUT_NAMES
+
+NUM_CHOICES = 4  # SWAG's endings per example
+
+
+def _projection(scope=""):
+    """The variable rows of a `ClassifierHead`'s or `SpanHead`'s projection: `<scope>output_weights` [K, H] and
+    `<scope>output_bias` [K]."""
+    return tuple((f"{scope}output_{part}", f"projection.output_{part}") for part in ("weights", "bias"))
 
 
 class TaskModel(keras.Model):
     """A functional task model on a shared `BertModel` (`.bert`); a subclass calls `init_task` first, then adds its
-    heads (each an attribute, named with its variables' original names by a `Head` of its `TaskSpec`) and outputs.
+    heads (each an attribute named in `heads`) and outputs. Serializes as its BertConfig plus `task_kwargs`.
 
-    Serializes as its BertConfig plus the task's own keyword arguments (`task_kwargs`).
+    `heads`: head attribute -> its variables' original names, as rows (original name, attribute path inside the
+    head); heads the original never had (tagger, choice) are named in its style.
     """
     task_kwargs = ()
+    heads = {}
 
     def __init__(self, inputs, outputs, dtype, **kwargs):
         """The functional model inputs -> outputs under the encoder's dtype policy `dtype`, which the functional
-        constructor would ignore (keeping the global policy)."""
+        constructor would ignore (keeping the global policy). ValueError for a variable outside the encoder and
+        `heads` (a checkpoint would leave it random)."""
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.dtype_policy = dtype
+        parts = [self.bert, *(getattr(self, head) for head in self.heads if hasattr(self, head))]
+        owned = {id(weight) for part in parts for weight in part.weights}
+        stray = [weight.path for weight in self.weights if id(weight) not in owned]
+        if stray:
+            raise ValueError(f"{type(self).__name__} has variables outside its encoder and its heads "
+                             f"{tuple(self.heads)}: {stray}; name each head's original variables in its `heads`.")
 
     def init_task(self, config, kwargs):
-        """Pops the encoder, dtype and restored_encoder (BertModel's `restored`: the caller restores the encoder
-        next, so its random initial values are not computed) from kwargs; returns (bert, policy, encoder input
-        dict: `ENCODER_INPUTS`)."""
-        restored = kwargs.pop("restored_encoder", False)
+        """Pops the encoder, dtype and `restored` (BertModel's: the caller restores the model next) from kwargs;
+        returns (bert, policy, the encoder's input dict)."""
+        restored = kwargs.pop("restored", False)
         bert = kwargs.pop("bert", None) or BertModel(config, restored=restored, dtype=kwargs.pop("dtype", None))
         self.bert = bert
-        inputs = {i.name: keras.Input(shape=i.shape[1:], dtype=i.dtype, name=i.name) for i in ENCODER_INPUTS}
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
         return bert, bert.dtype_policy, inputs
 
     def get_config(self):
@@ -66,6 +91,7 @@ class BertClassifier(TaskModel):
     probabilities [B, L] (softmax), or with `regression=True` (STS-B) logits [B, 1] and predictions [B].
     """
     task_kwargs = ("num_labels", "regression")
+    heads = {"classifier": _projection()}
 
     def __init__(self, config, num_labels, regression=False, **kwargs):
         if regression and num_labels != 1:
@@ -87,6 +113,7 @@ class BertClassifier(TaskModel):
 @serializable
 class BertSpanLabeler(TaskModel):
     """run_squad.py's model: sequence_output -> `cls/squad/output_weights` -> start_logits, end_logits [B, S]."""
+    heads = {"span": _projection("cls/squad/")}
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_span_labeler")
@@ -101,6 +128,7 @@ class BertSpanLabeler(TaskModel):
 class BertTokenClassifier(TaskModel):
     """A tagging model (NER): dropout + `cls/ner/output_weights` on every token -> logits [B, S, L] (float32)."""
     task_kwargs = ("num_labels",)
+    heads = {"tagger": _projection("cls/ner/")}
 
     def __init__(self, config, num_labels, **kwargs):
         kwargs.setdefault("name", "bert_token_classifier")
@@ -119,15 +147,15 @@ class BertMultipleChoice(TaskModel):
     """The paper's SWAG setup: each choice packed as a pair, one score from its [CLS] vector, softmax over choices.
 
     Inputs: input_ids, input_mask, segment_ids [B, C, S] int32. Outputs: logits, probabilities [B, C] (float32).
-    Head variables: `cls/swag/output_weights` [1, H], `cls/swag/output_bias` [1].
     """
     task_kwargs = ("num_choices",)
+    heads = {"choice": _projection("cls/swag/")}
 
-    def __init__(self, config, num_choices=4, **kwargs):
+    def __init__(self, config, num_choices=NUM_CHOICES, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
         bert, policy, _ = self.init_task(config, kwargs)
         inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
-                  for name in ("input_ids", "input_mask", "segment_ids")}
+                  for name in INPUT_NAMES}
         self.choice = ClassifierHead(1, bert.config.hidden_dropout_prob, bert.config.initializer_range,
                                      name="choice", dtype=policy)
         flatten = FlattenChoices(name="flatten_choices")
@@ -145,17 +173,17 @@ class BertSentenceEncoder(TaskModel):
 
     Inputs: input_ids, input_mask, segment_ids [B, S] int32. Output: embedding [B, H] float32, the mean of the
     real tokens' vectors (`pooling="mean"`) or the [CLS] vector (`"cls"`), divided by its L2 norm when
-    `normalize`. No weights beyond the encoder's.
+    `normalize_embeddings`. No weights beyond the encoder's.
     """
-    task_kwargs = ("pooling", "normalize")
+    task_kwargs = ("pooling", "normalize_embeddings")
 
-    def __init__(self, config, pooling="mean", normalize=True, **kwargs):
+    def __init__(self, config, pooling="mean", normalize_embeddings=True, **kwargs):
         kwargs.setdefault("name", "bert_sentence_encoder")
         bert, policy, inputs = self.init_task(config, kwargs)
-        self.sentence_pooling = heads.SentencePooling(pooling, normalize, name="pooling")
+        self.sentence_pooling = SentencePooling(pooling, normalize_embeddings, name="pooling")
         embedding = self.sentence_pooling(bert(inputs)["sequence_output"], inputs["input_mask"])
         super().__init__(inputs=inputs, outputs={"embedding": embedding}, dtype=policy, **kwargs)
-        self.pooling, self.normalize = pooling, normalize
+        self.pooling, self.normalize_embeddings = pooling, normalize_embeddings
 
 
 @serializable
@@ -168,6 +196,13 @@ class BertPretrainer(TaskModel):
     `cls/seq_relationship` head (`.next_sentence`) and no next_sentence_logits.
     """
     task_kwargs = ("with_next_sentence",)
+    heads = {"masked_lm": (("cls/predictions/transform/dense/kernel", "transform.kernel"),
+                           ("cls/predictions/transform/dense/bias", "transform.bias"),
+                           ("cls/predictions/transform/LayerNorm/gamma", "layer_norm.gamma"),
+                           ("cls/predictions/transform/LayerNorm/beta", "layer_norm.beta"),
+                           ("cls/predictions/output_bias", "output_bias")),
+             "next_sentence": (("cls/seq_relationship/output_weights", "output_weights"),
+                               ("cls/seq_relationship/output_bias", "output_bias"))}
 
     def __init__(self, config, with_next_sentence=True, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
@@ -190,118 +225,29 @@ class BertPretrainer(TaskModel):
         self.with_next_sentence = with_next_sentence
 
 
-# --- what each task model is ---------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Head:
-    """A head of a task model: its attribute on the model and its variables' original (TF1) names, as rows
-    (original name, attribute path inside the head). `bert_tf.checkpoints` maps a model's variables by them."""
-    attribute: str
-    variables: tuple
-
-    def __post_init__(self):
-        if not (self.variables and all(isinstance(row, tuple) and len(row) == 2
-                                       and all(isinstance(part, str) and part for part in row)
-                                       for row in self.variables)):
-            raise ValueError(f"Head .{self.attribute} needs its variables as (original name, attribute path) rows, "
-                             f"got {self.variables!r}.")
-
-
-def _projection(attribute, scope=""):
-    """A head whose variables are a `ClassifierHead`'s or `SpanHead`'s projection: `<scope>output_weights` [K, H]
-    and `<scope>output_bias` [K]."""
-    return Head(attribute, tuple((f"{scope}output_{part}", f"projection.output_{part}")
-                                 for part in ("weights", "bias")))
-
-
-# The heads of the task models by attribute; heads the original never had (tagger, choice) under names in its style.
-HEADS = {head.attribute: head for head in (
-    Head("masked_lm", (("cls/predictions/transform/dense/kernel", "transform.kernel"),
-                       ("cls/predictions/transform/dense/bias", "transform.bias"),
-                       ("cls/predictions/transform/LayerNorm/gamma", "layer_norm.gamma"),
-                       ("cls/predictions/transform/LayerNorm/beta", "layer_norm.beta"),
-                       ("cls/predictions/output_bias", "output_bias"))),
-    Head("next_sentence", (("cls/seq_relationship/output_weights", "output_weights"),
-                           ("cls/seq_relationship/output_bias", "output_bias"))),
-    _projection("classifier"),
-    _projection("span", "cls/squad/"),
-    _projection("tagger", "cls/ner/"),
-    _projection("choice", "cls/swag/"),
-)}
-
-
-@dataclasses.dataclass(frozen=True)
-class Input:
-    """An input of a task model: its name, its axes (each "B" batch, "S" sequence or "P" masked positions, of any
-    size, or an int: a fixed size, SWAG's choices) and its dtype."""
-    name: str
-    axes: tuple
-    dtype: str = "int32"
-
-    @property
-    def shape(self):
-        """The shape, None for each axis of any size (a tf.TensorSpec's or keras.Input's, batch included)."""
-        return tuple(axis if isinstance(axis, int) else None for axis in self.axes)
-
-
-ENCODER_INPUTS = tuple(Input(name, ("B", "S")) for name in ("input_ids", "input_mask", "segment_ids"))
-PRETRAINING_INPUTS = (*ENCODER_INPUTS, Input("masked_lm_positions", ("B", "P")))
-NUM_CHOICES = 4  # SWAG's endings per example
-
+# --- what the Keras model cannot say itself -----------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    """What one task's model is: the one place the tasks (bert_tf.tasks), the checkpoints, the export and the
-    tests read it.
-
-    name: the task's name (`REGISTRY` key, the export's --task). model: its Keras class, built as
-    `model(config, **kwargs, num_labels=... (labelled), restored_encoder=..., **options)` (BertModel:
-    `restored=...`). heads: its `Head`s (attribute and original variable names). inputs: its `Input`s, by name.
-    outputs: its outputs, those in `sequence_outputs` with the text's sequence axis second. label_output: where
-    the head has labels (the model takes num_labels), the export's output of the predicted label names:
-    `predicted_label` [B] or `predicted_labels` [B, S]. keeps_max_seq_length: its outputs are read at every
-    position (SQuAD's n-best lists pick from padding too), so its export packs text to max_seq_length unless told
-    to cut. options: keyword options of `model` a caller may give (the embedding's pooling). huggingface: the
-    transformers class of its model (its config.json's `architectures`), where a Hugging Face BERT has one
-    (`bert_tf.checkpoints.huggingface` writes and reads its heads by it). keras_hub: the KerasHub class of the same
-    model (`keras_hub.models.<name>`), for the tasks a KerasHub preset holds (`bert_tf.checkpoints.keras_hub`).
-    """
-    name: str
+    """What one task's model is beyond the Keras model: the one place the tasks, the checkpoints and the export read
+    it. `model` is built as `model(config, **kwargs, num_labels=... (labelled), restored=..., **options)`."""
+    name: str  # the `REGISTRY` key, the export's --task
     model: type
-    heads: tuple = ()
-    inputs: tuple = ENCODER_INPUTS
-    outputs: tuple = ()
-    sequence_outputs: tuple = ()
-    label_output: str | None = None
-    keeps_max_seq_length: bool = False
-    kwargs: dict = dataclasses.field(default_factory=dict)
-    options: tuple = ()
-    huggingface: str | None = None
-    keras_hub: str | None = None
-
-    def __post_init__(self):
-        for head in self.heads:
-            if not isinstance(head, Head):
-                raise ValueError(f"The {self.name} task's head {head!r} has no variable names: give a "
-                                 f"task_models.Head(attribute, ((original name, attribute path), ...)).")
-        if not set(self.sequence_outputs) <= set(self.outputs):
-            raise ValueError(f"The {self.name} task's sequence outputs {self.sequence_outputs} are not among its "
-                             f"outputs {self.outputs}.")
+    heads: tuple | None = None  # the head attributes its model has (None: every one of its class's `heads`)
+    label_output: str | None = None  # labelled: the export's label names output, predicted_label [B] or _labels [B, S]
+    keeps_max_seq_length: bool = False  # outputs read at every position (SQuAD's n-best): its export packs text to S
+    kwargs: dict = dataclasses.field(default_factory=dict)  # fixed keyword arguments of `model`
+    options: tuple = ()  # keyword options of `model` a caller may give (the embedding's pooling)
 
     @property
     def head_names(self):
-        """The attributes of its heads (what a checkpoint must hold to predict)."""
-        return tuple(head.attribute for head in self.heads)
+        """The attributes of its model's heads (what a checkpoint must hold to predict)."""
+        return tuple(getattr(self.model, "heads", ())) if self.heads is None else self.heads
 
     @property
     def labelled(self):
         """Whether its head has labels (needs num_labels)."""
         return self.label_output is not None
-
-    @property
-    def text(self):
-        """Whether text applies (the export's text signatures): its inputs are the encoder's, which text packs to."""
-        return self.inputs == ENCODER_INPUTS
 
     def describes(self, model):
         """Whether `model` is this task's model (its class, and its fixed keyword arguments, e.g. regression)."""
@@ -310,9 +256,8 @@ class TaskSpec:
 
     def build(self, config, num_labels=None, restored=False, **options):
         """The Keras model for BertConfig `config`: `num_labels` for a labelled task; `restored`: the caller
-        restores its encoder next (see BertModel); `options`: some of `self.options`, None ones left at their
-        defaults. Raises ValueError for a missing num_labels, an unknown option, or a model that disagrees with
-        this spec (inputs, or a variable outside its encoder and heads)."""
+        restores it next (see BertModel); `options`: some of `self.options`, None ones left at their defaults.
+        ValueError for a missing num_labels or an unknown option."""
         if self.labelled and (not num_labels or num_labels < 1):
             raise ValueError(f"The {self.name} task needs num_labels >= 1 (--num_labels or --label_list).")
         options = {name: value for name, value in options.items() if value is not None}
@@ -321,71 +266,33 @@ class TaskSpec:
             raise ValueError(f"The {self.name} task takes no option {', '.join(unknown)}"
                              f"{' (its options: ' + ', '.join(self.options) + ')' if self.options else ''}.")
         labels = {"num_labels": num_labels} if self.labelled else {}
-        restored_kw = "restored_encoder" if issubclass(self.model, TaskModel) else "restored"
-        model = self.model(config, **self.kwargs, **labels, **{restored_kw: restored}, **options)
-        self._check(model)
-        return model
-
-    def _check(self, model):
-        """Raises ValueError if the built `model`'s inputs are not `inputs`, or it holds a variable outside its
-        encoder and heads (a head that has no original names: a checkpoint would leave it random)."""
-        built = {name: (tuple(x.shape), x.dtype) for name, x in model.input.items()}
-        if built != {i.name: (i.shape, i.dtype) for i in self.inputs}:
-            raise ValueError(f"The {self.name} model's inputs {built} are not its spec's {self.inputs}.")
-        parts = [encoder_of(model), *(getattr(model, head) for head in self.head_names)]
-        owned = {id(weight) for part in parts for weight in part.weights}
-        stray = [weight.path for weight in model.weights if id(weight) not in owned]
-        if stray:
-            raise ValueError(f"The {self.name} model has variables outside its encoder and its heads "
-                             f"{self.head_names}: {stray}; each head of a task model needs a task_models.Head.")
+        return self.model(config, **self.kwargs, **labels, restored=restored, **options)
 
 
 REGISTRY = {}  # task name -> TaskSpec (`register`)
 
 
-def encoder_of(model):
-    """The encoder (BertModel) of a task model: its `.bert`, or the model itself (the encoder task's)."""
-    return model if isinstance(model, BertModel) else model.bert
-
-
 def register(spec):
-    """Adds `spec` to REGISTRY and its heads to HEADS (where the checkpoints find them); returns it. A task of its
-    own module registers its spec so (README, "Add a task"). ValueError for a name taken, or a head attribute
-    known with other variables."""
+    """Adds `spec` to REGISTRY (a task of its own module registers its spec so: README, "Add a task"); returns it.
+    ValueError for a name taken."""
     if spec.name in REGISTRY:
         raise ValueError(f"A task named {spec.name!r} is registered already.")
-    for head in spec.heads:
-        if HEADS.setdefault(head.attribute, head) != head:
-            raise ValueError(f"The {spec.name} task's head .{head.attribute} has other variables than the "
-                             f"registered one: {HEADS[head.attribute].variables}.")
     REGISTRY[spec.name] = spec
     return spec
 
 
-register(TaskSpec("encoder", BertModel, outputs=("sequence_output", "pooled_output"),
-                  sequence_outputs=("sequence_output",), huggingface="BertModel", keras_hub="BertBackbone"))
-register(TaskSpec("classifier", BertClassifier, (HEADS["classifier"],), outputs=("logits", "probabilities"),
-                  label_output="predicted_label", kwargs={"regression": False},
-                  huggingface="BertForSequenceClassification", keras_hub="BertTextClassifier"))
-register(TaskSpec("regression", BertClassifier, (HEADS["classifier"],), outputs=("logits", "predictions"),
-                  kwargs={"num_labels": 1, "regression": True}, huggingface="BertForSequenceClassification",
-                  keras_hub="BertTextClassifier"))
-register(TaskSpec("squad", BertSpanLabeler, (HEADS["span"],), outputs=("start_logits", "end_logits"),
-                  sequence_outputs=("start_logits", "end_logits"), keeps_max_seq_length=True,
-                  huggingface="BertForQuestionAnswering"))
-register(TaskSpec("ner", BertTokenClassifier, (HEADS["tagger"],), outputs=("logits", "probabilities"),
-                  sequence_outputs=("logits", "probabilities"), label_output="predicted_labels",
-                  huggingface="BertForTokenClassification"))
-register(TaskSpec("swag", BertMultipleChoice, (HEADS["choice"],),
-                  tuple(Input(i.name, ("B", NUM_CHOICES, "S")) for i in ENCODER_INPUTS), ("logits", "probabilities"),
-                  kwargs={"num_choices": NUM_CHOICES}, huggingface="BertForMultipleChoice"))
-register(TaskSpec("pretraining", BertPretrainer, (HEADS["masked_lm"], HEADS["next_sentence"]), PRETRAINING_INPUTS,
-                  ("masked_lm_logits", "next_sentence_logits", "sequence_output", "pooled_output"),
-                  ("sequence_output",), kwargs={"with_next_sentence": True}, huggingface="BertForPreTraining"))
-register(TaskSpec("masked_lm", BertPretrainer, (HEADS["masked_lm"],), PRETRAINING_INPUTS,
-                  ("masked_lm_logits", "sequence_output", "pooled_output"), ("sequence_output",),
-                  kwargs={"with_next_sentence": False}, huggingface="BertForMaskedLM"))
-register(TaskSpec("embedding", BertSentenceEncoder, outputs=("embedding",), options=("pooling", "normalize")))
+register(TaskSpec("encoder", BertModel))
+register(TaskSpec("classifier", BertClassifier, label_output="predicted_label", kwargs={"regression": False}))
+register(TaskSpec("regression", BertClassifier, kwargs={"num_labels": 1, "regression": True}))
+register(TaskSpec("squad", BertSpanLabeler, keeps_max_seq_length=True))
+register(TaskSpec("ner", BertTokenClassifier, label_output="predicted_labels"))
+register(TaskSpec("swag", BertMultipleChoice))
+register(TaskSpec("pretraining", BertPretrainer, kwargs={"with_next_sentence": True}))
+register(TaskSpec("masked_lm", BertPretrainer, ("masked_lm",), kwargs={"with_next_sentence": False}))
+register(TaskSpec("embedding", BertSentenceEncoder, options=("pooling", "normalize_embeddings")))
+# The heads of the built-in task models (those `bert_tf.checkpoints.restore.checkpoint_heads` looks for).
+BUILT_IN_HEADS = {**BertPretrainer.heads, **BertClassifier.heads, **BertSpanLabeler.heads,
+                  **BertTokenClassifier.heads, **BertMultipleChoice.heads}
 
 
 def build_task_model(task, config, num_labels=None, restored=False, **options):
@@ -393,3 +300,29 @@ def build_task_model(task, config, num_labels=None, restored=False, **options):
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     return REGISTRY[task].build(config, num_labels, restored, **options)
+
+
+def encoder_of(model):
+    """The encoder (BertModel) of a task model: its `.bert`, or the model itself (the encoder task's)."""
+    return model if isinstance(model, BertModel) else model.bert
+
+
+def output_names(model):
+    """The names of a task model's outputs (what its export serves): its output dict's; the encoder's
+    sequence_output and pooled_output (its per-layer outputs are extract_features')."""
+    return ("sequence_output", "pooled_output") if isinstance(model, BertModel) else tuple(model.output)
+
+
+def sequence_outputs(model):
+    """The names of `model`'s outputs whose axis 1 is the text's sequence (squad's logits [B, S], not
+    masked_lm_logits [B, P, V]): of any size in `model.output`, and 1 where the encoder's inputs are 1 long."""
+    short = model.compute_output_spec({
+        name: keras.KerasTensor((*x.shape[:-1], 1) if name in INPUT_NAMES else x.shape, x.dtype)
+        for name, x in model.input.items()})
+    return tuple(name for name in output_names(model)
+                 if len(short[name].shape) > 1 and model.output[name].shape[1] is None and short[name].shape[1] == 1)
+
+
+def takes_text(model):
+    """Whether text packs to `model`'s inputs (the export's text signatures): the encoder's three, [B, S] each."""
+    return {name: len(x.shape) for name, x in model.input.items()} == dict.fromkeys(INPUT_NAMES, 2)

@@ -1,30 +1,16 @@
 """Named-entity recognition (the BERT paper's CoNLL-2003 task) with `BertTokenClassifier`.
 
-Data: `data_dir` holds train.txt, valid.txt (or dev.txt) and test.txt in the CoNLL-2003 format: one token per line,
-its columns separated by whitespace (`token POS chunk NER`; only the first and the last column are read, so
-`token label` files work too, but every line of a file must have the same number of columns); a blank line ends a
-sentence; `-DOCSTART-` lines are skipped (and end a sentence).
+Data: `data_dir`'s train.txt, valid.txt (or dev.txt), test.txt in CoNLL-2003 format: one token a line, columns
+split on whitespace (the first and last are read; every line of a file has as many), a blank line or `-DOCSTART-`
+ends a sentence. Labels: train.txt's sorted, or `--label_list`; saved to output_dir/label_list.txt for later runs.
 
-Labels: the sorted set of labels of train.txt, or `--label_list`; the order used is saved to
-`output_dir/label_list.txt` and read back from there by later runs (eval/predict only).
-
-Sub-tokens: every word is WordPiece-tokenized on its own. Its first sub-token carries the word's label; its other
-sub-tokens, [CLS], [SEP] and the padding get label id -1 (weight 0): they are left out of the loss (the mean
-cross-entropy over an example's labelled positions) and of the predictions (a word's prediction is the argmax at
-its first sub-token). A word the tokenizer reduces to nothing (e.g. only control characters) becomes one [UNK].
-
-Windows: a sentence whose sub-tokens do not fit in max_seq_length - 2 ([CLS] and [SEP]) is split, greedily from
-the left, into consecutive windows of whole words, each holding as many words as fit; no word is split across two
-windows and each word is in exactly one window, so a sentence's predictions are the concatenation of its windows'.
-A single word of more than max_seq_length - 2 sub-tokens gets a window of its own, its extra sub-tokens (never the
-first, which carries the label) cut off.
-
-Metrics: entity-level precision/recall/F1 from seqeval in its default (conlleval-compatible) mode, which reads
-both the IOB1 tags of the original CoNLL-2003 files and IOB2, micro-averaged, plus per entity type; token
-accuracy over words; eval_loss: the mean per-window loss.
+Each word is tokenized on its own (one [UNK] if nothing is left); its first sub-token carries the label, every
+other position label id -1 (out of the loss and the predictions). A sentence over max_seq_length - 2 sub-tokens is
+split greedily into windows of whole words, each word in exactly one; a single longer word is cut (never its first
+sub-token). Metrics: seqeval's entity-level precision/recall/F1 (conlleval mode: IOB1 and IOB2), micro and per
+type; token accuracy; eval_loss, the mean per-window loss.
 """
 import collections
-import functools
 import os
 
 import numpy as np
@@ -38,7 +24,7 @@ from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files
 from bert_tf.tasks.task import Task, TrainData
-from bert_tf.text import tokenization
+from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
 LABEL_LIST_FILE = label_lists.FILE_NAME
@@ -146,11 +132,8 @@ def tokenize_words(words, tokenizer):
 
 
 def split_windows(piece_counts, max_tokens):
-    """Greedy split of words with `piece_counts` sub-tokens into windows of at most `max_tokens` sub-tokens.
-
-    Returns [(first_word, end_word)] covering every word once, in order; a word longer than max_tokens is a window
-    of its own (and is cut to max_tokens sub-tokens by the caller).
-    """
+    """[(first_word, end_word)]: a greedy split of words of `piece_counts` sub-tokens into windows of at most
+    `max_tokens` (a longer word alone, cut by the caller)."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}.")
     windows, start, used = [], 0, 0
@@ -191,10 +174,7 @@ def convert_example(example_index, example, label_map, max_seq_length, tokenizer
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
-    """An iterator over the InputFeatures of every window of every example, in order.
-
-    The arguments are checked at once (ValueError naming the file and line of a label not in label_list).
-    """
+    """The InputFeatures of every window, in order; the labels are checked at once, not when iterated."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {max_seq_length}.")
     check_labels(examples, label_list)
@@ -207,37 +187,33 @@ def features_to_arrays(features):
     """[InputFeatures] -> (features dict, labels dict) of int32 numpy arrays [N, S]."""
     def stack(name):
         return np.array([getattr(f, name) for f in features], np.int32)
-    return ({name: stack(name) for name in ("input_ids", "input_mask", "segment_ids")},
+    return ({name: stack(name) for name in packing.INPUT_NAMES},
             {"label_ids": stack("label_ids")})
 
 
 # --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
 
-_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids")  # also the arrays with a sequence axis
+_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # also the arrays with a sequence axis
 
 
 def record_schema(seq_length):
-    """The TFRecord schema of the training windows: int64 [seq_length] each of input_ids, input_mask, segment_ids
-    and label_ids."""
+    """The training windows' TFRecord schema: int64 [seq_length] per feature."""
     return {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in _FEATURES}
 
 
 def write_tf_record(features, output_file):
-    """Writes InputFeatures to a TFRecord file (temporary name, renamed when complete). Returns its
-    `records.Writer` (the records' count and fingerprint)."""
+    """Writes InputFeatures to a TFRecord file atomically; returns its `records.Writer`."""
     return records.write(output_file, (records.example(f._asdict(), record_schema(len(f.input_ids)))
                                        .SerializeToString(deterministic=True) for f in features))
 
 
 def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
-    """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
-    repeated (features, labels) batches of the records, remainder dropped, cut as `lengths` says
-    (bert_tf.data.lengths)."""
+    """The Trainer's dataset_fn of the records (`records.training_dataset_fn`), cut as `lengths` says."""
     schema = record_schema(seq_length)
 
     def decode(record):
         parsed = records.parse(record, schema)
-        return {k: parsed[k] for k in ("input_ids", "input_mask", "segment_ids")}, {"label_ids": parsed["label_ids"]}
+        return {k: parsed[k] for k in packing.INPUT_NAMES}, {"label_ids": parsed["label_ids"]}
 
     return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
                                        batch=lengths_lib.batcher(lengths, _FEATURES))
@@ -256,18 +232,10 @@ def masked_loss(labels, outputs):
 
 # --- prediction ------------------------------------------------------------------------------------------------
 
-def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=None, *, num_labels):
-    """Runs the model on the windows -> ([predicted label ids of each window's words], eval losses dict).
-
-    Losses: `eval_loss`, the mean per-window loss; `loss`, the mean of the batches' means (the Estimator's).
-    With `fixed_batches` (TPU) the last batch is filled up with empty windows, whose outputs are dropped.
-    `lengths` (bert_tf.data.lengths): the model runs on length-sorted batches cut to their longest window (the
-    losses are still those of the input order's batches). `num_labels`: the model's (its logits and probabilities
-    are [S, num_labels] float32 a window).
-    """
-    outputs = list(prediction.predict_in_order(
-        functools.partial(trainer.predict, with_loss=True), features_to_arrays(features), batch_size, lengths,
-        _FEATURES, fixed_batches, output_bytes=lengths_lib.OutputBytes(fixed=4, per_position=2 * 4 * num_labels)))
+def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=None):
+    """Runs the model on the windows -> ([predicted label ids of each window's words], the Estimator's losses)."""
+    outputs = list(prediction.predict_in_order(trainer, features_to_arrays(features), batch_size, lengths, _FEATURES,
+                                               fixed_batches, with_loss=True))
     predictions = []
     for batch in outputs:
         for label_ids in np.argmax(batch["logits"], axis=-1):
@@ -326,16 +294,11 @@ def conll_output(examples, predicted):
 
 def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False,
                       lengths=None):
-    """Featurizes, predicts and re-joins -> (predicted labels per sentence, results, report text).
-    `lengths`: see `predict_windows`.
-
-    results: eval_precision, eval_recall, eval_f1, eval_accuracy, eval_<TYPE>_..., eval_loss and loss.
-    """
+    """Featurizes, predicts and re-joins -> (predicted labels per sentence, eval_* results and losses, report)."""
     features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
     logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
     logging.info("  Batch size = %d", batch_size)
-    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths,
-                                                 num_labels=len(label_list))
+    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths)
     predicted = rejoin(examples, features, window_predictions, label_list)
     metrics, report = compute_metrics([e.labels for e in examples], predicted)
     results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
@@ -366,11 +329,8 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
 
 
 class NerTask(Task):
-    """run_ner.py's task (a bert_tf.tasks.task.Task): CoNLL-2003 files of `data_dir` -> BertTokenClassifier.
-
-    `label_list`: comma-separated labels in the order of the model's outputs (default: the training run's
-    output_dir/label_list.txt, else the sorted labels of train.txt).
-    """
+    """run_ner.py's task: CoNLL-2003 files of `data_dir` -> BertTokenClassifier (`label_list`: see
+    `resolve_label_list`)."""
     spec = task_models.REGISTRY["ner"]
     loss = staticmethod(masked_loss)
 
@@ -394,11 +354,11 @@ class NerTask(Task):
         for examples in self.examples.values():
             check_labels(examples, self.label_list, f"the label list ({source}{hint})")
 
-    def train_data(self, run, tokenizer):
+    def train_data(self, run, tokenizer, trainer):
         """Saves the label list (the chief), writes work_dir/train.tf_record (a TrainData: number of windows)."""
-        if run.is_chief:
+        if trainer.is_chief:
             label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
-        train_file = os.path.join(run.work_dir, "train.tf_record")
+        train_file = os.path.join(trainer.work_dir, "train.tf_record")
         examples = self.examples["train"]
         written = write_tf_record(
             convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)

@@ -1,18 +1,12 @@
 """run_pretraining.py: masked-LM + next-sentence pretraining, from scratch or continued from a checkpoint.
 
-The original's model and numbers (google-research/bert run_pretraining.py):
-- the model is `BertPretrainer`: `cls/predictions` (transform dense + hidden_act + LayerNorm, logits against the
-  tied word embeddings + output_bias) and `cls/seq_relationship` (output_weights [2, H], output_bias [2]);
-- masked-LM loss: `sum(w * nll) / (sum(w) + 1e-5)` over the batch's predictions (w = masked_lm_weights, nll the
-  negative log-softmax of the label); next-sentence loss: the batch mean of the cross-entropy; loss: their sum.
-  `PretrainingLoss` gives them to the Trainer as batch-level ratios (bert_tf.training.losses), so they are the
-  numbers of the whole batch under every strategy and with gradient accumulation;
-- the optimizer and schedule of the original (AdamWeightDecay, warmup + linear decay), or LAMB (`--optimizer`);
-- eval: the original's streaming metrics over max_eval_steps batches read in file order: masked_lm_accuracy and
-  masked_lm_loss weighted by masked_lm_weights, next_sentence_accuracy and next_sentence_loss per example, loss
-  the mean of the batches' losses; output_dir/eval_results.txt with those keys and global_step.
-`next_sentence=False` is the paper's "No NSP" ablation: the masked-LM loss alone, no `cls/seq_relationship` head,
-no next-sentence metrics.
+The original's model and numbers: `BertPretrainer` (`cls/predictions`, `cls/seq_relationship`); masked-LM loss
+`sum(w * nll) / (sum(w) + 1e-5)` (w = masked_lm_weights), next-sentence loss the batch mean, loss their sum, given
+to the Trainer as batch-level ratios (`PretrainingLoss`), so they are the whole batch's under every strategy and
+accumulation; AdamWeightDecay with warmup + linear decay, or LAMB (`--optimizer`); eval: the original's streaming
+metrics over max_eval_steps batches in file order (masked_lm_accuracy, masked_lm_loss, next_sentence_accuracy,
+next_sentence_loss, loss, global_step) into output_dir/eval_results.txt. `next_sentence=False` is the paper's
+"No NSP" ablation: the masked-LM loss alone, no `cls/seq_relationship` head.
 """
 import os
 
@@ -133,7 +127,7 @@ class PretrainingTask(Task):
         """(num_train_steps, num_warmup_steps): given by the flags, as the original's."""
         return self.num_train_steps, self.num_warmup_steps
 
-    def train_data(self, run, tokenizer):
+    def train_data(self, run, tokenizer, trainer):
         """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), in a
         TrainData whose number of examples is None (not counted: steps are given) and whose fingerprint is that of
         all the training files (`run_record.fingerprint`), the same on every worker."""
@@ -149,7 +143,7 @@ class PretrainingTask(Task):
 
         settings = {"max_predictions_per_seq": self.max_predictions_per_seq, "next_sentence": self.next_sentence,
                     "dynamic_masking": self.dynamic_masking}
-        share = dataset.worker_files(self.train_files, run.worker_index, run.num_workers)  # what this worker reads
+        share = dataset.worker_files(self.train_files, trainer.worker_index, trainer.num_workers)  # this worker's
         return TrainData(dataset_fn, None, tuple(share), run_record.fingerprint(self.train_files), settings)
 
     def evaluate(self, run, tokenizer, trainer):

@@ -1,23 +1,14 @@
-"""What a training run records in its output_dir, so that a rerun into it resumes only the run it continues.
+"""What a training run records, so that a rerun into its output_dir resumes only the run it continues.
 
-A run that starts training records, on the chief:
-  bert_config.json    the model's config
-and on every worker, in its work_dir (the chief's: output_dir; the others': output_dir/workers/worker-<i>, beside
-their checkpoints):
-  run_settings.json   the settings that shape its input and updates (`training_settings`): max_seq_length, batch
-                      size, replicas, workers, gradient accumulation, how batches are cut
-                      (bert_tf.data.lengths), the task's own (e.g. max_predictions_per_seq) and `data_fingerprint`,
-                      the task's TrainData.fingerprint: the same on every worker that trains on the same data. What
-                      the run writes (a fine-tuning task's train.tf_record, rewritten on each run: on gs:// a new
-                      object) counts by its content, digested as it is written (`bert_tf.data.records.Writer`);
-                      what the user gives (run_pretraining's --input_file) by what is cheap to read (`fingerprint`).
-A rerun into an output_dir that holds checkpoints resumes that run from its last one: its weights, optimizer state
-and input position. With other settings that position belongs to another input pipeline (a restored iterator
-then fails deep in the training loop, or silently reads other data), so `check` refuses such a rerun, naming
-each setting that differs, unless `start_over` (which deletes the checkpoints: `delete_checkpoints`). The flags'
-settings are checked before any work, the data's once the training records are written (before training). An
-output_dir of an older bert-tf without run_settings.json is resumed as before. Under several workers the workers
-compare their settings before the first update (`check_workers`): a worker with other data or flags stops them all.
+A run that starts training records in its work_dir, beside its checkpoints:
+  bert_config.json    the model's config (the chief)
+  run_settings.json   the settings that shape its input and updates: `training_settings` (lengths, batch size,
+                      replicas, workers, accumulation) and `data_settings` (the task's own, and `data_fingerprint`)
+A resumed run restores its input position, which belongs to one input pipeline: with other settings it would fail
+deep in the training loop or silently read other data. So `check` refuses such a rerun, naming each setting that
+differs, unless `start_over` (which deletes the checkpoints): the model and flags before any work, the data once
+the training records are written. An output_dir without run_settings.json is resumed. `check_workers` compares
+every worker's settings before the first update.
 """
 import concurrent.futures
 import hashlib
@@ -34,12 +25,12 @@ SETTINGS_FILE = "run_settings.json"
 CONFIG_FILE = "bert_config.json"
 
 
-def training_settings(run, replicas, workers):
-    """The settings of RunConfig `run` under a strategy of `replicas` replicas on `workers` workers that a resumed
-    run must share with the run it continues."""
+def training_settings(run, strategy):
+    """The settings of RunConfig `run` under `strategy` that a resumed run must share with the run it continues."""
     lengths = run.sequence_lengths
-    return {"max_seq_length": run.max_seq_length, "train_batch_size": run.train_batch_size, "replicas": replicas,
-            "workers": workers, "gradient_accumulation_steps": run.gradient_accumulation_steps,
+    return {"max_seq_length": run.max_seq_length, "train_batch_size": run.train_batch_size,
+            "replicas": strategy.num_replicas_in_sync, "workers": distribute.worker_position(strategy)[1],
+            "gradient_accumulation_steps": run.gradient_accumulation_steps,
             "pad_to_max_seq_length": lengths.pad, "seq_length_multiple": lengths.multiple,
             "group_by_length": lengths.group_by_length}
 
@@ -54,13 +45,9 @@ _THREADS = 16  # `fingerprint` reads this many files at a time (on a URL: a requ
 
 
 def fingerprint(paths):
-    """A SHA-256 hex digest of the files `paths` (local or URLs; their order does not count: the readers deal them
-    sorted). A local file counts by its size and its first, middle and last FINGERPRINT_SAMPLE_BYTES (the whole
-    file when it is smaller than three samples): it tells training data apart (another size, or other first, middle
-    or last records) while a corpus of 1,000 shards costs 1,000 small reads, at most 192 KiB of each file. A URL's
-    file counts by its size and modification time, from its metadata: on gs:// TensorFlow reads a file in blocks of
-    64 MiB (GCS_READ_CACHE_BLOCK_SIZE_MB), so a sample would fetch a whole shard; a start then reads nothing of the
-    data (a copy of it counts as other data)."""
+    """A SHA-256 hex digest of the files `paths`, in any order. A local file counts by its size and its first, middle
+    and last FINGERPRINT_SAMPLE_BYTES: cheap, yet it tells training data apart. A URL's file counts by its size and
+    modification time (on gs:// a sample would fetch a whole 64 MiB block), so a copy of it counts as other data."""
     digest = hashlib.sha256()
     with concurrent.futures.ThreadPoolExecutor(_THREADS) as pool:
         for part in pool.map(_file_print, sorted(paths)):
@@ -144,7 +131,7 @@ def _read_settings(path):
 
 
 def delete_checkpoints(directory):
-    """--start_over: deletes the checkpoints `directory` holds (each worker its own: `RunConfig.work_dir`)."""
+    """--start_over: deletes the checkpoints `directory` holds (each worker its own: `Trainer.work_dir`)."""
     for name in checkpoints.checkpoint_files(directory):
         logging.info("--start_over: deleting %s", name)
         fileio.remove_tree(name)

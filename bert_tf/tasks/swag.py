@@ -1,18 +1,12 @@
 """SWAG (the BERT paper's Section 4.4 task): pick the ending of a video caption out of four, with BertMultipleChoice.
 
-Data: data_dir holds the official SWAG CSV files, train.csv and val.csv (header
-`,video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label`) and test.csv (the
-same without `label`). Columns are found by name; only sent1, sent2, ending0..ending3 and label are read.
-
-Packing, as in the paper: each choice is a pair, text_a = sent1 (the context), text_b = sent2 + " " + ending_i,
-packed `[CLS] a [SEP] b [SEP]` (segment 0 for [CLS] a [SEP], 1 for b [SEP]) and truncated to max_seq_length by
-the original pair rule (`truncate_seq_pair`: drop from the end of the longer side). The model scores each choice
-from its [CLS] vector (`cls/swag/output_weights` [1, H]) and takes a softmax over the four; the loss is the
-cross-entropy of the gold choice.
+Data: data_dir's official SWAG CSVs, train.csv, val.csv and test.csv (no `label`); columns found by name, only
+sent1, sent2, ending0..ending3 and label read. Each choice is the pair (sent1, sent2 + " " + ending_i), packed and
+truncated as the original packs pairs; the model scores each choice's [CLS] vector (`cls/swag/output_weights`
+[1, H]) and the loss is the cross-entropy of the gold choice under a softmax over the four.
 """
 import collections
 import csv
-import functools
 import io
 import os
 
@@ -32,7 +26,6 @@ from bert_tf.training import prediction
 
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
 TEXT_COLUMNS = ("sent1", "sent2") + ENDING_COLUMNS
-_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")  # also the arrays with a sequence axis
 
 # label: int in [0, NUM_CHOICES) or None (test set); file, line: where the example is.
 InputExample = collections.namedtuple("InputExample", ["guid", "context", "start_ending", "endings", "label",
@@ -44,11 +37,8 @@ InputFeatures = collections.namedtuple("InputFeatures", ["input_ids", "input_mas
 # --- reading ---------------------------------------------------------------------------------------------------
 
 def read_swag(input_file, set_type="data", require_label=True):
-    """Reads a SWAG CSV file -> [InputExample]. ValueError naming the file and line for bad input.
-
-    With `require_label` (train.csv, val.csv) every row needs a label in 0..3; otherwise (test.csv) a label
-    column is optional and its empty cells mean no label.
-    """
+    """A SWAG CSV file -> [InputExample]. `require_label` (train, val): every row needs a label in 0..3; else
+    (test.csv) an empty label cell means none."""
     text = fileio.read_text(input_file, encoding="utf-8-sig")
     rows = csv.reader(io.StringIO(text, newline=""))
     header = next(rows, None)
@@ -124,25 +114,23 @@ def convert_examples_to_features(examples, max_seq_length, tokenizer):
 
 def features_to_arrays(features):
     """[InputFeatures] -> (features dict of int32 [N, C, S], labels dict {"label": int32 [N]})."""
-    inputs = {name: np.array([getattr(f, name) for f in features], np.int32) for name in _INPUT_NAMES}
+    inputs = {name: np.array([getattr(f, name) for f in features], np.int32) for name in packing.INPUT_NAMES}
     return inputs, {"label": np.array([f.label for f in features], np.int32)}
 
 
 # --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
 
 def record_schema(seq_length):
-    """The TFRecord schema of the training examples: the choices flattened, int64 [NUM_CHOICES * seq_length] each
-    of input_ids, input_mask, segment_ids, then the int64 label."""
-    schema = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in _INPUT_NAMES}
+    """The training examples' TFRecord schema: choices flattened, int64 [NUM_CHOICES * seq_length], then label."""
+    schema = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in packing.INPUT_NAMES}
     schema["label"] = tf.io.FixedLenFeature([], tf.int64)
     return schema
 
 
 def write_tf_record(features, output_file):
-    """Writes InputFeatures (choices flattened) to a TFRecord file, atomically. Returns its `records.Writer` (the
-    records' count and fingerprint)."""
+    """Writes InputFeatures to a TFRecord file atomically; returns its `records.Writer`."""
     def serialized(f):
-        values = {name: [x for choice in getattr(f, name) for x in choice] for name in _INPUT_NAMES}
+        values = {name: [x for choice in getattr(f, name) for x in choice] for name in packing.INPUT_NAMES}
         example = records.example({**values, "label": f.label}, record_schema(len(f.input_ids[0])))
         return example.SerializeToString(deterministic=True)
 
@@ -150,18 +138,16 @@ def write_tf_record(features, output_file):
 
 
 def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
-    """The Trainer's dataset_fn(batch_size, input_context=None, seed=None): shuffled (order drawn from `seed`),
-    repeated (features [B, C, S], {"label": [B]}) batches, remainder dropped, each cut to the longest of its
-    choices as `lengths` says (bert_tf.data.lengths)."""
+    """The Trainer's dataset_fn of (features [B, C, S], {"label": [B]}) batches, cut as `lengths` says."""
     schema = record_schema(seq_length)
 
     def decode(record):
         parsed = records.parse(record, schema)
-        inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in _INPUT_NAMES}
+        inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in packing.INPUT_NAMES}
         return inputs, {"label": parsed["label"]}
 
     return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
-                                       batch=lengths_lib.batcher(lengths, _INPUT_NAMES))
+                                       batch=lengths_lib.batcher(lengths, packing.INPUT_NAMES))
 
 
 # --- model, loss, metrics --------------------------------------------------------------------------------------
@@ -173,16 +159,10 @@ def choice_loss(labels, outputs):
 
 
 def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batches=False, lengths=None):
-    """-> (probabilities [N, C], None or the losses dict: `eval_loss`, the mean per-example loss, and `loss`, the
-    mean of the batches' means as the Estimator's). With `fixed_batches` (TPU) the last batch is filled up with
-    all-padding examples, whose outputs are dropped. `lengths` (bert_tf.data.lengths): the model runs on
-    length-sorted batches cut to their longest choice (the losses are still those of the input order's
-    batches)."""
+    """-> (probabilities [N, C], losses or None) as `ner.predict_windows` computes them."""
     inputs, labels = features_to_arrays(features)
-    outputs = list(prediction.predict_in_order(
-        functools.partial(trainer.predict, with_loss=with_labels), (inputs, labels) if with_labels else inputs,
-        batch_size, lengths, _INPUT_NAMES, fixed_batches,
-        output_bytes=lengths_lib.OutputBytes(fixed=4 * (2 * NUM_CHOICES + 1))))  # logits, probabilities [C], loss
+    outputs = list(prediction.predict_in_order(trainer, (inputs, labels) if with_labels else inputs, batch_size,
+                                               lengths, packing.INPUT_NAMES, fixed_batches, with_loss=with_labels))
     probabilities = [batch["probabilities"] for batch in outputs]
     return (np.concatenate(probabilities) if probabilities else np.zeros((0, NUM_CHOICES), np.float32),
             prediction.estimator_losses(outputs) if with_labels else None)
@@ -210,9 +190,9 @@ class SwagTask(Task):
         self.examples = {split: read_swag(os.path.join(self.data_dir, name), split, require_label=labelled)
                          for split, (wanted, name, labelled) in files.items() if wanted}
 
-    def train_data(self, run, tokenizer):
+    def train_data(self, run, tokenizer, trainer):
         """Writes work_dir/train.tf_record (a TrainData)."""
-        train_file = os.path.join(run.work_dir, "train.tf_record")
+        train_file = os.path.join(trainer.work_dir, "train.tf_record")
         written = write_tf_record(
             convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
         dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)

@@ -1,9 +1,7 @@
-"""The original tokenizer and packing in core TensorFlow ops only (no TensorFlow Text op in the graph), so that
-stock `tensorflow/serving` and a plain `import tensorflow` can run a SavedModel's raw-text signatures.
+"""The original tokenizer and packing in core TensorFlow ops only, so stock TF Serving can run raw-text signatures.
 
-`CoreWordpieceTokenizer` matches `bert_tf.text.tokenization.FullTokenizer` id for id; `CorePreprocessor` packs
-like `bert_tf.text.preprocessing.InGraphPreprocessor`. TensorFlow Text is needed to build them (the Unicode tables of
-`InGraphTokenizer`'s code-point route), not to run them.
+Same ids as `FullTokenizer`, same packing as `InGraphPreprocessor`. TensorFlow Text is needed to build them (the
+Unicode tables of `InGraphTokenizer`'s code-point route), not to run them.
 """
 import os
 
@@ -20,12 +18,8 @@ class Untracked:
 
 
 class CoreWordpieceTokenizer(tf.Module):
-    """`FullTokenizer` in core TensorFlow ops only (no TensorFlow Text op), for stock TF Serving.
-
-    Basic tokenization is `in_graph.InGraphTokenizer`'s code-point route (core ops over Unicode tables taken from
-    Python's `unicodedata`); WordPiece is the original greedy longest-match-first loop, run for all words at
-    once in a `tf.while_loop`, against a `tf.lookup.StaticHashTable` of the vocabulary as `load_vocab` reads it.
-    """
+    """`FullTokenizer` in core ops: `InGraphTokenizer`'s code-point route, then the original greedy WordPiece loop
+    for all words at once in a `tf.while_loop` over a hash table of the vocabulary."""
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
                  name=None, limits=None):
@@ -55,9 +49,8 @@ class CoreWordpieceTokenizer(tf.Module):
         return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
 
     def _wordpiece(self, words):
-        """words: int32 code points [W, (chars)] -> ids [W, (pieces)]. Memory is linear in the characters: a
-        word's pieces go to a slot per character, and each step looks up only the pieces that fit in the rest of
-        each word (at most `max_piece_chars`)."""
+        """int32 code points [W, (chars)] -> ids [W, (pieces)], in memory linear in the characters (a slot per
+        character; each step looks up at most `max_piece_chars` candidates per word)."""
         strings = tf.strings.unicode_encode(words, "UTF-8")
         lens = tf.cast(words.row_lengths(), tf.int32)
         too_long = lens > self.max_input_chars_per_word
@@ -97,15 +90,15 @@ class CoreWordpieceTokenizer(tf.Module):
 
 
 class CorePreprocessor(tf.Module):
-    """Raw text -> packed inputs with core TF ops only (`CoreWordpieceTokenizer` + `preprocessing.pack_inputs`;
-    `pad_to_max_seq_length` and `length_multiple` as for `pack_inputs`, `limits` as for the tokenizer)."""
+    """Raw text -> packed inputs with core TF ops only: `CoreWordpieceTokenizer`, then `preprocessing.pack_inputs`."""
 
     def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None, pad_to_max_seq_length=True,
-                 length_multiple=1, limits=None):
+                 seq_length_multiple=1, limits=None):
         super().__init__(name=name)
         self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case, limits=limits)
         self.max_seq_length = int(max_seq_length)
-        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": int(length_multiple)}
+        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length),
+                        "seq_length_multiple": int(seq_length_multiple)}
 
     def __call__(self, text_a, text_b=None):
         return self.encode(text_a) if text_b is None else self.encode_pair(text_a, text_b)

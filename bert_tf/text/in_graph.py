@@ -1,42 +1,14 @@
-"""In-graph BERT tokenization and input packing, built on TensorFlow Text.
+"""BERT tokenization in TensorFlow ops (TensorFlow Text), id for id equal to the original `FullTokenizer`.
 
-`InGraphTokenizer` turns a batch of raw strings into WordPiece ids with TensorFlow ops only, so it works in
-`tf.function`, `tf.data` pipelines and exported SavedModels. It reproduces the pure-Python
-`bert_tf.text.tokenization.FullTokenizer` (google-research/bert's tokenizer) id for id:
+Works in `tf.function`, `tf.data` and SavedModels. The original's rules it reproduces: invalid UTF-8 dropped; NUL,
+U+FFFD and Cc/Cf other than tab/newline/CR deleted; whitespace (Zs, U+2028/9, ...) separates words; lower-casing is
+`str.lower()` (final sigma included), NFD, Mn removed, and no NFKC (unlike `tf_text.BertTokenizer`); CJK and
+punctuation characters are words of their own; a word over `max_input_chars_per_word` characters is `[UNK]`.
 
-* invalid UTF-8 bytes are dropped (Python's `bytes.decode("utf-8", "ignore")`);
-* NUL, U+FFFD and every Cc/Cf character other than tab, newline and carriage return are deleted; those three,
-  every Zs character and the other characters `str.split()` splits on (U+2028, U+2029) separate words;
-* with `do_lower_case`: Python `str.lower()` (full case mapping, Greek final sigma included), then NFD, then
-  every Mn character is removed -- and nothing else: no NFKC (which `tf_text.BertTokenizer` and
-  `case_fold_utf8` apply, turning e.g. "ﬁ" into "fi" and "…" into "...");
-* the characters of the original's CJK blocks and its punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and
-  Unicode P*) are words of their own;
-* a word of more than `max_input_chars_per_word` (200) characters, counted after normalization, becomes
-  `[UNK]`; other words get the greedy longest-match-first WordPiece (`tf_text.FastWordpieceTokenizer`).
-
-Three routes, chosen per string, give the same ids:
-
-* ASCII route -- printable ASCII plus tab/newline/carriage return: ASCII lower-casing, then
-  `FastWordpieceTokenizer`'s own whitespace/punctuation splitting, which coincides with the original's on that
-  alphabet (and a byte is a character there, so its byte limit is the original's character limit).
-* BMP route -- strings of Basic Multilingual Plane characters that were checked, when the tokenizer was built,
-  to behave exactly as in Python under TensorFlow's ICU lower-casing, TensorFlow Text's NFD and
-  FastWordpiece's splitting: deletions, spaces and Mn stripping by regular expressions whose character classes
-  come from Python's `unicodedata`. Strings holding a run of 67+ characters without a space or ASCII
-  punctuation (a possibly over-long word) are handed on to the exact route.
-* Exact route -- everything else (other planes, unassigned or unchecked characters, invalid UTF-8, ...): code
-  points are classified and mapped with tables built from the running Python's `unicodedata`, the database
-  the original itself consults; lower-casing with final sigma, NFD with canonical reordering, Mn stripping,
-  cleaning and splitting are done on code points. `tokenize_exact` sends every string this way.
-
-All Unicode knowledge is taken from the Python that builds the tokenizer (as the original's is from the Python
-that runs it): a SavedModel exported under Python 3.11 (Unicode 14) tokenizes as the original does under
-Python 3.11, wherever it is loaded. Building the tables and checking the BMP route take about a second, once per
-process and casing. The exact route is several times slower than the other two, which carry ordinary text.
-
-`bert_tf.text.preprocessing` packs its ids into `input_ids`/`input_mask`/`segment_ids` (`InGraphPreprocessor`).
-A tokenizer given `TextLimits` (an export's) refuses a request over them before tokenizing it.
+Three routes, chosen per string, give the same ids: ASCII (FastWordpiece's own splitting coincides with the
+original's), BMP (characters checked at build time to behave as in Python under TF's ops; a 67+ character run goes
+exact) and exact (code points mapped with tables from this Python's `unicodedata`; `tokenize_exact`). All Unicode
+knowledge comes from the Python that builds the tokenizer, as the original's from the Python that runs it.
 """
 import dataclasses
 import functools
@@ -86,9 +58,7 @@ _ASCII_SEPARATORS = " !-/:-@\\[-`{-~"
 
 
 def _two_level(values):
-    """Compresses a per-code-point int32 array into (page index, 256-entry blocks) for two gathers: the distinct
-    256-entry pages in ascending order (`np.unique(pages, axis=0)`'s, which took 0.17 s a table to sort the 4,352
-    pages themselves)."""
+    """A per-code-point int32 array as (page index, distinct 256-entry pages in ascending order) for two gathers."""
     pages = [page.tobytes() for page in values.astype(np.int32).reshape(-1, 256)]
     distinct = sorted(set(pages), key=lambda page: np.frombuffer(page, np.int32).tolist())
     index = {page: i for i, page in enumerate(distinct)}
@@ -118,12 +88,10 @@ def _regex_class(codepoints):
 
 @functools.cache
 def _unicode_tables():
-    """Per-code-point tables derived from this Python's `unicodedata`, the database the original uses.
+    """Per-code-point tables from this Python's `unicodedata`, with T(c) = strip_Mn(NFD(c.lower())).
 
-    `props`: property bits (as a flat array and two-level compressed). `lowered`: {c: NFD(c.lower())} where
-    that differs from c. `delta`: T(c) - c where T(c) = strip_Mn(NFD(c.lower())) is one code point (else 0).
-    `multi`: T(c) where it has several code points. `nfd`: the `lowered` sequences, for the route with
-    canonical reordering.
+    `props`: property bits. `lowered`: {c: NFD(c.lower())} where that differs from c. `delta`: T(c) - c where T(c)
+    is one code point. `multi`: T(c) where it is several. `nfd`: `lowered`, for the canonical-reordering path.
     """
     category = unicodedata.category
     combining = unicodedata.combining
@@ -193,11 +161,8 @@ def _unicode_tables():
 def _bmp_route(do_lower_case):
     """Regular expressions of the BMP route, after checking which BMP characters it handles exactly.
 
-    A character qualifies when the TensorFlow ops give it exactly Python's treatment: the same
-    NFD(lower()) (TensorFlow's ICU lower-casing, TensorFlow Text's NFD), the same role in the final-sigma
-    rule, no canonical reordering to care about, and FastWordpiece splitting its normalized form (a word
-    character, or a word of its own) as the original does. Characters deleted or turned into spaces by the
-    cleaning expressions qualify as they are. U+FFFD (also what bad UTF-8 could look like) does not.
+    A character qualifies when TF's ops give it Python's NFD(lower()), final-sigma role and no reordering, and
+    FastWordpiece splits it as the original does. U+FFFD (what bad UTF-8 may look like) never qualifies.
     """
     tables = _unicode_tables()
     props = tables["props_array"]
@@ -215,7 +180,7 @@ def _bmp_route(do_lower_case):
             vocab=["[UNK]", "a", "##a"], token_out_type=tf.int32, unknown_token="[UNK]",
             no_pretokenization=False, max_bytes_per_word=100)
         pieces = probe.tokenize(tf.constant(["a%sa" % chr(c) for c in candidates]))
-        ids, splits = pieces.flat_values.numpy().tolist(), pieces.row_splits.numpy().tolist()  # to_list(): +0.2 s
+        ids, splits = pieces.flat_values.numpy().tolist(), pieces.row_splits.numpy().tolist()
     fw_role = {}
     for cp, start, end in zip(candidates, splits, splits[1:]):
         # "a?a" is one unknown word (or "a", "##a", "##a" for "aaa") if ? is a word character, and
@@ -266,12 +231,9 @@ def _bmp_route(do_lower_case):
 
 @dataclasses.dataclass(frozen=True)
 class TextLimits:
-    """The most texts a request (one tokenizer call) holds, and the most UTF-8 bytes of all its texts: the bounds of
-    an export's text signatures, its export options of the same names, enforced in graph by `checked`."""
-    # Tokenization memory grows with a request's bytes (every byte may be a word): at 1 MiB (text_a and text_b
-    # each) even the core-ops tokenizer's worst case takes a few hundred MB, and 1 MiB is hundreds of texts that
-    # max_seq_length 512 fills (the rest of a longer text is truncated). 1024 texts: a large tf.data batch of the
-    # TF Hub preprocessing model.
+    """The most texts, and UTF-8 bytes of all texts, one request (tokenizer call) may hold: an export's options."""
+    # Tokenization memory grows with a request's bytes (every byte may be a word); 1 MiB is already hundreds of
+    # texts that max_seq_length 512 fills. 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
     max_texts_per_request: int = 1024
     max_request_bytes: int = 1 << 20
 
@@ -283,8 +245,7 @@ class TextLimits:
 
 
 def checked(texts, limits):
-    """`texts` (string [batch]) checked against `limits` (TextLimits; None: as they are): nothing that reads them
-    runs before the check, which raises InvalidArgumentError naming the limit and its export option."""
+    """`texts` behind a check against `limits` (None: none) that raises InvalidArgumentError naming the option."""
     if limits is None:
         return texts
     count, size = tf.size(texts), tf.reduce_sum(tf.cast(tf.strings.length(texts), tf.int64))
@@ -301,25 +262,11 @@ def checked(texts, limits):
 
 
 class InGraphTokenizer(tf.Module):
-    """BERT tokenization (basic + WordPiece) with TensorFlow ops, id for id equal to `FullTokenizer`.
+    """`FullTokenizer` as a `tf.Module`: `unk_token`, `[CLS]` and `[SEP]` must be in the vocabulary.
 
-    Args:
-      vocab_file: the WordPiece vocabulary (one token per line), as for `FullTokenizer`.
-      do_lower_case: lower-case and strip accents (uncased models) or not (cased models).
-      unk_token: the unknown-word token; it, `[CLS]` and `[SEP]` must be in the vocabulary.
-      max_input_chars_per_word: longer words (in characters, after normalization) become `unk_token`.
-      limits: `TextLimits` that `tokenize` checks each request against first (None: none).
-
-    Methods (`tf.function`s taking a `tf.string` tensor of shape `[batch]`):
-      tokenize: int32 RaggedTensor `[batch, (num_wordpieces)]` of WordPiece ids. It has an input signature,
-        so it is exported with the module by `tf.saved_model.save`.
-      tokenize_exact: the same ids, every string on the code-point route (reference/testing).
-      basic_tokenize: tf.string RaggedTensor `[batch, (num_words)]`, the original BasicTokenizer's words.
-      (These two have no input signature: they are exported only if they were called before saving.)
-    `tokenize_words` (a plain method, traced by its caller) gives `tokenize`'s ids grouped by word.
-
-    Attributes: `vocab_file` (the path, e.g. for a `tf.saved_model.Asset`), `do_lower_case`, `vocab_size`,
-    `unk_id`, `cls_id`, `sep_id`, `pad_id` (0, as the original pads).
+    `tokenize` has an input signature, so `tf.saved_model.save` exports it; `tokenize_exact` and `basic_tokenize`
+    are exported only if called before saving. Attributes: `vocab_file`, `do_lower_case`, `vocab_size`, `unk_id`,
+    `cls_id`, `sep_id`, `pad_id` (0, as the original pads).
     """
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
@@ -379,8 +326,7 @@ class InGraphTokenizer(tf.Module):
         return self._tokenize_routed(checked(strings, self.limits))[0]
 
     def tokenize_words(self, strings):
-        """`tokenize`'s ids grouped by the original BasicTokenizer's words: int32 RaggedTensor
-        [batch, (num_words), (num_wordpieces)] (the original's WordpieceTokenizer applied to each word)."""
+        """`tokenize`'s ids by BasicTokenizer word: int32 RaggedTensor [batch, (num_words), (num_wordpieces)]."""
         ids = self.tokenize(strings)
         starts = tf.gather(self._starts_word, ids.flat_values)
         word_of_piece = tf.cumsum(tf.cast(starts, tf.int64)) - 1

@@ -5,13 +5,12 @@
 padding to `max_seq_length`. `bert_tf.text.preprocessing.pack_inputs` is the same in TensorFlow ops.
 """
 
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")  # the encoder's inputs, as `pad_inputs` returns them
+
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates two lists in place to at most `max_length` items in total, as the original does.
-
-    The original removes one item at a time from the end of the longer list (from `tokens_b` on ties) until
-    the pair fits; this does the same in one step.
-    """
+    """Truncates two lists in place to `max_length` items in all: the original's pop-from-the-longer loop (b on
+    ties), in one step."""
     if max_length < 0:
         raise ValueError("max_length must be >= 0, got %d" % max_length)
     len_a, len_b = len(tokens_a), len(tokens_b)
@@ -42,8 +41,7 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length, always_pair=False):
 
 
 def round_up(length, multiple):
-    """`length` rounded up to a multiple of `multiple`; Python, NumPy and TensorFlow integers alike (the lengths a
-    batch is cut to under XLA: bert_tf.data.lengths, bert_tf.text.preprocessing)."""
+    """`length` rounded up to a multiple of `multiple` (Python, NumPy and TensorFlow integers alike)."""
     return (length + multiple - 1) // multiple * multiple
 
 

@@ -1,7 +1,4 @@
-"""In-graph packing and preprocessing: token ids -> BERT inputs with the rules of the original
-`run_classifier.convert_single_example` (`bert_tf.text.packing` is the same in pure Python), and
-`InGraphPreprocessor`, raw text -> packed inputs with `bert_tf.text.in_graph.InGraphTokenizer`.
-"""
+"""Token ids -> BERT inputs in TensorFlow ops, by `bert_tf.text.packing`'s rules; `InGraphPreprocessor`: raw text in."""
 import tensorflow as tf
 
 from bert_tf.text import packing
@@ -24,26 +21,13 @@ def _prefix(ids, lengths):
     return tf.gather(ids.flat_values, tf.ragged.range(starts, starts + lengths))
 
 
-def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max_seq_length=True, length_multiple=1):
-    """Packs token ids into BERT inputs the way `run_classifier.convert_single_example` does.
+def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max_seq_length=True,
+                seq_length_multiple=1):
+    """RaggedTensors `[batch, (len)]` of ids -> int32 `input_ids`/`input_mask`/`segment_ids` `[batch, length]`.
 
-    Args:
-      ids_a: RaggedTensor `[batch, (len_a)]` of token ids (first segment).
-      ids_b: optional RaggedTensor `[batch, (len_b)]` (second segment). A row whose second segment is empty
-        is packed as a single segment, as in the original (`if tokens_b:`); so is one whose second segment
-        the pair truncation empties (possible only for max_seq_length 3 or 4), keeping the pair-truncated a.
-      max_seq_length: output length; at least 2 (3 if `ids_b` is given). A Python int, or a scalar integer tensor
-        (checked in graph; the result's second dimension is then not static).
-      cls_id, sep_id: ids of `[CLS]` and `[SEP]`.
-      pad_to_max_seq_length: pad every row to max_seq_length (the original's fixed shape); False: to the longest
-        packed row of the batch, rounded up to a multiple of `length_multiple` (at most max_seq_length). The
-        truncation is max_seq_length's either way, and so are the real positions' values.
-
-    Returns:
-      dict of int32 `[batch, max_seq_length]` (or `[batch, longest]`) tensors: `input_ids` (`[CLS] a [SEP]` or
-      `[CLS] a [SEP] b [SEP]`, then 0s), `input_mask` (1 on real tokens) and `segment_ids` (0 for `[CLS] a [SEP]`,
-      1 for `b [SEP]`). A single segment is cut to `max_seq_length - 2` ids; a pair to `max_seq_length - 3` ids in
-      total with the original `_truncate_seq_pair` rule.
+    A row whose `ids_b` is empty packs as a single segment, as in the original (`if tokens_b:`). `max_seq_length`
+    (>= 2, >= 3 for pairs) may be a scalar tensor (checked in graph). `pad_to_max_seq_length=False` pads to the
+    batch's longest row rounded up to `seq_length_multiple` instead; truncation is max_seq_length's either way.
     """
     min_length = 2 if ids_b is None else 3
     message = "max_seq_length must be at least %d %s" % (
@@ -83,7 +67,7 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
     segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(seg_a), tf.zeros_like(sep),
                           tf.ones_like(seg_b), tf.ones_like(sep_b)], axis=1)
     if not pad_to_max_seq_length:
-        shape = [-1, longest_length(tokens.row_lengths(), limit, length_multiple)]
+        shape = [-1, longest_length(tokens.row_lengths(), limit, seq_length_multiple)]
     input_ids = tokens.to_tensor(default_value=0, shape=shape)
     return {
         "input_ids": input_ids,
@@ -93,30 +77,21 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
 
 
 def longest_length(row_lengths, max_seq_length, multiple=1):
-    """The width a batch of packed rows is padded to: its longest row, rounded up to a multiple of `multiple`, at
-    least 1 (a request of no texts still runs the model, whose pooler reads position 0, also under XLA) and at most
-    `max_seq_length`. An int64 scalar."""
+    """The padded width of a batch: its longest row rounded up to `multiple`, within [1, max_seq_length] (int64).
+
+    At least 1 because a request of no texts still runs the model, whose pooler reads position 0."""
     longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int64), tf.ones([1], tf.int64)], 0))
     return tf.minimum(tf.cast(max_seq_length, tf.int64), packing.round_up(longest, tf.constant(multiple, tf.int64)))
 
 
 class InGraphPreprocessor(tf.Module):
-    """Raw text -> packed BERT inputs, in graph: `InGraphTokenizer` followed by `pack_inputs`.
+    """Raw text -> packed BERT inputs in graph (`InGraphTokenizer`, then `pack_inputs`); usable in `Dataset.map`.
 
-    Args:
-      vocab_file, do_lower_case, limits: as for `InGraphTokenizer` (or pass a ready `tokenizer`).
-      max_seq_length: length of the packed inputs (>= 2; pairs need >= 3).
-      pad_to_max_seq_length, length_multiple: as for `pack_inputs`: False packs each call to its longest text.
-
-    `preprocessor(text_a)` or `preprocessor(text_a, text_b)` (tf.string `[batch]`) returns the dict of int32
-    `[batch, max_seq_length]` (or `[batch, longest]`) tensors `input_ids`, `input_mask`, `segment_ids`; usable in
-    `Dataset.map`.
-    `encode` and `encode_pair` are the underlying `tf.function`s (with input signatures, so they survive
-    `tf.saved_model.save`).
-    """
+    `preprocessor(text_a[, text_b])` calls `encode` / `encode_pair`, which have input signatures (they survive
+    `tf.saved_model.save`)."""
 
     def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None,
-                 pad_to_max_seq_length=True, length_multiple=1, limits=None):
+                 pad_to_max_seq_length=True, seq_length_multiple=1, limits=None):
         super().__init__(name=name)
         if tokenizer is None:
             if vocab_file is None:
@@ -126,7 +101,8 @@ class InGraphPreprocessor(tf.Module):
             raise ValueError("max_seq_length must be at least 2, got %d" % max_seq_length)
         self.tokenizer = tokenizer
         self.max_seq_length = int(max_seq_length)
-        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length), "length_multiple": int(length_multiple)}
+        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length),
+                        "seq_length_multiple": int(seq_length_multiple)}
 
     @property
     def vocab_file(self):

@@ -1,17 +1,10 @@
-"""WordPiece tokenization with the exact behaviour of google-research/bert's ``tokenization.py``.
+"""google-research/bert's ``tokenization.py``: the same API and the same output for every input, faster.
 
-The public API matches the original module (``FullTokenizer``, ``BasicTokenizer``,
-``WordpieceTokenizer``, ``load_vocab``, ``convert_*``, ``validate_case_matches_checkpoint``, ...), so
-code written against it keeps working. The output is identical for every input; only the speed
-differs. Where the original loops over characters in Python, this module uses ``str.translate`` with
-lazily filled per-code-point tables, and ``FullTokenizer`` memoises the word pieces of each
-whitespace-separated word in a bounded cache.
-
-Pipeline (per text): decode bytes as UTF-8 (invalid bytes dropped) -> drop NUL, U+FFFD and control /
-format characters, turn whitespace into spaces, put spaces around CJK ideographs -> split on
-whitespace -> per word: lower-case + NFD + drop combining marks (only if ``do_lower_case``) -> split
-off punctuation -> greedy longest-match-first WordPiece (``##`` continuation prefix; words longer than
-``max_input_chars_per_word`` characters, or that cannot be spelled, become ``unk_token``).
+Per text: UTF-8 decode (invalid bytes dropped) -> drop NUL, U+FFFD, Cc/Cf; whitespace -> spaces; spaces around CJK
+ideographs -> split on whitespace -> per word: lower-case, NFD, drop Mn (``do_lower_case`` only) -> split off
+punctuation -> greedy longest-match-first WordPiece (``##`` prefix; a word over ``max_input_chars_per_word``
+characters, or one it cannot spell, becomes ``unk_token``). Speed: ``str.translate`` with lazily filled tables, and
+``FullTokenizer`` memoises each word's pieces.
 """
 
 import collections
@@ -53,11 +46,7 @@ _CHECKPOINT_NAME_RE = re.compile(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt")
 
 
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
-    """Raise ValueError if `do_lower_case` (bool) contradicts a released checkpoint's name.
-
-    `init_checkpoint` (str or None) is a path like ".../uncased_L-12_H-768_A-12/bert_model.ckpt";
-    paths that don't name one of the released models are accepted without comment.
-    """
+    """ValueError if `do_lower_case` contradicts the released model that `init_checkpoint`'s path names."""
     if not init_checkpoint:
         return
     match = _CHECKPOINT_NAME_RE.match(init_checkpoint)
@@ -76,12 +65,9 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
         f"checkpoint was renamed and this check is wrong, skip validate_case_matches_checkpoint.")
 
 
-# ----------------------------------------------------------------------------------------------
-# Text conversion
-# ----------------------------------------------------------------------------------------------
 
 def convert_to_unicode(text):
-    """Return `text` (str or bytes) as str; bytes are decoded as UTF-8, invalid bytes dropped."""
+    """`text` as str; bytes are decoded as UTF-8, invalid bytes dropped."""
     if isinstance(text, str):
         return text
     if isinstance(text, bytes):
@@ -90,22 +76,16 @@ def convert_to_unicode(text):
 
 
 def printable_text(text):
-    """Return `text` (str or bytes) as a str fit for printing or logging (same as convert_to_unicode)."""
+    """Same as convert_to_unicode (the original's name for logging)."""
     return convert_to_unicode(text)
 
 
-# ----------------------------------------------------------------------------------------------
-# Vocabulary
-# ----------------------------------------------------------------------------------------------
 
 def load_vocab(vocab_file):
-    """Load a one-token-per-line vocab file -> OrderedDict {token (str): id (int)}.
+    """OrderedDict {token: 0-based line number} of a UTF-8 vocab file, as the original reads it.
 
-    The id of a token is its 0-based line number. Lines are split on "\\n" only, every "\\r" is
-    dropped, and each line is stripped of surrounding whitespace (so a blank line is the token "").
-    A token listed twice maps to its last line number (the earlier id is simply unused). The file
-    must be UTF-8. Raises FileNotFoundError / ValueError (naming the file) if it is missing, empty
-    or not UTF-8.
+    Lines split on "\\n" only, "\\r" dropped, each stripped (a blank line is the token ""); a repeated token keeps
+    its last line. FileNotFoundError / ValueError naming the file if it is missing, empty or not UTF-8.
     """
     path = os.fspath(vocab_file)
     data = fileio.read_bytes(path, "vocab file").replace(b"\r", b"")
@@ -126,67 +106,49 @@ def load_vocab(vocab_file):
 
 
 def convert_by_vocab(vocab, items):
-    """Map each of `items` (list) through `vocab` (dict) -> list; KeyError for an unknown item."""
+    """`[vocab[item] for item in items]`."""
     return [vocab[item] for item in items]
 
 
 def convert_tokens_to_ids(vocab, tokens):
-    """Tokens (list of str) -> ids (list of int) using `vocab` {token: id}."""
     return convert_by_vocab(vocab, tokens)
 
 
 def convert_ids_to_tokens(inv_vocab, ids):
-    """Ids (list of int) -> tokens (list of str) using `inv_vocab` {id: token}."""
     return convert_by_vocab(inv_vocab, ids)
 
 
 def whitespace_tokenize(text):
-    """Split `text` (str) on runs of whitespace -> list of str (empty for blank text)."""
     return text.split()
 
 
-# ----------------------------------------------------------------------------------------------
-# Character classes
-# ----------------------------------------------------------------------------------------------
 
 _TAB_NEWLINES = frozenset("\t\n\r")
 
 
 def _is_whitespace(char):
-    """True for space, tab, newline, carriage return and any Unicode space separator (Zs)."""
     return char == " " or char in _TAB_NEWLINES or unicodedata.category(char) == "Zs"
 
 
 def _is_control(char):
-    """True for control (Cc) and format (Cf) characters, except tab, newline and carriage return."""
     if char in _TAB_NEWLINES:
         return False
     return unicodedata.category(char) in ("Cc", "Cf")
 
 
 def _is_punctuation(char):
-    """True for every non-alphanumeric printable ASCII character and any Unicode P* character."""
     cp = ord(char)
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
     return unicodedata.category(char).startswith("P")
 
 
-# Code point ranges (inclusive) treated as CJK ideographs; each gets spaces put around it.
-_CJK_RANGES = (
-    (0x4E00, 0x9FFF),
-    (0x3400, 0x4DBF),
-    (0x20000, 0x2A6DF),
-    (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F),
-    (0x2B820, 0x2CEAF),
-    (0xF900, 0xFAFF),
-    (0x2F800, 0x2FA1F),
-)
+# The original's CJK ideograph blocks (inclusive); each ideograph gets spaces put around it.
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
 def _is_chinese_char(cp):
-    """True if code point `cp` (int) lies in one of the CJK ideograph blocks above."""
     for low, high in _CJK_RANGES:
         if low <= cp <= high:
             return True
@@ -206,8 +168,6 @@ class _LazyTable(dict):
 
 
 def _clean_rule(cp):
-    # NUL, U+FFFD and control/format characters are dropped; whitespace becomes a space;
-    # CJK ideographs are surrounded by spaces; anything else maps to itself.
     char = chr(cp)
     if cp == 0 or cp == 0xFFFD or _is_control(char):
         return None
@@ -233,19 +193,14 @@ _PUNCT_TABLE = _LazyTable(_punctuation_rule)
 _ACCENT_TABLE = _LazyTable(_accent_rule)
 
 
-# ----------------------------------------------------------------------------------------------
-# Tokenizers
-# ----------------------------------------------------------------------------------------------
 
 class BasicTokenizer:
     """Clean-up, CJK spacing, optional lower-casing/accent stripping and punctuation splitting."""
 
     def __init__(self, do_lower_case=True):
-        """`do_lower_case` (bool): lower-case and strip accents (uncased models) or keep text as is."""
         self.do_lower_case = do_lower_case
 
     def tokenize(self, text):
-        """Split `text` (str or UTF-8 bytes) into basic tokens -> list of str."""
         output = []
         for word in self._words(text):
             output.extend(self._split_word(word))
@@ -253,11 +208,9 @@ class BasicTokenizer:
 
     @staticmethod
     def _words(text):
-        """Cleaned, CJK-spaced, whitespace-split words of `text` -> list of str."""
         return convert_to_unicode(text).translate(_CLEAN_TABLE).split()
 
     def _split_word(self, word):
-        """One whitespace-free word -> its basic tokens (list of str, possibly empty)."""
         if self.do_lower_case:
             word = word.lower()
             if not word.isascii():  # ASCII has no decompositions or combining marks
@@ -265,11 +218,9 @@ class BasicTokenizer:
         return word.translate(_PUNCT_TABLE).split()
 
     def _run_strip_accents(self, text):
-        """NFD-decompose `text` (str) and drop its combining marks (Mn) -> str."""
         return unicodedata.normalize("NFD", text).translate(_ACCENT_TABLE)
 
     def _run_split_on_punc(self, text):
-        """Split `text` (str) so each punctuation char is its own piece (whitespace is kept) -> list."""
         pieces = []
         start = 0
         for i, char in enumerate(text):
@@ -283,15 +234,12 @@ class BasicTokenizer:
         return pieces
 
     def _tokenize_chinese_chars(self, text):
-        """Put a space on both sides of every CJK ideograph in `text` (str) -> str."""
         return "".join(" " + c + " " if _is_chinese_char(ord(c)) else c for c in text)
 
     def _is_chinese_char(self, cp):
-        """True if code point `cp` (int) is a CJK ideograph."""
         return _is_chinese_char(cp)
 
     def _clean_text(self, text):
-        """Drop NUL/U+FFFD/control characters and turn whitespace into spaces in `text` (str) -> str."""
         return "".join("" if ord(c) == 0 or ord(c) == 0xFFFD or _is_control(c)
                        else " " if _is_whitespace(c) else c for c in text)
 
@@ -300,8 +248,6 @@ class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece segmentation against a vocabulary."""
 
     def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
-        """`vocab`: {token (str): id}; `unk_token` (str) replaces words that cannot be segmented or
-        are longer than `max_input_chars_per_word` (int) characters."""
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
@@ -309,17 +255,14 @@ class WordpieceTokenizer:
         self._max_len = None
 
     def tokenize(self, text):
-        """Segment each whitespace-separated word of `text` (str or bytes) -> list of str pieces.
-
-        E.g. "unaffable" -> ["un", "##aff", "##able"] with a suitable vocab.
-        """
+        """E.g. "unaffable" -> ["un", "##aff", "##able"]; `text` is already basic-tokenized."""
         output = []
         for word in convert_to_unicode(text).split():
             output.extend(self._tokenize_word(word))
         return output
 
     def _longest_key(self):
-        """Length of the longest str key in the vocab (None if it can't be determined)."""
+        """Length of the vocab's longest str key (None for a vocab that cannot be iterated)."""
         key = (self.vocab, len(self.vocab))
         if self._max_len_key is None or self._max_len_key[0] is not key[0] or self._max_len_key[1] != key[1]:
             try:
@@ -330,7 +273,6 @@ class WordpieceTokenizer:
         return self._max_len
 
     def _tokenize_word(self, word):
-        """Segment one whitespace-free `word` (str) -> list of str pieces (or [unk_token])."""
         n = len(word)
         if n > self.max_input_chars_per_word:
             return [self.unk_token]
@@ -374,18 +316,13 @@ class _WordCache(dict):
 
 
 class FullTokenizer:
-    """End-to-end tokenizer: BasicTokenizer followed by WordpieceTokenizer.
+    """BasicTokenizer, then WordpieceTokenizer, memoising up to `cache_size` words (0: no cache).
 
-    Attributes: `vocab` (OrderedDict {token: id}), `inv_vocab` ({id: token}), `vocab_file`,
-    `basic_tokenizer`, `wordpiece_tokenizer`. Results per word are memoised in a cache of at most
-    `cache_size` words (0 disables it); the cache resets itself when `do_lower_case`, the vocab
-    object, its size, `unk_token` or `max_input_chars_per_word` change. Call `clear_cache()` after
-    editing the vocab in place without changing its size.
+    The cache resets itself when `do_lower_case`, the vocab object or its size, `unk_token` or
+    `max_input_chars_per_word` change; call `clear_cache()` after editing the vocab in place at the same size.
     """
 
     def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 16):
-        """`vocab_file` (str or path): one token per line; `do_lower_case` (bool): True for uncased
-        models; `cache_size` (int): how many distinct words to memoise."""
         self.vocab_file = os.fspath(vocab_file)
         self.vocab = load_vocab(self.vocab_file)
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
@@ -395,7 +332,6 @@ class FullTokenizer:
         self._cache_state = None
 
     def tokenize(self, text):
-        """Tokenize `text` (str or UTF-8 bytes) into word pieces -> list of str."""
         basic, wordpiece = self.basic_tokenizer, self.wordpiece_tokenizer
         if type(basic) is not BasicTokenizer or type(wordpiece) is not WordpieceTokenizer:
             # Replaced/subclassed components: compose them exactly as given.
@@ -413,19 +349,17 @@ class FullTokenizer:
         return list(itertools.chain.from_iterable(map(cache.__getitem__, words)))
 
     def _tokenize_word(self, word):
-        """Word pieces of one cleaned, whitespace-free `word` (str) -> list of str."""
         output = []
         for token in self.basic_tokenizer._split_word(word):
             output.extend(self.wordpiece_tokenizer._tokenize_word(token))
         return output
 
     def clear_cache(self):
-        """Forget all memoised words (needed only after editing the vocab in place)."""
         if self._cache is not None:
             self._cache.clear()
 
     def convert_tokens_to_ids(self, tokens):
-        """Tokens (list of str) -> ids (list of int); KeyError naming the vocab file if one is unknown."""
+        """KeyError naming the vocab file for an unknown token."""
         try:
             return convert_by_vocab(self.vocab, tokens)
         except KeyError as err:
@@ -436,7 +370,7 @@ class FullTokenizer:
             raise KeyError(f"token {token!r} is not in the vocab file {self.vocab_file!r}{hint}") from None
 
     def convert_ids_to_tokens(self, ids):
-        """Ids (list of int) -> tokens (list of str); KeyError naming the vocab file if one is unknown."""
+        """KeyError naming the vocab file for an unknown id."""
         try:
             return convert_by_vocab(self.inv_vocab, ids)
         except KeyError as err:

@@ -1,18 +1,19 @@
-"""The settings the Trainer (bert_tf.training.trainer) trains with: one dataclass, checked when it is made, whose
-fields and defaults are written here only (a run's settings, bert_tf.tasks.runner.RunConfig, extend it; the run
-scripts' flags take their defaults from that)."""
+"""A run's settings, under the original flag names: `TrainingConfig`, what the Trainer (bert_tf.training.trainer)
+trains with, and `RunConfig`, which extends it with the rest of a task's run (bert_tf.tasks.runner.run).
+
+Settings only: each field and default is written here once (the run scripts' flags take theirs from here,
+`bert_tf.flags.run_default`); what a run derives (its strategy's workers, the chief, each worker's directory) is
+the Trainer's (the tasks read them from it). TrainingConfig checks its values when it is made.
+"""
 import dataclasses
 
-from bert_tf.training import optimization
+from bert_tf.data import lengths
+from bert_tf.training import distribute, optimization
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainingConfig:
-    """How `Trainer` trains and keeps checkpoints; the defaults are the original scripts'.
-
-    The settings bear the names of the run scripts' flags; bert_tf.tasks.runner.RunConfig inherits them, and
-    `TrainingConfig.of(run)` takes them from a run's settings. Keyword arguments only.
-    """
+    """How `Trainer` trains and keeps checkpoints; the defaults are the original scripts'."""
     learning_rate: float = 5e-5
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000  # updates per call of the training loop (1 under several workers)
@@ -36,6 +37,66 @@ class TrainingConfig:
 
     @classmethod
     def of(cls, settings):
-        """The TrainingConfig of `settings`, an object holding each of these settings as an attribute of the same
-        name (e.g. a RunConfig)."""
+        """The TrainingConfig part of `settings` (e.g. a RunConfig)."""
         return cls(**{field.name: getattr(settings, field.name) for field in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(TrainingConfig):
+    """The settings every task's run shares (run_classifier.py, run_squad.py, run_ner.py, run_swag.py,
+    run_pretraining.py): TrainingConfig's and the run's own below."""
+    # The pre-trained model (bert_config_file, vocab_file, do_lower_case: None takes a TF Hub init_checkpoint's own,
+    # see `checkpoints.model_files`; do_lower_case otherwise defaults to True).
+    bert_config_file: str | None
+    vocab_file: str | None
+    output_dir: str
+    init_checkpoint: str | None = None
+    do_lower_case: bool | None = None
+    max_seq_length: int = 128
+    # What to run.
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    seed: int | None = None
+    export_dir: str | None = None
+    save_original_checkpoint: bool = False
+    save_keras_hub_preset: bool = False
+    # Devices.
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    num_tpu_cores: int = 8
+    distribution_strategy: str = "auto"
+    num_gpus: int | None = None
+    num_cpu_devices: int = 1
+    heartbeat_timeout_seconds: float = distribute.HEARTBEAT_TIMEOUT_S  # multi_worker_mirrored: a silent worker is lost
+    start_over: bool = False
+    # Batch lengths (bert_tf.data.lengths): cut to the longest text of each batch unless pad_to_max_seq_length.
+    pad_to_max_seq_length: bool = False
+    seq_length_multiple: int | None = None
+    group_by_length: bool = False
+
+    @property
+    def fixed_batches(self):
+        """Whether evaluation and prediction need whole batches (TPU), padded with examples the metrics ignore."""
+        return self.use_tpu or self.distribution_strategy == "tpu"
+
+    @property
+    def sequence_lengths(self):
+        """How batches are cut (bert_tf.data.lengths.SequenceLengths): to their longest text, rounded up to
+        seq_length_multiple (default 32 with use_xla or on TPU, where each length compiles a program, else 1)."""
+        return lengths.SequenceLengths.for_run(self.pad_to_max_seq_length, self.use_xla or self.fixed_batches,
+                                               self.seq_length_multiple, self.group_by_length)
+
+    def strategy(self):
+        """A new tf.distribute strategy of these settings (`--use_tpu` means tpu when the strategy is auto)."""
+        name = "tpu" if self.use_tpu and self.distribution_strategy == "auto" else self.distribution_strategy
+        return distribute.get_strategy(name, self.num_gpus, self.tpu_name or self.master, self.tpu_zone,
+                                       self.gcp_project, self.num_cpu_devices, self.heartbeat_timeout_seconds)

@@ -1,16 +1,6 @@
-"""Where a run runs, logged once by every training script (bert_tf.tasks.runner) and prediction script
-(bert_tf.inference): the strategy, its replicas and workers, the batch per replica, the precision and XLA, the
-host's CPU and TensorFlow's threads, the GPUs or the TPU the strategy uses, and the CUDA / cuDNN versions TensorFlow
-was built with (`describe`, `log_devices`).
-
-A TensorFlow built with CUDA that finds no GPU logs why (`no_gpu_notice`): CUDA_VISIBLE_DEVICES hiding them (INFO:
-the user chose), no NVIDIA driver on the machine, or the driver present but TensorFlow's CUDA libraries not
-loadable (WARNINGs naming what to do); nothing when --num_gpus=0 asks for the CPU.
-
-A GPU's name and compute capability come from `tf.config.experimental.get_device_details`, its total memory from
-the CUDA driver API (`machine.gpu_memory_bytes`: TensorFlow has no public call for it). A TPU is described from
-TPUStrategy's public properties (cores, hosts, cores per host); it does not expose the chips' mesh. The GPU and TPU
-lines are untested: the machines this project is tested on have no GPU that TensorFlow can use, and no TPU.
+"""Where a run runs, logged once by every training and prediction script (`log_devices`): the strategy and its
+replicas, the batch per replica, precision and XLA, the CPU and TensorFlow's threads, the GPUs or TPU, and the CUDA /
+cuDNN versions TensorFlow was built with. A TensorFlow built with CUDA that finds no GPU says why (`no_gpu_notice`).
 """
 import collections
 import os
@@ -33,10 +23,8 @@ Notice = collections.namedtuple("Notice", ["level", "message"])  # level: absl's
 
 
 def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None):
-    """The lines that say where a run runs: under `strategy` (a tf.distribute.Strategy; None: TensorFlow's default
-    device, GPU 0 or the CPU, as a prediction script uses), with `global_batch_size` examples per update split
-    into `gradient_accumulation_steps` micro-batches, `precision` (the Keras policy) and `use_xla` (each left out
-    when None)."""
+    """The lines that say where a run runs (`strategy` None: TensorFlow's default device, as a prediction script
+    uses; other arguments left out when None)."""
     devices = replica_devices(strategy)
     lines = [strategy_line(strategy, devices)]
     if global_batch_size is not None:
@@ -54,8 +42,7 @@ def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=
 
 def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None,
                 num_gpus=None):
-    """Logs `describe`'s lines (INFO), then `no_gpu_notice`'s for this process (`num_gpus`: --num_gpus; 0 means the
-    CPU was asked for), unless the strategy is TPUStrategy."""
+    """Logs `describe`'s lines, then `no_gpu_notice`'s (not under TPUStrategy; `num_gpus`: --num_gpus)."""
     logging.info("***** Devices *****")
     for line in describe(strategy, global_batch_size, gradient_accumulation_steps, precision, use_xla):
         logging.info("  %s", line)
@@ -68,8 +55,7 @@ def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_ste
 
 
 def replica_devices(strategy):
-    """The devices the replicas of `strategy` run on in this process (this worker's); without a strategy,
-    TensorFlow's default device: GPU 0 where there is one, else the CPU."""
+    """This worker's replicas' devices; without a strategy, TensorFlow's default device (GPU 0, else the CPU)."""
     if strategy is not None:
         return list(strategy.extended.worker_devices)
     return ["/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0"]
@@ -94,8 +80,7 @@ def strategy_line(strategy, devices):
 
 
 def batch_line(global_batch_size, replicas, gradient_accumulation_steps):
-    """The global batch (an update's, in training), its share per replica and, with accumulation, per replica's
-    micro-batch."""
+    """The global batch, per replica and per micro-batch."""
     per_replica = global_batch_size / replicas
     line = f"Batch: {global_batch_size}, {per_replica:g} per replica"
     if gradient_accumulation_steps > 1:
@@ -115,8 +100,7 @@ def compute_line(precision, use_xla):
 
 
 def cpu_model():
-    """The CPU's model name: /proc/cpuinfo's first "model name" (Linux), else `platform.processor()`, else the
-    machine type."""
+    """/proc/cpuinfo's first "model name" (Linux), else `platform.processor()`, else the machine type."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -141,8 +125,7 @@ def cpu_line():
 
 
 def thread_setting(value, variable):
-    """One TensorFlow thread pool's setting: `value` (tf.config.threading), or where it is 0 TensorFlow's
-    default, which its environment variable `variable` sets when given."""
+    """A thread pool's setting: `value`, or for 0 TensorFlow's default (environment variable `variable`'s)."""
     if value:
         return str(value)
     if os.environ.get(variable):
@@ -159,8 +142,7 @@ def threads_line():
 
 
 def physical_gpu(logical_index):
-    """(CUDA ordinal, PhysicalDevice) of logical GPU `logical_index`: logical GPUs are numbered over the visible
-    physical GPUs in order, several to one where it is split (tf.config.set_logical_device_configuration)."""
+    """(CUDA ordinal, PhysicalDevice) of logical GPU `logical_index` (several logical GPUs to a split one)."""
     physical = tf.config.list_physical_devices("GPU")
     first = 0
     for gpu in tf.config.get_visible_devices("GPU"):
@@ -172,7 +154,7 @@ def physical_gpu(logical_index):
 
 
 def gpu_line(device):
-    """A GPU `device` (a device name ending in GPU:<i>): its name, compute capability and total memory."""
+    """A GPU's name, compute capability and total memory (from the CUDA driver: TensorFlow has no call for it)."""
     ordinal, gpu = physical_gpu(int(device.rsplit(":", 1)[1]))
     details = tf.config.experimental.get_device_details(gpu)
     capability = ".".join(map(str, details.get("compute_capability") or ())) or "unknown"
@@ -183,7 +165,7 @@ def gpu_line(device):
 
 
 def tpu_line(strategy):
-    """A TPUStrategy's TPU: its cores, hosts and cores per host."""
+    """A TPUStrategy's cores, hosts and cores per host (it does not expose the chips' mesh)."""
     extended = strategy.extended
     return (f"TPU: {strategy.num_replicas_in_sync} core(s) on {extended.num_hosts} host(s), "
             f"{extended.num_replicas_per_host} per host")
@@ -204,13 +186,10 @@ def hides_every_gpu(cuda_visible_devices):
 
 
 def no_gpu_notice(built_with_cuda, gpus_found, cuda_visible_devices, driver_present, num_gpus=None):
-    """Why a TensorFlow built with CUDA (`built_with_cuda`) found no GPU (`gpus_found`: how many it found), as a
-    Notice(level, message), or None where there is nothing to say: GPUs found, a TensorFlow without CUDA, or
-    `num_gpus` 0 (the user asked for the CPU).
+    """Why a TensorFlow built with CUDA found no GPU, as a Notice, or None (GPUs found, no CUDA, or `num_gpus` 0).
 
-    `cuda_visible_devices`: the environment's CUDA_VISIBLE_DEVICES (None: unset); one that hides every GPU is an
-    INFO (the user chose). Otherwise a WARNING: no NVIDIA driver on the machine (`driver_present`:
-    machine.nvidia_driver_files()), or the driver present but TensorFlow's CUDA libraries not loadable."""
+    INFO where CUDA_VISIBLE_DEVICES hides them (the user chose); else a WARNING: no NVIDIA driver, or the driver
+    present but TensorFlow's CUDA libraries not loadable."""
     if gpus_found or not built_with_cuda or num_gpus == 0:
         return None
     if cuda_visible_devices is not None and hides_every_gpu(cuda_visible_devices):

@@ -18,10 +18,8 @@ STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")  # the Keras dtype policies of --mixed_precision
 TPU_CONNECT_TIMEOUT_S = 10.0  # how long a TPU worker's address may take to answer
 HEARTBEAT_TIMEOUT_S = 10  # TensorFlow's own: a worker silent for longer is taken as lost (--heartbeat_timeout_seconds)
-# What a collective op raises when another worker stopped responding: its heartbeats timed out (Unavailable), this
-# worker's heartbeats to the coordination service's leader did (DeadlineExceeded), its connection was reset
-# (Unavailable), or it came back as a new process (Aborted). The same classes come from this worker's own reads and
-# writes (a GCS 503): those of another worker say so in their message (`from_peer`).
+# What a collective op raises when another worker stopped responding (heartbeats timed out, connection reset, a new
+# process). This worker's own reads and writes raise them too (a GCS 503): `from_peer` tells them apart.
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError)
 _PEER_MESSAGE = re.compile(r"Collective ops is aborted|CoordinationService|coordination service|heartbeat",
                            re.IGNORECASE)
@@ -29,15 +27,12 @@ _TASK_NAME = re.compile(r"/job:(chief|worker)/(?:replica:\d+/)?task:(\d+)")
 
 
 class WorkerLost(ConnectionError):
-    """Another worker of a multi-worker run stopped responding: it ended (killed, crashed, preempted) or its host is
-    down or unreachable."""
+    """Another worker of a multi-worker run stopped responding (it ended, or its host is down or unreachable)."""
 
 
 def split_cpu(num_devices):
-    """Splits the host CPU into `num_devices` logical CPU devices (one replica each under mirrored without GPUs).
-
-    Must run before TensorFlow initializes its devices; a no-op when the CPU is already split that way.
-    """
+    """Splits the CPU into `num_devices` logical devices (one replica each under mirrored without GPUs); must run
+    before TensorFlow initializes its devices."""
     if num_devices < 1:
         raise ValueError(f"--num_cpu_devices must be >= 1, got {num_devices}.")
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -52,14 +47,8 @@ def split_cpu(num_devices):
 
 def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone=None, gcp_project=None,
                  num_cpu_devices=1, heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
-    """Returns a tf.distribute.Strategy.
-
-    auto: TPU when `tpu` is given, MirroredStrategy over several GPUs, else OneDeviceStrategy (GPU 0 or the CPU).
-    multi_worker_mirrored reads the cluster from TF_CONFIG, as TensorFlow does (`heartbeat_timeout_seconds`: see
-    `multi_worker_strategy`). `num_gpus` limits the GPUs used
-    (0: the CPU only); asking for more GPUs than are visible is an error, not a silent fall back to the CPU.
-    `num_cpu_devices` > 1 splits the CPU (see `split_cpu`): mirrored without GPUs then has one replica per part.
-    """
+    """A tf.distribute.Strategy. auto: TPU when `tpu` is given, MirroredStrategy over several GPUs, else
+    OneDeviceStrategy. `num_gpus` limits the GPUs (0: the CPU); more than are visible is an error, not the CPU."""
     if distribution_strategy not in STRATEGIES:
         raise ValueError(f"Unknown distribution_strategy {distribution_strategy!r}; expected one of {STRATEGIES}.")
     if num_cpu_devices != 1:
@@ -89,12 +78,9 @@ def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone
 
 
 def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
-    """MultiWorkerMirroredStrategy over the cluster of TF_CONFIG. Under a cluster of several workers it starts this
-    worker's server and configures the collective ops, so it must come before the process's first TensorFlow op.
+    """MultiWorkerMirroredStrategy over TF_CONFIG's cluster; must come before the process's first TensorFlow op.
 
-    Its coordination service takes a worker that has sent no heartbeat for `heartbeat_timeout_seconds` as lost and
-    aborts the other workers' collective ops (`configure_heartbeats`; `naming_lost_workers` names it); a worker that
-    has not started its strategy within that time of this one is named too (`naming_absent_workers`)."""
+    A worker silent for `heartbeat_timeout_seconds`, or not started within that time of this one, is named."""
     if heartbeat_timeout_seconds <= 0:
         raise ValueError(f"--heartbeat_timeout_seconds must be > 0, got {heartbeat_timeout_seconds}.")
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -116,16 +102,10 @@ def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
 
 
 def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
-    """Configures TensorFlow's coordination service as MultiWorkerMirroredStrategy does (a standalone service on its
-    leader, the chief or worker 0, coordinating the chief and worker jobs), with a heartbeat timeout of
-    `timeout_seconds` (TensorFlow's default: 10). Each worker sends heartbeats from a thread of its own, every half
-    timeout, however long its updates take; a worker silent for longer (ended, or its host down or unreachable) is
-    taken as lost, and the collective ops of the others fail (PEER_ERRORS) instead of waiting for it forever.
-
-    A no-op outside a cluster of chief and worker tasks, or where the service is already configured (the strategy
-    then uses that configuration, as it would). Must come before the process's first TensorFlow op. The service has
-    no public API: this configures it through the calls MultiWorkerMirroredStrategy makes itself
-    (tensorflow/python/distribute/collective_all_reduce_strategy.py in TensorFlow 2.20)."""
+    """Configures TensorFlow's coordination service as MultiWorkerMirroredStrategy does, with a heartbeat timeout
+    of `timeout_seconds`: the others' collective ops then fail (PEER_ERRORS) instead of waiting forever for a lost
+    worker. A no-op outside a chief/worker cluster or where already configured. The service has no public API: these
+    are the calls of TensorFlow's collective_all_reduce_strategy.py."""
     jobs = [job for job in ("chief", "worker") if job in cluster_spec.jobs]
     if task_type not in jobs or context.context().coordination_service is not None:
         return
@@ -138,10 +118,8 @@ def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
 
 @contextlib.contextmanager
 def naming_absent_workers(resolver, timeout):
-    """While the block starts the strategy, a process of its own (`peers.watch`) waits for every other worker of
-    `resolver`'s cluster to answer at its address: one that has not within `timeout` seconds is named and this
-    process stopped (TensorFlow would wait an hour for a worker that never started or failed before its strategy;
-    nothing of the run is written before the strategy exists)."""
+    """While the block starts the strategy, a process (`peers.watch`) names and stops this one if another worker
+    does not answer within `timeout` seconds (TensorFlow would wait an hour; nothing is written yet)."""
     cluster = resolver.cluster_spec().as_dict()
     own, num_workers = cluster_position(cluster, resolver.task_type, resolver.task_id)
     others = [f"{index}={address}" for job in ("chief", "worker") for task, address in enumerate(cluster.get(job, []))
@@ -159,9 +137,7 @@ def naming_absent_workers(resolver, timeout):
 
 @contextlib.contextmanager
 def naming_lost_workers(strategy, output_dir):
-    """Under several workers, turns the error this worker's collective ops raise when another worker stopped
-    responding (PEER_ERRORS, `from_peer`) into a WorkerLost naming that worker (`lost_worker`) and saying how to
-    resume: every worker restarted with the same flags resumes output_dir's run. Any other error goes on as it is."""
+    """Turns a collective op's error about another worker into a WorkerLost naming it and how to resume."""
     try:
         yield
     except PEER_ERRORS as e:
@@ -181,18 +157,16 @@ def naming_lost_workers(strategy, output_dir):
 
 
 def from_peer(cluster, task_type, task_id, message):
-    """Whether TensorFlow's error `message` on task `task_type` `task_id` of `cluster` comes from another worker: it
-    names one (as /job:<job>/task:<i>), or comes from the collective ops or the coordination service (e.g. "Collective
-    ops is aborted by: ...", a heartbeat's deadline), not from this worker's own op (a file read or write)."""
+    """Whether TensorFlow's error `message` comes from another worker (names one, or the collective ops or the
+    coordination service) rather than this worker's own op (a file read or write)."""
     index, _ = cluster_position(cluster, task_type, task_id)
     named = {cluster_position(cluster, job, int(task))[0] for job, task in _TASK_NAME.findall(message)}
     return bool(named - {index} or _PEER_MESSAGE.search(message))
 
 
 def lost_worker(cluster, task_type, task_id, message):
-    """'worker <i> of <n> (<address>)': the first worker of `cluster` ({job name: [addresses]}, as TF_CONFIG's)
-    other than task `task_type` `task_id` that TensorFlow's error `message` names (as /job:<job>/task:<i>), else
-    the only other one; 'another of the <n> workers' when there is neither."""
+    """'worker <i> of <n> (<address>)': the first other worker `message` names, else the only other one; else
+    'another of the <n> workers'."""
     index, num_workers = cluster_position(cluster, task_type, task_id)
     others = [(job, task) for job in ("chief", "worker") for task in range(len(cluster.get(job, [])))
               if cluster_position(cluster, job, task)[0] != index]
@@ -205,8 +179,7 @@ def lost_worker(cluster, task_type, task_id, message):
 
 
 def worker_values(strategy, values):
-    """{worker index: its `values`} for every worker of `strategy` (`values`: this worker's list of integers; one
-    all-gather, so every worker calls it at the same point of its run)."""
+    """{worker index: its list of integers} by one all-gather: every worker calls it at the same point."""
     index, _ = worker_position(strategy)
     row = tf.constant([[index, *values]], tf.int64)
     rows = strategy.gather(strategy.experimental_distribute_values_from_function(lambda _: row), axis=0)
@@ -214,12 +187,9 @@ def worker_values(strategy, values):
 
 
 def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_TIMEOUT_S):
-    """Connects to the TPU `tpu` (--tpu_name or --master: a Cloud TPU's name, its grpc://host:port address, or
-    "local" on a TPU VM) and initializes its TPU system. Returns its TPUClusterResolver.
+    """Connects to and initializes the TPU `tpu` (a name, grpc://host:port or "local"); returns its resolver.
 
-    Not finding the TPU is a ValueError, raised at once, naming the flags and what was not found: no TPU named, a
-    name Google Cloud cannot resolve from here, a worker address that accepts no connection within `timeout`
-    seconds (TensorFlow would wait for it forever), or no TPU device there.
+    Not finding it is a ValueError at once, naming the flags (TensorFlow would wait forever for a silent address).
     """
     flag = f"--tpu_name/--master={tpu!r}"
     try:
@@ -249,7 +219,7 @@ def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_T
 
 
 def set_precision(policy="float32"):
-    """Sets the global Keras dtype policy: float32, mixed_float16 or mixed_bfloat16. Returns the policy name."""
+    """Sets the global Keras dtype policy (one of PRECISIONS) and returns it."""
     if policy not in PRECISIONS:
         raise ValueError(f"Unknown precision policy {policy!r}; expected {', '.join(PRECISIONS[:-1])} or "
                          f"{PRECISIONS[-1]}.")
@@ -258,8 +228,7 @@ def set_precision(policy="float32"):
 
 
 def worker_position(strategy):
-    """(this worker's index, number of workers) of `strategy`: its input pipeline (see `cluster_position`); (0, 1)
-    for one-host strategies."""
+    """(this worker's index, number of workers): `cluster_position`'s; (0, 1) for one-host strategies."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
         return 0, 1
@@ -267,17 +236,15 @@ def worker_position(strategy):
 
 
 def worker_dir(output_dir, worker_index):
-    """Where a worker writes what is its own (its checkpoints, its copy of the training records): output_dir for the
-    chief (worker 0), output_dir/workers/worker-<i> for the others."""
+    """Where a worker writes its own files: output_dir for the chief, output_dir/workers/worker-<i> for the others."""
     if worker_index == 0:
         return output_dir
     return os.path.join(output_dir, "workers", f"worker-{worker_index}")
 
 
 def cluster_position(cluster, task_type, task_id):
-    """(index, number of workers) of task `task_type` `task_id` in `cluster` ({job name: [addresses]}, as
-    TF_CONFIG's): the chief (or worker 0 when the cluster has no chief) is 0 and the other workers follow in task
-    order, as MultiWorkerMirroredStrategy numbers them; (0, 1) without a task or with one worker."""
+    """(index, number of workers) of a task of `cluster` (TF_CONFIG's {job: [addresses]}), numbered as
+    MultiWorkerMirroredStrategy does: the chief (else worker 0) first, then the workers in order."""
     chiefs = len(cluster.get("chief", []))
     num_workers = chiefs + len(cluster.get("worker", []))
     if not task_type or num_workers <= 1:

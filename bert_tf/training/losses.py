@@ -14,9 +14,7 @@ A loss (the `loss` argument of `Trainer`) is either
   `values(labels, outputs)`, each a dict of float32 tensors by term name, `values` already multiplied by the
   weights (e.g. `bert_tf.tasks.pretraining.PretrainingLoss`).
 The loss is the sum of the terms with `in_loss`; the others are metrics (accuracies), summarized with it.
-
-run_classifier.py's per-example losses are here too: `classification_loss` (the original's) and `regression_loss`
-(STS-B).
+Each task's own loss lives in its task module (e.g. bert_tf.tasks.classifier's `classification_loss`).
 """
 from typing import NamedTuple
 
@@ -67,16 +65,3 @@ def ratios(loss, sums, totals):
     result["loss"] = tf.add_n([result[name] for name, term in loss.terms.items() if term.in_loss])
     return result
 
-
-def classification_loss(labels, outputs):
-    """The original run_classifier.py's per-example loss [B]: softmax cross-entropy of `logits` [B, num_labels] with
-    the label ids `label_ids` [B]."""
-    logits = tf.cast(outputs["logits"], tf.float32)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels["label_ids"], tf.int32),
-                                                          logits=logits)
-
-
-def regression_loss(labels, outputs):
-    """Per-example squared error [B] of the predicted score `predictions` [B] against `label_ids` [B] (STS-B)."""
-    predictions = tf.cast(outputs["predictions"], tf.float32)
-    return tf.square(predictions - tf.cast(labels["label_ids"], tf.float32))

@@ -1,12 +1,9 @@
 """Evaluation and prediction of a model: `Predictor` (its loss's figures over a dataset, its outputs batch by batch)
-and `predict_in_order`, the one prediction loop over examples held in memory, which every task (bert_tf.tasks) and
-inference tool (bert_tf.inference) runs.
+and `predict_in_order`, the one prediction loop over examples held in memory (bert_tf.tasks, bert_tf.inference).
 
-A Predictor runs on one trace per dataset signature (its element_spec, a last smaller batch included); prediction
-keeps its traces (`Predictor.prepare_predict`), so that one made ahead of time (e.g. while training starts) is
-reused. Under XLA (`use_xla`) a trace compiles one program for each input shape it is called on;
-`predict_in_order`'s batches take one shape per length (`bert_tf.data.lengths.LengthSorted` under
-`SequenceLengths.compiled`), so that those programs are few: at most ceil(max_seq_length / seq_length_multiple).
+A Predictor traces once per dataset signature (its element_spec, a last smaller batch included) and keeps its
+prediction traces (`prepare_predict`), so that one made ahead of time (e.g. while training starts) is reused; under
+XLA (`use_xla`) a trace compiles a program per input shape, which `predict_in_order` keeps to one per length.
 """
 import collections
 
@@ -112,28 +109,22 @@ class Predictor:
         return tf.function(forward_with_loss, input_signature=signature, autograph=False)
 
 
-def predict_in_order(predict, inputs, batch_size, lengths, names, fixed_batches=False, *, output_bytes):
-    """Yields the outputs of `predict` on `inputs` for the batches of `batch_size` examples of the input order, in
-    that order: the prediction loop of every task and inference tool.
-
-    `predict(dataset)`: the model's outputs for each batch of `dataset`, dicts of NumPy arrays [rows, ...]
-    (`Predictor.predict`, `Trainer.predict`, with `with_loss` bound where `inputs` hold labels). `inputs`: a dict,
-    or a tuple (features, labels), of arrays [N, ...] in the input order; `names`: those with the sequence on their
-    last axis. The model runs on `bert_tf.data.lengths.LengthSorted`'s batches: sorted by length within windows of
-    the input order and cut as `lengths` (a SequenceLengths) says, or in the input order (`lengths` None or `pad`,
-    `fixed_batches`: TPU-style whole batches); the outputs of the examples that fill up a batch are dropped.
-    `output_bytes`: what one example's outputs take (`lengths.OutputBytes`); a window holds back at most
-    `lengths.WINDOW_BYTES` of them.
+def predict_in_order(predictor, inputs, batch_size, lengths, names, fixed_batches=False, with_loss=False):
+    """Yields `predictor`'s outputs (a Predictor's or a Trainer's) on `inputs` for the input order's batches of
+    `batch_size`, as dicts of NumPy arrays; `with_loss`: with `per_example_loss`, `inputs` being (features, labels).
+    The model runs on `lengths.LengthSorted`'s batches, its windows sized from the traced model's output shapes
+    (`lengths.window_batches`); `names`: the inputs with the sequence on their last axis.
     """
-    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, names, fixed_batches, output_bytes=output_bytes)
-    yield from batches.in_input_order(predict(batches.dataset))
+    window = 1
+    if lengths_lib.sorts(lengths, fixed_batches):
+        spec = lengths_lib.batch_spec(inputs, batch_size, lengths, names)
+        outputs = predictor.prepare_predict(spec, with_loss).get_concrete_function().structured_outputs
+        seq_length = np.shape((inputs[0] if isinstance(inputs, tuple) else inputs)[lengths_lib.MASK])[-1]
+        window = lengths_lib.window_batches(outputs, batch_size, seq_length)
+    batches = lengths_lib.LengthSorted(inputs, batch_size, lengths, names, fixed_batches, window)
+    yield from batches.in_input_order(predictor.predict(batches.dataset, with_loss))
 
 
-def batch_spec(inputs, batch_size, lengths, names, fixed_batches=False):
-    """The element_spec of the batches `predict_in_order` runs `predict` on for these arguments (any number of
-    examples: none will do), for `Predictor.prepare_predict`."""
-    return lengths_lib.LengthSorted(inputs, batch_size, lengths, names, fixed_batches,
-                                    output_bytes=lengths_lib.OutputBytes()).dataset.element_spec
 
 
 def estimator_losses(batches):

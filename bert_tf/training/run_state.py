@@ -1,4 +1,4 @@
-"""A training run's checkpointed state and its checkpoints: what a run restarted with the same output_dir resumes.
+"""A training run's checkpointed state: what a run restarted with the same output_dir resumes.
 
 A checkpoint `ckpt-<step>` holds, under these names:
   global_step, input_seed     the updates done; the input order's seed (the one given, else drawn at random once)
@@ -19,13 +19,12 @@ from bert_tf import checkpoints, fileio
 
 
 def trackables(model):
-    """The objects a checkpoint names: the encoder and each head by its attribute (what `checkpoints.restore`
-    reads), plus the whole model."""
+    """The model, and its encoder and heads by attribute (what `checkpoints.restore` reads)."""
     return {"model": model, **checkpoints.model_parts(model)}
 
 
 def random_states(model):
-    """The model's state beyond its weights: the Keras SeedGenerator state ([seed, counter]) of each dropout layer."""
+    """The model's variables beyond its weights: its dropout layers' SeedGenerator states."""
     weights = {id(w) for w in model.weights}
     return [v for v in model.variables if id(v) not in weights]
 
@@ -46,11 +45,8 @@ def _counter(name):
 
 
 class RunState:
-    """The checkpointed state of one worker's run of `model` and its checkpoints in `checkpoint_dir` (the latest
-    `keep_checkpoint_max` kept). Made in the strategy's scope, which its variables belong to.
-
-    `optimizer` and `input_iterators` join the checkpoints once training sets them.
-    """
+    """One worker's checkpointed state and its checkpoints in `checkpoint_dir`; made in the strategy's scope.
+    `optimizer` and `input_iterators` join the checkpoints once training sets them."""
 
     def __init__(self, model, checkpoint_dir, keep_checkpoint_max):
         self.model = model
@@ -78,20 +74,17 @@ class RunState:
                                    dropout_random_state=random_states(self.model), **parts)
 
     def manager(self):
-        """The CheckpointManager of checkpoint_dir, over one Checkpoint that restores and saves (its save_counter
-        carries on)."""
+        """The CheckpointManager of checkpoint_dir, over one Checkpoint that restores and saves."""
         return tf.train.CheckpointManager(self.checkpoint(), self.checkpoint_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
     def latest_checkpoint(self):
-        """The latest checkpoint of checkpoint_dir, looked up inside it (`checkpoints.latest_checkpoint`), or None;
-        after the one being written in the background is complete."""
+        """checkpoint_dir's latest checkpoint or None, once the one being written in the background is complete."""
         self.wait_for_checkpoint()
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
 
     def wait_for_checkpoint(self):
-        """Waits until the checkpoint `save_in_background` writes is complete (its errors raised here); at once when
-        none is being written."""
+        """Waits for `save_in_background`'s checkpoint (its errors raised here)."""
         pending, self._pending_save = self._pending_save, None
         if pending is not None:
             pending.result()
@@ -101,20 +94,16 @@ class RunState:
         tf.train.Checkpoint(global_step=self.global_step).restore(path).expect_partial()
 
     def checkpoint_of_step(self, step):
-        """checkpoint_dir's checkpoint ckpt-<step>, or None when it holds none (never written, or deleted as older
-        than the last keep_checkpoint_max)."""
+        """checkpoint_dir's ckpt-<step>, or None (never written, or no longer kept)."""
         path = os.path.join(self.checkpoint_dir, f"ckpt-{step}")
         return path if fileio.exists(path + ".index") else None
 
     def shared_checkpoint(self, latest, steps, worker_index, save_checkpoints_steps):
-        """The checkpoint of checkpoint_dir that worker `worker_index` resumes, given its `latest` (or None) and the
-        step of every worker's latest checkpoint (`steps`: {worker index: step}, 0 for none): the latest step every
-        worker has. A worker killed while the others saved lacks their newest checkpoint, so they resume the one
-        before, written at the same step by every worker; None (a new run) when a worker has none yet.
+        """The checkpoint this worker resumes: that of the latest step every worker has (`steps`: {worker: latest
+        step, 0 for none}), since a worker killed while the others saved lacks their newest; None for a new run.
 
-        Raises a ValueError when the workers' latest steps lie more than `save_checkpoints_steps` apart (a kill
-        cannot leave that: a worker's checkpoints are missing, e.g. on a replacement host's disk), or when this
-        worker no longer keeps the shared step's checkpoint."""
+        ValueError when the steps lie more than one checkpoint apart (a kill cannot leave that: a worker's
+        checkpoints are missing) or this worker no longer keeps the shared step's."""
         step, newest = min(steps.values()), max(steps.values())
         behind = ", ".join(str(worker) for worker, worker_step in sorted(steps.items()) if worker_step == step)
         if newest - step > save_checkpoints_steps:
@@ -139,8 +128,7 @@ class RunState:
         return shared
 
     def restore_input_seed(self, seed, latest):
-        """Sets the input order's seed: checkpoint `latest`'s when resuming (not None), else `seed`, else one drawn at
-        random."""
+        """Sets the input order's seed: `latest`'s when resuming, else `seed`, else one drawn at random."""
         if latest:
             tf.train.Checkpoint(input_seed=self.input_seed).restore(latest).expect_partial()
             if seed is not None and seed != self.input_seed.numpy():
@@ -152,19 +140,15 @@ class RunState:
                      " (drawn at random; saved with the checkpoints)" if seed is None else "")
 
     def resume(self, manager, latest):
-        """Resumes from `latest` through `manager`: the model, the optimizer, the input position and the random
-        state."""
+        """Restores the whole state from `latest` through `manager`."""
         manager.checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
                      "random state and the input position (seed %d)", latest, self.step,
                      ", ".join(sorted(trackables(self.model))), self.input_seed.numpy())
-        if not any(name.startswith("input_iterators/") for name, _ in tf.train.list_variables(latest)):
-            logging.warning("%s holds no input position (written by an older bert-tf): the input starts again at "
-                            "the beginning of its order.", latest)
 
     @staticmethod
     def save(manager, step):
-        """Writes the checkpoint ckpt-<step> through `manager`. Returns its path."""
+        """Writes ckpt-<step>; returns its path."""
         saved = manager.save(checkpoint_number=step)
         logging.info("Saved %s", saved)
         return saved

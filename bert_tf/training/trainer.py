@@ -1,37 +1,17 @@
 """The training loop shared by every run script: tf.distribute, accumulation, checkpoints, summaries, progress.
 
-A task gives three things:
-  build_model()                 -> a Keras task model (bert_tf.model.task_models), built in the strategy scope
-  loss                          -> per-example loss function `loss_fn(labels, outputs) -> [B]` float32 (dicts of
-                                   tensors in, as the dataset/model give), or a batch-level loss with metrics
-                                   (bert_tf.training.losses: e.g. the masked-LM loss sum(w*nll) / (sum(w) + 1e-5))
-  dataset_fn(batch_size, ctx, seed) -> tf.data.Dataset of (features, labels) batches of `batch_size`, repeated,
-                                   in an order that is a function of `seed`, ctx's input pipeline and
-                                   TensorFlow's global seed (tf.data mixes it in; --seed sets it, else unset)
-Then `Trainer.train` runs the optimizer (bert_tf.training.optimization; the original's by default) for
-num_train_steps updates, saving `output_dir/ckpt-<step>` every save_checkpoints_steps and at the end. The
-gradients of an update are summed over micro-batches and replicas before they are clipped to global norm 1.0,
-so that every strategy and accumulation computes the update of one device on the whole batch.
+A task gives:
+  build_model()                     -> a Keras task model (bert_tf.model.task_models), built in the strategy scope
+  loss_fn(labels, outputs)          -> per-example losses [B] float32, or a batch-level loss (bert_tf.training.losses)
+  dataset_fn(batch_size, ctx, seed) -> repeated (features, labels) batches, their order a function of `seed`, ctx's
+                                       input pipeline and TensorFlow's global seed
 
-A run restarted with the same output_dir resumes from its last checkpoint as the run it continues: the checkpoint
-holds the weights, the optimizer state, the input iterators' positions (tf.data iterator checkpoints: their
-shuffle buffers included, nothing is re-read), the input order's seed (the one given, else drawn at random once)
-and the dropout layers' random state. Otherwise the model starts from `pretrained` (`checkpoints.load_pretrained`'s
-result: an original TF1 BERT checkpoint, one of ours, a Model Garden or TF Hub BERT), restored after the training
-loop is traced. A training run first removes the temporaries a killed run left in its checkpoint
-directory (bert_tf.fileio.remove_stale_temporaries: ours once untouched for a day, and TensorFlow's checkpoint
-temporaries, which only the run that owns the directory removes).
-
-Under MultiWorkerMirroredStrategy every worker trains; the chief (worker 0) writes checkpoints, summaries and
-results to output_dir, each other worker its checkpoints (its own input position) to
-output_dir/workers/worker-<i>. Each call of the training loop then runs one update (see `__init__`). A run
-resumes the latest step every worker has a checkpoint of; a worker that stops responding makes the others stop
-with a `distribute.WorkerLost` naming it (after the strategy's heartbeat timeout) rather than wait for it.
-
-The Trainer composes, one concern a module: its settings (bert_tf.training.config.TrainingConfig), the run's
-checkpointed state and its checkpoints (bert_tf.training.run_state), its input (bert_tf.training.feed: the next
-update's batches fetched while one runs), the update step (bert_tf.training.update), evaluation and prediction
-(bert_tf.training.prediction); it runs the training loop itself.
+An update's gradients are summed over micro-batches and replicas before they are clipped to global norm 1.0, so every
+strategy and accumulation computes the update of one device on the whole batch. Checkpoints (`ckpt-<step>`) every
+save_checkpoints_steps and at the end; a restarted run resumes its last exactly (weights, optimizer, input position
+and seed, dropout state); a worker that stops responding stops the others with a `distribute.WorkerLost` naming it.
+The Trainer is also the run's context: its strategy, this worker's position, `is_chief` and `work_dir`. Settings:
+config.TrainingConfig; state: run_state; input: feed; the update step: update; evaluation and prediction: prediction.
 """
 import concurrent.futures
 import contextlib
@@ -60,12 +40,10 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
 
 
 class Trainer:
-    """Trains and runs one task model under a tf.distribute strategy (see the module docstring).
+    """Trains and runs one task model under a tf.distribute strategy.
 
-    `config`: a TrainingConfig (default: the defaults); keyword `settings` replace its fields (e.g.
-    `Trainer(..., learning_rate=1e-3)`). The Keras global precision policy is set to config.mixed_precision;
-    config.gradient_checkpointing turns the encoder's recomputation on (`BertModel.set_gradient_checkpointing`).
-    `pretrained`: the `checkpoints.Pretrained` a new run starts from (None: random weights).
+    `config`: a TrainingConfig, its fields replaced by keyword `settings` (`Trainer(..., learning_rate=1e-3)`); it
+    sets the Keras global precision policy. `pretrained`: the `checkpoints.Pretrained` a new run starts from.
     """
 
     def __init__(self, build_model, loss_fn, output_dir, *, config=None, strategy=None, pretrained=None,
@@ -91,18 +69,19 @@ class Trainer:
             if config.gradient_checkpointing:
                 logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
                              "backward pass")
-            self.state = run_state.RunState(self.model, self.checkpoint_dir, config.keep_checkpoint_max)
+            self.state = run_state.RunState(self.model, self.work_dir, config.keep_checkpoint_max)
         self.predictor = prediction.Predictor(functools.partial(self.model, training=False), loss_fn, config.use_xla)
-        fileio.makedirs(output_dir)
+        fileio.makedirs(self.work_dir)
 
     @property
     def is_chief(self):
-        """Whether this process writes the run's checkpoints, summaries and results (worker 0)."""
+        """Whether this process writes the run's shared files: checkpoints, summaries, results, exports (worker 0)."""
         return self.worker_index == 0
 
     @property
-    def checkpoint_dir(self):
-        """Where this worker's checkpoints go: output_dir for the chief, output_dir/workers/worker-<i> else."""
+    def work_dir(self):
+        """Where this worker writes its checkpoints and run record: output_dir for the chief, else
+        output_dir/workers/worker-<i>."""
         return distribute.worker_dir(self.output_dir, self.worker_index)
 
     # --- the run's state and checkpoints (bert_tf.training.run_state) ------------------------------------------
@@ -123,18 +102,15 @@ class Trainer:
         return self.state.optimizer
 
     def latest_checkpoint(self):
-        """The latest checkpoint of this worker's checkpoint_dir (output_dir for the chief), looked up inside it
-        (`checkpoints.latest_checkpoint`), or None."""
+        """The latest checkpoint of work_dir, or None."""
         return self.state.latest_checkpoint()
 
     def wait_for_checkpoint(self):
-        """Waits until the checkpoint `train(..., save_last_in_background=True)` writes is complete (its errors
-        raised here); at once when none is being written."""
+        """Waits for the checkpoint `train(..., save_last_in_background=True)` writes (its errors raised here)."""
         self.state.wait_for_checkpoint()
 
     def load_pretrained(self):
-        """Restores the pre-trained model into the model (`checkpoints.Pretrained.restore`). Returns its LoadReport
-        (None without a pre-trained model or its init_checkpoint)."""
+        """Restores the pre-trained model. Returns its LoadReport (None without one)."""
         return self.pretrained.restore(self.model) if self.pretrained else None
 
     def restore_for_predict(self, required_heads=()):
@@ -146,7 +122,7 @@ class Trainer:
             logging.info("Restoring %s (step %d)", latest, self.step)
             checkpoints.restore(self.model, latest, required_heads)
             return latest
-        if not (self.pretrained and self.pretrained.restores):
+        if not (self.pretrained and self.pretrained.restored):
             raise ValueError(f"Nothing to predict with: no checkpoint in {self.output_dir} and no init_checkpoint.")
         self.pretrained.restore(self.model, required_heads)
         return self.pretrained.init_checkpoint
@@ -155,18 +131,12 @@ class Trainer:
 
     def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None, meanwhile=None,
               save_last_in_background=False):
-        """Trains until global_step == num_train_steps. Returns the last loss (mean over the last loop).
+        """Trains until global_step == num_train_steps. Returns the last loop's mean loss; `self.figures` holds its
+        figures, which also go to TensorBoard (output_dir/train) and the log.
 
-        `seed`: the input order's seed of a new run (None: drawn at random); a resumed run keeps its checkpoint's.
-        Each loop's mean loss and metrics (bert_tf.training.losses), gradient norm, learning rate and examples/s
-        go to TensorBoard (output_dir/train, written out at each checkpoint: bert_tf.training.summaries) and the log;
-        `self.figures` holds the last loop's.
-
-        Once the training loop is traced, TensorFlow optimizes its graph (seconds of C++ for BERT) in a thread
-        while this one restores `pretrained` (a new run) and calls `meanwhile()` (e.g. `prepare_predict` for the
-        evaluation that follows), before the first update.
-        `save_last_in_background`: the last checkpoint is written in a thread and `train` returns before it is
-        complete (`wait_for_checkpoint`; `latest_checkpoint`, `restore_for_predict` and `train` wait for it).
+        `seed`: the input order's seed of a new run (None: random); a resumed run keeps its checkpoint's.
+        `meanwhile()` runs while TensorFlow optimizes the traced graph (e.g. `prepare_predict`).
+        `save_last_in_background`: returns before the last checkpoint is complete (`wait_for_checkpoint`).
         """
         with distribute.naming_lost_workers(self.strategy, self.output_dir):
             manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps,
@@ -202,16 +172,15 @@ class Trainer:
         return self.figures["loss"]
 
     def _start(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed):
-        """Readies a training run: builds the optimizer, sets the input order's seed, opens the input and resumes
-        the latest checkpoint of checkpoint_dir, if any. Returns (its CheckpointManager, that checkpoint or None,
-        its `feed.Feed`)."""
+        """Builds the optimizer, sets the input's seed, opens the input, resumes the latest checkpoint. Returns
+        (its CheckpointManager, that checkpoint or None, its `feed.Feed`)."""
         self.wait_for_checkpoint()
         replicas = self.strategy.num_replicas_in_sync
         accumulation = self.config.gradient_accumulation_steps
         if global_batch_size % (replicas * accumulation):
             raise ValueError(f"train_batch_size {global_batch_size} is not divisible by replicas ({replicas}) x "
                              f"gradient_accumulation_steps ({accumulation}).")
-        fileio.remove_stale_temporaries(self.checkpoint_dir, checkpoints=True)  # this run owns the directory
+        fileio.remove_stale_temporaries(self.work_dir, checkpoints=True)  # this run owns the directory
         self.state.optimizer = update.build_optimizer(self.strategy, self.model, self.config, num_train_steps,
                                                       num_warmup_steps)
         latest = self.state.latest_checkpoint()
@@ -225,10 +194,7 @@ class Trainer:
         return manager, latest, input_feed
 
     def _agreed_start(self, latest, seed):
-        """Under several workers: (the checkpoint to resume, the input order's seed of a new run) that every worker
-        shares, from this worker's `latest` checkpoint (or None) and `seed` (the same flag on every worker): the
-        latest step every worker has a checkpoint of (`RunState.shared_checkpoint`) and, for a new run, worker 0's
-        seed (drawn at random when none is given)."""
+        """Under several workers: (the latest step every worker has a checkpoint of, worker 0's seed)."""
         shared = distribute.worker_values(self.strategy, [run_state.checkpoint_step(latest),
                                                            run_state.draw_seed() if seed is None else seed])
         steps = {worker: step for worker, (step, _) in shared.items()}
@@ -236,8 +202,7 @@ class Trainer:
                 shared[0][1])
 
     def _input(self, dataset_fn, per_replica):
-        """Opens this worker's input: one tf.data iterator over its input pipeline's batches (the state's
-        `input_iterators`, checkpointed with the run). Returns its `feed.Feed`, for the training tf.function."""
+        """Opens this worker's input (one iterator, checkpointed with the run). Returns its `feed.Feed`."""
         replicas = self.strategy.num_replicas_in_sync
         context = tf.distribute.InputContext(num_input_pipelines=self.num_workers,
                                              input_pipeline_id=self.worker_index, num_replicas_in_sync=replicas)
@@ -246,8 +211,8 @@ class Trainer:
         return feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
 
     def _prepare_train_loop(self, input_feed, resumed, meanwhile):
-        """The training tf.function, traced here and optimized by TensorFlow in a thread (a call with no update)
-        while this one restores `pretrained` (unless `resumed`) and runs `meanwhile`."""
+        """The training tf.function, optimized in a thread (a call with no update) while this one restores
+        `pretrained` (unless `resumed`) and runs `meanwhile`."""
         train_loop = self._train_loop(input_feed)
         train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -260,17 +225,14 @@ class Trainer:
         return train_loop
 
     def _gradients(self, features, labels, totals):
-        """One micro-batch's (shares, gradients) (`update.gradients`): the function the update step traces."""
         return update.gradients(self.model, self.loss, self.optimizer, features, labels, totals)
 
     def _figure_names(self):
-        """The training figures the log shows: the loss, then the loss's other terms."""
         return ["loss", *(name for name in self.loss.terms if name != "loss")]
 
     def _train_loop(self, input_feed):
-        """The training tf.function: `train_loop(steps)` runs up to `steps` updates on the batches of `input_feed`
-        and stops after one that the NaN guard refuses (`_guarded`); it returns the figures' means (NaN for 0
-        steps). Each update runs while the next one's batches are fetched to the devices (`feed`)."""
+        """`train_loop(steps)`: up to `steps` updates, stopping after one the NaN guard refuses; -> the figures'
+        means. Each update runs while the next one's batches are fetched."""
         names, guarded = self._figure_names(), self._guarded()
         replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer, self._gradients,
                                      self.config.gradient_accumulation_steps, self.config.use_xla).replica_step
@@ -281,7 +243,6 @@ class Trainer:
             limit = tf.cast(steps, tf.float32)
 
             def body(done, finite, sums, batches):
-                """One update on `batches`: the loop's body. `finite`: whether its guarded figures are finite."""
                 upcoming = input_feed.fetch_if(done + 1.0 < limit, batches)
                 shares, norm = self.strategy.run(replica_step, args=(input_feed.distribute(batches),))
                 figures = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, shares[name], axis=None)
@@ -300,9 +261,8 @@ class Trainer:
         return train_loop
 
     def _guarded(self):
-        """The figures the NaN guard checks: the loss, and the gradient norm unless the optimizer skips an update
-        whose gradients are not finite (`update.skips_non_finite`: loss scaling); any other writes NaN or inf into
-        the weights."""
+        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates
+        (loss scaling); any other writes NaN or inf into the weights."""
         return ["loss"] if update.skips_non_finite(self.optimizer) else ["loss", "gradient_norm"]
 
     def _check_finite(self, figures, step):
@@ -314,8 +274,7 @@ class Trainer:
                     f"last good checkpoint: {self.latest_checkpoint() or 'none (no checkpoint yet)'}.")
 
     def _report(self, writer, bar, chunk, step, num_train_steps, figures):
-        """Shows a loop's figures: TensorBoard (the chief's `writer`, a summaries.Writer), the progress bar and the
-        log."""
+        """A loop's figures to TensorBoard (the chief's `writer`), the progress bar and the log."""
         if writer is not None:
             writer.scalars(step, figures)
         bar.update(chunk)
@@ -327,14 +286,13 @@ class Trainer:
     # --- evaluation and prediction (bert_tf.training.prediction) ------------------------------------------------
 
     def evaluate(self, dataset):
-        """The loss terms' figures over `dataset` and its number of batches (`prediction.Predictor.evaluate`)."""
+        """`prediction.Predictor.evaluate`."""
         return self.predictor.evaluate(dataset)
 
     def predict(self, dataset, with_loss=False):
-        """Yields the model's outputs per batch as numpy dicts, in dataset order (`prediction.Predictor.predict`)."""
+        """Yields the model's outputs per batch as numpy dicts, in dataset order."""
         return self.predictor.predict(dataset, with_loss)
 
     def prepare_predict(self, element_spec, with_loss=False):
-        """The traced function `predict` runs on a dataset of `element_spec`, made once per spec (e.g. as `train`'s
-        `meanwhile`; `prediction.Predictor.prepare_predict`)."""
+        """Traces `predict` for `element_spec` ahead of time (e.g. as `train`'s `meanwhile`)."""
         return self.predictor.prepare_predict(element_spec, with_loss)

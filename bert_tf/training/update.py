@@ -1,23 +1,9 @@
 """One training update on a replica: micro-batch accumulation, the all-reduce over replicas, clipping, the optimizer.
 
-The gradients of an update are summed over its micro-batches and over the replicas before they are clipped to
-global norm 1.0 and applied once, so that every strategy and accumulation computes the update of one device on the
-whole batch. The loss terms and metrics are shares of the whole update's figures (bert_tf.training.losses).
-
-With XLA (`use_xla`) an update compiles only programs that hold no all-reduce (`xla_programs`):
-- one GPU (one replica): the whole update is one XLA program (forward, losses, backward, the accumulation over
-  micro-batches, the global norm, clipping, loss scaling and the optimizer's update). XLA fuses the optimizer's
-  element-wise work with the gradients' and keeps no gradient in memory between two programs.
-- several GPUs (MirroredStrategy, MultiWorkerMirroredStrategy): each micro-batch's gradients are one program on
-  each replica, and the optimizer's update of each GPU's variables another (`BertOptimizer.jit_update`). The
-  all-reduce between them and the clipping run outside, in TensorFlow's ops: its all-reduce of the embeddings'
-  IndexedSlices pads them to a length known only at run time. Tested on logical CPU devices with the optimizer's
-  update forced on (tests/training/test_update.py); never run with TensorFlow on GPUs (no machine here has both).
-- the CPU, one replica or several: only each micro-batch's gradients. The whole program was slower there
-  (fine-tuning MiniLM on real texts: 58 against 66 examples/s; benchmarks/log/gpu.md, "The whole update in one
-  XLA program"), and so was the optimizer's update on its own (BERT-base: 49% more CPU time; benchmarks/log/gpu.md,
-  "Several replicas").
-- TPUStrategy compiles the replica's step itself.
+The gradients are summed over the micro-batches and the replicas, then clipped to global norm 1.0 and applied once:
+every strategy and accumulation computes one device's update on the whole batch. Loss terms and metrics are shares
+of the whole update's figures (bert_tf.training.losses). With `use_xla`, only programs holding no all-reduce
+compile (`xla_programs`).
 """
 import dataclasses
 
@@ -29,8 +15,8 @@ from bert_tf.training import losses, optimization
 
 
 def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
-    """The optimizer of `config` (a TrainingConfig) for `model`'s trainable variables, built in `strategy`'s scope:
-    it applies the gradients as given (`Update` sums and clips them), under mixed_float16 with loss scaling."""
+    """`config`'s optimizer, built in `strategy`'s scope; it applies the gradients as given (`Update` sums and
+    clips them), with loss scaling under mixed_float16."""
     with strategy.scope():
         optimizer = optimization.create_optimizer(config.learning_rate, num_train_steps, num_warmup_steps,
                                                   bias_correction=config.adam_bias_correction,
@@ -44,17 +30,14 @@ def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
 
 
 def skips_non_finite(optimizer):
-    """Whether `optimizer` skips an update whose gradients are not finite, leaving the weights as they were: loss
-    scaling's LossScaleOptimizer does (a step that overflowed float16 lowers the scale); any other applies them."""
+    """Whether `optimizer` skips an update with non-finite gradients (LossScaleOptimizer does; others apply it)."""
     return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
 
 @dataclasses.dataclass(frozen=True)
 class Programs:
-    """The XLA programs of an update (`xla_programs`): the whole update as one (`whole_update`: forward, losses,
-    backward, the accumulation over micro-batches, the global norm, clipping, loss scaling and the optimizer's
-    update), or on their own each micro-batch's gradients (`gradients`: forward, losses, backward) and the
-    optimizer's update of each device's variables (`optimizer_update`: `BertOptimizer.jit_update`)."""
+    """The XLA programs of an update: the whole update as one, or on their own each micro-batch's gradients and
+    each device's optimizer update (`BertOptimizer.jit_update`)."""
     whole_update: bool = False
     gradients: bool = False
     optimizer_update: bool = False
@@ -64,7 +47,7 @@ class Programs:
             raise ValueError("The whole update is one program: it holds the gradients and the optimizer's update.")
 
     def describe(self, num_replicas):
-        """What compiles and what runs outside XLA, in words, with `num_replicas` replicas in sync."""
+        """What compiles and what runs outside XLA, in words."""
         if self.whole_update:
             return "the whole update as one program"
         compiled = [name for name, on in (("each micro-batch's gradients", self.gradients),
@@ -75,9 +58,7 @@ class Programs:
 
 
 def describe_strategy(strategy):
-    """(kind, device type, replicas in sync) of `strategy`, what `xla_programs` decides on: the kind as
-    distribute.STRATEGIES names it (the class name for other strategies), the device type of its replicas ("CPU",
-    "GPU", "TPU"; "mixed" where they differ)."""
+    """(kind as distribute.STRATEGIES names it, device type or "mixed", replicas in sync): `xla_programs`'s input."""
     kinds = ((tf.distribute.TPUStrategy, "tpu"), (tf.distribute.MultiWorkerMirroredStrategy, "multi_worker_mirrored"),
              (tf.distribute.MirroredStrategy, "mirrored"), (tf.distribute.OneDeviceStrategy, "one_device"))
     kind = next((name for cls, name in kinds if isinstance(strategy, cls)), type(strategy).__name__)
@@ -87,15 +68,13 @@ def describe_strategy(strategy):
 
 
 def xla_programs(kind, device_type, num_replicas):
-    """The programs --use_xla compiles in an update under a strategy of `kind` whose `num_replicas` replicas in sync
-    are `device_type` devices (`describe_strategy`). Only what nothing is all-reduced in:
-    - one replica on a GPU: the whole update as one program;
-    - one replica on the CPU: each micro-batch's gradients (the whole program was slower there: BENCHMARKS.md);
-    - several replicas (MirroredStrategy, MultiWorkerMirroredStrategy): each micro-batch's gradients, and on GPUs the
-      optimizer's update on its own (on the CPU it was slower); the all-reduce between them, which gathers the
-      embeddings' IndexedSlices to a length known only at run time, and the clipping run outside any program;
-    - TPUStrategy: as before, the gradients' function is marked for XLA inside the replica's step, which
-      TPUStrategy compiles as a whole itself.
+    """The programs --use_xla compiles: only what nothing is all-reduced in.
+
+    - one GPU: the whole update as one program (XLA fuses the optimizer's work with the gradients');
+    - one CPU: each micro-batch's gradients (the whole program was slower there: BENCHMARKS.md);
+    - several replicas: each micro-batch's gradients, and on GPUs each device's optimizer update; the all-reduce
+      (of IndexedSlices padded to a length known only at run time) and clipping run outside;
+    - TPUStrategy compiles the replica's step itself.
     """
     if kind == "tpu":
         return Programs(gradients=True)
@@ -105,9 +84,8 @@ def xla_programs(kind, device_type, num_replicas):
 
 
 def add_gradients(a, b):
-    """The gradient of two micro-batches: the sum, or for the embedding tables' IndexedSlices the concatenation of
-    their rows, which is what one batch of both gives (the original's global norm, TensorFlow's and Keras's count
-    each row of an IndexedSlices: a token used twice adds two rows, not one summed row)."""
+    """The gradient of two micro-batches: the sum; IndexedSlices are concatenated, as one batch of both gives them
+    (the global norm counts each row: a token used twice adds two rows, not one summed row)."""
     if a is None:
         return None
     if isinstance(a, tf.IndexedSlices):
@@ -117,9 +95,8 @@ def add_gradients(a, b):
 
 
 def gradients(model, loss, optimizer, features, labels, totals):
-    """(shares, gradients) of one micro-batch: its share of each loss term and metric of `loss` (a batch loss), the
-    whole update's summed weights being `totals` (bert_tf.training.losses), so that summing over micro-batches and
-    replicas gives the figures of the whole batch; gradients of the loss share (scaled under mixed_float16)."""
+    """(shares, gradients) of one micro-batch: its shares of the update's figures given the update's weight
+    `totals` (bert_tf.training.losses), and the gradients of its loss share (scaled under mixed_float16)."""
     variables = model.trainable_variables
     with tf.GradientTape() as tape:
         outputs = model(features, training=True)
@@ -131,10 +108,8 @@ def gradients(model, loss, optimizer, features, labels, totals):
 class Update:
     """The update step of `model` under `strategy`: `replica_step` runs on each replica (`strategy.run`).
 
-    `gradients_fn(features, labels, totals)`: one micro-batch's (shares, gradients), as `gradients` gives them;
-    `accumulation`: micro-batches per update; `use_xla`: compile the `programs` (a `Programs`; None: what
-    `xla_programs` picks for `strategy`; given, to test or measure a choice: the whole update only on one replica).
-    The optimizer's update compiles where the optimizer is a BertOptimizer (`jit_update`, set here).
+    `gradients_fn` is `gradients` with its first three arguments bound; `programs` (None: `xla_programs`'s) is
+    given to test or measure a choice.
     """
 
     def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False, programs=None):
@@ -166,19 +141,16 @@ class Update:
                          type(strategy).__name__, replicas, ", ".join(strategy.extended.worker_devices))
 
     def replica_step(self, inputs):
-        """One update on this replica (`strategy.run`): `step`, compiled as one XLA program where it can be."""
+        """`step`, compiled as one XLA program where it can be."""
         return (self.compiled_step or self.step)(inputs)
 
-    # The step, the model and the losses hold no control flow on tensors: traced as plain Python (autograph off
-    # here and in the gradient, evaluation and prediction functions), the first loop traces ~0.7 s sooner.
+    # The step, the model and the losses hold no control flow on tensors: traced as plain Python, sooner.
     @tf.autograph.experimental.do_not_convert
     def step(self, inputs):
-        """One update on this replica: `accumulation` micro-batches, gradients summed over them and over the
-        replicas, clipped to global norm 1.0 and applied once. Returns (this replica's shares of the figures, the
-        global gradient norm).
+        """One update on this replica -> (its shares of the figures, the global gradient norm).
 
-        Variables without a gradient (e.g. the pooler under a span head) are left untouched, as the original
-        skips them; so they also get no weight decay.
+        Variables without a gradient (e.g. the pooler under a span head) are left untouched, weight decay included,
+        as the original skips them.
         """
         features, labels = inputs
         context = tf.distribute.get_replica_context()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_tf import checkpoints, resources
-from bert_tf.model import task_models
+from bert_tf.checkpoints import huggingface
 from bert_tf.text import tokenization
 
 pytestmark = pytest.mark.compare
@@ -35,7 +35,7 @@ def _transformers_outputs(task, hf_dir):
     `hf_dir` on hf_tasks.batch(task), as NumPy, by bert-tf's output names. Asserts nothing was missing."""
     import torch
     import transformers
-    cls = getattr(transformers, task_models.REGISTRY[task].huggingface)
+    cls = getattr(transformers, huggingface.ARCHITECTURES[task])
     model, info = cls.from_pretrained(hf_dir, output_loading_info=True)
     assert not info["missing_keys"], info
     model.eval()

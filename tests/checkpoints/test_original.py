@@ -21,7 +21,8 @@ from bert_tf.model.task_models import (
 
 
 class TaskModel:
-    """A stand-in for a fine-tuning model: the attribute convention checkpoints.py documents."""
+    """A stand-in for a fine-tuning model: the attribute convention checkpoints.name_map documents."""
+    heads = {**BertClassifier.heads, **BertSpanLabeler.heads}
 
     def __init__(self, config, num_labels):
         self.bert = encoder.BertModel(config)

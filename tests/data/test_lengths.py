@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bert_tf.data import lengths
 from bert_tf.model.encoder import BertModel
+from bert_tf.training import prediction
 
 
 def _masks(rows, seq_length):
@@ -107,7 +108,7 @@ def test_budget_batches_fill_the_tokens_of_a_padded_batch():
 def test_length_sorted_gives_outputs_back_in_the_input_order(count):
     """A 'model' with per-example and per-token outputs, run on length-sorted cut batches: `in_input_order` gives
     the input order's batches (its batch_size partition), with the values of padded batches; per-token outputs as
-    wide as the longest text of their window."""
+    wide as the longest text of their window. Windows: 2 batches of 3 examples of the input order."""
     rng = np.random.RandomState(count)
     real = rng.randint(1, 13, count)
     mask = _masks(real, 12)
@@ -120,9 +121,9 @@ def test_length_sorted_gives_outputs_back_in_the_input_order(count):
         return {"total": tf.reduce_sum(ids, -1) * labels["weight"], "running": running,
                 "width": tf.fill(tf.shape(ids)[:1], tf.shape(ids)[1])}
 
-    size = lengths.OutputBytes(fixed=8, per_position=4)  # total float32, width int32; running [L] float32
     batches = lengths.LengthSorted((inputs, labels), 3, lengths.SequenceLengths(), ("input_ids", "input_mask"),
-                                   output_bytes=size, window_bytes=6 * size.at(12))
+                                   window_batches=2)
+    assert batches.windows == [(start, min(start + 6, count)) for start in range(0, count, 6)]
     ran = [{k: v.numpy() for k, v in model(*batch).items()} for batch in batches.dataset]
     if count > 3:
         assert [r["width"][0] for r in ran[:2]] == sorted([r["width"][0] for r in ran[:2]], reverse=True)
@@ -138,28 +139,24 @@ def test_length_sorted_gives_outputs_back_in_the_input_order(count):
         assert not reference["running"][:, width:].any()
 
 
-_SCALAR = lengths.OutputBytes(fixed=8)  # one float64 output per example
-
-
 def test_length_sorted_without_cutting_keeps_the_input_batches():
     mask = _masks([4, 2, 6, 1, 3], 6)
     inputs = {"input_ids": mask, "input_mask": mask}
     for settings in (None, lengths.SequenceLengths(pad=True)):
-        batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"), output_bytes=_SCALAR)
+        batches = lengths.LengthSorted(inputs, 2, settings, ("input_ids", "input_mask"))
         assert [b["input_mask"].shape for b in batches.dataset] == [(2, 6), (2, 6), (1, 6)]
     for fixed in (lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
-                                       fixed_batches=True, output_bytes=_SCALAR),  # TPU-style: neither sorted nor cut
+                                       fixed_batches=True),  # TPU-style: neither sorted nor cut
                   lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(pad=True, compiled=True),
-                                       ("input_ids", "input_mask"), output_bytes=_SCALAR)):
+                                       ("input_ids", "input_mask"))):
         ran = [b["input_mask"].numpy() for b in fixed.dataset]  # the last batch filled up with a zero example
         assert [b.tolist() for b in ran] == [mask[:2].tolist(), mask[2:4].tolist(), [mask[4].tolist(), [0] * 6]]
         got = list(fixed.in_input_order({"sum": b.sum(-1)} for b in ran))  # the filling example's rows dropped
         assert [b["sum"].tolist() for b in got] == [[4, 2], [6, 1], [3]]
     assert fixed.dataset.element_spec["input_mask"].shape == (None, 6)
-    assert lengths.LengthSorted(inputs, 2, None, (), fixed_batches=True,
-                                output_bytes=_SCALAR).dataset.element_spec["input_mask"].shape == (2, 6)
-    sorted_batches = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"),
-                                          output_bytes=_SCALAR)
+    assert lengths.LengthSorted(inputs, 2, None, (), fixed_batches=True).dataset.element_spec["input_mask"].shape == (
+        2, 6)
+    sorted_batches = lengths.LengthSorted(inputs, 2, lengths.SequenceLengths(), ("input_ids", "input_mask"))
     with pytest.raises(RuntimeError, match="Got outputs for 4 of 5 examples"):
         list(sorted_batches.in_input_order(iter([{"x": np.zeros(2)}, {"x": np.zeros(2)}])))
 
@@ -175,10 +172,9 @@ def test_compiled_batches_take_one_shape_per_length(tiny_config):
     batches."""
     model = BertModel(tiny_config)
     inputs = _random_texts(7, 90, 20)
-    size = lengths.OutputBytes(fixed=4 * tiny_config.hidden_size)  # the pooled output [H] float32
 
     def run(settings):
-        batches = lengths.LengthSorted(inputs, 4, settings, _NAMES, output_bytes=size, window_bytes=8 * size.at(20))
+        batches = lengths.LengthSorted(inputs, 4, settings, _NAMES, window_batches=2)
         shapes = []
 
         def outputs():
@@ -198,23 +194,30 @@ def test_compiled_batches_take_one_shape_per_length(tiny_config):
         np.testing.assert_allclose(batch["pooled"], reference["pooled"], atol=1e-5)
 
 
-def _layers_run(model, inputs, window_bytes, declared=None):
-    """extract_features' loop on `model` over `inputs` (batches of 4) holding back at most `window_bytes`: the
-    input-order batches of its last two layers' activations, the windows, and the bytes of the model's outputs
-    still alive (referenced) each time the loop asks for the next batch or hands one back."""
-    size = declared or lengths.OutputBytes(per_position=2 * 4 * model.config.hidden_size)  # 2 x [L, H] float32
-    batches = lengths.LengthSorted(inputs, 4, lengths.SequenceLengths(), _NAMES, output_bytes=size,
-                                   window_bytes=window_bytes)
+def _layers_run(model, inputs, window_bytes):
+    """extract_features' loop on `model` over `inputs` (batches of 4), its windows sized from the traced model's
+    output specs (`window_batches`) to hold at most `window_bytes`: the input-order batches of its last two layers'
+    activations, the window size in batches, the windows, and the bytes of the model's outputs still alive
+    (referenced) each time the loop asks for the next batch or hands one back."""
+    def layers(batch):
+        encoder_outputs = model(batch, training=False)["encoder_outputs"]
+        return {"last": encoder_outputs[-1], "second": encoder_outputs[-2]}
+
+    predictor, settings = prediction.Predictor(layers), lengths.SequenceLengths()
+    spec = lengths.batch_spec(inputs, 4, settings, _NAMES)
+    specs = predictor.prepare_predict(spec).get_concrete_function().structured_outputs
+    assert {name: t.shape.as_list() for name, t in specs.items()} == {
+        name: [None, None, model.config.hidden_size] for name in ("last", "second")}
+    window = lengths.window_batches(specs, 4, inputs["input_mask"].shape[1], window_bytes)
+    batches = lengths.LengthSorted(inputs, 4, settings, _NAMES, window_batches=window)
     alive, held = [], []
 
     def held_now():
         return sum(array.nbytes for array in (ref() for ref in alive) if array is not None)
 
     def outputs():
-        for batch in batches.dataset:
+        for out in predictor.predict(batches.dataset):
             held.append(held_now())
-            layers = model(batch, training=False)["encoder_outputs"]
-            out = {"last": layers[-1].numpy(), "second": layers[-2].numpy()}
             alive.extend(weakref.ref(array) for array in out.values())
             yield out
             del out
@@ -223,22 +226,23 @@ def _layers_run(model, inputs, window_bytes, declared=None):
     for batch in batches.in_input_order(outputs()):
         held.append(held_now())
         got.append(batch)
-    return got, batches.windows, held
+    return got, window, batches.windows, held
 
 
-def test_length_sorted_holds_back_at_most_window_bytes(tiny_config):
-    """A tiny encoder's activations, handed back in the input order from windows of at most 3 padded batches'
-    bytes: what the loop holds back never exceeds that (it does with one window), and the outputs are the
-    one-window run's (to float rounding), in the same input-order batches."""
+def test_windows_sized_from_the_model_hold_back_at_most_window_bytes(tiny_config):
+    """A tiny encoder's activations (2 layers [L, H] float32), handed back in the input order from windows sized
+    from its output specs to hold at most 3 padded batches' bytes: windows of exactly 3 batches, what the loop holds
+    back never exceeds the bound (it does with one window), and the outputs are the one-window run's (to float
+    rounding), in the same input-order batches."""
     model = BertModel(tiny_config)
     inputs = _random_texts(11, 40, 20)
     real = inputs["input_mask"].sum(axis=1)
     bound = 3 * 4 * 20 * 2 * 4 * tiny_config.hidden_size  # 3 batches of 4 examples x 20 positions x 2 layers
-    bounded, spans, held = _layers_run(model, inputs, bound)
-    unbounded, one_window, held_unbounded = _layers_run(model, inputs, 2 ** 40)
+    bounded, window, spans, held = _layers_run(model, inputs, bound)
+    unbounded, _, one_window, held_unbounded = _layers_run(model, inputs, 2 ** 40)
+    assert window == 3 and spans == [(start, min(start + 12, 40)) for start in range(0, 40, 12)]
     assert 0 < max(held) <= bound
     assert len(one_window) == 1 and max(held_unbounded) > bound  # the bound binds
-    assert len(spans) > 2 and all((end - start) % 4 == 0 for start, end in spans[:-1])  # whole batches
     assert [len(b["last"]) for b in bounded] == [len(b["last"]) for b in unbounded] == [4] * 10
     for first, batch, reference in zip(range(0, 40, 4), bounded, unbounded, strict=True):
         for name in ("last", "second"):
@@ -246,31 +250,16 @@ def test_length_sorted_holds_back_at_most_window_bytes(tiny_config):
                 np.testing.assert_allclose(batch[name][row, :length], reference[name][row, :length], atol=1e-5)
 
 
-def test_windows_fit_their_bytes():
-    """`windows`: whole batches whose sorted outputs fit the bytes (`held_bytes`), at least one batch each."""
-    rng = np.random.RandomState(5)
-    real = rng.randint(1, 33, 101)
-    size = lengths.OutputBytes(fixed=16, per_position=4)
-    for window_bytes in (1, 2000, 20000, 10 ** 9):
-        spans = lengths.windows(real, 4, 32, size, window_bytes)
-        assert spans[0][0] == 0 and spans[-1][1] == 101
-        assert all(end == start for (_, end), (start, _) in zip(spans, spans[1:]))
-        for start, end in spans:
-            part = real[start:end][lengths.length_order(real[start:end], [(0, end - start)])]
-            bounds = lengths.budget_batches(part, 4, 32, [(0, end - start)])
-            assert end - start <= 4 or lengths.held_bytes(part, bounds, size, 32) <= window_bytes
-            assert (end - start) % 4 == 0 or end == 101
-    assert len(lengths.windows(real, 4, 32, size, 1)) == 26  # a batch each
-    assert lengths.windows(real, 4, 32, size, 10 ** 9) == [(0, 101)]
-
-
-def test_length_sorted_refuses_outputs_larger_than_declared(tiny_config):
-    model = BertModel(tiny_config)
-    mask = _masks([3, 9, 5, 2, 7], 10)
-    inputs = {"input_ids": mask * 5, "input_mask": mask, "segment_ids": np.zeros_like(mask)}
-    one_layer = lengths.OutputBytes(per_position=4 * tiny_config.hidden_size)  # two are returned
-    with pytest.raises(RuntimeError, match=r"take \d+ bytes, more than the \d+ of OutputBytes"):
-        _layers_run(model, inputs, 2 ** 20, declared=one_layer)
+def test_window_batches_bound_the_worst_case():
+    """One example's outputs, an unknown axis counted as seq_length, each value its dtype's bytes: a window holds as
+    many whole batches as fit the bytes were every example that long, at least one."""
+    specs = {"logits": tf.TensorSpec([None, 3], tf.float32), "layer": tf.TensorSpec([None, None, 8], tf.float16),
+             "top": tf.TensorSpec([None, None, 2], tf.int64), "loss": tf.TensorSpec([None], tf.float32)}
+    example = 3 * 4 + 10 * 8 * 2 + 10 * 2 * 8 + 4  # at seq_length 10
+    assert lengths.window_batches(specs, 4, 10, 5 * 4 * example) == 5
+    assert lengths.window_batches(specs, 4, 10, 5 * 4 * example - 1) == 4
+    assert lengths.window_batches(specs, 4, 10, 1) == 1
+    assert lengths.window_batches(specs, 4, 10) * 4 * example <= lengths.WINDOW_BYTES
 
 
 def _example_stream(seed):

@@ -1,8 +1,9 @@
 """The export's documentation against the code: docs/serving.md's tasks and their outputs are those of the task
-specs (bert_tf.model.task_models.REGISTRY) and every bert_tf name it cites exists. (Package docstrings naming their
+models (bert_tf.model.task_models.REGISTRY) and every bert_tf name it cites exists. (Package docstrings naming their
 modules: tests/test_architecture.py, for every package; the documented commands run: tests/test_docs_commands.py.)
-And the export's versions (`exporter.version_dir`): an export never rewrites a version directory."""
+And the export's versions (`exporter.version_dir`): an export never rewrites a version directory; and its options."""
 import importlib
+import json
 import os
 import re
 import types
@@ -10,7 +11,7 @@ import types
 import pytest
 import tiny_classifier
 
-from bert_tf import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.export import exporter
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
@@ -25,10 +26,10 @@ def read_serving_md():
         return f.read()
 
 
-def test_serving_md_lists_every_task_with_its_outputs():
+def test_serving_md_lists_every_task_with_its_outputs(tiny_config):
     """The `--task` list names every task of the serving format, in order; the table of task outputs has a row for
-    each task of the registry, in order, naming exactly its outputs and label output, and saying "no text
-    signatures" where text does not apply."""
+    each task of the registry, in order, naming exactly its model's outputs and its label output, and saying "no
+    text signatures" where text does not apply."""
     text = read_serving_md()
     tasks = re.search(r"^\* `--task`: (.*?)^\* ", text, re.M | re.S).group(1)
     assert re.findall(r"`(\w+)`", tasks) == list(exporter.format_tasks("serving"))
@@ -38,8 +39,10 @@ def test_serving_md_lists_every_task_with_its_outputs():
     assert list(rows) == list(task_models.REGISTRY)
     for task, row in rows.items():
         spec = task_models.REGISTRY[task]
-        assert set(re.findall(r"`(\w+)`", row)) == {*spec.outputs, *filter(None, [spec.label_output])}, task
-        assert ("no text signatures" in row) == (not spec.text), task
+        model = spec.build(tiny_config, 2 if spec.labelled else None)
+        outputs = task_models.output_names(model)
+        assert set(re.findall(r"`(\w+)`", row)) == {*outputs, *filter(None, [spec.label_output])}, task
+        assert ("no text signatures" in row) == (not task_models.takes_text(model)), task
 
 
 def test_every_bert_tf_name_cited_exists():
@@ -79,8 +82,8 @@ def test_an_export_takes_the_next_free_version_and_refuses_an_existing_one(tmp_p
     base = tmp_path / "m"
 
     def export(**fields):
-        request = exporter.ExportRequest("classifier", str(base), max_seq_length=8, text_ops="none", **fields)
-        return exporter.export(request, model, vocab_file=vocab_file)
+        return exporter.export("classifier", str(base), model, max_seq_length=8, text_ops="none",
+                               vocab_file=vocab_file, **fields)
 
     assert export() == str(base / "1")
     first = files_of(base / "1")
@@ -111,3 +114,27 @@ def test_a_rerun_exports_a_new_version_above_the_served_one(tmp_path, tiny):
             str(tmp_path / "serving" / version)]
     assert sorted(os.listdir(tmp_path / "serving")) == ["343", "344", "345"]
     assert files_of(tmp_path / "serving" / "343") == served
+
+
+def test_options_reach_the_writer_or_the_model_and_no_other_is_taken(tmp_path, tiny):
+    """An export's options are its writer's keyword arguments and, where it loads the model, the task model's
+    (--normalize_embeddings): from a checkpoint they reach the model and the
+    metadata; one that the format does not take, or a model option with a built model, is a TypeError naming it
+    and the format, before anything is written."""
+    vocab_file, config = tiny
+    config_file = str(tmp_path / "bert_config.json")
+    config.to_json_file(config_file)
+    prefix = checkpoints.save_original_checkpoint(task_models.build_task_model("encoder", config),
+                                                  str(tmp_path / "ckpt" / "bert_model.ckpt"))
+    path = exporter.export("embedding", str(tmp_path / "e"), init_checkpoint=prefix, bert_config_file=config_file,
+                           vocab_file=vocab_file, max_seq_length=8, text_ops="none", pooling="cls",
+                           normalize_embeddings=False)
+    with open(os.path.join(path, "assets.extra", "export_metadata.json")) as f:
+        meta = json.load(f)
+    assert (meta["pooling"], meta["normalize_embeddings"], meta["text_ops"]) == ("cls", False, "none")
+    model = task_models.build_task_model("embedding", config)
+    for fmt, option in (("litert", "use_xla"), ("serving", "pooling")):
+        with pytest.raises(TypeError, match=f"^--{option} does not apply to --format={fmt} --task=embedding"):
+            exporter.export("embedding", str(tmp_path / "x"), model, format=fmt, vocab_file=vocab_file,
+                            **{option: "cls"})
+    assert not (tmp_path / "x").exists()

@@ -61,10 +61,9 @@ def pack(tokenizer, texts_a, texts_b, seq_length):
             for k, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
 
 
-def export(model, task, fmt, export_dir, vocab, **request):
+def export(model, task, fmt, export_dir, vocab, **arguments):
     """`exporter.export` of the built `model` as `fmt`; returns the version directory."""
-    return exporter.export(exporter.ExportRequest(task, str(export_dir), format=fmt, **request), model,
-                           vocab_file=vocab)
+    return exporter.export(task, str(export_dir), model, format=fmt, vocab_file=vocab, **arguments)
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +104,12 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
         tf.keras.utils.set_random_seed(1)
         model = spec.build(config, 3 if labels else None)
         path = export(model, task, fmt, tmp_path / task, vocab, label_list=labels)
-        feed = task_inputs.for_spec(spec, inputs, positions=np.array([[1, 2]] * 3, np.int32))
+        feed = task_inputs.for_model(model, inputs, positions=np.array([[1, 2]] * 3, np.int32))
         got = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt, feed)
         expected = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in feed.items()}).items()}
-        assert set(got) == set(spec.outputs) | ({spec.label_output} if labels else set()), (task, sorted(got))
-        for name in spec.outputs:
+        outputs = task_models.output_names(model)
+        assert set(got) == set(outputs) | ({spec.label_output} if labels else set()), (task, sorted(got))
+        for name in outputs:
             np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=f"{task} {name}")
         if labels:
             np.testing.assert_array_equal(got[spec.label_output],
@@ -177,10 +177,10 @@ def test_golden_mrpc_without_tensorflow(tmp_path, golden_checkpoint, data_dir, r
                        f"--export_dir={tmp_path / 'x'}"],
                       ["--format=onnx", "--num_labels=3", f"--export_dir={tmp_path / 'x'}", *model_flags])
     assert errors[:2] == [None, None]
-    assert errors[2] == ("ValueError: --quantization applies to --format=litert or onnx, not to --format=serving "
-                         "--task=classifier.")
-    assert errors[3] == ("ValueError: --text_ops applies to the TF Serving export of a model (--format=serving), "
-                         "not to --format=onnx --task=classifier.")
+    assert errors[2].startswith("ValueError: --quantization does not apply to --format=serving --task=classifier "
+                                "(its options: --text_ops, ")
+    assert errors[3] == ("ValueError: --text_ops does not apply to --format=onnx --task=classifier (its options: "
+                         "--quantization).")
     assert errors[4].startswith("ValueError: --format=litert has no preprocessing model: TensorFlow Text's")
     assert errors[5] == "ValueError: --num_labels=3 but the label list has 2 labels."
     assert not (tmp_path / "x").exists()

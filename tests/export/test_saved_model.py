@@ -138,7 +138,7 @@ def packing_exports(tmp_path_factory, tiny):
             paths[task, pad, xla] = export(
                 models[task], task, directory / f"{task}_{pad}_{xla}", tiny["vocab"], max_seq_length=PACKING_MAX_LEN,
                 label_list=PACKING_LABELS[task], pad_to_max_seq_length=given, use_xla=xla,
-                length_multiple=PACKING_MULTIPLE if xla else None, **TEXT_LIMITS)
+                seq_length_multiple=PACKING_MULTIPLE if xla else None, **TEXT_LIMITS)
         return paths[task, pad, xla]
 
     def load(task, pad, use_xla=False):
@@ -149,17 +149,17 @@ def packing_exports(tmp_path_factory, tiny):
     return types.SimpleNamespace(models=models, path=path, load=load)
 
 
-def export(model, task, export_dir, vocab_file, do_lower_case=True, max_seq_length=128, **request):
-    """`exporter.export` of the built `model` (as the runner exports after training); `request`: the other
-    ExportRequest fields. Returns the version directory."""
-    return exporter.export(exporter.ExportRequest(task, str(export_dir), max_seq_length=max_seq_length, **request),
-                           model, vocab_file=vocab_file, do_lower_case=do_lower_case)
+def export(model, task, export_dir, vocab_file, do_lower_case=True, **arguments):
+    """`exporter.export` of the built `model` (as the runner exports after training); returns the version
+    directory."""
+    return exporter.export(task, str(export_dir), model, vocab_file=vocab_file, do_lower_case=do_lower_case,
+                           **arguments)
 
 
-def export_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, **request):
+def export_checkpoint(task, bert_config_file, vocab_file, init_checkpoint, export_dir, **arguments):
     """`exporter.export` of `init_checkpoint` (as export_saved_model.py does)."""
-    return exporter.export(exporter.ExportRequest(task, str(export_dir), **request), init_checkpoint=init_checkpoint,
-                           bert_config_file=bert_config_file, vocab_file=vocab_file)
+    return exporter.export(task, str(export_dir), init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
+                           vocab_file=vocab_file, **arguments)
 
 
 def keras_outputs(model, features, task):
@@ -261,7 +261,7 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
             path = export(model, task, tmp_path / task, tiny["vocab"], max_seq_length=max_len, label_list=labels,
                           text_ops="none")
         models[task] = model
-        inputs = task_inputs.for_spec(task_models.REGISTRY[task], features, positions)
+        inputs = task_inputs.for_model(model, features, positions)
         spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default",
                                   "inputs": {k: v.tolist() for k, v in inputs.items()}}
         if task == "ner":
@@ -282,11 +282,12 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
 
     for task, model in models.items():
         task_spec = task_models.REGISTRY[task]
-        ref = model({k: tf.constant(v) for k, v in task_inputs.for_spec(task_spec, features, positions).items()},
+        ref = model({k: tf.constant(v) for k, v in task_inputs.for_model(model, features, positions).items()},
                     training=False)
         names = {key.split("/")[-1] for key in out if key.startswith(f"{task}/tensor/")}
-        assert names == set(task_spec.outputs) | ({task_spec.label_output} if TASK_LABELS[task] else set()), task
-        for name in task_spec.outputs:
+        outputs = task_models.output_names(model)
+        assert names == set(outputs) | ({task_spec.label_output} if TASK_LABELS[task] else set()), task
+        for name in outputs:
             got = out[f"{task}/tensor/{name}"]
             assert got.shape == tuple(ref[name].shape), (task, name)
             assert np.abs(got - np.asarray(ref[name])).max() <= 1e-5, (task, name)
@@ -353,12 +354,13 @@ def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny, core_exports):
         f"{len(TEXTS_A)} (export option max_texts_per_request)" in stderr, stderr[-2000:]
 
 
-def test_text_requests_over_the_export_limits_are_refused(packing_exports, core_exports):
+def test_text_requests_over_the_export_limits_are_refused(tmp_path, tiny, packing_exports, core_exports):
     """The text signatures, tf_text and core, refuse a request of one text more than max_texts_per_request, or one
     byte more than max_request_bytes (in text_a or text_b), with an InvalidArgumentError naming the export option;
     a request at both limits is served. export_metadata.json records the limits. (The check is the tokenizer's,
     which every text signature calls: serving_text_pair is tried on the tf_text export, the export that the other
-    tests call it on; test_core_ops_export_needs_no_tensorflow_text refuses a request through the TF1 loader.)"""
+    tests call it on; test_core_ops_export_needs_no_tensorflow_text refuses a request through the TF1 loader.)
+    A limit that is not positive, or given to a format without text signatures, is refused."""
     texts, most_texts, most_bytes = TEXTS_A, TEXT_LIMITS["max_texts_per_request"], TEXT_LIMITS["max_request_bytes"]
     at_limit, one_more_text = tf.constant(texts), tf.constant(texts + [""])
     one_more_byte = tf.constant(texts[:-1] + [texts[-1] + "?"])
@@ -383,9 +385,11 @@ def test_text_requests_over_the_export_limits_are_refused(packing_exports, core_
             with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
                 single(text_a=text_a)
     with pytest.raises(ValueError, match="max_request_bytes must be a positive integer, got 0"):
-        exporter.ExportRequest("classifier", "unused", max_request_bytes=0).check()
-    with pytest.raises(ValueError, match="--max_texts_per_request applies to the text signatures"):
-        exporter.ExportRequest("classifier", "unused", format="onnx", max_texts_per_request=2).check()
+        export(core_exports["model"], "classifier", tmp_path / "zero", tiny["vocab"], max_request_bytes=0)
+    with pytest.raises(TypeError, match="--max_texts_per_request does not apply to --format=onnx --task=classifier"):
+        export(core_exports["model"], "classifier", tmp_path / "onnx", tiny["vocab"], format="onnx",
+               max_texts_per_request=2)
+    assert not (tmp_path / "zero" / "1").exists() and not (tmp_path / "onnx").exists()
 
 
 def _must_compile_functions(saved_model_dir):
@@ -472,14 +476,15 @@ def test_versions_and_bad_arguments(tmp_path, tiny):
             f"--vocab_file={tiny['vocab']}", f"--init_checkpoint={prefix}", "--num_labels=2",
             "--max_seq_length=8", f"--export_dir={base}", "--version=2"]
     refused = start(args)
-    xla_hub = start(args[:-1] + ["--version=8", "--format=tfhub", "--use_xla"])
+    xla_hub = start(args[:2] + ["--task=encoder"] + args[3:-1] + ["--version=8", "--format=tfhub", "--use_xla"])
     returncode, stdout, stderr = start(args[:-1] + ["--version=7", "--text_ops=none"])()
     assert returncode == 0, stderr[-2000:]
     assert stdout.strip().endswith(os.path.join(base, "7"))
     returncode, _, stderr = refused()
     assert returncode != 0 and "already exists" in stderr
     returncode, _, stderr = xla_hub()
-    assert returncode != 0 and "--use_xla applies to the TF Serving export" in stderr, stderr[-2000:]
+    assert returncode != 0 and "error: --use_xla does not apply to --format=tfhub --task=encoder" in stderr, \
+        stderr[-2000:]
     assert sorted(os.listdir(base)) == ["2", "7"]
     loaded = tf.saved_model.load(os.path.join(base, "7"))
     features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
@@ -537,7 +542,7 @@ REQUESTS = {  # name -> (text_a, text_b): short, mixed with empty and over-long 
 @pytest.mark.parametrize("use_xla", [False, True], ids=["default", "xla"])
 def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, use_xla):
     """serving_text(_pair) pack each request to its longest text (truncated at max_seq_length as the original;
-    under use_xla rounded up to length_multiple): the outputs equal the fixed-length ones (within 1e-5) on every
+    under use_xla rounded up to seq_length_multiple): the outputs equal the fixed-length ones (within 1e-5) on every
     real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. The
     fixed-length outputs: SQuAD's export by its default (fixed-length unless told to cut,
     pad_to_max_seq_length=False), the Keras model's on the texts packed to max_seq_length for the others (what their
@@ -552,19 +557,19 @@ def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, u
         width = min(max_len, -(-longest // multiple) * multiple) if use_xla else longest
         mask = packed["input_mask"][:, :width].astype(bool)
         for task in ("classifier", "ner", "squad"):
-            spec = task_models.REGISTRY[task]
+            model = packing_exports.models[task]
             if task == "squad":
                 fixed = squad_fixed(text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
                 assert fixed["input_ids"].shape == (3, max_len)
             else:
-                fixed = keras_outputs(packing_exports.models[task], packed, task)
+                fixed = keras_outputs(model, packed, task)
             cut = cut_exports[task].signatures["serving_text_pair"](text_a=tf.constant(texts_a),
                                                                    text_b=tf.constant(texts_b))
             assert cut["input_ids"].shape == (3, width)
             np.testing.assert_array_equal(cut["input_ids"].numpy(), packed["input_ids"][:, :width])
-            for name in spec.outputs:
+            for name in task_models.output_names(model):
                 expected = np.asarray(fixed[name])
-                if name in spec.sequence_outputs:  # [B, S, ...]: the real positions of each row
+                if name in task_models.sequence_outputs(model):  # [B, S, ...]: the real positions of each row
                     np.testing.assert_allclose(cut[name].numpy()[mask], expected[:, :width][mask], atol=1e-5)
                 else:
                     np.testing.assert_allclose(cut[name].numpy(), expected, atol=1e-5)

@@ -47,8 +47,8 @@ def test_every_dense_layer_of_a_loaded_export_runs_as_one_fused_kernel(tmp_path,
                         intermediate_size=128)
     tf.keras.utils.set_random_seed(0)
     model = BertClassifier(config, num_labels=3)
-    path = exporter.export(exporter.ExportRequest("classifier", str(tmp_path / "export"), max_seq_length=16,
-                                                  text_ops="none"), model, vocab_file=uncased_vocab_file)
+    path = exporter.export("classifier", str(tmp_path / "export"), model, max_seq_length=16, text_ops="none",
+                           vocab_file=uncased_vocab_file)
     result = subprocess.run([sys.executable, "-c", CHILD, path, str(tmp_path / "profile")],
                             env=child_env(unset=("TF_ENABLE_ONEDNN_OPTS",)),
                             capture_output=True, text=True, timeout=300)

@@ -164,12 +164,10 @@ def packed_inputs(vocab_file, texts, seq_length):
     return {name: np.array([r[i] for r in rows], np.int32) for i, name in enumerate(tfhub.HUB_INPUTS)}
 
 
-def hub_export(task, vocab_file, export_dir, bert_config_file=None, init_checkpoint=None, max_seq_length=128,
-               **request):
+def hub_export(task, vocab_file, export_dir, bert_config_file=None, init_checkpoint=None, **arguments):
     """`exporter.export` with --format=tfhub of `init_checkpoint` (no model for the preprocessing model)."""
-    return exporter.export(exporter.ExportRequest(task, str(export_dir), format="tfhub", max_seq_length=max_seq_length,
-                                                  **request),
-                           init_checkpoint=init_checkpoint, bert_config_file=bert_config_file, vocab_file=vocab_file)
+    return exporter.export(task, str(export_dir), format="tfhub", init_checkpoint=init_checkpoint,
+                           bert_config_file=bert_config_file, vocab_file=vocab_file, **arguments)
 
 
 @pytest.fixture(scope="module")
@@ -335,7 +333,8 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     assert errors[5] is None
     assert errors[6].startswith("FileExistsError") and "--version" in errors[6]
     assert errors[7] is None
-    assert "--text_ops and --use_xla apply to the TF Serving export" in errors[8]
+    assert errors[8] == ("ValueError: --text_ops and --use_xla do not apply to --format=serving --task=preprocessing "
+                         "(its options: --max_texts_per_request, --max_request_bytes).")
     assert sorted(os.listdir(tmp_path / "e")) == ["1", "2"]
     loaded = tf.saved_model.load(str(tmp_path / "e" / "1"))
     assert loaded(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ_LENGTH)

@@ -137,13 +137,13 @@ def test_long_sequence_is_rejected_clearly(tiny_config):
 
 
 def test_a_restored_encoder_computes_no_random_values_and_changes_no_other(tiny_config, tmp_path):
-    """A BertModel made with `restored=True` (here inside a classifier: `restored_encoder`) leaves its
+    """A BertModel made with `restored=True` (here inside a classifier) leaves its
     truncated-normal variables at zeros, and only those: the rest, the head's random kernel included, is what it
     is without it (the seeds are drawn alike). Restoring a checkpoint then gives the same model; a model built
     afterwards is random again."""
     def build(restored):
         keras.utils.set_random_seed(3)
-        return task_models.BertClassifier(tiny_config, 3, restored_encoder=restored)
+        return task_models.BertClassifier(tiny_config, 3, restored=restored)
 
     plain, restored = build(False), build(True)
     assert [v.path for v in plain.weights] == [v.path for v in restored.weights]

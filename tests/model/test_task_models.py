@@ -132,10 +132,12 @@ def test_regression_needs_one_output(tiny_config):
 def test_the_registry_says_what_each_task_model_is(tiny_config):
     """task_models.REGISTRY (read by the export, the tasks and the checkpoints): each spec builds its model (which
     it describes), which holds all its variables once constructed (no call needed: every one has an original name,
-    and a call creates none), holds exactly its heads under their original names (as checkpoints.model_parts finds
-    them), takes its spec's inputs, gives exactly its outputs, and its sequence outputs have the text's length on
-    their second axis."""
+    and a call creates none) and exactly its spec's heads under their original names (as checkpoints.model_parts
+    finds them); its sequence outputs are those with the text's length on their second axis."""
     rng = np.random.RandomState(0)
+    sequence = {"encoder": ("sequence_output",), "squad": ("start_logits", "end_logits"),
+                "ner": ("logits", "probabilities"), "pretraining": ("sequence_output",),
+                "masked_lm": ("sequence_output",)}
     for task, spec in task_models.REGISTRY.items():
         model = task_models.build_task_model(task, tiny_config, num_labels=3 if spec.labelled else None)
         assert spec.describes(model) and spec.name == task, task
@@ -144,42 +146,25 @@ def test_the_registry_says_what_each_task_model_is(tiny_config):
         names = checkpoints.original_variable_map(model)
         assert len(names) == len(constructed) > 0, task
         assert sorted(checkpoints.model_parts(model)) == sorted(("bert",) + spec.head_names), task
-        assert {n for n in names if not n.startswith("bert/")} == {n for h in spec.heads for n, _ in h.variables}
+        assert {n for n in names if not n.startswith("bert/")} == {
+            n for h in spec.head_names for n, _ in task_models.BUILT_IN_HEADS[h]}, task
         features = {name: rng.randint(0, 2, (2, 5)).astype(np.int32) for name in ("input_ids", "input_mask",
                                                                                   "segment_ids")}
-        outputs = model(task_inputs.for_spec(spec, features, positions=np.zeros((2, 3), np.int32)))
-        assert set(spec.outputs) <= set(outputs), task
-        assert all(outputs[name].shape[1] == 5 for name in spec.sequence_outputs), task
+        outputs = model(task_inputs.for_model(model, features, positions=np.zeros((2, 3), np.int32)))
+        assert set(task_models.output_names(model)) <= set(outputs), task
+        assert task_models.sequence_outputs(model) == sequence.get(task, ()), task
+        assert all(outputs[name].shape[1] == 5 for name in task_models.sequence_outputs(model)), task
+        assert task_models.takes_text(model) == (task not in ("swag", "pretraining", "masked_lm")), task
         assert [weight.path for weight in model.weights] == constructed, task
     with pytest.raises(ValueError, match="The ner task needs num_labels >= 1"):
         task_models.build_task_model("ner", tiny_config)
 
 
-def test_a_spec_names_every_head_with_its_variables(tiny_config, monkeypatch):
-    """A head without its original variable names is an error when the spec is made; a model with a variable
-    outside its encoder and its spec's heads (which a checkpoint would leave random) when it is built; a second
-    task of the same name, or a head registered with other variables, when the spec is registered."""
-    with pytest.raises(ValueError, match="The tagging task's head 'tagger' has no variable names"):
-        task_models.TaskSpec("tagging", BertTokenClassifier, ("tagger",), outputs=("logits",))
-    with pytest.raises(ValueError, match=r"Head \.tagger needs its variables"):
-        task_models.Head("tagger", ())
-    headless = task_models.TaskSpec("headless", BertClassifier, outputs=("logits",), label_output="predicted_label")
-    one_layer = BertConfig.from_dict({**tiny_config.to_dict(), "num_hidden_layers": 1})
-    with pytest.raises(ValueError, match=r"variables outside its encoder and its heads \(\)"):
-        headless.build(one_layer, num_labels=2)
-    monkeypatch.setattr(task_models, "REGISTRY", dict(task_models.REGISTRY))
-    monkeypatch.setattr(task_models, "HEADS", dict(task_models.HEADS))
-    with pytest.raises(ValueError, match="A task named 'ner' is registered already"):
-        task_models.register(task_models.REGISTRY["ner"])
-    renamed = task_models.Head("tagger", (("cls/pos/output_weights", "projection.output_weights"),))
-    with pytest.raises(ValueError, match=r"The pos task's head \.tagger has other variables"):
-        task_models.register(task_models.TaskSpec("pos", BertTokenClassifier, (renamed,), outputs=("logits",)))
-    assert "pos" not in task_models.REGISTRY
-
-
 class BertPosTagger(task_models.TaskModel):
     """A task model of a module of its own (README, "Add a task"): a `.pos` head on every token."""
     task_kwargs = ("num_labels",)
+    heads = {"pos": (("cls/pos/output_weights", "projection.output_weights"),
+                     ("cls/pos/output_bias", "projection.output_bias"))}
 
     def __init__(self, config, num_labels, **kwargs):
         bert, policy, inputs = self.init_task(config, kwargs)
@@ -188,18 +173,25 @@ class BertPosTagger(task_models.TaskModel):
         self.num_labels = num_labels
 
 
+class Unnamed(BertPosTagger):
+    """A head whose variables have no original names."""
+    heads = {}
+
+
 def test_a_task_of_its_own_module_registers_its_spec(tiny_config, monkeypatch):
     """A spec registered outside task_models: its task builds through it, and the checkpoints map its head by the
-    original-style names its Head gives."""
+    original-style names its model class gives; a second task of the same name is refused, and a model with a
+    variable outside its encoder and its heads (which a checkpoint would leave random) when it is built."""
     monkeypatch.setattr(task_models, "REGISTRY", dict(task_models.REGISTRY))
-    monkeypatch.setattr(task_models, "HEADS", dict(task_models.HEADS))
-    head = task_models.Head("pos", (("cls/pos/output_weights", "projection.output_weights"),
-                                    ("cls/pos/output_bias", "projection.output_bias")))
-    spec = task_models.register(task_models.TaskSpec("pos", BertPosTagger, (head,), outputs=("logits",),
-                                                     sequence_outputs=("logits",), label_output="predicted_labels"))
-    model = task_models.build_task_model("pos", BertConfig.from_dict({**tiny_config.to_dict(), "num_hidden_layers": 1}),
-                                         num_labels=4)
-    assert spec.describes(model) and sorted(checkpoints.model_parts(model)) == ["bert", "pos"]
+    spec = task_models.register(task_models.TaskSpec("pos", BertPosTagger, label_output="predicted_labels"))
+    one_layer = BertConfig.from_dict({**tiny_config.to_dict(), "num_hidden_layers": 1})
+    model = task_models.build_task_model("pos", one_layer, num_labels=4)
+    assert spec.describes(model) and spec.head_names == ("pos",) and task_models.sequence_outputs(model) == ("logits",)
+    assert sorted(checkpoints.model_parts(model)) == ["bert", "pos"]
     names = checkpoints.original_variable_map(model)
     assert names["cls/pos/output_weights"] is model.pos.projection.output_weights
     assert [n for n in names if not n.startswith("bert/")] == ["cls/pos/output_weights", "cls/pos/output_bias"]
+    with pytest.raises(ValueError, match="A task named 'pos' is registered already"):
+        task_models.register(task_models.TaskSpec("pos", BertPosTagger))
+    with pytest.raises(ValueError, match=r"Unnamed has variables outside its encoder and its heads \(\)"):
+        Unnamed(one_layer, 2)

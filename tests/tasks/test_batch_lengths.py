@@ -2,7 +2,6 @@
 (--pad_to_max_seq_length), script by script, dropout off: the same training (final weights within 1e-5), the same
 evaluation results and prediction files. And under --use_xla the training step is traced once, its batches taking
 at most max_seq_length / seq_length_multiple lengths."""
-import json
 import os
 import random
 
@@ -21,18 +20,8 @@ from bert_tf.training import trainer as trainer_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
-NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-
-
-def _model_flags(directory, vocab):
-    """vocab.txt and an L=2, H=16 bert_config.json without dropout in `directory`; the flags naming them."""
-    os.makedirs(directory, exist_ok=True)
-    tiny_classifier.write_lines(os.path.join(directory, "vocab.txt"), vocab)
-    config = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=24, max_position_embeddings=64, type_vocab_size=2, **NO_DROPOUT)
-    with open(os.path.join(directory, "bert_config.json"), "w") as f:
-        json.dump(config, f)
-    return [f"--vocab_file={directory}/vocab.txt", f"--bert_config_file={directory}/bert_config.json"]
+# L=2, H=16 without dropout
+MODEL = dict(hidden_size=16, num_attention_heads=2, intermediate_size=24, **tiny_classifier.NO_DROPOUT)
 
 
 def _classifier(data):
@@ -98,8 +87,9 @@ def runs(tmp_path_factory, child_env):
         data = root / name / "data"
         data.mkdir(parents=True)
         script, vocab, task_flags, outputs, *inputs = task(str(data))
-        flags = [*_model_flags(str(root / name / "model"), vocab), *task_flags, "--do_train", "--train_batch_size=4",
-                 "--eval_batch_size=3", "--learning_rate=1e-3", "--seed=5", "--max_seq_length=32"]
+        flags = [*tiny_classifier.model_flags(root / name / "model", vocab, **MODEL), *task_flags, "--do_train",
+                 "--train_batch_size=4", "--eval_batch_size=3", "--learning_rate=1e-3", "--seed=5",
+                 "--max_seq_length=32"]
         first = len(steps)
         steps += [(os.path.join(REPO, "run_scripts", input_script), [argv]) for input_script, argv in inputs]
         steps.append((os.path.join(REPO, "run_scripts", script),
@@ -151,7 +141,7 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
     and prediction run on batches of one size per length (`lengths.budget_rows`)."""
     data = tmp_path / "data"
     _classifier(str(data))
-    vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "model"), **NO_DROPOUT)
+    vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "model"), **tiny_classifier.NO_DROPOUT)
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=str(tmp_path / "out"),
                            do_train=True, train_batch_size=4, num_train_epochs=2, max_seq_length=32, use_xla=True,
                            seq_length_multiple=8, seed=1, do_eval=True, do_predict=True, eval_batch_size=3)
@@ -159,12 +149,12 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
     run, pretrained = runner.prepare(run, task)
     config, tokenizer = pretrained.config, pretrained.tokenizer
     task.read_inputs(run, config)
-    dataset_fn = task.train_data(run, tokenizer).dataset_fn
+    _CountingTrainer.traces, _CountingTrainer.rows = [], []
+    trainer = _CountingTrainer(lambda: task.build_model(config), task.loss, run.output_dir, use_xla=True)
+    dataset_fn = task.train_data(run, tokenizer, trainer).dataset_fn
     seen = {int(f["input_ids"].shape[1]) for f, _ in dataset_fn(4).take(30)}
     assert seen and seen <= {8, 16, 24, 32} and len(seen) > 1, seen
     assert dataset_fn(4).element_spec[0]["input_ids"].shape.as_list() == [4, None]
-    _CountingTrainer.traces, _CountingTrainer.rows = [], []
-    trainer = _CountingTrainer(lambda: task.build_model(config), task.loss, run.output_dir, use_xla=True)
     trainer.train(dataset_fn, 4, 12, 1, seed=1)
     assert _CountingTrainer.traces == [[4, None]]
     assert trainer.step == 12

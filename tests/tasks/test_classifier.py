@@ -7,12 +7,13 @@ import os
 import random
 import subprocess
 import sys
+import types
 
 import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
-from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, run_script
+from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, run_script, write_mrpc
 from tiny_classifier import random_sentence as _sentence
 from tiny_classifier import tsv_line as _tsv
 from tiny_classifier import write_lines as _write
@@ -317,9 +318,8 @@ def test_tsv_task_labels_learned_saved_and_reused(tmp_path):
     with pytest.raises(ValueError, match="label_list.txt not found"):
         clf.prepare_label_list(p, data, out, do_train=False)
     assert clf.prepare_label_list(p, data, out, do_train=True) == ["mixed", "neg", "pos"]
-    with open(os.path.join(out, "label_list.txt")) as f:
-        assert f.read() == "mixed\nneg\npos\n"
-    assert not [n for n in os.listdir(out) if fileio.TEMP_MARK in n]
+    assert os.listdir(out) == []  # the chief's train_data saves them (test_a_run_reads_each_tsv_file_once)
+    _write(os.path.join(out, "label_list.txt"), ["mixed", "neg", "pos"])
     train = p.get_train_examples(data)
     assert _summary(train)[:2] == [("train-a1", "good cat", "yes", "pos"), ("train-a2", "bad dog", "", "neg")]
     assert [e.example_id for e in train] == ["a1", "a2", "a3", "a4"]
@@ -339,8 +339,9 @@ def test_tsv_task_labels_learned_saved_and_reused(tmp_path):
 
 
 def test_a_run_reads_each_tsv_file_once(tmp_path, tokenizer, monkeypatch):
-    """The tsv task's run learns its labels from the training examples it trains on, and keeps the dev and test sets
-    it reads (and checks) before any model work for its evaluation and prediction."""
+    """The tsv task's run learns its labels from the training examples it trains on (the chief saves them with its
+    training data), and keeps the dev and test sets it reads (and checks) before any model work for its evaluation
+    and prediction."""
     data, out = str(tmp_path / "data"), str(tmp_path / "out")
     os.makedirs(out)
     _tsv_data(data)
@@ -348,7 +349,12 @@ def test_a_run_reads_each_tsv_file_once(tmp_path, tokenizer, monkeypatch):
     task = clf.ClassifierTask("tsv", data)
     run = runner.RunConfig(None, None, out, max_seq_length=8, do_train=True, do_eval=True, do_predict=True)
     task.read_inputs(run, None)
-    assert task.train_data(run, tokenizer).num_examples == 4 and task.labels == ["mixed", "neg", "pos"]
+    assert os.listdir(out) == []  # nothing written before the model is built
+    chief = types.SimpleNamespace(is_chief=True, work_dir=out)  # what the task reads of its Trainer
+    assert task.train_data(run, tokenizer, chief).num_examples == 4 and task.labels == ["mixed", "neg", "pos"]
+    with open(os.path.join(out, "label_list.txt")) as f:
+        assert f.read() == "mixed\nneg\npos\n"
+    assert not [n for n in os.listdir(out) if fileio.TEMP_MARK in n]
     assert [len(examples) for _, examples in task.dev_splits] == [1]
     assert [(len(examples), name) for _, examples, name in task.test_splits] == [(1, "predictions")]
     assert reads == {"train.tsv": 1, "dev.tsv": 1, "test.tsv": 1}
@@ -583,13 +589,7 @@ def _mrpc_run(d):
     """A tiny model and MRPC files under `d` (12 train, 5 dev, 3 test lines); the flags of a run training,
     evaluating and predicting them into d/out."""
     vocab_file, config_file = _tiny_model(d)
-    rng = random.Random(0)
-    header = _tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
-    for split, n in (("train", 12), ("dev", 5)):
-        _write(f"{d}/data/{split}.tsv", [header] + [_tsv(rng.randint(0, 1), i, i + 1, _sentence(rng),
-                                                         _sentence(rng)) for i in range(n)])
-    _write(f"{d}/data/test.tsv", [_tsv("index", "#1 ID", "#2 ID", "#1 String", "#2 String")]
-           + [_tsv(i, i, i + 1, _sentence(rng), _sentence(rng)) for i in range(3)])
+    write_mrpc(f"{d}/data", random.Random(0), train=12, dev=5, test=3)
     return [*_common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file), "--task_name=MRPC", "--do_train",
             "--do_eval", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--save_checkpoints_steps=2",
             "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--save_original_checkpoint"]
@@ -839,7 +839,7 @@ def test_script_errors_come_before_any_work(tmp_path, run_main):
     assert "has no trained classifier head" in errors[0]
     assert not os.path.exists(f"{d}/out/test_results.tsv")
     assert errors[1] == "ValueError: " + f"{d}/data/dev.tsv:3: label 'neutral' is not in the label list ['neg', 'pos']."
-    assert os.listdir(f"{d}/train_out") == ["label_list.txt"]  # no train.tf_record, no checkpoint
+    assert os.listdir(f"{d}/train_out") == []  # no label list, no train.tf_record, no checkpoint
 
 
 def test_mrpc_predictions_match_the_original(tmp_path, golden_checkpoint, data_dir):

@@ -10,7 +10,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import script_steps
-from tiny_classifier import REPO, SCRIPT, random_sentence, tsv_line, write_lines, write_tiny_model
+from tiny_classifier import REPO, SCRIPT, write_mrpc, write_tiny_model
 from tiny_model_garden import model_garden_files
 
 from bert_tf.model.config import BertConfig
@@ -42,11 +42,7 @@ def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_pa
                if k.startswith(("bert/", "cls/predictions"))}
     prefix = numpy_bert.write_tf1_checkpoint(weights, os.path.join(d, "release", "bert_model.ckpt"))
     hub = model_garden_files(os.path.join(d, "mg"), prefix, config, vocab_file)[2]
-    rng = random.Random(0)
-    header = tsv_line("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
-    for split, n in (("train", 12), ("dev", 6)):
-        write_lines(f"{d}/data/{split}.tsv", [header] + [tsv_line(rng.randint(0, 1), i, i + 1, random_sentence(rng),
-                                                                  random_sentence(rng)) for i in range(n)])
+    write_mrpc(f"{d}/data", random.Random(0), train=12, dev=6)
     common = [f"--data_dir={d}/data", "--task_name=MRPC", "--do_train", "--do_eval", "--max_seq_length=16",
               "--train_batch_size=4", "--num_train_epochs=2", "--eval_batch_size=2", "--seed=1",
               "--learning_rate=1e-3"]

@@ -1,4 +1,3 @@
-import json
 import os
 import random
 import sys
@@ -7,6 +6,7 @@ import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
+import tiny_classifier
 
 from bert_tf import fileio
 from bert_tf.data import label_lists
@@ -283,10 +283,10 @@ def test_predict_windows_with_fixed_batches_drops_the_padding(conll_file, tokeni
     features = list(ner.convert_examples_to_features(ner.read_conll(conll_file), LABELS, 10, tokenizer))
     assert len(features) == 12
     trainer = _FakeTrainer(len(LABELS))
-    plain = ner.predict_windows(trainer, features, 5, num_labels=len(LABELS))
+    plain = ner.predict_windows(trainer, features, 5)
     assert trainer.batch_sizes == [5, 5, 2]
     trainer.batch_sizes = []
-    fixed = ner.predict_windows(trainer, features, 5, fixed_batches=True, num_labels=len(LABELS))
+    fixed = ner.predict_windows(trainer, features, 5, fixed_batches=True)
     assert trainer.batch_sizes == [5, 5, 5]
     assert fixed[0] == plain[0] and fixed[1]["eval_loss"] == pytest.approx(plain[1]["eval_loss"])
     expected = [[f.input_ids[p] % len(LABELS) for p in f.word_positions] for f in features]
@@ -352,14 +352,6 @@ def test_train_records_decode_to_the_features(tmp_path, conll_file, tokenizer):
 
 # --- the script ------------------------------------------------------------------------------------------------
 
-def _tiny_model_files(tmp_path):
-    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
-    config = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=32, type_vocab_size=2)
-    (tmp_path / "bert_config.json").write_text(json.dumps(config))
-    return [f"--vocab_file={tmp_path / 'vocab.txt'}", f"--bert_config_file={tmp_path / 'bert_config.json'}"]
-
-
 def _run_script(*args):
     return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
@@ -371,7 +363,7 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     for name in ("train.txt", "valid.txt", "test.txt"):
         (data / name).write_text(CONLL_SAMPLE)
     out = tmp_path / "out"
-    model_flags = _tiny_model_files(tmp_path)
+    model_flags = tiny_classifier.model_flags(tmp_path, VOCAB)
     result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_train", "--do_eval",
                          "--do_predict", "--max_seq_length=12", "--train_batch_size=4", "--num_train_epochs=2",
                          "--learning_rate=1e-3", "--save_checkpoints_steps=100")
@@ -460,15 +452,15 @@ def test_script_flags_and_errors(tmp_path):
 
     data = tmp_path / "data"
     data.mkdir()
-    _tiny_model_files(tmp_path)
+    tiny_classifier.model_flags(tmp_path, VOCAB)
     (data / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP\n")
     with pytest.raises(ValueError, match="train.txt:2: malformed line 'rejects VBZ B-VP'"):
         _run(tmp_path, data, tmp_path / "out", do_train=True)
     with pytest.raises(ValueError, match="At least one of `do_train`, `do_eval` or `do_predict' must be True"):
         _run(tmp_path, data, tmp_path / "out")
-    with pytest.raises(ValueError, match="Cannot use sequence length 64 because the BERT model was only trained up "
-                                         "to sequence length 32"):
-        _run(tmp_path, data, tmp_path / "out", do_train=True, max_seq_length=64)
+    with pytest.raises(ValueError, match="Cannot use sequence length 128 because the BERT model was only trained up "
+                                         "to sequence length 64"):
+        _run(tmp_path, data, tmp_path / "out", do_train=True, max_seq_length=128)
     (data / "train.txt").write_text("EU NNP B-NP B-ORG\n")
     with pytest.raises(FileNotFoundError, match="No dev set in .*data: expected valid.txt or dev.txt"):
         _run(tmp_path, data, tmp_path / "out", do_train=True, do_eval=True)

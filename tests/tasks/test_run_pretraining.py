@@ -6,6 +6,7 @@ import collections
 import json
 import os
 import re
+import types
 
 import numpy as np
 import numpy_bert
@@ -273,8 +274,9 @@ def test_dynamic_masking_masks_each_epoch_afresh(release, uncased_vocab_file, tm
     task.read_inputs(run, release[1])
     plain = pretraining.PretrainingTask(input_file=task.input_file, num_train_steps=1)
     plain.read_inputs(run, release[1])
-    (masked, masked_labels), (records, record_labels) = (next(iter(t.train_data(run, None).dataset_fn(8, None, 5)))
-                                                         for t in (task, plain))
+    position = types.SimpleNamespace(worker_index=0, num_workers=1)  # what the task reads of its Trainer
+    (masked, masked_labels), (records, record_labels) = (
+        next(iter(t.train_data(run, None, position).dataset_fn(8, None, 5))) for t in (task, plain))
     assert not np.array_equal(masked["masked_lm_positions"], records["masked_lm_positions"])
     np.testing.assert_array_equal(masked["input_mask"], records["input_mask"])  # the same records, in order
 

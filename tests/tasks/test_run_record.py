@@ -9,6 +9,7 @@ import json
 import os
 import random
 import secrets
+import types
 
 import pytest
 import tensorflow as tf
@@ -139,12 +140,12 @@ def test_pretraining_workers_fingerprint_every_file_and_split_the_sorted_list(tm
     shuffled = random.Random(0).sample(files, len(files))
     assert shuffled != files
     task = pretraining.PretrainingTask(",".join(files))
+    run = runner.RunConfig(bert_config_file=None, vocab_file=None, output_dir=str(tmp_path / "out"))
     data = {}
     for worker in (0, 1):
         task.train_files = shuffled if worker else files  # hosts that list the files in other orders
-        run = runner.RunConfig(bert_config_file=None, vocab_file=None, output_dir=str(tmp_path / "out"),
-                               worker_index=worker, num_workers=2)
-        data[worker] = task.train_data(run, None)
+        position = types.SimpleNamespace(worker_index=worker, num_workers=2)  # what the task reads of its Trainer
+        data[worker] = task.train_data(run, None, position)
     assert list(data[0].files) == files[0::2] and list(data[1].files) == files[1::2]
     assert dataset.worker_files(shuffled, 1, 2) == files[1::2]
     assert data[0].fingerprint == data[1].fingerprint == run_record.fingerprint(files)

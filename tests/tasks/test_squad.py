@@ -4,13 +4,12 @@ import os
 import sys
 
 import forkserver
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+import tiny_classifier
 
 from bert_tf import checkpoints, fileio
-from bert_tf.model import encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertSpanLabeler
 from bert_tf.tasks import squad
@@ -448,14 +447,9 @@ def _run(*args):
 
 @pytest.fixture(scope="module")
 def tiny_release(tmp_path_factory, vocab_file):
-    """A tiny encoder-only checkpoint (L=2, H=32) in the original format, with its config and vocab."""
+    """A tiny encoder-only checkpoint (tests/tiny_classifier.py) in the original format, with its config and vocab."""
     out = tmp_path_factory.mktemp("tiny_release")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
-    (out / "bert_config.json").write_text(config.to_json_string())
-    keras.utils.set_random_seed(3)
-    model = encoder.BertModel(config)
-    checkpoints.save_original_checkpoint(model, str(out / "bert_model.ckpt"))
+    tiny_classifier.write_tiny_release(out, VOCAB, seed=3)
     return out, vocab_file
 
 

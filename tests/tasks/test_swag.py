@@ -1,5 +1,4 @@
 import csv
-import json
 import os
 import random
 import sys
@@ -8,6 +7,7 @@ import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
+import tiny_classifier
 
 from bert_tf import fileio
 from bert_tf.tasks import result_files, runner, swag
@@ -202,14 +202,6 @@ def test_predict_with_fixed_batches_drops_the_padding(tmp_path, tokenizer):
 
 # --- the script ------------------------------------------------------------------------------------------------
 
-def _tiny_model_files(tmp_path):
-    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
-    config = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=32, type_vocab_size=2)
-    (tmp_path / "bert_config.json").write_text(json.dumps(config))
-    return [f"--vocab_file={tmp_path / 'vocab.txt'}", f"--bert_config_file={tmp_path / 'bert_config.json'}"]
-
-
 def _run_script(*args):
     return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
@@ -222,10 +214,10 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     _write(data / "val.csv", SWAG_HEADER + "".join(SWAG_ROWS))
     _write(data / "test.csv", SWAG_HEADER.replace(",label\n", "\n")
            + "".join(row.rsplit(",", 1)[0] + "\n" for row in SWAG_ROWS * 2))
-    out = tmp_path / "out"
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *_tiny_model_files(tmp_path), "--do_train",
-                         "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=2",
-                         "--num_train_epochs=1", "--learning_rate=1e-3")
+    out, model_flags = tmp_path / "out", tiny_classifier.model_flags(tmp_path, VOCAB)
+    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_train", "--do_eval",
+                         "--do_predict", "--max_seq_length=16", "--train_batch_size=2", "--num_train_epochs=1",
+                         "--learning_rate=1e-3")
     assert result.returncode == 0, result.stderr[-3000:]
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
@@ -245,7 +237,7 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
 
     # Evaluate again from output_dir alone: the same results, the global step read from the checkpoint; `loss`
     # is now the mean of the means of batches [0, 1] and [2].
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *_tiny_model_files(tmp_path), "--do_eval",
+    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_eval",
                          "--max_seq_length=16", "--eval_batch_size=2")
     assert result.returncode == 0, result.stderr[-3000:]
     again = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
@@ -271,7 +263,7 @@ def test_script_flags_and_errors(tmp_path):
 
     data = tmp_path / "data"
     data.mkdir()
-    _tiny_model_files(tmp_path)
+    tiny_classifier.model_flags(tmp_path, VOCAB)
     _write(data / "train.csv", SWAG_HEADER + SWAG_ROWS[2])
     _write(data / "val.csv", SWAG_HEADER + SWAG_ROWS[2].replace(",2\n", ",9\n"))
     with pytest.raises(ValueError, match=r"val.csv:2: label 9 is out of range"):

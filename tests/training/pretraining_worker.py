@@ -11,7 +11,7 @@ on the first, MirroredStrategy on both.
 
 Pretraining, DATA_DIR/pretraining-{0,1}.tfrecord (tiny_pretraining.write_varying_records: file 0 short texts, file 1
 up to 128 tokens), read by PretrainingTask's reader (bert_tf.data.pretraining.dataset), batches of GLOBAL_BATCH:
-1. OUTPUT_DIR/straight: STEPS updates, a checkpoint every STEPS / 2 (this worker's Trainer.checkpoint_dir). A worker
+1. OUTPUT_DIR/straight: STEPS updates, a checkpoint every STEPS / 2 (this worker's Trainer.work_dir). A worker
    reads its own file; the single process, on one device, reads both workers' batches of every update, padded to
    the longer and stacked (`both_workers`): the global batches the cluster trains on.
 2. OUTPUT_DIR/resumed: this worker's copy of the mid-run checkpoint of 1, trained on to STEPS by a new Trainer.
@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import sys
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -39,13 +40,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tiny_pretraining  # noqa: E402
 
 from bert_tf.data import lengths  # noqa: E402
-from bert_tf.data.pretraining import dataset  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.tasks import runner  # noqa: E402
 from bert_tf.tasks.classifier import ClassifierTask  # noqa: E402
 from bert_tf.tasks.pretraining import PretrainingTask  # noqa: E402
 from bert_tf.tasks.runner import RunConfig  # noqa: E402
-from bert_tf.text import tokenization  # noqa: E402
+from bert_tf.text import packing, tokenization  # noqa: E402
 from bert_tf.training import distribute  # noqa: E402
 from bert_tf.training.trainer import Trainer  # noqa: E402
 
@@ -70,12 +70,12 @@ def recorded(model, log):
 
 
 def stacked(*parts):
-    """(features, labels) batches -> one batch of their rows in order, the cut tensors (SEQUENCE_FEATURES) padded
+    """(features, labels) batches -> one batch of their rows in order, the cut tensors (packing.INPUT_NAMES) padded
     with zeros to the longest."""
     longest = tf.reduce_max([tf.shape(features["input_ids"])[-1] for features, _ in parts])
 
     def pad(name, t):
-        return tf.pad(t, [[0, 0], [0, longest - tf.shape(t)[-1]]]) if name in dataset.SEQUENCE_FEATURES else t
+        return tf.pad(t, [[0, 0], [0, longest - tf.shape(t)[-1]]]) if name in packing.INPUT_NAMES else t
 
     return tuple({name: tf.concat([pad(name, part[i][name]) for part in parts], 0) for name in parts[0][i]}
                  for i in range(2))
@@ -98,7 +98,8 @@ def pretraining_data(data_dir, output_dir):
                            max_predictions_per_seq=tiny_pretraining.PREDICTIONS, num_train_steps=STEPS)
     run = RunConfig(None, None, output_dir, max_seq_length=tiny_pretraining.SEQ_LENGTH, do_train=True)
     task.read_inputs(run, tiny_pretraining.config())
-    return task, task.train_data(run, None).dataset_fn
+    everything = types.SimpleNamespace(worker_index=0, num_workers=1)  # a Trainer's position: one input pipeline
+    return task, task.train_data(run, None, everything).dataset_fn
 
 
 def train_pretraining(strategy, task, dataset_fn, output_dir, log):
@@ -115,15 +116,13 @@ def train_classifier(strategy, data_dir, output_dir, log):
     """Trains the tsv task of data_dir for STEPS updates on ClassifierTask's reader; returns the Trainer."""
     vocab_file = os.path.join(data_dir, "vocab.txt")
     config = BertConfig.from_json_file(os.path.join(data_dir, "bert_config.json"))
-    run = RunConfig(None, vocab_file, output_dir, max_seq_length=CLASSIFIER_SEQ_LENGTH, do_train=True,
-                    worker_index=distribute.worker_position(strategy)[0])
-    os.makedirs(run.work_dir, exist_ok=True)
+    run = RunConfig(None, vocab_file, output_dir, max_seq_length=CLASSIFIER_SEQ_LENGTH, do_train=True)
     task = ClassifierTask("tsv", data_dir)
     task.read_inputs(run, config)
     tf.keras.utils.set_random_seed(1)
     trainer = Trainer(lambda: recorded(task.build_model(config), log), task.loss, output_dir, strategy=strategy,
                       learning_rate=LEARNING_RATE, save_checkpoints_steps=STEPS, iterations_per_loop=1)
-    data = task.train_data(run, tokenization.FullTokenizer(vocab_file, do_lower_case=True))
+    data = task.train_data(run, tokenization.FullTokenizer(vocab_file, do_lower_case=True), trainer)
     trainer.train(data.dataset_fn, GLOBAL_BATCH, STEPS, 1, seed=1)
     return trainer
 
@@ -132,7 +131,7 @@ def other_data(strategy, data_dir, output_dir):
     """(a worker of the cluster) runner.train of the tsv task of data_dir, worker 1's train.tsv with another label
     on its last row (as many examples, so that both would train as many steps): the error it raises (None if it
     trains)."""
-    index, num_workers = distribute.worker_position(strategy)
+    index = distribute.worker_position(strategy)[0]
     if index:
         copy = os.path.join(output_dir, "data")
         shutil.copytree(data_dir, copy)
@@ -146,8 +145,7 @@ def other_data(strategy, data_dir, output_dir):
     vocab_file = os.path.join(data_dir, "vocab.txt")
     config = BertConfig.from_json_file(os.path.join(data_dir, "bert_config.json"))
     run = RunConfig(None, vocab_file, output_dir, max_seq_length=CLASSIFIER_SEQ_LENGTH, do_train=True,
-                    train_batch_size=GLOBAL_BATCH, worker_index=index, num_workers=num_workers)
-    os.makedirs(run.work_dir, exist_ok=True)
+                    train_batch_size=GLOBAL_BATCH)
     task = ClassifierTask("tsv", data_dir)
     task.read_inputs(run, config)
     trainer = Trainer(lambda: task.build_model(config), task.loss, output_dir, strategy=strategy)
@@ -186,8 +184,8 @@ def main(data_dir, output_dir):
     straight = train_pretraining(strategy, task, dataset_fn, os.path.join(output_dir, "straight"),
                                  shapes["straight"])
     resumed_dir = os.path.join(output_dir, "resumed")
-    resumed_checkpoints = os.path.join(resumed_dir, os.path.relpath(straight.checkpoint_dir, straight.output_dir))
-    copy_checkpoint(straight.checkpoint_dir, STEPS // 2, resumed_checkpoints)
+    resumed_checkpoints = os.path.join(resumed_dir, os.path.relpath(straight.work_dir, straight.output_dir))
+    copy_checkpoint(straight.work_dir, STEPS // 2, resumed_checkpoints)
     resumed = train_pretraining(strategy, task, dataset_fn, resumed_dir, shapes["resumed"])
     difference = max(float(np.abs(a.numpy() - b.numpy()).max())
                      for a, b in zip(straight.model.weights, resumed.model.weights))
@@ -205,7 +203,7 @@ def main(data_dir, output_dir):
     print("RESULT " + json.dumps({
         "pid": os.getpid(), "position": list(distribute.worker_position(strategy)),
         "replicas": strategy.num_replicas_in_sync, "strategy": type(strategy).__name__,
-        "is_chief": straight.is_chief, "checkpoint_dir": straight.checkpoint_dir,
+        "is_chief": straight.is_chief, "work_dir": straight.work_dir,
         "resumed_step": resumed.step, "resumed_max_diff": difference, "shapes": shapes, "other_data": error}),
         flush=True)
 

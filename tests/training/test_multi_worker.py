@@ -134,12 +134,12 @@ def test_two_workers_train_the_single_device_numbers(runs):
 
 
 def test_the_chief_writes_the_run_and_worker_1_its_checkpoints(runs):
-    """Trainer.checkpoint_dir of each worker holds its checkpoints; the summaries are the chief's alone (the event
+    """Trainer.work_dir of each worker holds its checkpoints; the summaries are the chief's alone (the event
     files name the process that wrote them)."""
     dirs, results = runs
     straight = dirs["chief"] / "straight"
-    assert results["chief"]["checkpoint_dir"] == str(straight)
-    assert results["worker-1"]["checkpoint_dir"] == str(straight / "workers" / "worker-1")
+    assert results["chief"]["work_dir"] == str(straight)
+    assert results["worker-1"]["work_dir"] == str(straight / "workers" / "worker-1")
     checkpoints = {f"ckpt-{step}.index" for step in (STEPS // 2, STEPS)}
     assert checkpoints <= set(os.listdir(straight))
     assert checkpoints <= set(os.listdir(straight / "workers" / "worker-1"))

@@ -15,6 +15,7 @@ import time
 import forkserver
 import pytest
 import test_multi_worker
+from tiny_classifier import L1_H16, NO_DROPOUT, model_flags
 from tiny_training import numbers_and_text
 
 from bert_tf import fileio
@@ -47,16 +48,6 @@ def _ner(data):
         (data / f"{split}.txt").write_text(test_ner.CONLL_SAMPLE)  # 8 windows of 16 tokens: 2 updates of 4
     return "run_ner.py", [f"--data_dir={data}", "--num_train_epochs=1"], \
         ["eval_results.txt", "eval_predictions.txt", "test_results.txt", "label_list.txt"]
-
-
-def _config(tmp_path):
-    """A tiny model without dropout (so that one device and two workers draw no random numbers)."""
-    config = dict(vocab_size=len(test_ner.VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=24, max_position_embeddings=32, type_vocab_size=2, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
-    (tmp_path / "bert_config.json").write_text(json.dumps(config))
-    (tmp_path / "vocab.txt").write_text("".join(token + "\n" for token in test_ner.VOCAB))
-    return [f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--vocab_file={tmp_path / 'vocab.txt'}"]
 
 
 def _start(command, log, tf_config=None):
@@ -96,7 +87,9 @@ def test_two_workers_give_the_one_device_results(task, rerun, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     script, task_flags, outputs = task(data)
-    flags = COMMON + _config(tmp_path) + task_flags
+    # a tiny model without dropout (so that one device and two workers draw no random numbers)
+    model = model_flags(tmp_path, test_ner.VOCAB, **L1_H16, **NO_DROPOUT)
+    flags = COMMON + model + task_flags
     single, multi, export = tmp_path / "single", tmp_path / "multi", tmp_path / "export"
     command = [sys.executable, os.path.join(REPO, "run_scripts", script), *flags]
     processes = {"single": _start([*command, f"--output_dir={single}"], tmp_path / "single.log")}

@@ -16,11 +16,11 @@ import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
+import tiny_classifier
 
 from bert_tf import fileio
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
-import test_classifier  # noqa: E402
 import test_ner  # noqa: E402
 import test_squad  # noqa: E402
 import test_swag  # noqa: E402
@@ -32,12 +32,8 @@ COMMON = ["--do_train", "--train_batch_size=2", "--save_checkpoints_steps=4", "-
 
 
 def _mrpc(data):
-    rng = random.Random(0)
-    sentence = lambda: " ".join(rng.choice(test_classifier.WORDS[:22]) for _ in range(rng.randint(2, 8)))  # noqa
-    rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
-    rows += [f"{rng.randint(0, 1)}\t{i}\t{i + 1}\t{sentence()}\t{sentence()}" for i in range(8)]
-    (data / "train.tsv").write_text("".join(row + "\n" for row in rows))
-    return "run_classifier.py", test_classifier.VOCAB, ["--task_name=MRPC", f"--data_dir={data}",
+    tiny_classifier.write_mrpc(data, random.Random(0), train=8)
+    return "run_classifier.py", tiny_classifier.VOCAB, ["--task_name=MRPC", f"--data_dir={data}",
                                                         "--num_train_epochs=10"]  # 8 examples / 2 x 10
 
 
@@ -110,13 +106,13 @@ def _variables(output_dir):
 
 @pytest.mark.parametrize("task", [_mrpc, _mrpc_grouped, _squad, _ner, _swag, _pretraining],
                          ids=["classifier", "classifier_grouped", "squad", "ner", "swag", "pretraining"])
-def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, tiny_bert_files, run_main):
+def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, run_main):
     """The killed run in a process of its own; the rerun, then the uninterrupted run, in another (`run_main`: the
     rerun first, in a fresh process, as a user's)."""
     data = tmp_path / "data"
     data.mkdir()
     script, vocab, task_flags = task(data)
-    flags = COMMON + tiny_bert_files(vocab) + task_flags
+    flags = COMMON + tiny_classifier.model_flags(tmp_path, vocab, **tiny_classifier.L1_H16) + task_flags
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     step = _run_and_kill(_command(script, flags, killed), killed, tmp_path / "killed.log")
     assert 0 < step < NUM_STEPS, f"killed at step {step}: not mid-run"

@@ -1,23 +1,16 @@
 """Pre-training data as an Apache Beam pipeline: the fast mode of bert_tf.data.pretraining.shards, beyond one machine.
 
-The same shards, seeds and examples as `shards.run_sharded`: the launcher cuts the input (one sentence
-per line, a blank line between documents) into shards of `shard_size` documents (`plan_shards`, a pre-pass that
-reads the text but does not tokenize it); the pipeline spreads the shards over the workers, and each worker makes
-its shard's instances with the library's algorithm and the shard's seed (`shard_seed(random_seed, index)`). A
-worker takes a run of shards (`shards.runs`): each shard alone, or up to READERS runs of the consecutive shards of
-a compressed input (.gz, .bz2), each read in one pass.
+The same shards, seeds and examples as `shards.run_sharded`: the launcher plans the shards (`plan_shards`, no
+tokenization); the workers each make a run of shards (`shards.runs`) with the library's algorithm and each shard's
+seed. Two ways to write:
 
-Two ways to write:
+* "per_shard" (default): each worker writes its shard to `<output_file>-<index:05d>-of-<num_shards:05d>` (renamed
+  when complete, so a retried bundle just rewrites it): byte for byte the files of `run_sharded`.
+* "sink": `beam.io.WriteToTFRecord` (`--num_output_shards` files, 0 = the runner decides): the same examples as a
+  multiset, spread over the files as the runner likes.
 
-* "per_shard" (default): each shard is written by its worker to `<output_file>-<index:05d>-of-<num_shards:05d>`,
-  under a temporary name renamed when complete (a retried bundle just rewrites it): byte for byte the files that
-  `run_sharded` writes for the same flags.
-* "sink": the examples go through `beam.io.WriteToTFRecord` (`--num_output_shards` files, 0 = the runner
-  decides): the same examples as a multiset, spread over the files as the runner likes.
-
-Any runner takes the pipeline (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner): pass its options
-through. Workers need bert_tf installed and must read the inputs and the vocab (e.g. gs:// paths on Dataflow).
-Needs the `beam` extra (apache-beam).
+Any runner takes the pipeline (pass its options through); workers need bert_tf installed and must read the inputs
+and the vocab (e.g. gs:// paths on Dataflow). Needs the `beam` extra (apache-beam).
 """
 import contextlib
 
@@ -85,20 +78,17 @@ def build_pipeline(pipeline, runs, config, output_file, write_mode="per_shard", 
     raise ValueError(f"Unknown write_mode {write_mode!r} (per_shard or sink).")
 
 
-def run(input_file, output_file, vocab_file, do_lower_case=True, do_whole_word_mask=False, max_seq_length=128,
-        max_predictions_per_seq=20, random_seed=12345, dupe_factor=10, masked_lm_prob=0.15, short_seq_prob=0.1,
-        shard_size=1000, gzip=False, write_mode="per_shard", num_output_shards=0, pipeline_options=None):
+def run(input_file, output_file, vocab_file, shard_size=shards.SHARD_SIZE, write_mode="per_shard",
+        num_output_shards=0, pipeline_options=None, **options):
     """Plans the shards, removes the temporaries that killed runs left beside the outputs, runs the pipeline to
     completion and returns the list of shard paths ("per_shard") or None ("sink": `beam.io.WriteToTFRecord` names
-    the files `<output_file>-SSSSS-of-NNNNN`).
+    the files `<output_file>-SSSSS-of-NNNNN`). `options`: `instances.Options`' fields.
 
     `pipeline_options`: a beam PipelineOptions, or a list of Beam command-line flags (e.g.
     ["--runner=DirectRunner", "--direct_num_workers=2"]); default DirectRunner."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    config = shards.make_config(vocab_file, do_lower_case, do_whole_word_mask, max_seq_length,
-                                max_predictions_per_seq, random_seed, dupe_factor, masked_lm_prob, short_seq_prob,
-                                gzip, output_file=output_file)
+    config = shards.make_config(vocab_file, output_file, **options)
     tasks = shards.plan(fileio.expand_patterns(input_file), output_file, shard_size)
     instances.remove_leftovers([output_file])
     if pipeline_options is None or isinstance(pipeline_options, (list, tuple)):

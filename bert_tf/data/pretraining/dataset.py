@@ -1,35 +1,25 @@
-"""Reading the TFRecords of create_pretraining_data.py as the original run_pretraining.py reads them.
+"""The original run_pretraining.py's input: the TFRecords of create_pretraining_data.py, checked, read and batched.
 
-The schema (`schema`, the original input_fn's name_to_features): input_ids, input_mask, segment_ids [S] int64;
-masked_lm_positions, masked_lm_ids [P] int64, masked_lm_weights [P] float32; next_sentence_labels [1] int64;
-S = max_seq_length, P = max_predictions_per_seq. int64 features become int32, as the original's.
+Schema (`schema`): input_ids, input_mask, segment_ids [S]; masked_lm_positions, masked_lm_ids [P]; masked_lm_weights
+[P] float32; next_sentence_labels [1]; S = max_seq_length, P = max_predictions_per_seq; int64 is read as int32.
+Batches are (features, labels): `FEATURES`, the model's inputs, and `LABELS`.
 
-- `check_input_files` reads the first record of every file before any work: a missing feature, another kind or
-  another length than the flags is a ValueError naming the file, the feature and the expected shape; a file
-  written with GZIP compression is recognized (all files must share one compression).
-- `training_dataset`: the original's order for training: the file names repeated and shuffled (buffer: the number
-  of files), records interleaved from min(4, files) files at a time, shuffled (buffer 100), fixed batches (remainder
-  dropped). The file names are sorted first, and under several input pipelines (multi-worker) each reads its own
-  files of that list (`worker_files`), so that no order a file system lists them in counts. Deterministic for a
-  seed (the original interleaves "sloppy", in no fixed order), so that a run resumes exactly.
-  One length per update: a worker's batch of an update (batch_size x its replicas) is cut as one and split into its
-  replicas' batches; the workers, whose files differ, then agree on the update's longest (bert_tf.training.feed
-  pads each worker's batches to the longest of all workers: one all-gather of a scalar per update, where reading
-  every file on every worker or fixed shapes would cost far more).
-  With `DynamicMasking` (bert_tf.data.pretraining.dynamic_masking) every epoch is masked afresh.
-- `evaluation_dataset`: the files in order, fixed batches, at most max_eval_steps of them.
-Batches are (features, labels): features input_ids, input_mask, segment_ids, masked_lm_positions (the model's
-inputs); labels masked_lm_ids, masked_lm_weights, next_sentence_labels. With a `lengths` setting
-(bert_tf.data.lengths) input_ids, input_mask and segment_ids are cut to the batch's longest sequence (the masked
-positions all lie within it, so every loss term is the padded batch's).
+- `check_input_files`: the first record of every file, before any work (ValueError naming file, feature, shape).
+- `training_dataset`: the original's order (files shuffled, interleaved min(4, files) at a time, records shuffled in
+  a buffer of 100, remainder dropped), but deterministic for a seed, so that a run resumes exactly; each worker reads
+  its own files of the sorted list (`worker_files`), so no file system's listing order counts.
+- `evaluation_dataset`: the files in order, at most max_eval_steps batches.
+
+With `lengths` (bert_tf.data.lengths) a batch is cut to its longest sequence: the masked positions all lie within it,
+so every loss term is the padded batch's.
 """
 import tensorflow as tf
 
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.data import records
+from bert_tf.text import packing
 
-FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")  # the features with a sequence axis
+FEATURES = (*packing.INPUT_NAMES, "masked_lm_positions")
 LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 _CYCLE_LENGTH = 4  # the original's num_cpu_threads
 _SHUFFLE_BUFFER = 100
@@ -69,8 +59,8 @@ def check_record(record, features, where):
 
 
 def check_input_files(input_files, max_seq_length, max_predictions_per_seq, vocab_size=None):
-    """Checks the first record of every file (see the module docstring) and, with `vocab_size`, that its ids are
-    below it. Returns the files' compression ("" or "GZIP")."""
+    """Checks the first record of every file and, with `vocab_size`, that its ids are below it. Returns the files'
+    one compression ("" or "GZIP")."""
     if not input_files:
         raise ValueError("No input files.")
     compressions = {path: records.compression_of(path) for path in input_files}
@@ -117,10 +107,8 @@ def split(example):
 
 
 def worker_files(input_files, worker_index, num_workers):
-    """The files of `input_files` that worker (input pipeline) `worker_index` of `num_workers` reads, as
-    Dataset.shard deals them: every num_workers-th of the sorted list from its index (sorted, so that hosts whose
-    file systems list the files in another order split them alike). ValueError if there are fewer files than
-    workers."""
+    """The files input pipeline `worker_index` reads: every num_workers-th of the sorted list (sorted: hosts whose
+    file systems list them in another order split them alike)."""
     files = sorted(input_files)
     if len(files) < num_workers:
         raise ValueError(f"{len(files)} input file(s) (--input_file) for {num_workers} workers: each worker reads "
@@ -131,12 +119,9 @@ def worker_files(input_files, worker_index, num_workers):
 
 def training_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
                      seed=None, input_context=None, masking=None, lengths=None):
-    """The original's training input (see the module docstring): (features, labels) batches of `batch_size`,
-    repeated: this worker's replicas' batches, consecutive ones going to consecutive replicas. `masking`: a
-    DynamicMasking to re-mask every epoch (seeded with seed + the input pipeline's id). `lengths`
-    (bert_tf.data.lengths.SequenceLengths; None: max_seq_length): this worker's batch of an update (batch_size x its
-    replicas) cut to its longest sequence (the masked positions all lie within it), or grouped by length, then
-    split into its replicas' batches (`records.replica_batches`), which so share one length."""
+    """Repeated batches for this worker's replicas, consecutive ones to consecutive replicas. `masking`: a
+    DynamicMasking, seeded with seed + the pipeline's id. The worker's batch of an update is cut as one (`lengths`),
+    then split into its replicas' batches, which so share one length (bert_tf.training.feed pads the workers')."""
     pipeline, pipelines = 0, 1
     if input_context is not None:
         pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
@@ -151,7 +136,7 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
     if masking is not None:
         d = masking.apply(d, (seed or 0) + pipeline)
     local = records.local_replica_count(input_context)  # this worker's global batch, cut as one, then split
-    d = lengths_lib.batched(d.map(split), batch_size * local, lengths, SEQUENCE_FEATURES)
+    d = lengths_lib.batched(d.map(split), batch_size * local, lengths, packing.INPUT_NAMES)
     if local > 1:
         d = records.replica_batches(d, batch_size, local)
     return d.prefetch(tf.data.AUTOTUNE)
@@ -159,11 +144,11 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
 
 def evaluation_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
                        max_steps=None, lengths=None):
-    """The records in file order, (features, labels) batches of `batch_size` (remainder dropped, as the original),
-    at most `max_steps` of them, each cut to its longest sequence as `lengths` says (not grouped)."""
+    """The records in file order, remainder dropped (as the original), at most `max_steps` batches, each cut as
+    `lengths` says (not grouped)."""
     d = tf.data.TFRecordDataset(tf.constant(input_files), compression_type=compression)
     d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
-    d = lengths_lib.trimmed(d.map(split).batch(batch_size, drop_remainder=True), lengths, SEQUENCE_FEATURES)
+    d = lengths_lib.trimmed(d.map(split).batch(batch_size, drop_remainder=True), lengths, packing.INPUT_NAMES)
     if max_steps is not None:
         d = d.take(max_steps)
     return records.read_once(d.prefetch(tf.data.AUTOTUNE))

@@ -1,27 +1,16 @@
 """Dynamic masking: the masked-LM predictions of create_pretraining_data drawn afresh for every epoch, in the tf.data
 pipeline, from the original TFRecords (no new data format).
 
-Per parsed example (the original's features, unbatched: `input_ids`, `input_mask`, `segment_ids` [S],
-`masked_lm_positions`, `masked_lm_ids` [P], `masked_lm_weights` [P] float32, `next_sentence_labels` [1];
-S = max_seq_length, P = max_predictions_per_seq), `DynamicMasking`:
+`DynamicMasking` takes one parsed example (bert_tf.data.pretraining.dataset's schema, unbatched), puts its predictions
+back (`unmasked_input_ids`) and masks it again by the rule of the original `create_masked_lm_predictions`
+(bert_tf.data.pretraining.instances): candidates are the real tokens but [CLS] and [SEP] (whole-word masking: a "##"
+piece joins the candidate before it, even across the middle [SEP], as the original); groups in random order, each
+taken unless it would pass num_to_predict; 80% [MASK], 10% kept, 10% a random vocab entry. Same keys, dtypes, shapes.
 
-1. puts the record's predictions back (`unmasked_input_ids`: input_ids[position] = label wherever weight > 0),
-2. masks the text again by the rule of the original `create_masked_lm_predictions`
-   (`bert_tf.data.pretraining.instances`): candidates are the real tokens (input_mask 1) but [CLS] and [SEP]; with
-   whole-word masking a "##" piece joins the group of the candidate before it (as the original, that is the last
-   word of segment A when the piece directly follows the middle [SEP]); the groups are taken in a uniformly random
-   order, skipping a group that would pass num_to_predict = min(P, max(1, round(num_tokens * masked_lm_prob)))
-   (num_tokens counts [CLS] and [SEP]; round half to even, as Python's), until num_to_predict are taken; each
-   chosen position becomes [MASK] (80%), stays (10%) or becomes a uniformly drawn vocab entry (10%);
-3. returns the same dict (same keys, dtypes and static shapes): positions ascending, padded with position 0,
-   label 0, weight 0.0 as the original; `input_mask`, `segment_ids`, `next_sentence_labels` untouched.
-
-Randomness is stateless (plain TF ops, no Python, no XLA needed): an example's draws are a function of its
-shape-[2] seed. `DynamicMasking.apply` seeds element k of a dataset with (seed, k): apply it to the repeated dataset
-so that k keeps counting across epochs and every epoch masks differently, while the pipeline stays deterministic
-for a seed and a checkpointed iterator (`tf.train.Checkpoint(iterator=...)`) resumes it exactly. Input pipelines
-that each read their own shard should pass different seeds (e.g. seed + input_pipeline_id), or their k-th
-examples share their draws.
+Randomness is stateless: an example's draws are a function of its [2] seed. `apply` seeds element k with (seed, k):
+apply it to the repeated dataset, so that each epoch masks differently and a checkpointed iterator resumes exactly.
+Input pipelines that read their own shards need different seeds (seed + pipeline id), or their k-th examples share
+their draws.
 """
 import numbers
 
@@ -32,8 +21,8 @@ from bert_tf.data.pretraining import instances
 
 
 def unmasked_input_ids(features):
-    """The text before masking: `input_ids` [S] with input_ids[masked_lm_positions[i]] = masked_lm_ids[i] wherever
-    masked_lm_weights[i] > 0 (one parsed example, unbatched) -> [S], the dtype of input_ids."""
+    """The text before masking [S]: input_ids[masked_lm_positions[i]] = masked_lm_ids[i] wherever
+    masked_lm_weights[i] > 0."""
     real = features["masked_lm_weights"] > 0
     positions = tf.boolean_mask(features["masked_lm_positions"], real)
     labels = tf.boolean_mask(features["masked_lm_ids"], real)
@@ -42,13 +31,11 @@ def unmasked_input_ids(features):
 
 
 class DynamicMasking:
-    """Re-masks parsed pretraining examples by the original rule; see the module docstring."""
+    """Re-masks parsed pretraining examples by the original rule."""
 
     def __init__(self, vocab, max_predictions_per_seq, masked_lm_prob=0.15, do_whole_word_mask=False):
-        """vocab: the ordered vocabulary ({token: id} as `tokenization.load_vocab` returns it, or the list of
-        tokens in id order); it needs [CLS], [SEP] and [MASK] (ValueError naming the missing ones).
-        max_predictions_per_seq (P, int >= 0), masked_lm_prob (in [0, 1]), do_whole_word_mask: the flags of
-        create_pretraining_data."""
+        """vocab: {token: id} (`tokenization.load_vocab`) or the tokens in id order, with [CLS], [SEP] and [MASK];
+        the rest: create_pretraining_data's flags."""
         if not isinstance(max_predictions_per_seq, numbers.Integral) or max_predictions_per_seq < 0:
             raise ValueError(f"max_predictions_per_seq must be an int >= 0; got {max_predictions_per_seq!r}.")
         if not 0.0 <= masked_lm_prob <= 1.0:
@@ -62,8 +49,7 @@ class DynamicMasking:
         self.is_subword = np.frombuffer(bytes(tables.is_subword), np.uint8).astype(bool)
 
     def __call__(self, features, seed):
-        """One parsed example (the dict of the module docstring, unbatched) and a shape-[2] int64 seed -> the
-        re-masked dict (same keys, dtypes, shapes)."""
+        """One parsed example, a [2] int64 seed -> the re-masked example."""
         self._check(features)
         seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=4)
         tokens = tf.cast(unmasked_input_ids(features), tf.int32)
@@ -77,8 +63,7 @@ class DynamicMasking:
         return {name: tf.cast(value, features[name].dtype) for name, value in outputs.items()}
 
     def apply(self, dataset, seed):
-        """A tf.data.Dataset of parsed examples (unbatched; repeat it first) -> the re-masked examples, element k
-        (counted from 0 across repeats) seeded with (seed, k); `seed`: an int. Mapped in parallel, in order."""
+        """Parsed examples (unbatched; repeat first) -> re-masked, element k (across repeats) seeded with (seed, k)."""
         if not isinstance(seed, numbers.Integral):
             raise TypeError(f"DynamicMasking.apply needs an int seed; got {seed!r}.")
         seed = int(seed)
@@ -95,8 +80,8 @@ class DynamicMasking:
         return tf.minimum(self.max_predictions_per_seq, tf.maximum(1, tf.cast(rounded, tf.int32)))
 
     def _check(self, features):
-        """Rejects what would be silently wrong: a batch instead of one example, or a record's P that is not
-        max_predictions_per_seq (static shapes, checked when the function is traced)."""
+        """Rejects what would be silently wrong (when traced): a batch, or a record's P other than
+        max_predictions_per_seq."""
         seq_shape = features["input_ids"].shape
         if seq_shape.rank is not None and seq_shape.rank != 1:
             raise ValueError(f"DynamicMasking takes one example at a time: input_ids of shape [max_seq_length], "
@@ -107,9 +92,7 @@ class DynamicMasking:
                              f"{self.max_predictions_per_seq}.")
 
     def _groups(self, tokens, candidate):
-        """tokens [S] int32, candidate [S] bool -> (group [S] int32: the candidate group of each position, numbered
-        from 0 in order, -1 for non-candidates; the number of groups, scalar). Without whole-word masking every
-        candidate is its own group; with it a "##" piece joins the previous candidate's group."""
+        """-> (group [S]: each candidate's group, numbered from 0, -1 for non-candidates; the number of groups)."""
         starts = candidate
         if self.do_whole_word_mask:
             after_candidate = tf.cumsum(tf.cast(candidate, tf.int32), exclusive=True) > 0
@@ -119,11 +102,8 @@ class DynamicMasking:
 
     @staticmethod
     def _choose(group, num_groups, num_to_predict, seed):
-        """The original's selection: groups in random order, each taken unless it would pass num_to_predict, until
-        num_to_predict positions are taken. group [S] (from `_groups`), scalars, seed [2] -> chosen [S] bool.
-
-        The groups before the first one that does not fit are all taken (at once); a loop goes on from there
-        (whole-word masking only: single pieces always fit until num_to_predict is reached)."""
+        """-> chosen [S] bool. The groups before the first that does not fit are taken at once; a loop goes on from
+        there (whole-word masking only: single pieces always fit until num_to_predict is reached)."""
         length = tf.shape(group)[0]
         sizes = tf.math.unsorted_segment_sum(tf.ones_like(group), group, length)  # negative ids are dropped
         order = tf.random.experimental.stateless_shuffle(tf.range(num_groups), seed)
@@ -145,8 +125,7 @@ class DynamicMasking:
         return (group >= 0) & tf.gather(taken, tf.maximum(group, 0))
 
     def _predictions(self, tokens, chosen):
-        """tokens [S], chosen [S] bool -> masked_lm_positions (ascending), masked_lm_ids, masked_lm_weights (bool),
-        each [P], padded with 0 as the original."""
+        """-> masked_lm_positions (ascending), masked_lm_ids, masked_lm_weights, each [P], padded with 0."""
         positions = tf.cast(tf.where(chosen)[:, 0], tf.int32)
         slots = tf.range(tf.size(positions))[:, None]
         shape = [self.max_predictions_per_seq]
@@ -155,8 +134,8 @@ class DynamicMasking:
                 "masked_lm_weights": tf.range(shape[0]) < tf.size(positions)}
 
     def _replacements(self, tokens, seeds):
-        """What each position becomes if chosen: tokens [S] int32, seeds [3, 2] -> [S] int32: [MASK] when a first
-        uniform draw is < 0.8, else the token itself when a second is < 0.5, else a uniformly drawn vocab entry."""
+        """What each position becomes if chosen: [MASK] (a first draw < 0.8), else itself (a second < 0.5), else a
+        random vocab entry."""
         shape = tf.shape(tokens)
         first = tf.random.stateless_uniform(shape, seeds[0], dtype=tf.float64)
         second = tf.random.stateless_uniform(shape, seeds[1], dtype=tf.float64)

@@ -1,20 +1,15 @@
 """The original create_pretraining_data.py algorithm: documents -> masked-LM + next-sentence training instances.
 
-The same decisions and the same `random.Random(seed)` draws in the same order as the original, on token ids
-instead of strings, so the same flags and input give the same instances in the same order. `run_exact` is the
-original script end to end (exact mode): the whole corpus is read into memory (as token ids), every instance is
-serialized as soon as it is made (`bert_tf.data.pretraining.wire`), and the final shuffle needs them all.
-`bert_tf.data.pretraining.shards` runs the same algorithm per shard of documents (fast mode).
-
-Input: plain text, one sentence per line, a blank line between documents. Output: TFRecord files of
-`tf.train.Example`s with the features `input_ids`, `input_mask`, `segment_ids` (int64, `max_seq_length`),
-`masked_lm_positions`, `masked_lm_ids` (int64), `masked_lm_weights` (float, `max_predictions_per_seq`) and
-`next_sentence_labels` (int64, 1 = B is a random document's text); each record is the original's Example,
-written as its deterministic serialization (map entries in sorted key order; the original's own bytes list them
-in an order that varies from process to process).
+The same decisions and `random.Random(seed)` draws in the same order as the original, on token ids instead of
+strings, so the same flags and input give the same instances in the same order. `run_exact` is the original script
+end to end (exact mode: the whole corpus in memory, as the final shuffle needs); `shards` runs the same algorithm per
+shard of documents (fast mode). Input: one sentence per line, a blank line between documents. Output: the
+original's Examples (bert_tf.data.pretraining.dataset's schema; next_sentence_labels 1 = B is random), written as
+their deterministic serialization (map entries sorted; the original's bytes order them differently per process).
 """
 import collections
 import collections.abc
+import dataclasses
 import os
 import random
 
@@ -25,6 +20,34 @@ from bert_tf.data.pretraining import wire
 from bert_tf.text import tokenization
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The options of create_pretraining_data.py, with the original's defaults (gzip is ours): every mode's (exact,
+    fast, Beam) and its flags'. Values the algorithm cannot use are refused when it is made."""
+    vocab_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    gzip: bool = False
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]); got {self.max_seq_length}.")
+        if self.max_predictions_per_seq < 0 or self.dupe_factor < 0:
+            raise ValueError("max_predictions_per_seq and dupe_factor must not be negative.")
+        if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError("masked_lm_prob and short_seq_prob must be in [0, 1].")
+        if self.max_predictions_per_seq < self.max_seq_length * self.masked_lm_prob:
+            logging.warning("max_predictions_per_seq=%d < max_seq_length * masked_lm_prob = %g: full-length "
+                            "sequences get fewer masked tokens than masked_lm_prob asks for.",
+                            self.max_predictions_per_seq, self.max_seq_length * self.masked_lm_prob)
 
 # One training instance, as token ids. `tokens` is the masked sequence ([CLS] A [SEP] B [SEP]);
 # `num_a_tokens` the length of A, so segment ids are 0 for the first num_a_tokens + 2 positions, 1 after.
@@ -274,22 +297,6 @@ def _log_instance(tables, instance):
     logging.info("next_sentence_labels: %d", int(instance.is_random_next))
 
 
-# Exact mode
-
-def check_flags(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor, short_seq_prob):
-    """Rejects values the algorithm cannot use; warns when max_predictions_per_seq caps the masking rate."""
-    if max_seq_length < 5:
-        raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]); got {max_seq_length}.")
-    if max_predictions_per_seq < 0 or dupe_factor < 0:
-        raise ValueError("max_predictions_per_seq and dupe_factor must not be negative.")
-    if not 0.0 <= masked_lm_prob <= 1.0 or not 0.0 <= short_seq_prob <= 1.0:
-        raise ValueError("masked_lm_prob and short_seq_prob must be in [0, 1].")
-    if max_predictions_per_seq < max_seq_length * masked_lm_prob:
-        logging.warning("max_predictions_per_seq=%d < max_seq_length * masked_lm_prob = %g: full-length "
-                        "sequences get fewer masked tokens than masked_lm_prob asks for.",
-                        max_predictions_per_seq, max_seq_length * masked_lm_prob)
-
-
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask=False,
                               encoder=None, documents=None, log_examples=0):
@@ -337,31 +344,29 @@ def remove_leftovers(output_files):
         fileio.remove_stale_temporaries(directory)
 
 
-def run_exact(input_file, output_file, vocab_file, do_lower_case=True, do_whole_word_mask=False,
-              max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
-              masked_lm_prob=0.15, short_seq_prob=0.1, gzip=False):
-    """The original script end to end. `input_file`/`output_file`: comma-separated (globs allowed for inputs); each
-    output is written under a temporary name, renamed when complete (`remove_leftovers` first). Returns the number
-    of examples written."""
-    check_flags(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor, short_seq_prob)
+def run_exact(input_file, output_file, vocab_file, **options):
+    """The original script end to end (`options`: `Options`' fields). `input_file`/`output_file`: comma-separated
+    (globs allowed for inputs); each output is written under a temporary name, renamed when complete
+    (`remove_leftovers` first). Returns the number of examples written."""
+    options = Options(vocab_file, **options)
     input_files = fileio.expand_patterns(input_file)
     output_files = [p for p in output_file.split(",") if p]
     if not output_files:
         raise ValueError("No output file given.")
     fileio.check_writable(output_files)
     remove_leftovers(output_files)
-    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    tokenizer = tokenization.FullTokenizer(vocab_file, options.do_lower_case)
     VocabTables(tokenizer.vocab, vocab_file)  # fail on a vocab without special tokens before reading the corpus
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)
-    rng = random.Random(random_seed)
+    rng = random.Random(options.random_seed)
     instances = create_training_instances(
-        input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
-        max_predictions_per_seq, rng, do_whole_word_mask, log_examples=20)
+        input_files, tokenizer, options.max_seq_length, options.dupe_factor, options.short_seq_prob,
+        options.masked_lm_prob, options.max_predictions_per_seq, rng, options.do_whole_word_mask, log_examples=20)
     logging.info("*** Writing to output files ***")
     for path in output_files:
         logging.info("  %s", path)
-    wire.write_examples(instances, output_files, gzip)
+    wire.write_examples(instances, output_files, options.gzip)
     logging.info("Wrote %d total instances", len(instances))
     return len(instances)

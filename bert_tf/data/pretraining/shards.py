@@ -1,20 +1,16 @@
 """Fast mode of create_pretraining_data: the corpus cut into shards of documents, one worker process per core.
 
-A pre-pass over the text finds document boundaries (no tokenization); each shard of `shard_size` documents is
-processed by a worker with the exact algorithm (`bert_tf.data.pretraining.instances`) on just that shard, with
-its own seed, and written to its own file `<output_file>-<shard:05d>-of-<num_shards:05d>` (under a temporary name,
-renamed when complete). Memory is bounded by the shard: a document that reaches MAX_DOCUMENT_BYTES (a corpus
-without blank lines is one document) is cut at a line boundary, with a warning, and the cut ends the shard.
-Finished shards are skipped on a rerun (the settings and each input's size and modification time are kept in
-`<output_file>.shards.json`; a rerun with other settings or a changed input is refused). A worker makes a run of
-shards in one pass over their text (`runs`): a compressed input cannot be entered mid-way without decompressing it
-from its start, so its consecutive shards form at most one run per worker. Runs are started largest first, so that
-the workers finish together; the output does not depend on that. Differences from exact mode: a random-next B
-segment (NSP) is drawn from a document of the same shard, the instance shuffle is per shard, and every input file
-and every cut ends a document. Seed of shard `i`: `random.Random(shard_seed(random_seed, i))` with
-`shard_seed(s, i) = int.from_bytes(sha256(f"{s}:{i}".encode()).digest()[:8], "big")`.
+A pre-pass finds document boundaries (no tokenization); each shard of `shard_size` documents runs the exact algorithm
+(`bert_tf.data.pretraining.instances`) with its own seed (`shard_seed`) into its own file
+`<output_file>-<shard:05d>-of-<num_shards:05d>`. Memory is bounded by the shard: a document that reaches
+MAX_DOCUMENT_BYTES is cut at a line, with a warning, and the cut ends the shard. A rerun skips finished shards
+(`<output_file>.shards.json` keeps the settings and the inputs' sizes and times; other settings are refused). A
+worker makes a run of consecutive shards in one pass (a compressed input cannot be entered mid-way); runs start
+largest first, which the output does not depend on. Differences from exact mode: the random next segment (NSP) and
+the instance shuffle are per shard, and every input file and every cut ends a document.
 """
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -33,19 +29,16 @@ def shard_seed(random_seed, shard_index):
     return int.from_bytes(digest[:8], "big")
 
 
+SHARD_SIZE = 1000  # documents per shard, by default
+
 # A document this long is cut before its next line: a shard's text stays within shard_size ordinary documents plus
 # this much, whatever the corpus (one without blank lines is one document).
 MAX_DOCUMENT_BYTES = 16 << 20
 
 
 def plan_shards(input_files, shard_size):
-    """Pre-pass (no tokenization): cuts the text into shards of `shard_size` documents.
-
-    A document is a run of non-blank lines; files always end a document, and so does a cut: a document that
-    reaches MAX_DOCUMENT_BYTES is cut before its next line, which starts a new document in a new shard (with a
-    warning naming the file). Returns a list of shards, each a list of (path, start_byte, end_byte) ranges.
-    Memory: O(number of shards).
-    """
+    """Pre-pass (no tokenization): the shards of `shard_size` documents, each a list of (path, start_byte, end_byte).
+    A document is a run of non-blank lines; files and cuts (MAX_DOCUMENT_BYTES, warned) end one."""
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1; got {shard_size}.")
     shards = []
@@ -88,23 +81,17 @@ def shard_path(output_file, index, num_shards):
     return f"{output_file}-{index:05d}-of-{num_shards:05d}"
 
 
-def make_config(vocab_file, do_lower_case=True, do_whole_word_mask=False, max_seq_length=128,
-                max_predictions_per_seq=20, random_seed=12345, dupe_factor=10, masked_lm_prob=0.15,
-                short_seq_prob=0.1, gzip=False, output_file=None):
-    """The per-shard settings a worker needs (plain values, so that they pickle and compare as JSON), after the
-    checks a sharded run makes before any work: valid settings, a vocab with [CLS]/[SEP]/[MASK] and, when
-    `output_file` is given, a single writable output prefix."""
-    instances.check_flags(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor, short_seq_prob)
+def make_config(vocab_file, output_file=None, **options):
+    """The per-shard settings a worker needs (`instances.Options` as a dict of plain values, so that they pickle and
+    compare as JSON), after the checks a sharded run makes before any work: valid options, a vocab with
+    [CLS]/[SEP]/[MASK] and, when `output_file` is given, a single writable output prefix."""
+    options = instances.Options(vocab_file, **options)
     if output_file is not None:
         if "," in output_file:
             raise ValueError("A sharded run writes one set of shards: give output_file a single path prefix.")
         fileio.check_writable([output_file])
     instances.VocabTables(tokenization.load_vocab(vocab_file), vocab_file)
-    return dict(vocab_file=fileio.absolute(vocab_file),
-                do_lower_case=bool(do_lower_case), do_whole_word_mask=bool(do_whole_word_mask),
-                max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-                random_seed=random_seed, dupe_factor=dupe_factor, masked_lm_prob=masked_lm_prob,
-                short_seq_prob=short_seq_prob, gzip=bool(gzip))
+    return dataclasses.asdict(dataclasses.replace(options, vocab_file=fileio.absolute(vocab_file)))
 
 
 _WORKER = {}
@@ -203,7 +190,7 @@ def process_run(task):
     return len(counts), sum(counts)
 
 
-def plan(input_files, output_file, shard_size=1000):
+def plan(input_files, output_file, shard_size):
     """The shards of `input_files` (a list of paths): a list of (index, ranges, shard path)."""
     planned = plan_shards(input_files, shard_size)
     if not planned:
@@ -249,16 +236,14 @@ def _process_in_pool(tasks, num_workers, progress, total):
     return written
 
 
-def run_sharded(input_file, output_file, vocab_file, do_lower_case=True, do_whole_word_mask=False,
-                max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
-                masked_lm_prob=0.15, short_seq_prob=0.1, num_workers=None, shard_size=1000, gzip=False,
-                progress=True):
-    """Fast mode (see the module docstring). `output_file` is the prefix of the shard files; a JSON record of
-    the settings and inputs is kept at `<output_file>.shards.json` and a rerun with other settings or changed
-    inputs is refused (delete the outputs first). Temporaries that killed runs left beside the outputs are removed
-    first. Returns (list of shard paths, examples written in this run, shards skipped)."""
-    config = make_config(vocab_file, do_lower_case, do_whole_word_mask, max_seq_length, max_predictions_per_seq,
-                         random_seed, dupe_factor, masked_lm_prob, short_seq_prob, gzip, output_file=output_file)
+def run_sharded(input_file, output_file, vocab_file, num_workers=None, shard_size=SHARD_SIZE, progress=True,
+                **options):
+    """Fast mode (see the module docstring; `options`: `instances.Options`' fields). `output_file` is the prefix of
+    the shard files; a JSON record of the settings and inputs is kept at `<output_file>.shards.json` and a rerun
+    with other settings or changed inputs is refused (delete the outputs first). Temporaries that killed runs left
+    beside the outputs are removed first. Returns (list of shard paths, examples written in this run, shards
+    skipped)."""
+    config = make_config(vocab_file, output_file, **options)
     input_files = fileio.expand_patterns(input_file)
     instances.remove_leftovers([output_file])
     planned = plan(input_files, output_file, shard_size)

@@ -1,25 +1,14 @@
 """Sentence (pair) classification: the data side of the original run_classifier.py, plus GLUE extras.
 
-What matches the original exactly:
-* the processors `cola`, `mnli`, `mrpc`, `xnli` read their files the same way (tab-separated, no quote character,
-  the same header rows skipped, the same columns, guids and labels);
-* `convert_single_example` packs `[CLS] a [SEP] (b [SEP])` with the same truncation and zero padding, including
-  `PaddingInputExample` for fixed-size eval batches (`is_real_example` = 0);
-* `file_based_convert_examples_to_features` writes the same TFRecord schema (`input_ids`, `input_mask`,
-  `segment_ids`, `label_ids`, `is_real_example`, all int64) under the same file names;
-* `test_results.tsv` holds one line of tab-separated class probabilities per real test example, formatted by
-  `str()` of a float32 as the original's Estimator output was, and `eval_results.txt` holds `key = value` lines
-  sorted by key with `eval_accuracy`, `eval_loss`, `global_step` and `loss`.
+As the original: the processors `cola`, `mnli`, `mrpc`, `xnli` (the same columns, header rows, guids, labels), the
+packing and TFRecord schema (`features`), test_results.tsv (float32 probabilities as the Estimator printed them) and
+eval_results.txt (`key = value`, sorted). Added: the other GLUE tasks (`sts-b` as regression), MNLI mismatched, each
+task's GLUE metric, the GLUE submission files, and a `tsv` task whose header names its columns. Errors name the file
+and line; every output file is written under a temporary name and renamed when complete.
 
-What bert-tf adds: the remaining GLUE tasks (`sst-2`, `qqp`, `qnli`, `rte`, `sts-b` as regression, `wnli`), the
-MNLI mismatched dev/test sets, each task's GLUE metric in `eval_results.txt` (MCC for CoLA, F1 for MRPC/QQP,
-Pearson/Spearman for STS-B), GLUE submission files (`CoLA.tsv`, `MNLI-m.tsv`, ...), and a generic `tsv` task
-whose files carry a header naming their columns. Errors name the file and line. Every output file is written
-under a temporary name and renamed when complete.
-
-Modules: `processors` (examples, the task processors), `features` (packing, the TFRecord schema), `metrics`
-(the Estimator's figures, GLUE metrics), `task` (the loss, evaluation, prediction, `ClassifierTask`). Their public
-names are importable from here, and so are the losses (`bert_tf.training.losses`).
+Modules: `processors` (examples), `features` (packing, the TFRecords), `metrics` (the Estimator's figures, GLUE
+metrics), `task` (the loss, evaluation, prediction, `ClassifierTask`). Their public names are importable from here,
+and so are the losses (`bert_tf.training.losses`).
 """
 from bert_tf.tasks.classifier.features import (
     InputFeatures,
@@ -66,13 +55,14 @@ from bert_tf.tasks.classifier.processors import (
 )
 from bert_tf.tasks.classifier.task import (
     ClassifierTask,
+    classification_loss,
     evaluate,
     format_submission,
     loss_fn_for,
     predict,
+    regression_loss,
     run_model,
 )
-from bert_tf.training.losses import classification_loss, regression_loss
 
 __all__ = [
     "ColaProcessor",

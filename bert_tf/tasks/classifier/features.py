@@ -118,33 +118,25 @@ def name_to_features(seq_length, regression=False):
     }
 
 
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")  # also the features with a sequence axis
-
-
 def decode_record(record, seq_length, regression=False):
     """A serialized example -> (features, labels): int64 becomes int32 as in the original."""
     example = records.parse(record, name_to_features(seq_length, regression))
-    features = {name: example[name] for name in MODEL_INPUTS}
+    features = {name: example[name] for name in packing.INPUT_NAMES}
     labels = {name: example[name] for name in ("label_ids", "is_real_example")}
     return features, labels
 
 
 def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression=False,
                        input_context=None, shuffle_seed=None, lengths=None):
-    """The original's input pipeline as a tf.data.Dataset of (features, labels) batches.
-
-    Training: repeat, shuffle with a 100-record buffer (order drawn from `shuffle_seed`), batch (drop_remainder as
-    given), each batch cut as `lengths` says (bert_tf.data.lengths; None: seq_length); with an `input_context`, the
-    global batch is cut as one and split into this worker's replicas' batches (`records.worker_share`), which so
-    share one length. Otherwise file order, seq_length.
-    """
+    """The original's input pipeline: training, repeated and shuffled (a 100-record buffer, `shuffle_seed`), each
+    worker's batch of an update cut as one (`lengths`) and split into its replicas'; otherwise file order."""
     def decode(record):
         return decode_record(record, seq_length, regression)
 
     if is_training:
         return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
                                         repeat_first=True, drop_remainder=drop_remainder,
-                                        batch=lengths_lib.batcher(lengths, MODEL_INPUTS))
+                                        batch=lengths_lib.batcher(lengths, packing.INPUT_NAMES))
     return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
 
 
@@ -162,7 +154,7 @@ def features_to_arrays(features, seq_length, regression=False):
     """[InputFeatures] -> (features dict of int32 [N, seq_length], labels dict: label_ids, is_real_example [N]),
     as `decode_record` reads them back from the TFRecords."""
     inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), seq_length)
-              for name in MODEL_INPUTS}
+              for name in packing.INPUT_NAMES}
     labels = {"label_ids": np.array([f.label_id for f in features], np.float32 if regression else np.int32),
               "is_real_example": np.array([f.is_real_example for f in features], np.int32)}
     return inputs, labels

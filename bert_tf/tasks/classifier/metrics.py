@@ -1,6 +1,5 @@
 """run_classifier.py's metrics: `eval_accuracy` / `eval_loss` / `loss` as its Estimator computed them, plus each GLUE
-task's own metric (MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B). Its losses are
-bert_tf.training.losses' `classification_loss` and `regression_loss`.
+task's own metric (MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B).
 """
 import numpy as np
 
@@ -39,12 +38,8 @@ def glue_metrics(metric_names, predictions, labels):
 
 
 def eval_metrics(batches, features, global_step, regression=False, metric_names=()):
-    """The original's eval results from per-batch model outputs (dicts with `per_example_loss` and `logits` or
-    `predictions`) and the features they were computed on, in order.
-
-    eval_accuracy: accuracy over real examples (classification); eval_loss: mean per-example loss over real
-    examples; loss: mean over batches of each batch's mean loss (all examples, as the Estimator's `loss`);
-    global_step; plus the task's GLUE metrics.
+    """The original's eval results from the input order's batches of outputs: eval_accuracy and eval_loss over real
+    examples; loss, the mean of the batches' means (all examples, as the Estimator's); global_step; GLUE metrics.
     """
     losses, batch_means, scores = [], [], []
     for batch in batches:

@@ -102,11 +102,8 @@ def regression_label(value, source, what="label"):
 
 
 class DataProcessor:
-    """Base class of the data sets: examples of the train/dev/test splits and the label list.
-
-    Class attributes: `is_regression` (one float output, e.g. STS-B), `submission_name` (the GLUE file name of
-    the test predictions without `.tsv`, None when the task has no leaderboard file).
-    """
+    """Base class of the data sets: examples of the train/dev/test splits and the label list. `submission_name`: the
+    GLUE file name of the test predictions, without `.tsv` (None: no leaderboard file)."""
     is_regression = False
     submission_name = None
 
@@ -441,11 +438,9 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
 
 
 def register_processor(task_name, processor_class):
-    """Adds a task of your own, as a line added to the original run_classifier.py's `processors` would: then
+    """Adds a task of your own, as a line in the original run_classifier.py's `processors` would: then
     `--task_name=<task_name>` (any case) reads its data with `processor_class()`, a DataProcessor subclass made
-    without arguments (its get_train/dev/test_examples and get_labels; `is_regression` for one float output), so
-    that run_classifier.py runs it unchanged (README, "Your own classification task"). Refuses a name another
-    processor has. Returns `processor_class`."""
+    without arguments. Refuses a name another processor has. Returns `processor_class`."""
     name = task_name.strip().lower()
     if not (isinstance(processor_class, type) and issubclass(processor_class, DataProcessor)):
         raise TypeError(f"register_processor({task_name!r}): expected a DataProcessor subclass, got "
@@ -469,18 +464,16 @@ def get_processor(task_name, xnli_language="zh"):
     return PROCESSORS[name]()
 
 
-def prepare_label_list(processor, data_dir, output_dir, do_train, save=True, train_examples=None):
+def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples=None):
     """The task's label list. For the `tsv` task: learned from train.tsv (`train_examples`, where they are read
-    already) and saved to output_dir/label_list.txt when training (`save`: by the chief only, under several
-    workers), read back from there otherwise. Returns None for regression tasks."""
+    already) when training (the same as output_dir/label_list.txt holds, if any: the chief's `train_data` saves
+    them there), read back from there otherwise. Returns None for regression tasks."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
     label_file, saved = label_lists.saved(output_dir)
     if do_train:
         labels = processor.learn_labels(data_dir, train_examples)
         label_lists.check_unchanged(labels, f"{data_dir}/train.tsv", label_file, saved)
-        if save:
-            label_lists.write(label_file, labels)
         return labels
     if saved is None:
         raise ValueError(f"{label_file} not found: the tsv task takes its label list from training; run with "

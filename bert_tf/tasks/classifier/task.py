@@ -5,33 +5,51 @@ Evaluation and prediction take one path (`run_model`): the examples go to the or
 (eval.tf_record, predict.tf_record: a user's tooling may read them), and the model runs on their features, held in
 memory, in the one prediction loop (`bert_tf.training.prediction.predict_in_order`).
 """
-import functools
 import os
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.data import label_lists
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files
 from bert_tf.tasks.classifier.features import (
-    MODEL_INPUTS,
     check_dev_labels,
     features_to_arrays,
     file_based_convert_examples_to_features,
     file_based_input_fn_builder,
 )
 from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, task_key
-from bert_tf.tasks.classifier.processors import get_processor, pad_examples, prepare_label_list
+from bert_tf.tasks.classifier.processors import (
+    LABEL_LIST_FILE,
+    TsvProcessor,
+    get_processor,
+    pad_examples,
+    prepare_label_list,
+)
 from bert_tf.tasks.task import Task, TrainData
-from bert_tf.training import losses, prediction
+from bert_tf.text import packing
+from bert_tf.training import prediction
+
+
+def classification_loss(labels, outputs):
+    """The original's per-example loss [B]: softmax cross-entropy of `logits` [B, num_labels] with `label_ids` [B]."""
+    logits = tf.cast(outputs["logits"], tf.float32)
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels["label_ids"], tf.int32),
+                                                          logits=logits)
+
+
+def regression_loss(labels, outputs):
+    """Per-example squared error [B] of the predicted score `predictions` [B] against `label_ids` [B] (STS-B)."""
+    predictions = tf.cast(outputs["predictions"], tf.float32)
+    return tf.square(predictions - tf.cast(labels["label_ids"], tf.float32))
 
 
 def loss_fn_for(processor):
-    """The per-example loss of `processor`'s task: `losses.regression_loss` for regression (STS-B), else
-    `losses.classification_loss`."""
-    return losses.regression_loss if processor.is_regression else losses.classification_loss
+    return regression_loss if processor.is_regression else classification_loss
 
 
 def format_submission(ids, predictions, label_list, id_header="index"):
@@ -55,12 +73,9 @@ def _prediction_inputs(features, seq_length, label_list, with_labels):
 
 def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_length, batch_size, fixed_batches=False,
               lengths=None, with_labels=False):
-    """Evaluation's and prediction's one path: writes `examples` (filled up with PaddingInputExample to whole
-    batches where `fixed_batches`, TPU) to `record_file` as the original's records, and runs the model on their
-    features in batches sorted by length and cut as `lengths` (bert_tf.data.lengths.SequenceLengths) says
-    (`prediction.predict_in_order`). Returns (the features, the outputs of the input order's batches: logits and
-    probabilities [len(label_list)] float32, or for regression logits [1] and predictions; with `with_labels`,
-    per_example_loss)."""
+    """Evaluation's and prediction's one path: writes `examples` (filled up to whole batches where `fixed_batches`)
+    to `record_file` as the original's records, and runs the model on their features (`predict_in_order`).
+    Returns (the features, the outputs of the input order's batches)."""
     num_actual = len(examples)
     if fixed_batches:
         examples = pad_examples(examples, batch_size)
@@ -68,22 +83,16 @@ def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_len
                                                           record_file)
     logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual, len(examples) - num_actual)
     logging.info("  Batch size = %d", batch_size)
-    size = lengths_lib.OutputBytes(fixed=4 * (2 * (1 if label_list is None else len(label_list)) + 1))
     outputs = prediction.predict_in_order(
-        functools.partial(trainer.predict, with_loss=with_labels),
-        _prediction_inputs(features, max_seq_length, label_list, with_labels), batch_size, lengths, MODEL_INPUTS,
-        fixed_batches, output_bytes=size)
+        trainer, _prediction_inputs(features, max_seq_length, label_list, with_labels), batch_size, lengths,
+        packing.INPUT_NAMES, fixed_batches, with_loss=with_labels)
     return features, outputs
 
 
 def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
              global_step, fixed_batches=False, lengths=None):
-    """Evaluates on every dev set (`dev_splits`: [(suffix, examples)], the processor's `dev_splits`); writes
-    `eval_results.txt` (`eval_results_mm.txt` for MNLI mismatched) and the original's `eval.tf_record`.
-
-    `fixed_batches` pads the set with PaddingInputExample to whole batches (TPU), which the metrics ignore.
-    `lengths` (bert_tf.data.lengths.SequenceLengths): the model runs on length-sorted batches cut to their longest
-    text; the metrics see the outputs in the input order's batches. Returns {suffix: result dict}.
+    """Evaluates every dev set ([(suffix, examples)]) into `eval_results<suffix>.txt` and the original's
+    `eval<suffix>.tf_record`; `fixed_batches`' filling examples are out of the metrics. Returns {suffix: results}.
     """
     regression = processor.is_regression
     metric_names = GLUE_METRICS.get(task_key(processor), ())
@@ -102,11 +111,9 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
 
 def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, max_seq_length, predict_batch_size,
             fixed_batches=False, lengths=None):
-    """Predicts every test set (`test_splits`: [(suffix, examples, submission name)], the processor's
-    `test_splits`); writes `test_results.tsv` (class probabilities, or the score for regression, per real example),
-    the submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...; `predictions.tsv` for tsv) and the original's
-    `predict.tf_record`. MNLI mismatched goes to `test_results_mm.tsv` and `MNLI-mm.tsv`. `lengths`: as for
-    `evaluate`. Returns {suffix: [rows]}."""
+    """Predicts every test set ([(suffix, examples, submission name)]) into `test_results<suffix>.tsv` (a row per
+    real example), the submission file (`MRPC.tsv`, `MNLI-mm.tsv`, ...) and `predict<suffix>.tf_record`.
+    Returns {suffix: [rows]}."""
     output_key = "predictions" if processor.is_regression else "probabilities"
     all_rows = {}
     for suffix, examples, submission in test_splits:
@@ -154,7 +161,7 @@ class ClassifierTask(Task):
         if run.do_train:
             self.train_examples = self.processor.get_train_examples(self.data_dir)
         self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
-                                         save=run.is_chief, train_examples=self.train_examples)
+                                         train_examples=self.train_examples)
         if run.do_eval:
             self.dev_splits = self.processor.dev_splits(self.data_dir)
             check_dev_labels(self.dev_splits, self.labels)
@@ -166,10 +173,13 @@ class ClassifierTask(Task):
                     output_dir=run.output_dir, max_seq_length=run.max_seq_length, fixed_batches=run.fixed_batches,
                     lengths=run.sequence_lengths)
 
-    def train_data(self, run, tokenizer):
-        """Converts the training set to work_dir/train.tf_record (a TrainData)."""
+    def train_data(self, run, tokenizer, trainer):
+        """Saves the tsv task's label list (the chief), converts the training set to work_dir/train.tf_record (a
+        TrainData)."""
+        if trainer.is_chief and isinstance(self.processor, TsvProcessor):
+            label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.labels)
         examples = self.train_examples
-        train_file = os.path.join(run.work_dir, "train.tf_record")
+        train_file = os.path.join(trainer.work_dir, "train.tf_record")
         _, written = file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer,
                                                              train_file)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
@@ -180,8 +190,8 @@ class ClassifierTask(Task):
     def prepare_evaluation(self, run, trainer):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:
         on the batches of an empty dev set, which have the spec of any other."""
-        spec = prediction.batch_spec(_prediction_inputs([], run.max_seq_length, self.labels, with_labels=True),
-                                     run.eval_batch_size, run.sequence_lengths, MODEL_INPUTS, run.fixed_batches)
+        spec = lengths_lib.batch_spec(_prediction_inputs([], run.max_seq_length, self.labels, with_labels=True),
+                                      run.eval_batch_size, run.sequence_lengths, packing.INPUT_NAMES, run.fixed_batches)
         trainer.prepare_predict(spec, with_loss=True)
 
     def evaluate(self, run, tokenizer, trainer):

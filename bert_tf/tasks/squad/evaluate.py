@@ -5,15 +5,13 @@ collapsed) and score a prediction against each gold answer, keeping the best.
 
 * v1.1 (`evaluate_v1`): {"exact_match", "f1"} in percent over every question; an unanswered question scores 0.
   F1 is 0 when prediction and gold share no token (so also when both are empty).
-* v2.0 (`evaluate_v2`): gold answers with empty normalization are dropped, and a question without answers has
-  the single gold answer ""; F1 of two empty token lists is 1. With no-answer probabilities (`na_probs`, e.g. the
-  null_odds.json of run_squad.py), a prediction whose probability exceeds `na_prob_thresh` (1.0) counts as "no
-  answer", and best_exact/best_f1 with their thresholds are searched over the probabilities. Keys: exact, f1,
-  total, HasAns_exact/f1/total, NoAns_exact/f1/total, best_exact, best_exact_thresh, best_f1, best_f1_thresh.
-  Questions missing from the predictions are left out of every figure (the official script crashes on them
-  in its breakdowns).
+* v2.0 (`evaluate_v2`): gold answers with empty normalization are dropped; a question without answers has the
+  single gold answer ""; F1 of two empty token lists is 1. A prediction whose no-answer probability (`na_probs`,
+  e.g. run_squad.py's null_odds.json) exceeds `na_prob_thresh` counts as "no answer"; best_exact/best_f1 and their
+  thresholds are searched over the probabilities. Questions missing from the predictions are left out of every
+  figure (the official script crashes on them in its breakdowns).
 
-Local files only, and no TensorFlow: the evaluation script starts in a fraction of a second.
+No TensorFlow for local files: the evaluation script starts at once.
 """
 import collections
 import json
@@ -40,9 +38,7 @@ def get_tokens(s):
     return normalize_answer(s).split() if s else []
 
 
-# ------------------------------------------------------------------------------------------------------------
 # v1.1
-# ------------------------------------------------------------------------------------------------------------
 
 def f1_score_v1(prediction, ground_truth):
     prediction_tokens = normalize_answer(prediction).split()
@@ -86,9 +82,7 @@ def evaluate_v1(dataset, predictions):
     return collections.OrderedDict([("exact_match", 100.0 * exact_match / total), ("f1", 100.0 * f1 / total)])
 
 
-# ------------------------------------------------------------------------------------------------------------
 # v2.0
-# ------------------------------------------------------------------------------------------------------------
 
 def make_qid_to_has_ans(dataset):
     return {qa["id"]: bool(qa["answers"]) for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
@@ -220,9 +214,7 @@ def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0):
     return out_eval
 
 
-# ------------------------------------------------------------------------------------------------------------
 # Files
-# ------------------------------------------------------------------------------------------------------------
 
 def _load_json(path, what):
     raw = fileio.read_bytes(path, what)

@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.data import records
-from bert_tf.text import tokenization
+from bert_tf.text import packing, tokenization
 
 FIRST_UNIQUE_ID = 1000000000
 TRAIN_RECORD_FILE = "train.tf_record"
@@ -197,8 +197,7 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
 
 def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
                                  output_fn=None):
-    """The original's entry point: calls `output_fn(feature)` for each feature and returns how many there were;
-    without `output_fn`, returns the list of features."""
+    """The original's entry point: `output_fn(feature)` for each, returning the count; without it, the list."""
     features = generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training)
     if output_fn is None:
         return list(features)
@@ -220,9 +219,7 @@ def feature_to_example(feature, is_training):
 
 
 class FeatureWriter:
-    """The original's FeatureWriter: InputFeatures -> a TFRecord file, written atomically (`records.writer`):
-    renamed on `close()`; as a context manager, an exception discards the partial file. `written`: its
-    `records.Writer` (the records' count and fingerprint)."""
+    """The original's FeatureWriter, atomic: the file appears on `close()`; an exception in its `with` discards it."""
 
     def __init__(self, filename, is_training):
         self.filename = filename
@@ -246,8 +243,7 @@ class FeatureWriter:
 
 
 def name_to_features(seq_length, is_training, written=False):
-    """The TFRecord schema: the parsing spec of the original's input_fn_builder (`written`: plus the
-    `is_impossible` feature its FeatureWriter also writes for training)."""
+    """The original input_fn_builder's spec (`written`: plus the `is_impossible` its FeatureWriter writes)."""
     spec = {
         "unique_ids": tf.io.FixedLenFeature([], tf.int64),
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -262,26 +258,20 @@ def name_to_features(seq_length, is_training, written=False):
     return spec
 
 
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 LABELS = ("start_positions", "end_positions")
 
 
 def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder=None, input_context=None,
                  shuffle_buffer=100, seed=None):
-    """A tf.data pipeline over a SQuAD TFRecord file, as the original input_fn (int64 cast to int32).
-
-    Training: repeated, shuffled (buffer 100, order drawn from `seed`), batches of (features, labels) with
-    features input_ids/input_mask/segment_ids and labels start_positions/end_positions, remainder dropped; with
-    an `input_context`, this worker's replicas' batches out of the global batch (`records.worker_share`).
-    Prediction: batches of features only (input order, remainder kept); unique_ids follow the written order.
-    """
+    """The original input_fn: training, repeated shuffled (features, labels) batches (buffer 100, this worker's
+    share); prediction, features in written order, remainder kept."""
     if drop_remainder is None:
         drop_remainder = is_training
     spec = name_to_features(seq_length, is_training)
 
     def decode(record):
         example = records.parse(record, spec)
-        features = {name: example[name] for name in MODEL_INPUTS}
+        features = {name: example[name] for name in packing.INPUT_NAMES}
         if is_training:
             return features, {name: example[name] for name in LABELS}
         return features
@@ -305,8 +295,7 @@ def span_loss(labels, outputs):
 
 
 def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
-    """Converts training examples straight into a TFRecord file (atomically). Returns its `records.Writer` (the
-    features' count and fingerprint)."""
+    """Converts training examples into a TFRecord file; returns its `records.Writer`."""
     with FeatureWriter(output_file, is_training=True) as writer:
         convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                      is_training=True, output_fn=writer.process_feature)
@@ -314,8 +303,7 @@ def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_s
 
 
 def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
-    """Converts prediction examples into a TFRecord file (atomically) and returns the features (for
-    post-processing)."""
+    """Converts prediction examples into a TFRecord file; returns the features (for post-processing)."""
     features = []
     with FeatureWriter(output_file, is_training=False) as writer:
         def append(feature):

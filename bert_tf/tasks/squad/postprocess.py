@@ -93,13 +93,8 @@ _BASIC_TOKENIZERS = {}
 
 
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
-    """Projects the normalized predicted text back onto the original text.
-
-    `orig_text` (the whole words the span covers, e.g. "Steve Smith's") is basic-tokenized; if, with spaces
-    removed, it has as many characters as the original, the characters are aligned one to one and the span of
-    `pred_text` ("steve smith") is cut from the original ("Steve Smith"). When the alignment fails, `orig_text`
-    is returned.
-    """
+    """Projects the normalized `pred_text` ("steve smith") back onto `orig_text` ("Steve Smith's") by aligning
+    their characters without spaces -> "Steve Smith"; `orig_text` where the alignment fails."""
     tokenizer = _BASIC_TOKENIZERS.get(do_lower_case)
     if tokenizer is None:
         tokenizer = _BASIC_TOKENIZERS[do_lower_case] = tokenization.BasicTokenizer(do_lower_case=do_lower_case)

@@ -10,12 +10,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.data import lengths
 from bert_tf.model import task_models
-from bert_tf.model.task_models import BertSpanLabeler
 from bert_tf.tasks.squad import evaluate as squad_evaluate
 from bert_tf.tasks.squad.examples import has_answers, read_predict_file, read_squad_examples
 from bert_tf.tasks.squad.features import (
     EVAL_RECORD_FILE,
-    MODEL_INPUTS,
     TRAIN_RECORD_FILE,
     make_dataset,
     span_loss,
@@ -32,17 +30,15 @@ from bert_tf.tasks.squad.postprocess import (
     write_predictions,
 )
 from bert_tf.tasks.task import Task, TrainData
-from bert_tf.training import prediction
+from bert_tf.text import packing
 
 
 def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,
             predict_batch_size, n_best_size, max_answer_length, do_lower_case, version_2_with_negative=False,
             null_score_diff_threshold=0.0, verbose_logging=False, fixed_batches=False, compiled=False):
-    """The original's prediction run: features into output_dir/eval.tf_record (the original's file), the model over
-    them in the input order at max_seq_length (`prediction.predict_in_order`: `predict_batches(dataset)` yields
-    output dicts per batch, e.g. `Trainer.predict`; under `fixed_batches` (TPU) or where each shape is `compiled`
-    (XLA), the last batch filled up to predict_batch_size), then predictions.json, nbest_predictions.json and (v2)
-    null_odds.json in output_dir. Returns (predictions, nbest, null_odds)."""
+    """The original's prediction run: eval.tf_record, the model over its features in the input order at
+    max_seq_length (`predict_batches(dataset)`, e.g. `Trainer.predict`), then predictions.json, nbest_predictions.json
+    and (v2) null_odds.json in output_dir. Returns (predictions, nbest, null_odds)."""
     eval_file = os.path.join(output_dir, EVAL_RECORD_FILE)
     features = write_eval_features(examples, tokenizer, eval_file, max_seq_length, doc_stride, max_query_length)
     logging.info("***** Running predictions *****")
@@ -50,10 +46,10 @@ def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, do
     logging.info("  Num split examples = %d", len(features))
     logging.info("  Batch size = %d", predict_batch_size)
     inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), max_seq_length)
-              for name in MODEL_INPUTS}
-    results = raw_results(features, prediction.predict_in_order(
-        predict_batches, inputs, predict_batch_size, lengths.SequenceLengths(pad=True, compiled=compiled),
-        MODEL_INPUTS, fixed_batches, output_bytes=lengths.OutputBytes(per_position=2 * 4)))  # start, end [S] float32
+              for name in packing.INPUT_NAMES}
+    batches = lengths.LengthSorted(inputs, predict_batch_size, lengths.SequenceLengths(pad=True, compiled=compiled),
+                                   packing.INPUT_NAMES, fixed_batches)  # the input order: nothing is sorted
+    results = raw_results(features, batches.in_input_order(predict_batches(batches.dataset)))
     return write_predictions(
         examples, features, results, n_best_size, max_answer_length, do_lower_case,
         os.path.join(output_dir, PREDICTIONS_FILE), os.path.join(output_dir, NBEST_FILE),
@@ -117,19 +113,16 @@ class SquadTask(Task):
             self.train_examples = read_squad_examples(self.train_file, is_training=True,
                                                       version_2_with_negative=self.version_2_with_negative)
 
-    def build_model(self, config, restored_encoder=False):
-        return BertSpanLabeler(config, restored_encoder=restored_encoder)
-
     def _windows(self, run):
         return dict(max_seq_length=run.max_seq_length, doc_stride=self.doc_stride,
                     max_query_length=self.max_query_length)
 
-    def train_data(self, run, tokenizer):
+    def train_data(self, run, tokenizer, trainer):
         """The original's training data: the examples pre-shuffled (random.Random(12345)), their features in
         work_dir/train.tf_record (a TrainData: the number of examples sets the number of steps)."""
         examples = list(self.train_examples)
         random.Random(12345).shuffle(examples)
-        train_file = os.path.join(run.work_dir, TRAIN_RECORD_FILE)
+        train_file = os.path.join(trainer.work_dir, TRAIN_RECORD_FILE)
         written = write_train_features(examples, tokenizer, train_file, **self._windows(run))
         logging.info("Training on %d examples split into %d features", len(examples), written.count)
 
