@@ -26,7 +26,7 @@ def cpp_log_levels(stderr):
     return {first or second for first, second in CPP_LOG_LINE.findall(stderr)}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def run(child_env):
     """run(args, **env_changes): python `args` in the repository with the defaulted variables unset, then
     `env_changes` applied."""
@@ -42,20 +42,26 @@ def _help_of_a_script(run, **env_changes):
     return result
 
 
+@pytest.fixture(scope="module")
+def default_help(run):
+    """A script's --helpshort with the defaults (one process for the tests below)."""
+    return _help_of_a_script(run)
+
+
 @pytest.mark.slow
-def test_scripts_hide_no_tensorflow_device_error_unless_the_machine_has_no_device(run):
+def test_scripts_hide_no_tensorflow_device_error_unless_the_machine_has_no_device(run, default_help):
     """By default a script shows none of TensorFlow's C++ INFO lines, and on a machine without an NVIDIA driver or
     a TPU no C++ line at all (there the CUDA stubs' failed cuInit is the only one); where there is a driver, its
     warnings and errors (a CUDA library that does not load) are shown. The user's TF_CPP_MIN_LOG_LEVEL=0 shows all."""
-    levels = cpp_log_levels(_help_of_a_script(run).stderr)
+    levels = cpp_log_levels(default_help.stderr)
     assert "I" not in levels
     if not machine.accelerator_present():
         assert levels == set()
     assert "I" in cpp_log_levels(_help_of_a_script(run, TF_CPP_MIN_LOG_LEVEL="0").stderr)  # the user's setting wins
 
 
-def test_help_names_the_environment_defaults(run):
-    stdout = " ".join(_help_of_a_script(run).stdout.split())  # as one line, whatever the wrapping
+def test_help_names_the_environment_defaults(default_help):
+    stdout = " ".join(default_help.stdout.split())  # as one line, whatever the wrapping
     assert "TF_ENABLE_ONEDNN_OPTS defaults to 1" in stdout and "TF_ENABLE_ONEDNN_OPTS=0" in stdout
     assert re.search(r"TF_CPP_MIN_LOG_LEVEL defaults to [13] ", stdout), stdout
     assert "TF_CPP_MIN_LOG_LEVEL is 1 on a machine with an NVIDIA driver or a TPU" in stdout
@@ -88,17 +94,41 @@ def test_script_setup_sets_the_defaults_and_keeps_the_users(run, settings, expec
     assert result.stdout.strip() == expected, result.stderr[-2000:]
 
 
+ONEDNN = ("from tensorflow.python.util import _pywrap_util_port as port\n"
+          "print('oneDNN:', port.IsMklEnabled())\n")  # TensorFlow's own check
+
+
+@pytest.fixture(scope="module")
+def tensorflow_after_setup(run):
+    """A fresh process importing bert_tf.script_setup, then TensorFlow and Keras, with the defaults: which of Keras'
+    optional extras each step loads, then whether oneDNN is on (one process for the tests below)."""
+    code = ("import importlib.util, sys, bert_tf.script_setup, tensorflow as tf, keras\n"
+            "loaded = lambda: [name for name in ('sklearn', 'matplotlib.pyplot') if name in sys.modules]\n"
+            "print('after import:', loaded())\n"
+            "wrapper = tf.keras.wrappers.SKLearnClassifier\n"
+            "import sklearn.base\n"
+            "print(issubclass(wrapper, sklearn.base.BaseEstimator), loaded())\n"
+            "from keras.src.visualization import plot_image_gallery as gallery\n"
+            "has_matplotlib = importlib.util.find_spec('matplotlib') is not None\n"
+            "print(callable(keras.visualization.plot_image_gallery), (gallery.plt is not None) == has_matplotlib)\n"
+            + ONEDNN)
+    result = run(["-c", code])
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.splitlines()
+
+
 @pytest.mark.cpu_only("TensorFlow's oneDNN on an x86 CPU; a GPU host may be an Arm one")
 @pytest.mark.parametrize("settings, expected", [({}, "True"), ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "False")])
-def test_onednn_is_on_by_default_and_off_when_the_user_says(run, settings, expected):
+def test_onednn_is_on_by_default_and_off_when_the_user_says(run, request, settings, expected):
     """TensorFlow's own check (IsMklEnabled) in a fresh process importing bert_tf.script_setup first: on by default
     on every x86 CPU (TensorFlow alone leaves it off on CPUs without AVX512_VNNI/BF16, AVX_VNNI or AMX), off when the
     user sets TF_ENABLE_ONEDNN_OPTS=0."""
-    code = ("import bert_tf.script_setup, tensorflow\n"
-            "from tensorflow.python.util import _pywrap_util_port as port\n"
-            "print(port.IsMklEnabled())\n")
-    result = run(["-c", code], **settings)
-    assert result.stdout.strip() == expected, result.stderr[-2000:]
+    if settings:
+        result = run(["-c", "import bert_tf.script_setup, tensorflow\n" + ONEDNN], **settings)
+        lines, why = result.stdout.splitlines(), result.stderr[-2000:]
+    else:
+        lines = why = request.getfixturevalue("tensorflow_after_setup")
+    assert lines[-1:] == [f"oneDNN: {expected}"], why
 
 
 def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers(run):
@@ -112,20 +142,10 @@ def test_the_objects_alive_at_exit_are_frozen_after_the_other_exit_handlers(run)
     assert result.stdout.splitlines() == ["frozen before exit: False", "frozen at exit: True"], result.stderr
 
 
-def test_keras_optional_extras_load_on_first_use(run):
+def test_keras_optional_extras_load_on_first_use(tensorflow_after_setup):
     """Importing TensorFlow after bert_tf.script_setup leaves scikit-learn and matplotlib's pyplot unloaded (Keras'
     wrappers and plotting helpers are deferred); both Keras APIs still work when used."""
-    code = ("import importlib.util, sys, bert_tf.script_setup, tensorflow as tf, keras\n"
-            "loaded = lambda: [name for name in ('sklearn', 'matplotlib.pyplot') if name in sys.modules]\n"
-            "print('after import:', loaded())\n"
-            "wrapper = tf.keras.wrappers.SKLearnClassifier\n"
-            "import sklearn.base\n"
-            "print(issubclass(wrapper, sklearn.base.BaseEstimator), loaded())\n"
-            "from keras.src.visualization import plot_image_gallery as gallery\n"
-            "has_matplotlib = importlib.util.find_spec('matplotlib') is not None\n"
-            "print(callable(keras.visualization.plot_image_gallery), (gallery.plt is not None) == has_matplotlib)\n")
-    result = run(["-c", code])
-    assert result.stdout.splitlines() == ["after import: []", "True ['sklearn']", "True True"], result.stderr
+    assert tensorflow_after_setup[:3] == ["after import: []", "True ['sklearn']", "True True"], tensorflow_after_setup
 
 
 def test_the_library_alone_sets_none_of_the_defaults(run):
@@ -143,9 +163,16 @@ def test_the_library_alone_sets_none_of_the_defaults(run):
         result.stdout + result.stderr[-2000:])
 
 
-def _pytest_with_our_hooks(tmp_path, test_code, ci):
-    """Runs pytest on `test_code` (a test module) in tmp_path with tests/conftest.py's hooks (with CI=true when
-    `ci`); returns the CompletedProcess."""
+HOOKED_TESTS = {  # the cpu_only test apart: only a run that collects it imports TensorFlow (to list the GPUs)
+    "test_skip.py": "import pytest\n\ndef test_needs_an_extra():\n    pytest.importorskip('no_such_extra_module')\n",
+    "test_cpu.py": "import pytest\n\n@pytest.mark.cpu_only('a oneDNN kernel')\ndef test_on_the_cpu():\n    pass\n"}
+
+
+@pytest.fixture(scope="module")
+def hooked(tmp_path_factory):
+    """pytest with tests/conftest.py's hooks, -v: {False: its stdout on test_skip.py, True: on both HOOKED_TESTS
+    with CI=true}."""
+    tmp_path = tmp_path_factory.mktemp("hooks")
     (tmp_path / "conftest.py").write_text(
         "import importlib.util\n"
         "spec = importlib.util.spec_from_file_location('bert_tf_conftest', "
@@ -154,34 +181,36 @@ def _pytest_with_our_hooks(tmp_path, test_code, ci):
         "spec.loader.exec_module(module)\n"
         "pytest_collection_modifyitems = module.pytest_collection_modifyitems\n"
         "pytest_runtest_makereport = module.pytest_runtest_makereport\n")
-    (tmp_path / "test_hooks.py").write_text(test_code)
-    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
-               "-W", "ignore::pytest.PytestUnknownMarkWarning", str(tmp_path)]
+    for name, code in HOOKED_TESTS.items():
+        (tmp_path / name).write_text(code)
+    command = [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+               "-W", "ignore::pytest.PytestUnknownMarkWarning"]
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
-                          env={**env, "CI": "true"} if ci else env, timeout=300)
+    return {ci: subprocess.run(command + ([str(tmp_path)] if ci else [str(tmp_path / "test_skip.py")]),
+                               capture_output=True, text=True, cwd=tmp_path, env={**env, "CI": "true"} if ci else env,
+                               timeout=300).stdout for ci in (False, True)}
 
 
-def test_a_skip_fails_under_ci(tmp_path):
+def _outcome(stdout, test):
+    return re.search(rf"test_\w+\.py::{test} (PASSED|SKIPPED|FAILED)", stdout).group(1)
+
+
+def test_a_skip_fails_under_ci(hooked):
     """tests/conftest.py's hook: with CI=true a skipped test is a failure (a broken install of an extra); without
     it, a skip."""
-    code = "import pytest\n\ndef test_needs_an_extra():\n    pytest.importorskip('no_such_extra_module')\n"
-    plain = _pytest_with_our_hooks(tmp_path, code, ci=False)
-    assert plain.returncode == 0 and "1 skipped" in plain.stdout, plain.stdout
-    ci = _pytest_with_our_hooks(tmp_path, code, ci=True)
-    assert ci.returncode == 1 and "skipped under CI=true" in ci.stdout, ci.stdout
+    assert _outcome(hooked[False], "test_needs_an_extra") == "SKIPPED", hooked[False]
+    assert _outcome(hooked[True], "test_needs_an_extra") == "FAILED", hooked[True]
+    assert "skipped under CI=true" in hooked[True], hooked[True]
 
 
-def test_cpu_only_tests_skip_with_their_reason_where_a_gpu_is_visible(tmp_path):
+def test_cpu_only_tests_skip_with_their_reason_where_a_gpu_is_visible(hooked):
     """A test marked cpu_only runs where TensorFlow sees no GPU (this machine, unless it has one) and is skipped,
     naming its reason, where it sees one, also under CI=true."""
     import tensorflow as tf
 
-    code = ("import pytest\n\n@pytest.mark.cpu_only('a oneDNN kernel')\n"
-            "def test_on_the_cpu():\n    pass\n")
-    result = _pytest_with_our_hooks(tmp_path, code, ci=True)
+    stdout = hooked[True]
     if tf.config.list_physical_devices("GPU"):
-        assert result.returncode == 0 and "1 skipped" in result.stdout, result.stdout
-        assert "CPU-specific (a oneDNN kernel); TensorFlow sees" in result.stdout, result.stdout
+        assert _outcome(stdout, "test_on_the_cpu") == "SKIPPED", stdout
+        assert "CPU-specific (a oneDNN kernel); TensorFlow sees" in stdout, stdout
     else:
-        assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout
+        assert _outcome(stdout, "test_on_the_cpu") == "PASSED", stdout

@@ -1,11 +1,12 @@
-"""run_pretraining.py split across devices: MirroredStrategy on two logical CPU devices (--num_cpu_devices=2) and
-gradient accumulation, alone and together, train the one-device run's numbers for the same global batch; and
+"""run_pretraining.py split across devices: MirroredStrategy on two logical CPU devices (--num_cpu_devices=2) with
+gradient accumulation trains the one-device run's numbers for the same global batch; and
 --use_tpu / --distribution_strategy=tpu on a machine without a TPU stop at once with an error naming the flags.
 
 The runs read the golden records of the original create_pretraining_data.py with a dropout-free tiny BERT
-(tests/tiny_pretraining.py) in one order (--seed), so that they differ only in how each batch of 8 is split: 2
-replicas of 4, 2 micro-batches of 4, 2 replicas x 2 micro-batches of 2. The masked-LM loss is the batch-level
-ratio sum(w * nll) / (sum(w) + 1e-5), which splitting a batch changes unless the weights are summed over the whole
+(tests/tiny_pretraining.py) in one order (--seed), so that they differ only in how each batch of 8 is split:
+2 replicas x 2 micro-batches of 2 (replicas alone: the two workers of tests/training/test_multi_worker.py;
+micro-batches alone: the toy task of tests/training/test_trainer.py). The masked-LM loss is the batch-level ratio
+sum(w * nll) / (sum(w) + 1e-5), which splitting a batch changes unless the weights are summed over the whole
 update first (bert_tf.training.losses), and the learning rate is large enough that clipping to global norm 1.0
 acts on every update (the gradients are summed over replicas and micro-batches before they are clipped).
 """
@@ -18,26 +19,21 @@ from tiny_training import checkpoint_floats, max_diff, summaries
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "run_scripts", "run_pretraining.py")
 STEPS = 3
-pytestmark = pytest.mark.slow  # one script process training four runs, ~30 s
-# name -> flags; the mirrored runs first: the CPU is split before the process's first TensorFlow op.
-SPLITS = {
-    "mirrored": ["--distribution_strategy=mirrored", "--num_cpu_devices=2"],
-    "mirrored_accumulation": ["--distribution_strategy=mirrored", "--num_cpu_devices=2",
-                              "--gradient_accumulation_steps=2"],
-    "one_device": ["--distribution_strategy=one_device"],
-    "accumulation": ["--distribution_strategy=one_device", "--gradient_accumulation_steps=2"],
-}
-STRATEGIES = {"mirrored": "MirroredStrategy with 2", "mirrored_accumulation": "MirroredStrategy with 2",
-              "one_device": "OneDeviceStrategy with 1", "accumulation": "OneDeviceStrategy with 1"}
+pytestmark = pytest.mark.slow  # one script process training two runs
+MIRRORED = ["--distribution_strategy=mirrored", "--num_cpu_devices=2"]
+# name -> flags; the mirrored run first: the CPU is split before the process's first TensorFlow op.
+SPLITS = {"mirrored_accumulation": [*MIRRORED, "--gradient_accumulation_steps=2"],
+          "one_device": ["--distribution_strategy=one_device"]}
+STRATEGIES = {"mirrored_accumulation": "MirroredStrategy with 2", "one_device": "OneDeviceStrategy with 1"}
 # Runs that must fail. --tpu_name=local: the TPU of a TPU VM, which this machine is not.
-FAILING = {"indivisible": [*SPLITS["mirrored"], "--gradient_accumulation_steps=3"],
+FAILING = {"indivisible": [*MIRRORED, "--gradient_accumulation_steps=3"],
            "no_name": ["--use_tpu"], "refused": ["--distribution_strategy=tpu", "--master=grpc://127.0.0.1:1"],
            "local": ["--use_tpu", "--tpu_name=local"]}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, run_main):
-    """Runs the script in one process: the four splits (trained), then the failing runs.
+    """Runs the script in one process: the splits (trained), then the failing runs.
 
     Returns (output_dir of each split, error of each run by name, the process's logs)."""
     d = tmp_path_factory.mktemp("pretraining")

@@ -25,11 +25,12 @@ STEPS = 4  # int(16 examples / batch 8 * 2 epochs)
 
 @pytest.fixture(scope="module")
 def common_flags(tmp_path_factory):
-    """Flags for a 4-step run on 16 training / 8 dev examples with a dropout-free L=2, H=32 model (no dropout, so
+    """Flags for a 4-step run on 16 training / 8 dev examples with a dropout-free L=1, H=32 model (no dropout, so
     that runs differing only in how the batch is split give the same numbers), on the CPU even where there is a
     GPU (--num_gpus=0)."""
     d = str(tmp_path_factory.mktemp("flags"))
-    vocab_file, config_file = write_tiny_model(d, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    vocab_file, config_file = write_tiny_model(d, num_hidden_layers=1, hidden_dropout_prob=0.0,
+                                               attention_probs_dropout_prob=0.0)
     rng = random.Random(3)
     for split, n in (("train", 16), ("dev", 8)):
         write_lines(f"{d}/data/{split}.tsv", [tsv_line("text_a", "label")]

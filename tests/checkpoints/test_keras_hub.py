@@ -393,11 +393,13 @@ def test_gelu_exact_difference_on_minilm(minilm_release):
 def test_keras_hub_is_imported_only_for_a_preset(tiny_release, tmp_path, child_env):
     """Without keras-hub: bert_tf.checkpoints imports, a preset's config, vocabulary and casing are read (JSON
     only), and loading its weights is an ImportError naming the extra to install."""
-    import subprocess
     import sys
+
+    import forkserver
     preset = checkpoints.convert_checkpoint(tiny_release["dir"], str(tmp_path / "preset"), to="keras_hub")
     code = f"""
 import sys
+assert "keras_hub" not in sys.modules, "imported before the test could hide it"
 sys.modules["keras_hub"] = None  # as if not installed
 from bert_tf import checkpoints
 from bert_tf.model import encoder
@@ -408,7 +410,7 @@ try:
 except ImportError as e:
     print("ImportError", e)
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
+    result = forkserver.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
                             timeout=300)
     assert "config 99 True" in result.stdout, result.stderr[-2000:]
     assert "ImportError KerasHub presets need keras-hub: pip install 'bert-tf[ecosystem]'" in result.stdout

@@ -18,37 +18,42 @@ from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.text import packing, tokenization
 
-# Runs a model file on JSON inputs in a fresh process: no bert_tf, no Keras model; prints the outputs as JSON.
+# Runs model files on JSON inputs in a fresh process: no bert_tf, no Keras model; prints the outputs as JSON.
 RUNNER = r"""
 import json, sys
 import numpy as np
-path, fmt, inputs = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
-feed = {name: np.array(value, np.int32) for name, value in inputs.items()}
-if fmt == "onnx":
-    import onnxruntime
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    outputs = dict(zip(names, session.run(None, feed)))
-else:
-    from ai_edge_litert.interpreter import Interpreter
-    interpreter = Interpreter(path)
-    assert list(interpreter.get_signature_list()) == ["serving_default"]
-    outputs = interpreter.get_signature_runner("serving_default")(**feed)
-assert not any(name.startswith("bert_tf") or name.startswith("keras") for name in sys.modules)
 decode = lambda v: v.decode() if isinstance(v, bytes) else v
-print(json.dumps({name: np.vectorize(decode)(v).tolist() if v.dtype == object else v.tolist()
-                  for name, v in outputs.items()}))
+results = []
+for path, fmt, inputs in json.load(open(sys.argv[1])):
+    feed = {name: np.array(value, np.int32) for name, value in inputs.items()}
+    if fmt == "onnx":
+        import onnxruntime
+        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        outputs = dict(zip(names, session.run(None, feed)))
+    else:
+        from ai_edge_litert.interpreter import Interpreter
+        interpreter = Interpreter(path)
+        assert list(interpreter.get_signature_list()) == ["serving_default"]
+        outputs = interpreter.get_signature_runner("serving_default")(**feed)
+    results.append({name: np.vectorize(decode)(v).tolist() if v.dtype == object else v.tolist()
+                    for name, v in outputs.items()})
+assert not any(name.startswith("bert_tf") or name.startswith("keras") for name in sys.modules)
+print(json.dumps(results))
 """
 
 
-def run_fresh(tmp_path, path, fmt, inputs):
-    """The outputs of the model file at `path` on `inputs` (name -> int32 array), from a fresh process."""
-    inputs_file = tmp_path / f"inputs_{fmt}.json"
-    inputs_file.write_text(json.dumps({k: np.asarray(v).tolist() for k, v in inputs.items()}))
-    result = subprocess.run([sys.executable, "-c", RUNNER, str(path), fmt, str(inputs_file)], capture_output=True,
-                            text=True, timeout=300)
+def run_fresh(tmp_path, jobs):
+    """The outputs of each job (the path of a model file, its format, its inputs: name -> int32 array), from one
+    fresh process."""
+    jobs_file = tmp_path / "runner_jobs.json"
+    jobs_file.write_text(json.dumps([(str(path), fmt, {k: np.asarray(v).tolist() for k, v in inputs.items()})
+                                     for path, fmt, inputs in jobs]))
+    result = subprocess.run([sys.executable, "-c", RUNNER, str(jobs_file)], capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return {name: np.array(value) for name, value in json.loads(result.stdout.splitlines()[-1]).items()}
+    return [{name: np.array(value) for name, value in outputs.items()}
+            for outputs in json.loads(result.stdout.splitlines()[-1])]
 
 
 def pack(tokenizer, texts_a, texts_b, seq_length):
@@ -99,15 +104,27 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
     config, vocab = tiny
     rng = np.random.RandomState(0)
     inputs = features(3, rng)
+    jobs, cases = [], []
     for task, labels in CASES:
         spec = task_models.REGISTRY[task]
         tf.keras.utils.set_random_seed(1)
         model = spec.build(config, 3 if labels else None)
         path = export(model, task, fmt, tmp_path / task, vocab, label_list=labels)
         feed = task_inputs.for_model(model, inputs, positions=np.array([[1, 2]] * 3, np.int32))
-        got = run_fresh(tmp_path, os.path.join(path, portable.FILES[fmt]), fmt, feed)
+        jobs.append((os.path.join(path, portable.FILES[fmt]), fmt, feed))
         expected = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in feed.items()}).items()}
-        outputs = task_models.output_names(model)
+        cases.append((task, labels, spec, task_models.output_names(model), expected))
+    wider = BertConfig.from_dict({**config.to_dict(), "hidden_size": 128, "intermediate_size": 512})
+    model = task_models.build_task_model("classifier", wider, 3)
+    # matrices of std 0.1 (5x the initial 0.02): every layer moves the logits, which spread over the texts
+    model.set_weights([rng.normal(0, 0.1, w.shape).astype(w.dtype) if w.ndim > 1 else w for w in model.get_weights()])
+    inputs = features(16, rng)
+    logits = model({k: tf.constant(v) for k, v in inputs.items()})["logits"].numpy()
+    files = {quantization: os.path.join(export(model, "classifier", fmt, tmp_path / quantization, vocab,
+                                               quantization=quantization), portable.FILES[fmt])
+             for quantization in portable.QUANTIZATIONS}
+    *results, quantized = run_fresh(tmp_path, [*jobs, (files["dynamic_range"], fmt, inputs)])
+    for (task, labels, spec, outputs, expected), got in zip(cases, results):
         assert set(got) == set(outputs) | ({spec.label_output} if labels else set()), (task, sorted(got))
         for name in outputs:
             np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=f"{task} {name}")
@@ -118,17 +135,8 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
         meta = json.loads((tmp_path / task / "1" / "assets.extra" / "export_metadata.json").read_text())
         assert meta["task"] == task and meta["format"] == fmt and meta["file"] == portable.FILES[fmt]
         assert (tmp_path / task / "1" / "vocab.txt").read_text() == open(vocab).read()
-    wider = BertConfig.from_dict({**config.to_dict(), "hidden_size": 128, "intermediate_size": 512})
-    model = task_models.build_task_model("classifier", wider, 3)
-    # matrices of std 0.1 (5x the initial 0.02): every layer moves the logits, which spread over the texts
-    model.set_weights([rng.normal(0, 0.1, w.shape).astype(w.dtype) if w.ndim > 1 else w for w in model.get_weights()])
-    inputs = features(16, rng)
-    logits = model({k: tf.constant(v) for k, v in inputs.items()})["logits"].numpy()
-    files = {quantization: os.path.join(export(model, "classifier", fmt, tmp_path / quantization, vocab,
-                                               quantization=quantization), portable.FILES[fmt])
-             for quantization in portable.QUANTIZATIONS}
     assert os.path.getsize(files["dynamic_range"]) < 0.4 * os.path.getsize(files["none"])
-    quantized = run_fresh(tmp_path, files["dynamic_range"], fmt, inputs)["logits"]
+    quantized = quantized["logits"]
     assert np.abs(quantized - logits).max() <= 0.25 * logits.std(), (np.abs(quantized - logits).max(), logits.std())
 
 
@@ -184,7 +192,8 @@ def test_golden_mrpc_without_tensorflow(tmp_path, golden_checkpoint, data_dir, r
     assert errors[4].startswith("ValueError: --format=litert has no preprocessing model: TensorFlow Text's")
     assert errors[5] == "ValueError: --num_labels=3 but the label list has 2 labels."
     assert not (tmp_path / "x").exists()
-    for fmt in portable.FORMATS:
-        got = run_fresh(tmp_path, tmp_path / fmt / "1" / portable.FILES[fmt], fmt, features)
+    runs = run_fresh(tmp_path, [(tmp_path / fmt / "1" / portable.FILES[fmt], fmt, features)
+                                for fmt in portable.FORMATS])
+    for fmt, got in zip(portable.FORMATS, runs):
         np.testing.assert_allclose(got["probabilities"], golden, atol=1e-4, err_msg=fmt)
         np.testing.assert_array_equal(got["predicted_label"], np.array(["0", "1"])[golden.argmax(-1)])

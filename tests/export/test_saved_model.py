@@ -27,7 +27,6 @@ from bert_tf.text import core_ops, tokenization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "run_scripts", "export_saved_model.py")
-SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
 ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jump", "##s", "##ed",
@@ -39,26 +38,52 @@ TEXTS_B = ["over the lazy dog", "", "world", "hello", "the dog " * 9, "a", "b c 
 # The text limits of this module's exports with text signatures: TEXTS_A is at both, the other requests within.
 TEXT_LIMITS = {"max_texts_per_request": len(TEXTS_A), "max_request_bytes": len("".join(TEXTS_A).encode())}
 
-# Runs in a fresh interpreter: only tensorflow (+ tensorflow_text when asked) may be imported.
-FRESH = r"""
-import json, sys
+# Runs in a fresh interpreter that imports only tensorflow (+ tensorflow_text once a job asks for it). Each job of
+# the JSON list argv[1]: "tensorflow_text" imports it (registering the TF Text ops the tf_text signatures use);
+# {"key", "dir", "signature", "inputs"} calls a signature of the loaded export (outputs "key/name" into the npz
+# argv[2]); {"key", "cli": argv} runs stock saved_model_cli's main (after a line "=== key" on stderr; its stdout and
+# error into the JSON argv[3]).
+CHILD = r"""
+import contextlib, io, json, sys
 import numpy as np
 import tensorflow as tf
-if sys.argv[1] == "1":
-    import tensorflow_text  # registers the TF Text ops the tf_text signatures use
-spec = json.load(open(sys.argv[2]))
-results = {}
-for key, job in spec.items():
-    loaded = tf.saved_model.load(job["dir"])
-    fn = loaded.signatures[job["signature"]]
-    inputs = {}
-    for name, value in job["inputs"].items():
-        inputs[name] = tf.constant(value, tf.string if isinstance(np.ravel(value)[0], str) else tf.int32)
-    for name, value in fn(**inputs).items():
-        results[key + "/" + name] = value.numpy()
+from absl import flags
+from tensorflow.python.tools import saved_model_cli
+
+def call(job):
+    fn = tf.saved_model.load(job["dir"]).signatures[job["signature"]]
+    inputs = {name: tf.constant(value, tf.string if isinstance(np.ravel(value)[0], str) else tf.int32)
+              for name, value in job["inputs"].items()}
+    return {job["key"] + "/" + name: value.numpy() for name, value in fn(**inputs).items()}
+
+def cli(job):
+    print("=== " + job["key"], file=sys.stderr, flush=True)
+    flags.FLAGS.unparse_flags()
+    sys.argv = ["saved_model_cli", *job["cli"]]
+    stdout, error = io.StringIO(), None
+    with contextlib.redirect_stdout(stdout):
+        try:
+            saved_model_cli.main()
+        except SystemExit as e:
+            error = None if e.code in (None, 0) else f"exit status {e.code}"
+        except Exception as e:
+            error = f"{type(e).__name__}: {e}"
+    return {"stdout": stdout.getvalue(), "error": error}
+
+jobs_file, arrays_file, runs_file = sys.argv[1:]  # (sys.argv becomes saved_model_cli's)
+jobs = json.load(open(jobs_file))
+arrays, runs = {}, {}
+for job in jobs:
+    if job == "tensorflow_text":
+        import tensorflow_text
+    elif "cli" in job:
+        runs[job["key"]] = cli(job)
+    else:
+        arrays.update(call(job))
 assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf was imported"
-assert sys.argv[1] == "1" or "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
-np.savez(sys.argv[3], **results)
+assert "tensorflow_text" in jobs or "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
+np.savez(arrays_file, **arrays)
+json.dump(runs, open(runs_file, "w"))
 """
 
 
@@ -73,18 +98,21 @@ def start(args, env=ENV, spawn=forkserver.popen, **kwargs):
     return wait
 
 
-def start_fresh(tmp_path, spec, with_tf_text=True):
-    """Runs FRESH on `spec` in the background; the returned function waits and returns the outputs."""
-    script, spec_file, out = tmp_path / "fresh.py", tmp_path / "spec.json", tmp_path / "out.npz"
-    script.write_text(FRESH)
-    spec_file.write_text(json.dumps(spec))
-    wait = start([sys.executable, str(script), "1" if with_tf_text else "0", str(spec_file), str(out)],
-                 spawn=subprocess.Popen, cwd=str(tmp_path))
+def start_child(directory, jobs, env=ENV):
+    """Runs CHILD on `jobs` in a fresh interpreter in the background; the returned function waits and returns the
+    signatures' outputs {"key/name": array}, the saved_model_cli runs {key: {"stdout", "error"}} and the stderr
+    written during each run {key: text}."""
+    directory.mkdir(parents=True, exist_ok=True)
+    jobs_file, arrays, runs = directory / "jobs.json", directory / "out.npz", directory / "runs.json"
+    jobs_file.write_text(json.dumps(jobs))
+    wait = start([sys.executable, "-c", CHILD, str(jobs_file), str(arrays), str(runs)], env=env,
+                 spawn=subprocess.Popen, cwd=str(directory))
 
     def result():
         returncode, _, stderr = wait()
         assert returncode == 0, stderr[-3000:]
-        return dict(np.load(out, allow_pickle=True))
+        logs = dict(re.findall(r"^=== (\S+)\n(.*?)(?=^=== |\Z)", stderr, re.M | re.S))
+        return dict(np.load(arrays, allow_pickle=True)), json.loads(runs.read_text()), logs
     return result
 
 
@@ -119,10 +147,11 @@ PACKING_LABELS = {"classifier": ["x", "y", "z"], "ner": ["O", "B", "I"], "squad"
 @pytest.fixture(scope="module")
 def packing_exports(tmp_path_factory, tiny):
     """The classifier, ner and squad models (`.models`; every weight drawn from RandomState(0), normal(0, 0.3)) and
-    their exports at max_seq_length PACKING_MAX_LEN (tf_text), each made once, when first asked for:
-    `.path(task, pad, use_xla=False)` -> the version directory, `.load(...)` -> the loaded SavedModel. pad=True:
-    fixed length (SQuAD's by its default); pad=False: packed to the longest text, under use_xla compiled and rounded
-    up to PACKING_MULTIPLE (the fixed-length export is the same for both use_xla)."""
+    their exports at max_seq_length PACKING_MAX_LEN, each made once, when first asked for:
+    `.path(task, pad, use_xla=False, text_ops=None)` -> the version directory, `.load(...)` -> the loaded SavedModel.
+    pad=True: fixed length (SQuAD's by its default); pad=False: packed to the longest text, under use_xla compiled
+    and rounded up to PACKING_MULTIPLE (the fixed-length export is the same for both use_xla). text_ops None:
+    "tf_text", under use_xla "core" (the packing rule checked on both tokenizers)."""
     directory = tmp_path_factory.mktemp("packing")
     rng = np.random.RandomState(0)
     models = {}
@@ -131,20 +160,24 @@ def packing_exports(tmp_path_factory, tiny):
         models[task].set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in models[task].get_weights()])
     paths, loaded = {}, {}
 
-    def path(task, pad, use_xla=False):
+    def key_of(task, pad, use_xla, text_ops):
         xla = use_xla and not pad
-        if (task, pad, xla) not in paths:
-            given = None if task == "squad" and pad else pad  # SQuAD's default: max_seq_length
-            paths[task, pad, xla] = export(
-                models[task], task, directory / f"{task}_{pad}_{xla}", tiny["vocab"], max_seq_length=PACKING_MAX_LEN,
-                label_list=PACKING_LABELS[task], pad_to_max_seq_length=given, use_xla=xla,
-                seq_length_multiple=PACKING_MULTIPLE if xla else None, **TEXT_LIMITS)
-        return paths[task, pad, xla]
+        return task, pad, xla, text_ops or ("core" if xla else "tf_text")
 
-    def load(task, pad, use_xla=False):
-        key = (task, pad, use_xla and not pad)
+    def path(task, pad, use_xla=False, text_ops=None):
+        key = key_of(task, pad, use_xla, text_ops)
+        if key not in paths:
+            given = None if task == "squad" and pad else pad  # SQuAD's default: max_seq_length
+            paths[key] = export(
+                models[task], task, directory / "_".join(map(str, key)), tiny["vocab"], max_seq_length=PACKING_MAX_LEN,
+                label_list=PACKING_LABELS[task], pad_to_max_seq_length=given, use_xla=key[2], text_ops=key[3],
+                seq_length_multiple=PACKING_MULTIPLE if key[2] else None, **TEXT_LIMITS)
+        return paths[key]
+
+    def load(task, pad, use_xla=False, text_ops=None):
+        key = key_of(task, pad, use_xla, text_ops)
         if key not in loaded:
-            loaded[key] = tf.saved_model.load(path(task, pad, use_xla))
+            loaded[key] = tf.saved_model.load(path(*key))
         return loaded[key]
     return types.SimpleNamespace(models=models, path=path, load=load)
 
@@ -190,13 +223,13 @@ def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_d
     texts_b = [tokenization.convert_to_unicode(r[4]) for r in rows]
     tokenizer = tokenization.FullTokenizer(f"{golden_checkpoint}/vocab.txt", do_lower_case=True)
     features = batch_features(tokenizer, texts_a, texts_b, 128)
-    spec = {"tensor": {"dir": str(version_dir), "signature": "serving_default",
-                       "inputs": {k: v.tolist() for k, v in features.items()}},
-            "text": {"dir": str(version_dir), "signature": "serving_text_pair",
-                     "inputs": {"text_a": texts_a, "text_b": texts_b}}}
-    pending = start_fresh(tmp_path, spec)
+    pending = start_child(tmp_path / "child", ["tensorflow_text", {
+        "key": "tensor", "dir": str(version_dir), "signature": "serving_default",
+        "inputs": {k: v.tolist() for k, v in features.items()}}, {
+        "key": "text", "dir": str(version_dir), "signature": "serving_text_pair",
+        "inputs": {"text_a": texts_a, "text_b": texts_b}}])
     ref = keras_outputs(model, features, "classifier")  # meanwhile, the Keras model's outputs
-    out = pending()
+    out, _, _ = pending()
 
     golden = np.loadtxt(os.path.join(data_dir, "mrpc_test_results.tsv"))
     for key in ("tensor", "text"):
@@ -251,7 +284,10 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
     single = batch_features(tok, TEXTS_A, [""] * len(TEXTS_A), max_len)
     assert features["input_mask"].sum(1).max() == max_len  # some rows really are truncated
     assert set(TASK_LABELS) == set(task_models.REGISTRY) - {"classifier"}
-    spec, models = {}, {}
+    # saved_model_cli: show --all works as shipped (before tensorflow_text is imported); run needs the TF Text ops
+    # registered (the TF1 loader imports every function of the graph, the text signatures' included).
+    jobs, models = [{"key": "show", "cli": ["show", "--dir", packing_exports.path("ner", pad=False), "--all"]},
+                    "tensorflow_text"], {}
     for task, labels in TASK_LABELS.items():
         if task == "ner":  # the text signatures are the same for every task: one export has them
             model, path = packing_exports.models[task], packing_exports.path(task, pad=False)
@@ -262,23 +298,16 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
                           text_ops="none")
         models[task] = model
         inputs = task_inputs.for_model(model, features, positions)
-        spec[f"{task}/tensor"] = {"dir": path, "signature": "serving_default",
-                                  "inputs": {k: v.tolist() for k, v in inputs.items()}}
+        jobs.append({"key": f"{task}/tensor", "dir": path, "signature": "serving_default",
+                     "inputs": {k: v.tolist() for k, v in inputs.items()}})
         if task == "ner":
-            ner_path = path
-            spec[f"{task}/pair"] = {"dir": path, "signature": "serving_text_pair",
-                                    "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}}
-            spec[f"{task}/single"] = {"dir": path, "signature": "serving_text", "inputs": {"text_a": TEXTS_A}}
-    pending = start_fresh(tmp_path, spec)
-    # saved_model_cli: show --all works as shipped; run needs the TF Text ops registered (the TF1 loader imports
-    # every function of the graph, the text signatures' included), hence the wrapper importing tensorflow_text.
-    show = start([SAVED_MODEL_CLI, "show", "--dir", ner_path, "--all"])
-    cli = ("import sys, tensorflow_text\nfrom tensorflow.python.tools import saved_model_cli\n"
-           "sys.argv[0] = 'saved_model_cli'\nsaved_model_cli.main()\n")
-    run = start([sys.executable, "-c", cli, "run", "--dir", ner_path, "--tag_set", "serve", "--signature_def",
-                 "serving_default", "--input_exprs",
-                 "input_ids=[[2,25,26,3]];input_mask=[[1,1,1,1]];segment_ids=[[0,0,0,0]]"])
-    out = pending()
+            jobs += [{"key": f"{task}/pair", "dir": path, "signature": "serving_text_pair",
+                      "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}},
+                     {"key": f"{task}/single", "dir": path, "signature": "serving_text", "inputs": {"text_a": TEXTS_A}},
+                     {"key": "run", "cli": ["run", "--dir", path, "--tag_set", "serve", "--signature_def",
+                                            "serving_default", "--input_exprs",
+                                            "input_ids=[[2,25,26,3]];input_mask=[[1,1,1,1]];segment_ids=[[0,0,0,0]]"]}]
+    out, runs, _ = start_child(tmp_path / "child", jobs)()
 
     for task, model in models.items():
         task_spec = task_models.REGISTRY[task]
@@ -300,61 +329,55 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
     ner_labels = np.array(["O", "B", "I"])[np.argmax(out["ner/tensor/logits"], -1)]
     np.testing.assert_array_equal(out["ner/tensor/predicted_labels"].astype(str), ner_labels)
 
-    returncode, stdout, stderr = show()
-    assert returncode == 0, stderr[-2000:]
+    assert runs["show"]["error"] is None and runs["run"]["error"] is None, runs
     for text in ("signature_def['serving_text_pair']", "inputs['segment_ids']", "outputs['predicted_labels']"):
-        assert text in stdout, text
-    returncode, stdout, stderr = run()
-    assert returncode == 0, stderr[-2000:]
-    assert "Result for output key probabilities" in stdout and "predicted_labels" in stdout
-
-
-CORE_MAX_LEN = 12
+        assert text in runs["show"]["stdout"], text
+    assert "Result for output key probabilities" in runs["run"]["stdout"], runs["run"]["stdout"]
+    assert "predicted_labels" in runs["run"]["stdout"]
 
 
 @pytest.fixture(scope="module")
-def core_exports(tmp_path_factory, tiny):
-    """A classifier (3 labels x, y, z) exported with text_ops=core at max_seq_length CORE_MAX_LEN, without and with
-    use_xla: {"model", "plain", "xla"} (the two version directories)."""
-    directory = tmp_path_factory.mktemp("core")
-    model = task_models.build_task_model("classifier", tiny["config"], 3)
-    return {"model": model, **{name: export(model, "classifier", directory / name, tiny["vocab"],
-                                            max_seq_length=CORE_MAX_LEN, label_list=["x", "y", "z"], text_ops="core",
-                                            use_xla=name == "xla", **TEXT_LIMITS) for name in ("plain", "xla")}}
+def core_process(tmp_path_factory, packing_exports):
+    """packing_exports' classifier with text_ops=core, without and with use_xla, in one fresh process that never
+    imports tensorflow_text (CHILD, TensorFlow's C++ logs on): serving_text_pair on TEXTS_A, TEXTS_B ("pair"), and
+    stock saved_model_cli's run (the TF1 loader, as TF Serving's) of serving_text on "Hello world!" ("plain", "xla")
+    and on a request of one text over max_texts_per_request ("over")."""
+    plain, xla = (packing_exports.path("classifier", False, use_xla, "core") for use_xla in (False, True))
+
+    def cli(key, path, texts):
+        return {"key": key, "cli": ["run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
+                                    "--input_exprs", f"text_a={texts}"]}
+    return start_child(tmp_path_factory.mktemp("core_process"), [
+        {"key": "pair", "dir": plain, "signature": "serving_text_pair",
+         "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}},
+        cli("plain", plain, ["Hello world!"]), cli("over", plain, ["a"] * (len(TEXTS_A) + 1)),
+        cli("xla", xla, ["Hello world!"])], env={**ENV, "TF_CPP_MIN_LOG_LEVEL": "0"})()
 
 
 @pytest.mark.slow
-def test_core_ops_export_needs_no_tensorflow_text(tmp_path, tiny, core_exports):
+def test_core_ops_export_needs_no_tensorflow_text(tiny, packing_exports, core_process):
     """text_ops=core: a plain `import tensorflow` process and stock saved_model_cli load and run it, with the
     same ids as the Python pipeline and the Keras model's outputs."""
-    max_len, model, path = CORE_MAX_LEN, core_exports["model"], core_exports["plain"]
-    pending = start_fresh(tmp_path, {"pair": {"dir": path, "signature": "serving_text_pair",
-                                              "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}}},
-                          with_tf_text=False)
-    run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
-                 "--input_exprs", 'text_a=["Hello world!"]'])
-    over = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
-                  "--input_exprs", f"text_a={['a'] * (len(TEXTS_A) + 1)}"])
-    out = pending()
+    max_len, model = PACKING_MAX_LEN, packing_exports.models["classifier"]
+    out, runs, _ = core_process
     features = batch_features(tiny["tokenizer"], TEXTS_A, TEXTS_B, max_len)
     for name in features:
         np.testing.assert_array_equal(out[f"pair/{name}"], features[name], err_msg=name)
     ref = keras_outputs(model, features, "classifier")
     assert np.abs(out["pair/probabilities"] - ref["probabilities"]).max() <= 1e-5
 
-    returncode, stdout, stderr = run()  # stock saved_model_cli: the TF1 loader, as TF Serving's
-    assert returncode == 0, stderr[-2000:]
+    assert runs["plain"]["error"] is None, runs["plain"]
     ids, mask, _ = python_features(tiny["tokenizer"], "Hello world!", "", max_len)
-    flat = " ".join(stdout.replace("[", " [ ").replace("]", " ] ").split())
+    flat = " ".join(runs["plain"]["stdout"].replace("[", " [ ").replace("]", " ] ").split())
     real = ids[:sum(mask)]  # packed to the request's longest text
     assert len(real) < max_len
-    assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in real) + " ] ]" in flat, stdout
-    returncode, _, stderr = over()  # what TF Serving answers a request over the limit
-    assert returncode != 0 and f"the request has {len(TEXTS_A) + 1} texts; this export takes at most " \
-        f"{len(TEXTS_A)} (export option max_texts_per_request)" in stderr, stderr[-2000:]
+    assert "Result for output key input_ids: [ [ " + " ".join(str(i) for i in real) + " ] ]" in flat, flat
+    # what TF Serving answers a request over the limit
+    assert f"the request has {len(TEXTS_A) + 1} texts; this export takes at most {len(TEXTS_A)} (export option " \
+        "max_texts_per_request)" in (runs["over"]["error"] or ""), runs["over"]
 
 
-def test_text_requests_over_the_export_limits_are_refused(tmp_path, tiny, packing_exports, core_exports):
+def test_text_requests_over_the_export_limits_are_refused(tmp_path, tiny, packing_exports):
     """The text signatures, tf_text and core, refuse a request of one text more than max_texts_per_request, or one
     byte more than max_request_bytes (in text_a or text_b), with an InvalidArgumentError naming the export option;
     a request at both limits is served. export_metadata.json records the limits. (The check is the tokenizer's,
@@ -368,8 +391,8 @@ def test_text_requests_over_the_export_limits_are_refused(tmp_path, tiny, packin
                 f"max_texts_per_request)")
     too_long = (f"the texts of the request hold {most_bytes + 1} bytes; this export takes at most {most_bytes} "
                 f"bytes of text per request (export option max_request_bytes)")
-    tf_text, core = packing_exports.load("classifier", False), tf.saved_model.load(core_exports["plain"])
-    for path in (packing_exports.path("classifier", False), core_exports["plain"]):
+    tf_text, core = (packing_exports.load("classifier", False, text_ops=ops) for ops in ("tf_text", "core"))
+    for path in (packing_exports.path("classifier", False, text_ops=ops) for ops in ("tf_text", "core")):
         with open(os.path.join(path, "assets.extra", "export_metadata.json")) as f:
             meta = json.load(f)
         assert {name: meta[name] for name in TEXT_LIMITS} == TEXT_LIMITS
@@ -384,11 +407,11 @@ def test_text_requests_over_the_export_limits_are_refused(tmp_path, tiny, packin
         for message, text_a in ((too_many, one_more_text), (too_long, one_more_byte)):
             with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
                 single(text_a=text_a)
+    model = packing_exports.models["classifier"]
     with pytest.raises(ValueError, match="max_request_bytes must be a positive integer, got 0"):
-        export(core_exports["model"], "classifier", tmp_path / "zero", tiny["vocab"], max_request_bytes=0)
+        export(model, "classifier", tmp_path / "zero", tiny["vocab"], max_request_bytes=0)
     with pytest.raises(TypeError, match="--max_texts_per_request does not apply to --format=onnx --task=classifier"):
-        export(core_exports["model"], "classifier", tmp_path / "onnx", tiny["vocab"], format="onnx",
-               max_texts_per_request=2)
+        export(model, "classifier", tmp_path / "onnx", tiny["vocab"], format="onnx", max_texts_per_request=2)
     assert not (tmp_path / "zero" / "1").exists() and not (tmp_path / "onnx").exists()
 
 
@@ -397,28 +420,27 @@ def _must_compile_functions(saved_model_dir):
     return [fn.signature.name for fn in library_functions(saved_model_dir) if fn.attr["_XlaMustCompile"].b]
 
 
-def test_the_preprocessor_is_traced_and_written_once(packing_exports, core_exports):
+def test_the_preprocessor_is_traced_and_written_once(packing_exports):
     """The text signatures' preprocessor functions (encode, encode_pair, the tokenizer's tokenize; text_ops tf_text
     and core) are each written once. (Signatures traced before tf.saved_model.save made save trace those functions
     again in its own context and write both: a third of the export's time, a fifth of saved_model.pb.)"""
-    for path in (packing_exports.path("classifier", False), core_exports["plain"]):
+    for path in (packing_exports.path("classifier", False, text_ops=ops) for ops in ("tf_text", "core")):
         traced = traced_functions(path)
         assert [traced[name] for name in ("encode", "encode_pair", "tokenize")] == [1, 1, 1], traced
 
 
 @pytest.mark.slow
-def test_use_xla_compiles_the_model_and_keeps_its_outputs(tiny, core_exports):
+def test_use_xla_compiles_the_model_and_keeps_its_outputs(tiny, packing_exports, core_process):
     """use_xla=True: the model's computation is one must-compile (XLA) function inside every signature, the
     tokenizer and the label lookup outside it; the outputs are the Keras model's, also through the TF1 loader of
     saved_model_cli (TF Serving's), which compiles it with XLA; without it nothing is compiled."""
-    max_len, model, plain, path = CORE_MAX_LEN, core_exports["model"], core_exports["plain"], core_exports["xla"]
+    max_len, model = PACKING_MAX_LEN, packing_exports.models["classifier"]
+    plain, path = (packing_exports.path("classifier", False, use_xla, "core") for use_xla in (False, True))
     assert _must_compile_functions(plain) == []
     assert _must_compile_functions(path)
-    run = start([SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
-                 "--input_exprs", 'text_a=["Hello world!"]'], env={**ENV, "TF_CPP_MIN_LOG_LEVEL": "0"})
     with open(os.path.join(path, "assets.extra", "export_metadata.json")) as f:
         assert json.load(f)["use_xla"] is True
-    loaded = tf.saved_model.load(path)
+    loaded = packing_exports.load("classifier", False, use_xla=True)
     features = batch_features(tiny["tokenizer"], TEXTS_A, TEXTS_B, max_len)
     ref = keras_outputs(model, features, "classifier")
     by_ids = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})
@@ -429,11 +451,12 @@ def test_use_xla_compiles_the_model_and_keeps_its_outputs(tiny, core_exports):
         np.testing.assert_array_equal(out["predicted_label"].numpy().astype(str), expected_labels)
     np.testing.assert_array_equal(by_text["input_ids"].numpy(), features["input_ids"])
 
-    returncode, stdout, stderr = run()
-    assert returncode == 0, stderr[-2000:]
-    assert "Compiled cluster using XLA" in stderr, stderr[-2000:]
+    _, runs, logs = core_process
+    assert runs["xla"]["error"] is None, runs["xla"]
+    assert "Compiled cluster using XLA" in logs["xla"], logs["xla"][-2000:]
     single = keras_outputs(model, batch_features(tiny["tokenizer"], ["Hello world!"], [""], max_len), "classifier")
-    assert "Result for output key predicted_label:\n[b'%s']" % "xyz"[single["probabilities"].argmax()] in stdout
+    assert "Result for output key predicted_label:\n[b'%s']" % "xyz"[single["probabilities"].argmax()] in \
+        runs["xla"]["stdout"], runs["xla"]["stdout"]
 
 
 def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
@@ -542,9 +565,9 @@ REQUESTS = {  # name -> (text_a, text_b): short, mixed with empty and over-long 
 @pytest.mark.parametrize("use_xla", [False, True], ids=["default", "xla"])
 def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, use_xla):
     """serving_text(_pair) pack each request to its longest text (truncated at max_seq_length as the original;
-    under use_xla rounded up to seq_length_multiple): the outputs equal the fixed-length ones (within 1e-5) on every
-    real position, for short requests, requests mixing empty and over-long texts, and all-empty ones. The
-    fixed-length outputs: SQuAD's export by its default (fixed-length unless told to cut,
+    under use_xla, whose exports tokenize with core ops, rounded up to seq_length_multiple): the outputs equal the
+    fixed-length ones (within 1e-5) on every real position, for short requests, requests mixing empty and over-long
+    texts, and all-empty ones. The fixed-length outputs: SQuAD's export by its default (fixed-length unless told to cut,
     pad_to_max_seq_length=False), the Keras model's on the texts packed to max_seq_length for the others (what their
     fixed-length exports serve: `test_every_task_in_a_fresh_process`). The tensor signature takes any length; under
     use_xla its per-token outputs come back at the length sent."""

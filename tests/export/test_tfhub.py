@@ -306,13 +306,15 @@ def test_preprocessing_packs_like_the_original(tmp_path, uncased_vocab_file):
         loaded.bert_pack_inputs([first, second], seq_length=tf.constant(2))
 
 
-def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
-    """The script writes both formats; clear errors: a task --format=tfhub does not export, a missing vocabulary,
-    config or checkpoint, labels, three segments, an existing version, the TF Serving export's own flags."""
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory, tiny_release, run_main):
+    """test_cli_and_bad_input's runs of the script on tiny_release (one process): (their errors, the directory they
+    ran in, whose e/1 is the preprocessing model at SEQ_LENGTH, which tests must not change)."""
+    tmp_path = tmp_path_factory.mktemp("cli")
     common = [f"--vocab_file={tiny_release['vocab']}", f"--bert_config_file={tiny_release['config']}",
               f"--init_checkpoint={tiny_release['ckpt']}", f"--export_dir={tmp_path / 'e'}",
               f"--max_seq_length={SEQ_LENGTH}"]
-    errors = run_main(
+    return run_main(
         SCRIPT,
         ["--format=tfhub", "--task=classifier"] + common,
         ["--format=tfhub", "--task=encoder", f"--vocab_file={tmp_path / 'missing.txt'}"] + common[1:],
@@ -322,10 +324,16 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
         ["--task=preprocessing"] + common,
         ["--task=preprocessing", "--format=tfhub", "--version=1"] + common,
         ["--format=tfhub", "--task=masked_lm", "--version=2", "--do_lower_case=false"] + common,
-        ["--task=preprocessing", "--text_ops=core", "--use_xla", "--version=3"] + common)
+        ["--task=preprocessing", "--text_ops=core", "--use_xla", "--version=3"] + common), tmp_path
+
+
+def test_cli_and_bad_input(tmp_path, tiny_release, cli_runs):
+    """The script writes both formats; clear errors: a task --format=tfhub does not export, a missing vocabulary,
+    config or checkpoint, labels, three segments, an existing version, the TF Serving export's own flags."""
+    errors, ran_in = cli_runs
     assert "--format=tfhub exports the encoder" in errors[0] and "not 'classifier'" in errors[0]
     assert errors[1].startswith("FileNotFoundError") and "--vocab_file" in errors[1] and "missing.txt" in errors[1]
-    assert errors[2] == f"FileNotFoundError: BERT config file not found: {tmp_path / 'nope.json'}"
+    assert errors[2] == f"FileNotFoundError: BERT config file not found: {ran_in / 'nope.json'}"
     assert "needs --init_checkpoint" in errors[3]
     assert "--label_list do not apply" in errors[4]
     with pytest.raises(ValueError, match="max_seq_length >= 3"):  # the CLI refuses it when parsed (test_script_errors)
@@ -335,10 +343,10 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
     assert errors[7] is None
     assert errors[8] == ("ValueError: --text_ops and --use_xla do not apply to --format=serving --task=preprocessing "
                          "(its options: --max_texts_per_request, --max_request_bytes).")
-    assert sorted(os.listdir(tmp_path / "e")) == ["1", "2"]
-    loaded = tf.saved_model.load(str(tmp_path / "e" / "1"))
+    assert sorted(os.listdir(ran_in / "e")) == ["1", "2"]
+    loaded = tf.saved_model.load(str(ran_in / "e" / "1"))
     assert loaded(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ_LENGTH)
-    encoder = tf.saved_model.load(str(tmp_path / "e" / "2"))
+    encoder = tf.saved_model.load(str(ran_in / "e" / "2"))
     assert not encoder.do_lower_case.numpy()
     inputs = packed_inputs(tiny_release["vocab"], TEXTS[:2], SEQ_LENGTH)
     assert encoder.mlm({**inputs, "masked_lm_positions": np.ones((2, 1), np.int32)})["mlm_logits"].shape == (
@@ -350,15 +358,17 @@ def test_cli_and_bad_input(tmp_path, tiny_release, run_main):
 
 # --- against Model Garden ----------------------------------------------------------------------------------
 
-def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts, seq_length, tolerance):
-    """Model Garden's exports and ours of the same release directory (encoder, with the `mlm` subobject and the
-    preprocessing model if `with_mlm`), each examined by HUB_USER: their outputs agree within `tolerance` and their
-    signatures, attributes and structures are equal."""
+def compare_with_model_garden(tmp_path, child_env, release_dir, ours, texts, seq_length, tolerance):
+    """Model Garden's exports and `ours` ({"encoder", "preprocessor"}: version directories) of the same release
+    directory (the encoder, with the `mlm` subobject and the preprocessing model if ours has a "preprocessor"), each
+    examined by HUB_USER: their outputs agree within `tolerance` and their signatures, attributes and structures are
+    equal."""
     pytest.importorskip("official", reason="Model Garden (tf-models-official, the `ecosystem` extra) is needed")
     pytest.importorskip("tensorflow_hub", reason="tensorflow_hub (the `ecosystem` extra) is needed")
     env = child_env(TF_USE_LEGACY_KERAS="1", CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
     vocab, config = os.path.join(release_dir, "vocab.txt"), os.path.join(release_dir, "bert_config.json")
     ckpt = os.path.join(release_dir, "bert_model.ckpt")
+    with_mlm = ours["preprocessor"] is not None
     inputs = packed_inputs(vocab, texts, seq_length)
     mg = {"encoder": str(tmp_path / "mg_encoder"),
           "preprocessor": str(tmp_path / "mg_preprocessing") if with_mlm else None}
@@ -366,10 +376,6 @@ def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts,
         "bert_config_file": config, "init_checkpoint": ckpt, "vocab_file": vocab, "work_dir": str(tmp_path),
         "with_mlm": with_mlm, "seq_length": seq_length, "encoder": mg["encoder"],
         "preprocessing": mg["preprocessor"]}, env)
-    ours = {"encoder": hub_export("masked_lm" if with_mlm else "encoder", vocab, tmp_path / "ours_encoder",
-                                  bert_config_file=config, init_checkpoint=ckpt, max_seq_length=seq_length),
-            "preprocessor": hub_export("preprocessing", vocab, tmp_path / "ours_preprocessing",
-                                       max_seq_length=seq_length) if with_mlm else None}
 
     names = ("mg", "ours")
     jobs = [{"inputs": {k: v.tolist() for k, v in inputs.items()}, "positions": [[1, 2, 3]] * len(texts),
@@ -394,8 +400,14 @@ def compare_with_model_garden(tmp_path, child_env, release_dir, with_mlm, texts,
         assert np.abs(np.where(real, mine[key] - theirs[key], 0)).max() <= tolerance, key
 
 
-def test_encoder_and_preprocessing_equal_model_garden_exports(tmp_path, tiny_release, child_env):
-    """Model Garden's `export_model(with_mlm=True)` and `export_preprocessing` of the tiny release, and ours, under
-    hub.KerasLayer in a tf_keras process: same outputs (1e-5), signatures, attributes, trainable weights,
-    callables and output keys/dtypes/shapes; the same ids on text both tokenizers split alike."""
-    compare_with_model_garden(tmp_path, child_env, str(tiny_release["dir"]), True, TEXTS, SEQ_LENGTH, 1e-5)
+def test_encoder_and_preprocessing_equal_model_garden_exports(tmp_path, tiny_release, hub_masked_lm, cli_runs,
+                                                              child_env):
+    """Model Garden's `export_model(with_mlm=True)` and `export_preprocessing` of the tiny release, and ours
+    (hub_masked_lm, the script's preprocessing model of cli_runs), under hub.KerasLayer in a tf_keras process: same
+    outputs (1e-5), signatures, attributes, trainable weights, callables and output keys/dtypes/shapes; the same ids
+    on text both tokenizers split alike."""
+    errors, ran_in = cli_runs
+    assert errors[5] is None, errors[5]
+    compare_with_model_garden(tmp_path, child_env, str(tiny_release["dir"]),
+                              {"encoder": hub_masked_lm, "preprocessor": str(ran_in / "e" / "1")}, TEXTS,
+                              SEQ_LENGTH, 1e-5)

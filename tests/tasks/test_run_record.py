@@ -27,6 +27,8 @@ def _data(directory, seed):
 
 
 def test_a_rerun_with_other_settings_is_refused_naming_them(tmp_path, run_main):
+    """A rerun into a finished output_dir with other flags or data is refused, naming them, before any work (no
+    record rewritten, no label list, no checkpoint touched); --start_over trains."""
     d = str(tmp_path)
     vocab_file, config_file = tiny_classifier.write_tiny_model(d)
     _data(f"{d}/data", 0)
@@ -60,27 +62,19 @@ def test_a_rerun_with_other_settings_is_refused_naming_them(tmp_path, run_main):
         digest.update(len(record).to_bytes(8, "little") + record)
     assert settings["data_fingerprint"] == digest.hexdigest()
 
+    # The refusal comes before any work: output_dir is left as it was.
+    before = {name: os.path.getmtime(os.path.join(out, name)) for name in os.listdir(out)
+              if os.path.isfile(os.path.join(out, name))}
+    [error] = run_main(tiny_classifier.SCRIPT, [*common, f"--data_dir={d}/data", "--max_seq_length=16",
+                                                "--gradient_accumulation_steps=2"])
+    assert "max_seq_length 32 -> 16" in error and "gradient_accumulation_steps 1 -> 2" in error
+    assert {name: os.path.getmtime(os.path.join(out, name)) for name in before} == before
+
     # --start_over: the other data trains, and is recorded.
     assert run_main(tiny_classifier.SCRIPT,
                     [*common, f"--data_dir={d}/other_data", "--max_seq_length=32", "--start_over"]) == [None]
     assert json.loads(open(os.path.join(out, "run_settings.json")).read())["data_fingerprint"] != \
         settings["data_fingerprint"]
-
-
-def test_the_flags_settings_are_checked_before_any_work(tmp_path, run_main):
-    """The refused rerun leaves output_dir as it was: no record rewritten, no label list, no checkpoint touched."""
-    d = str(tmp_path)
-    vocab_file, config_file = tiny_classifier.write_tiny_model(d)
-    _data(f"{d}/data", 0)
-    out = f"{d}/out"
-    flags = ["--task_name=tsv", "--do_train", f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
-             f"--output_dir={out}", "--num_train_epochs=1", "--train_batch_size=4", f"--data_dir={d}/data"]
-    assert run_main(tiny_classifier.SCRIPT, [*flags, "--max_seq_length=32"]) == [None]
-    before = {name: os.path.getmtime(os.path.join(out, name)) for name in os.listdir(out)
-              if os.path.isfile(os.path.join(out, name))}
-    errors = run_main(tiny_classifier.SCRIPT, [*flags, "--max_seq_length=16", "--gradient_accumulation_steps=2"])
-    assert "max_seq_length 32 -> 16" in errors[0] and "gradient_accumulation_steps 1 -> 2" in errors[0]
-    assert {name: os.path.getmtime(os.path.join(out, name)) for name in before} == before
 
 
 def test_fingerprints_tell_contents_apart(tmp_path):

@@ -298,21 +298,21 @@ def _swag_csv(path, rng, num_examples, objects):
 
 @pytest.mark.slow
 def test_pretrained_model_learns_to_choose(tmp_path, minilm_release):
-    """MiniLM (a real pre-trained BERT) fine-tuned for 18 steps picks the ending about the context's object, for
+    """MiniLM (a real pre-trained BERT) fine-tuned for 8 steps picks the ending about the context's object, for
     objects held out of training (chance: 0.25)."""
     rng = random.Random(0)
     data = tmp_path / "data"
     data.mkdir()
-    _swag_csv(data / "train.csv", rng, 48, _OBJECTS[:10])
+    _swag_csv(data / "train.csv", rng, 32, _OBJECTS[:10])
     _swag_csv(data / "val.csv", rng, 32, _OBJECTS[10:] + _OBJECTS[:2])
     out = tmp_path / "out"
     result = _run_script(f"--data_dir={data}", f"--output_dir={out}", f"--vocab_file={minilm_release}/vocab.txt",
                          f"--bert_config_file={minilm_release}/bert_config.json",
                          f"--init_checkpoint={minilm_release}/bert_model.ckpt", "--do_train", "--do_eval",
-                         "--max_seq_length=20", "--train_batch_size=8", "--eval_batch_size=32",
-                         "--num_train_epochs=3", "--learning_rate=1e-4", "--seed=0")
+                         "--max_seq_length=18", "--train_batch_size=8", "--eval_batch_size=32",
+                         "--num_train_epochs=2", "--learning_rate=1e-4", "--seed=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "not in checkpoint (newly initialized): cls/swag/output_weights" in result.stderr
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
-    assert results["global_step"] == "18"
-    assert float(results["eval_accuracy"]) >= 0.75, results  # 1.0 with --seed=0 (CPU)
+    assert results["global_step"] == "8"
+    assert float(results["eval_accuracy"]) >= 0.75, results  # 1.0 with --seed=0 and 1 (CPU)

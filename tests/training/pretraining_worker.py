@@ -14,7 +14,8 @@ up to 128 tokens), read by PretrainingTask's reader (bert_tf.data.pretraining.da
 1. OUTPUT_DIR/straight: STEPS updates, a checkpoint every STEPS / 2 (this worker's Trainer.work_dir). A worker
    reads its own file; the single process, on one device, reads both workers' batches of every update, padded to
    the longer and stacked (`both_workers`): the global batches the cluster trains on.
-2. OUTPUT_DIR/resumed: this worker's copy of the mid-run checkpoint of 1, trained on to STEPS by a new Trainer.
+2. (a worker of the cluster) OUTPUT_DIR/resumed: this worker's copy of the mid-run checkpoint of 1, trained on to
+   STEPS by a new Trainer.
 3. (single process) OUTPUT_DIR/mirrored: STEPS updates under MirroredStrategy on the 2 devices, both files read
    by one input pipeline.
 Classifier, DATA_DIR/classifier (train.tsv of texts of 1 to 28 words, the tsv task; ClassifierTask's reader:
@@ -177,23 +178,27 @@ def strategies():
 def main(data_dir, output_dir):
     by_kind = strategies()
     strategy = by_kind.get("cluster") or by_kind["one_device"]
-    shapes = {name: [] for name in ("straight", "resumed", "classifier")}
+    shapes = {name: [] for name in ("straight", "classifier")}
     task, dataset_fn = pretraining_data(data_dir, output_dir)
     if "cluster" not in by_kind:
         dataset_fn = both_workers(dataset_fn)
     straight = train_pretraining(strategy, task, dataset_fn, os.path.join(output_dir, "straight"),
                                  shapes["straight"])
-    resumed_dir = os.path.join(output_dir, "resumed")
-    resumed_checkpoints = os.path.join(resumed_dir, os.path.relpath(straight.work_dir, straight.output_dir))
-    copy_checkpoint(straight.work_dir, STEPS // 2, resumed_checkpoints)
-    resumed = train_pretraining(strategy, task, dataset_fn, resumed_dir, shapes["resumed"])
-    difference = max(float(np.abs(a.numpy() - b.numpy()).max())
-                     for a, b in zip(straight.model.weights, resumed.model.weights))
+    result = {}
+    if "cluster" in by_kind:  # (resuming on one device: tests/training/test_trainer.py)
+        resumed_dir = os.path.join(output_dir, "resumed")
+        resumed_checkpoints = os.path.join(resumed_dir, os.path.relpath(straight.work_dir, straight.output_dir))
+        copy_checkpoint(straight.work_dir, STEPS // 2, resumed_checkpoints)
+        shapes["resumed"] = []
+        resumed = train_pretraining(strategy, task, dataset_fn, resumed_dir, shapes["resumed"])
+        result["resumed_step"] = resumed.step
+        result["resumed_max_diff"] = max(float(np.abs(a.numpy() - b.numpy()).max())
+                                         for a, b in zip(straight.model.weights, resumed.model.weights))
     train_classifier(strategy, os.path.join(data_dir, "classifier"), os.path.join(output_dir, "classifier"),
                      shapes["classifier"])
-    error = None
     if "cluster" in by_kind:
-        error = other_data(strategy, os.path.join(data_dir, "classifier"), os.path.join(output_dir, "other_data"))
+        result["other_data"] = other_data(strategy, os.path.join(data_dir, "classifier"),
+                                          os.path.join(output_dir, "other_data"))
     if "mirrored" in by_kind:
         shapes.update(mirrored=[], classifier_mirrored=[])
         train_pretraining(by_kind["mirrored"], task, pretraining_data(data_dir, output_dir)[1],
@@ -203,8 +208,7 @@ def main(data_dir, output_dir):
     print("RESULT " + json.dumps({
         "pid": os.getpid(), "position": list(distribute.worker_position(strategy)),
         "replicas": strategy.num_replicas_in_sync, "strategy": type(strategy).__name__,
-        "is_chief": straight.is_chief, "work_dir": straight.work_dir,
-        "resumed_step": resumed.step, "resumed_max_diff": difference, "shapes": shapes, "other_data": error}),
+        "is_chief": straight.is_chief, "work_dir": straight.work_dir, "shapes": shapes, **result}),
         flush=True)
 
 

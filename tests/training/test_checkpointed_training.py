@@ -12,7 +12,7 @@ from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
 
-CONFIG = toy_task.config(dropout_prob=0.2)
+CONFIG = toy_task.config(dropout_prob=0.2, num_hidden_layers=1)  # one layer: each training traces less
 
 
 def _trainer(output_dir, seed=1, **settings):

@@ -131,10 +131,10 @@ def test_a_driver_without_loadable_cuda_libraries_is_a_warning_naming_the_packag
 
 @pytest.mark.slow
 def test_a_training_script_logs_its_devices(tmp_path, run_main):
-    """run_classifier.py (one step of a tiny model), twice in one process: its log says where it runs; the notice
+    """run_classifier.py (one step of an L=1 model), twice in one process: its log says where it runs; the notice
     for this machine (on one without a GPU and NVIDIA driver: the no-driver warning) in the first run only, the
     second asking for the CPU (--num_gpus=0)."""
-    vocab_file, config_file = write_tiny_model(str(tmp_path))
+    vocab_file, config_file = write_tiny_model(str(tmp_path), num_hidden_layers=1)
     rng = random.Random(0)
     write_lines(str(tmp_path / "data" / "train.tsv"), [tsv_line("text_a", "label")]
                 + [tsv_line(random_sentence(rng), ("neg", "pos")[i % 2]) for i in range(8)])

@@ -31,7 +31,7 @@ import tiny_pretraining
 from tiny_training import checkpoint_floats, max_diff, summaries
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretraining_worker.py")
-STEPS = 4  # pretraining_worker.STEPS: checkpoints at 2 and 4; the resumed runs restart from 2
+STEPS = 4  # pretraining_worker.STEPS: checkpoints at 2 and 4; the workers' resumed runs restart from 2
 TIMEOUT_S = 600
 pytestmark = pytest.mark.slow  # three TensorFlow processes, ~60 s of CPU
 
@@ -151,9 +151,9 @@ def test_the_chief_writes_the_run_and_worker_1_its_checkpoints(runs):
 
 def test_both_workers_resume_their_checkpoints(runs):
     """A copy of each worker's step-2 checkpoint, trained on to step 4 by new Trainers: the weights of the
-    uninterrupted run on each process, and the chief's figures of steps 3 and 4."""
+    uninterrupted run on each worker, and the chief's figures of steps 3 and 4."""
     dirs, results = runs
-    for name in results:
+    for name in ("chief", "worker-1"):
         assert (results[name]["resumed_step"], results[name]["resumed_max_diff"]) == (STEPS, 0.0), name
     straight, _ = summaries(dirs["chief"] / "straight")
     resumed, _ = summaries(dirs["chief"] / "resumed")

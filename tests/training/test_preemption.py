@@ -53,9 +53,10 @@ def _pretraining(d):
 
 
 def _classifier(d):
-    """40 tsv examples of 2 labels, 2.5 epochs of batches of 4 (STEPS); the tiny dropout-free BERT. No --seed: the
+    """40 tsv examples of 2 labels, 2.5 epochs of batches of 4 (STEPS); an L=1 dropout-free BERT. No --seed: the
     workers read the examples in the order of the seed worker 0 draws (each keeps its share of every batch)."""
-    vocab_file, config_file = write_tiny_model(str(d), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    vocab_file, config_file = write_tiny_model(str(d), num_hidden_layers=1, hidden_dropout_prob=0.0,
+                                               attention_probs_dropout_prob=0.0)
     rng = random.Random(3)
     rows = [tsv_line(random_sentence(rng), ("neg", "pos")[i % 2]) for i in range(40)]
     write_lines(str(d / "data" / "train.tsv"), [tsv_line("text_a", "label"), *rows])
