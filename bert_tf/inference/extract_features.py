@@ -69,8 +69,6 @@ def parse_layers(layers, num_hidden_layers):
     return indexes
 
 
-
-
 def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=False, lengths=None):
     """Yields (feature, [activations [seq, H] for each layer index]) in input order, `seq` covering at least the
     feature's tokens; `lengths` (None: max_seq_length) runs length-sorted batches, the same to float rounding."""

@@ -65,8 +65,6 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
     return converted
 
 
-
-
 def _model_inputs(batch, cut_positions=True):
     """The model's inputs of a batch: its masked_lm_positions cut to its most masks (`masked_lm_weights`: 1 for each
     mask) where `cut_positions`, else all of them (a static width, as XLA needs)."""

@@ -65,7 +65,6 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
         f"checkpoint was renamed and this check is wrong, skip validate_case_matches_checkpoint.")
 
 
-
 def convert_to_unicode(text):
     """`text` as str; bytes are decoded as UTF-8, invalid bytes dropped."""
     if isinstance(text, str):
@@ -78,7 +77,6 @@ def convert_to_unicode(text):
 def printable_text(text):
     """Same as convert_to_unicode (the original's name for logging)."""
     return convert_to_unicode(text)
-
 
 
 def load_vocab(vocab_file):
@@ -120,7 +118,6 @@ def convert_ids_to_tokens(inv_vocab, ids):
 
 def whitespace_tokenize(text):
     return text.split()
-
 
 
 _TAB_NEWLINES = frozenset("\t\n\r")
@@ -191,7 +188,6 @@ def _accent_rule(cp):
 _CLEAN_TABLE = _LazyTable(_clean_rule)
 _PUNCT_TABLE = _LazyTable(_punctuation_rule)
 _ACCENT_TABLE = _LazyTable(_accent_rule)
-
 
 
 class BasicTokenizer:

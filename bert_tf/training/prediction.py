@@ -125,8 +125,6 @@ def predict_in_order(predictor, inputs, batch_size, lengths, names, fixed_batche
     yield from batches.in_input_order(predictor.predict(batches.dataset, with_loss))
 
 
-
-
 def estimator_losses(batches):
     """The Estimator's evaluation losses from the `per_example_loss` of the input order's batches (`batches`, as
     `predict_in_order` yields them): `eval_loss`, the mean over every example, and `loss`, the mean of the batches'

@@ -54,7 +54,6 @@ def test_every_bert_tf_name_cited_exists():
             obj = getattr(obj, part) if hasattr(obj, part) else importlib.import_module(".".join(parts[:i]))
 
 
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(vocab_file, an L=2, H=32 BertConfig) of tests/tiny_classifier.py."""
