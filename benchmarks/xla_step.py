@@ -4,7 +4,7 @@ The step is built as the Trainer builds it: run_pretraining's model and loss (`P
 masked-LM + next-sentence loss), the Trainer's optimizer (`update.build_optimizer`: the original's AdamWeightDecay,
 warmup then linear decay) and its update step (`update.Update`, one replica, --precision), on a random batch of
 --batch_size x --max_seq_length with --max_predictions_per_seq masked positions (every token real). Three ways of
-compiling it (--modes; `update.Programs`):
+compiling it (--modes; `update.xla_programs`):
   whole      the whole update in one XLA program, as --use_xla runs it on one GPU: forward with dropout, losses,
              backward, global norm, clipping, loss scaling and the optimizer's update
   gradients  only the gradients in XLA (forward, losses, backward), the norm, clipping and the optimizer's update
@@ -83,7 +83,7 @@ def build_step(args, mode, dropout):
     from bert_tf.model.config import BertConfig
     from bert_tf.tasks.pretraining import PretrainingTask
     from bert_tf.training import distribute, losses, update
-    from bert_tf.training.config import TrainingConfig
+    from bert_tf.training.config import RunConfig
 
     tf.keras.utils.set_random_seed(0)  # the same weights and dropout masks in every process
     config = BertConfig.from_json_file(args.bert_config_file)
@@ -94,14 +94,12 @@ def build_step(args, mode, dropout):
     task = PretrainingTask(input_file="unused", max_predictions_per_seq=args.max_predictions_per_seq)
     with strategy.scope():
         model = task.build_model(config)
-    settings = TrainingConfig(mixed_precision=args.precision, use_xla=True)
+    settings = RunConfig(mixed_precision=args.precision, use_xla=True)
     optimizer = update.build_optimizer(strategy, model, settings, 1000, 100)
     loss = losses.as_batch_loss(task.loss)
     gradients = lambda features, labels, totals: update.gradients(  # noqa: E731
         model, loss, optimizer, features, labels, totals)
-    programs = {"whole": update.Programs(whole_update=True), "gradients": update.Programs(gradients=True),
-                "replicas": update.Programs(gradients=True, optimizer_update=True)}[mode]
-    step = update.Update(strategy, model, loss, optimizer, gradients, use_xla=True, programs=programs)
+    step = update.Update(strategy, model, loss, optimizer, gradients, use_xla=True, programs=mode)
     rng = np.random.default_rng(0)
     b, s, p = args.batch_size, args.max_seq_length, args.max_predictions_per_seq
     features = {"input_ids": tf.constant(rng.integers(0, config.vocab_size, (b, s)), tf.int32),

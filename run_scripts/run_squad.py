@@ -48,9 +48,9 @@ def main(_):
         max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, version_2_with_negative=FLAGS.version_2_with_negative,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold, verbose_logging=FLAGS.verbose_logging)
-    results = runner.run(task, bert_flags.run_config(FLAGS))
-    if results.predict_results is not None:
-        print(json.dumps(results.predict_results))  # the official evaluation, as its script prints it
+    _, evaluation = runner.run(task, bert_flags.run_config(FLAGS))
+    if evaluation is not None:
+        print(json.dumps(evaluation))  # the official evaluation, as its script prints it
 
 
 if __name__ == "__main__":

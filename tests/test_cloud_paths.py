@@ -133,18 +133,22 @@ def test_the_workflow_on_gcs_through_tensorflows_client(tmp_path, uncased_vocab_
     and per-object renames), in two processes: the first copies the inputs in and runs the training steps, the
     second reads their outputs from gs://, reruns run_classifier.py's training into its finished output_dir (it
     rewrites train.tf_record, a new object: the run resumes, it is not refused as a run on other data), runs the
-    other steps and copies everything out."""
+    other steps; what they wrote is then read back through the emulator's own API."""
     mirror, cwd = str(tmp_path / "store"), tmp_path / "cwd"
     cwd.mkdir()
     write_inputs(mirror, uncased_vocab_file, data_dir)
     env = child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **gcs_emulator.env)
     run_steps(f"{gcs_emulator.url}/workflow", mirror, "-", STEPS[:3], str(cwd), env)  # up to run_classifier.py
     rerun = ("run_classifier.py", [[*CLASSIFIER_TRAIN, "--verbosity=0"]])  # its INFO log says what it did
-    logs = run_steps(f"{gcs_emulator.url}/workflow", "-", mirror, [rerun, *STEPS[3:]], str(cwd), env)
+    logs = run_steps(f"{gcs_emulator.url}/workflow", "-", "-", [rerun, *STEPS[3:]], str(cwd), env)
     assert "Training already finished (step 2 of 2)" in logs
     assert os.listdir(cwd) == []
-    check_served(mirror, check_outputs(mirror))
-    assert not [name for name in gcs_emulator.object_names() if fileio.TEMP_MARK in name]
+    names = gcs_emulator.object_names()
+    assert not [name for name in names if fileio.TEMP_MARK in name]
+    out = str(tmp_path / "out")  # the objects as the emulator holds them (TensorFlow's reads: the second process)
+    for name in (name for name in names if not name.endswith("/")):  # not TensorFlow's directory markers
+        fileio.write_bytes_atomically(os.path.join(out, name), gcs_emulator.download(name))
+    check_served(f"{out}/workflow", check_outputs(f"{out}/workflow"))
 
 
 # The library's other entry points on ram://, in one process (the Python API; each script above is a thin wrapper

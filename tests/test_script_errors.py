@@ -156,17 +156,14 @@ def _same(a, b):
 
 @pytest.mark.slow
 def test_each_flag_default_is_the_default_of_what_it_sets(loaded_scripts):
-    """One fact in one place (issue 41): RunConfig keeps TrainingConfig's defaults (it inherits them); a shared run
-    flag of a script that calls `bert_flags.run_config` has RunConfig's default (but do_lower_case, None there for
-    "not given", and what the script sets with FLAGS.set_default); a flag passed as `argument=FLAGS.<flag>` to a
-    bert_tf function or class has that argument's default."""
+    """One fact in one place (issue 41): a shared run flag of a script that calls `bert_flags.run_config` has
+    RunConfig's default (but do_lower_case, None there for "not given", and what the script sets with
+    FLAGS.set_default); a flag passed as `argument=FLAGS.<flag>` to a bert_tf function or class has that argument's
+    default."""
     from bert_tf.tasks import runner
-    from bert_tf.training.config import TrainingConfig
 
-    run_defaults = {f.name: f.default for f in dataclasses.fields(runner.RunConfig)
-                    if f.default is not dataclasses.MISSING and f.name != "do_lower_case"}
-    differing = [f"RunConfig.{f.name} = {run_defaults[f.name]!r}, TrainingConfig's {f.default!r}"
-                 for f in dataclasses.fields(TrainingConfig) if run_defaults[f.name] != f.default]
+    run_defaults = {f.name: f.default for f in dataclasses.fields(runner.RunConfig) if f.name != "do_lower_case"}
+    differing = []
     checked = 0
     for script, loaded in loaded_scripts.items():
         defaults = loaded["defaults"]
@@ -221,6 +218,20 @@ def test_bad_input_ends_a_script_with_one_line(tmp_path, child_env):
     loud = forkserver.run(command + ["--verbosity=1"], capture_output=True, text=True, env=child_env(), cwd=REPO,
                           timeout=300)
     assert loud.returncode == 1 and "Traceback" in loud.stderr and "FileNotFoundError" in loud.stderr
+
+
+def test_bad_run_settings_are_refused_from_python(tmp_path):
+    """Without the scripts' flags: RunConfig refuses bad training settings when made, and `runner.run` a missing
+    output_dir before any work."""
+    from bert_tf.tasks import classifier, runner
+
+    for settings, message in [(dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be >= 1"),
+                              (dict(optimizer="adam"), "Unknown optimizer 'adam': expected one of adamw, lamb"),
+                              (dict(optimizer="lamb", adam_bias_correction=True), "applies to --optimizer=adamw")]:
+        with pytest.raises(ValueError, match=message):
+            runner.RunConfig(**settings)
+    with pytest.raises(ValueError, match="^output_dir is required"):
+        runner.run(classifier.ClassifierTask("tsv", str(tmp_path / "missing")), runner.RunConfig(do_train=True))
 
 
 def test_a_malformed_hugging_face_config_is_named(tmp_path):

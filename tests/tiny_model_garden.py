@@ -17,19 +17,19 @@ def require_official():
     return configs, tf2_bert_encoder_checkpoint_converter, export_tfhub_lib
 
 
-def model_garden_files(directory, prefix, config, vocab_file, hidden_act=None):
+def model_garden_files(directory, prefix, config, vocab_file, hidden_act=None, encoder=True):
     """Model Garden's converter and exporter applied to the original checkpoint `prefix`: (encoder checkpoint,
     BertPretrainerV2 checkpoint, TF Hub SavedModel with .mlm). `hidden_act`: a callable for Model Garden where
-    its name for the activation differs from ours."""
+    its name for the activation differs from ours; `encoder=False`: no encoder checkpoint (None)."""
     configs, converter, exporter = require_official()
     mg_config = configs.BertConfig.from_dict({**config.to_dict(), **({"hidden_act": hidden_act} if hidden_act
                                                                       else {})})
-    for name, kind in (("encoder", "encoder"), ("pretrainer", "pretrainer")):
+    for name, kind in (("encoder", "encoder"), ("pretrainer", "pretrainer"))[0 if encoder else 1:]:
         converter.convert_checkpoint(mg_config, os.path.join(directory, name, "bert_model.ckpt"), prefix,
                                      checkpoint_model_name="encoder" if kind == "encoder" else "model",
                                      converted_model=kind)
     encoder_ckpt, pretrainer_ckpt = (tf.train.latest_checkpoint(os.path.join(directory, n))
-                                     for n in ("encoder", "pretrainer"))
+                                     for n in ("encoder", "pretrainer"))  # None where not converted
     hub = os.path.join(directory, "hub")
     exporter.export_model(hub, bert_config=mg_config, model_checkpoint_path=pretrainer_ckpt, with_mlm=True,
                           vocab_file=vocab_file, do_lower_case=True)

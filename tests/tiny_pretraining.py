@@ -21,12 +21,13 @@ def config():
                       attention_probs_dropout_prob=0.0)
 
 
-def write_varying_records(directory, files=2, per_file=24, seed=0):
+def write_varying_records(directory, files=2, per_file=24, seed=0, seq_length=SEQ_LENGTH, predictions=PREDICTIONS,
+                          id_range=(1000, 30522)):
     """`files` TFRecord files of `per_file` pretraining records each (the schema of create_pretraining_data.py at
-    SEQ_LENGTH and PREDICTIONS) whose lengths vary widely: in file i, 5 + (L - 5) u^3 with u uniform in [0, 1) and
-    L = SEQ_LENGTH * (i + 1) / files (mostly short texts and a few long ones; the last file's up to SEQ_LENGTH,
-    the others' shorter); random ids of the config's vocabulary, 15% of the positions masked (at least 1, at most
-    PREDICTIONS), random next-sentence labels. Returns the paths."""
+    `seq_length` and `predictions`) whose lengths vary widely: in file i, 5 + (L - 5) u^3 with u uniform in [0, 1)
+    and L = seq_length * (i + 1) / files (mostly short texts and a few long ones; the last file's up to seq_length,
+    the others' shorter); random ids in range(*id_range), 15% of the positions masked (at least 1, at most
+    `predictions`), random next-sentence labels. Returns the paths."""
     import numpy as np
 
     from bert_tf.data import records
@@ -34,19 +35,19 @@ def write_varying_records(directory, files=2, per_file=24, seed=0):
 
     os.makedirs(directory, exist_ok=True)
     rng = np.random.RandomState(seed)
-    schema = dataset.schema(SEQ_LENGTH, PREDICTIONS)
+    schema = dataset.schema(seq_length, predictions)
     paths = []
     for i in range(files):
         serialized = []
-        longest = SEQ_LENGTH * (i + 1) // files
+        longest = seq_length * (i + 1) // files
         for length in (5 + (longest - 5) * rng.uniform(size=per_file) ** 3).astype(int):
-            ids = np.zeros(SEQ_LENGTH, np.int64)
-            ids[:length] = rng.randint(1000, 30522, length)
-            count = min(PREDICTIONS, max(1, round(0.15 * length)))
-            masked = np.zeros(PREDICTIONS, np.int64)
+            ids = np.zeros(seq_length, np.int64)
+            ids[:length] = rng.randint(*id_range, length)
+            count = min(predictions, max(1, round(0.15 * length)))
+            masked = np.zeros(predictions, np.int64)
             masked[:count] = np.sort(rng.choice(np.arange(1, length - 1), count, replace=False))
-            values = {"input_ids": ids, "input_mask": np.arange(SEQ_LENGTH) < length,
-                      "segment_ids": (np.arange(SEQ_LENGTH) >= length // 2) & (np.arange(SEQ_LENGTH) < length),
+            values = {"input_ids": ids, "input_mask": np.arange(seq_length) < length,
+                      "segment_ids": (np.arange(seq_length) >= length // 2) & (np.arange(seq_length) < length),
                       "masked_lm_positions": masked, "masked_lm_ids": np.where(masked > 0, ids[masked], 0),
                       "masked_lm_weights": (masked > 0).astype(np.float32),
                       "next_sentence_labels": rng.randint(0, 2)}

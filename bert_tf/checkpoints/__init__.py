@@ -3,7 +3,7 @@ theirs), `assign` (name -> tensor maps assigned to a model, with a LoadReport),
 `original` (TF1 checkpoints by name: read, write back, replace as a whole), `model_garden` (Model Garden TF2
 checkpoints in and out), `tfhub` (TF Hub BERT SavedModels in), `keras_hub` (KerasHub BERT presets in and out),
 `huggingface` (safetensors import), `restore` (the one loading path of weights, whatever the format),
-`pretrained` (the model files of a run and `load_pretrained`, the one way scripts load a pre-trained model) and
+`pretrained` (the pre-trained model a run starts from: `load_pretrained`, the one way scripts load one) and
 `convert` (conversion between formats).
 
 The public functions are importable from here: `from bert_tf import checkpoints; checkpoints.restore(model, path)`.
@@ -22,7 +22,7 @@ from bert_tf.checkpoints.keras_hub import check_preset_writable, export_preset, 
 from bert_tf.checkpoints.model_garden import save_model_garden_checkpoint
 from bert_tf.checkpoints.name_map import model_parts, original_variable_map
 from bert_tf.checkpoints.original import export_original, save_original_checkpoint, save_tensors
-from bert_tf.checkpoints.pretrained import ModelFiles, Pretrained, load_pretrained, model_files
+from bert_tf.checkpoints.pretrained import Pretrained, load_pretrained, model_files
 from bert_tf.checkpoints.restore import (
     checkpoint_files,
     latest_checkpoint,
@@ -32,7 +32,7 @@ from bert_tf.checkpoints.restore import (
 from bert_tf.checkpoints.tfhub import HubModel, infer_bert_config, read_hub_model
 
 __all__ = [
-    "CONVERSION_FORMATS", "HubModel", "LoadReport", "ModelFiles", "Pretrained", "assign_by_name",
+    "CONVERSION_FORMATS", "HubModel", "LoadReport", "Pretrained", "assign_by_name",
     "bert_config_from_hf", "check_preset_writable", "checkpoint_files", "convert_checkpoint",
     "convert_hf_to_original", "export_original", "export_preset", "from_hf_directory", "infer_bert_config",
     "latest_checkpoint", "load_hf_safetensors", "load_pretrained", "model_files", "model_parts",

@@ -84,7 +84,7 @@ def _run_labels(init_checkpoint, spec, rows):
 
 
 def to_huggingface(init_checkpoint, files, output_dir, task=None):
-    """Writes the checkpoint `init_checkpoint` (any format `restore` reads; `files`: its ModelFiles) as a
+    """Writes the checkpoint `init_checkpoint` (any format `restore` reads; `files`: its `model_files`) as a
     transformers model directory (`huggingface.write_hf_directory`): the class of the task its heads say
     (`hf_task_of_heads`), its label names from the run's label_list.txt (else LABEL_i), the casing of `files`.
     The vocabulary (`files.vocab_file`) and the output directory are checked before the checkpoint is read. Returns

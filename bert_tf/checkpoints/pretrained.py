@@ -1,6 +1,6 @@
-"""The pre-trained model a run starts from: its files (`model_files`: the bert_config, vocabulary and casing, from
-the flags or from a TF Hub model or a KerasHub preset) and the model itself, built and restored
-(`load_pretrained`), the one way every script and export loads one.
+"""The pre-trained model a run starts from (`Pretrained`): its bert_config, vocabulary and casing (`model_files`:
+from the flags, else the model's own) and its tokenizer and model, built and restored (`load_pretrained`, the one way
+every script and export loads one).
 """
 import dataclasses
 import os
@@ -15,17 +15,46 @@ from bert_tf.text import tokenization
 
 
 @dataclasses.dataclass
-class ModelFiles:
-    """The pre-trained model a run uses besides its weights (`model_files`)."""
+class Pretrained:
+    """The pre-trained model a run starts from: its files (`model_files`), then its tokenizer and model
+    (`load_pretrained`)."""
     config: BertConfig
     vocab_file: str | None
     do_lower_case: bool
+    init_checkpoint: str | None = None
+    tokenizer: tokenization.FullTokenizer | None = None  # None without a vocab_file (a task that reads token ids only)
+    model: object | None = None  # the model `build_model` made, with init_checkpoint's weights
+    report: object | None = None  # the restore's LoadReport (None without init_checkpoint)
+
+    @property
+    def restored(self):
+        """Whether `restore` overwrites the encoder's weights (there is an init_checkpoint): a model built for it
+        need not compute the encoder's random initial values (`encoder.BertModel`'s `restored`)."""
+        return bool(self.init_checkpoint)
+
+    def restore(self, model, required_heads=()):
+        """Restores init_checkpoint into `model` (`checkpoints.restore`), raising if a head of `required_heads` is
+        absent; without an init_checkpoint, logs that the model keeps its random weights. Returns the LoadReport
+        (also `self.report`), or None."""
+        if self.init_checkpoint:
+            self.report = restore(model, self.init_checkpoint, required_heads)
+        else:
+            logging.warning("No init_checkpoint: the model has random weights.")
+        return self.report
+
+    def build_model(self, build, required_heads=()):
+        """Builds `build(config, restored)` (a Keras model; `restored`: `self.restored`) and restores
+        init_checkpoint into it (`restore`). Returns the model (also `self.model`)."""
+        self.model = build(self.config, self.restored)
+        self.restore(self.model, required_heads)
+        return self.model
 
 
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """The ModelFiles of a run: those given; where one is None, the model's own: the bert_config.json beside
-    init_checkpoint, else a TF Hub model's (inferred from its weights) or a KerasHub preset's config; a TF Hub
-    model's or preset's vocabulary and casing; do_lower_case else True (the original flag's default).
+    """The Pretrained of a run without its tokenizer and model: the files given; where one is None, the model's own:
+    the bert_config.json beside init_checkpoint, else a TF Hub model's (inferred from its weights) or a KerasHub
+    preset's config; a TF Hub model's or preset's vocabulary and casing; do_lower_case else True (the original
+    flag's default).
 
     FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found, or a
     given vocab_file or do_lower_case contradicts the Hub model's or preset's own.
@@ -45,14 +74,14 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     if vocab_file and not fileio.exists(vocab_file):
         raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
     if own is None:
-        return ModelFiles(config, vocab_file, True if do_lower_case is None else do_lower_case)
+        return Pretrained(config, vocab_file, True if do_lower_case is None else do_lower_case, init_checkpoint)
     _check_own_vocab(own, vocab_file)
     if do_lower_case is not None and own.do_lower_case is not None and do_lower_case != own.do_lower_case:
         raise ValueError(f"do_lower_case={do_lower_case} contradicts {own.path}, whose "
                          f"{'do_lower_case variable' if hub else 'tokenizer.json (lowercase)'} says "
                          f"{own.do_lower_case}: leave do_lower_case out to use the model's own casing.")
     casing = next(c for c in (do_lower_case, own.do_lower_case, True) if c is not None)
-    return ModelFiles(config, vocab_file or own.vocab_file, casing)
+    return Pretrained(config, vocab_file or own.vocab_file, casing, init_checkpoint)
 
 
 def checkpoint_directory(init_checkpoint):
@@ -81,43 +110,6 @@ def _check_own_vocab(own, vocab_file):
                          f"{own.vocab_file or 'vocabulary'}.")
 
 
-@dataclasses.dataclass
-class Pretrained:
-    """A pre-trained model loaded for a run (`load_pretrained`)."""
-    files: ModelFiles  # its bert_config, vocab_file and do_lower_case (given, or a TF Hub model's or preset's own)
-    tokenizer: tokenization.FullTokenizer | None  # None without a vocab_file (a task that reads token ids only)
-    init_checkpoint: str | None = None
-    model: object | None = None  # the model `build_model` made, with init_checkpoint's weights
-    report: object | None = None  # the restore's LoadReport (None without init_checkpoint)
-
-    @property
-    def config(self):
-        return self.files.config
-
-    @property
-    def restored(self):
-        """Whether `restore` overwrites the encoder's weights (there is an init_checkpoint): a model built for it
-        need not compute the encoder's random initial values (`encoder.BertModel`'s `restored`)."""
-        return bool(self.init_checkpoint)
-
-    def restore(self, model, required_heads=()):
-        """Restores init_checkpoint into `model` (`checkpoints.restore`), raising if a head of `required_heads` is
-        absent; without an init_checkpoint, logs that the model keeps its random weights. Returns the LoadReport
-        (also `self.report`), or None."""
-        if self.init_checkpoint:
-            self.report = restore(model, self.init_checkpoint, required_heads)
-        else:
-            logging.warning("No init_checkpoint: the model has random weights.")
-        return self.report
-
-    def build_model(self, build, required_heads=()):
-        """Builds `build(config, restored)` (a Keras model; `restored`: `self.restored`) and restores
-        init_checkpoint into it (`restore`). Returns the model (also `self.model`)."""
-        self.model = build(self.config, self.restored)
-        self.restore(self.model, required_heads)
-        return self.model
-
-
 def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,
                     max_seq_length=None, required_heads=(), needs_vocab=True):
     """The one way a script or an export loads a pre-trained model (any format `restore` reads) -> Pretrained.
@@ -128,19 +120,17 @@ def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, voc
     `required_heads` (no init_checkpoint: random weights, with a warning). `build` None: the caller builds later and
     restores through the Pretrained (the Trainer, under its strategy). `needs_vocab`: a vocab_file is required.
     """
-    files = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
-    tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
+    loaded = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
+    tokenization.validate_case_matches_checkpoint(loaded.do_lower_case, init_checkpoint)
     if max_seq_length is not None:
-        check_max_seq_length(files.config, max_seq_length)
-    tokenizer = None
-    if files.vocab_file:
-        tokenizer = tokenization.FullTokenizer(files.vocab_file, files.do_lower_case)
-        check_vocab_size(files.config, tokenizer.vocab, files.vocab_file)
+        check_max_seq_length(loaded.config, max_seq_length)
+    if loaded.vocab_file:
+        loaded.tokenizer = tokenization.FullTokenizer(loaded.vocab_file, loaded.do_lower_case)
+        check_vocab_size(loaded.config, loaded.tokenizer.vocab, loaded.vocab_file)
     elif needs_vocab:
         raise ValueError(f"No vocab_file given, and init_checkpoint={init_checkpoint!r} is not a TF Hub BERT "
                          f"SavedModel with a vocab_file asset: pass --vocab_file (the vocab.txt the model was "
                          f"trained on; a KerasHub preset with a tokenizer has its own).")
-    loaded = Pretrained(files, tokenizer, init_checkpoint)
     if build is not None:
         loaded.build_model(build, required_heads)
     return loaded

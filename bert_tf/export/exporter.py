@@ -13,6 +13,9 @@
 
 Every task: those of `task_models.REGISTRY`; the preprocessing model (no weights) is TF Hub's in either format.
 
+- A writer's parameters after `out` name what it reads of the export, passed by name: `model` and `spec` (the task
+  model, weights loaded, and its `TaskSpec`), `vocab_file` (a local copy named vocab.txt, an asset's source),
+  `do_lower_case`, `max_seq_length`, `labels` (None without labels) and `labels_file` (a local labels.txt of them).
 - `options`: the writer's keyword-only arguments (their defaults are there) and, where the export loads the model,
   the task model's (`TaskSpec.options`: the embedding's pooling and normalize_embeddings). Any other is a TypeError
   naming it, raised with the other input checks (format, task, labels, version) before anything loads.
@@ -21,7 +24,6 @@ Every task: those of `task_models.REGISTRY`; the preprocessing model (no weights
 - Every export gets assets.extra/export_metadata.json: task, format, casing, max_seq_length, labels, bert_config,
   the model's options and the writer's settings.
 """
-import dataclasses
 import functools
 import inspect
 import json
@@ -48,8 +50,8 @@ def format_tasks(fmt):
 
 
 def writer(task, fmt):
-    """The function that writes `task` in format `fmt`: (Sources, out directory, **its options) -> its settings for
-    the metadata."""
+    """The function that writes `task` in format `fmt`: (out directory, what it reads by name, **its options) -> its
+    settings for the metadata."""
     if fmt not in FORMATS:
         raise ValueError(f"Unknown format {fmt!r}; expected one of {', '.join(FORMATS)}.")
     if task == PREPROCESSING and fmt in portable.FORMATS:
@@ -132,7 +134,7 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
         except ValueError as e:
             given = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
             raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{given}: {e}") from e
-        model, vocab_file, do_lower_case = loaded.model, loaded.files.vocab_file, loaded.files.do_lower_case
+        model, vocab_file, do_lower_case = loaded.model, loaded.vocab_file, loaded.do_lower_case
     elif not vocab_file:
         raise ValueError("An export needs the model's vocab_file.")
     elif not spec.describes(model):
@@ -148,34 +150,18 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
                     **{name: getattr(model, name) for name in spec.options})
     meta["labels"] = labels
     with fileio.staged_directory(target, key=KEY_FILES[format]) as out, fileio.local_directory() as local:
-        sources = Sources(model, spec, os.path.join(local, "vocab.txt"), do_lower_case, int(max_seq_length), labels,
-                          local)
-        fileio.copy_file(vocab_file, sources.vocab_file)
-        meta.update(write(sources, out, **options))
+        sources = dict(model=model, spec=spec, vocab_file=os.path.join(local, "vocab.txt"), do_lower_case=do_lower_case,
+                       max_seq_length=int(max_seq_length), labels=labels,
+                       labels_file=os.path.join(local, "labels.txt") if labels is not None else None)
+        fileio.copy_file(vocab_file, sources["vocab_file"])
+        if labels is not None:
+            label_lists.write(sources["labels_file"], labels)
+        reads = inspect.signature(write).parameters
+        meta.update(write(out, **{name: value for name, value in sources.items() if name in reads}, **options))
         fileio.write_text_atomically(os.path.join(out, "assets.extra", "export_metadata.json"),
                                      json.dumps(meta, indent=2, sort_keys=True))
     logging.info("Exported the %s model (format %s) to %s", task, format, target)
     return target
-
-
-@dataclasses.dataclass
-class Sources:
-    """What a format's writer exports: the task model (weights loaded) and its `TaskSpec` (both None for the
-    preprocessing model), a local copy of the vocabulary named vocab.txt (an asset's source), the casing, the
-    longest text packed, the label names (None without labels), and a local scratch directory (`labels_file`)."""
-    model: object
-    spec: task_models.TaskSpec | None
-    vocab_file: str
-    do_lower_case: bool
-    max_seq_length: int
-    labels: list | None
-    local_dir: str
-
-    def labels_file(self):
-        """A local labels.txt of `labels` (one per line), the labels asset's source; returns its path."""
-        path = os.path.join(self.local_dir, "labels.txt")
-        fileio.write_text_atomically(path, "".join(label + "\n" for label in self.labels))
-        return path
 
 
 def _given_labels(task, spec, num_labels, label_list):

@@ -27,24 +27,25 @@ FILES = {"litert": "model.tflite", "onnx": "model.onnx"}
 ONNX_OPSET = 17
 
 
-def write(fmt, sources, out, *, quantization="none"):
-    """Writes `sources.model` (exporter.Sources) as format `fmt` into the directory `out` (module docstring). The
-    converters write local files: the model is converted in `sources.local_dir`, then copied. Returns its settings
+def write(fmt, out, model, spec, vocab_file, labels, labels_file, *, quantization="none"):
+    """Writes `model` as format `fmt` into the directory `out` (module docstring; the arguments: `exporter`'s). The
+    converters write local files: the model is converted in a local directory, then copied. Returns its settings
     for the export's metadata."""
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}.")
-    specs = saved_model.tensor_specs(sources.model)
-    function = saved_model.tensor_function(sources.model, sources.spec, sources.labels)
+    specs = saved_model.tensor_specs(model)
+    function = saved_model.tensor_function(model, spec, labels)
     concrete = function.get_concrete_function(**specs)
-    local = os.path.join(sources.local_dir, FILES[fmt])
-    if fmt == "litert":
-        write_litert(concrete, local, quantization)
-    else:
-        write_onnx(function, specs, local, quantization)
-    fileio.copy_file(local, os.path.join(out, FILES[fmt]))
-    fileio.copy_file(sources.vocab_file, os.path.join(out, "vocab.txt"))
-    if sources.labels is not None:
-        fileio.copy_file(sources.labels_file(), os.path.join(out, "labels.txt"))
+    with fileio.local_directory() as local_dir:
+        local = os.path.join(local_dir, FILES[fmt])
+        if fmt == "litert":
+            write_litert(concrete, local, quantization)
+        else:
+            write_onnx(function, specs, local, quantization)
+        fileio.copy_file(local, os.path.join(out, FILES[fmt]))
+    fileio.copy_file(vocab_file, os.path.join(out, "vocab.txt"))
+    if labels is not None:
+        fileio.copy_file(labels_file, os.path.join(out, "labels.txt"))
     return {"file": FILES[fmt], "quantization": quantization, "inputs": list(specs),
             "outputs": sorted(concrete.structured_outputs)}
 

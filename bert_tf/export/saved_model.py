@@ -16,27 +16,31 @@ tasks that take text, raw-text signatures; `write` writes it into the directory 
   `text_ops`: "tf_text" (TensorFlow Text ops; loading needs `import tensorflow_text`), "core" (core TensorFlow ops:
   stock tensorflow/serving loads it) or "none" (no text signatures).
 - They refuse a request of over `max_texts_per_request` texts or `max_request_bytes` UTF-8 bytes
-  (`in_graph.TextLimits`) with an InvalidArgumentError naming the option, before tokenizing.
+  (`in_graph.checked`) with an InvalidArgumentError naming the option, before tokenizing.
 - `use_xla` compiles the model (not the tokenizer) with XLA, once per length, so every signature rounds lengths up
   to `seq_length_multiple` (default 32); TF Serving then needs `--xla_cpu_compilation_enabled=true`.
 - Assets: vocab.txt, and labels.txt for a labelled head.
 """
-import dataclasses
-
 import tensorflow as tf
 
 from bert_tf.data import lengths
 from bert_tf.model import task_models
-from bert_tf.text import core_ops, in_graph, packing, preprocessing
+from bert_tf.text import core_ops, packing, preprocessing
 
 TEXT_OPS = ("tf_text", "core", "none")
+# The text signatures' request limits (the defaults of this format's and tfhub's options). Tokenization memory grows
+# with a request's bytes (every byte may be a word); 1 MiB is already hundreds of texts that max_seq_length 512 fills.
+# 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
+MAX_TEXTS_PER_REQUEST = 1024
+MAX_REQUEST_BYTES = 1 << 20
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
-                      seq_length_multiple=1, limits=None):
-    """The in-graph text -> inputs module of the text signatures; `limits`: the `in_graph.TextLimits` each request
-    is checked against first."""
-    padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, seq_length_multiple=seq_length_multiple, limits=limits)
+                      seq_length_multiple=1, **request_limits):
+    """The in-graph text -> inputs module of the text signatures; `request_limits`: `in_graph.checked`'s, each request
+    checked against them first."""
+    padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, seq_length_multiple=seq_length_multiple,
+                   **request_limits)
     if text_ops == "tf_text":
         return preprocessing.InGraphPreprocessor(vocab_file, do_lower_case, max_seq_length, **padding)
     if text_ops == "core":
@@ -121,23 +125,22 @@ def tensor_function(model, spec, labels=None):
     return tf.function(lambda **inputs: module.outputs(inputs), autograph=False)
 
 
-def write(sources, out, *, text_ops="tf_text", use_xla=False, pad_to_max_seq_length=None, seq_length_multiple=None,
-          max_texts_per_request=in_graph.TextLimits.max_texts_per_request,
-          max_request_bytes=in_graph.TextLimits.max_request_bytes):
-    """Writes `sources.model` as a SavedModel into `out`; `pad_to_max_seq_length` None: the spec's
-    `keeps_max_seq_length`. Returns its settings for the export's metadata."""
+def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, labels_file, *, text_ops="tf_text",
+          use_xla=False, pad_to_max_seq_length=None, seq_length_multiple=None,
+          max_texts_per_request=MAX_TEXTS_PER_REQUEST, max_request_bytes=MAX_REQUEST_BYTES):
+    """Writes `model` as a SavedModel into `out` (the arguments: `exporter`'s); `pad_to_max_seq_length` None: the
+    spec's `keeps_max_seq_length`. Returns its settings for the export's metadata."""
     if text_ops not in TEXT_OPS:
         raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
-    model, spec = sources.model, sources.spec
-    limits = in_graph.TextLimits(max_texts_per_request, max_request_bytes)
+    limits = dict(max_texts_per_request=max_texts_per_request, max_request_bytes=max_request_bytes)
     pad = bool(spec.keeps_max_seq_length if pad_to_max_seq_length is None else pad_to_max_seq_length)
     seq_length_multiple = lengths.SequenceLengths.for_run(pad, use_xla, seq_length_multiple).multiple
     has_text = text_ops != "none" and task_models.takes_text(model)
-    preprocessor = make_preprocessor(sources.vocab_file, sources.do_lower_case, sources.max_seq_length, text_ops, pad,
-                                     seq_length_multiple, limits) if has_text else None
-    module = _ServingModule(model, spec, sources.vocab_file, sources.labels, preprocessor, use_xla, seq_length_multiple)
-    if sources.labels is not None:
-        module.labels_asset = tf.saved_model.Asset(sources.labels_file())
+    preprocessor = make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops, pad, seq_length_multiple,
+                                     **limits) if has_text else None
+    module = _ServingModule(model, spec, vocab_file, labels, preprocessor, use_xla, seq_length_multiple)
+    if labels is not None:
+        module.labels_asset = tf.saved_model.Asset(labels_file)
     signatures = {"serving_default": tf.function(
         lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(model))}
     module.track_variables(signatures.values())  # the text signatures read the same variables
@@ -153,6 +156,5 @@ def write(sources, out, *, text_ops="tf_text", use_xla=False, pad_to_max_seq_len
             lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b)),
             input_signature=[text_a, text_b])
     tf.saved_model.save(module, out, signatures=signatures)
-    limits = dataclasses.asdict(limits) if has_text else {}
     return {"text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
-            "pad_to_max_seq_length": pad, "seq_length_multiple": seq_length_multiple, **limits}
+            "pad_to_max_seq_length": pad, "seq_length_multiple": seq_length_multiple, **(limits if has_text else {})}

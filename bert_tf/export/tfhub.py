@@ -24,7 +24,6 @@ Preprocessing (task "preprocessing"; the original FullTokenizer's ids; loading n
   Packing is the original `convert_single_example`'s where Model Garden's `BertPackInputs` differs. The root call
   and `tokenize` refuse a batch over the text limits, as `saved_model`'s.
 """
-import dataclasses
 import os
 
 import tensorflow as tf
@@ -99,15 +98,15 @@ class _Encoder(tf.train.Checkpoint):
             **_input_specs(self._masked_lm.obj is not None))
 
 
-def write_encoder(sources, out):
-    """Writes the TF Hub encoder SavedModel of `sources.model` (exporter.Sources; a `BertPretrainer`'s masked-LM
-    head becomes the `mlm` subobject) into `out`, with its vocabulary and casing. No settings for the metadata."""
-    bert, masked_lm = getattr(sources.model, "bert", sources.model), getattr(sources.model, "masked_lm", None)
+def write_encoder(out, model, vocab_file, do_lower_case):
+    """Writes the TF Hub encoder SavedModel of `model` (a `BertPretrainer`'s masked-LM head becomes the `mlm`
+    subobject) into `out`, with its vocabulary and casing. No settings for the metadata."""
+    bert, masked_lm = getattr(model, "bert", model), getattr(model, "masked_lm", None)
     root = _Encoder(bert)
     if masked_lm is not None:
         root.mlm = _Encoder(bert, masked_lm)
-    root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
-    root.do_lower_case = tf.Variable(sources.do_lower_case, trainable=False, name="do_lower_case")
+    root.vocab_file = tf.saved_model.Asset(vocab_file)
+    root.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
     root.variables.append(root.do_lower_case)  # as in Model Garden's export (a Keras model tracks it)
     tf.saved_model.save(root, out, signatures={"serving_default": root.serving_signature()})
     # Beside saved_model.pb, for bert-tf to load the export as an init_checkpoint (its variables keep bert-tf's
@@ -179,17 +178,18 @@ class _Preprocessor(tf.train.Checkpoint):
         return self._pack([self.tokenize(sentences)], seq_length=self._seq_length)
 
 
-def write_preprocessing(sources, out, *, max_texts_per_request=in_graph.TextLimits.max_texts_per_request,
-                        max_request_bytes=in_graph.TextLimits.max_request_bytes):
-    """Writes the TF Hub preprocessing SavedModel of `sources`' vocabulary and casing into `out`, packing to
-    `sources.max_seq_length` (>= 3). Returns its text limits for the export's metadata."""
-    if sources.max_seq_length < 3:
-        raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got {sources.max_seq_length}.")
-    limits = in_graph.TextLimits(max_texts_per_request, max_request_bytes)
-    root = _Preprocessor(in_graph.InGraphTokenizer(sources.vocab_file, do_lower_case=sources.do_lower_case,
-                                                   limits=limits), int(sources.max_seq_length))
-    root.vocab_file = tf.saved_model.Asset(sources.vocab_file)
+def write_preprocessing(out, vocab_file, do_lower_case, max_seq_length, *,
+                        max_texts_per_request=saved_model.MAX_TEXTS_PER_REQUEST,
+                        max_request_bytes=saved_model.MAX_REQUEST_BYTES):
+    """Writes the TF Hub preprocessing SavedModel of the vocabulary and casing into `out`, packing to
+    `max_seq_length` (>= 3). Returns its text limits for the export's metadata."""
+    if max_seq_length < 3:
+        raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got {max_seq_length}.")
+    limits = dict(max_texts_per_request=max_texts_per_request, max_request_bytes=max_request_bytes)
+    root = _Preprocessor(in_graph.InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, **limits),
+                         int(max_seq_length))
+    root.vocab_file = tf.saved_model.Asset(vocab_file)
     # The function, not a concrete function traced here: save traces it in its own context, where it also lists the
     # tokenizer's functions, so that each is traced and written once (see bert_tf.export.saved_model.write).
     tf.saved_model.save(root, out, signatures={"serving_default": root.__call__})
-    return dataclasses.asdict(limits)
+    return limits

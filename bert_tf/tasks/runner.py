@@ -1,13 +1,14 @@
 """What every training script shares: `run(task, RunConfig(...))` runs a `bert_tf.tasks.task.Task` (a small object
 that knows its data and outputs) in the original scripts' order: checks, seed, strategy, training, evaluation,
-prediction, exports; it returns `RunResults`. `runner.RunConfig` (defined in bert_tf.training.config, public here)
-holds the user's settings under the original flag names, so a task runs from Python without absl:
+prediction, exports; it returns the evaluation's and the prediction's results. `runner.RunConfig` (defined in
+bert_tf.training.config, public here) holds the user's settings under the original flag names, so a task runs from
+Python without absl:
 
     from bert_tf.tasks import ner, runner
-    results = runner.run(ner.NerTask(data_dir="conll"), runner.RunConfig(
+    eval_results, _ = runner.run(ner.NerTask(data_dir="conll"), runner.RunConfig(
         bert_config_file="bert/bert_config.json", vocab_file="bert/vocab.txt",
         init_checkpoint="bert/bert_model.ckpt", output_dir="/tmp/ner", do_train=True, do_eval=True))
-    results.eval_results["eval_f1"]
+    eval_results["eval_f1"]
 """
 import dataclasses
 import functools
@@ -21,19 +22,7 @@ from bert_tf.data import records
 from bert_tf.tasks import run_record
 from bert_tf.training import devices, distribute
 from bert_tf.training.config import RunConfig as RunConfig
-from bert_tf.training.config import TrainingConfig
 from bert_tf.training.trainer import Trainer
-
-
-@dataclasses.dataclass
-class RunResults:
-    """What `run` did: its Trainer (the model, the step), the task's evaluation results (do_eval) and prediction
-    results (do_predict; e.g. SQuAD's official evaluation when the predict file has answers), None where not run
-    (or on a worker other than the chief)."""
-    trainer: Trainer
-    eval_results: dict | None = None
-    predict_results: dict | None = None
-
 
 # The original scripts' messages when nothing is asked for (run_classifier.py's has its stray quote).
 _NO_MODE = {
@@ -45,6 +34,8 @@ _NO_MODE = {
 def prepare(run, task):
     """The checks every run makes before any work, in the original scripts' order; creates output_dir.
     Returns (the RunConfig with its model files resolved, the `checkpoints.Pretrained` it starts from)."""
+    if not run.output_dir:
+        raise ValueError("output_dir is required: the directory where the run writes its checkpoints and outputs.")
     if not any(getattr(run, mode) for mode in task.modes):
         raise ValueError(_NO_MODE[task.modes])
     task.check_flags(run)
@@ -52,7 +43,7 @@ def prepare(run, task):
         init_checkpoint=run.init_checkpoint, bert_config_file=run.bert_config_file, vocab_file=run.vocab_file,
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
         needs_vocab=task.needs_vocab)
-    run = dataclasses.replace(run, vocab_file=loaded.files.vocab_file, do_lower_case=loaded.files.do_lower_case)
+    run = dataclasses.replace(run, vocab_file=loaded.vocab_file, do_lower_case=loaded.do_lower_case)
     if run.max_seq_length < task.min_seq_length:
         raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
     fileio.makedirs(run.output_dir)
@@ -62,8 +53,8 @@ def prepare(run, task):
 
 
 def make_trainer(run, strategy, build_model, loss_fn, pretrained):
-    """A Trainer with the RunConfig's TrainingConfig settings; a new run starts from `pretrained`."""
-    return Trainer(build_model, loss_fn, run.output_dir, config=TrainingConfig.of(run), strategy=strategy,
+    """A Trainer with the RunConfig's training settings; a new run starts from `pretrained`."""
+    return Trainer(build_model, loss_fn, run.output_dir, config=run, strategy=strategy,
                    pretrained=pretrained)
 
 
@@ -117,7 +108,8 @@ def export(run, task, trainer):
 
 def run(task, run_config):
     """Runs `task` as its script would. Under multi_worker_mirrored every worker trains; the chief alone then
-    evaluates, predicts and exports."""
+    evaluates, predicts and exports. Returns (the task's evaluation results, its prediction results: e.g. SQuAD's
+    official evaluation when the predict file has answers), each None where not run or on a worker but the chief."""
     run_config, pretrained = prepare(run_config, task)
     config, tokenizer = pretrained.config, pretrained.tokenizer
     # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
@@ -140,13 +132,13 @@ def run(task, run_config):
         train(run_config, task, tokenizer, trainer)
     elif trainer.is_chief:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint
         trainer.restore_for_predict(required_heads=task.heads)
-    results = RunResults(trainer)
+    eval_results = predict_results = None
     if trainer.is_chief:
         if run_config.do_eval and "do_eval" in task.modes:
-            results.eval_results = task.evaluate(run_config, tokenizer, trainer)
+            eval_results = task.evaluate(run_config, tokenizer, trainer)
         if run_config.do_predict and "do_predict" in task.modes:
-            results.predict_results = task.predict(run_config, tokenizer, trainer)
+            predict_results = task.predict(run_config, tokenizer, trainer)
         export(run_config, task, trainer)
     trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", trainer.work_dir)
-    return results
+    return eval_results, predict_results

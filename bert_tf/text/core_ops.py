@@ -22,13 +22,12 @@ class CoreWordpieceTokenizer(tf.Module):
     for all words at once in a `tf.while_loop` over a hash table of the vocabulary."""
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
-                 name=None, limits=None):
+                 name=None, **request_limits):
         super().__init__(name=name)
-        self.limits = limits  # in_graph.TextLimits, checked first as by InGraphTokenizer.tokenize
         # Only its code-point route (core ops over constant tables) is used; kept out of the tracked objects so
         # that none of its TensorFlow Text functions lands in the SavedModel.
         self._basic = Untracked(in_graph.InGraphTokenizer(vocab_file, do_lower_case, unk_token,
-                                                       max_input_chars_per_word))
+                                                       max_input_chars_per_word, **request_limits))
         vocab = tokenization.load_vocab(vocab_file)
         self.vocab_file = os.fspath(vocab_file)
         self.unk_id, self.cls_id, self.sep_id = vocab[unk_token], vocab["[CLS]"], vocab["[SEP]"]
@@ -44,7 +43,9 @@ class CoreWordpieceTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
         """WordPiece ids: int32 RaggedTensor [batch, (num_wordpieces)]."""
-        words, word_rows, num_rows = self._basic.obj.unicode_words(in_graph.checked(strings, self.limits))
+        basic = self._basic.obj  # its request limits checked first, as by InGraphTokenizer.tokenize
+        words, word_rows, num_rows = basic.unicode_words(
+            in_graph.checked(strings, basic.max_texts_per_request, basic.max_request_bytes))
         pieces = self._wordpiece(words)
         return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
 
@@ -93,9 +94,9 @@ class CorePreprocessor(tf.Module):
     """Raw text -> packed inputs with core TF ops only: `CoreWordpieceTokenizer`, then `preprocessing.pack_inputs`."""
 
     def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None, pad_to_max_seq_length=True,
-                 seq_length_multiple=1, limits=None):
+                 seq_length_multiple=1, **request_limits):
         super().__init__(name=name)
-        self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case, limits=limits)
+        self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case, **request_limits)
         self.max_seq_length = int(max_seq_length)
         self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length),
                         "seq_length_multiple": int(seq_length_multiple)}

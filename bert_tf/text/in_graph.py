@@ -10,7 +10,6 @@ original's), BMP (characters checked at build time to behave as in Python under 
 exact) and exact (code points mapped with tables from this Python's `unicodedata`; `tokenize_exact`). All Unicode
 knowledge comes from the Python that builds the tokenizer, as the original's from the Python that runs it.
 """
-import dataclasses
 import functools
 import os
 import unicodedata
@@ -23,7 +22,6 @@ from bert_tf.text import tokenization
 
 __all__ = [
     "InGraphTokenizer",
-    "TextLimits",
 ]
 
 # The original's `_is_chinese_char` blocks, and its ASCII "punctuation" ranges.
@@ -229,34 +227,22 @@ def _bmp_route(do_lower_case):
     }
 
 
-@dataclasses.dataclass(frozen=True)
-class TextLimits:
-    """The most texts, and UTF-8 bytes of all texts, one request (tokenizer call) may hold: an export's options."""
-    # Tokenization memory grows with a request's bytes (every byte may be a word); 1 MiB is already hundreds of
-    # texts that max_seq_length 512 fills. 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
-    max_texts_per_request: int = 1024
-    max_request_bytes: int = 1 << 20
-
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field.name} must be a positive integer, got {value!r}.")
-
-
-def checked(texts, limits):
-    """`texts` behind a check against `limits` (None: none) that raises InvalidArgumentError naming the option."""
-    if limits is None:
+def checked(texts, max_texts_per_request=None, max_request_bytes=None):
+    """`texts` behind a check of the request limits, the most texts and UTF-8 bytes of all texts one call may hold
+    (an export's options; None: no limit), that raises InvalidArgumentError naming the option."""
+    checks = []
+    if max_texts_per_request is not None:
+        count = tf.size(texts)
+        checks.append(tf.debugging.Assert(count <= max_texts_per_request, [tf.strings.format(
+            f"the request has {{}} texts; this export takes at most {max_texts_per_request} (export option "
+            f"max_texts_per_request)", count)]))
+    if max_request_bytes is not None:
+        size = tf.reduce_sum(tf.cast(tf.strings.length(texts), tf.int64))
+        checks.append(tf.debugging.Assert(size <= max_request_bytes, [tf.strings.format(
+            f"the texts of the request hold {{}} bytes; this export takes at most {max_request_bytes} bytes "
+            f"of text per request (export option max_request_bytes)", size)]))
+    if not checks:
         return texts
-    count, size = tf.size(texts), tf.reduce_sum(tf.cast(tf.strings.length(texts), tf.int64))
-    checks = [
-        tf.debugging.Assert(count <= limits.max_texts_per_request, [tf.strings.format(
-            f"the request has {{}} texts; this export takes at most {limits.max_texts_per_request} (export option "
-            f"max_texts_per_request)", count)]),
-        tf.debugging.Assert(size <= limits.max_request_bytes, [tf.strings.format(
-            f"the texts of the request hold {{}} bytes; this export takes at most {limits.max_request_bytes} bytes "
-            f"of text per request (export option max_request_bytes)", size)]),
-    ]
     with tf.control_dependencies(checks):
         return tf.identity(texts)
 
@@ -265,15 +251,20 @@ class InGraphTokenizer(tf.Module):
     """`FullTokenizer` as a `tf.Module`: `unk_token`, `[CLS]` and `[SEP]` must be in the vocabulary.
 
     `tokenize` has an input signature, so `tf.saved_model.save` exports it; `tokenize_exact` and `basic_tokenize`
-    are exported only if called before saving. Attributes: `vocab_file`, `do_lower_case`, `vocab_size`, `unk_id`,
-    `cls_id`, `sep_id`, `pad_id` (0, as the original pads).
+    are exported only if called before saving. `tokenize` refuses a call over the request limits (`checked`; None:
+    no limit, else a positive integer). Attributes: `vocab_file`, `do_lower_case`, `vocab_size`, `unk_id`,
+    `cls_id`, `sep_id`, `pad_id` (0, as the original pads), the two limits.
     """
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
-                 name=None, limits=None):
+                 name=None, max_texts_per_request=None, max_request_bytes=None):
         super().__init__(name=name)
         self.vocab_file = os.fspath(vocab_file)
-        self.limits = limits
+        for option, value in (("max_texts_per_request", max_texts_per_request),
+                              ("max_request_bytes", max_request_bytes)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{option} must be a positive integer, got {value!r}.")
+        self.max_texts_per_request, self.max_request_bytes = max_texts_per_request, max_request_bytes
         vocab = tokenization.load_vocab(self.vocab_file)  # the Python tokenizer's reading, hence its ids
         num_lines = max(vocab.values()) + 1
         missing = [t for t in (unk_token, "[CLS]", "[SEP]") if t not in vocab]
@@ -323,7 +314,7 @@ class InGraphTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
         """WordPiece ids of each string: int32 RaggedTensor [batch, (num_wordpieces)]."""
-        return self._tokenize_routed(checked(strings, self.limits))[0]
+        return self._tokenize_routed(checked(strings, self.max_texts_per_request, self.max_request_bytes))[0]
 
     def tokenize_words(self, strings):
         """`tokenize`'s ids by BasicTokenizer word: int32 RaggedTensor [batch, (num_words), (num_wordpieces)]."""

@@ -88,15 +88,15 @@ class InGraphPreprocessor(tf.Module):
     """Raw text -> packed BERT inputs in graph (`InGraphTokenizer`, then `pack_inputs`); usable in `Dataset.map`.
 
     `preprocessor(text_a[, text_b])` calls `encode` / `encode_pair`, which have input signatures (they survive
-    `tf.saved_model.save`)."""
+    `tf.saved_model.save`). `request_limits`: the tokenizer's `max_texts_per_request`, `max_request_bytes`."""
 
     def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None,
-                 pad_to_max_seq_length=True, seq_length_multiple=1, limits=None):
+                 pad_to_max_seq_length=True, seq_length_multiple=1, **request_limits):
         super().__init__(name=name)
         if tokenizer is None:
             if vocab_file is None:
                 raise ValueError("InGraphPreprocessor needs a vocab_file or a tokenizer")
-            tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, limits=limits)
+            tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, **request_limits)
         if max_seq_length < 2:
             raise ValueError("max_seq_length must be at least 2, got %d" % max_seq_length)
         self.tokenizer = tokenizer

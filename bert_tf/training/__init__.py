@@ -1,6 +1,6 @@
 """Training: the original optimizer, tf.distribute strategies, and the training loop shared by every script.
 
-Modules: `config` (TrainingConfig, RunConfig), `optimization` (the original AdamWeightDecay and schedule; NVIDIA's
+Modules: `config` (RunConfig: a run's settings), `optimization` (the original AdamWeightDecay and schedule; NVIDIA's
 LAMB recipe), `losses` (a task's loss and metrics over an update's whole batch), `update` (one update: accumulation,
 all-reduce, clipping, the optimizer), `feed` (the loop's input, dealt to the replicas), `run_state` (the checkpointed
 state: checkpoints, resume), `prediction` (evaluation and prediction of a task model: Predictor; predict_in_order, the

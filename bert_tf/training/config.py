@@ -1,9 +1,9 @@
-"""A run's settings, under the original flag names: `TrainingConfig`, what the Trainer (bert_tf.training.trainer)
-trains with, and `RunConfig`, which extends it with the rest of a task's run (bert_tf.tasks.runner.run).
+"""A run's settings under the original flag names: `RunConfig`, one frozen dataclass with a default for every field
+(the run scripts' flags take theirs from here, `bert_tf.flags.run_default`). The Trainer (bert_tf.training.trainer)
+reads its training fields, `bert_tf.tasks.runner.run` the rest; output_dir is required there.
 
-Settings only: each field and default is written here once (the run scripts' flags take theirs from here,
-`bert_tf.flags.run_default`); what a run derives (its strategy's workers, the chief, each worker's directory) is
-the Trainer's (the tasks read them from it). TrainingConfig checks its values when it is made.
+Settings only: what a run derives (its strategy's workers, the chief, each worker's directory) is the Trainer's (the
+tasks read them from it). The training fields are checked when a RunConfig is made.
 """
 import dataclasses
 
@@ -11,45 +11,15 @@ from bert_tf.data import lengths
 from bert_tf.training import distribute, optimization
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainingConfig:
-    """How `Trainer` trains and keeps checkpoints; the defaults are the original scripts'."""
-    learning_rate: float = 5e-5
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000  # updates per call of the training loop (1 under several workers)
-    gradient_accumulation_steps: int = 1  # micro-batches per update
-    gradient_checkpointing: bool = False  # True: the encoder recomputes its blocks' activations in the backward pass
-    mixed_precision: str = "float32"  # the global Keras policy: float32, mixed_float16 or mixed_bfloat16
-    use_xla: bool = False
-    adam_bias_correction: bool = False  # adamw only
-    keep_checkpoint_max: int = 5
-    optimizer: str = "adamw"  # one of optimization.OPTIMIZERS
-    fused_adam: bool = True
-
-    def __post_init__(self):
-        if self.gradient_accumulation_steps < 1:
-            raise ValueError(f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}.")
-        if self.optimizer not in optimization.OPTIMIZERS:
-            raise ValueError(f"Unknown optimizer {self.optimizer!r}: expected one of "
-                             f"{', '.join(optimization.OPTIMIZERS)}.")
-        if self.optimizer != "adamw" and self.adam_bias_correction:
-            raise ValueError("--adam_bias_correction applies to --optimizer=adamw only (lamb always corrects).")
-
-    @classmethod
-    def of(cls, settings):
-        """The TrainingConfig part of `settings` (e.g. a RunConfig)."""
-        return cls(**{field.name: getattr(settings, field.name) for field in dataclasses.fields(cls)})
-
-
 @dataclasses.dataclass(frozen=True)
-class RunConfig(TrainingConfig):
-    """The settings every task's run shares (run_classifier.py, run_squad.py, run_ner.py, run_swag.py,
-    run_pretraining.py): TrainingConfig's and the run's own below."""
+class RunConfig:
+    """The settings of a task's run (run_classifier.py, run_squad.py, run_ner.py, run_swag.py, run_pretraining.py);
+    the defaults are the original scripts'. The training fields are keyword-only."""
     # The pre-trained model (bert_config_file, vocab_file, do_lower_case: None takes a TF Hub init_checkpoint's own,
     # see `checkpoints.model_files`; do_lower_case otherwise defaults to True).
-    bert_config_file: str | None
-    vocab_file: str | None
-    output_dir: str
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+    output_dir: str | None = None
     init_checkpoint: str | None = None
     do_lower_case: bool | None = None
     max_seq_length: int = 128
@@ -82,6 +52,28 @@ class RunConfig(TrainingConfig):
     pad_to_max_seq_length: bool = False
     seq_length_multiple: int | None = None
     group_by_length: bool = False
+    # Training: how the Trainer trains and keeps checkpoints.
+    _: dataclasses.KW_ONLY
+    learning_rate: float = 5e-5
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000  # updates per call of the training loop (1 under several workers)
+    gradient_accumulation_steps: int = 1  # micro-batches per update
+    gradient_checkpointing: bool = False  # True: the encoder recomputes its blocks' activations in the backward pass
+    mixed_precision: str = "float32"  # the global Keras policy: float32, mixed_float16 or mixed_bfloat16
+    use_xla: bool = False
+    adam_bias_correction: bool = False  # adamw only
+    keep_checkpoint_max: int = 5
+    optimizer: str = "adamw"  # one of optimization.OPTIMIZERS
+    fused_adam: bool = True
+
+    def __post_init__(self):
+        if self.gradient_accumulation_steps < 1:
+            raise ValueError(f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}.")
+        if self.optimizer not in optimization.OPTIMIZERS:
+            raise ValueError(f"Unknown optimizer {self.optimizer!r}: expected one of "
+                             f"{', '.join(optimization.OPTIMIZERS)}.")
+        if self.optimizer != "adamw" and self.adam_bias_correction:
+            raise ValueError("--adam_bias_correction applies to --optimizer=adamw only (lamb always corrects).")
 
     @property
     def fixed_batches(self):

@@ -8,14 +8,14 @@ makes the original's batch-level masked-LM loss, `sum(w * nll) / (sum(w) + 1e-5)
 on many, and with gradient accumulation.
 
 A loss (the `loss` argument of `Trainer`) is either
+- an object with `terms` (name -> `Term`), `weights(labels)` and `values(labels, outputs)`: dicts of float32
+  tensors by term name, `values` already weighted (e.g. `bert_tf.tasks.pretraining.PretrainingLoss`), or
 - a function `loss_fn(labels, outputs) -> [B]` of per-example losses: their mean over the update's batch (the
-  fine-tuning tasks); `PerExampleLoss` wraps it, or
-- an object with the interface of `PerExampleLoss`: `terms` (name -> `Term`), `weights(labels)` and
-  `values(labels, outputs)`, each a dict of float32 tensors by term name, `values` already multiplied by the
-  weights (e.g. `bert_tf.tasks.pretraining.PretrainingLoss`).
+  fine-tuning tasks); `as_batch_loss` makes it such an object, of one term, `loss`.
 The loss is the sum of the terms with `in_loss`; the others are metrics (accuracies), summarized with it.
 Each task's own loss lives in its task module (e.g. bert_tf.tasks.classifier's `classification_loss`).
 """
+import types
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -27,23 +27,15 @@ class Term(NamedTuple):
     in_loss: bool = True
 
 
-class PerExampleLoss:
-    """`loss_fn(labels, outputs) -> [B]` per-example losses as one term, `loss`: their mean over the batch."""
-    terms = {"loss": Term()}
-
-    def __init__(self, loss_fn):
-        self.loss_fn = loss_fn
-
-    def weights(self, labels):
-        return {"loss": tf.ones(tf.shape(tf.nest.flatten(labels)[0])[:1], tf.float32)}
-
-    def values(self, labels, outputs):
-        return {"loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
-
-
 def as_batch_loss(loss):
-    """`loss` as an object with terms/weights/values (a per-example loss function is wrapped)."""
-    return loss if hasattr(loss, "terms") else PerExampleLoss(loss)
+    """`loss` as an object with terms/weights/values: a per-example loss function becomes one term, `loss`, of
+    weight 1 per example."""
+    if hasattr(loss, "terms"):
+        return loss
+    return types.SimpleNamespace(
+        terms={"loss": Term()},
+        weights=lambda labels: {"loss": tf.ones(tf.shape(tf.nest.flatten(labels)[0])[:1], tf.float32)},
+        values=lambda labels, outputs: {"loss": tf.cast(loss(labels, outputs), tf.float32)})
 
 
 def weight_totals(loss, labels):

@@ -51,17 +51,6 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps, "power": self.power}
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class WarmupLinearDecay(WarmupPolynomialDecay):
-    """The original's schedule: WarmupPolynomialDecay with power 1.0."""
-
-    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
-        super().__init__(init_lr, num_train_steps, num_warmup_steps)
-
-    def get_config(self):
-        return {k: v for k, v in super().get_config().items() if k != "power"}
-
-
 def matches(variable, patterns):
     """Whether `variable` (its Keras path, e.g. `layer_0/attention/LayerNorm/gamma`, or a name) re.search-es any of
     `patterns`, as the original matches names."""
@@ -258,7 +247,7 @@ def clip_by_global_norm(grads, norm, clip_norm=CLIP_NORM):
 def learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw"):
     """The schedule `create_optimizer` gives `optimizer` (see the module docstring)."""
     if optimizer == "adamw":
-        return WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+        return WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
     if optimizer == "lamb":
         return WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps, power=LAMB_DECAY_POWER)
     raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}.")

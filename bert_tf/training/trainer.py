@@ -11,7 +11,8 @@ strategy and accumulation computes the update of one device on the whole batch. 
 save_checkpoints_steps and at the end; a restarted run resumes its last exactly (weights, optimizer, input position
 and seed, dropout state); a worker that stops responding stops the others with a `distribute.WorkerLost` naming it.
 The Trainer is also the run's context: its strategy, this worker's position, `is_chief` and `work_dir`. Settings:
-config.TrainingConfig; state: run_state; input: feed; the update step: update; evaluation and prediction: prediction.
+config.RunConfig's training fields; state: run_state; input: feed; the update step: update; evaluation and
+prediction: prediction.
 """
 import concurrent.futures
 import contextlib
@@ -27,7 +28,7 @@ from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
 from bert_tf.training import distribute, feed, losses, prediction, run_state, summaries, update
-from bert_tf.training.config import TrainingConfig
+from bert_tf.training.config import RunConfig
 
 
 def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
@@ -42,15 +43,16 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
 class Trainer:
     """Trains and runs one task model under a tf.distribute strategy.
 
-    `config`: a TrainingConfig, its fields replaced by keyword `settings` (`Trainer(..., learning_rate=1e-3)`); it
-    sets the Keras global precision policy. `pretrained`: the `checkpoints.Pretrained` a new run starts from.
+    `config`: a RunConfig (default RunConfig(); only its training fields are read), its fields replaced by keyword
+    `settings` (`Trainer(..., learning_rate=1e-3)`); it sets the Keras global precision policy. `pretrained`: the
+    `checkpoints.Pretrained` a new run starts from.
     """
 
     def __init__(self, build_model, loss_fn, output_dir, *, config=None, strategy=None, pretrained=None,
                  **settings):
         if not output_dir:
             raise ValueError("output_dir is required.")
-        self.config = config = dataclasses.replace(config or TrainingConfig(), **settings)
+        self.config = config = dataclasses.replace(config or RunConfig(), **settings)
         self.output_dir = output_dir
         self.pretrained = pretrained
         self.save_checkpoints_steps = max(1, config.save_checkpoints_steps)

@@ -5,8 +5,6 @@ every strategy and accumulation computes one device's update on the whole batch.
 of the whole update's figures (bert_tf.training.losses). With `use_xla`, only programs holding no all-reduce
 compile (`xla_programs`).
 """
-import dataclasses
-
 import keras
 import tensorflow as tf
 from absl import logging
@@ -34,29 +32,6 @@ def skips_non_finite(optimizer):
     return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
 
-@dataclasses.dataclass(frozen=True)
-class Programs:
-    """The XLA programs of an update: the whole update as one, or on their own each micro-batch's gradients and
-    each device's optimizer update (`BertOptimizer.jit_update`)."""
-    whole_update: bool = False
-    gradients: bool = False
-    optimizer_update: bool = False
-
-    def __post_init__(self):
-        if self.whole_update and (self.gradients or self.optimizer_update):
-            raise ValueError("The whole update is one program: it holds the gradients and the optimizer's update.")
-
-    def describe(self, num_replicas):
-        """What compiles and what runs outside XLA, in words."""
-        if self.whole_update:
-            return "the whole update as one program"
-        compiled = [name for name, on in (("each micro-batch's gradients", self.gradients),
-                                          ("the optimizer's update on each device", self.optimizer_update)) if on]
-        outside = [name for name, on in (("the all-reduce", num_replicas > 1), ("clipping", True),
-                                         ("the optimizer's update", not self.optimizer_update)) if on]
-        return f"{' and '.join(compiled) or 'nothing'}; outside XLA: {', '.join(outside)}"
-
-
 def describe_strategy(strategy):
     """(kind as distribute.STRATEGIES names it, device type or "mixed", replicas in sync): `xla_programs`'s input."""
     kinds = ((tf.distribute.TPUStrategy, "tpu"), (tf.distribute.MultiWorkerMirroredStrategy, "multi_worker_mirrored"),
@@ -68,19 +43,29 @@ def describe_strategy(strategy):
 
 
 def xla_programs(kind, device_type, num_replicas):
-    """The programs --use_xla compiles: only what nothing is all-reduced in.
+    """The programs --use_xla compiles (`programs`), only what nothing is all-reduced in:
 
-    - one GPU: the whole update as one program (XLA fuses the optimizer's work with the gradients');
-    - one CPU: each micro-batch's gradients (the whole program was slower there: BENCHMARKS.md);
-    - several replicas: each micro-batch's gradients, and on GPUs each device's optimizer update; the all-reduce
-      (of IndexedSlices padded to a length known only at run time) and clipping run outside;
-    - TPUStrategy compiles the replica's step itself.
+    - "whole": the whole update as one program, on one GPU (XLA fuses the optimizer's work with the gradients');
+    - "gradients": each micro-batch's gradients, on CPUs (the whole program was slower there: BENCHMARKS.md) and
+      under TPUStrategy (which compiles the replica's step itself);
+    - "replicas": each micro-batch's gradients and each device's optimizer update (`BertOptimizer.jit_update`), on
+      several GPU replicas; the all-reduce (of IndexedSlices padded to a length known only at run time) and
+      clipping run outside.
     """
-    if kind == "tpu":
-        return Programs(gradients=True)
-    if num_replicas == 1 and device_type == "GPU":
-        return Programs(whole_update=True)
-    return Programs(gradients=True, optimizer_update=num_replicas > 1 and device_type == "GPU")
+    if kind == "tpu" or device_type != "GPU":
+        return "gradients"
+    return "whole" if num_replicas == 1 else "replicas"
+
+
+def describe_programs(programs, num_replicas):
+    """What `programs` (`xla_programs`) compiles and what runs outside XLA, in words."""
+    compiled = {"whole": "the whole update as one program", "gradients": "each micro-batch's gradients",
+                "replicas": "each micro-batch's gradients and the optimizer's update on each device"}
+    if programs not in compiled:
+        raise ValueError(f"Unknown XLA programs {programs!r}: expected one of {', '.join(compiled)}.")
+    outside = ", ".join(["the all-reduce"] * (num_replicas > 1) + ["clipping"]
+                        + ["the optimizer's update"] * (programs == "gradients"))
+    return compiled[programs] if programs == "whole" else f"{compiled[programs]}; outside XLA: {outside}"
 
 
 def add_gradients(a, b):
@@ -109,7 +94,7 @@ class Update:
     """The update step of `model` under `strategy`: `replica_step` runs on each replica (`strategy.run`).
 
     `gradients_fn` is `gradients` with its first three arguments bound; `programs` (None: `xla_programs`'s) is
-    given to test or measure a choice.
+    given to test or measure a choice; without `use_xla` nothing compiles (`self.programs` None).
     """
 
     def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False, programs=None):
@@ -119,26 +104,26 @@ class Update:
         self.optimizer = optimizer
         self.gradients_fn = gradients_fn
         self.accumulation = accumulation
-        if programs is None:
-            programs = xla_programs(*describe_strategy(strategy))
-        if programs.whole_update and strategy.num_replicas_in_sync > 1:
+        replicas = strategy.num_replicas_in_sync
+        programs = programs or xla_programs(*describe_strategy(strategy))
+        description = describe_programs(programs, replicas)
+        if programs == "whole" and replicas > 1:
             raise ValueError("The whole update compiles as one program on one replica only: with several, the "
                              "all-reduce would run inside it.")
-        self.programs = programs if use_xla else Programs()
+        self.programs = programs if use_xla else None
         inner = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
         if isinstance(inner, optimization.BertOptimizer):
-            inner.jit_update = self.programs.optimizer_update
-        elif self.programs.optimizer_update:
+            inner.jit_update = self.programs == "replicas"
+        elif self.programs == "replicas":
             raise ValueError(f"The optimizer's update compiles for a BertOptimizer only, not {type(inner).__name__}.")
         # The compiled update (None: not compiled as a whole). `reduce_retracing`: batches whose length varies
         # share one trace, compiled once per length.
         self.compiled_step = None
-        if self.programs.whole_update:
+        if self.programs == "whole":
             self.compiled_step = tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
         if use_xla:
-            replicas = strategy.num_replicas_in_sync
-            logging.info("XLA compiles %s (%s: %d replica(s) on %s).", self.programs.describe(replicas),
-                         type(strategy).__name__, replicas, ", ".join(strategy.extended.worker_devices))
+            logging.info("XLA compiles %s (%s: %d replica(s) on %s).", description, type(strategy).__name__,
+                         replicas, ", ".join(strategy.extended.worker_devices))
 
     def replica_step(self, inputs):
         """`step`, compiled as one XLA program where it can be."""
@@ -173,9 +158,9 @@ class Update:
         """(shares, gradients) summed over the `accumulation` micro-batches of this replica's batch."""
         n = self.accumulation
         gradients_fn = self.gradients_fn
-        if self.compiled_step is None:  # a function call per micro-batch (compiled with `programs.gradients`);
+        if self.compiled_step is None:  # a function call per micro-batch (compiled under --use_xla);
             # inside the compiled update a nested function would make XLA compile the update again at every call
-            gradients_fn = tf.function(gradients_fn, jit_compile=self.programs.gradients, reduce_retracing=True,
+            gradients_fn = tf.function(gradients_fn, jit_compile=self.programs is not None, reduce_retracing=True,
                                        autograph=False)
         if n == 1:
             return gradients_fn(features, labels, totals)

@@ -28,7 +28,8 @@ def test_the_embeddings_of_sentence_transformers(minilm_release, golden):
     in input order though they run sorted by length; padded to max_seq_length, the same."""
     texts = [str(t) for t in golden["texts"]]
     assert int(golden["max_seq_length"]) == 256
-    got = _encoder(minilm_release).encode(texts)
+    encoder = _encoder(minilm_release)
+    got = encoder.encode(texts)
     assert got.shape == (40, 384) and got.dtype == np.float32
     np.testing.assert_allclose(got, golden["mean_normalized"], atol=1e-5)
     np.testing.assert_allclose(_encoder(minilm_release, normalize_embeddings=False).encode(texts), golden["mean"],
@@ -37,7 +38,7 @@ def test_the_embeddings_of_sentence_transformers(minilm_release, golden):
                                golden["cls"][:8], atol=1e-5)
     padded = _encoder(minilm_release, pad_to_max_seq_length=True).encode(texts[:8])
     np.testing.assert_allclose(padded, golden["mean_normalized"][:8], atol=1e-5)
-    assert _encoder(minilm_release).encode([]).shape == (0, 384)
+    assert encoder.encode([]).shape == (0, 384)
 
 
 def test_pooling_counts_the_real_tokens_only(tiny_config):

@@ -1,10 +1,10 @@
 """Preemption of one host: run_pretraining.py and run_classifier.py on two local workers (MultiWorkerMirroredStrategy,
-a TF_CONFIG cluster of two localhost ports), one worker SIGKILLed once it has written its checkpoint of step 20. The
+a TF_CONFIG cluster of two localhost ports), one worker SIGKILLed once it has written its checkpoint of step 10. The
 other stops within a bound (--heartbeat_timeout_seconds, set short here) with one error line naming the lost worker
 and how to resume, instead of waiting in its collective ops forever. The killed worker's directory is then left as
-a kill while it wrote that checkpoint leaves it (its latest: step 10), so the rerun's workers must agree to resume
-step 10, which both have. The same two commands rerun: both resume step 10 and recompute, bit for bit, the
-survivor's checkpoint of step 20 (dropout off; weights, optimizer slots, step, input order seed), the state of the
+a kill while it wrote that checkpoint leaves it (its latest: step 5), so the rerun's workers must agree to resume
+step 5, which both have. The same two commands rerun: both resume step 5 and recompute, bit for bit, the
+survivor's checkpoint of step 10 (dropout off; weights, optimizer slots, step, input order seed), the state of the
 run uninterrupted until then, then train to the end.
 
 Pretraining loses worker 1, whose heartbeats stop (the chief, the coordination service's leader, notices, or its
@@ -31,7 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 HEARTBEAT_TIMEOUT_S = 2
 LOST_WITHIN_S = 60  # the survivor's bound after the kill: the heartbeat timeout, its error and its exit, on a busy CI
 RUN_TIMEOUT_S = 300  # any run of the test
-STEPS, EVERY = 25, 10  # checkpoints at 10, 20 and 25
+STEPS, EVERY = 15, 5  # checkpoints at 5, 10 and 15
 COMMON = ["--do_train", "--distribution_strategy=multi_worker_mirrored", f"--save_checkpoints_steps={EVERY}",
           "--learning_rate=1e-2", f"--heartbeat_timeout_seconds={HEARTBEAT_TIMEOUT_S}"]
 pytestmark = pytest.mark.slow  # three pairs of TensorFlow processes per script
@@ -53,7 +53,7 @@ def _pretraining(d):
 
 
 def _classifier(d):
-    """40 tsv examples of 2 labels, 2.5 epochs of batches of 4 (STEPS); an L=1 dropout-free BERT. No --seed: the
+    """40 tsv examples of 2 labels, 1.5 epochs of batches of 4 (STEPS); an L=1 dropout-free BERT. No --seed: the
     workers read the examples in the order of the seed worker 0 draws (each keeps its share of every batch)."""
     vocab_file, config_file = write_tiny_model(str(d), num_hidden_layers=1, hidden_dropout_prob=0.0,
                                                attention_probs_dropout_prob=0.0)
@@ -62,7 +62,7 @@ def _classifier(d):
     write_lines(str(d / "data" / "train.tsv"), [tsv_line("text_a", "label"), *rows])
     return "run_classifier.py", [f"--data_dir={d / 'data'}", "--task_name=tsv", f"--vocab_file={vocab_file}",
                                  f"--bert_config_file={config_file}", "--max_seq_length=16", "--train_batch_size=4",
-                                 "--num_train_epochs=2.5"]
+                                 "--num_train_epochs=1.5"]
 
 
 class Pair:

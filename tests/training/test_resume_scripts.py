@@ -3,7 +3,7 @@ first checkpoint and rerun with the same flags in another process, ends with exa
 uninterrupted run (weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the
 checkpoint holds its random state, so the comparison is bit for bit. The batches are cut to their longest text (the
 default), or grouped by length (--group_by_length). The tiny data sets are the tasks' own test data (tests/tasks)
-and, for pretraining, create_pretraining_data.py's records of sample_text.txt."""
+and, for pretraining, tiny_pretraining's records of varying lengths."""
 import json
 import os
 import random
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tiny_classifier
+import tiny_pretraining
 
 from bert_tf import fileio
 
@@ -26,7 +27,7 @@ import test_squad  # noqa: E402
 import test_swag  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NUM_STEPS = 40  # every script: 40 steps, a checkpoint every 4
+NUM_STEPS = 20  # every script: 20 steps, a checkpoint every 4
 COMMON = ["--do_train", "--train_batch_size=2", "--save_checkpoints_steps=4", "--learning_rate=1e-3", "--seed=3",
           "--max_seq_length=16"]
 
@@ -36,7 +37,7 @@ def _mrpc_grouped(data):
     longest text: the other scripts')."""
     tiny_classifier.write_mrpc(data, random.Random(0), train=8)
     return "run_classifier.py", tiny_classifier.VOCAB, ["--task_name=MRPC", f"--data_dir={data}",
-                                                        "--num_train_epochs=10",  # 8 examples / 2 x 10
+                                                        "--num_train_epochs=5",  # 8 examples / 2 x 5
                                                         "--group_by_length", "--seq_length_multiple=4"]
 
 
@@ -48,27 +49,24 @@ def _squad(data):
     (data / "train.json").write_text(json.dumps(
         {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": doc, "qas": qas}]}]}))
     return "run_squad.py", test_squad.VOCAB, [f"--train_file={data / 'train.json'}", "--doc_stride=4",
-                                              "--max_query_length=6", "--num_train_epochs=20"]  # 4 / 2 x 20
+                                              "--max_query_length=6", "--num_train_epochs=10"]  # 4 / 2 x 10
 
 
 def _ner(data):
     (data / "train.txt").write_text(test_ner.CONLL_SAMPLE)  # 8 windows of 16 tokens
-    return "run_ner.py", test_ner.VOCAB, [f"--data_dir={data}", "--num_train_epochs=10"]  # 8 / 2 x 10
+    return "run_ner.py", test_ner.VOCAB, [f"--data_dir={data}", "--num_train_epochs=5"]  # 8 / 2 x 5
 
 
 def _swag(data):
     (data / "train.csv").write_text(test_swag.SWAG_HEADER + "".join(test_swag.SWAG_ROWS))
-    return "run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--num_train_epochs=26.67"]  # int(3 / 2 x 26.67)
+    return "run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--num_train_epochs=13.34"]  # int(3 / 2 x 13.34)
 
 
 def _pretraining(data):
-    fixtures = os.path.join(REPO, "tests", "fixtures")
-    forkserver.run([sys.executable, os.path.join(REPO, "run_scripts", "create_pretraining_data.py"),
-                    f"--input_file={fixtures}/sample_text.txt", f"--output_file={data / 'seq16.tfrecord'}",
-                    f"--vocab_file={fixtures}/uncased_vocab.txt", "--max_seq_length=16",
-                    "--max_predictions_per_seq=3", "--dupe_factor=1"], check=True, capture_output=True)
-    vocab = open(f"{fixtures}/uncased_vocab.txt", encoding="utf-8").read().splitlines()
-    return "run_pretraining.py", vocab, [f"--input_file={data / 'seq16.tfrecord'}", "--max_predictions_per_seq=3",
+    vocab = tiny_classifier.VOCAB
+    files = tiny_pretraining.write_varying_records(str(data), per_file=8, seq_length=16, predictions=3,
+                                                   id_range=(5, len(vocab)))
+    return "run_pretraining.py", vocab, [f"--input_file={','.join(files)}", "--max_predictions_per_seq=3",
                                          f"--num_train_steps={NUM_STEPS}", "--num_warmup_steps=4"]
 
 

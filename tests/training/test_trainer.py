@@ -19,8 +19,10 @@ from bert_tf.model.task_models import BertClassifier, BertSpanLabeler
 from bert_tf.training import distribute, prediction
 from bert_tf.training.trainer import Trainer, compute_train_steps
 
+CONFIG = toy_task.config(num_hidden_layers=1)  # one layer: each Trainer traces and optimizes half the graph
 
-def _trainer(output_dir, seed=1, config=toy_task.CONFIG, loss_fn=toy_task.loss_fn, **kwargs):
+
+def _trainer(output_dir, seed=1, config=CONFIG, loss_fn=toy_task.loss_fn, **kwargs):
     """A Trainer of the toy task, after seeding Python, NumPy and TensorFlow with `seed`."""
     tf.keras.utils.set_random_seed(seed)
     kwargs.setdefault("learning_rate", 1e-3)
@@ -30,7 +32,7 @@ def _trainer(output_dir, seed=1, config=toy_task.CONFIG, loss_fn=toy_task.loss_f
 
 def _pretrained(init_checkpoint):
     """What checkpoints.load_pretrained gives the toy task's Trainer for `init_checkpoint`."""
-    return checkpoints.Pretrained(checkpoints.ModelFiles(toy_task.CONFIG, None, True), None, init_checkpoint)
+    return checkpoints.Pretrained(CONFIG, None, True, init_checkpoint)
 
 
 def _weights(trainer):
@@ -39,6 +41,14 @@ def _weights(trainer):
 
 def _max_diff(a, b):
     return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def seeded_run(tmp_path_factory):
+    """A Trainer after 6 steps (2 of warm-up) in input order 7, its ckpt-6 in its output_dir: tests only read it."""
+    trainer = _trainer(tmp_path_factory.mktemp("seeded_run"))
+    trainer.train(toy_task.dataset_fn, 16, 6, 2, seed=7)
+    return trainer
 
 
 def test_trains_saves_and_summarizes(tmp_path):
@@ -82,49 +92,48 @@ def _loss_with_infinite_gradient(labels, outputs):
 def test_a_non_finite_gradient_stops_before_saving_unless_loss_scaling_skips_it(tmp_path):
     """A non-finite gradient with a finite loss: its update writes NaN into the weights, so the run stops there
     (step 1 of a loop of 5), with nothing saved. Under mixed_float16, loss scaling skips such updates (the weights
-    stay as they were) and the run goes on."""
-    config = toy_task.config(num_hidden_layers=1)
-    trainer = _trainer(tmp_path / "float32", config=config, loss_fn=_loss_with_infinite_gradient,
+    stay as they were) and the run goes on: float16 compute under Keras' LossScaleOptimizer, a finite loss, no
+    tolerance, so it holds on any device (the comparison with float32 and its bounds: test_precision.py)."""
+    trainer = _trainer(tmp_path / "float32", loss_fn=_loss_with_infinite_gradient,
                        iterations_per_loop=5, save_checkpoints_steps=5)
     with pytest.raises(FloatingPointError, match=r"The gradient norm is (nan|inf) at step 1: stopped without "
                                                  r"saving\. The last good checkpoint: none"):
         trainer.train(toy_task.dataset_fn, 16, 10, 0)
     assert trainer.step == 1 and trainer.latest_checkpoint() is None
     try:
-        scaled = _trainer(tmp_path / "scaled", config=config, loss_fn=_loss_with_infinite_gradient,
+        scaled = _trainer(tmp_path / "scaled", loss_fn=_loss_with_infinite_gradient,
                           mixed_precision="mixed_float16", save_checkpoints_steps=2)
         before = _weights(scaled)
         assert np.isfinite(scaled.train(toy_task.dataset_fn, 16, 2, 0))
         assert scaled.latest_checkpoint().endswith("ckpt-2") and _max_diff(before, _weights(scaled)) == 0.0
+        assert scaled.model.compute_dtype == "float16"
+        assert type(scaled.optimizer).__name__ == "LossScaleOptimizer"
     finally:
         distribute.set_precision("float32")
 
 
-def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path):
+def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path, seeded_run):
     """A `checkpoint` state file recording absolute paths (as TF1 Savers wrote them) still names the copy's files:
     prediction and resumption read the copied directory, never the one it was copied from."""
-    original = _trainer(tmp_path / "original", save_checkpoints_steps=2)
-    original.train(toy_task.dataset_fn, 16, 4, 0)
-    absolute = str(tmp_path / "original" / "ckpt-4")
+    shutil.copytree(seeded_run.output_dir, tmp_path / "original")
+    absolute = str(tmp_path / "original" / "ckpt-6")
     (tmp_path / "original" / "checkpoint").write_text(
         f'model_checkpoint_path: "{absolute}"\nall_model_checkpoint_paths: "{absolute}"\n')
     assert tf.train.get_checkpoint_state(str(tmp_path / "original")).model_checkpoint_path == absolute
     shutil.copytree(tmp_path / "original", tmp_path / "copy")
     shutil.rmtree(tmp_path / "original")
     copy = _trainer(tmp_path / "copy")
-    assert copy.restore_for_predict() == str(tmp_path / "copy" / "ckpt-4") and copy.step == 4
-    assert _max_diff(_weights(copy), _weights(original)) == 0.0
+    assert copy.restore_for_predict() == str(tmp_path / "copy" / "ckpt-6") and copy.step == 6
+    assert _max_diff(_weights(copy), _weights(seeded_run)) == 0.0
     resumed = _trainer(tmp_path / "copy")
-    assert resumed.train(toy_task.dataset_fn, 16, 4, 0) is None and resumed.step == 4  # finished: nothing to do
+    assert resumed.train(toy_task.dataset_fn, 16, 6, 2) is None and resumed.step == 6  # finished: nothing to do
 
 
 @pytest.mark.slow
-def test_gradient_accumulation_equals_the_full_batch(tmp_path):
-    full = _trainer(tmp_path / "full")
-    full.train(toy_task.dataset_fn, 16, 6, 2)
-    accumulated = _trainer(tmp_path / "accumulated", gradient_accumulation_steps=4)
-    accumulated.train(toy_task.dataset_fn, 16, 6, 2)
-    assert _max_diff(_weights(full), _weights(accumulated)) < 1e-5
+def test_gradient_accumulation_equals_the_full_batch(tmp_path, seeded_run):
+    accumulated = _trainer(tmp_path, gradient_accumulation_steps=4)
+    accumulated.train(toy_task.dataset_fn, 16, 6, 2, seed=7)
+    assert _max_diff(_weights(seeded_run), _weights(accumulated)) < 1e-5
 
 
 def _copy_checkpoint(source, name, target):
@@ -142,7 +151,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     not 1) ends bit-identical to the uninterrupted run; the checkpoint holds the input order and the dropout random
     state."""
     caplog.set_level(logging.INFO, logger="absl")  # absl logs under "absl", whatever other tests set
-    config = toy_task.config(dropout_prob=0.2)
+    config = toy_task.config(dropout_prob=0.2, num_hidden_layers=1)
     straight = _trainer(tmp_path / "straight", config=config, save_checkpoints_steps=5)
     tf.random.set_seed(None)
     straight.train(toy_task.dataset_fn, 16, 10, 2)
@@ -167,18 +176,16 @@ def test_resume_continues_exactly(tmp_path, caplog):
     assert "Ignoring seed 7: the run being resumed was seeded with" in caplog.text
 
 
-def test_the_input_order_follows_the_seed(tmp_path):
+def test_the_input_order_follows_the_seed(tmp_path, seeded_run):
     """A given seed is the input order's seed; without one, the run draws its own and saves it with its checkpoints.
     From the same initial weights (global seed 1), the two orders give different weights."""
-    runs = {}
-    for seed in (7, None):
-        trainer = _trainer(tmp_path / str(seed))
-        trainer.train(toy_task.dataset_fn, 16, 3, 0, seed=seed)
-        runs[seed] = int(trainer.input_seed.numpy()), _weights(trainer)
-    assert runs[7][0] == 7 and runs[None][0] != 7
-    assert _max_diff(runs[7][1], runs[None][1]) > 0
-    assert int(tf.train.load_checkpoint(str(tmp_path / "None" / "ckpt-3")).get_tensor(
-        "input_seed/.ATTRIBUTES/VARIABLE_VALUE")) == runs[None][0]
+    drawn = _trainer(tmp_path)
+    drawn.train(toy_task.dataset_fn, 16, 6, 2)
+    seed = int(drawn.input_seed.numpy())
+    assert int(seeded_run.input_seed.numpy()) == 7 and seed != 7
+    assert _max_diff(_weights(seeded_run), _weights(drawn)) > 0
+    assert int(tf.train.load_checkpoint(str(tmp_path / "ckpt-6")).get_tensor(
+        "input_seed/.ATTRIBUTES/VARIABLE_VALUE")) == seed
 
 
 def _dead_pid():
@@ -214,15 +221,14 @@ def test_a_training_run_removes_stale_temporaries(tmp_path, caplog):
         assert f"Removed {tmp_path / name} (left by a killed run)" in caplog.text
 
 
-def test_init_from_original_and_from_ours(tmp_path):
-    trained = _trainer(tmp_path / "ours")
-    trained.train(toy_task.dataset_fn, 16, 4, 0)
+def test_init_from_original_and_from_ours(tmp_path, seeded_run):
+    trained = seeded_run
     original = checkpoints.save_original_checkpoint(trained.model, str(tmp_path / "orig" / "bert_model.ckpt"))
-    for init in (original, str(tmp_path / "ours")):
+    for init in (original, trained.output_dir):
         other = _trainer(tmp_path / f"from_{os.path.basename(os.path.dirname(init))}", pretrained=_pretrained(init))
         assert other.load_pretrained().missing_heads == []
         assert _max_diff(_weights(trained), _weights(other)) == 0.0
-        span = Trainer(lambda: BertSpanLabeler(toy_task.CONFIG), toy_task.loss_fn, str(tmp_path / "span"),
+        span = Trainer(lambda: BertSpanLabeler(CONFIG), toy_task.loss_fn, str(tmp_path / "span"),
                        pretrained=_pretrained(init))
         assert span.load_pretrained().missing_heads == ["span"]
         np.testing.assert_array_equal(span.model.bert.get_embedding_table().numpy(),
@@ -236,14 +242,6 @@ def test_predict_without_any_checkpoint_is_an_error(tmp_path):
         with pytest.raises(ValueError, match="Nothing to predict with"):
             _trainer(tmp_path, pretrained=pretrained).restore_for_predict(("classifier",))
     assert _trainer(tmp_path).load_pretrained() is None
-
-
-def test_predict_with_loss(tmp_path):
-    trainer = _trainer(tmp_path)
-    data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS})).batch(10)
-    outputs = list(trainer.predict(data, with_loss=True))
-    assert [o["per_example_loss"].shape[0] for o in outputs] == [10] * 6 + [4]
-    assert np.isfinite(np.concatenate([o["per_example_loss"] for o in outputs])).all()
 
 
 def _count_calls(layer):
@@ -267,7 +265,9 @@ def test_training_evaluation_and_prediction_trace_once(tmp_path):
     trainer.train(toy_task.dataset_fn, 16, 10, 0)
     assert trainer.step == 10 and calls == {"training": 1}
     data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS})).batch(10)
-    assert [len(o["per_example_loss"]) for o in trainer.predict(data, with_loss=True)] == [10] * 6 + [4]
+    outputs = list(trainer.predict(data, with_loss=True))
+    assert [len(o["per_example_loss"]) for o in outputs] == [10] * 6 + [4]
+    assert np.isfinite(np.concatenate([o["per_example_loss"] for o in outputs])).all()
     assert calls == {"training": 1, "inference": 1}
     assert [len(o["logits"]) for o in trainer.predict(data.map(lambda features, labels: features))] == [10] * 6 + [4]
     assert calls == {"training": 1, "inference": 2}
@@ -295,9 +295,9 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     """`meanwhile` runs once, after the training loop is traced and init_checkpoint loaded, before any update; the
     evaluation it prepares is not traced again. The last checkpoint, written in the background, is complete once
     waited for and holds the trained weights."""
-    init = _trainer(tmp_path / "init")
-    init.train(toy_task.dataset_fn, 16, 2, 0)
-    trainer = _trainer(tmp_path / "run", pretrained=_pretrained(str(tmp_path / "init")), iterations_per_loop=3)
+    init = _trainer(tmp_path / "init", seed=2)  # weights other than the run's own (seed 1)
+    init_checkpoint = checkpoints.save_original_checkpoint(init.model, str(tmp_path / "init" / "bert_model.ckpt"))
+    trainer = _trainer(tmp_path / "run", pretrained=_pretrained(init_checkpoint), iterations_per_loop=3)
     calls = _count_calls(trainer.model.classifier)
     data = tf.data.Dataset.from_tensor_slices((toy_task.features(), {"label_ids": toy_task.LABELS})).batch(10)
     seen = []
@@ -318,19 +318,6 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     saved.load_pretrained()
     assert _max_diff(_weights(trainer), _weights(saved)) == 0.0
     assert _max_diff(_weights(trainer), _weights(init)) > 0  # trained on
-
-
-def test_mixed_float16_trains_with_loss_scaling(tmp_path):
-    """float16 compute under Keras' LossScaleOptimizer, with a finite loss: no tolerance, so it holds on any device
-    (the comparison with float32 and its bounds: tests/training/test_precision.py)."""
-    try:
-        trainer = _trainer(tmp_path, mixed_precision="mixed_float16")
-        loss = trainer.train(toy_task.dataset_fn, 16, 4, 0)
-        assert np.isfinite(loss)
-        assert trainer.model.compute_dtype == "float16"
-        assert type(trainer.optimizer).__name__ == "LossScaleOptimizer"
-    finally:
-        distribute.set_precision("float32")
 
 
 def test_bad_batch_and_steps(tmp_path):

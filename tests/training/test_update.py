@@ -16,11 +16,8 @@ import toy_task
 
 from bert_tf.model.task_models import BertClassifier
 from bert_tf.training import distribute, losses, update
-from bert_tf.training.config import TrainingConfig
+from bert_tf.training.config import RunConfig
 
-WHOLE = update.Programs(whole_update=True)
-GRADIENTS = update.Programs(gradients=True)
-REPLICAS = update.Programs(gradients=True, optimizer_update=True)  # each program on its own
 CONFIG = toy_task.config(num_hidden_layers=1)  # one layer: XLA compiles each update in about half the time
 
 
@@ -35,7 +32,7 @@ def build_update(use_xla, programs=None, accumulation=1, loss_fn=toy_task.loss_f
     strategy = distribute.get_strategy(strategy_name)
     with strategy.scope():
         model = BertClassifier(config, 2)
-    settings = TrainingConfig(use_xla=use_xla, learning_rate=1e-3, mixed_precision=mixed_precision)
+    settings = RunConfig(use_xla=use_xla, learning_rate=1e-3, mixed_precision=mixed_precision)
     optimizer = update.build_optimizer(strategy, model, settings, 10, 1)
     loss = losses.as_batch_loss(loss_fn)
     step = update.Update(strategy, model, loss, optimizer,
@@ -77,7 +74,7 @@ def test_the_whole_update_under_xla_equals_the_update_without():
     dropout = toy_task.config(dropout_prob=0.3, num_hidden_layers=1)
     dropped_weights, _ = train(False, None, dropout)
     assert max_diff(dropped_weights, plain_weights) > 1e-3  # the masks matter
-    compiled_weights, norm = train(True, WHOLE, dropout)
+    compiled_weights, norm = train(True, "whole", dropout)
     assert norm > 2  # clipped
     assert max_diff(compiled_weights, dropped_weights) < 1e-5
 
@@ -86,26 +83,26 @@ def test_the_compiled_program_holds_the_norm_clipping_and_the_optimizer():
     """The HLO of one update holds the gradients, the global norm (L2Loss) and the optimizer's update
     (ResourceApplyAdam for each variable, the fused AdamWeightDecay). --use_xla compiles it on one GPU only: on this
     CPU, without XLA, or with the gradients' program alone there is no compiled update."""
-    strategy, step = build_update(True, WHOLE)
+    strategy, step = build_update(True, "whole")
     batch = next(iter(toy_task.dataset_fn(16)))
     hlo = strategy.run(lambda b: step.compiled_step.experimental_get_compiler_ir(b)(stage="hlo"), args=(batch,))
     op_types = set(re.findall(r'op_type="(\w+)"', hlo))
     assert {"ResourceApplyAdam", "L2Loss", "MatMul", "SparseSoftmaxCrossEntropyWithLogits"} <= op_types
     default = build_update(True)[1]
-    assert default.programs == GRADIENTS and default.compiled_step is None
-    assert build_update(False, WHOLE)[1].compiled_step is None
-    assert build_update(True, GRADIENTS)[1].compiled_step is None
+    assert default.programs == "gradients" and default.compiled_step is None
+    assert build_update(False, "whole")[1].compiled_step is None
+    assert build_update(True, "gradients")[1].compiled_step is None
 
 
 @pytest.mark.parametrize("description, programs", [
-    (("one_device", "CPU", 1), GRADIENTS),
-    (("one_device", "GPU", 1), WHOLE),
-    (("mirrored", "GPU", 1), WHOLE),  # one GPU: nothing is all-reduced
-    (("mirrored", "GPU", 2), REPLICAS),
-    (("mirrored", "CPU", 2), GRADIENTS),  # the optimizer's update compiled was slower on the CPU
-    (("multi_worker_mirrored", "GPU", 4), REPLICAS),
-    (("multi_worker_mirrored", "CPU", 2), GRADIENTS),
-    (("tpu", "TPU", 8), GRADIENTS),  # as before: TPUStrategy compiles the replica's whole step itself
+    (("one_device", "CPU", 1), "gradients"),
+    (("one_device", "GPU", 1), "whole"),
+    (("mirrored", "GPU", 1), "whole"),  # one GPU: nothing is all-reduced
+    (("mirrored", "GPU", 2), "replicas"),
+    (("mirrored", "CPU", 2), "gradients"),  # the optimizer's update compiled was slower on the CPU
+    (("multi_worker_mirrored", "GPU", 4), "replicas"),
+    (("multi_worker_mirrored", "CPU", 2), "gradients"),
+    (("tpu", "TPU", 8), "gradients"),  # as before: TPUStrategy compiles the replica's whole step itself
 ])
 def test_what_xla_compiles_for_each_strategy_and_device(description, programs):
     """The whole update in one program only where nothing is all-reduced (one replica, on a GPU); with several
@@ -121,15 +118,15 @@ def test_the_strategies_described():
 
 
 def test_programs_that_cannot_compile_are_refused():
-    """The whole update holds the other two programs; the optimizer's update compiles for a BertOptimizer only."""
-    with pytest.raises(ValueError, match="The whole update is one program"):
-        update.Programs(whole_update=True, optimizer_update=True)
+    """Programs are named as `xla_programs` names them; the optimizer's update compiles for a BertOptimizer only."""
     strategy = distribute.get_strategy("one_device")
+    with pytest.raises(ValueError, match="Unknown XLA programs 'all': expected one of whole, gradients, replicas"):
+        update.Update(strategy, None, None, None, None, use_xla=True, programs="all")
     with strategy.scope():
         model = BertClassifier(CONFIG, 2)
         optimizer = keras.optimizers.Adam()
     with pytest.raises(ValueError, match="compiles for a BertOptimizer only, not Adam"):
-        update.Update(strategy, model, None, optimizer, None, use_xla=True, programs=REPLICAS)
+        update.Update(strategy, model, None, optimizer, None, use_xla=True, programs="replicas")
 
 
 def test_the_optimizers_update_compiled_under_loss_scaling():
@@ -137,8 +134,8 @@ def test_the_optimizers_update_compiled_under_loss_scaling():
     device under mixed_float16: Keras's LossScaleOptimizer checks the gradients and applies them through a cond,
     around the compiled update: the numbers of the gradients compiled alone (float32: on two replicas,
     `test_replicas_compile_...`)."""
-    compiled_weights, _ = train(True, REPLICAS, mixed_precision="mixed_float16")
-    gradients_weights, _ = train(True, GRADIENTS, mixed_precision="mixed_float16")
+    compiled_weights, _ = train(True, "replicas", mixed_precision="mixed_float16")
+    gradients_weights, _ = train(True, "gradients", mixed_precision="mixed_float16")
     assert max_diff(compiled_weights, gradients_weights) < 1e-5
 
 
@@ -150,11 +147,11 @@ sys.path.insert(0, sys.argv[1])
 import test_update as t
 from bert_tf.training import distribute, update
 one, _ = t.train(False, None)
-weights, norm = t.train(True, t.REPLICAS, strategy_name="mirrored", on_trace=lambda traced: print(
+weights, norm = t.train(True, "replicas", strategy_name="mirrored", on_trace=lambda traced: print(
     json.dumps(t.compiled_functions(traced.graph.as_graph_def())), flush=True))
 strategy = distribute.get_strategy("mirrored")
 try:
-    update.Update(strategy, None, None, None, None, use_xla=True, programs=t.WHOLE)
+    update.Update(strategy, None, None, None, None, use_xla=True, programs="whole")
     refused = None
 except ValueError as e:
     refused = str(e)

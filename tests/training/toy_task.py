@@ -23,11 +23,15 @@ def features(ids=IDS):
 
 
 def dataset_fn(batch_size, ctx=None, seed=None):
-    """The 64 examples, sharded per input pipeline, shuffled each epoch (order drawn from `seed`), repeated."""
+    """The 64 examples, sharded per input pipeline, shuffled each epoch (order drawn from `seed`), repeated. Without
+    tf.data's autotuner: deleting an autotuned iterator waits for the autotuner's next period (seconds once it has
+    run a while), which a test module's garbage collection would pay for every Trainer it made."""
     ds = tf.data.Dataset.from_tensor_slices((features(), {"label_ids": LABELS}))
     if ctx is not None and ctx.num_input_pipelines > 1:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-    return ds.shuffle(len(LABELS), seed=seed).repeat().batch(batch_size, drop_remainder=True)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.shuffle(len(LABELS), seed=seed).repeat().batch(batch_size, drop_remainder=True).with_options(options)
 
 
 def loss_fn(labels, outputs):
