@@ -36,17 +36,17 @@ def common_flags(tmp_path_factory):
         write_lines(f"{d}/data/{split}.tsv", [tsv_line("text_a", "label")]
                     + [tsv_line(random_sentence(rng), ("neg", "pos")[i % 2]) for i in range(n)])
     return [f"--data_dir={d}/data", f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
-            "--task_name=tsv", "--max_seq_length=16", "--do_train", "--do_eval", "--train_batch_size=8",
+            "--task_name=tsv", "--max_seq_length=16", "--do_train", "--train_batch_size=8",
             "--num_train_epochs=2", "--learning_rate=1e-3", "--seed=1", "--save_checkpoints_steps=1", "--num_gpus=0"]
 
 
 # name -> the flags of a run of the one-device process, in order: the reference, then a run per flag that changes
-# the numbers.
-ONE_DEVICE_RUNS = {"one_device": ["--distribution_strategy=one_device", "--keep_checkpoint_max=2"],
+# the numbers (evaluated where a test reads its eval loss).
+ONE_DEVICE_RUNS = {"one_device": ["--distribution_strategy=one_device", "--keep_checkpoint_max=2", "--do_eval"],
                    "adam_bias_correction": ["--adam_bias_correction"], "lamb": ["--optimizer=lamb"],
-                   "mixed_bfloat16": ["--mixed_precision=mixed_bfloat16"]}
+                   "mixed_bfloat16": ["--mixed_precision=mixed_bfloat16", "--do_eval"]}
 MIRRORED_RUN = ["--distribution_strategy=mirrored", "--num_cpu_devices=2", "--gradient_accumulation_steps=2",
-                "--use_xla", "--gradient_checkpointing"]
+                "--use_xla", "--gradient_checkpointing", "--do_eval"]
 
 
 def _train(run_main, common_flags, *runs):

@@ -20,8 +20,8 @@ from bert_tf.training import trainer as trainer_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
-# L=2, H=16 without dropout
-MODEL = dict(hidden_size=16, num_attention_heads=2, intermediate_size=24, **tiny_classifier.NO_DROPOUT)
+# L=1, H=16 without dropout: the masks of one layer are those of every layer
+MODEL = dict(**tiny_classifier.L1_H16, **tiny_classifier.NO_DROPOUT)
 
 
 def _classifier(data):
@@ -141,7 +141,7 @@ def test_under_xla_the_training_step_is_traced_once_over_a_few_lengths(tmp_path)
     and prediction run on batches of one size per length (`lengths.budget_rows`)."""
     data = tmp_path / "data"
     _classifier(str(data))
-    vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "model"), **tiny_classifier.NO_DROPOUT)
+    vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "model"), **MODEL)
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=str(tmp_path / "out"),
                            do_train=True, train_batch_size=4, num_train_epochs=2, max_seq_length=32, use_xla=True,
                            seq_length_multiple=8, seed=1, do_eval=True, do_predict=True, eval_batch_size=3)
