@@ -1,6 +1,6 @@
-"""SavedModel export (bert_tf.export, run_scripts/export_saved_model.py): signatures checked in fresh processes
-that import only tensorflow (and tensorflow_text), saved_model_cli, the golden MRPC predictions through both
-signatures, the core-ops tokenizer against FullTokenizer, truncation, and bad input."""
+"""SavedModel export (bert_tf.export, run_scripts/export_saved_model.py): signatures checked in child processes
+that import nothing of bert_tf (and tensorflow_text only where asked), saved_model_cli, the golden MRPC predictions
+through both signatures, the core-ops tokenizer against FullTokenizer, truncation, and bad input."""
 import csv
 import json
 import os
@@ -38,13 +38,16 @@ TEXTS_B = ["over the lazy dog", "", "world", "hello", "the dog " * 9, "a", "b c 
 # The text limits of this module's exports with text signatures: TEXTS_A is at both, the other requests within.
 TEXT_LIMITS = {"max_texts_per_request": len(TEXTS_A), "max_request_bytes": len("".join(TEXTS_A).encode())}
 
-# Runs in a fresh interpreter that imports only tensorflow (+ tensorflow_text once a job asks for it). Each job of
-# the JSON list argv[1]: "tensorflow_text" imports it (registering the TF Text ops the tf_text signatures use);
+# Runs in a child of tests/forkserver.py's server (TensorFlow and the scripts' environment defaults imported; a fresh
+# interpreter where the environment differs) that imports nothing more of bert_tf, and tensorflow_text only once a
+# job asks for it. Each job of the JSON list argv[1]: "tensorflow_text" imports it (registering the TF Text ops the
+# tf_text signatures use; the jobs before it ran without them);
 # {"key", "dir", "signature", "inputs"} calls a signature of the loaded export (outputs "key/name" into the npz
 # argv[2]); {"key", "cli": argv} runs stock saved_model_cli's main (after a line "=== key" on stderr; its stdout and
 # error into the JSON argv[3]).
 CHILD = r"""
 import contextlib, io, json, sys
+preloaded = set(sys.modules)
 import numpy as np
 import tensorflow as tf
 from absl import flags
@@ -75,22 +78,23 @@ jobs = json.load(open(jobs_file))
 arrays, runs = {}, {}
 for job in jobs:
     if job == "tensorflow_text":
+        assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
         import tensorflow_text
     elif "cli" in job:
         runs[job["key"]] = cli(job)
     else:
         arrays.update(call(job))
-assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf was imported"
+assert not any(m.split(".")[0] == "bert_tf" for m in set(sys.modules) - preloaded), "bert_tf was imported"
 assert "tensorflow_text" in jobs or "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
 np.savez(arrays_file, **arrays)
 json.dump(runs, open(runs_file, "w"))
 """
 
 
-def start(args, env=ENV, spawn=forkserver.popen, **kwargs):
-    """Starts a child process (`spawn`: tests/forkserver.py's, or subprocess.Popen for a fresh interpreter); the
-    returned function waits for it and returns (returncode, stdout, stderr)."""
-    proc = spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+def start(args, env=ENV, **kwargs):
+    """Starts a Python child process (tests/forkserver.py's `popen`); the returned function waits for it and returns
+    (returncode, stdout, stderr)."""
+    proc = forkserver.popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
 
     def wait():
         stdout, stderr = proc.communicate()
@@ -99,14 +103,13 @@ def start(args, env=ENV, spawn=forkserver.popen, **kwargs):
 
 
 def start_child(directory, jobs, env=ENV):
-    """Runs CHILD on `jobs` in a fresh interpreter in the background; the returned function waits and returns the
+    """Runs CHILD on `jobs` in a child process in the background; the returned function waits and returns the
     signatures' outputs {"key/name": array}, the saved_model_cli runs {key: {"stdout", "error"}} and the stderr
     written during each run {key: text}."""
     directory.mkdir(parents=True, exist_ok=True)
     jobs_file, arrays, runs = directory / "jobs.json", directory / "out.npz", directory / "runs.json"
     jobs_file.write_text(json.dumps(jobs))
-    wait = start([sys.executable, "-c", CHILD, str(jobs_file), str(arrays), str(runs)], env=env,
-                 spawn=subprocess.Popen, cwd=str(directory))
+    wait = start([sys.executable, "-c", CHILD, str(jobs_file), str(arrays), str(runs)], env=env, cwd=str(directory))
 
     def result():
         returncode, _, stderr = wait()
@@ -126,6 +129,17 @@ def batch_features(tokenizer, texts_a, texts_b, max_seq_length):
     rows = [python_features(tokenizer, a, b, max_seq_length) for a, b in zip(texts_a, texts_b)]
     return {name: np.array([r[i] for r in rows], np.int32)
             for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_grappler():
+    """Grappler's graph rewrites (for speed; what a graph computes stays) off in this process for this module: a
+    loaded text signature's first call spent most of its time optimizing the tokenizer's graph. The CHILD processes
+    (the golden checks, the TF1 loader's) run with TensorFlow's defaults."""
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +218,7 @@ def keras_outputs(model, features, task):
 
 @pytest.mark.slow
 def test_golden_mrpc_through_both_signatures(tmp_path, golden_checkpoint, data_dir):
-    """Export of the golden classifier; a fresh process reproduces the original's MRPC probabilities (2e-6)
+    """Export of the golden classifier; a child process (CHILD) reproduces the original's MRPC probabilities (2e-6)
     through serving_default and serving_text_pair, and the in-graph packing equals the Python pipeline's."""
     export_dir = tmp_path / "mrpc"
     config = BertConfig.from_json_file(f"{golden_checkpoint}/bert_config.json")
@@ -273,8 +287,8 @@ TASK_LABELS = {"encoder": None, "regression": None, "squad": None, "ner": "O,B,I
 
 
 @pytest.mark.slow
-def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
-    """Each task's signatures (its spec's inputs and outputs), reloaded with only tensorflow + tensorflow_text,
+def test_every_task_in_a_child_process(tmp_path, tiny, packing_exports):
+    """Each task's signatures (its spec's inputs and outputs), reloaded in CHILD (tensorflow_text imported),
     equal the Keras model (1e-5); text longer than max_seq_length is truncated by the original rule. The ner
     export with text signatures is packing_exports' (tf_text, packed to the longest text)."""
     max_len = PACKING_MAX_LEN
@@ -338,8 +352,8 @@ def test_every_task_in_a_fresh_process(tmp_path, tiny, packing_exports):
 
 @pytest.fixture(scope="module")
 def core_process(tmp_path_factory, packing_exports):
-    """packing_exports' classifier with text_ops=core, without and with use_xla, in one fresh process that never
-    imports tensorflow_text (CHILD, TensorFlow's C++ logs on): serving_text_pair on TEXTS_A, TEXTS_B ("pair"), and
+    """packing_exports' classifier with text_ops=core, without and with use_xla, in one fresh process (CHILD,
+    TensorFlow's C++ logs on) that never imports tensorflow_text: serving_text_pair on TEXTS_A, TEXTS_B ("pair"), and
     stock saved_model_cli's run (the TF1 loader, as TF Serving's) of serving_text on "Hello world!" ("plain", "xla")
     and on a request of one text over max_texts_per_request ("over")."""
     plain, xla = (packing_exports.path("classifier", False, use_xla, "core") for use_xla in (False, True))
@@ -569,7 +583,7 @@ def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, u
     fixed-length ones (within 1e-5) on every real position, for short requests, requests mixing empty and over-long
     texts, and all-empty ones. The fixed-length outputs: SQuAD's export by its default (fixed-length unless told to cut,
     pad_to_max_seq_length=False), the Keras model's on the texts packed to max_seq_length for the others (what their
-    fixed-length exports serve: `test_every_task_in_a_fresh_process`). The tensor signature takes any length; under
+    fixed-length exports serve: `test_every_task_in_a_child_process`). The tensor signature takes any length; under
     use_xla its per-token outputs come back at the length sent."""
     max_len, multiple = PACKING_MAX_LEN, PACKING_MULTIPLE
     squad_fixed = packing_exports.load("squad", True).signatures["serving_text_pair"]
