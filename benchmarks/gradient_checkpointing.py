@@ -112,21 +112,20 @@ class StepLog(logging.Handler):
             self.last = record.created
 
 
-def child_main(args):
+def train_steps(bert_config, batch, seq_length, steps, output_dir, **settings):
+    """Trains a BertClassifier (2 labels) of `bert_config` from random weights for `steps` updates on random token
+    ids (batch x seq_length, no padding) with the Trainer (one device, one update per loop, `settings`), in a new
+    `output_dir`. Returns (the Trainer, its StepLog)."""
     import numpy as np
     import tensorflow as tf
     from absl import logging as absl_logging
 
-    from bert_tf.model.config import BertConfig
     from bert_tf.model.task_models import BertClassifier
     from bert_tf.training import distribute
     from bert_tf.training.trainer import Trainer
 
-    config = json.loads(args.child)
-    bert_config = BertConfig.from_json_file(os.path.join(REPO, "configs", MODELS[config["model"]],
-                                                         "bert_config.json"))
-    batch, rng = config["batch_size"], np.random.RandomState(0)
-    ids = rng.randint(1000, bert_config.vocab_size, (batch, args.seq_length)).astype(np.int32)
+    rng = np.random.RandomState(0)
+    ids = rng.randint(1000, bert_config.vocab_size, (batch, seq_length)).astype(np.int32)
     features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
     labels = {"label_ids": rng.randint(0, 2, batch).astype(np.int32)}
 
@@ -139,15 +138,26 @@ def child_main(args):
 
     absl_logging.set_verbosity(absl_logging.INFO)
     tf.keras.utils.set_random_seed(0)
-    output_dir = os.path.join(args.work_dir, "runs", name(config).replace(" ", "_"))
     shutil.rmtree(output_dir, ignore_errors=True)  # a new run, not the resumption of an earlier one
     trainer = Trainer(lambda: BertClassifier(bert_config, 2), loss_fn, output_dir,
                       strategy=distribute.get_strategy("one_device"), iterations_per_loop=1,
-                      save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, use_xla=config["use_xla"],
-                      mixed_precision=args.mixed_precision, gradient_checkpointing=config["gradient_checkpointing"])
+                      save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, **settings)
     log = StepLog(time.time())
     logging.getLogger("absl").addHandler(log)
-    trainer.train(dataset_fn, batch, args.warmup + args.steps, 0, seed=0)
+    trainer.train(dataset_fn, batch, steps, 0, seed=0)
+    return trainer, log
+
+
+def child_main(args):
+    from bert_tf.model.config import BertConfig
+
+    config = json.loads(args.child)
+    bert_config = BertConfig.from_json_file(os.path.join(REPO, "configs", MODELS[config["model"]],
+                                                         "bert_config.json"))
+    _, log = train_steps(bert_config, config["batch_size"], args.seq_length, args.warmup + args.steps,
+                         os.path.join(args.work_dir, "runs", name(config).replace(" ", "_")),
+                         use_xla=config["use_xla"], mixed_precision=args.mixed_precision,
+                         gradient_checkpointing=config["gradient_checkpointing"])
     timed = log.steps[args.warmup:]
     measure.emit_result({"losses": [s["loss"] for s in log.steps],
                          "step_seconds": [s["seconds"] for s in timed], "peak_rss_before_save_mb":

@@ -86,6 +86,16 @@ def define_classifier_flags():
                         "for the task.")
     flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(classifier.PROCESSORS) + ".")
     flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train (translated MultiNLI) and evaluate on.")
+    define_class_weights_flag()
+
+
+def define_class_weights_flag():
+    """--class_weights (run_classifier.py, run_ner.py)."""
+    flags.DEFINE_string("class_weights", run_default("class_weights"), "Weigh the training loss by the gold label: "
+                        "'balanced' (n_examples / (n_labels * the label's count) in the training set) or a comma "
+                        "list of positive numbers, one per label in label_list order (run_ner.py: per tag). The loss "
+                        "is then sum(w * loss) / sum(w) over each batch; eval_loss stays unweighted. Default: "
+                        "unweighted, as the original.")
 
 
 def define_run_flags():
@@ -128,6 +138,21 @@ def define_training_flags():
                       "classifier as BertTextClassifier; other heads left out; keras-hub needed).")
     flags.DEFINE_integer("seed", run_default("seed"), "Seed for Python, NumPy and TensorFlow (head initialization, "
                          "dropout, shuffling); unset: not seeded, as the original.", lower_bound=0)
+    # Evaluation during training, the best checkpoint, early stopping (bert_tf.tasks.evaluation).
+    flags.DEFINE_integer("eval_every_steps", run_default("eval_every_steps"), "With --do_train and --do_eval, also "
+                         "evaluate on the dev set every this many steps (and at the end), each evaluation logged, in "
+                         "TensorBoard (output_dir/eval) and in output_dir/eval_history.jsonl. 0: once, after training "
+                         "(the original).", lower_bound=0)
+    flags.DEFINE_string("best_metric", run_default("best_metric"), "A key of the task's eval results (eval_accuracy, "
+                        "eval_loss, ...; MNLI: the matched dev set's): the best evaluation's weights are kept in "
+                        "output_dir/best, and after training eval_results.txt, --do_predict and the exports are the "
+                        "best's. Needs --eval_every_steps.")
+    flags.DEFINE_enum("best_metric_mode", run_default("best_metric_mode"), ["max", "min"], "Whether the best "
+                      "--best_metric is the highest or the lowest. Default: min for a key ending in loss, else max.")
+    flags.DEFINE_integer("early_stopping_patience", run_default("early_stopping_patience"), "Stop training after this "
+                         "many evaluations without improvement of --best_metric (0: never).", lower_bound=0)
+    flags.DEFINE_float("early_stopping_min_delta", run_default("early_stopping_min_delta"), "An improvement of "
+                       "--best_metric is by more than this.", lower_bound=0.0)
     define_distribution_flags()
 
 
@@ -182,6 +207,20 @@ def define_distribution_flags():
     flags.DEFINE_enum("optimizer", run_default("optimizer"), list(optimization.OPTIMIZERS), "adamw: the original's "
                       "AdamWeightDecay on warmup + linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with "
                       "power 0.5 after the warmup, bias-corrected moments, layer-wise trust ratio).")
+    # Which weights train, at which rate; op determinism (bert_tf.training.layers).
+    flags.DEFINE_float("layerwise_lr_decay", run_default("layerwise_lr_decay"), "RHO: transformer layer i (0 the "
+                       "lowest) of L trains at learning_rate x RHO^(L-i), the embeddings at x RHO^(L+1), the pooler "
+                       "and the heads at learning_rate, at every step of the schedule, weight decay scaled alike "
+                       "(e.g. 0.9). 1.0: one rate, as the original.")
+    positive("layerwise_lr_decay")
+    flags.DEFINE_integer("freeze_layers", run_default("freeze_layers"), "Keep the embeddings and this many lowest "
+                         "transformer layers fixed (no gradients, no optimizer state: less memory and time); -1: the "
+                         "whole encoder with its pooler, training the head alone (a linear probe). Checkpoints and "
+                         "exports hold every weight. 0: nothing frozen.", lower_bound=-1)
+    flags.DEFINE_bool("deterministic", run_default("deterministic"), "TensorFlow's op determinism "
+                      "(tf.config.experimental.enable_op_determinism; needs --seed): a rerun on the same GPU gives the "
+                      "same numbers, at the cost of slower deterministic GPU kernels (some ops then raise an error "
+                      "instead). Seeded CPU runs are bit-identical without it.")
     define_length_flags()
     flags.DEFINE_bool("group_by_length", run_default("group_by_length"), "Training batches of examples of similar "
                       "lengths (tf.data's bucket_by_sequence_length), each cut to its longest: less padding than the "

@@ -12,6 +12,7 @@ Example (MRPC, as in the original README):
     --output_dir=/tmp/mrpc_output/
 
 Outputs in output_dir: checkpoints (ckpt-<step>), train/eval/predict.tf_record, eval_results.txt,
+eval_metrics.json (per label precision, recall, F1, support; macro and weighted F1; the confusion matrix),
 test_results.tsv, the GLUE submission file (MRPC.tsv, MNLI-m.tsv, ...; predictions.tsv for tsv) and, for the tsv
 task, label_list.txt.
 """

@@ -3,7 +3,8 @@
 data_dir holds train.txt, valid.txt (or dev.txt) and test.txt (`token POS chunk NER` per line). Writes to
 output_dir: label_list.txt (the label order), checkpoints, eval_results.txt (`key = value`: entity-level
 precision/recall/F1 with seqeval, overall and per type), eval_report.txt (seqeval's per-type table),
-eval_predictions.txt and test_results.txt (`token gold predicted` per line, a blank line between sentences).
+eval_metrics.json (per type, macro and weighted F1, the tags' confusion matrix), eval_predictions.txt and
+test_results.txt (`token gold predicted` per line, a blank line between sentences).
 See bert_tf/tasks/ner.py for the sub-token labels and the splitting of long sentences.
 
 Example:
@@ -23,6 +24,7 @@ flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt (or d
                     "CoNLL-2003 format.")
 flags.DEFINE_string("label_list", None, "Comma-separated labels in the order of the model's outputs (default: "
                     "output_dir/label_list.txt of the training run, else the sorted labels of train.txt).")
+bert_flags.define_class_weights_flag()
 bert_flags.define_model_flags()
 bert_flags.define_run_flags()
 

@@ -26,10 +26,12 @@ import json
 import os
 import runpy
 import selectors
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 import types
 
 DEVNULL, PIPE, STDOUT = subprocess.DEVNULL, subprocess.PIPE, subprocess.STDOUT
@@ -273,6 +275,18 @@ def popen(args, stdout=None, stderr=None, env=None, cwd=None, text=False):
             return Popen(args, stdout=stdout, stderr=stderr, env=child_env, cwd=cwd, text=text)
     return subprocess.Popen(args, stdout=stdout, stderr=stderr, env=env, cwd=cwd, text=text,
                             stdin=DEVNULL)
+
+
+def kill_once_exists(args, path, log, env=None, cwd=None):
+    """Runs `args` (`popen`, its stderr in the file `log`) and SIGKILLs it once `path` exists (a test of a run
+    killed at a point it has reached); AssertionError with the log's end if it ended by itself first."""
+    with open(log, "w") as stderr:
+        process = popen(args, stdout=DEVNULL, stderr=stderr, env=env, cwd=cwd)
+        while not os.path.exists(path) and process.poll() is None:
+            time.sleep(0.002)
+        process.send_signal(signal.SIGKILL)
+        returncode = process.wait()
+    assert returncode == -signal.SIGKILL, f"the run ended by itself ({returncode}):\n" + open(log).read()[-3000:]
 
 
 def run(args, capture_output=False, text=False, env=None, cwd=None, timeout=None, check=False):

@@ -8,7 +8,8 @@ Each word is tokenized on its own (one [UNK] if nothing is left); its first sub-
 other position label id -1 (out of the loss and the predictions). A sentence over max_seq_length - 2 sub-tokens is
 split greedily into windows of whole words, each word in exactly one; a single longer word is cut (never its first
 sub-token). Metrics: seqeval's entity-level precision/recall/F1 (conlleval mode: IOB1 and IOB2), micro and per
-type; token accuracy; eval_loss, the mean per-window loss.
+type; token accuracy; eval_loss, the mean per-window loss. eval_metrics.json: seqeval's figures per entity type, and
+the confusion matrix of the words' tags. --class_weights weighs the loss per tag (`ClassWeightedLoss`).
 """
 import collections
 import os
@@ -23,6 +24,8 @@ from bert_tf.data import label_lists, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files
+from bert_tf.tasks.classifier.metrics import class_metrics, write_class_metrics
+from bert_tf.tasks.classifier.task import ClassWeightedLoss, class_weights, parse_class_weights
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
@@ -282,6 +285,18 @@ def compute_metrics(gold, predicted):
     return results, text
 
 
+def entity_metrics(gold, predicted, label_list):
+    """eval_metrics.json's figures (`class_metrics`): seqeval's per entity type, the tags' confusion matrix of the
+    words."""
+    report = seqeval_metrics.classification_report(gold, predicted, output_dict=True, zero_division=0)
+    per_type = {name: (scores["precision"], scores["recall"], scores["f1-score"], scores["support"])
+                for name, scores in report.items() if not name.endswith(" avg")}
+    index = {label: i for i, label in enumerate(label_list)}
+    true_ids, predicted_ids = ([index[label] for labels in sequences for label in labels]
+                               for sequences in (gold, predicted))
+    return class_metrics(per_type, label_list, true_ids, predicted_ids)
+
+
 def conll_output(examples, predicted):
     """The CoNLL lines: `token gold predicted` per word, a blank line after each sentence."""
     lines = []
@@ -340,8 +355,12 @@ class NerTask(Task):
         self.label_list = None
         self.examples = {}
 
+    def check_flags(self, run):
+        parse_class_weights(run.class_weights)
+
     def read_inputs(self, run, config):
-        """Resolves the labels and reads and checks every input file the run needs, before any model work."""
+        """Resolves the labels and reads and checks every input file the run needs, before any model work; weighs the
+        loss by --class_weights."""
         self.label_list, source = resolve_label_list(run.output_dir, self.data_dir, self.label_list_arg,
                                                      run.do_train)
         warn_if_not_bio(self.label_list)
@@ -353,6 +372,9 @@ class NerTask(Task):
         hint = "; --label_list can name labels train.txt lacks" if source.endswith("train.txt") else ""
         for examples in self.examples.values():
             check_labels(examples, self.label_list, f"the label list ({source}{hint})")
+        if run.do_train and run.class_weights:
+            tags = [label for example in self.examples["train"] for label in example.labels]
+            self.loss = ClassWeightedLoss(masked_loss, class_weights(run.class_weights, self.label_list, tags))
 
     def train_data(self, run, tokenizer, trainer):
         """Saves the label list (the chief), writes work_dir/train.tf_record (a TrainData: number of windows)."""
@@ -367,7 +389,8 @@ class NerTask(Task):
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
 
     def evaluate(self, run, tokenizer, trainer):
-        """Writes eval_results.txt, eval_report.txt and eval_predictions.txt of the dev set; returns the results."""
+        """Writes eval_results.txt, eval_report.txt, eval_metrics.json and eval_predictions.txt of the dev set; returns
+        the results."""
         logging.info("***** Running evaluation *****")
         examples = self.examples["dev"]
         predicted, results, report = evaluate_examples(trainer, examples, self.label_list, tokenizer,
@@ -377,6 +400,8 @@ class NerTask(Task):
         result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
         logging.info("\n%s", report)
         fileio.write_text_atomically(os.path.join(run.output_dir, "eval_report.txt"), report)
+        write_class_metrics(os.path.join(run.output_dir, "eval_metrics.json"),
+                            entity_metrics([e.labels for e in examples], predicted, self.label_list))
         fileio.write_text_atomically(os.path.join(run.output_dir, "eval_predictions.txt"),
                                      conll_output(examples, predicted))
         return results

@@ -20,6 +20,7 @@ from absl import logging
 from bert_tf import checkpoints, fileio
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribute
+from bert_tf.training.config import RunConfig
 
 SETTINGS_FILE = "run_settings.json"
 CONFIG_FILE = "bert_config.json"
@@ -28,11 +29,25 @@ CONFIG_FILE = "bert_config.json"
 def training_settings(run, strategy):
     """The settings of RunConfig `run` under `strategy` that a resumed run must share with the run it continues."""
     lengths = run.sequence_lengths
+    optional = {name: getattr(run, name) for name in OPTIONAL_SETTINGS if getattr(run, name) != _default(name)}
     return {"max_seq_length": run.max_seq_length, "train_batch_size": run.train_batch_size,
             "replicas": strategy.num_replicas_in_sync, "workers": distribute.worker_position(strategy)[1],
             "gradient_accumulation_steps": run.gradient_accumulation_steps,
             "pad_to_max_seq_length": lengths.pad, "seq_length_multiple": lengths.multiple,
-            "group_by_length": lengths.group_by_length}
+            "group_by_length": lengths.group_by_length, **optional}
+
+
+# The settings that change a run's result beyond the original's flags (evaluation during training, the best
+# checkpoint, early stopping, class weights, which weights train and at which rate, op determinism): recorded where
+# not at RunConfig's default, and a run recorded without one ran at its default (`check`), so that output_dirs of
+# runs made before a setting existed still resume, and adding or dropping it is a difference like any other.
+OPTIONAL_SETTINGS = ("eval_every_steps", "best_metric", "best_metric_mode", "early_stopping_patience",
+                     "early_stopping_min_delta", "class_weights", "layerwise_lr_decay", "freeze_layers",
+                     "deterministic")
+
+
+def _default(name):
+    return getattr(RunConfig, name)
 
 
 def data_settings(train_data):
@@ -115,7 +130,8 @@ def check(output_dir, start_over, config=None, settings=None):
                              f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
                              f"--start_over to delete its checkpoints.")
     if settings and fileio.exists(settings_path):
-        differences = _differences(_read_settings(settings_path), settings)
+        defaults = {name: _default(name) for name in OPTIONAL_SETTINGS}
+        differences = _differences({**defaults, **_read_settings(settings_path)}, {**defaults, **settings})
         if differences:
             raise ValueError(f"{output_dir} holds checkpoints of a run with other settings "
                              f"({'; '.join(differences)}; recorded in {settings_path}): resuming it would restore its "

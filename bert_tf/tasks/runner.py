@@ -15,11 +15,12 @@ import functools
 import os
 
 import keras
+import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
 from bert_tf.data import records
-from bert_tf.tasks import run_record
+from bert_tf.tasks import evaluation, run_record
 from bert_tf.training import devices, distribute
 from bert_tf.training.config import RunConfig as RunConfig
 from bert_tf.training.trainer import Trainer
@@ -39,6 +40,10 @@ def prepare(run, task):
     if not any(getattr(run, mode) for mode in task.modes):
         raise ValueError(_NO_MODE[task.modes])
     task.check_flags(run)
+    if run.eval_every_steps and not (run.do_train and run.do_eval and "do_eval" in task.modes):
+        raise ValueError("--eval_every_steps evaluates on the dev set while training: it needs --do_train and "
+                         "--do_eval" + ("" if "do_eval" in task.modes else f", which {type(task).__name__} has not")
+                         + ".")
     loaded = checkpoints.load_pretrained(
         init_checkpoint=run.init_checkpoint, bert_config_file=run.bert_config_file, vocab_file=run.vocab_file,
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
@@ -58,9 +63,10 @@ def make_trainer(run, strategy, build_model, loss_fn, pretrained):
                    pretrained=pretrained)
 
 
-def train(run, task, tokenizer, trainer):
-    """Converts the training set and trains for `Task.train_steps`. The workers first agree on the settings and the
-    data's fingerprint; a run resumes only if its recorded settings are these (`run_record`)."""
+def train(run, task, tokenizer, trainer, controls=None):
+    """Converts the training set and trains for `Task.train_steps`, evaluating with `controls` (an
+    `evaluation.Controls`) every run.eval_every_steps. The workers first agree on the settings and the data's
+    fingerprint; a run resumes only if its recorded settings are these (`run_record`)."""
     data = task.train_data(run, tokenizer, trainer)
     settings = {**run_record.training_settings(run, trainer.strategy), **run_record.data_settings(data)}
     with distribute.naming_lost_workers(trainer.strategy, run.output_dir):
@@ -69,6 +75,8 @@ def train(run, task, tokenizer, trainer):
     num_train_steps, num_warmup_steps = task.train_steps(run, data.num_examples)
     if run.start_over:
         run_record.delete_checkpoints(trainer.work_dir)
+        if trainer.is_chief:
+            evaluation.delete(run.output_dir)
     run_record.record(trainer.work_dir, trainer.model.bert.config if trainer.is_chief else None, settings)
     logging.info("***** Running training *****")
     if data.num_examples is not None:
@@ -79,7 +87,8 @@ def train(run, task, tokenizer, trainer):
     meanwhile = functools.partial(task.prepare_evaluation, run, trainer) if run.do_eval else None
     with records.naming_corrupt_records(data.files):
         return trainer.train(data.dataset_fn, run.train_batch_size, num_train_steps, num_warmup_steps,
-                             seed=run.seed, meanwhile=meanwhile, save_last_in_background=True)
+                             seed=run.seed, meanwhile=meanwhile, save_last_in_background=True,
+                             evaluate_every=run.eval_every_steps, on_evaluation=controls and controls.on_evaluation)
 
 
 def export(run, task, trainer):
@@ -110,6 +119,8 @@ def run(task, run_config):
     """Runs `task` as its script would. Under multi_worker_mirrored every worker trains; the chief alone then
     evaluates, predicts and exports. Returns (the task's evaluation results, its prediction results: e.g. SQuAD's
     official evaluation when the predict file has answers), each None where not run or on a worker but the chief."""
+    if run_config.deterministic:  # before any op
+        tf.config.experimental.enable_op_determinism()
     run_config, pretrained = prepare(run_config, task)
     config, tokenizer = pretrained.config, pretrained.tokenizer
     # Before the task reads its inputs: --num_cpu_devices and multi_worker_mirrored must precede any TensorFlow op.
@@ -128,13 +139,17 @@ def run(task, run_config):
     trainer = make_trainer(run_config, strategy,
                            lambda: task.build_model(config, restored=pretrained.restored), task.loss,
                            pretrained)
-    if run_config.do_train:
-        train(run_config, task, tokenizer, trainer)
-    elif trainer.is_chief:  # eval / predict / export only: the latest checkpoint of output_dir, else init_checkpoint
-        trainer.restore_for_predict(required_heads=task.heads)
+    controls = evaluation.Controls(run_config, task, tokenizer, trainer) if run_config.eval_every_steps else None
     eval_results = predict_results = None
+    if run_config.do_train:
+        train(run_config, task, tokenizer, trainer, controls)
+        if controls and trainer.is_chief:  # the best weights (--best_metric); their evaluation if it ran last
+            eval_results = controls.finish()
+    elif trainer.is_chief:  # eval / predict / export only: output_dir/best, its latest checkpoint, init_checkpoint
+        if not evaluation.restore_best(trainer, task.heads):
+            trainer.restore_for_predict(required_heads=task.heads)
     if trainer.is_chief:
-        if run_config.do_eval and "do_eval" in task.modes:
+        if run_config.do_eval and "do_eval" in task.modes and eval_results is None:
             eval_results = task.evaluate(run_config, tokenizer, trainer)
         if run_config.do_predict and "do_predict" in task.modes:
             predict_results = task.predict(run_config, tokenizer, trainer)

@@ -3,7 +3,8 @@
 Data: data_dir's official SWAG CSVs, train.csv, val.csv and test.csv (no `label`); columns found by name, only
 sent1, sent2, ending0..ending3 and label read. Each choice is the pair (sent1, sent2 + " " + ending_i), packed and
 truncated as the original packs pairs; the model scores each choice's [CLS] vector (`cls/swag/output_weights`
-[1, H]) and the loss is the cross-entropy of the gold choice under a softmax over the four.
+[1, H]) and the loss is the cross-entropy of the gold choice under a softmax over the four. No eval_metrics.json or
+--class_weights: the classes are choice positions, which per-class figures do not describe.
 """
 import collections
 import csv

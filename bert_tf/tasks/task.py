@@ -6,7 +6,8 @@
   train_data(run, tokenizer, trainer)  (do_train) -> TrainData
   train_steps(run, num_examples)       (do_train) -> (num_train_steps, num_warmup_steps)
   prepare_evaluation(run, trainer)     (do_train with do_eval) traces the evaluation while training's graph is optimized
-  evaluate(run, tokenizer, trainer)    (do_eval) the dev set's outputs -> results (a dict)
+  evaluate(run, tokenizer, trainer)    (do_eval) the dev set's outputs -> results (a dict); with --eval_every_steps
+                                       also during training (bert_tf.tasks.evaluation), read by `flat_results`
   predict(run, tokenizer, trainer)     (do_predict) the test set's outputs -> results or None
 and reads `spec` (its model's `task_models.TaskSpec`, whence `heads` and `export_task`), `modes`, `label_list`,
 `min_seq_length`, `needs_vocab` and `loss` (per-example [B] float32, or a bert_tf.training.losses batch loss).
@@ -81,6 +82,11 @@ class Task(abc.ABC):
 
     def predict(self, run, tokenizer, trainer):
         raise NotImplementedError(f"{type(self).__name__} has no do_predict.")
+
+    def flat_results(self, results):
+        """`evaluate`'s results as one dict of eval_results.txt's keys: what eval_history.jsonl records and
+        --best_metric names."""
+        return results
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -8,7 +8,7 @@ tasks read them from it). The training fields are checked when a RunConfig is ma
 import dataclasses
 
 from bert_tf.data import lengths
-from bert_tf.training import distribute, optimization
+from bert_tf.training import distribute, layers, optimization
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +65,18 @@ class RunConfig:
     keep_checkpoint_max: int = 5
     optimizer: str = "adamw"  # one of optimization.OPTIMIZERS
     fused_adam: bool = True
+    # Which weights train, at which rate; op determinism (bert_tf.training.layers).
+    layerwise_lr_decay: float = 1.0  # RHO: transformer layer i of L trains at lr x RHO^(L-i) (1.0: off)
+    freeze_layers: int = 0  # the embeddings and this many lowest layers are not trained (-1: the whole encoder)
+    deterministic: bool = False  # TensorFlow's op determinism (needs seed)
+    # Evaluation during training, the best checkpoint, early stopping (bert_tf.tasks.evaluation).
+    eval_every_steps: int = 0  # evaluate on dev every this many steps and at the end (0: once, after training)
+    best_metric: str | None = None  # a key of the task's eval results: its best evaluation's weights are kept
+    best_metric_mode: str | None = None  # max or min (None: min for a key ending in "loss", else max)
+    early_stopping_patience: int = 0  # stop after this many evaluations without improvement (0: never)
+    early_stopping_min_delta: float = 0.0  # an improvement is by more than this
+    # Class weights of the training loss (classifier, NER: bert_tf.tasks.classifier.task.ClassWeightedLoss).
+    class_weights: str = ""  # "balanced" or a comma list, one per label ("": unweighted, the original)
 
     def __post_init__(self):
         if self.gradient_accumulation_steps < 1:
@@ -74,6 +86,21 @@ class RunConfig:
                              f"{', '.join(optimization.OPTIMIZERS)}.")
         if self.optimizer != "adamw" and self.adam_bias_correction:
             raise ValueError("--adam_bias_correction applies to --optimizer=adamw only (lamb always corrects).")
+        if self.layerwise_lr_decay <= 0 or self.freeze_layers < layers.FREEZE_ENCODER:
+            raise ValueError(f"--layerwise_lr_decay must be > 0 (got {self.layerwise_lr_decay}) and --freeze_layers "
+                             f">= {layers.FREEZE_ENCODER} (got {self.freeze_layers}).")
+        if self.deterministic and self.seed is None:
+            raise ValueError("--deterministic needs --seed: op determinism repeats a run only from the same seed.")
+        if self.eval_every_steps < 0 or self.early_stopping_patience < 0 or self.early_stopping_min_delta < 0:
+            raise ValueError("--eval_every_steps, --early_stopping_patience and --early_stopping_min_delta must be "
+                             ">= 0.")
+        if self.best_metric_mode not in (None, "max", "min"):
+            raise ValueError(f"--best_metric_mode must be max or min, got {self.best_metric_mode!r}.")
+        if (self.best_metric or self.early_stopping_patience) and not self.eval_every_steps:
+            raise ValueError("--best_metric and --early_stopping_patience need --eval_every_steps > 0 (evaluations "
+                             "during training to compare).")
+        if self.early_stopping_patience and not self.best_metric:
+            raise ValueError("--early_stopping_patience needs --best_metric: the metric whose improvement it awaits.")
 
     @property
     def fixed_batches(self):

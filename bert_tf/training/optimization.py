@@ -8,8 +8,9 @@
 
 Both clip gradients to global norm 1.0 and decay every variable whose name matches none of "LayerNorm",
 "layer_norm", "bias". Update t takes the rate of step t, as the original's schedule is written (NVIDIA's TF1 graph
-reads t + 1). Not done here: NVIDIA's accumulation clips each micro-batch (bert-tf clips the sum), and its
-run_pretraining.py multiplies --learning_rate by the Horovod workers.
+reads t + 1). `learning_rate_multipliers` ({variable path: m}, bert_tf.training.layers) scale a variable's rate, its
+weight decay with it (lr x m in every row above). Not done here: NVIDIA's accumulation clips each micro-batch
+(bert-tf clips the sum), and its run_pretraining.py multiplies --learning_rate by the Horovod workers.
 """
 import re
 
@@ -64,11 +65,12 @@ class BertOptimizer(keras.optimizers.Optimizer):
     `sum_replica_gradients=False`: the gradients come already summed over the replicas (Keras would clip each
     replica's part by its own norm, then sum; `bert_tf.training.update` sums first, so clipping sees the whole
     batch's gradient). `jit_update`: each device's update in one XLA program (`device_update`).
+    `learning_rate_multipliers`: {variable path: its rate's multiplier}, 1 for a variable not named.
     """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                  exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, bias_correction=False, global_clipnorm=CLIP_NORM,
-                 sum_replica_gradients=True, jit_update=False, **kwargs):
+                 sum_replica_gradients=True, jit_update=False, learning_rate_multipliers=None, **kwargs):
         super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm, **kwargs)
         self.jit_update = jit_update
         self.weight_decay_rate = weight_decay_rate
@@ -78,6 +80,7 @@ class BertOptimizer(keras.optimizers.Optimizer):
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
         self.bias_correction = bias_correction
         self.sum_replica_gradients = sum_replica_gradients
+        self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
 
     def build(self, var_list):
         if self.built:
@@ -86,6 +89,7 @@ class BertOptimizer(keras.optimizers.Optimizer):
         self._m = [self.add_variable_from_reference(v, "adam_m") for v in var_list]
         self._v = [self.add_variable_from_reference(v, "adam_v") for v in var_list]
         self._decay = [self.decays(v) for v in var_list]
+        self._multiplier = [float(self.learning_rate_multipliers.get(v.path, 1.0)) for v in var_list]
 
     def decays(self, variable):
         """Whether weight decay applies to `variable` (a Keras variable or a name)."""
@@ -114,6 +118,12 @@ class BertOptimizer(keras.optimizers.Optimizer):
                 self.update_step(gradient, variable, learning_rate)
         return tf.function(update, jit_compile=True, autograph=False)
 
+    def variable_rate(self, learning_rate, variable):
+        """`learning_rate` in `variable`'s dtype, times its multiplier."""
+        learning_rate = ops.cast(learning_rate, variable.dtype)
+        multiplier = self._multiplier[self._get_variable_index(variable)]
+        return learning_rate if multiplier == 1.0 else learning_rate * multiplier
+
     def _adam_update(self, gradient, variable):
         """Advances the moments; returns m_hat / (sqrt(v_hat) + epsilon) (+ weight_decay_rate * variable), before lr."""
         index = self._get_variable_index(variable)
@@ -139,7 +149,7 @@ class BertOptimizer(keras.optimizers.Optimizer):
                 "beta_2": self.beta_2, "epsilon": self.epsilon,
                 "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
                 "bias_correction": self.bias_correction, "sum_replica_gradients": self.sum_replica_gradients,
-                "jit_update": self.jit_update}
+                "jit_update": self.jit_update, "learning_rate_multipliers": self.learning_rate_multipliers}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -164,7 +174,7 @@ class AdamWeightDecay(BertOptimizer):
             self._scalars = None
 
     def update_step(self, gradient, variable, learning_rate):
-        learning_rate = ops.cast(learning_rate, variable.dtype)
+        learning_rate = self.variable_rate(learning_rate, variable)
         if self.fused and not self.bias_correction:
             self._fused_update(gradient, variable, learning_rate)
         else:
@@ -219,7 +229,7 @@ class Lamb(BertOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         update = self._adam_update(gradient, variable)
-        lr = ops.cast(learning_rate, variable.dtype)
+        lr = self.variable_rate(learning_rate, variable)
         if self._adapt[self._get_variable_index(variable)]:
             w_norm, u_norm = ops.norm(ops.reshape(variable, [-1])), ops.norm(ops.reshape(update, [-1]))
             lr = lr * ops.where(ops.logical_and(w_norm > 0, u_norm > 0), w_norm / u_norm, 1.0)
@@ -254,12 +264,14 @@ def learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01,
-                     sum_replica_gradients=True, optimizer="adamw", global_clipnorm=CLIP_NORM, fused=True):
+                     sum_replica_gradients=True, optimizer="adamw", global_clipnorm=CLIP_NORM, fused=True,
+                     learning_rate_multipliers=None):
     """The pretraining/fine-tuning optimizer on its schedule. `bias_correction` and `fused` are adamw's (lamb is
     always bias-corrected); `global_clipnorm=None` for a caller that clips itself (bert_tf.training.update)."""
     schedule = learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer)
     common = {"learning_rate": schedule, "weight_decay_rate": weight_decay_rate,
-              "sum_replica_gradients": sum_replica_gradients, "global_clipnorm": global_clipnorm}
+              "sum_replica_gradients": sum_replica_gradients, "global_clipnorm": global_clipnorm,
+              "learning_rate_multipliers": learning_rate_multipliers}
     if optimizer == "lamb":
         return Lamb(**common)
     return AdamWeightDecay(bias_correction=bias_correction, fused=fused, **common)

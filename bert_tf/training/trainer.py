@@ -27,7 +27,7 @@ from absl import logging
 from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
-from bert_tf.training import distribute, feed, losses, prediction, run_state, summaries, update
+from bert_tf.training import distribute, feed, layers, losses, prediction, run_state, summaries, update
 from bert_tf.training.config import RunConfig
 
 
@@ -68,6 +68,7 @@ class Trainer:
         with self.strategy.scope():
             self.model = build_model()
             checkpoints.model_parts(self.model)["bert"].set_gradient_checkpointing(config.gradient_checkpointing)
+            layers.freeze(self.model, config.freeze_layers)  # before the optimizer: no slots for them
             if config.gradient_checkpointing:
                 logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
                              "backward pass")
@@ -132,18 +133,28 @@ class Trainer:
     # --- training ------------------------------------------------------------------------------------------
 
     def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None, meanwhile=None,
-              save_last_in_background=False):
-        """Trains until global_step == num_train_steps. Returns the last loop's mean loss; `self.figures` holds its
-        figures, which also go to TensorBoard (output_dir/train) and the log.
+              save_last_in_background=False, evaluate_every=0, on_evaluation=None):
+        """Trains until global_step == num_train_steps. Returns the last loop's mean loss (None when no update ran);
+        `self.figures` holds its figures, which also go to TensorBoard (output_dir/train) and the log.
 
         `seed`: the input order's seed of a new run (None: random); a resumed run keeps its checkpoint's.
         `meanwhile()` runs while TensorFlow optimizes the traced graph (e.g. `prepare_predict`).
         `save_last_in_background`: returns before the last checkpoint is complete (`wait_for_checkpoint`).
+        `on_evaluation(step) -> stop` (with `evaluate_every` > 0): runs on the chief at every multiple of
+        evaluate_every and at num_train_steps, after that step's checkpoint is saved, and on resuming at such a step;
+        every worker stops there when it returns True. The input stays open across it.
         """
         with distribute.naming_lost_workers(self.strategy, self.output_dir):
             manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps,
                                                        num_warmup_steps, seed)
         step = self.step
+        every = evaluate_every if on_evaluation else 0
+
+        def evaluating(step):
+            return bool(every) and (step % every == 0 or step == num_train_steps)
+
+        if step and evaluating(step) and self._stops(on_evaluation, step):
+            return None
         if step >= num_train_steps:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
             return None
@@ -154,7 +165,8 @@ class Trainer:
             train_loop = self._prepare_train_loop(input_feed, latest, meanwhile)
             while step < num_train_steps:
                 chunk = min(self.iterations_per_loop, num_train_steps - step,
-                            self.save_checkpoints_steps - step % self.save_checkpoints_steps)
+                            self.save_checkpoints_steps - step % self.save_checkpoints_steps,
+                            *([every - step % every] if every else []))
                 start = time.time()
                 with distribute.naming_lost_workers(self.strategy, self.output_dir):
                     figures = {name: float(value) for name, value in train_loop(tf.constant(chunk)).items()}
@@ -165,13 +177,25 @@ class Trainer:
                 figures["examples_per_second"] = chunk * global_batch_size / elapsed
                 self.figures = figures
                 self._report(writer, bar, chunk, step, num_train_steps, figures)
-                if step == num_train_steps and save_last_in_background:
+                if step == num_train_steps and save_last_in_background and not evaluating(step):
                     self.state.save_in_background(manager, step)
-                elif step % self.save_checkpoints_steps == 0 or step == num_train_steps:
-                    self.state.save(manager, step)
+                elif step % self.save_checkpoints_steps == 0 or step == num_train_steps or evaluating(step):
+                    self.state.save(manager, step)  # before an evaluation: a kill after it resumes at or after it
                 if writer is not None and step % self.save_checkpoints_steps == 0:
                     writer.flush()  # the summaries of each checkpoint's span (and at the end, leaving the `with`)
+                if evaluating(step) and self._stops(on_evaluation, step):
+                    break
         return self.figures["loss"]
+
+    def _stops(self, on_evaluation, step):
+        """The chief's `on_evaluation(step)`, which every worker receives (one all-gather): whether to stop."""
+        stop = bool(on_evaluation(step)) if self.is_chief else False
+        if self.num_workers > 1:
+            with distribute.naming_lost_workers(self.strategy, self.output_dir):
+                stop = bool(distribute.worker_values(self.strategy, [int(stop)])[0][0])
+        if stop:
+            logging.info("Training stops at step %d (the chief's evaluation ended it).", step)
+        return stop
 
     def _start(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed):
         """Builds the optimizer, sets the input's seed, opens the input, resumes the latest checkpoint. Returns

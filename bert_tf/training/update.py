@@ -9,18 +9,19 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.training import losses, optimization
+from bert_tf.training import layers, losses, optimization
 
 
 def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
-    """`config`'s optimizer, built in `strategy`'s scope; it applies the gradients as given (`Update` sums and
-    clips them), with loss scaling under mixed_float16."""
+    """`config`'s optimizer, built in `strategy`'s scope for `model`'s trainable variables (`layers.freeze`); it
+    applies the gradients as given (`Update` sums and clips them), with loss scaling under mixed_float16."""
+    multipliers = layers.learning_rate_multipliers(model, config.layerwise_lr_decay)  # all 1.0 by default
     with strategy.scope():
         optimizer = optimization.create_optimizer(config.learning_rate, num_train_steps, num_warmup_steps,
                                                   bias_correction=config.adam_bias_correction,
                                                   sum_replica_gradients=False, optimizer=config.optimizer,
                                                   global_clipnorm=None,  # Update.replica_step clips
-                                                  fused=config.fused_adam)
+                                                  fused=config.fused_adam, learning_rate_multipliers=multipliers)
         if config.mixed_precision == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
@@ -81,9 +82,11 @@ def add_gradients(a, b):
 
 def gradients(model, loss, optimizer, features, labels, totals):
     """(shares, gradients) of one micro-batch: its shares of the update's figures given the update's weight
-    `totals` (bert_tf.training.losses), and the gradients of its loss share (scaled under mixed_float16)."""
+    `totals` (bert_tf.training.losses), and the gradients of its loss share (scaled under mixed_float16). The
+    tape records only what reads a trainable variable: nothing of frozen layers below them is kept."""
     variables = model.trainable_variables
-    with tf.GradientTape() as tape:
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([v.value for v in variables])
         outputs = model(features, training=True)
         shares = losses.shares(loss, labels, outputs, totals)
         scaled = optimizer.scale_loss(shares["loss"])

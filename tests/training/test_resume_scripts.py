@@ -7,10 +7,7 @@ and, for pretraining, tiny_pretraining's records of varying lengths."""
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 
 import forkserver
 import numpy as np
@@ -79,19 +76,7 @@ def _latest_step(output_dir):
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
-def _run_and_kill(command, output_dir, log):
-    """Runs `command`, SIGKILLs it once its first checkpoint is written; returns the step it got to."""
-    with open(log, "w") as stderr:
-        process = forkserver.popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
-        while not os.path.exists(os.path.join(output_dir, "checkpoint")) and process.poll() is None:
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)
-        returncode = process.wait()
-    assert returncode == -signal.SIGKILL, f"the run ended by itself ({returncode}):\n" + open(log).read()[-3000:]
-    return _latest_step(output_dir)
-
-
-def _variables(output_dir):
+def checkpoint_variables(output_dir):
     """The checkpoint's tensors by name, except the input iterators' states (variant tensors NumPy cannot read;
     the rest of the run depends on them, so equal weights at the end prove they resumed right)."""
     reader = tf.train.load_checkpoint(str(output_dir))
@@ -109,13 +94,15 @@ def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, run_ma
     script, vocab, task_flags = task(data)
     flags = COMMON + tiny_classifier.model_flags(tmp_path, vocab, **tiny_classifier.L1_H16) + task_flags
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    step = _run_and_kill(_command(script, flags, killed), killed, tmp_path / "killed.log")
+    forkserver.kill_once_exists(_command(script, flags, killed), os.path.join(killed, "checkpoint"),
+                                tmp_path / "killed.log", cwd=REPO)
+    step = _latest_step(killed)
     assert 0 < step < NUM_STEPS, f"killed at step {step}: not mid-run"
     errors, logs = run_main(os.path.join(REPO, "run_scripts", script), [*flags, f"--output_dir={killed}"],
                             [*flags, f"--output_dir={straight}"], with_logs=True)
     assert errors == [None, None], (errors, logs[-3000:])
     assert f"Resuming from {killed}/ckpt-{step} at step {step}" in logs
-    expected, got = _variables(straight), _variables(killed)
+    expected, got = checkpoint_variables(straight), checkpoint_variables(killed)
     assert int(got["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == NUM_STEPS
     assert sorted(got) == sorted(expected)
     for name in expected:

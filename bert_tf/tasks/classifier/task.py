@@ -1,10 +1,13 @@
-"""run_classifier.py's job: evaluation (eval_results.txt), prediction (test_results.tsv as the original prints float32,
-and the GLUE submission files) and `ClassifierTask`, which `bert_tf.tasks.runner` runs.
+"""run_classifier.py's job: evaluation (eval_results.txt, eval_metrics.json), prediction (test_results.tsv as the
+original prints float32, and the GLUE submission files), the class-weighted loss (--class_weights; run_ner.py's too)
+and `ClassifierTask`, which `bert_tf.tasks.runner` runs.
 
 Evaluation and prediction take one path (`run_model`): the examples go to the original's record file
 (eval.tf_record, predict.tf_record: a user's tooling may read them), and the model runs on their features, held in
 memory, in the one prediction loop (`bert_tf.training.prediction.predict_in_order`).
 """
+import collections
+import math
 import os
 
 import numpy as np
@@ -22,7 +25,7 @@ from bert_tf.tasks.classifier.features import (
     file_based_convert_examples_to_features,
     file_based_input_fn_builder,
 )
-from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, task_key
+from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, label_metrics, task_key, write_class_metrics
 from bert_tf.tasks.classifier.processors import (
     LABEL_LIST_FILE,
     TsvProcessor,
@@ -32,7 +35,7 @@ from bert_tf.tasks.classifier.processors import (
 )
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing
-from bert_tf.training import prediction
+from bert_tf.training import losses, prediction
 
 
 def classification_loss(labels, outputs):
@@ -50,6 +53,74 @@ def regression_loss(labels, outputs):
 
 def loss_fn_for(processor):
     return regression_loss if processor.is_regression else classification_loss
+
+
+def parse_class_weights(text):
+    """--class_weights: "" -> None (unweighted, the original), "balanced", or the comma list's numbers (each > 0)."""
+    if not text or text == "balanced":
+        return text or None
+    expected = "expected 'balanced' or a comma list of positive numbers, one per label in label_list order"
+    try:
+        weights = [float(value) for value in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--class_weights={text}: {expected}.") from None
+    bad = [w for w in weights if not (math.isfinite(w) and w > 0)]
+    if bad:
+        raise ValueError(f"--class_weights={text}: {bad[0]} is not a positive number; {expected}.")
+    return weights
+
+
+def class_weights(text, label_list, train_labels):
+    """The loss weight of each label of `label_list` from --class_weights `text`: "balanced" is scikit-learn's
+    n_samples / (n_classes * count) over `train_labels` (the training set's), 0 for a label it lacks."""
+    weights = parse_class_weights(text)
+    if weights == "balanced":
+        counts = collections.Counter(train_labels)
+        present = [label for label in label_list if counts[label]]
+        total = sum(counts[label] for label in present)
+        weights = [total / (len(present) * counts[label]) if counts[label] else 0.0 for label in label_list]
+    elif len(weights) != len(label_list):
+        raise ValueError(f"--class_weights={text}: {len(weights)} weights for {len(label_list)} labels "
+                         f"({', '.join(label_list)}); give one per label, in this order.")
+    logging.info("Class weights: %s", ", ".join(f"{label} {w:.4g}" for label, w in zip(label_list, weights)))
+    return weights
+
+
+class ClassWeightedLoss:
+    """The cross-entropy of `logits` with `label_ids` ([B], or [B, S] with -1 for no label), each weighted by its
+    label's weight: a batch loss (bert_tf.training.losses) `sum(w * l) / sum(w)` over the update's whole batch, as
+    PyTorch's CrossEntropyLoss(weight=...). Along a sequence axis a position's weight is divided by its example's
+    labelled positions, so that equal weights give the original loss (the mean of the examples' means). Called, it
+    is `loss_fn`, the unweighted per-example loss: evaluation's eval_loss stays the original's."""
+    terms = {"loss": losses.Term()}
+
+    def __init__(self, loss_fn, class_weights):
+        self.loss_fn = loss_fn
+        self.class_weights = np.asarray(class_weights, np.float32)
+
+    def __call__(self, labels, outputs):
+        return self.loss_fn(labels, outputs)
+
+    def _positions(self, labels):
+        """(each position's weight [B, S], its label id [B, S], -1 made 0)."""
+        ids = tf.cast(labels["label_ids"], tf.int32)
+        if ids.shape.rank == 1:
+            ids = ids[:, None]
+        labelled = tf.cast(ids >= 0, tf.float32)
+        ids = tf.maximum(ids, 0)
+        share = labelled / tf.maximum(tf.reduce_sum(labelled, -1, keepdims=True), 1.0)
+        return tf.gather(self.class_weights, ids) * share, ids
+
+    def weights(self, labels):
+        return {"loss": tf.reduce_sum(self._positions(labels)[0], -1)}
+
+    def values(self, labels, outputs):
+        weights, ids = self._positions(labels)
+        logits = tf.cast(outputs["logits"], tf.float32)
+        if logits.shape.rank == 2:
+            logits = logits[:, None]
+        cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
+        return {"loss": tf.reduce_sum(weights * cross_entropy, -1)}
 
 
 def format_submission(ids, predictions, label_list, id_header="index"):
@@ -75,7 +146,7 @@ def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_len
               lengths=None, with_labels=False):
     """Evaluation's and prediction's one path: writes `examples` (filled up to whole batches where `fixed_batches`)
     to `record_file` as the original's records, and runs the model on their features (`predict_in_order`).
-    Returns (the features, the outputs of the input order's batches)."""
+    Returns (the features, [the outputs of each batch, in input order])."""
     num_actual = len(examples)
     if fixed_batches:
         examples = pad_examples(examples, batch_size)
@@ -86,13 +157,14 @@ def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_len
     outputs = prediction.predict_in_order(
         trainer, _prediction_inputs(features, max_seq_length, label_list, with_labels), batch_size, lengths,
         packing.INPUT_NAMES, fixed_batches, with_loss=with_labels)
-    return features, outputs
+    return features, list(outputs)
 
 
 def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
              global_step, fixed_batches=False, lengths=None):
-    """Evaluates every dev set ([(suffix, examples)]) into `eval_results<suffix>.txt` and the original's
-    `eval<suffix>.tf_record`; `fixed_batches`' filling examples are out of the metrics. Returns {suffix: results}.
+    """Evaluates every dev set ([(suffix, examples)]) into `eval_results<suffix>.txt`, `eval_metrics<suffix>.json`
+    (classification) and the original's `eval<suffix>.tf_record`; `fixed_batches`' filling examples are out of the
+    metrics. Returns {suffix: results}.
     """
     regression = processor.is_regression
     metric_names = GLUE_METRICS.get(task_key(processor), ())
@@ -103,6 +175,9 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
                                       tokenizer, label_list, max_seq_length, eval_batch_size, fixed_batches,
                                       lengths, with_labels=True)
         result = eval_metrics(outputs, features, global_step, regression, metric_names)
+        if not regression:
+            write_class_metrics(os.path.join(output_dir, f"eval_metrics{suffix}.json"),
+                                label_metrics(outputs, features, label_list))
         result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
                                         f"Eval results{suffix}")
         results[suffix] = result
@@ -154,14 +229,23 @@ class ClassifierTask(Task):
         """The labels of the head (None for regression)."""
         return None if self.processor.is_regression else self.labels
 
+    def check_flags(self, run):
+        if run.class_weights and self.processor.is_regression:
+            raise ValueError(f"--class_weights applies to classification; {type(self.processor).__name__} is a "
+                             f"regression task.")
+        parse_class_weights(run.class_weights)
+
     def read_inputs(self, run, config):
         """Reads each input file the run needs once: the training set (do_train), then the label list (tsv: learned
         from those examples, or the training run's), the dev sets (do_eval; a label the model cannot know is an
-        error now, not after training) and the test sets (do_predict)."""
+        error now, not after training) and the test sets (do_predict). Weighs the loss by --class_weights."""
         if run.do_train:
             self.train_examples = self.processor.get_train_examples(self.data_dir)
         self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
                                          train_examples=self.train_examples)
+        if run.do_train and run.class_weights:
+            self.loss = ClassWeightedLoss(classification_loss, class_weights(
+                run.class_weights, self.labels, [example.label for example in self.train_examples]))
         if run.do_eval:
             self.dev_splits = self.processor.dev_splits(self.data_dir)
             check_dev_labels(self.dev_splits, self.labels)
@@ -198,6 +282,12 @@ class ClassifierTask(Task):
         """eval_results.txt of every dev set; -> {suffix: results}."""
         return evaluate(**self._common(run, tokenizer, trainer), dev_splits=self.dev_splits,
                         eval_batch_size=run.eval_batch_size, global_step=trainer.step)
+
+    def flat_results(self, results):
+        """The first dev set's results (MNLI: matched), the others' keys with their suffix (eval_accuracy-mm)."""
+        first, *others = results
+        return {**results[first], **{f"{key}{suffix}": value for suffix in others
+                                     for key, value in results[suffix].items() if key != "global_step"}}
 
     def predict(self, run, tokenizer, trainer):
         """test_results.tsv and the submission file of every test set."""
