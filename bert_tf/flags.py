@@ -139,14 +139,14 @@ def define_training_flags():
     flags.DEFINE_integer("seed", run_default("seed"), "Seed for Python, NumPy and TensorFlow (head initialization, "
                          "dropout, shuffling); unset: not seeded, as the original.", lower_bound=0)
     # Evaluation during training, the best checkpoint, early stopping (bert_tf.tasks.evaluation).
-    flags.DEFINE_integer("eval_every_steps", run_default("eval_every_steps"), "With --do_train and --do_eval, also "
-                         "evaluate on the dev set every this many steps (and at the end), each evaluation logged, in "
-                         "TensorBoard (output_dir/eval) and in output_dir/eval_history.jsonl. 0: once, after training "
-                         "(the original).", lower_bound=0)
+    flags.DEFINE_integer("eval_every_steps", run_default("eval_every_steps"), "With --do_train and --do_eval "
+                         "(run_squad.py: --do_predict, on a --predict_file with answers), also evaluate every this "
+                         "many steps (and at the end), each evaluation logged, in TensorBoard (output_dir/eval) and "
+                         "in output_dir/eval_history.jsonl. 0: once, after training (the original).", lower_bound=0)
     flags.DEFINE_string("best_metric", run_default("best_metric"), "A key of the task's eval results (eval_accuracy, "
-                        "eval_loss, ...; MNLI: the matched dev set's): the best evaluation's weights are kept in "
-                        "output_dir/best, and after training eval_results.txt, --do_predict and the exports are the "
-                        "best's. Needs --eval_every_steps.")
+                        "eval_loss, ...; MNLI: the matched dev set's; SQuAD: f1, exact_match (v1.1) or exact "
+                        "(v2.0)): the best evaluation's weights are kept in output_dir/best, and after training "
+                        "eval_results.txt, --do_predict and the exports are the best's. Needs --eval_every_steps.")
     flags.DEFINE_enum("best_metric_mode", run_default("best_metric_mode"), ["max", "min"], "Whether the best "
                       "--best_metric is the highest or the lowest. Default: min for a key ending in loss, else max.")
     flags.DEFINE_integer("early_stopping_patience", run_default("early_stopping_patience"), "Stop training after this "

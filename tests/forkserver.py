@@ -279,7 +279,8 @@ def popen(args, stdout=None, stderr=None, env=None, cwd=None, text=False):
 
 def kill_once_exists(args, path, log, env=None, cwd=None):
     """Runs `args` (`popen`, its stderr in the file `log`) and SIGKILLs it once `path` exists (a test of a run
-    killed at a point it has reached); AssertionError with the log's end if it ended by itself first."""
+    killed at a point it has reached); AssertionError with the log's end if it ended by itself first. Returns its
+    pid."""
     with open(log, "w") as stderr:
         process = popen(args, stdout=DEVNULL, stderr=stderr, env=env, cwd=cwd)
         while not os.path.exists(path) and process.poll() is None:
@@ -287,6 +288,7 @@ def kill_once_exists(args, path, log, env=None, cwd=None):
         process.send_signal(signal.SIGKILL)
         returncode = process.wait()
     assert returncode == -signal.SIGKILL, f"the run ended by itself ({returncode}):\n" + open(log).read()[-3000:]
+    return process.pid
 
 
 def run(args, capture_output=False, text=False, env=None, cwd=None, timeout=None, check=False):

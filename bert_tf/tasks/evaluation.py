@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
+from bert_tf.tasks.task import MODE_METHODS
 from bert_tf.training import run_state, summaries
 
 HISTORY_FILE = "eval_history.jsonl"
@@ -111,7 +112,7 @@ class Controls:
 
     def _evaluate(self, step):
         run, start = self.run, time.time()
-        results = self.task.evaluate(run, self.tokenizer, self.trainer)
+        results = getattr(self.task, MODE_METHODS[self.task.evaluated_by])(run, self.tokenizer, self.trainer)
         entry = {"global_step": step, **{key: _number(value) for key, value in
                                          self.task.flat_results(results).items() if key != "global_step"}}
         if run.best_metric and run.best_metric not in entry:
@@ -143,8 +144,11 @@ class Controls:
                      manager.save(checkpoint_number=step))
 
     def finish(self):
-        """After training: with --best_metric, the model holds the best weights and step. Returns the task's
-        results when the last evaluation run here is of the step the model holds (else None: evaluate it)."""
+        """After training: with --best_metric, the model holds the best weights and step. Returns the task's eval
+        results when the last evaluation run here is of the step the model holds (else None: evaluate it; always
+        None for a task evaluated by its predictions, which predict again into their files)."""
         if self.run.best_metric:
             restore_best(self.trainer, self.task.heads)
-        return self.results[1] if self.results and self.results[0] == self.trainer.step else None
+        if self.task.evaluated_by == "do_eval" and self.results and self.results[0] == self.trainer.step:
+            return self.results[1]
+        return None

@@ -40,10 +40,10 @@ def prepare(run, task):
     if not any(getattr(run, mode) for mode in task.modes):
         raise ValueError(_NO_MODE[task.modes])
     task.check_flags(run)
-    if run.eval_every_steps and not (run.do_train and run.do_eval and "do_eval" in task.modes):
-        raise ValueError("--eval_every_steps evaluates on the dev set while training: it needs --do_train and "
-                         "--do_eval" + ("" if "do_eval" in task.modes else f", which {type(task).__name__} has not")
-                         + ".")
+    mode = task.evaluated_by
+    if run.eval_every_steps and not (run.do_train and getattr(run, mode) and mode in task.modes):
+        raise ValueError(f"--eval_every_steps evaluates while training: it needs --do_train and --{mode}"
+                         + ("" if mode in task.modes else f", which {type(task).__name__} has not") + ".")
     loaded = checkpoints.load_pretrained(
         init_checkpoint=run.init_checkpoint, bert_config_file=run.bert_config_file, vocab_file=run.vocab_file,
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,

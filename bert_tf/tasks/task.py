@@ -83,6 +83,8 @@ class Task(abc.ABC):
     def predict(self, run, tokenizer, trainer):
         raise NotImplementedError(f"{type(self).__name__} has no do_predict.")
 
+    evaluated_by = "do_eval"  # the mode --eval_every_steps runs while training (SQuAD: do_predict's evaluation)
+
     def flat_results(self, results):
         """`evaluate`'s results as one dict of eval_results.txt's keys: what eval_history.jsonl records and
         --best_metric names."""

@@ -473,6 +473,9 @@ def test_script_rejects_bad_input(tiny_release, tmp_path, run_main):
         # A predict_file without questions: an error before training.
         model + ["--do_train", f"--train_file={tmp_path}/train.json", "--do_predict",
                  f"--predict_file={tmp_path}/empty.json", "--max_seq_length=32"],
+        # Evaluation while training: the official evaluation of --predict_file's predictions, which need answers.
+        model + ["--do_train", f"--train_file={tmp_path}/train.json", "--eval_every_steps=2"],
+        predict + ["--do_train", f"--train_file={tmp_path}/train.json", "--eval_every_steps=2"],
     )
     assert "max_seq_length (40) must be greater than max_query_length (37) + 3" in errors[0]
     assert "only trained up to sequence length 64" in errors[1]
@@ -483,6 +486,9 @@ def test_script_rejects_bad_input(tiny_release, tmp_path, run_main):
     assert "no trained span head" in errors[6] and "cls/squad/output_weights" in errors[6]
     assert errors[7] == f"SquadFormatError: {tmp_path}/empty.json: no questions to predict (every paragraph's " \
                         "\"qas\" list is empty, or \"data\" is)."
+    assert errors[8] == "ValueError: --eval_every_steps evaluates while training: it needs --do_train and --do_predict."
+    assert errors[9] == (f"ValueError: --eval_every_steps evaluates the predictions of --predict_file="
+                         f"{tmp_path}/dev.json with the official SQuAD evaluation: its questions need answers.")
     assert not (tmp_path / "out" / "train.tf_record").exists() and not (tmp_path / "out" / "predictions.json").exists()
 
 

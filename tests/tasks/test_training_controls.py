@@ -22,6 +22,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import test_multi_worker  # noqa: E402
 import test_resume_scripts  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import test_readme_checkpoint_examples as readme  # noqa: E402
+
 SCRIPT = tiny_classifier.SCRIPT
 NUM_STEPS = 12  # 12 examples / 2 x 2 epochs
 # Stops at step 6: with a min_delta no accuracy can beat, the evaluations at 4 and 6 do not improve on step 2's.
@@ -65,17 +68,34 @@ def _common(d):
             "--eval_batch_size=5", "--predict_batch_size=3"]
 
 
+def _readme_command(d):
+    """README's "Training controls" command, its flags as written, on tiny stand-ins for the quickstart's outputs in
+    d/quickstart_output: a 1-layer release, 248 train / 20 dev reviews (4 epochs: 62 steps of 16)."""
+    (command,) = readme.bash_commands(readme.section("### Training controls"))
+    assert command[:2] == [".venv/bin/python", "run_scripts/run_classifier.py"], command
+    quickstart, rng = d / "quickstart_output", random.Random(0)
+    tiny_classifier.write_tiny_release(quickstart / "minilm_original", **tiny_classifier.L1_H16)
+    for split, count in (("train", 248), ("dev", 20)):
+        tiny_classifier.write_lines(quickstart / "rotten_tomatoes" / f"{split}.tsv", [tiny_classifier.tsv_line(
+            "id", "label", "text_a")] + [tiny_classifier.tsv_line(i, rng.choice(["fresh", "rotten"]),
+                                                                  tiny_classifier.random_sentence(rng))
+                                         for i in range(count)])
+    return [flag.replace("quickstart_output/", f"{quickstart}/").replace("/tmp/controls", str(d / "readme"))
+            for flag in command[2:]]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, run_main):
     """The directory of the runs and the logs of their process: early_stop (trains, evaluates, predicts; rerun once
     as is, then predict-only into it), from_best (predicts from early_stop's best/ as an init_checkpoint), killed
-    (early_stop's training, killed after its first evaluation, then rerun), then the errors."""
+    (early_stop's training, killed after its first evaluation, then rerun), then the errors, then README's command
+    (readme)."""
     d = tmp_path_factory.mktemp("controls")
     common = _common(d)
     train = [*common, "--do_train", "--do_eval", *EARLY_STOP]
     killed = _run_and_kill([sys.executable, SCRIPT, *train, f"--output_dir={d / 'killed'}"], d / "killed",
                            d / "killed.log")
-    early_stop = [*train, "--do_predict", f"--output_dir={d / 'early_stop'}"]
+    early_stop = [*train, "--do_predict", "--save_original_checkpoint", f"--output_dir={d / 'early_stop'}"]
     errors, logs = run_main(
         SCRIPT, early_stop, early_stop, [*common, "--do_predict", f"--output_dir={d / 'early_stop'}"],
         [*common, "--do_predict", f"--output_dir={d / 'from_best'}",
@@ -85,6 +105,7 @@ def runs(tmp_path_factory, run_main):
         [*common, "--do_train", "--do_eval", "--eval_every_steps=2", "--early_stopping_patience=1",
          f"--output_dir={d / 'e2'}"],
         [*common, "--do_train", "--eval_every_steps=2", f"--output_dir={d / 'e3'}"],
+        _readme_command(d),
         with_logs=True)
     return d, killed, errors, logs
 
@@ -114,6 +135,11 @@ def test_early_stopping_keeps_the_best_and_uses_it(runs):
     assert f"Using the best checkpoint {out / 'best' / 'ckpt-2'} (step 2)" in logs
     with open(out / "test_results.tsv") as f, open(d / "from_best" / "test_results.tsv") as g:
         assert f.read() == g.read()
+    # and so is the model in the original format (as the exports: the trainer's model after training)
+    head = tf.train.load_checkpoint(str(out / "original" / "bert_model.ckpt")).get_tensor("output_weights")
+    variables = test_resume_scripts.checkpoint_variables
+    assert [name for name, value in variables(out / "best").items() if np.array_equal(value, head)]
+    assert not [name for name, value in variables(out).items() if np.array_equal(value, head)]
 
 
 def test_a_run_killed_mid_history_resumes_it_exactly(runs):
@@ -128,14 +154,22 @@ def test_a_run_killed_mid_history_resumes_it_exactly(runs):
     assert _eval_results(killed) == _eval_results(straight)
 
 
+def test_the_readme_command_runs_as_written(runs):
+    d, _, errors, logs = runs
+    assert errors[-1] is None, logs[-4000:]
+    history = _history(d / "readme")
+    assert [entry["global_step"] for entry in history] == [31, 62]
+    best = max(history, key=lambda entry: entry["eval_accuracy"])
+    assert _eval_results(d / "readme")["global_step"] == str(best["global_step"])
+
+
 def test_bad_flag_combinations_are_named(runs):
-    errors = runs[2][5:]
+    errors = runs[2][5:-1]
     assert errors[0] == ("ValueError: --best_metric and --early_stopping_patience need --eval_every_steps > 0 "
                          "(evaluations during training to compare).")
     assert errors[1] == ("ValueError: --early_stopping_patience needs --best_metric: the metric whose improvement "
                          "it awaits.")
-    assert errors[2] == ("ValueError: --eval_every_steps evaluates on the dev set while training: it needs "
-                         "--do_train and --do_eval.")
+    assert errors[2] == "ValueError: --eval_every_steps evaluates while training: it needs --do_train and --do_eval."
 
 
 class _Losses(Task):

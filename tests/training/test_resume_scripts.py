@@ -1,6 +1,7 @@
 """Kill and rerun: each training script (fine-tuning and run_pretraining.py), SIGKILLed during --do_train after its
 first checkpoint and rerun with the same flags in another process, ends with exactly the checkpoint of the
-uninterrupted run (weights, optimizer slots, input position, dropout random state, global step). Dropout is on: the
+uninterrupted run (weights, optimizer slots, input position, dropout random state, global step), and the same
+evaluations while training (--eval_every_steps, --best_metric: eval_history.jsonl and best/). Dropout is on: the
 checkpoint holds its random state, so the comparison is bit for bit. The batches are cut to their longest text (the
 default), or grouped by length (--group_by_length). The tiny data sets are the tasks' own test data (tests/tasks)
 and, for pretraining, tiny_pretraining's records of varying lengths."""
@@ -29,6 +30,11 @@ COMMON = ["--do_train", "--train_batch_size=2", "--save_checkpoints_steps=4", "-
           "--max_seq_length=16"]
 
 
+def evaluating(metric):
+    """Evaluation at each checkpoint, the best by `metric` kept: the kill lands before, during or after the first."""
+    return ["--eval_every_steps=4", f"--best_metric={metric}"]
+
+
 def _mrpc_grouped(data):
     """The classifier with --group_by_length: its buckets are part of the input position (the batches cut to their
     longest text: the other scripts')."""
@@ -46,17 +52,23 @@ def _squad(data):
     (data / "train.json").write_text(json.dumps(
         {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": doc, "qas": qas}]}]}))
     return "run_squad.py", test_squad.VOCAB, [f"--train_file={data / 'train.json'}", "--doc_stride=4",
-                                              "--max_query_length=6", "--num_train_epochs=10"]  # 4 / 2 x 10
+                                              "--max_query_length=6", "--num_train_epochs=10",  # 4 / 2 x 10
+                                              "--do_predict", f"--predict_file={data / 'train.json'}",
+                                              *evaluating("f1")]
 
 
 def _ner(data):
-    (data / "train.txt").write_text(test_ner.CONLL_SAMPLE)  # 8 windows of 16 tokens
-    return "run_ner.py", test_ner.VOCAB, [f"--data_dir={data}", "--num_train_epochs=5"]  # 8 / 2 x 5
+    for split in ("train", "dev"):
+        (data / f"{split}.txt").write_text(test_ner.CONLL_SAMPLE)  # 8 windows of 16 tokens
+    return "run_ner.py", test_ner.VOCAB, [f"--data_dir={data}", "--num_train_epochs=5",  # 8 / 2 x 5
+                                          "--do_eval", *evaluating("eval_f1")]
 
 
 def _swag(data):
-    (data / "train.csv").write_text(test_swag.SWAG_HEADER + "".join(test_swag.SWAG_ROWS))
-    return "run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--num_train_epochs=13.34"]  # int(3 / 2 x 13.34)
+    for split in ("train", "val"):
+        (data / f"{split}.csv").write_text(test_swag.SWAG_HEADER + "".join(test_swag.SWAG_ROWS))
+    return "run_swag.py", test_swag.VOCAB, [f"--data_dir={data}", "--num_train_epochs=13.34",  # int(3 / 2 x 13.34)
+                                            "--do_eval", *evaluating("eval_loss")]
 
 
 def _pretraining(data):
@@ -64,7 +76,9 @@ def _pretraining(data):
     files = tiny_pretraining.write_varying_records(str(data), per_file=8, seq_length=16, predictions=3,
                                                    id_range=(5, len(vocab)))
     return "run_pretraining.py", vocab, [f"--input_file={','.join(files)}", "--max_predictions_per_seq=3",
-                                         f"--num_train_steps={NUM_STEPS}", "--num_warmup_steps=4"]
+                                         f"--num_train_steps={NUM_STEPS}", "--num_warmup_steps=4", "--do_eval",
+                                         f"--eval_input_file={files[0]}", "--max_eval_steps=2",
+                                         *evaluating("masked_lm_accuracy")]
 
 
 def _command(script, flags, output_dir):
@@ -94,8 +108,8 @@ def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, run_ma
     script, vocab, task_flags = task(data)
     flags = COMMON + tiny_classifier.model_flags(tmp_path, vocab, **tiny_classifier.L1_H16) + task_flags
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    forkserver.kill_once_exists(_command(script, flags, killed), os.path.join(killed, "checkpoint"),
-                                tmp_path / "killed.log", cwd=REPO)
+    pid = forkserver.kill_once_exists(_command(script, flags, killed), os.path.join(killed, "checkpoint"),
+                                      tmp_path / "killed.log", cwd=REPO)
     step = _latest_step(killed)
     assert 0 < step < NUM_STEPS, f"killed at step {step}: not mid-run"
     errors, logs = run_main(os.path.join(REPO, "run_scripts", script), [*flags, f"--output_dir={killed}"],
@@ -107,4 +121,14 @@ def test_a_killed_run_rerun_ends_as_the_uninterrupted_run(task, tmp_path, run_ma
     assert sorted(got) == sorted(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    assert not [f for f in os.listdir(killed) if fileio.TEMP_MARK in f or f.endswith("_temp")]
+    if task is not _mrpc_grouped:  # the others evaluate while training: the same history and best weights
+        history = (straight / "eval_history.jsonl").read_text()
+        assert [json.loads(line)["global_step"] for line in history.splitlines()] == [4, 8, 12, 16, 20]
+        assert (killed / "eval_history.jsonl").read_text() == history
+        expected, got = checkpoint_variables(straight / "best"), checkpoint_variables(killed / "best")
+        assert sorted(got) == sorted(expected)
+        for name in expected:
+            np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    # The killed run's own temporaries (say, a file an evaluation was writing) wait 24 h (fileio's rule 3).
+    assert not [f for f in os.listdir(killed) if (fileio.TEMP_MARK in f and f"-{pid}-" not in f)
+                or f.endswith("_temp")]

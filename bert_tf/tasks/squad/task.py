@@ -69,10 +69,11 @@ class SquadTask(Task):
     """run_squad.py's task (a bert_tf.tasks.task.Task): SQuAD 1.1 / 2.0 json files -> BertSpanLabeler.
 
     Training and prediction (no do_eval: predictions are evaluated with the official script's metrics when
-    `predict_file` has answers, into output_dir/eval_results.json).
+    `predict_file` has answers, into output_dir/eval_results.json; so does --eval_every_steps while training).
     """
     spec = task_models.REGISTRY["squad"]
     modes = ("do_train", "do_predict")
+    evaluated_by = "do_predict"
     loss = staticmethod(span_loss)
 
     def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64, n_best_size=20,
@@ -109,6 +110,10 @@ class SquadTask(Task):
         if run.do_predict:
             self.predict_dataset, self.predict_examples = read_predict_file(self.predict_file,
                                                                             self.version_2_with_negative)
+            if run.eval_every_steps and not has_answers(self.predict_dataset):
+                raise ValueError(f"--eval_every_steps evaluates the predictions of --predict_file="
+                                 f"{self.predict_file} with the official SQuAD evaluation: its questions need "
+                                 f"answers.")
         if run.do_train:
             self.train_examples = read_squad_examples(self.train_file, is_training=True,
                                                       version_2_with_negative=self.version_2_with_negative)
