@@ -169,6 +169,10 @@ def test_mnli_processor_matched_and_mismatched(tmp_path):
     assert [(s, name) for s, _, name in tests] == [("", "MNLI-m"), ("_mm", "MNLI-mm")]
     assert _summary(tests[1][1]) == [("test_mismatched-9", "What a day.", "Bad day.", "contradiction")]
     assert tests[1][1][0].example_id == "9"
+    # Evaluation while training records the matched dev set's keys, and the mismatched one's with its suffix
+    results = {"": {"eval_accuracy": 0.5, "global_step": 4}, "_mm": {"eval_accuracy": 0.25, "global_step": 4}}
+    assert clf.ClassifierTask("MNLI", d).flat_results(results) == {"eval_accuracy": 0.5, "global_step": 4,
+                                                                   "eval_accuracy_mm": 0.25}
 
 
 def test_xnli_processor(tmp_path):

@@ -24,10 +24,8 @@ from bert_tf.tasks.classifier.features import (
     name_to_features,
 )
 from bert_tf.tasks.classifier.metrics import (
-    GLUE_METRICS,
     eval_metrics,
     glue_metrics,
-    task_key,
 )
 from bert_tf.tasks.classifier.processors import (
     LABEL_LIST_FILE,
@@ -98,13 +96,11 @@ __all__ = [
     "file_based_dataset",
     "file_based_input_fn_builder",
     "name_to_features",
-    "GLUE_METRICS",
     "classification_loss",
     "eval_metrics",
     "glue_metrics",
     "loss_fn_for",
     "regression_loss",
-    "task_key",
     "ClassifierTask",
     "evaluate",
     "format_submission",

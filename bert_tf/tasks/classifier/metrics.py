@@ -1,24 +1,13 @@
-"""run_classifier.py's metrics: `eval_accuracy` / `eval_loss` / `loss` as its Estimator computed them, plus each GLUE
-task's own metric (MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B), and eval_metrics.json (every
-classification task, run_ner.py's too): per-class precision, recall, F1 and support, macro and weighted F1, and the
-confusion matrix (rows true, columns predicted, in label_list order).
+"""run_classifier.py's metrics: `eval_accuracy` / `eval_loss` / `loss` as its Estimator computed them, plus a GLUE
+task's own (its processor's `metrics`: MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B), and
+eval_metrics.json (classification, run_ner.py's too): per-class precision, recall, F1 and support, macro and
+weighted F1, and the confusion matrix (rows true, columns predicted, in label_list order).
 """
 import json
 
 import numpy as np
 
 from bert_tf import fileio
-from bert_tf.tasks.classifier.processors import PROCESSORS
-
-GLUE_METRICS = {"cola": ("mcc",), "mrpc": ("f1",), "qqp": ("f1",), "sts-b": ("pearson", "spearman")}
-
-
-def task_key(processor):
-    """The registered task name of a processor instance (PROCESSORS; None for a processor not registered)."""
-    for name, cls in PROCESSORS.items():
-        if type(processor) is cls:
-            return name
-    return None
 
 
 def glue_metrics(metric_names, predictions, labels):

@@ -103,9 +103,11 @@ def regression_label(value, source, what="label"):
 
 class DataProcessor:
     """Base class of the data sets: examples of the train/dev/test splits and the label list. `submission_name`: the
-    GLUE file name of the test predictions, without `.tsv` (None: no leaderboard file)."""
+    GLUE file name of the test predictions, without `.tsv` (None: no leaderboard file); `metrics`: the GLUE metrics
+    eval_results.txt adds to accuracy and loss (mcc, f1 of label 1, pearson, spearman)."""
     is_regression = False
     submission_name = None
+    metrics = ()
 
     def get_train_examples(self, data_dir):
         raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} has no training set.")
@@ -280,6 +282,7 @@ class _PairProcessor(DataProcessor):
 class MrpcProcessor(_PairProcessor):
     """MRPC (GLUE): `Quality  #1 ID  #2 ID  #1 String  #2 String`, guid from the line number."""
     submission_name = "MRPC"
+    metrics = ("f1",)
 
 
 class ColaProcessor(_PairProcessor):
@@ -290,6 +293,7 @@ class ColaProcessor(_PairProcessor):
     label_column = 1
     has_header = False
     submission_name = "CoLA"
+    metrics = ("mcc",)
 
 
 class Sst2Processor(_PairProcessor):
@@ -307,6 +311,7 @@ class QqpProcessor(_PairProcessor):
     label_column = 5
     guid_column = 0
     submission_name = "QQP"
+    metrics = ("f1",)
 
 
 class QnliProcessor(_PairProcessor):
@@ -333,6 +338,7 @@ class WnliProcessor(QnliProcessor):
 class StsbProcessor(_PairProcessor):
     """STS-B (GLUE), a regression task: sentences in columns 7 and 8, the similarity score (0-5) last."""
     is_regression = True
+    metrics = ("pearson", "spearman")
     labels = (None,)
     text_columns = (7, 8)
     test_text_columns = (7, 8)

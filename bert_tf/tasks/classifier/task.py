@@ -25,7 +25,7 @@ from bert_tf.tasks.classifier.features import (
     file_based_convert_examples_to_features,
     file_based_input_fn_builder,
 )
-from bert_tf.tasks.classifier.metrics import GLUE_METRICS, eval_metrics, label_metrics, task_key, write_class_metrics
+from bert_tf.tasks.classifier.metrics import eval_metrics, label_metrics, write_class_metrics
 from bert_tf.tasks.classifier.processors import (
     LABEL_LIST_FILE,
     TsvProcessor,
@@ -167,14 +167,13 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
     metrics. Returns {suffix: results}.
     """
     regression = processor.is_regression
-    metric_names = GLUE_METRICS.get(task_key(processor), ())
     results = {}
     for suffix, examples in dev_splits:
         logging.info("***** Running evaluation%s *****", suffix)
         features, outputs = run_model(trainer, examples, os.path.join(output_dir, f"eval{suffix}.tf_record"),
                                       tokenizer, label_list, max_seq_length, eval_batch_size, fixed_batches,
                                       lengths, with_labels=True)
-        result = eval_metrics(outputs, features, global_step, regression, metric_names)
+        result = eval_metrics(outputs, features, global_step, regression, processor.metrics)
         if not regression:
             write_class_metrics(os.path.join(output_dir, f"eval_metrics{suffix}.json"),
                                 label_metrics(outputs, features, label_list))
@@ -284,7 +283,7 @@ class ClassifierTask(Task):
                         eval_batch_size=run.eval_batch_size, global_step=trainer.step)
 
     def flat_results(self, results):
-        """The first dev set's results (MNLI: matched), the others' keys with their suffix (eval_accuracy-mm)."""
+        """The first dev set's results (MNLI: matched), the others' keys with their suffix (eval_accuracy_mm)."""
         first, *others = results
         return {**results[first], **{f"{key}{suffix}": value for suffix in others
                                      for key, value in results[suffix].items() if key != "global_step"}}
