@@ -41,18 +41,20 @@ def read_examples(input_file):
 
 
 def convert_examples_to_features(examples, seq_length, tokenizer):
-    """Tokenizes and packs examples as the original: [CLS] a [SEP] (b [SEP]), truncated, zero-padded."""
+    """Tokenizes and packs examples as the original: [CLS] a [SEP] (b [SEP]), truncated (and says so), zero-padded."""
     if seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {seq_length}.")
-    features = []
+    features, cut = [], collections.Counter()
     for example in examples:
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-        tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, seq_length)
+        tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, seq_length,
+                                                  cut=cut)
         features.append(InputFeatures(example.unique_id, tokens, *packing.pad_inputs(
             tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length)))
         if len(features) <= 5:
             logging.info("unique_id: %s tokens: %s", example.unique_id,
                          " ".join(tokenization.printable_text(t) for t in tokens))
+    packing.log_cut(cut, "The input file", seq_length)
     return features
 
 

@@ -88,13 +88,15 @@ def parse_label(text, where="label"):
 
 # --- features --------------------------------------------------------------------------------------------------
 
-def convert_example(ex_index, example, max_seq_length, tokenizer):
-    """One example -> InputFeatures: each choice packed `[CLS] sent1 [SEP] sent2 ending_i [SEP]`, zero-padded."""
+def convert_example(ex_index, example, max_seq_length, tokenizer, cut=None):
+    """One example -> InputFeatures: each choice packed `[CLS] sent1 [SEP] sent2 ending_i [SEP]`, zero-padded;
+    `cut`: a Counter of what truncation cut (`packing.pack_tokens`)."""
     context = tokenizer.tokenize(example.context)
     ids, masks, segments = [], [], []
     for choice, ending in enumerate(example.endings):
         tokens, segment_ids = packing.pack_tokens(
-            list(context), tokenizer.tokenize(example.start_ending + " " + ending), max_seq_length, always_pair=True)
+            list(context), tokenizer.tokenize(example.start_ending + " " + ending), max_seq_length, always_pair=True,
+            cut=cut)
         input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens),
                                                                 segment_ids, max_seq_length)
         ids.append(input_ids)
@@ -106,11 +108,17 @@ def convert_example(ex_index, example, max_seq_length, tokenizer):
     return InputFeatures(ids, masks, segments, example.label if example.label is not None else 0)
 
 
-def convert_examples_to_features(examples, max_seq_length, tokenizer):
-    """An iterator over the InputFeatures of `examples`, in order."""
+def convert_examples_to_features(examples, max_seq_length, tokenizer, what="SWAG"):
+    """An iterator over the InputFeatures of `examples`, in order; at its end it says how many choices were cut."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], [SEP], [SEP]); got {max_seq_length}.")
-    return (convert_example(i, example, max_seq_length, tokenizer) for i, example in enumerate(examples))
+
+    def features():
+        cut = collections.Counter()
+        for i, example in enumerate(examples):
+            yield convert_example(i, example, max_seq_length, tokenizer, cut)
+        packing.log_cut(cut, f"{what} (each choice a text)", max_seq_length)
+    return features()
 
 
 def features_to_arrays(features):
@@ -195,7 +203,8 @@ class SwagTask(Task):
         """Writes work_dir/train.tf_record (a TrainData)."""
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
         written = write_tf_record(
-            convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer), train_file)
+            convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer, "train.csv"),
+            train_file)
         dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
 
@@ -204,7 +213,7 @@ class SwagTask(Task):
         examples = self.examples["dev"]
         logging.info("***** Running evaluation *****")
         logging.info("  Num examples = %d", len(examples))
-        features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer))
+        features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer, "val.csv"))
         probabilities, losses = predict_probabilities(trainer, features, run.eval_batch_size, True,
                                                       run.fixed_batches, run.sequence_lengths)
         results = {"eval_accuracy": accuracy(probabilities, [e.label for e in examples]),
@@ -217,7 +226,7 @@ class SwagTask(Task):
         examples = self.examples["test"]
         logging.info("***** Running prediction *****")
         logging.info("  Num examples = %d", len(examples))
-        features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer))
+        features = list(convert_examples_to_features(examples, run.max_seq_length, tokenizer, "test.csv"))
         probabilities, _ = predict_probabilities(trainer, features, run.predict_batch_size, False,
                                                  run.fixed_batches, run.sequence_lengths)
         if all(e.label is not None for e in examples):

@@ -473,6 +473,16 @@ def test_pad_examples():
 
 # --- TFRecords --------------------------------------------------------------------------------------------------
 
+def test_cut_texts_are_counted_and_said_once(tmp_path, tokenizer, caplog):
+    examples = [clf.InputExample("a", "the cat sat on the mat", "a dog", "pos"),  # 8 tokens, 6 fit: 2 cut
+                clf.InputExample("b", "bad dog", None, "neg"), clf.InputExample("c", "a dog", "a cat", "pos")]
+    clf.file_based_convert_examples_to_features(examples, ["neg", "pos"], 9, tokenizer,
+                                                str(tmp_path / "train.tf_record"))
+    assert [r.getMessage() for r in caplog.records if "cut" in r.getMessage()] == [
+        "train.tf_record: 1 of 3 texts (33.3%) were longer than max_seq_length 9 and were cut, losing 25.0% of "
+        "their tokens; a larger --max_seq_length keeps them."]
+
+
 @pytest.mark.parametrize("regression", [False, True])
 def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
     labels = None if regression else ["neg", "pos"]

@@ -1,4 +1,5 @@
 """bert_tf.text.packing against the original run_classifier.py packing (tests/original_packing.py)."""
+import collections
 import random
 
 import original_packing
@@ -8,14 +9,21 @@ from bert_tf.text import packing
 
 
 def test_pack_tokens_is_the_original_packing_on_random_lengths():
+    """... and counts what it cuts: the tokens beyond max_seq_length less [CLS] and the [SEP]s."""
     rng = random.Random(0)
+    cut, expected = collections.Counter(), collections.Counter()
     for _ in range(2000):
         a = [f"a{i}" for i in range(rng.randint(0, 15))]
         b = [f"b{i}" for i in range(rng.randint(0, 15))] if rng.random() < 0.7 else None
         max_seq_length = rng.randint(3, 24)
-        got = packing.pack_tokens(list(a), None if b is None else list(b) or None, max_seq_length)
+        got = packing.pack_tokens(list(a), None if b is None else list(b) or None, max_seq_length, cut=cut)
         assert got == original_packing.pack_tokens(a, b, max_seq_length), (a, b, max_seq_length)
         assert len(got[0]) <= max_seq_length
+        tokens = len(a) + len(b or [])
+        dropped = max(0, tokens - max_seq_length + (3 if b else 2))
+        expected.update(texts=1, cut_texts=int(dropped > 0), tokens_of_cut=tokens if dropped else 0,
+                        dropped=dropped)
+    assert cut == expected and 0 < cut["cut_texts"] < cut["texts"]
 
 
 def test_a_pair_that_truncation_empties_keeps_its_sep_only_with_always_pair():

@@ -3,7 +3,9 @@ original truncation and zero padding (`PaddingInputExample` for fixed-size eval 
 the TFRecord files hold the original's schema (`input_ids`, `input_mask`, `segment_ids`, `label_ids`,
 `is_real_example`) under the original file names.
 """
+import collections
 import dataclasses
+import os
 from typing import Any
 
 import numpy as np
@@ -46,12 +48,13 @@ def check_dev_labels(dev_splits, label_list):
             example_label_id(example, label_list)
 
 
-def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut=None):
     """Packs one `InputExample` into `InputFeatures` exactly as the original.
 
     `[CLS] tokens_a [SEP]` (segment 0) then `tokens_b [SEP]` (segment 1) when text_b tokenizes to anything;
     pairs are truncated by popping from the longer side to `max_seq_length - 3`, single texts cut to
-    `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float.
+    `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float. `cut`: a
+    Counter of what truncation cut (`packing.pack_tokens`).
     """
     if isinstance(example, PaddingInputExample):
         return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
@@ -59,7 +62,8 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
                              is_real_example=False)
 
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, max_seq_length)
+    tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, max_seq_length,
+                                              cut=cut)
     input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                                                             max_seq_length)
 
@@ -93,17 +97,18 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     """Converts examples and writes them to a TFRecord file (written to a temporary name, then renamed).
 
     Returns (the list of `InputFeatures` (the labels and `is_real_example` the metrics need), the records'
-    `records.Writer`: their count and fingerprint).
+    `records.Writer`: their count and fingerprint). Says how many texts were cut (`packing.log_cut`).
     """
     regression = label_list is None
-    features = []
+    features, cut = [], collections.Counter()
     with records.writer(output_file) as write:
         for ex_index, example in enumerate(examples):
             if ex_index % 10000 == 0:
                 logging.info("Writing example %d of %d", ex_index, len(examples))
-            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
+            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut)
             write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
             features.append(feature)
+    packing.log_cut(cut, os.path.basename(output_file), max_seq_length)
     return features, write
 
 
