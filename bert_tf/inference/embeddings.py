@@ -11,6 +11,7 @@ similar by the cosine of their embeddings, the dot product of normalized ones.
 Each text is packed `[CLS] text [SEP]` (truncated at max_seq_length, as sentence-transformers truncates).
 `export_saved_model.py --task=embedding` serves the same embeddings.
 """
+import collections
 import json
 
 import numpy as np
@@ -60,13 +61,15 @@ class SentenceEncoder:
 
     def pack(self, texts):
         """{input_ids, input_mask, segment_ids}: [len(texts), max_seq_length] int32 of `texts` (strings)."""
-        rows = []
+        rows, cut = [], collections.Counter()
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"Text {i} is a {type(text).__name__}, not a str: {text!r}.")
-            tokens, segment_ids = packing.pack_tokens(self.tokenizer.tokenize(text), None, self.max_seq_length)
+            tokens, segment_ids = packing.pack_tokens(self.tokenizer.tokenize(text), None, self.max_seq_length,
+                                                      cut=cut)
             rows.append(packing.pad_inputs(self.tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                                            self.max_seq_length))
+        packing.log_cut(cut, "The texts to embed", self.max_seq_length)
         return {name: np.array([row[k] for row in rows], np.int32).reshape(len(rows), self.max_seq_length)
                 for k, name in enumerate(packing.INPUT_NAMES)}
 

@@ -46,7 +46,7 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
     with a [MASK] beyond max_seq_length."""
     if MASK not in tokenizer.vocab:
         raise ValueError(f"The vocabulary has no {MASK} token: it does not belong to a model with a masked-LM head.")
-    converted = []
+    converted, cut = [], collections.Counter()
     for example in examples:
         where = f"{source}:{example.unique_id + 1}"
         tokens_a = tokenize_with_masks(example.text_a, tokenizer)
@@ -54,7 +54,7 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
         num_masks = tokens_a.count(MASK) + (tokens_b or []).count(MASK)
         if not num_masks:
             raise ValueError(f"{where}: no {MASK} in the line; write {MASK} where a wordpiece is to be predicted.")
-        tokens, segment_ids = packing.pack_tokens(tokens_a, tokens_b or None, max_seq_length)
+        tokens, segment_ids = packing.pack_tokens(tokens_a, tokens_b or None, max_seq_length, cut=cut)
         positions = [i for i, token in enumerate(tokens) if token == MASK]
         if len(positions) < num_masks:
             raise ValueError(f"{where}: {num_masks - len(positions)} of its {num_masks} {MASK} tokens fall beyond "
@@ -62,6 +62,7 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
         input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens),
                                                                 segment_ids, max_seq_length)
         converted.append(MaskedExample(example.unique_id, tokens, input_ids, input_mask, segment_ids, positions))
+    packing.log_cut(cut, source, max_seq_length)
     return converted
 
 

@@ -47,12 +47,12 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length, always_pair=False, cut=None)
     return tokens, [0] * (len(tokens_a) + 2) + [1] * len(tail)
 
 
-def log_cut(cut, what, max_seq_length, keep="a larger --max_seq_length keeps them"):
+def log_cut(cut, what, limit, keep="a larger --max_seq_length keeps them", limit_name="max_seq_length"):
     """Says once how many of `what`'s texts `pack_tokens` cut (`cut`: its Counter), and what keeps them."""
     if cut["cut_texts"]:
-        logging.warning("%s: %d of %d texts (%.1f%%) were longer than max_seq_length %d and were cut, losing %.1f%% "
-                        "of their tokens; %s.", what, cut["cut_texts"], cut["texts"],
-                        100 * cut["cut_texts"] / cut["texts"], max_seq_length,
+        logging.warning("%s: %d of %d texts (%.1f%%) were longer than %s %d and were cut, losing %.1f%% of their "
+                        "tokens; %s.", what, cut["cut_texts"], cut["texts"], 100 * cut["cut_texts"] / cut["texts"],
+                        limit_name, limit,
                         100 * cut["dropped"] / cut["tokens_of_cut"], keep)
 
 

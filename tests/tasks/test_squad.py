@@ -64,11 +64,14 @@ def test_split_paragraph_maps_characters_to_words():
     assert offsets == [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3]
 
 
-def test_sliding_windows_and_max_context(tokenizer):
+def test_sliding_windows_and_max_context(tokenizer, caplog):
     # 12 doc tokens; question truncated to 3 tokens; max_seq_length 11 leaves 5 doc tokens per window, stride 3.
     example = squad.SquadExample("q", "what did he buy ?", DOC.split(), "bought", 7, 7)
     features = squad.convert_examples_to_features([example], tokenizer, max_seq_length=11, doc_stride=3,
                                                   max_query_length=3, is_training=True)
+    assert [r.getMessage() for r in caplog.records if "cut" in r.getMessage()] == [
+        "The questions: 1 of 1 texts (100.0%) were longer than max_query_length 3 and were cut, losing 40.0% of "
+        "their tokens; a larger --max_query_length keeps them."]
     assert [f.unique_id for f in features] == [1000000000, 1000000001, 1000000002, 1000000003]
     assert [f.doc_span_index for f in features] == [0, 1, 2, 3]
     words = DOC.split()

@@ -117,11 +117,17 @@ def _log_feature(feature, is_training, example):
 
 def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
                       log_examples=20):
-    """Yields the InputFeatures of `examples` (several per example when the paragraph needs several windows)."""
+    """Yields the InputFeatures of `examples` (several per example when the paragraph needs several windows); at
+    the end it says how many questions max_query_length cut (a paragraph is never cut: doc_stride windows it)."""
     validate_lengths(max_seq_length, max_query_length, doc_stride)
     unique_id = FIRST_UNIQUE_ID
+    cut = collections.Counter()
     for example_index, example in enumerate(examples):
-        query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
+        query_tokens = tokenizer.tokenize(example.question_text)
+        dropped = max(0, len(query_tokens) - max_query_length)
+        cut.update(texts=1, cut_texts=int(dropped > 0), tokens_of_cut=len(query_tokens) if dropped else 0,
+                   dropped=dropped)
+        del query_tokens[max_query_length:]
 
         tok_to_orig_index = []
         orig_to_tok_index = []
@@ -193,6 +199,8 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
                 _log_feature(feature, is_training, example)
             yield feature
             unique_id += 1
+    packing.log_cut(cut, "The questions", max_query_length, "a larger --max_query_length keeps them",
+                    "max_query_length")
 
 
 def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
