@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import numpy_bert
 import pytest
+import script_steps
 import tensorflow as tf
 import tiny_classifier
 
@@ -28,6 +29,7 @@ keras_hub = pytest.importorskip("keras_hub")
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
             max_position_embeddings=24, type_vocab_size=2)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # KerasHub's BertTokenizer requires them
 
 
@@ -56,12 +58,14 @@ def _assert_close_on_real_tokens(got, want, mask, atol):
 
 @pytest.fixture(scope="module")
 def minilm_preset(tmp_path_factory):
-    """The real MiniLM as a BertTextClassifier preset (2 classes, KerasHub's own random head) that KerasHub made
-    from its Hugging Face directory with its own converter: config.json, model.weights.h5, task.json,
-    task.weights.h5, tokenizer.json (lowercase, strip_accents=false), assets/tokenizer/vocabulary.txt."""
+    """(path, model): the real MiniLM as a BertTextClassifier preset (2 classes, KerasHub's own random head) that
+    KerasHub made from its Hugging Face directory with its own converter (config.json, model.weights.h5, task.json,
+    task.weights.h5, tokenizer.json (lowercase, strip_accents=false), assets/tokenizer/vocabulary.txt), and the
+    KerasHub model it saved."""
     path = str(tmp_path_factory.mktemp("kh") / "minilm_classifier")
-    keras_hub.models.BertTextClassifier.from_preset(resources.minilm_dir(), num_classes=2).save_to_preset(path)
-    return path
+    model = keras_hub.models.BertTextClassifier.from_preset(resources.minilm_dir(), num_classes=2)
+    model.save_to_preset(path)
+    return path, model
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +111,9 @@ def _tiny_batch(seed=5):
 
 def test_minilm_preset_in_equals_keras_hub(minilm_preset):
     """KerasHub in: config, vocabulary and casing from the preset alone; the backbone and the classifier head
-    restored by the original names give KerasHub's own sequence, pooled outputs and logits on real text (1e-5)."""
+    restored by the original names give the sequence, pooled outputs and logits on real text (1e-5) of the KerasHub
+    model that saved the preset."""
+    minilm_preset, theirs = minilm_preset
     files = checkpoints.model_files(minilm_preset)
     assert files.config.to_dict() == dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
                                           num_attention_heads=12, intermediate_size=1536, hidden_act="gelu",
@@ -118,7 +124,6 @@ def test_minilm_preset_in_equals_keras_hub(minilm_preset):
     loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
                                          init_checkpoint=minilm_preset, required_heads=("classifier",))
     assert loaded.report.missing == [] and loaded.report.unused == []
-    theirs = keras_hub.models.BertTextClassifier.from_preset(minilm_preset, preprocessor=None)
     batch = _encode(loaded.tokenizer, _texts())
     ours = loaded.model(batch)
     np.testing.assert_allclose(ours["logits"], theirs(_keras_hub_inputs(batch)), atol=1e-5)
@@ -126,7 +131,7 @@ def test_minilm_preset_in_equals_keras_hub(minilm_preset):
     ours = loaded.model.bert(batch)
     _assert_close_on_real_tokens(ours["sequence_output"], backbone["sequence_output"], batch["input_mask"], 1e-5)
     np.testing.assert_allclose(ours["pooled_output"], backbone["pooled_output"], atol=1e-5)
-    assert checkpoints.restore(encoder.BertModel(files.config), minilm_preset).unused == [
+    assert checkpoints.restore(loaded.model.bert, minilm_preset).unused == [
         "output_bias", "output_weights"]  # an encoder has no place for the head, reported by its original names
 
 
@@ -314,26 +319,14 @@ def _at_128(classifier):
     return classifier
 
 
-def test_scripts(small_preset, tmp_path, run_main):
-    """convert_checkpoint.py (one subprocess) writes a preset KerasHub made as a KerasHub preset again (its
-    classifier kept, its tokenizer with the original's casing), which KerasHub's BertTextClassifier runs on raw text
-    to bert-tf's logits (1e-5), and as an original release; run_classifier.py (another) with --do_predict takes the
-    preset alone (config, vocabulary, casing, classifier head) and gives KerasHub's own probabilities (1e-5), and
-    with --do_train --save_keras_hub_preset (a tiny model) writes a preset KerasHub runs to the trained logits."""
+def test_scripts(small_preset, tmp_path):
+    """convert_checkpoint.py writes a preset KerasHub made as a KerasHub preset again (its classifier kept, its
+    tokenizer with the original's casing), which KerasHub's BertTextClassifier runs on raw text to bert-tf's logits
+    (1e-5), and as an original release; run_classifier.py with --do_predict takes the preset alone (config,
+    vocabulary, casing, classifier head) and gives KerasHub's own probabilities (1e-5), and with --do_train
+    --save_keras_hub_preset (a tiny model) writes a preset KerasHub runs to the trained logits. Both scripts run in
+    one subprocess (tests/script_steps.py)."""
     out, release = tmp_path / "again", tmp_path / "release"
-    errors = run_main("run_scripts/convert_checkpoint.py",
-                      [f"--init_checkpoint={small_preset}", "--to=keras_hub", f"--output_dir={out}"],
-                      [f"--init_checkpoint={small_preset}", f"--output_dir={release}"])
-    assert errors == [None, None]
-    texts = _texts(8)
-    theirs = _at_128(keras_hub.models.BertTextClassifier.from_preset(str(out)))
-    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
-                                         init_checkpoint=small_preset, required_heads=("classifier",))
-    batch = _encode(loaded.tokenizer, texts)
-    np.testing.assert_allclose(theirs.predict(texts, verbose=0), loaded.model(batch)["logits"], atol=1e-5)
-    assert sorted(os.listdir(release)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
-                                           "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
-
     data, predictions, trained = tmp_path / "data", tmp_path / "predictions", tmp_path / "trained"
     resources.write_polarity_tsv(str(data))
     (data / "test.tsv").write_text("".join((data / "dev.tsv").read_text().splitlines(keepends=True)[:9]))
@@ -345,13 +338,27 @@ def test_scripts(small_preset, tmp_path, run_main):
         tiny_classifier.write_lines(str(tiny_data / f"{split}.tsv"), ["id\tlabel\ttext_a"] + [
             f"{i}\t{rng.choice(['neg', 'pos'])}\t{tiny_classifier.random_sentence(rng)}" for i in range(16)])
     vocab_file, config_file = tiny_classifier.write_tiny_model(str(tmp_path / "tiny_model"))
-    assert run_main("run_scripts/run_classifier.py",
-                    ["--task_name=tsv", f"--data_dir={data}", "--do_predict", f"--init_checkpoint={small_preset}",
-                     "--max_seq_length=128", f"--output_dir={predictions}"],
-                    ["--task_name=tsv", f"--data_dir={tiny_data}", "--do_train", f"--vocab_file={vocab_file}",
-                     f"--bert_config_file={config_file}", "--max_seq_length=16", "--train_batch_size=8",
-                     "--num_train_epochs=1", "--seed=1", f"--output_dir={trained}", "--save_keras_hub_preset"]
-                    ) == [None, None]
+    steps = [(os.path.join(REPO, "run_scripts", "convert_checkpoint.py"), [
+                 [f"--init_checkpoint={small_preset}", "--to=keras_hub", f"--output_dir={out}"],
+                 [f"--init_checkpoint={small_preset}", f"--output_dir={release}"]]),
+             (os.path.join(REPO, "run_scripts", "run_classifier.py"), [
+                 ["--task_name=tsv", f"--data_dir={data}", "--do_predict", f"--init_checkpoint={small_preset}",
+                  "--max_seq_length=128", f"--output_dir={predictions}"],
+                 ["--task_name=tsv", f"--data_dir={tiny_data}", "--do_train", f"--vocab_file={vocab_file}",
+                  f"--bert_config_file={config_file}", "--max_seq_length=16", "--train_batch_size=8",
+                  "--num_train_epochs=1", "--seed=1", f"--output_dir={trained}", "--save_keras_hub_preset"]])]
+    done, logs = script_steps.run(steps, REPO)
+    assert [step["errors"] for step in done] == [[None, None], [None, None]], logs[-3000:]
+
+    texts = _texts(8)
+    theirs = _at_128(keras_hub.models.BertTextClassifier.from_preset(str(out)))
+    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
+                                         init_checkpoint=small_preset, required_heads=("classifier",))
+    batch = _encode(loaded.tokenizer, texts)
+    np.testing.assert_allclose(theirs.predict(texts, verbose=0), loaded.model(batch)["logits"], atol=1e-5)
+    assert sorted(os.listdir(release)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                                           "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
+
     theirs = keras_hub.models.BertTextClassifier.from_preset(str(trained / "keras_hub"))
     ours = task_models.BertClassifier(BertConfig.from_json_file(config_file), 2)
     checkpoints.restore(ours, str(trained), ("classifier",))

@@ -73,7 +73,7 @@ def export(model, task, fmt, export_dir, vocab, **arguments):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                         intermediate_size=37, max_position_embeddings=24, type_vocab_size=2, hidden_act="gelu_exact")
     vocab = tmp_path_factory.mktemp("tiny") / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]) + "\n")
@@ -94,13 +94,13 @@ def features(batch_size, rng):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", portable.FORMATS)
-def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
-    """Each kind of task (CASES), its inputs and outputs those of its spec: the outputs of the SavedModel's tensor
-    signature, by name, equal to the Keras model's (1e-5), at any batch and length, the labels named; the directory
-    holds the vocab, the labels and the metadata. dynamic_range stores int8 weights (H=128: a file under 40% of the
-    float32 weights' bytes, which a float export's file holds) and keeps the logits: within a quarter of their spread
-    over 16 texts (measured 7-9%), where a constant output misses by more than their spread."""
+def test_every_kind_of_task_runs_without_tensorflow(tiny, tmp_path):
+    """Each kind of task (CASES), built once and exported in each format, its inputs and outputs those of its spec:
+    the outputs of the file's tensor signature, by name, equal to the Keras model's (1e-5), at any batch and length,
+    the labels named; the directory holds the vocab, the labels and the metadata. dynamic_range stores int8 weights
+    (H=128: a file under 40% of the float32 weights' bytes, which a float export's file holds) and keeps the
+    logits: within a quarter of their spread over 16 texts (measured 7-9%), where a constant output misses by more
+    than their spread."""
     config, vocab = tiny
     rng = np.random.RandomState(0)
     inputs = features(3, rng)
@@ -109,34 +109,39 @@ def test_every_kind_of_task_runs_without_tensorflow(fmt, tiny, tmp_path):
         spec = task_models.REGISTRY[task]
         tf.keras.utils.set_random_seed(1)
         model = spec.build(config, 3 if labels else None)
-        path = export(model, task, fmt, tmp_path / task, vocab, label_list=labels)
         feed = task_inputs.for_model(model, inputs, positions=np.array([[1, 2]] * 3, np.int32))
-        jobs.append((os.path.join(path, portable.FILES[fmt]), fmt, feed))
         expected = {k: np.asarray(v) for k, v in model({k: tf.constant(v) for k, v in feed.items()}).items()}
-        cases.append((task, labels, spec, task_models.output_names(model), expected))
+        for fmt in portable.FORMATS:
+            path = export(model, task, fmt, tmp_path / fmt / task, vocab, label_list=labels)
+            jobs.append((os.path.join(path, portable.FILES[fmt]), fmt, feed))
+            cases.append((fmt, task, labels, spec, task_models.output_names(model), expected))
     wider = BertConfig.from_dict({**config.to_dict(), "hidden_size": 128, "intermediate_size": 512})
     model = task_models.build_task_model("classifier", wider, 3)
     # matrices of std 0.1 (5x the initial 0.02): every layer moves the logits, which spread over the texts
     model.set_weights([rng.normal(0, 0.1, w.shape).astype(w.dtype) if w.ndim > 1 else w for w in model.get_weights()])
     inputs = features(16, rng)
     logits = model({k: tf.constant(v) for k, v in inputs.items()})["logits"].numpy()
-    quantized_file = os.path.join(export(model, "classifier", fmt, tmp_path / "int8", vocab,
-                                         quantization="dynamic_range"), portable.FILES[fmt])
-    *results, quantized = run_fresh(tmp_path, [*jobs, (quantized_file, fmt, inputs)])
-    for (task, labels, spec, outputs, expected), got in zip(cases, results):
-        assert set(got) == set(outputs) | ({spec.label_output} if labels else set()), (task, sorted(got))
+    quantized_files = [os.path.join(export(model, "classifier", fmt, tmp_path / fmt / "int8", vocab,
+                                           quantization="dynamic_range"), portable.FILES[fmt])
+                       for fmt in portable.FORMATS]
+    results = run_fresh(tmp_path, [*jobs, *((path, fmt, inputs) for path, fmt in
+                                            zip(quantized_files, portable.FORMATS))])
+    for (fmt, task, labels, spec, outputs, expected), got in zip(cases, results):
+        assert set(got) == set(outputs) | ({spec.label_output} if labels else set()), (fmt, task, sorted(got))
         for name in outputs:
-            np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=f"{task} {name}")
+            np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=f"{fmt} {task} {name}")
+        directory = tmp_path / fmt / task / "1"
         if labels:
             np.testing.assert_array_equal(got[spec.label_output],
                                           np.array(labels.split(","))[expected["logits"].argmax(-1)])
-            assert (tmp_path / task / "1" / "labels.txt").read_text() == labels.replace(",", "\n") + "\n"
-        meta = json.loads((tmp_path / task / "1" / "assets.extra" / "export_metadata.json").read_text())
+            assert (directory / "labels.txt").read_text() == labels.replace(",", "\n") + "\n"
+        meta = json.loads((directory / "assets.extra" / "export_metadata.json").read_text())
         assert meta["task"] == task and meta["format"] == fmt and meta["file"] == portable.FILES[fmt]
-        assert (tmp_path / task / "1" / "vocab.txt").read_text() == open(vocab).read()
-    assert os.path.getsize(quantized_file) < 0.4 * sum(w.nbytes for w in model.get_weights())
-    quantized = quantized["logits"]
-    assert np.abs(quantized - logits).max() <= 0.25 * logits.std(), (np.abs(quantized - logits).max(), logits.std())
+        assert (directory / "vocab.txt").read_text() == open(vocab).read()
+    for fmt, path, quantized in zip(portable.FORMATS, quantized_files, results[len(jobs):]):
+        assert os.path.getsize(path) < 0.4 * sum(w.nbytes for w in model.get_weights()), fmt
+        error = np.abs(quantized["logits"] - logits).max()
+        assert error <= 0.25 * logits.std(), (fmt, error, logits.std())
 
 
 def test_a_failing_tf2onnx_pass_is_skipped_as_tf2onnx_skips_it(tiny, tmp_path, monkeypatch, caplog):

@@ -41,7 +41,8 @@ TEXT_LIMITS = {"max_texts_per_request": len(TEXTS_A), "max_request_bytes": len("
 # Runs in a child of tests/forkserver.py's server (TensorFlow and the scripts' environment defaults imported; a fresh
 # interpreter where the environment differs) that imports nothing more of bert_tf, and tensorflow_text only once a
 # job asks for it. Each job of the JSON list argv[1]: "tensorflow_text" imports it (registering the TF Text ops the
-# tf_text signatures use; the jobs before it ran without them);
+# tf_text signatures use; the jobs before it ran without them); "without_grappler" turns Grappler's graph rewrites off
+# for the jobs after it (as `without_grappler` in this process);
 # {"key", "dir", "signature", "inputs"} calls a signature of the loaded export (outputs "key/name" into the npz
 # argv[2]); {"key", "cli": argv} runs stock saved_model_cli's main (after a line "=== key" on stderr; its stdout and
 # error into the JSON argv[3]).
@@ -80,6 +81,8 @@ for job in jobs:
     if job == "tensorflow_text":
         assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
         import tensorflow_text
+    elif job == "without_grappler":
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     elif "cli" in job:
         runs[job["key"]] = cli(job)
     else:
@@ -134,8 +137,8 @@ def batch_features(tokenizer, texts_a, texts_b, max_seq_length):
 @pytest.fixture(scope="module", autouse=True)
 def without_grappler():
     """Grappler's graph rewrites (for speed; what a graph computes stays) off in this process for this module: a
-    loaded text signature's first call spent most of its time optimizing the tokenizer's graph. The CHILD processes
-    (the golden checks, the TF1 loader's) run with TensorFlow's defaults."""
+    loaded text signature's first call spent most of its time optimizing the tokenizer's graph. So do the CHILD
+    processes but the golden check's, which runs with TensorFlow's defaults."""
     before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     yield
@@ -290,8 +293,9 @@ TASK_LABELS = {"encoder": None, "regression": None, "squad": None, "ner": "O,B,I
 def test_every_task_in_a_child_process(tmp_path, tiny, packing_exports):
     """Each task's signatures (its spec's inputs and outputs), reloaded in CHILD (tensorflow_text imported),
     equal the Keras model (1e-5); text longer than max_seq_length is truncated by the original rule. The ner
-    export with text signatures is packing_exports' (tf_text, packed to the longest text)."""
+    export with text signatures is packing_exports' (tf_text, packed to the longest text); the others are 1-layer."""
     max_len = PACKING_MAX_LEN
+    one_layer = BertConfig.from_dict({**tiny["config"].to_dict(), "num_hidden_layers": 1})
     tok = tiny["tokenizer"]
     features = batch_features(tok, TEXTS_A, TEXTS_B, max_len)
     positions = np.array([[1, 2, 5]] * len(TEXTS_A), np.int32)
@@ -300,14 +304,14 @@ def test_every_task_in_a_child_process(tmp_path, tiny, packing_exports):
     assert set(TASK_LABELS) == set(task_models.REGISTRY) - {"classifier"}
     # saved_model_cli: show --all works as shipped (before tensorflow_text is imported); run needs the TF Text ops
     # registered (the TF1 loader imports every function of the graph, the text signatures' included).
-    jobs, models = [{"key": "show", "cli": ["show", "--dir", packing_exports.path("ner", pad=False), "--all"]},
-                    "tensorflow_text"], {}
+    jobs, models = ["without_grappler", {"key": "show", "cli": ["show", "--dir", packing_exports.path("ner", pad=False),
+                                                               "--all"]}, "tensorflow_text"], {}
     for task, labels in TASK_LABELS.items():
         if task == "ner":  # the text signatures are the same for every task: one export has them
             model, path = packing_exports.models[task], packing_exports.path(task, pad=False)
         else:
             tf.keras.utils.set_random_seed(1)
-            model = task_models.build_task_model(task, tiny["config"], 3 if labels else None)
+            model = task_models.build_task_model(task, one_layer, 3 if labels else None)
             path = export(model, task, tmp_path / task, tiny["vocab"], max_seq_length=max_len, label_list=labels,
                           text_ops="none")
         models[task] = model
@@ -353,16 +357,16 @@ def test_every_task_in_a_child_process(tmp_path, tiny, packing_exports):
 @pytest.fixture(scope="module")
 def core_process(tmp_path_factory, packing_exports):
     """packing_exports' classifier with text_ops=core, without and with use_xla, in one fresh process (CHILD,
-    TensorFlow's C++ logs on) that never imports tensorflow_text: serving_text_pair on TEXTS_A, TEXTS_B ("pair"), and
-    stock saved_model_cli's run (the TF1 loader, as TF Serving's) of serving_text on "Hello world!" ("plain", "xla")
-    and on a request of one text over max_texts_per_request ("over")."""
+    TensorFlow's C++ logs on, Grappler off) that never imports tensorflow_text: serving_text_pair on TEXTS_A, TEXTS_B
+    ("pair"), and stock saved_model_cli's run (the TF1 loader, as TF Serving's) of serving_text on "Hello world!"
+    ("plain", "xla") and on a request of one text over max_texts_per_request ("over")."""
     plain, xla = (packing_exports.path("classifier", False, use_xla, "core") for use_xla in (False, True))
 
     def cli(key, path, texts):
         return {"key": key, "cli": ["run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_text",
                                     "--input_exprs", f"text_a={texts}"]}
     return start_child(tmp_path_factory.mktemp("core_process"), [
-        {"key": "pair", "dir": plain, "signature": "serving_text_pair",
+        "without_grappler", {"key": "pair", "dir": plain, "signature": "serving_text_pair",
          "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}},
         cli("plain", plain, ["Hello world!"]), cli("over", plain, ["a"] * (len(TEXTS_A) + 1)),
         cli("xla", xla, ["Hello world!"])], env={**ENV, "TF_CPP_MIN_LOG_LEVEL": "0"})()
@@ -487,7 +491,7 @@ def test_core_tokenizer_matches_full_tokenizer(uncased_vocab_file):
 
 
 @pytest.mark.slow
-def test_versions_and_bad_arguments(tmp_path, tiny):
+def test_versions_and_bad_arguments(tmp_path, tiny, run_main):
     model = task_models.build_task_model("classifier", tiny["config"], 2)
     base = str(tmp_path / "m")
     assert export(model, "classifier", base, tiny["vocab"], max_seq_length=8, version=2,
@@ -509,19 +513,15 @@ def test_versions_and_bad_arguments(tmp_path, tiny):
     config_file = tmp_path / "bert_config.json"
     tiny["config"].to_json_file(str(config_file))
     prefix = _save_original(model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
-    args = [sys.executable, SCRIPT, "--task=classifier", f"--bert_config_file={config_file}",
-            f"--vocab_file={tiny['vocab']}", f"--init_checkpoint={prefix}", "--num_labels=2",
-            "--max_seq_length=8", f"--export_dir={base}", "--version=2"]
-    refused = start(args)
-    xla_hub = start(args[:2] + ["--task=encoder"] + args[3:-1] + ["--version=8", "--format=tfhub", "--use_xla"])
-    returncode, stdout, stderr = start(args[:-1] + ["--version=7", "--text_ops=none"])()
-    assert returncode == 0, stderr[-2000:]
-    assert stdout.strip().endswith(os.path.join(base, "7"))
-    returncode, _, stderr = refused()
-    assert returncode != 0 and "already exists" in stderr
-    returncode, _, stderr = xla_hub()
-    assert returncode != 0 and "error: --use_xla does not apply to --format=tfhub --task=encoder" in stderr, \
-        stderr[-2000:]
+    args = ["--task=classifier", f"--bert_config_file={config_file}", f"--vocab_file={tiny['vocab']}",
+            f"--init_checkpoint={prefix}", "--num_labels=2", "--max_seq_length=8", f"--export_dir={base}"]
+    errors, logs = run_main(SCRIPT, args + ["--version=2"],
+                            ["--task=encoder"] + args[1:] + ["--version=8", "--format=tfhub", "--use_xla"],
+                            args + ["--version=7", "--text_ops=none"], with_logs=True)
+    assert errors[0].startswith("FileExistsError") and "already exists" in errors[0], errors[0]
+    assert errors[1].startswith("ValueError: --use_xla does not apply to --format=tfhub --task=encoder "), errors[1]
+    assert errors[2] is None, logs[-2000:]
+    assert f"Export written to {os.path.join(base, '7')}\n" in logs, logs[-2000:]
     assert sorted(os.listdir(base)) == ["2", "7"]
     loaded = tf.saved_model.load(os.path.join(base, "7"))
     features = batch_features(tiny["tokenizer"], TEXTS_A[:2], TEXTS_B[:2], 8)
@@ -583,20 +583,22 @@ def test_text_requests_are_packed_to_their_longest_text(tiny, packing_exports, u
     fixed-length ones (within 1e-5) on every real position, for short requests, requests mixing empty and over-long
     texts, and all-empty ones. The fixed-length outputs: SQuAD's export by its default (fixed-length unless told to cut,
     pad_to_max_seq_length=False), the Keras model's on the texts packed to max_seq_length for the others (what their
-    fixed-length exports serve: `test_every_task_in_a_child_process`). The tensor signature takes any length; under
-    use_xla its per-token outputs come back at the length sent."""
+    fixed-length exports serve: `test_every_task_in_a_child_process`). Under use_xla the classifier and ner only
+    (squad's per-token outputs are packed as ner's). The tensor signature takes any length; under use_xla its
+    per-token outputs come back at the length sent."""
     max_len, multiple = PACKING_MAX_LEN, PACKING_MULTIPLE
-    squad_fixed = packing_exports.load("squad", True).signatures["serving_text_pair"]
-    cut_exports = {task: packing_exports.load(task, False, use_xla) for task in PACKING_LABELS}
+    tasks = ("classifier", "ner") if use_xla else ("classifier", "ner", "squad")
+    cut_exports = {task: packing_exports.load(task, False, use_xla) for task in tasks}
     for (texts_a, texts_b) in REQUESTS.values():
         packed = batch_features(tiny["tokenizer"], texts_a, texts_b, max_len)
         longest = int(packed["input_mask"].sum(1).max())
         width = min(max_len, -(-longest // multiple) * multiple) if use_xla else longest
         mask = packed["input_mask"][:, :width].astype(bool)
-        for task in ("classifier", "ner", "squad"):
+        for task in tasks:
             model = packing_exports.models[task]
             if task == "squad":
-                fixed = squad_fixed(text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
+                fixed = packing_exports.load("squad", True).signatures["serving_text_pair"](
+                    text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
                 assert fixed["input_ids"].shape == (3, max_len)
             else:
                 fixed = keras_outputs(model, packed, task)

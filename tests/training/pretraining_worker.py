@@ -16,8 +16,6 @@ up to 128 tokens), read by PretrainingTask's reader (bert_tf.data.pretraining.da
    the longer and stacked (`both_workers`): the global batches the cluster trains on.
 2. (a worker of the cluster) OUTPUT_DIR/resumed: this worker's copy of the mid-run checkpoint of 1, trained on to
    STEPS by a new Trainer.
-3. (single process) OUTPUT_DIR/mirrored: STEPS updates under MirroredStrategy on the 2 devices, both files read
-   by one input pipeline.
 Classifier, DATA_DIR/classifier (train.tsv of texts of 1 to 28 words, the tsv task; ClassifierTask's reader:
 bert_tf.data.records.training_dataset): OUTPUT_DIR/classifier: STEPS updates under the cluster (a worker) or on one
 device (the single process); (single process) OUTPUT_DIR/classifier_mirrored: under MirroredStrategy.
@@ -200,9 +198,7 @@ def main(data_dir, output_dir):
         result["other_data"] = other_data(strategy, os.path.join(data_dir, "classifier"),
                                           os.path.join(output_dir, "other_data"))
     if "mirrored" in by_kind:
-        shapes.update(mirrored=[], classifier_mirrored=[])
-        train_pretraining(by_kind["mirrored"], task, pretraining_data(data_dir, output_dir)[1],
-                          os.path.join(output_dir, "mirrored"), shapes["mirrored"])
+        shapes.update(classifier_mirrored=[])
         train_classifier(by_kind["mirrored"], os.path.join(data_dir, "classifier"),
                          os.path.join(output_dir, "classifier_mirrored"), shapes["classifier_mirrored"])
     print("RESULT " + json.dumps({

@@ -5,8 +5,7 @@ process on 2 logical CPU devices, with dropout-free tiny models, on the real tra
   file; the single process trains one device on the same global batches (both workers' batches of each update,
   stacked), with clipping acting on every update;
 - run_classifier.py's (ClassifierTask: every worker reads the whole set and keeps its share of the global batch)
-  under the cluster, on one device and on the 2 devices (MirroredStrategy);
-- run_pretraining.py's on the 2 devices of one worker.
+  under the cluster, on one device and on the 2 devices (MirroredStrategy).
 Every replica of every update gets one batch shape, that of the update's longest text, though the replicas' own
 texts differ in length (recorded where each replica's model is called, inside the update); MultiWorkerMirroredStrategy
 takes one CPU device per worker, so the cluster has 2 workers x 1 device.
@@ -80,7 +79,7 @@ def _wait(processes, timeout):
     while any(p.poll() is None for p in processes.values()):
         if time.monotonic() > deadline or any(p.returncode for p in processes.values()):
             break
-        time.sleep(0.5)
+        time.sleep(0.05)
     for p in processes.values():
         if p.poll() is None:
             p.kill()
@@ -174,8 +173,7 @@ def test_workers_on_other_data_both_stop_naming_the_one_that_differs(runs):
 
 
 # run -> (the processes that train it, its name in their RESULT's shapes)
-SHAPE_RUNS = {"pretraining, 2 devices": (("single",), "mirrored"),
-              "pretraining, 2 workers": (("chief", "worker-1"), "straight"),
+SHAPE_RUNS = {"pretraining, 2 workers": (("chief", "worker-1"), "straight"),
               "pretraining resumed, 2 workers": (("chief", "worker-1"), "resumed"),
               "classifier, 2 devices": (("single",), "classifier_mirrored"),
               "classifier, 2 workers": (("chief", "worker-1"), "classifier")}
