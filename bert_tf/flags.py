@@ -80,13 +80,41 @@ def define_model_flags():
 
 def define_classifier_flags():
     """run_classifier.py's own flags (also run_classifier_with_tfhub.py's)."""
+    from bert_tf.model import task_models
     from bert_tf.tasks import classifier
 
     flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data files) "
                         "for the task.")
     flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(classifier.PROCESSORS) + ".")
     flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train (translated MultiNLI) and evaluate on.")
+    holding = {"text_a": "the text", "text_b": "the second text of a pair (optional; named by this flag: required)",
+               "label": "the label (optional in the test file)",
+               "id": "the id that predictions.tsv reports (optional; without it: the row's number)"}
+    for field in classifier.processors.COLUMNS:
+        flags.DEFINE_string(f"{field}_column", None, f"The tsv, csv and jsonl tasks: the column (tsv, csv: its "
+                            f"header's name, any case) or key (jsonl) holding {holding[field]}. Default: {field}.")
     define_class_weights_flag()
+    flags.DEFINE_bool("multi_label", run_default("multi_label"), "Multi-label classification: an example has any "
+                      "number of the labels (the label column holds them joined by --label_separator, a JSON list, "
+                      "or a DataProcessor's list); sigmoid outputs and binary cross-entropy; eval_results.txt: "
+                      "eval_micro_f1, eval_macro_f1, eval_subset_accuracy; --class_weights weighs each label's "
+                      "positive term ('balanced': its negatives over its positives in the training set).")
+    flags.DEFINE_string("label_separator", run_default("label_separator"), "--multi_label: what joins an example's "
+                        "labels in the label column (each stripped; an empty column: no label), and the predicted "
+                        "labels in predictions.tsv.")
+    flags.DEFINE_bool("tune_thresholds", run_default("tune_thresholds"), "--multi_label with --do_eval: choose each "
+                      "label's threshold on the dev set at every evaluation (the dev probability that maximises its "
+                      "F1, the higher of equals), saved to <output_dir>/thresholds.json and used by the metrics, "
+                      "predictions and exports, and by later runs that do not train. Default: "
+                      f"{task_models.DEFAULT_THRESHOLD} each.")
+
+
+def classifier_columns(values):
+    """The --<field>_column flags given in `values` (FLAGS): ClassifierTask's `columns`."""
+    from bert_tf.tasks.classifier import processors
+
+    return {field: getattr(values, f"{field}_column") for field in processors.COLUMNS
+            if getattr(values, f"{field}_column") is not None}
 
 
 def define_class_weights_flag():

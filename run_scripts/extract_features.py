@@ -9,6 +9,7 @@ from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.inference import extract_features
+from bert_tf.text import packing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")
@@ -25,6 +26,10 @@ flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility w
                   "is the same either way.")
 flags.DEFINE_bool("use_xla", False, "Compile the forward pass with XLA.")
 bert_flags.define_length_flags()
+flags.DEFINE_integer("doc_stride", 0, packing.DOC_STRIDE_HELP + " Each token's features come from the window where it "
+                     "has the most context, [CLS] from the first window; a pair keeps text_b whole in every window and "
+                     "windows text_a (R = max_seq_length - 3 - text_b's tokens, an error if below 1), the [SEP] after "
+                     "text_a, text_b and its [SEP] from the last window.", lower_bound=0)
 
 
 def main(_):
@@ -34,7 +39,7 @@ def main(_):
         max_seq_length=FLAGS.max_seq_length, do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
         batch_size=FLAGS.batch_size,
         use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
-        seq_length_multiple=FLAGS.seq_length_multiple)
+        seq_length_multiple=FLAGS.seq_length_multiple, doc_stride=FLAGS.doc_stride)
 
 
 if __name__ == "__main__":

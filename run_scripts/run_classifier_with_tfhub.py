@@ -29,7 +29,7 @@ def main(_):
         raise ValueError("--init_checkpoint: the weights come from --bert_hub_module_handle here; use "
                          "run_classifier.py to start from a checkpoint.")
     task = classifier.ClassifierTask(task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
-                                     xnli_language=FLAGS.xnli_language)
+                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS))
     runner.run(task, bert_flags.run_config(FLAGS, init_checkpoint=FLAGS.bert_hub_module_handle))
 
 

@@ -14,6 +14,7 @@ from absl import flags
 
 from bert_tf import flags as bert_flags
 from bert_tf.inference import embeddings
+from bert_tf.text import packing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "The sentences to search: a text file, one sentence per line.")
@@ -31,6 +32,10 @@ flags.DEFINE_integer("batch_size", 32, "Sentences per batch (of --max_seq_length
                      "batch's tokens).", lower_bound=1)
 flags.DEFINE_bool("use_xla", False, "Compile the encoder with XLA.")
 bert_flags.define_length_flags()
+flags.DEFINE_integer("doc_stride", 0, packing.DOC_STRIDE_HELP + " A text's embedding is then pooled over its windows: "
+                     "--pooling=mean, the mean over its tokens each counted once, from the window where it has the "
+                     "most context; cls, the mean of the windows' [CLS] vectors; normalized after pooling.",
+                     lower_bound=0)
 
 
 def main(_):
@@ -40,7 +45,7 @@ def main(_):
         vocab_file=FLAGS.vocab_file, do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
         max_seq_length=FLAGS.max_seq_length, pooling=FLAGS.pooling, normalize_embeddings=FLAGS.normalize_embeddings,
         batch_size=FLAGS.batch_size, use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
-        seq_length_multiple=FLAGS.seq_length_multiple)
+        seq_length_multiple=FLAGS.seq_length_multiple, doc_stride=FLAGS.doc_stride)
     for result in results:
         print(f"\n{result['query']}")
         for hit in result["results"]:

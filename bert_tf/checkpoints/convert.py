@@ -48,8 +48,8 @@ def hf_task_of_heads(heads, task=None):
     """The task (TaskSpec) whose transformers class a checkpoint with `heads` ({head attribute: rows},
     `restore.checkpoint_heads`) is written as: `task` if given (its heads must be among `heads`), else the task with
     a Hugging Face class whose heads are exactly `heads` (none: BertModel; masked_lm and next_sentence:
-    BertForPreTraining; classifier: BertForSequenceClassification, with one output the regression task; ...).
-    ValueError naming the heads found where none or several tasks fit."""
+    BertForPreTraining; classifier: BertForSequenceClassification, the classifier, with one output the regression
+    task, multi_label only as `task`; ...). ValueError naming the heads found where no task fits."""
     found = ", ".join(heads) or "no head"
     specs = [task_models.REGISTRY[name] for name in huggingface.ARCHITECTURES]
     if task is not None:
@@ -63,7 +63,8 @@ def hf_task_of_heads(heads, task=None):
         return spec
     fits = [spec for spec in specs if set(spec.head_names) == set(heads)
             and all(spec.kwargs.get("num_labels", heads[h]) == heads[h] for h in spec.head_names)]
-    fits = [spec for spec in fits if "num_labels" in spec.kwargs] or fits  # one output: regression
+    # one output: regression; else the first, the classifier (a multi-label one's heads are alike: task=multi_label)
+    fits = [spec for spec in fits if "num_labels" in spec.kwargs] or fits[:1]
     if len(fits) != 1:
         fitting = [spec.name for spec in specs if set(spec.head_names) <= set(heads)]
         raise ValueError(f"The checkpoint holds {found}: no one Hugging Face class has exactly these heads; pass "

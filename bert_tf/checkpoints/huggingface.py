@@ -49,9 +49,12 @@ def _linear_head(module):
 
 # Our task (`task_models.REGISTRY`) -> the transformers class of its model (config.json's `architectures`).
 ARCHITECTURES = {"encoder": "BertModel", "classifier": "BertForSequenceClassification",
-                 "regression": "BertForSequenceClassification", "squad": "BertForQuestionAnswering",
+                 "regression": "BertForSequenceClassification", "multi_label": "BertForSequenceClassification",
+                 "squad": "BertForQuestionAnswering",
                  "ner": "BertForTokenClassification", "swag": "BertForMultipleChoice",
                  "pretraining": "BertForPreTraining", "masked_lm": "BertForMaskedLM"}
+# The tasks of a BertForSequenceClassification other than the classifier -> its config.json's problem_type.
+PROBLEM_TYPES = {"regression": "regression", "multi_label": "multi_label_classification"}
 # Each head's tensors as transformers names them: head attribute -> (Hugging Face name, whether it is the transpose
 # of the original tensor), in the order of the head's original variables (its task model's `heads`). The masked
 # LM's decoder is the word embedding table: transformers
@@ -117,13 +120,15 @@ def hf_config(config, spec, labels=None):
     model_type "bert", architectures, the BERT keys, hidden_act as transformers names our function
     (`_TO_HF_ACTIVATION`: gelu -> gelu_new, gelu_exact -> gelu), layer_norm_eps 1e-12, pad_token_id 0, absolute
     positions; for a labelled head its `labels` as id2label / label2id (num_labels), for the regression task
-    problem_type "regression" and one label."""
+    problem_type "regression" and one label, for multi_label problem_type "multi_label_classification"."""
     out = {"architectures": [ARCHITECTURES[spec.name]], "model_type": "bert", "dtype": "float32",
            **{key: getattr(config, key) for key in _CONFIG_KEYS},
            "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPS,
            "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
+    if spec.name in PROBLEM_TYPES:
+        out["problem_type"] = PROBLEM_TYPES[spec.name]
     if spec.kwargs.get("regression"):
-        out["problem_type"], labels = "regression", ["LABEL_0"]
+        labels = ["LABEL_0"]
     if labels:
         out["num_labels"] = len(labels)
         out["id2label"] = {str(i): label for i, label in enumerate(labels)}
@@ -200,7 +205,7 @@ def from_hf_directory(model_dir, dtype=None):
 def hf_task(hf_model_dir):
     """(TaskSpec, num_labels or None, label names or None) of a Hugging Face BERT directory: the task whose
     class (`ARCHITECTURES`) its config.json's `architectures` names (none named: BertModel, the encoder), a
-    BertForSequenceClassification with problem_type "regression" the regression task; a labelled task's labels
+    BertForSequenceClassification with a problem_type of `PROBLEM_TYPES` that task; a labelled task's labels
     from id2label (else num_labels, transformers' default 2). ValueError naming config.json for another class."""
     path = os.path.join(hf_model_dir, "config.json")
     hf = _read_hf_config(path)
@@ -209,8 +214,7 @@ def hf_task(hf_model_dir):
     if not specs:
         known = sorted(set(ARCHITECTURES.values()))
         raise ValueError(f"{path}: architectures names {architecture!r}; bert-tf reads {', '.join(known)}.")
-    regression = hf.get("problem_type") == "regression"
-    spec = next((s for s in specs if bool(s.kwargs.get("regression")) == regression), specs[0])
+    spec = next((s for s in specs if PROBLEM_TYPES.get(s.name) == hf.get("problem_type")), specs[0])
     if not spec.labelled:
         return spec, None, None
     id2label = hf.get("id2label") or {}

@@ -17,7 +17,8 @@ Every task: those of `task_models.REGISTRY`; the preprocessing model (no weights
   model, weights loaded, and its `TaskSpec`), `vocab_file` (a local copy named vocab.txt, an asset's source),
   `do_lower_case`, `max_seq_length`, `labels` (None without labels) and `labels_file` (a local labels.txt of them).
 - `options`: the writer's keyword-only arguments (their defaults are there) and, where the export loads the model,
-  the task model's (`TaskSpec.options`: the embedding's pooling and normalize_embeddings). Any other is a TypeError
+  the task model's (`TaskSpec.options`: the embedding's pooling and normalize_embeddings, multi_label's thresholds,
+  else its model's own, e.g. a run's tuned ones). Any other is a TypeError
   naming it, raised with the other input checks (format, task, labels, version) before anything loads.
 - Versions only increase (`version_dir`). A version is written in a staging directory and committed whole, its key
   file last (`fileio.staged_directory`), so that TF Serving never loads a half-written one.

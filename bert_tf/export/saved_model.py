@@ -5,7 +5,7 @@ tasks that take text, raw-text signatures; `write` writes it into the directory 
 |---------------------|--------------------------------------------------------|-------------------------------------|
 | `serving_default`   | the task model's: int32 `input_ids`, `input_mask`,     | the task's (docs/serving.md), and a |
 |                     | `segment_ids` [B, S] (swag [B, 4, S]; pretraining and  | labelled head's label names of its  |
-|                     | masked_lm + `masked_lm_positions` [B, P])              | argmax                              |
+|                     | masked_lm + `masked_lm_positions` [B, P])              | argmax (multi_label: 0/1 per label) |
 | `serving_text`      | string `text_a` [B]                                    | those + the packed `input_ids`,     |
 | `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b`: one  | `input_mask`, `segment_ids` [B, S]  |
 |                     | segment, as the original)                              |                                     |
@@ -64,7 +64,8 @@ def function_variables(concrete_functions):
 
 class _ServingModule(tf.Module):
     """The signatures' computation: `model` on its inputs -> its outputs by name, and the label names of `labels`
-    as the spec's `label_output`."""
+    as the spec's `label_output`; for a multi-label model, int32 [B, L]: 1 where a probability is >= its label's
+    threshold (the model's `thresholds`)."""
 
     def __init__(self, model, spec, vocab_file, labels, preprocessor=None, use_xla=False, seq_length_multiple=1):
         super().__init__()
@@ -82,6 +83,7 @@ class _ServingModule(tf.Module):
             self.vocab_asset = tf.saved_model.Asset(vocab_file)
         self.preprocessor = preprocessor
         self._labels = labels
+        self._thresholds = getattr(model, "thresholds", None)  # a multi-label classifier's
 
     def track_variables(self, concrete_functions):
         self.model_variables = function_variables(concrete_functions)
@@ -89,7 +91,11 @@ class _ServingModule(tf.Module):
     def outputs(self, inputs):
         result = self._forward_rounded(inputs) if self.seq_length_multiple > 1 else self._forward.obj(inputs)
         out = {name: tf.identity(result[name], name=name) for name in self.output_names}
-        if self._labels is not None:  # a constant of each function (a captured tensor would be an ONNX input)
+        # constants of each function (a captured tensor would be an ONNX input)
+        if self._thresholds is not None:
+            out[self.spec.label_output] = tf.cast(out["probabilities"] >= tf.constant(self._thresholds, tf.float32),
+                                                  tf.int32)
+        elif self._labels is not None:
             labels = tf.constant(self._labels, tf.string)
             out[self.spec.label_output] = tf.gather(labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
         return out

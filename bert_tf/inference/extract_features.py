@@ -2,9 +2,13 @@
 
 Input: one example per line, `text_a` or `text_a ||| text_b`. Output: JSON lines in the original's form,
 `{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]}, ...]}, ...]}`
-with every value rounded to 6 decimals.
+with every value rounded to 6 decimals. With `doc_stride` > 0 a text longer than max_seq_length is not cut but
+run in windows (`packing.pack_windows`: text_b whole in every window, text_a windowed), each token's values taken
+from the window where it has the most context ([CLS] from the first window, the [SEP] after text_a, text_b and its
+[SEP] from the last): one `features` entry per token of the whole text, as one long window would give.
 """
 import collections
+import itertools
 import json
 import re
 
@@ -23,6 +27,8 @@ InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "t
 InputFeatures = collections.namedtuple(
     "InputFeatures", ["unique_id", "tokens", "input_ids", "input_mask", "input_type_ids"])
 
+# An example: its whole text's tokens, where each one's values come from (`packing.pack_windows`), its windows.
+Text = collections.namedtuple("Text", ["unique_id", "tokens", "sources", "features"])
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
@@ -42,20 +48,33 @@ def read_examples(input_file):
 
 def convert_examples_to_features(examples, seq_length, tokenizer):
     """Tokenizes and packs examples as the original: [CLS] a [SEP] (b [SEP]), truncated (and says so), zero-padded."""
+    return [feature for text in convert_examples_to_texts(examples, seq_length, tokenizer) for feature in text.features]
+
+
+def convert_examples_to_texts(examples, seq_length, tokenizer, doc_stride=0):
+    """A Text for each example: its InputFeatures as `convert_examples_to_features`, or with `doc_stride` > 0 one per
+    window of a longer text (`packing.pack_windows`), its whole text's `tokens` and their `sources`."""
     if seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {seq_length}.")
-    features, cut = [], collections.Counter()
+    packing.check_doc_stride(doc_stride)
+    texts, cut, logged = [], collections.Counter(), 0
     for example in examples:
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-        tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, seq_length,
-                                                  cut=cut)
-        features.append(InputFeatures(example.unique_id, tokens, *packing.pad_inputs(
-            tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length)))
-        if len(features) <= 5:
+        try:
+            windows = packing.pack_windows(tokenizer.tokenize(example.text_a), tokens_b, seq_length, doc_stride, cut)
+        except ValueError as error:
+            raise ValueError(f"Input line {example.unique_id + 1}: {error}") from None
+        features = [InputFeatures(example.unique_id, tokens, *packing.pad_inputs(
+            tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length))
+            for tokens, segment_ids in windows.packed]
+        whole = features[0].tokens if windows.sources is None else [windows.packed[w][0][p] for w, p in windows.sources]
+        texts.append(Text(example.unique_id, whole, windows.sources, features))
+        for feature in features[:5 - logged]:
             logging.info("unique_id: %s tokens: %s", example.unique_id,
-                         " ".join(tokenization.printable_text(t) for t in tokens))
-    packing.log_cut(cut, "The input file", seq_length)
-    return features
+                         " ".join(tokenization.printable_text(t) for t in feature.tokens))
+        logged = min(5, logged + len(features))
+    packing.log_cut(cut, "The input file", seq_length, packing.DOC_STRIDE_KEEPS)
+    return texts
 
 
 def parse_layers(layers, num_hidden_layers):
@@ -92,8 +111,21 @@ def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=Fa
             yield next(rows), [o[row] for o in layer_outputs]
 
 
+def stitch(texts, results):
+    """(text, [values [T, H] of each layer]) for each of `texts` from `results` (`predict_layers`' on their features,
+    in order): each token's values from the window its `sources` name."""
+    results = iter(results)
+    for text in texts:
+        windows = [values for _, values in itertools.islice(results, len(text.features))]
+        if text.sources is None:
+            yield text, windows[0]
+        else:
+            yield text, [np.stack([windows[w][k][p] for w, p in text.sources]) for k in range(len(windows[0]))]
+
+
 def feature_json(feature, layer_indexes, layer_values):
-    """One output line's object, with the original's key order and 6-decimal rounding."""
+    """One output line's object (`feature`: an InputFeatures or a Text), with the original's key order and
+    6-decimal rounding."""
     return collections.OrderedDict([
         ("linex_index", feature.unique_id),
         ("features", [collections.OrderedDict([
@@ -112,9 +144,9 @@ def write_jsonl(output_file, objects):
 
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,
-                     batch_size=32, jit_compile=False, lengths=None):
+                     batch_size=32, jit_compile=False, lengths=None, doc_stride=0):
     """The whole job: read, featurize, run the encoder, write the JSONL. Returns the number of examples.
-    `lengths`: see `predict_layers`.
+    `lengths`: see `predict_layers`; `doc_stride`: see the module docstring.
 
     Raises ValueError for an empty `input_file` (before anything is written)."""
     config = model.config
@@ -124,15 +156,16 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     if not examples:
         # The original exits 0 having written nothing (its lazily opened output file is never created).
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
-    features = convert_examples_to_features(examples, max_seq_length, tokenizer)
-    results = predict_layers(model, features, layer_indexes, batch_size, jit_compile, lengths)
-    write_jsonl(output_file, (feature_json(f, layer_indexes, values) for f, values in results))
-    return len(features)
+    texts = convert_examples_to_texts(examples, max_seq_length, tokenizer, doc_stride)
+    results = predict_layers(model, [f for text in texts for f in text.features], layer_indexes, batch_size,
+                             jit_compile, lengths)
+    write_jsonl(output_file, (feature_json(text, layer_indexes, values) for text, values in stitch(texts, results)))
+    return len(texts)
 
 
 def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None,
         layers="-1,-2,-3,-4", max_seq_length=128, do_lower_case=None, batch_size=32, use_xla=False,
-        pad_to_max_seq_length=False, seq_length_multiple=None):
+        pad_to_max_seq_length=False, seq_length_multiple=None, doc_stride=0):
     """What extract_features.py does, with any checkpoint `checkpoints.load_pretrained` reads (none: random weights,
     with a warning). Returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
@@ -141,6 +174,6 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
     loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file,
                                          do_lower_case, max_seq_length)
     count = extract_features(loaded.model, loaded.tokenizer, input_file, output_file, layers, max_seq_length,
-                             batch_size, use_xla, lengths)
+                             batch_size, use_xla, lengths, doc_stride)
     logging.info("Wrote features of %d examples to %s", count, output_file)
     return count

@@ -5,7 +5,8 @@ the Keras model of each task cannot say itself (`TaskSpec`, by task name in `REG
 |---------------------|----------------------------------------|------------------------|---------------------|
 | BertModel           | none                                   | encoder                | (the encoder alone) |
 | BertPretrainer      | `.masked_lm`, `.next_sentence`         | pretraining, masked_lm | run_pretraining.py  |
-| BertClassifier      | `.classifier`                          | classifier, regression | run_classifier.py   |
+| BertClassifier      | `.classifier`                          | classifier, regression,| run_classifier.py   |
+|                     |                                        | multi_label            |                     |
 | BertSpanLabeler     | `.span`                                | squad                  | run_squad.py        |
 | BertTokenClassifier | `.tagger` (new)                        | ner                    | run_ner.py          |
 | BertMultipleChoice  | `.choice` (new)                        | swag                   | run_swag.py         |
@@ -33,6 +34,7 @@ from bert_tf.model.heads import (
 from bert_tf.text.packing import INPUT_NAMES
 
 NUM_CHOICES = 4  # SWAG's endings per example
+DEFAULT_THRESHOLD = 0.5  # a multi-label classifier's decision threshold of each label, unless tuned
 
 
 def _projection(scope=""):
@@ -88,14 +90,18 @@ class BertClassifier(TaskModel):
     """run_classifier.py's model: [CLS] pooled output -> dropout -> `output_weights`/`output_bias`.
 
     Inputs: input_ids, input_mask, segment_ids [B, S] int32. Outputs (float32): logits [B, L] and
-    probabilities [B, L] (softmax), or with `regression=True` (STS-B) logits [B, 1] and predictions [B].
+    probabilities [B, L] (softmax), or with `regression=True` (STS-B) logits [B, 1] and predictions [B], or with
+    `multi_label=True` probabilities sigmoid(logits), each label on its own; a label is predicted where its
+    probability is >= its entry of `thresholds` (DEFAULT_THRESHOLD each), what the exports' `predicted_labels` say.
     """
-    task_kwargs = ("num_labels", "regression")
+    task_kwargs = ("num_labels", "regression", "multi_label", "thresholds")
     heads = {"classifier": _projection()}
 
-    def __init__(self, config, num_labels, regression=False, **kwargs):
+    def __init__(self, config, num_labels, regression=False, multi_label=False, thresholds=None, **kwargs):
         if regression and num_labels != 1:
             raise ValueError(f"A regression task has one output, got num_labels={num_labels}.")
+        if regression and multi_label:
+            raise ValueError("A regression task is not multi-label.")
         kwargs.setdefault("name", "bert_classifier")
         bert, policy, inputs = self.init_task(config, kwargs)
         self.classifier = ClassifierHead(num_labels, bert.config.hidden_dropout_prob,
@@ -105,9 +111,29 @@ class BertClassifier(TaskModel):
         if regression:
             outputs["predictions"] = ops.squeeze(logits, -1)
         else:
-            outputs["probabilities"] = ops.softmax(logits, axis=-1)
+            outputs["probabilities"] = ops.sigmoid(logits) if multi_label else ops.softmax(logits, axis=-1)
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
-        self.num_labels, self.regression = num_labels, regression
+        self.num_labels, self.regression, self.multi_label = num_labels, regression, multi_label
+        self.thresholds = thresholds
+
+    @property
+    def thresholds(self):
+        """A multi-label model's decision thresholds, one per label (None otherwise)."""
+        return self._thresholds
+
+    @thresholds.setter
+    def thresholds(self, values):
+        """Sets them (None: DEFAULT_THRESHOLD each); ValueError unless there is one in [0, 1] per label."""
+        if not self.multi_label:
+            if values is not None:
+                raise ValueError("thresholds apply to a multi-label classifier (multi_label=True).")
+            self._thresholds = None
+            return
+        values = (DEFAULT_THRESHOLD,) * self.num_labels if values is None else tuple(float(t) for t in values)
+        if len(values) != self.num_labels or not all(0.0 <= t <= 1.0 for t in values):
+            raise ValueError(f"A multi-label classifier needs one threshold in [0, 1] per label ({self.num_labels}), "
+                             f"got {list(values)}.")
+        self._thresholds = values
 
 
 @serializable
@@ -234,7 +260,7 @@ class TaskSpec:
     name: str  # the `REGISTRY` key, the export's --task
     model: type
     heads: tuple | None = None  # the head attributes its model has (None: every one of its class's `heads`)
-    label_output: str | None = None  # labelled: the export's label names output, predicted_label [B] or _labels [B, S]
+    label_output: str | None = None  # labelled: the export's prediction: label names [B] or [B, S], or 0/1 [B, L]
     keeps_max_seq_length: bool = False  # outputs read at every position (SQuAD's n-best): its export packs text to S
     kwargs: dict = dataclasses.field(default_factory=dict)  # fixed keyword arguments of `model`
     options: tuple = ()  # keyword options of `model` a caller may give (the embedding's pooling)
@@ -282,8 +308,11 @@ def register(spec):
 
 
 register(TaskSpec("encoder", BertModel))
-register(TaskSpec("classifier", BertClassifier, label_output="predicted_label", kwargs={"regression": False}))
+register(TaskSpec("classifier", BertClassifier, label_output="predicted_label",
+                  kwargs={"regression": False, "multi_label": False}))
 register(TaskSpec("regression", BertClassifier, kwargs={"num_labels": 1, "regression": True}))
+register(TaskSpec("multi_label", BertClassifier, label_output="predicted_labels",
+                  kwargs={"regression": False, "multi_label": True}, options=("thresholds",)))
 register(TaskSpec("squad", BertSpanLabeler, keeps_max_seq_length=True))
 register(TaskSpec("ner", BertTokenClassifier, label_output="predicted_labels"))
 register(TaskSpec("swag", BertMultipleChoice))

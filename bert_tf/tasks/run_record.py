@@ -38,12 +38,13 @@ def training_settings(run, strategy):
 
 
 # The settings that change a run's result beyond the original's flags (evaluation during training, the best
-# checkpoint, early stopping, class weights, which weights train and at which rate, op determinism): recorded where
-# not at RunConfig's default, and a run recorded without one ran at its default (`check`), so that output_dirs of
-# runs made before a setting existed still resume, and adding or dropping it is a difference like any other.
+# checkpoint, early stopping, class weights, multi-label, which weights train and at which rate, op determinism):
+# recorded where not at RunConfig's default, and a run recorded without one ran at its default (`check`), so that
+# output_dirs of runs made before a setting existed still resume, and adding or dropping it is a difference like
+# any other.
 OPTIONAL_SETTINGS = ("eval_every_steps", "best_metric", "best_metric_mode", "early_stopping_patience",
-                     "early_stopping_min_delta", "class_weights", "layerwise_lr_decay", "freeze_layers",
-                     "deterministic")
+                     "early_stopping_min_delta", "class_weights", "multi_label", "label_separator", "tune_thresholds",
+                     "layerwise_lr_decay", "freeze_layers", "deterministic")
 
 
 def _default(name):

@@ -4,10 +4,21 @@
 `_truncate_seq_pair` rule to `max_seq_length - 3` tokens, a single segment cut to `max_seq_length - 2`; then zero
 padding to `max_seq_length`. `bert_tf.text.preprocessing.pack_inputs` is the same in TensorFlow ops. A converter
 counts what it cuts in a `collections.Counter` (`pack_tokens(..., cut=)`) and says it once (`log_cut`).
+With a `doc_stride`, `pack_windows` cuts nothing: a longer text goes into run_squad's windows (`doc_spans_for`), each
+token's output taken from the window where it has the most context (`max_context_windows`).
 """
+import collections
+
 from absl import logging
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")  # the encoder's inputs, as `pad_inputs` returns them
+DOC_STRIDE_KEEPS = "--doc_stride keeps them whole, in windows (or a larger --max_seq_length)"  # log_cut's `keep`
+DOC_STRIDE_HELP = (
+    "0: a text longer than --max_seq_length is cut, as the original. N > 0: it is split into windows of "
+    "max_seq_length tokens starting every N tokens (run_squad's rule; a text of T tokens over R = max_seq_length - 2 "
+    "takes ceil((T - R) / min(N, R)) + 1 windows; the log says the most one text took).")
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+Windows = collections.namedtuple("Windows", ["packed", "sources"])  # what `pack_windows` returns
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -48,12 +59,86 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length, always_pair=False, cut=None)
 
 
 def log_cut(cut, what, limit, keep="a larger --max_seq_length keeps them", limit_name="max_seq_length"):
-    """Says once how many of `what`'s texts `pack_tokens` cut (`cut`: its Counter), and what keeps them."""
+    """Says once how many of `what`'s texts `pack_tokens` cut (`cut`: its Counter), and what keeps them; and how
+    many `pack_windows` split into windows, and the most windows one text took."""
     if cut["cut_texts"]:
         logging.warning("%s: %d of %d texts (%.1f%%) were longer than %s %d and were cut, losing %.1f%% of their "
                         "tokens; %s.", what, cut["cut_texts"], cut["texts"], 100 * cut["cut_texts"] / cut["texts"],
                         limit_name, limit,
                         100 * cut["dropped"] / cut["tokens_of_cut"], keep)
+    if cut["windowed_texts"]:
+        logging.info("%s: %d of %d texts were longer than %s %d and were split into %d windows in all "
+                     "(--doc_stride), at most %d for one text.", what, cut["windowed_texts"], cut["texts"], limit_name,
+                     limit, cut["windows"], cut["most_windows"])
+
+
+def check_doc_stride(doc_stride):
+    """Raises ValueError unless `doc_stride` >= 0 (0: cut long texts)."""
+    if doc_stride < 0:
+        raise ValueError(f"doc_stride must be >= 0 (0: cut long texts as the original), got {doc_stride}.")
+
+
+def doc_spans_for(num_tokens, max_tokens, doc_stride):
+    """run_squad's sliding windows over `num_tokens` tokens: DocSpan(start, length)s of at most `max_tokens`, each
+    starting min(length, doc_stride) after the one before, the last reaching the end (none for no tokens)."""
+    if max_tokens < 1 or doc_stride < 1:
+        raise ValueError(f"Windows need max_tokens and doc_stride >= 1, got {max_tokens} and {doc_stride}.")
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_tokens:
+        length = min(num_tokens - start_offset, max_tokens)
+        doc_spans.append(DocSpan(start=start_offset, length=length))
+        if start_offset + length == num_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+def max_context_windows(doc_spans):
+    """For each token `doc_spans_for`'s spans cover, the index of the span where it has the most context (the
+    original `_check_is_max_context`): the largest min(left, right) context + 0.01 x the span's length, the first
+    such span on ties."""
+    best, best_scores = [], []
+    for index, span in enumerate(doc_spans):
+        end = span.start + span.length - 1
+        for position in range(span.start, end + 1):
+            score = min(position - span.start, end - position) + 0.01 * span.length
+            if position == len(best):  # the spans are contiguous: a position not yet seen is the next one
+                best.append(index)
+                best_scores.append(score)
+            elif score > best_scores[position]:
+                best[position], best_scores[position] = index, score
+    return best
+
+
+def pack_windows(tokens_a, tokens_b, max_seq_length, doc_stride=0, cut=None):
+    """A text packed as `pack_tokens` packs it: `doc_stride` 0, cut (in place) to one window; else, when too long,
+    run_squad's windows over tokens_a, each `[CLS] window [SEP] (b [SEP])` with text_b whole in every one (a
+    ValueError where text_b leaves no room).
+
+    Returns Windows(packed, sources): packed, [(tokens, segment_ids)] of each window; sources, None for one window,
+    else for each position of the whole text packed as one sequence the (window, position) that gives its output:
+    [CLS] from the first window, each token of a from its max-context window, the [SEP] (b [SEP]) after a from the
+    last. `cut`: `pack_tokens`' Counter, plus "windowed_texts", "windows" and "most_windows" (`log_cut`).
+    """
+    tokens_b = tokens_b or None
+    room = max_seq_length - (3 + len(tokens_b) if tokens_b else 2)
+    if not doc_stride or len(tokens_a) <= room:
+        return Windows([pack_tokens(tokens_a, tokens_b, max_seq_length, cut=cut)], None)
+    if room < 1:
+        raise ValueError(f"text_b has {len(tokens_b)} tokens, which with [CLS] and two [SEP] leave no room for "
+                         f"text_a within max_seq_length {max_seq_length}: --doc_stride windows text_a and keeps "
+                         "text_b whole in every window.")
+    spans = doc_spans_for(len(tokens_a), room, doc_stride)
+    packed = [pack_tokens(tokens_a[span.start:span.start + span.length], tokens_b, max_seq_length) for span in spans]
+    last = len(spans) - 1
+    after_a = 1 + spans[last].length  # where the [SEP] after a sits in the last window
+    sources = ([(0, 0)] + [(w, 1 + i - spans[w].start) for i, w in enumerate(max_context_windows(spans))]
+               + [(last, p) for p in range(after_a, len(packed[last][0]))])
+    if cut is not None:
+        cut.update(texts=1, windowed_texts=1, windows=len(spans))
+        cut["most_windows"] = max(cut["most_windows"], len(spans))
+    return Windows(packed, sources)
 
 
 def round_up(length, multiple):

@@ -77,6 +77,10 @@ class RunConfig:
     early_stopping_min_delta: float = 0.0  # an improvement is by more than this
     # Class weights of the training loss (classifier, NER: bert_tf.tasks.classifier.task.ClassWeightedLoss).
     class_weights: str = ""  # "balanced" or a comma list, one per label ("": unweighted, the original)
+    # Multi-label classification (run_classifier.py: bert_tf.tasks.classifier.task).
+    multi_label: bool = False  # an example has any number of labels: sigmoid outputs, binary cross-entropy
+    label_separator: str = ","  # what joins an example's labels in a text column
+    tune_thresholds: bool = False  # each label's threshold chosen on the dev set (else the default one)
 
     def __post_init__(self):
         if self.gradient_accumulation_steps < 1:

@@ -179,7 +179,7 @@ def test_bad_input_is_refused_naming_the_file_before_anything_is_written(tiny_di
 def test_a_checkpoint_with_several_heads_needs_its_task(golden_checkpoint, tmp_path):
     """The golden checkpoint holds a classifier's and a SQuAD head: no one class has both; task= picks one."""
     with pytest.raises(ValueError, match="holds classifier, span: no one Hugging Face class .* one of encoder, "
-                                         "classifier, regression, squad"):
+                                         "classifier, regression, multi_label, squad"):
         checkpoints.convert_checkpoint(golden_checkpoint, str(tmp_path / "hf"), to="huggingface")
     out = checkpoints.convert_checkpoint(golden_checkpoint, str(tmp_path / "hf"), to="huggingface", task="squad")
     assert sorted(k for k in load_file(os.path.join(out, "model.safetensors")) if not k.startswith("bert.")) == [

@@ -77,8 +77,9 @@ def test_search_ranks_by_cosine():
 
 @pytest.mark.slow
 def test_semantic_search_script_and_export(minilm_release, golden, run_main, tmp_path):
-    """semantic_search.py finds each query's own sentence first (cosine 1) and writes JSON lines; bad input fails
-    before the model loads, naming the file or flag. --task=embedding exports `embedding` through serving_default
+    """semantic_search.py finds each query's own sentence first (cosine 1) and writes JSON lines, also with
+    --doc_stride at a max_seq_length that windows some sentences (its log says so); bad input fails before the model
+    loads, naming the file or flag. --task=embedding exports `embedding` through serving_default
     and serving_text, equal to the Python API's (1e-5)."""
     texts = [str(t) for t in golden["texts"]]
     corpus = tmp_path / "sentences.txt"
@@ -89,13 +90,20 @@ def test_semantic_search_script_and_export(minilm_release, golden, run_main, tmp
                    "--max_seq_length=256"]
     output = tmp_path / "search.jsonl"
     export_dir = tmp_path / "export"
-    errors = run_main("run_scripts/semantic_search.py",
-                      [f"--input_file={corpus}", f"--output_file={output}", f"--query={texts[3]}",
-                       f"--query={texts[11]}", "--top_k=2", *model_flags],
-                      [f"--input_file={empty}", f"--output_file={tmp_path / 'none.jsonl'}", "--query=x",
-                       *model_flags],
-                      [f"--input_file={corpus}", f"--output_file={tmp_path / 'none.jsonl'}", *model_flags])
-    assert errors[0] is None
+    windowed = tmp_path / "windowed.jsonl"
+    errors, logs = run_main("run_scripts/semantic_search.py",
+                            [f"--input_file={corpus}", f"--output_file={output}", f"--query={texts[3]}",
+                             f"--query={texts[11]}", "--top_k=2", *model_flags],
+                            [f"--input_file={empty}", f"--output_file={tmp_path / 'none.jsonl'}", "--query=x",
+                             *model_flags],
+                            [f"--input_file={corpus}", f"--output_file={tmp_path / 'none.jsonl'}", *model_flags],
+                            [f"--input_file={corpus}", f"--output_file={windowed}", f"--query={texts[11]}",
+                             "--top_k=1", *model_flags[:2], "--max_seq_length=16", "--doc_stride=8"],
+                            with_logs=True)
+    assert errors[0] is None and errors[3] is None
+    assert "were longer than max_seq_length 16 and were split into" in logs
+    (hit,) = json.loads(windowed.read_text(encoding="utf-8"))["results"]
+    assert hit["line"] == 12 and hit["score"] == pytest.approx(1.0, abs=1e-5)
     assert errors[1] == f"ValueError: input_file {empty} has no text: expected one sentence per line."
     assert errors[2] == "ValueError: No query given: pass --query (repeatable) or --query_file."
     results = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]

@@ -118,16 +118,20 @@ def tiny_files(tmp_path):
 
 
 def test_script_takes_a_bert_tf_checkpoint(tiny_files):
-    """A fine-tuning output_dir written by the Trainer: the features come from its fine-tuned encoder."""
+    """A fine-tuning output_dir written by the Trainer: the features come from its fine-tuned encoder; --doc_stride
+    reaches the library (the pair is windowed; tests/inference/test_windows.py checks the windows)."""
     d, config = tiny_files
     trainer = tiny_training.train_one_step(lambda: BertClassifier(config, 2), d / "run")
     result = _run_script(f"--input_file={d}/in.txt", f"--output_file={d}/out.jsonl", f"--vocab_file={d}/vocab.txt",
                          f"--bert_config_file={d}/bert_config.json", f"--init_checkpoint={d}/run", "--layers=-1",
-                         "--max_seq_length=12")
+                         "--max_seq_length=6", "--doc_stride=1")
     assert result.returncode == 0, result.stderr[-3000:]
     tokenizer = tokenization.FullTokenizer(str(d / "vocab.txt"))
-    assert ef.extract_features(trainer.model.bert, tokenizer, str(d / "in.txt"), str(d / "ref.jsonl"), "-1", 12) == 2
+    assert ef.extract_features(trainer.model.bert, tokenizer, str(d / "in.txt"), str(d / "ref.jsonl"), "-1", 6,
+                               doc_stride=1) == 2
     ours, ref = ([json.loads(line) for line in open(d / name)] for name in ("out.jsonl", "ref.jsonl"))
+    assert [f["token"] for f in ours[1]["features"]] == ["[CLS]", "the", "dog", "##s", "run", ".", "[SEP]", "hello",
+                                                         "[SEP]"]
     assert [[f["token"] for f in o["features"]] for o in ours] == [[f["token"] for f in r["features"]] for r in ref]
     got = [v for o in ours for f in o["features"] for v in f["layers"][0]["values"]]
     want = [v for r in ref for f in r["features"] for v in f["layers"][0]["values"]]

@@ -282,13 +282,13 @@ class _OwnProcessor(clf.DataProcessor):
 
 def test_unknown_task_lists_the_known_ones_and_registered_ones():
     with pytest.raises(ValueError, match="Task not found: foo. Known tasks: cola, mnli, mrpc, xnli, sst-2, qqp, "
-                                         "qnli, rte, sts-b, wnli, tsv.$"):
+                                         "qnli, rte, sts-b, wnli, tsv, csv, jsonl.$"):
         clf.get_processor("foo")
     try:
         assert clf.register_processor(" My-Task", _OwnProcessor) is _OwnProcessor
         clf.register_processor("my-task", _OwnProcessor)  # again: the same class, nothing changes
         assert isinstance(clf.get_processor("MY-TASK"), _OwnProcessor)
-        with pytest.raises(ValueError, match=r"Known tasks: cola, .*, tsv, my-task\.$"):
+        with pytest.raises(ValueError, match=r"Known tasks: cola, .*, jsonl, my-task\.$"):
             clf.get_processor("foo")
         for taken, owner in (("MRPC", "MrpcProcessor"), ("sst2", "Sst2Processor"), ("my-task", "_OwnProcessor")):
             with pytest.raises(ValueError, match=f"the task name '{taken}' is taken by {owner}; choose another"):

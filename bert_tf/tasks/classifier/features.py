@@ -1,7 +1,8 @@
 """run_classifier.py's features: `convert_single_example` packs `[CLS] a [SEP] (b [SEP])` with the
 original truncation and zero padding (`PaddingInputExample` for fixed-size eval batches: `is_real_example` = 0), and
 the TFRecord files hold the original's schema (`input_ids`, `input_mask`, `segment_ids`, `label_ids`,
-`is_real_example`) under the original file names.
+`is_real_example`) under the original file names. Multi-label (`multi_label=True`): an example's label is a list of
+labels and `label_ids` the multi-hot int64 vector [num_labels] of their indices (`label_shape`).
 """
 import collections
 import dataclasses
@@ -28,38 +29,47 @@ class InputFeatures:
     is_real_example: bool = True
 
 
-def example_label_id(example, label_list):
-    """The index of `example.label` in `label_list`, or for regression (`label_list=None`) its value, a finite
-    float. A label not in the list, or not a finite number, is a ValueError naming the example's file and line."""
+def example_label_id(example, label_list, multi_label=False):
+    """The index of `example.label` in `label_list`, for regression (`label_list=None`) its value, a finite float, or
+    `multi_label` the multi-hot list [len(label_list)] of its labels (a list). A label not in the list, or not a
+    finite number, is a ValueError naming the example's file and line."""
     where = example.source or f"example {example.guid}"
     if label_list is None:
         return regression_label(example.label, where)
-    if example.label not in label_list:
-        raise ValueError(f"{where}: label {example.label!r} is not in the label list {list(label_list)}.")
-    return list(label_list).index(example.label)
+    labels = list(label_list)
+    if isinstance(example.label, (list, tuple)) != multi_label:
+        raise ValueError(f"{where}: the label {example.label!r} is " + (
+            "one label, not a list of labels (multi-label)." if multi_label
+            else "a list of labels: multi-label data needs --multi_label."))
+    for label in example.label if multi_label else [example.label]:
+        if label not in labels:
+            raise ValueError(f"{where}: label {label!r} is not in the label list {labels}.")
+    if multi_label:
+        return [int(label in example.label) for label in labels]
+    return labels.index(example.label)
 
 
-def check_dev_labels(dev_splits, label_list):
+def check_dev_labels(dev_splits, label_list, multi_label=False):
     """Raises `example_label_id`'s error for the first label of the dev sets (`dev_splits`: [(suffix, examples)], a
     processor's `dev_splits`) not in `label_list` (for the tsv task: a label train.tsv lacks), so that it comes
     before training rather than after it."""
     for _, examples in dev_splits:
         for example in examples:
-            example_label_id(example, label_list)
+            example_label_id(example, label_list, multi_label)
 
 
-def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut=None):
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut=None, multi_label=False):
     """Packs one `InputExample` into `InputFeatures` exactly as the original.
 
     `[CLS] tokens_a [SEP]` (segment 0) then `tokens_b [SEP]` (segment 1) when text_b tokenizes to anything;
     pairs are truncated by popping from the longer side to `max_seq_length - 3`, single texts cut to
-    `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float. `cut`: a
-    Counter of what truncation cut (`packing.pack_tokens`).
+    `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float;
+    `multi_label`: a list of labels, multi-hot. `cut`: a Counter of what truncation cut (`packing.pack_tokens`).
     """
     if isinstance(example, PaddingInputExample):
+        label_id = 0.0 if label_list is None else [0] * len(label_list) if multi_label else 0
         return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
-                             segment_ids=[0] * max_seq_length, label_id=0.0 if label_list is None else 0,
-                             is_real_example=False)
+                             segment_ids=[0] * max_seq_length, label_id=label_id, is_real_example=False)
 
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, max_seq_length,
@@ -67,7 +77,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                                                             max_seq_length)
 
-    label_id = example_label_id(example, label_list)
+    label_id = example_label_id(example, label_list, multi_label)
     if ex_index < 5:
         logging.info("*** Example ***")
         logging.info("guid: %s", example.guid)
@@ -80,20 +90,22 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
                          is_real_example=True)
 
 
-def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, multi_label=False):
     """`convert_single_example` over a list."""
-    return [convert_single_example(i, example, label_list, max_seq_length, tokenizer)
+    return [convert_single_example(i, example, label_list, max_seq_length, tokenizer, multi_label=multi_label)
             for i, example in enumerate(examples)]
 
 
 def feature_to_tf_example(feature, regression=False):
-    """The original's tf.train.Example of one feature (a float `label_ids` for regression)."""
+    """The original's tf.train.Example of one feature (a float `label_ids` for regression, multi-hot for
+    multi-label)."""
     values = {"input_ids": feature.input_ids, "input_mask": feature.input_mask, "segment_ids": feature.segment_ids,
               "label_ids": feature.label_id, "is_real_example": int(feature.is_real_example)}
-    return records.example(values, name_to_features(len(feature.input_ids), regression))
+    return records.example(values, name_to_features(len(feature.input_ids), regression, np.shape(feature.label_id)))
 
 
-def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file):
+def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
+                                            multi_label=False):
     """Converts examples and writes them to a TFRecord file (written to a temporary name, then renamed).
 
     Returns (the list of `InputFeatures` (the labels and `is_real_example` the metrics need), the records'
@@ -105,38 +117,39 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
         for ex_index, example in enumerate(examples):
             if ex_index % 10000 == 0:
                 logging.info("Writing example %d of %d", ex_index, len(examples))
-            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut)
+            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut,
+                                             multi_label)
             write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
             features.append(feature)
     packing.log_cut(cut, os.path.basename(output_file), max_seq_length)
     return features, write
 
 
-def name_to_features(seq_length, regression=False):
-    """The TFRecord schema for parsing."""
+def name_to_features(seq_length, regression=False, label_shape=()):
+    """The TFRecord schema for parsing; `label_shape` (num_labels,): multi-label's multi-hot label_ids."""
     return {
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
         "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+        "label_ids": tf.io.FixedLenFeature(list(label_shape), tf.float32 if regression else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
     }
 
 
-def decode_record(record, seq_length, regression=False):
+def decode_record(record, seq_length, regression=False, label_shape=()):
     """A serialized example -> (features, labels): int64 becomes int32 as in the original."""
-    example = records.parse(record, name_to_features(seq_length, regression))
+    example = records.parse(record, name_to_features(seq_length, regression, label_shape))
     features = {name: example[name] for name in packing.INPUT_NAMES}
     labels = {name: example[name] for name in ("label_ids", "is_real_example")}
     return features, labels
 
 
 def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression=False,
-                       input_context=None, shuffle_seed=None, lengths=None):
+                       input_context=None, shuffle_seed=None, lengths=None, label_shape=()):
     """The original's input pipeline: training, repeated and shuffled (a 100-record buffer, `shuffle_seed`), each
     worker's batch of an update cut as one (`lengths`) and split into its replicas'; otherwise file order."""
     def decode(record):
-        return decode_record(record, seq_length, regression)
+        return decode_record(record, seq_length, regression, label_shape)
 
     if is_training:
         return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
@@ -146,21 +159,22 @@ def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_rem
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
-                                shuffle_seed=None, lengths=None):
+                                shuffle_seed=None, lengths=None, label_shape=()):
     """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)` (the original's input_fn
     builder)."""
     def dataset_fn(batch_size, input_context=None, seed=shuffle_seed):
         return file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression,
-                                  input_context, seed, lengths)
+                                  input_context, seed, lengths, label_shape)
     return dataset_fn
 
 
-def features_to_arrays(features, seq_length, regression=False):
-    """[InputFeatures] -> (features dict of int32 [N, seq_length], labels dict: label_ids, is_real_example [N]),
-    as `decode_record` reads them back from the TFRecords."""
+def features_to_arrays(features, seq_length, regression=False, label_shape=()):
+    """[InputFeatures] -> (features dict of int32 [N, seq_length], labels dict: label_ids [N, *label_shape],
+    is_real_example [N]), as `decode_record` reads them back from the TFRecords."""
     inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), seq_length)
               for name in packing.INPUT_NAMES}
-    labels = {"label_ids": np.array([f.label_id for f in features], np.float32 if regression else np.int32),
+    label_ids = np.array([f.label_id for f in features], np.float32 if regression else np.int32)
+    labels = {"label_ids": label_ids.reshape(len(features), *label_shape),
               "is_real_example": np.array([f.is_real_example for f in features], np.int32)}
     return inputs, labels
 

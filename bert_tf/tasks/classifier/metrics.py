@@ -2,12 +2,19 @@
 task's own (its processor's `metrics`: MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B), and
 eval_metrics.json (classification, run_ner.py's too): per-class precision, recall, F1 and support, macro and
 weighted F1, and the confusion matrix (rows true, columns predicted, in label_list order).
+
+Multi-label (`thresholds`, one per label: a label is predicted where its probability is >= its threshold):
+eval_micro_f1, eval_macro_f1 (scikit-learn's f1_score) and eval_subset_accuracy (accuracy_score: every label of the
+example right) instead of eval_accuracy; eval_metrics.json's per-label figures, micro F1 and the thresholds.
+`tune_thresholds`: per label, the dev probability t maximising the F1 of `probability >= t`, the highest t of equal
+F1s; `task_models.DEFAULT_THRESHOLD` for a label without a positive example.
 """
 import json
 
 import numpy as np
 
 from bert_tf import fileio
+from bert_tf.model import task_models
 
 
 def glue_metrics(metric_names, predictions, labels):
@@ -31,15 +38,16 @@ def glue_metrics(metric_names, predictions, labels):
     return result
 
 
-def _gather(batches, features, regression):
-    """(per-example losses, the batches' mean losses, scores, real-example mask, labels) of the input order's
-    `batches` of outputs for `features`."""
+def _gather(batches, features, regression, multi_label=False):
+    """(per-example losses, the batches' mean losses, scores (regression's predictions, multi-label's probabilities,
+    else the logits), real-example mask, labels) of the input order's `batches` of outputs for `features`."""
     losses, batch_means, scores = [], [], []
+    score = "predictions" if regression else "probabilities" if multi_label else "logits"
     for batch in batches:
         per_example = np.asarray(batch["per_example_loss"], np.float32)
         losses.append(per_example)
         batch_means.append(np.float32(per_example.mean()))
-        scores.append(np.asarray(batch["predictions"] if regression else batch["logits"]))
+        scores.append(np.asarray(batch[score]))
     losses, scores = np.concatenate(losses), np.concatenate(scores)
     if len(losses) != len(features):
         raise ValueError(f"Got {len(losses)} predictions for {len(features)} examples.")
@@ -50,16 +58,25 @@ def _gather(batches, features, regression):
     return losses, batch_means, scores, real, labels
 
 
-def eval_metrics(batches, features, global_step, regression=False, metric_names=()):
+def eval_metrics(batches, features, global_step, regression=False, metric_names=(), thresholds=None):
     """The original's eval results from the input order's batches of outputs: eval_accuracy and eval_loss over real
     examples; loss, the mean of the batches' means (all examples, as the Estimator's); global_step; GLUE metrics.
+    With `thresholds` (multi-label): the multi-label figures instead of eval_accuracy and GLUE's (module docstring).
     """
-    losses, batch_means, scores, real, labels = _gather(batches, features, regression)
+    losses, batch_means, scores, real, labels = _gather(batches, features, regression, thresholds is not None)
     result = {
         "eval_loss": np.float32(losses[real].mean()),
         "global_step": int(global_step),
         "loss": np.float32(np.mean(batch_means)),
     }
+    if thresholds is not None:
+        from sklearn.metrics import accuracy_score, f1_score
+
+        true, predicted = labels[real], scores[real] >= np.asarray(thresholds)
+        for average in ("micro", "macro"):
+            result[f"eval_{average}_f1"] = np.float32(f1_score(true, predicted, average=average, zero_division=0))
+        result["eval_subset_accuracy"] = np.float32(accuracy_score(true, predicted))
+        return result
     predictions = scores if regression else np.argmax(scores, axis=-1)
     if not regression:
         result["eval_accuracy"] = np.float32(np.mean(predictions[real] == labels[real]))
@@ -68,22 +85,27 @@ def eval_metrics(batches, features, global_step, regression=False, metric_names=
     return result
 
 
-def class_metrics(per_class, label_list, true_ids, predicted_ids):
-    """eval_metrics.json's figures. `per_class`: {name: (precision, recall, f1, support)}; macro and weighted F1 are
-    the mean and the support-weighted mean of its F1s (scikit-learn's and seqeval's); the confusion matrix counts
-    the label ids `true_ids` (rows) x `predicted_ids` (columns) in `label_list` order."""
-    from sklearn.metrics import confusion_matrix
-
+def _per_class_metrics(per_class):
+    """`per_class` ({name: (precision, recall, f1, support)}) and its macro and weighted F1: the mean and the
+    support-weighted mean of its F1s (scikit-learn's and seqeval's)."""
     f1 = np.array([scores[2] for scores in per_class.values()], np.float64)
     support = np.array([scores[3] for scores in per_class.values()], np.float64)
-    counts = confusion_matrix(true_ids, predicted_ids, labels=np.arange(len(label_list)))
     return {
         "per_class": {name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
                       for name, (p, r, f, s) in per_class.items()},
         "macro_f1": float(f1.mean()) if len(f1) else 0.0,
         "weighted_f1": float(np.average(f1, weights=support)) if support.sum() else 0.0,
-        "confusion_matrix": {"labels": list(label_list), "counts": counts.tolist()},
     }
+
+
+def class_metrics(per_class, label_list, true_ids, predicted_ids):
+    """eval_metrics.json's figures: `_per_class_metrics` of `per_class` and the confusion matrix, counting the label
+    ids `true_ids` (rows) x `predicted_ids` (columns) in `label_list` order."""
+    from sklearn.metrics import confusion_matrix
+
+    counts = confusion_matrix(true_ids, predicted_ids, labels=np.arange(len(label_list)))
+    return {**_per_class_metrics(per_class), "confusion_matrix": {"labels": list(label_list),
+                                                                  "counts": counts.tolist()}}
 
 
 def label_metrics(batches, features, label_list):
@@ -96,6 +118,38 @@ def label_metrics(batches, features, label_list):
     per_label = precision_recall_fscore_support(true_ids, predicted_ids, labels=np.arange(len(label_list)),
                                                 zero_division=0)
     return class_metrics(dict(zip(label_list, zip(*per_label))), label_list, true_ids, predicted_ids)
+
+
+def multi_label_scores(batches, features):
+    """(probabilities, multi-hot labels), each [real examples, labels], of a multi-label classifier's outputs."""
+    _, _, probabilities, real, labels = _gather(batches, features, regression=False, multi_label=True)
+    return probabilities[real], labels[real]
+
+
+def multi_label_metrics(batches, features, label_list, thresholds):
+    """eval_metrics.json of a multi-label classifier: per label precision, recall, F1 and support
+    (precision_recall_fscore_support of the 0/1 matrices), macro, weighted and micro F1, and the thresholds."""
+    from sklearn.metrics import f1_score, precision_recall_fscore_support
+
+    probabilities, true = multi_label_scores(batches, features)
+    predicted = probabilities >= np.asarray(thresholds)
+    per_label = precision_recall_fscore_support(true, predicted, zero_division=0)
+    return {**_per_class_metrics(dict(zip(label_list, zip(*per_label)))),
+            "micro_f1": float(f1_score(true, predicted, average="micro", zero_division=0)),
+            "thresholds": dict(zip(label_list, (float(t) for t in thresholds)))}
+
+
+def tune_thresholds(probabilities, labels):
+    """Each label's threshold (module docstring): of `probabilities` and 0/1 `labels` [examples, labels]."""
+    thresholds = []
+    for p, y in zip(np.asarray(probabilities).T, np.asarray(labels, bool).T):
+        order = np.argsort(-p, kind="stable")
+        p, y = p[order], y[order]
+        last = np.r_[p[1:] != p[:-1], True]  # the last example of each value: predicted with every higher one
+        true_positives, predicted = np.cumsum(y)[last], np.flatnonzero(last) + 1
+        f1 = 2 * true_positives / (predicted + y.sum())
+        thresholds.append(float(p[last][np.argmax(f1)]) if y.any() else task_models.DEFAULT_THRESHOLD)
+    return thresholds
 
 
 def write_class_metrics(path, metrics):

@@ -2,13 +2,15 @@
 
 `cola`, `mnli`, `mrpc`, `xnli` read their files as the original does (tab-separated, no quote character, the same
 header rows skipped, the same columns, guids and labels); bert-tf adds `sst-2`, `qqp`, `qnli`, `rte`, `sts-b`
-(regression), `wnli`, the MNLI mismatched sets and a generic `tsv` task whose files carry a header naming their
-columns. Errors name the file and line. A task of your own: subclass `DataProcessor` and `register_processor` it.
+(regression), `wnli`, the MNLI mismatched sets and your own data as it comes: the `tsv`, `csv` and `jsonl` tasks,
+whose columns (keys) have names (`TsvProcessor`). Errors name the file and line. A task of your own: subclass
+`DataProcessor` and `register_processor` it.
 """
 import collections
 import csv
 import dataclasses
 import io
+import json
 import math
 import os
 from typing import Any
@@ -45,7 +47,8 @@ class PaddingInputExample:
 
 
 class TsvLine(list):
-    """A row of a TSV file (a list of fields, as csv gives) that remembers where it came from."""
+    """A row of a TSV (or CSV) file (a list of fields, as csv gives) that remembers where it came from: the line it
+    starts on."""
 
     def __init__(self, fields, path, line_number):
         super().__init__(fields)
@@ -75,18 +78,58 @@ def read_tsv(input_file, quotechar=None):
     """
     text = fileio.read_text(input_file, "Data file")
     # Lines end at "\n" only (as TensorFlow's GFile splits them); csv drops the "\n" or "\r\n".
-    reader = csv.reader(io.StringIO(text, newline="\n"), delimiter="\t", quotechar=quotechar,
-                        quoting=csv.QUOTE_NONE if quotechar is None else csv.QUOTE_MINIMAL)
-    lines = []
-    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))
+    return _read_delimited(input_file, io.StringIO(text, newline="\n"), len(text), delimiter="\t",
+                           quotechar=quotechar, quoting=csv.QUOTE_NONE if quotechar is None else csv.QUOTE_MINIMAL)
+
+
+def read_csv(input_file):
+    """Reads a CSV file as `TsvLine`s, as `read_tsv` does: RFC 4180 (commas; double quotes around a field holding
+    commas, quotes (doubled) or line breaks; any line ending), UTF-8 with or without a BOM; blank lines skipped."""
+    text = fileio.read_text(input_file, "Data file", encoding="utf-8-sig")
+    return [line for line in _read_delimited(input_file, io.StringIO(text, newline=""), len(text), strict=True) if line]
+
+
+def _read_delimited(input_file, stream, size, **dialect):
+    """The `TsvLine`s of csv.reader(`stream`, **dialect), fields up to `size` characters long, each numbered by the
+    line it starts on."""
+    reader = csv.reader(stream, **dialect)
+    lines, start = [], 1
+    limit = csv.field_size_limit(max(csv.field_size_limit(), size))
     try:
         for fields in reader:
-            lines.append(TsvLine(fields, input_file, reader.line_num))
+            lines.append(TsvLine(fields, input_file, start))
+            start = reader.line_num + 1
     except csv.Error as e:
         raise ValueError(f"{input_file}:{reader.line_num}: {e}") from None
     finally:
         csv.field_size_limit(limit)
     return lines
+
+
+def read_jsonl(input_file):
+    """[(source `file:line`, object)] of a JSON-lines file: one JSON object per line (UTF-8, a BOM allowed), blank
+    lines skipped; malformed JSON or another value than an object is an error naming the file and line."""
+    objects = []
+    text = fileio.read_text(input_file, "Data file", encoding="utf-8-sig")
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: JSON strings may hold U+2028
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{input_file}:{number}:{e.colno}: malformed JSON ({e.msg}); expected one JSON object "
+                             "per line.") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"{input_file}:{number}: expected a JSON object ({{...}}) per line, found "
+                             f"{_shown(value)}.")
+        objects.append((f"{input_file}:{number}", value))
+    return objects
+
+
+def _shown(value):
+    """A JSON value as an error message shows it: as JSON, cut to 60 characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def regression_label(value, source, what="label"):
@@ -360,69 +403,153 @@ class StsbProcessor(_PairProcessor):
         return examples
 
 
+COLUMNS = ("text_a", "text_b", "label", "id")  # the fields of your own data; each one's column is named so by default
+
+
 class TsvProcessor(DataProcessor):
     """Your own data: `train.tsv`, `dev.tsv`, `test.tsv` in data_dir, each with a header line naming its columns:
     `text_a` and `label` (required; `label` optional in test.tsv), `text_b` and `id` (optional); other columns
-    are ignored. The label list is the sorted set of training labels, saved as `label_list.txt` in output_dir
-    when training and read back from there for eval/predict without training.
+    are ignored. The label list is the sorted set of training labels (each of a list label's), saved as
+    `label_list.txt` in output_dir when training and read back from there for eval/predict without training.
+
+    `columns` ({field of COLUMNS: name}) names the columns otherwise (a header's in any case, JSON keys exactly);
+    naming text_b makes it required. The csv and jsonl tasks differ only in `_rows`, how a file becomes rows.
     """
+    extension = "tsv"  # of the files, and the task's name
+    separator = "tab"
     submission_name = "predictions"
     submission_id_header = "id"
 
-    def __init__(self, labels=None):
+    def __init__(self, labels=None, columns=None):
         self.labels = list(labels) if labels is not None else None
+        columns = dict(columns or {})
+        unknown = sorted(set(columns) - set(COLUMNS))
+        if unknown:
+            raise ValueError(f"{type(self).__name__}: unknown field(s) {', '.join(unknown)} in columns; the fields "
+                             f"are {', '.join(COLUMNS)}.")
+        self.pairs = "text_b" in columns
+        self.columns = {**{field: field for field in COLUMNS}, **columns}
 
     def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
+        return self._create_examples(self._path(data_dir, "train"), "train")
 
     def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "dev.tsv"), "dev")
+        return self._create_examples(self._path(data_dir, "dev"), "dev")
 
     def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "test.tsv"), "test")
+        return self._create_examples(self._path(data_dir, "test"), "test")
 
     def get_labels(self):
         if self.labels is None:
-            raise ValueError("The tsv task's label list is not known yet: train first (--do_train), which saves "
-                             f"{LABEL_LIST_FILE} in output_dir, or put one label per line in that file.")
+            raise ValueError(f"The {self.extension} task's label list is not known yet: train first (--do_train), "
+                             f"which saves {LABEL_LIST_FILE} in output_dir, or put one label per line in that file.")
         return list(self.labels)
 
     def learn_labels(self, data_dir, examples=None):
-        """The sorted distinct labels of train.tsv (its `examples`, where they are read already)."""
+        """The sorted distinct labels of the training set (its `examples`, where they are read already), a list
+        label's each."""
         examples = self.get_train_examples(data_dir) if examples is None else examples
-        self.labels = sorted({e.label for e in examples})
+        self.labels = sorted({label for e in examples for label in (e.label if isinstance(e.label, list)
+                                                                     else [e.label])})
         if not self.labels:
-            raise ValueError(f"{os.path.join(data_dir, 'train.tsv')} has no examples.")
+            raise ValueError(f"{self._path(data_dir, 'train')} has no examples.")
         return self.labels
 
-    def _create_examples(self, path, set_type):
-        lines = read_tsv(path)
+    def _path(self, data_dir, split):
+        return os.path.join(data_dir, f"{split}.{self.extension}")
+
+    def _expected(self):
+        names = self.columns
+        return f"{names['text_a']}, {names['label']}, and optionally {names['text_b']} and {names['id']}"
+
+    def _rows(self, path, required):
+        """[(source `file:line`, {field: value})] of the file `path`, a field it lacks left out; an error unless
+        it has the `required` fields."""
+        return self._table_rows(path, read_tsv(path), required)
+
+    def _table_rows(self, path, lines, required):
+        """`_rows` of a delimited file's `lines` (`TsvLine`s), the first a header naming the columns."""
         if not lines:
-            raise ValueError(f"{path}: empty file; expected a header line naming the columns "
-                             "(text_a, label, optionally text_b and id).")
+            raise ValueError(f"{path}: empty file; expected a header line naming the columns ({self._expected()}).")
         header = [name.strip().lower() for name in lines[0]]
-        columns = {name: i for i, name in reversed(list(enumerate(header)))}
-        required = ["text_a"] if set_type == "test" else ["text_a", "label"]
-        absent = [name for name in required if name not in columns]
+        index = {name: i for i, name in reversed(list(enumerate(header)))}
+        positions = {field: index[name.strip().lower()] for field, name in self.columns.items()
+                     if name.strip().lower() in index}
+        absent = [self.columns[field] for field in required if field not in positions]
         if absent:
             raise ValueError(f"{path}:1: the header {lines[0]} lacks the column(s) {', '.join(absent)} (expected "
-                             "text_a, label, and optionally text_b and id).")
-        examples = []
-        for i, line in enumerate(lines[1:], start=1):
+                             f"{self._expected()}).")
+        rows = []
+        for line in lines[1:]:
             if len(line) != len(header):
-                raise ValueError(f"{line.source}: {len(line)} tab-separated fields, but the header names "
-                                 f"{len(header)}.")
-            example_id = line[columns["id"]] if "id" in columns else str(i - 1)
-            text_b = line[columns["text_b"]] if "text_b" in columns else None
-            if set_type == "test":
+                raise ValueError(f"{line.source}: {len(line)} {self.separator}-separated fields, but the header "
+                                 f"names {len(header)}.")
+            rows.append((line.source, {field: line[i] for field, i in positions.items()}))
+        return rows
+
+    def _create_examples(self, path, set_type):
+        test = set_type == "test"
+        required = ["text_a"] + ["text_b"] * self.pairs + ["label"] * (not test)
+        examples = []
+        for i, (source, row) in enumerate(self._rows(path, required)):
+            example_id = self._value(row, "id", source) if "id" in row else str(i)
+            if test:
                 label = self.labels[0] if self.labels else None
             else:
-                label = tokenization.convert_to_unicode(line[columns["label"]])
+                label = self._value(row, "label", source, lists=True)
             examples.append(InputExample(
-                guid="%s-%s" % (set_type, example_id), text_a=tokenization.convert_to_unicode(line[columns["text_a"]]),
-                text_b=tokenization.convert_to_unicode(text_b) if text_b is not None else None, label=label,
-                example_id=example_id, source=line.source))
+                guid="%s-%s" % (set_type, example_id), text_a=self._text(row, "text_a", source),
+                text_b=self._text(row, "text_b", source), label=label, example_id=example_id, source=source))
         return examples
+
+    def _text(self, row, field, source):
+        """The text of `field` in `row`: a str; text_b may be absent or null (None: a single text)."""
+        value = row.get(field)
+        if isinstance(value, str) or (value is None and field == "text_b"):
+            return value
+        raise ValueError(f"{source}: {self.columns[field]!r} ({field}) is {_shown(value)}; expected a string"
+                         f"{' or null' if field == 'text_b' else ''}.")
+
+    def _value(self, row, field, source, lists=False):
+        """The label or id of `row` as a str (a number or boolean as JSON writes it: 1, 1.0, true); with `lists`, a
+        list of those as a list of str."""
+        value = row[field]
+        if lists and isinstance(value, list):
+            return [self._value({field: item}, field, source) for item in value]
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)):
+            return json.dumps(value)
+        raise ValueError(f"{source}: {self.columns[field]!r} ({field}) is {_shown(value)}; expected a string, number "
+                         f"or boolean{', or a list of them' if lists else ''}.")
+
+
+class CsvProcessor(TsvProcessor):
+    """Your own data as CSV (`read_csv`): train.csv, dev.csv, test.csv, with a header row as the tsv task's."""
+    extension = "csv"
+    separator = "comma"
+
+    def _rows(self, path, required):
+        return self._table_rows(path, read_csv(path), required)
+
+
+class JsonlProcessor(TsvProcessor):
+    """Your own data as JSON lines (`read_jsonl`): train.jsonl, dev.jsonl, test.jsonl, whose objects' keys (exact
+    case) name the fields as the tsv task's header. Texts are strings (a null text_b: none); a label is a string,
+    number or boolean (made a string as JSON writes it: 1, 1.0, true), or a list of them (a list of str)."""
+    extension = "jsonl"
+
+    def _rows(self, path, required):
+        rows = []
+        for source, value in read_jsonl(path):
+            absent = [self.columns[field] for field in required if self.columns[field] not in value]
+            if absent:
+                raise ValueError(f"{source}: the object lacks the key(s) {', '.join(absent)} (it has "
+                                 f"{', '.join(value) or 'none'}; expected {self._expected()}).")
+            rows.append((source, {field: value[name] for field, name in self.columns.items() if name in value}))
+        if not rows:
+            raise ValueError(f"{path}: empty file; expected one JSON object per line (keys {self._expected()}).")
+        return rows
 
 
 PROCESSORS = collections.OrderedDict([
@@ -437,6 +564,8 @@ PROCESSORS = collections.OrderedDict([
     ("sts-b", StsbProcessor),
     ("wnli", WnliProcessor),
     ("tsv", TsvProcessor),
+    ("csv", CsvProcessor),
+    ("jsonl", JsonlProcessor),
 ])
 
 
@@ -459,31 +588,39 @@ def register_processor(task_name, processor_class):
     return processor_class
 
 
-def get_processor(task_name, xnli_language="zh"):
-    """The processor of a task name (case-insensitive); unknown names list the known ones."""
+def get_processor(task_name, xnli_language="zh", columns=None):
+    """The processor of a task name (case-insensitive); unknown names list the known ones. `columns`: the names of
+    the columns of your own data (`TsvProcessor`'s; the tsv, csv and jsonl tasks), refused by the other tasks."""
     name = (task_name or "").strip().lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
         raise ValueError(f"Task not found: {task_name}. Known tasks: {', '.join(PROCESSORS)}.")
+    if columns:
+        if not issubclass(PROCESSORS[name], TsvProcessor):
+            raise ValueError(f"--{next(iter(columns))}_column: task {task_name} reads fixed columns; column names "
+                             "are for your own data (the tsv, csv and jsonl tasks).")
+        return PROCESSORS[name](columns=columns)
     if name == "xnli":
         return XnliProcessor(language=xnli_language)
     return PROCESSORS[name]()
 
 
 def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples=None):
-    """The task's label list. For the `tsv` task: learned from train.tsv (`train_examples`, where they are read
-    already) when training (the same as output_dir/label_list.txt holds, if any: the chief's `train_data` saves
-    them there), read back from there otherwise. Returns None for regression tasks."""
+    """The task's label list. For your own data (`TsvProcessor`: tsv, csv, jsonl): learned from train.<extension>
+    (`train_examples`, where they are read already) when training (the same as output_dir/label_list.txt holds, if
+    any: the chief's `train_data` saves them there), read back from there otherwise. Returns None for regression
+    tasks."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
     label_file, saved = label_lists.saved(output_dir)
     if do_train:
         labels = processor.learn_labels(data_dir, train_examples)
-        label_lists.check_unchanged(labels, f"{data_dir}/train.tsv", label_file, saved)
+        label_lists.check_unchanged(labels, f"{data_dir}/train.{processor.extension}", label_file, saved)
         return labels
     if saved is None:
-        raise ValueError(f"{label_file} not found: the tsv task takes its label list from training; run with "
-                         "--do_train first (into the same output_dir) or write the labels there, one per line.")
+        raise ValueError(f"{label_file} not found: the {processor.extension} task takes its label list from "
+                         "training; run with --do_train first (into the same output_dir) or write the labels there, "
+                         "one per line.")
     processor.labels = saved
     return saved
 

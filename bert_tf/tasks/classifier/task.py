@@ -2,11 +2,18 @@
 original prints float32, and the GLUE submission files), the class-weighted loss (--class_weights; run_ner.py's too)
 and `ClassifierTask`, which `bert_tf.tasks.runner` runs.
 
+Multi-label (--multi_label): an example's label is a list of labels, or a string of them joined by --label_separator
+(`split_labels`); the loss is `multi_label_loss`; a label is predicted where its probability is >= its threshold:
+`task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds each label's chosen on the dev set at every evaluation
+(`metrics.tune_thresholds`), saved as output_dir/thresholds.json ({label: threshold}) and read back from there by a
+run that does not train.
+
 Evaluation and prediction take one path (`run_model`): the examples go to the original's record file
 (eval.tf_record, predict.tf_record: a user's tooling may read them), and the model runs on their features, held in
 memory, in the one prediction loop (`bert_tf.training.prediction.predict_in_order`).
 """
 import collections
+import json
 import math
 import os
 
@@ -25,7 +32,14 @@ from bert_tf.tasks.classifier.features import (
     file_based_convert_examples_to_features,
     file_based_input_fn_builder,
 )
-from bert_tf.tasks.classifier.metrics import eval_metrics, label_metrics, write_class_metrics
+from bert_tf.tasks.classifier.metrics import (
+    eval_metrics,
+    label_metrics,
+    multi_label_metrics,
+    multi_label_scores,
+    tune_thresholds,
+    write_class_metrics,
+)
 from bert_tf.tasks.classifier.processors import (
     LABEL_LIST_FILE,
     TsvProcessor,
@@ -51,8 +65,26 @@ def regression_loss(labels, outputs):
     return tf.square(predictions - tf.cast(labels["label_ids"], tf.float32))
 
 
+def multi_label_loss(labels, outputs, positive_weights=None):
+    """Multi-label's per-example loss [B]: the mean over labels of the sigmoid cross-entropy of `logits` [B, L] with
+    the multi-hot `label_ids` [B, L] (PyTorch's BCEWithLogitsLoss), each label's positive term weighted by its
+    `positive_weights` (BCEWithLogitsLoss's pos_weight)."""
+    logits = tf.cast(outputs["logits"], tf.float32)
+    targets = tf.cast(labels["label_ids"], tf.float32)
+    if positive_weights is None:
+        return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=targets, logits=logits), -1)
+    return tf.reduce_mean(tf.nn.weighted_cross_entropy_with_logits(targets, logits, positive_weights), -1)
+
+
 def loss_fn_for(processor):
     return regression_loss if processor.is_regression else classification_loss
+
+
+def split_labels(label, separator):
+    """A multi-label example's labels: those of a list or tuple, or of a string split by `separator`, each stripped,
+    the empty ones left out ("": none; None, an unlabelled test example: none), each once, in order."""
+    pieces = label if isinstance(label, (list, tuple)) else [] if label is None else str(label).split(separator)
+    return list(dict.fromkeys(piece for piece in (str(p).strip() for p in pieces) if piece))
 
 
 def parse_class_weights(text):
@@ -70,11 +102,18 @@ def parse_class_weights(text):
     return weights
 
 
-def class_weights(text, label_list, train_labels):
+def class_weights(text, label_list, train_labels, multi_label=False):
     """The loss weight of each label of `label_list` from --class_weights `text`: "balanced" is scikit-learn's
-    n_samples / (n_classes * count) over `train_labels` (the training set's), 0 for a label it lacks."""
+    n_samples / (n_classes * count) over `train_labels` (the training set's), 0 for a label it lacks; `multi_label`
+    (each of `train_labels` a list; the weight of a label's positive term): the examples without the label over
+    those with it, 1 for a label that every example or none has."""
     weights = parse_class_weights(text)
-    if weights == "balanced":
+    if weights == "balanced" and multi_label:
+        counts = collections.Counter(label for labels in train_labels for label in labels)
+        total = len(train_labels)
+        weights = [(total - counts[label]) / counts[label] if 0 < counts[label] < total else 1.0
+                   for label in label_list]
+    elif weights == "balanced":
         counts = collections.Counter(train_labels)
         present = [label for label in label_list if counts[label]]
         total = sum(counts[label] for label in present)
@@ -123,27 +162,65 @@ class ClassWeightedLoss:
         return {"loss": tf.reduce_sum(weights * cross_entropy, -1)}
 
 
-def format_submission(ids, predictions, label_list, id_header="index"):
+class PositiveWeightedLoss(ClassWeightedLoss):
+    """--class_weights with --multi_label: `multi_label_loss` with each label's weight on its positive term
+    (PyTorch's BCEWithLogitsLoss(pos_weight=...)), averaged over the update's batch; called, the unweighted loss."""
+
+    def weights(self, labels):
+        return {"loss": tf.ones(tf.shape(labels["label_ids"])[:1], tf.float32)}
+
+    def values(self, labels, outputs):
+        return {"loss": multi_label_loss(labels, outputs, self.class_weights)}
+
+
+THRESHOLDS_FILE = "thresholds.json"
+
+
+def write_thresholds(output_dir, label_list, thresholds):
+    """Writes output_dir/thresholds.json, {label: threshold} in label_list order, atomically."""
+    text = json.dumps(dict(zip(label_list, thresholds)), indent=2)
+    fileio.write_text_atomically(os.path.join(output_dir, THRESHOLDS_FILE), text + "\n")
+
+
+def read_thresholds(output_dir, label_list):
+    """The thresholds of output_dir/thresholds.json in label_list order, or None without the file. ValueError naming
+    it unless it gives each label of label_list, and only those, a number in [0, 1]."""
+    path = os.path.join(output_dir, THRESHOLDS_FILE)
+    if not fileio.exists(path):
+        return None
+    saved = fileio.read_json(path, "Thresholds")
+    if not isinstance(saved, dict) or sorted(saved) != sorted(label_list) or not all(
+            isinstance(t, (int, float)) and 0 <= t <= 1 for t in saved.values()):
+        raise ValueError(f"{path}: expected a threshold in [0, 1] for each label of {list(label_list)}, got "
+                         f"{saved!r}; delete it to use {task_models.DEFAULT_THRESHOLD} for each.")
+    return [float(saved[label]) for label in label_list]
+
+
+def format_submission(ids, predictions, label_list, id_header="index", thresholds=None, separator=","):
     """A GLUE submission file: header `index<TAB>prediction`, then each test example's id and predicted label
-    (or score for regression)."""
+    (or score for regression; with `thresholds`, multi-label, the labels at or above theirs, joined by
+    `separator`)."""
     lines = [f"{id_header}\tprediction\n"]
     for example_id, output in zip(ids, predictions):
         if label_list is None:
             value = str(np.float32(output))
+        elif thresholds is not None:
+            value = separator.join(label for label, p, t in zip(label_list, output, thresholds) if p >= t)
         else:
             value = label_list[int(np.argmax(output))]
         lines.append(f"{example_id}\t{value}\n")
     return "".join(lines)
 
 
-def _prediction_inputs(features, seq_length, label_list, with_labels):
+def _prediction_inputs(features, seq_length, label_list, with_labels, multi_label=False):
     """The prediction loop's inputs of `features`: the model's inputs and, `with_labels`, (them, the labels)."""
-    inputs, labels = features_to_arrays(features, seq_length, regression=label_list is None)
+    inputs, labels = features_to_arrays(features, seq_length, regression=label_list is None,
+                                        label_shape=(len(label_list),) if multi_label else ())
     return (inputs, labels) if with_labels else inputs
 
 
 def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_length, batch_size, fixed_batches=False,
-              lengths=None, with_labels=False):
+              lengths=None, with_labels=False, multi_label=False):
     """Evaluation's and prediction's one path: writes `examples` (filled up to whole batches where `fixed_batches`)
     to `record_file` as the original's records, and runs the model on their features (`predict_in_order`).
     Returns (the features, [the outputs of each batch, in input order])."""
@@ -151,32 +228,39 @@ def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_len
     if fixed_batches:
         examples = pad_examples(examples, batch_size)
     features, _ = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                                          record_file)
+                                                          record_file, multi_label)
     logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual, len(examples) - num_actual)
     logging.info("  Batch size = %d", batch_size)
     outputs = prediction.predict_in_order(
-        trainer, _prediction_inputs(features, max_seq_length, label_list, with_labels), batch_size, lengths,
-        packing.INPUT_NAMES, fixed_batches, with_loss=with_labels)
+        trainer, _prediction_inputs(features, max_seq_length, label_list, with_labels, multi_label), batch_size,
+        lengths, packing.INPUT_NAMES, fixed_batches, with_loss=with_labels)
     return features, list(outputs)
 
 
 def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
-             global_step, fixed_batches=False, lengths=None):
+             global_step, fixed_batches=False, lengths=None, thresholds=None, tune=False):
     """Evaluates every dev set ([(suffix, examples)]) into `eval_results<suffix>.txt`, `eval_metrics<suffix>.json`
     (classification) and the original's `eval<suffix>.tf_record`; `fixed_batches`' filling examples are out of the
-    metrics. Returns {suffix: results}.
+    metrics. `thresholds`: a multi-label classifier's (a list, one per label), with `tune` first tuned in place on
+    the first dev set and saved to thresholds.json. Returns {suffix: results}.
     """
-    regression = processor.is_regression
+    regression, multi_label = processor.is_regression, thresholds is not None
     results = {}
     for suffix, examples in dev_splits:
         logging.info("***** Running evaluation%s *****", suffix)
         features, outputs = run_model(trainer, examples, os.path.join(output_dir, f"eval{suffix}.tf_record"),
                                       tokenizer, label_list, max_seq_length, eval_batch_size, fixed_batches,
-                                      lengths, with_labels=True)
-        result = eval_metrics(outputs, features, global_step, regression, processor.metrics)
+                                      lengths, with_labels=True, multi_label=multi_label)
+        if tune and not results:
+            thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
+            write_thresholds(output_dir, label_list, thresholds)
+            logging.info("Thresholds tuned on the dev set: %s", ", ".join(
+                f"{label} {t:.4g}" for label, t in zip(label_list, thresholds)))
+        result = eval_metrics(outputs, features, global_step, regression, processor.metrics, thresholds)
         if not regression:
             write_class_metrics(os.path.join(output_dir, f"eval_metrics{suffix}.json"),
-                                label_metrics(outputs, features, label_list))
+                                multi_label_metrics(outputs, features, label_list, thresholds) if multi_label
+                                else label_metrics(outputs, features, label_list))
         result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
                                         f"Eval results{suffix}")
         results[suffix] = result
@@ -184,16 +268,18 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
 
 
 def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, max_seq_length, predict_batch_size,
-            fixed_batches=False, lengths=None):
+            fixed_batches=False, lengths=None, thresholds=None, label_separator=","):
     """Predicts every test set ([(suffix, examples, submission name)]) into `test_results<suffix>.tsv` (a row per
     real example), the submission file (`MRPC.tsv`, `MNLI-mm.tsv`, ...) and `predict<suffix>.tf_record`.
+    `thresholds`: a multi-label classifier's, whose submission joins the labels by `label_separator`.
     Returns {suffix: [rows]}."""
     output_key = "predictions" if processor.is_regression else "probabilities"
     all_rows = {}
     for suffix, examples, submission in test_splits:
         logging.info("***** Running prediction%s *****", suffix)
         _, outputs = run_model(trainer, examples, os.path.join(output_dir, f"predict{suffix}.tf_record"), tokenizer,
-                               label_list, max_seq_length, predict_batch_size, fixed_batches, lengths)
+                               label_list, max_seq_length, predict_batch_size, fixed_batches, lengths,
+                               multi_label=thresholds is not None)
         rows = [row for batch in outputs for row in np.asarray(batch[output_key], np.float32)][:len(examples)]
         fileio.write_text_atomically(os.path.join(output_dir, f"test_results{suffix}.tsv"),
                                      result_files.format_probabilities(rows))
@@ -201,7 +287,8 @@ def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, 
             ids = [e.example_id if e.example_id is not None else str(i) for i, e in enumerate(examples)]
             fileio.write_text_atomically(os.path.join(output_dir, f"{submission}.tsv"),
                                          format_submission(ids, rows, None if processor.is_regression else label_list,
-                                                           getattr(processor, "submission_id_header", "index")))
+                                                           getattr(processor, "submission_id_header", "index"),
+                                                           thresholds, label_separator))
         all_rows[suffix] = rows
     return all_rows
 
@@ -209,19 +296,24 @@ def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, 
 class ClassifierTask(Task):
     """run_classifier.py's task (a bert_tf.tasks.task.Task): a processor's train/dev/test sets -> BertClassifier.
 
-    `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv).
+    `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv, csv, jsonl);
+    `columns`: the names of your own data's columns (tsv, csv, jsonl; `get_processor`). The run's multi_label,
+    label_separator and tune_thresholds make it multi-label (module docstring).
     """
-    def __init__(self, task_name, data_dir, xnli_language="zh"):
-        self.processor = get_processor(task_name, xnli_language=xnli_language)
+    def __init__(self, task_name, data_dir, xnli_language="zh", columns=None):
+        self.processor = get_processor(task_name, xnli_language=xnli_language, columns=columns)
         self.data_dir = data_dir
         self.labels = None
         self.train_examples, self.dev_splits, self.test_splits = None, (), ()  # read_inputs reads them
         self.loss = loss_fn_for(self.processor)
+        self.multi_label, self.thresholds = False, None  # read_inputs sets them: the run's
 
     @property
     def spec(self):
-        """The regression task's model for a regression processor (STS-B), else the classifier's."""
-        return task_models.REGISTRY["regression" if self.processor.is_regression else "classifier"]
+        """The regression task's model for a regression processor (STS-B), the multi-label classifier's, or the
+        classifier's."""
+        return task_models.REGISTRY["regression" if self.processor.is_regression
+                                    else "multi_label" if self.multi_label else "classifier"]
 
     @property
     def label_list(self):
@@ -229,27 +321,62 @@ class ClassifierTask(Task):
         return None if self.processor.is_regression else self.labels
 
     def check_flags(self, run):
-        if run.class_weights and self.processor.is_regression:
-            raise ValueError(f"--class_weights applies to classification; {type(self.processor).__name__} is a "
-                             f"regression task.")
+        for flag in ("class_weights", "multi_label"):
+            if getattr(run, flag) and self.processor.is_regression:
+                raise ValueError(f"--{flag} applies to classification; {type(self.processor).__name__} is a "
+                                 f"regression task.")
+        if run.tune_thresholds and not (run.multi_label and run.do_eval):
+            raise ValueError("--tune_thresholds chooses a multi-label classifier's thresholds on the dev set: it needs "
+                             "--multi_label and --do_eval.")
+        if run.multi_label and not run.label_separator:
+            raise ValueError("--label_separator is empty: give the string that joins an example's labels.")
         parse_class_weights(run.class_weights)
 
     def read_inputs(self, run, config):
         """Reads each input file the run needs once: the training set (do_train), then the label list (tsv: learned
         from those examples, or the training run's), the dev sets (do_eval; a label the model cannot know is an
-        error now, not after training) and the test sets (do_predict). Weighs the loss by --class_weights."""
+        error now, not after training) and the test sets (do_predict); multi-label, each example's labels split
+        and the thresholds those of output_dir/thresholds.json in a run that does not train. Weighs the loss by
+        --class_weights."""
+        self.multi_label = run.multi_label
         if run.do_train:
-            self.train_examples = self.processor.get_train_examples(self.data_dir)
+            self.train_examples = self._labelled(run, self.processor.get_train_examples(self.data_dir))
         self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
                                          train_examples=self.train_examples)
+        loss_fn = multi_label_loss if self.multi_label else classification_loss
+        if self.multi_label:
+            self.loss = loss_fn
+            saved = None if run.do_train else read_thresholds(run.output_dir, self.labels)
+            self.thresholds = saved or [task_models.DEFAULT_THRESHOLD] * len(self.labels)
         if run.do_train and run.class_weights:
-            self.loss = ClassWeightedLoss(classification_loss, class_weights(
-                run.class_weights, self.labels, [example.label for example in self.train_examples]))
+            weights = class_weights(run.class_weights, self.labels, [example.label for example in self.train_examples],
+                                    self.multi_label)
+            self.loss = (PositiveWeightedLoss if self.multi_label else ClassWeightedLoss)(loss_fn, weights)
         if run.do_eval:
-            self.dev_splits = self.processor.dev_splits(self.data_dir)
-            check_dev_labels(self.dev_splits, self.labels)
+            self.dev_splits = [(suffix, self._labelled(run, examples))
+                               for suffix, examples in self.processor.dev_splits(self.data_dir)]
+            check_dev_labels(self.dev_splits, self.labels, self.multi_label)
         if run.do_predict:
-            self.test_splits = self.processor.test_splits(self.data_dir)
+            self.test_splits = [(suffix, self._labelled(run, examples), submission)
+                                for suffix, examples, submission in self.processor.test_splits(self.data_dir)]
+
+    def _labelled(self, run, examples):
+        """`examples`, multi-label with each one's label a list (`split_labels`)."""
+        if self.multi_label:
+            for example in examples:
+                example.label = split_labels(example.label, run.label_separator)
+        return examples
+
+    def build_model(self, config, restored=False):
+        """The spec's model; multi-label with the run's thresholds."""
+        model = super().build_model(config, restored)
+        if self.multi_label:
+            model.thresholds = self.thresholds
+        return model
+
+    @property
+    def _label_shape(self):
+        return (len(self.labels),) if self.multi_label else ()
 
     def _common(self, run, tokenizer, trainer):
         return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,
@@ -264,23 +391,29 @@ class ClassifierTask(Task):
         examples = self.train_examples
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
         _, written = file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer,
-                                                             train_file)
+                                                             train_file, self.multi_label)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
-                                                 lengths=run.sequence_lengths)
+                                                 lengths=run.sequence_lengths, label_shape=self._label_shape)
         return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
 
     def prepare_evaluation(self, run, trainer):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:
         on the batches of an empty dev set, which have the spec of any other."""
-        spec = lengths_lib.batch_spec(_prediction_inputs([], run.max_seq_length, self.labels, with_labels=True),
+        spec = lengths_lib.batch_spec(_prediction_inputs([], run.max_seq_length, self.labels, with_labels=True,
+                                                         multi_label=self.multi_label),
                                       run.eval_batch_size, run.sequence_lengths, packing.INPUT_NAMES, run.fixed_batches)
         trainer.prepare_predict(spec, with_loss=True)
 
     def evaluate(self, run, tokenizer, trainer):
-        """eval_results.txt of every dev set; -> {suffix: results}."""
-        return evaluate(**self._common(run, tokenizer, trainer), dev_splits=self.dev_splits,
-                        eval_batch_size=run.eval_batch_size, global_step=trainer.step)
+        """eval_results.txt of every dev set; -> {suffix: results}. --tune_thresholds: the model's thresholds (its
+        exports') become the tuned ones."""
+        results = evaluate(**self._common(run, tokenizer, trainer), dev_splits=self.dev_splits,
+                           eval_batch_size=run.eval_batch_size, global_step=trainer.step, thresholds=self.thresholds,
+                           tune=run.tune_thresholds)
+        if run.tune_thresholds:
+            trainer.model.thresholds = self.thresholds
+        return results
 
     def flat_results(self, results):
         """The first dev set's results (MNLI: matched), the others' keys with their suffix (eval_accuracy_mm)."""
@@ -291,4 +424,5 @@ class ClassifierTask(Task):
     def predict(self, run, tokenizer, trainer):
         """test_results.tsv and the submission file of every test set."""
         return predict(**self._common(run, tokenizer, trainer), test_splits=self.test_splits,
-                       predict_batch_size=run.predict_batch_size)
+                       predict_batch_size=run.predict_batch_size, thresholds=self.thresholds,
+                       label_separator=run.label_separator)

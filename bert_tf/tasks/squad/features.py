@@ -14,6 +14,7 @@ from absl import logging
 
 from bert_tf.data import records
 from bert_tf.text import packing, tokenization
+from bert_tf.text.packing import DocSpan, doc_spans_for  # noqa: F401 (the squad package's names for them)
 
 FIRST_UNIQUE_ID = 1000000000
 TRAIN_RECORD_FILE = "train.tf_record"
@@ -37,9 +38,6 @@ class InputFeatures:
     is_impossible: bool | None = None
 
 
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
-
-
 def validate_lengths(max_seq_length, max_query_length, doc_stride, max_position_embeddings=None):
     """Raises ValueError for window settings that cannot produce features."""
     if max_position_embeddings is not None and max_seq_length > max_position_embeddings:
@@ -61,37 +59,6 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
             if " ".join(doc_tokens[new_start:(new_end + 1)]) == tok_answer_text:
                 return new_start, new_end
     return input_start, input_end
-
-
-def _check_is_max_context(doc_spans, cur_span_index, position):
-    """Whether span `cur_span_index` is the one giving token `position` the most context: the largest
-    min(left, right) context, plus 0.01 x span length to prefer longer spans on ties."""
-    best_score = None
-    best_span_index = None
-    for span_index, doc_span in enumerate(doc_spans):
-        end = doc_span.start + doc_span.length - 1
-        if position < doc_span.start or position > end:
-            continue
-        num_left_context = position - doc_span.start
-        num_right_context = end - position
-        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
-        if best_score is None or score > best_score:
-            best_score = score
-            best_span_index = span_index
-    return cur_span_index == best_span_index
-
-
-def doc_spans_for(num_tokens, max_tokens_for_doc, doc_stride):
-    """The sliding windows over `num_tokens` paragraph tokens: list of DocSpan(start, length)."""
-    doc_spans = []
-    start_offset = 0
-    while start_offset < num_tokens:
-        length = min(num_tokens - start_offset, max_tokens_for_doc)
-        doc_spans.append(DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return doc_spans
 
 
 def _log_feature(feature, is_training, example):
@@ -153,6 +120,7 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
         # [CLS], [SEP] and [SEP] take 3 positions.
         max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
         doc_spans = doc_spans_for(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+        max_context = packing.max_context_windows(doc_spans)
 
         for doc_span_index, doc_span in enumerate(doc_spans):
             tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
@@ -162,8 +130,7 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
             for i in range(doc_span.length):
                 split_token_index = doc_span.start + i
                 token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-                token_is_max_context[len(tokens)] = _check_is_max_context(doc_spans, doc_span_index,
-                                                                          split_token_index)
+                token_is_max_context[len(tokens)] = max_context[split_token_index] == doc_span_index
                 tokens.append(all_doc_tokens[split_token_index])
                 segment_ids.append(1)
             tokens.append("[SEP]")
