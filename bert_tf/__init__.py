@@ -8,3 +8,15 @@ Above the library: `modeling` and `tokenization` (drop-ins for the original's mo
 absl flags) and `script_setup` (their start-up and exit defaults; importing the library itself changes nothing in
 the process).
 """
+
+
+def load(path, batch_size=32):
+    """The fine-tuned model at `path` (a training run's output_dir or an export), whose `.predict(...)` answers plain
+    text (bert_tf.tasks.answers; TensorFlow is imported here, not by `import bert_tf`):
+
+        answers = bert_tf.load("/tmp/mrpc_output").predict(["A cat sat."], ["A cat was sitting."])
+        answers[0]["label"], answers[0]["probabilities"]
+    """
+    from bert_tf.tasks import answers
+
+    return answers.load(path, batch_size)

@@ -144,12 +144,9 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
                          f"{f' with {spec.kwargs}' if spec.kwargs else ''}, got a {type(model).__name__}"
                          f"{f' with {given}' if spec.kwargs else ''}.")
     do_lower_case = True if do_lower_case is None else bool(do_lower_case)
-    meta = {"task": task, "format": format, "do_lower_case": do_lower_case, "max_seq_length": int(max_seq_length)}
     if model is not None:
         labels = _head_labels(model, spec, labels)
-        meta.update(bert_config=task_models.encoder_of(model).config.to_dict(),
-                    **{name: getattr(model, name) for name in spec.options})
-    meta["labels"] = labels
+    meta = {"format": format, **task_models.metadata(task, model, labels, do_lower_case, max_seq_length)}
     with fileio.staged_directory(target, key=KEY_FILES[format]) as out, fileio.local_directory() as local:
         sources = dict(model=model, spec=spec, vocab_file=os.path.join(local, "vocab.txt"), do_lower_case=do_lower_case,
                        max_seq_length=int(max_seq_length), labels=labels,

@@ -331,6 +331,19 @@ def build_task_model(task, config, num_labels=None, restored=False, **options):
     return REGISTRY[task].build(config, num_labels, restored, **options)
 
 
+def metadata(task, model, labels, do_lower_case, max_seq_length):
+    """What a reader needs to rebuild `model`, the model of `task` (None: a model without weights), and feed it text:
+    task, casing, max_seq_length, labels, bert_config and its spec's options (e.g. multi_label's thresholds). An
+    export's assets.extra/export_metadata.json holds it, and so does a training run's output_dir
+    (bert_tf.tasks.answers)."""
+    meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
+            "labels": labels}
+    if model is not None:
+        meta.update(bert_config=encoder_of(model).config.to_dict(),
+                    **{name: getattr(model, name) for name in REGISTRY[task].options})
+    return meta
+
+
 def encoder_of(model):
     """The encoder (BertModel) of a task model: its `.bert`, or the model itself (the encoder task's)."""
     return model if isinstance(model, BertModel) else model.bert

@@ -20,7 +20,7 @@ from absl import logging
 
 from bert_tf import checkpoints, fileio
 from bert_tf.data import records
-from bert_tf.tasks import evaluation, run_record
+from bert_tf.tasks import answers, evaluation, run_record
 from bert_tf.training import devices, distribute
 from bert_tf.training.config import RunConfig as RunConfig
 from bert_tf.training.trainer import Trainer
@@ -154,6 +154,9 @@ def run(task, run_config):
         if run_config.do_predict and "do_predict" in task.modes:
             predict_results = task.predict(run_config, tokenizer, trainer)
         export(run_config, task, trainer)
+        if run_config.do_train and run_config.vocab_file:  # what was trained, for bert_tf.load
+            answers.record(run_config.output_dir, trainer.model, task.export_task, task.label_list,
+                           run_config.vocab_file, run_config.do_lower_case, run_config.max_seq_length)
     trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", trainer.work_dir)
     return eval_results, predict_results

@@ -722,6 +722,47 @@ def test_script_tsv_task_then_predict_only_run(script_runs):
     np.testing.assert_allclose(np.array(probabilities), np.loadtxt(f"{out}/test_results.tsv", ndmin=2), atol=1e-5)
 
 
+@pytest.mark.slow
+def test_a_run_and_its_export_answer_raw_text_as_the_run_predicted(script_runs, tmp_path):
+    """bert_tf.load of a training run's output_dir (what it recorded: its metadata, vocab.txt and latest checkpoint)
+    and of an export (export_dir: its highest version) answer plain text, pairs too, with test_results.tsv's
+    probabilities and their labels; README's snippet runs as written."""
+    import bert_tf
+    from bert_tf.tasks import answers
+
+    d = script_runs["mrpc"]
+    with open(f"{d}/out/{answers.MODEL_FILE}") as f:
+        meta = json.load(f)
+    assert (meta["task"], meta["labels"], meta["max_seq_length"], meta["do_lower_case"]) == ("classifier",
+                                                                                          ["0", "1"], 16, True)
+    examples = clf.MrpcProcessor().get_test_examples(f"{d}/data")
+    expected = np.loadtxt(f"{d}/out/test_results.tsv", ndmin=2)
+    got = bert_tf.load(f"{d}/out").predict([e.text_a for e in examples], [e.text_b for e in examples])
+    np.testing.assert_allclose([[a["probabilities"][label] for label in ("0", "1")] for a in got], expected,
+                               atol=1e-5)
+    assert [a["label"] for a in got] == [str(row.argmax()) for row in expected]
+    readme = pytest.importorskip("test_readme_checkpoint_examples")  # README's sections
+    (snippet,) = readme.fenced_blocks(readme.section("### Answers from raw text"), "python")
+    namespace = {}
+    exec(compile(snippet.replace("/tmp/mrpc_output", f"{d}/out"), "README.md", "exec"), namespace)
+    assert namespace["answers"][0]["label"] in ("0", "1")
+
+    d = script_runs["tsv"]
+    with open(f"{d}/data/test.tsv") as f:
+        texts = [line.split("\t")[0] for line in f.read().splitlines()[1:]]
+    expected = np.loadtxt(f"{d}/out/test_results.tsv", ndmin=2)
+    for path in (f"{d}/out", f"{d}/serving"):
+        got = bert_tf.load(path, batch_size=2).predict(texts)
+        assert [list(a["probabilities"]) for a in got] == [["happy", "meh", "sad"]] * 5, path
+        np.testing.assert_allclose([list(a["probabilities"].values()) for a in got], expected, atol=1e-5,
+                                   err_msg=path)
+        assert [a["label"] for a in got] == [["happy", "meh", "sad"][row.argmax()] for row in expected], path
+    with pytest.raises(FileNotFoundError, match="neither a training run's output_dir"):
+        bert_tf.load(str(tmp_path))
+    with pytest.raises(ValueError, match="5 texts but 1 texts_b"):
+        bert_tf.load(f"{d}/out").predict(texts, ["one"])
+
+
 # A script of a user's own (README, "Your own classification task"): its processor reads `label<TAB>text` lines of
 # reviews-<split>.txt, a file no built-in task reads, with labels in an order of its own.
 OWN_SCRIPT = """

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tiny_classifier
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
+import bert_tf
 from bert_tf import checkpoints
 from bert_tf.checkpoints import convert, huggingface
 from bert_tf.model import task_models
@@ -208,7 +209,8 @@ def _rows(path):
 def test_the_readme_command_trains_tunes_predicts_and_exports(readme_run):
     """eval_results.txt's multi-label keys; thresholds.json: tuned on the dev probabilities of the model the run ends
     with (the serving export's); test_results.tsv: a probability per label, the export's (1e-5), predictions.tsv and
-    the export's predicted_labels at the thresholds; the settings recorded; a predict-only run reads them back."""
+    the export's predicted_labels at the thresholds; the settings recorded; a predict-only run reads them back;
+    bert_tf.load of the run and of the export answer with those probabilities and labels."""
     import tensorflow_text  # noqa: F401  (the export's text signatures)
 
     values, errors, logs = readme_run
@@ -250,6 +252,11 @@ def test_the_readme_command_trains_tunes_predicts_and_exports(readme_run):
     assert _rows(f"{out}/predictions.tsv") == [["id", "prediction"]] + [
         [f"t{i}", ",".join(label for label, p, t in zip(LABELS, row, thresholds) if p >= t)]
         for i, row in enumerate(probabilities)]
+    for path in (out, values["export_dir"]):  # bert_tf.load of the run and of its export: the same answers
+        got = bert_tf.load(path).predict(texts["test"])
+        np.testing.assert_allclose([list(a["probabilities"].values()) for a in got], probabilities, atol=1e-5)
+        assert [a["labels"] for a in got] == [[label for label, p, t in zip(LABELS, row, thresholds) if p >= t]
+                                              for row in probabilities], path
     task = ClassifierTask("tsv", values["data_dir"])
     task.read_inputs(runner.RunConfig(output_dir=out, do_predict=True, multi_label=True), None)
     assert task.spec.name == "multi_label" and task.thresholds == list(saved.values())

@@ -1,0 +1,152 @@
+"""Answers from raw text: `bert_tf.load(path)` -> a task's model whose `.predict(...)` answers plain strings, in
+order, in length-sorted batches (`prediction.predict_in_order`, a progress bar on long lists).
+
+`path` is a training run's output_dir (its best weights where --best_metric kept some, else its latest checkpoint)
+or an export (a version directory, or export_dir: its highest version; its tensor signature). Either holds what
+was trained (`task_models.metadata`: MODEL_FILE in an output_dir, which `record` writes with a copy of the
+vocabulary; export_metadata.json in an export), and texts are tokenized and packed as the run scripts pack them,
+so that the answers are the scripts' predictions.
+
+| task        | .predict(...)       | one answer                                                  |
+|-------------|---------------------|-------------------------------------------------------------|
+| classifier  | texts[, texts_b]    | {"label": ..., "probabilities": {label: p, ...}}            |
+| multi_label | texts[, texts_b]    | {"labels": [labels at or above their thresholds], "probabilities": {...}} |
+| regression  | texts[, texts_b]    | {"score": ...}                                              |
+"""
+import collections
+import json
+import os
+
+import numpy as np
+from tqdm import tqdm
+
+from bert_tf import checkpoints, fileio
+from bert_tf.data import lengths as lengths_lib
+from bert_tf.model import task_models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks import evaluation
+from bert_tf.text import packing, tokenization
+from bert_tf.training import prediction
+
+MODEL_FILE = "model_metadata.json"  # in a training run's output_dir, beside VOCAB_FILE
+VOCAB_FILE = "vocab.txt"
+EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
+
+
+def record(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length):
+    """Writes into a training run's `output_dir` what `load` reads: a copy of `vocab_file` and MODEL_FILE."""
+    vocab_copy = os.path.join(output_dir, VOCAB_FILE)
+    if os.path.normpath(vocab_file) != os.path.normpath(vocab_copy):
+        fileio.copy_file(vocab_file, vocab_copy)
+    meta = task_models.metadata(task, model, labels, do_lower_case, max_seq_length)
+    fileio.write_text_atomically(os.path.join(output_dir, MODEL_FILE), json.dumps(meta, indent=2, sort_keys=True))
+
+
+def load(path, batch_size=32):
+    """The model at `path` (module docstring) for its task's `.predict`; `batch_size` texts run together."""
+    version = _export_version(path)
+    if version:
+        meta = fileio.read_json(os.path.join(version, EXPORT_METADATA), "Export metadata")
+        vocab_file = os.path.join(version, "assets", VOCAB_FILE)
+        saved = _load_saved_model(version, meta)  # kept by the closure: its signatures read its variables
+        model = lambda inputs: saved.signatures["serving_default"](**inputs)  # noqa: E731
+    elif fileio.exists(os.path.join(path, MODEL_FILE)):
+        meta = fileio.read_json(os.path.join(path, MODEL_FILE), "Model metadata")
+        vocab_file = os.path.join(path, VOCAB_FILE)
+        model = _restored_run(path, meta)
+    else:
+        raise FileNotFoundError(f"{path}: neither a training run's output_dir (no {MODEL_FILE}: it is written when "
+                                f"a run trains) nor an export (no {EXPORT_METADATA}).")
+    if meta["task"] not in ANSWERS:
+        raise ValueError(f"{path} holds a {meta['task']} model; bert_tf.load answers the tasks "
+                         f"{', '.join(ANSWERS)}.")
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=meta["do_lower_case"])
+    return ANSWERS[meta["task"]](prediction.Predictor(model), tokenizer, meta, batch_size)
+
+
+def _export_version(path):
+    """The version directory of the export at `path` (itself, or its highest numbered version), or None."""
+    if fileio.exists(os.path.join(path, EXPORT_METADATA)):
+        return path
+    versions = [int(name) for name in fileio.listdir(path) if name.isdigit()] if fileio.isdir(path) else []
+    latest = os.path.join(path, str(max(versions))) if versions else None
+    return latest if latest and fileio.exists(os.path.join(latest, EXPORT_METADATA)) else None
+
+
+def _load_saved_model(version, meta):
+    """The SavedModel at `version`, TensorFlow Text's ops registered first where its text signatures use them."""
+    import tensorflow as tf
+
+    if meta.get("text_ops") == "tf_text":
+        import tensorflow_text  # noqa: F401
+
+    return tf.saved_model.load(version)
+
+
+def _restored_run(output_dir, meta):
+    """The Keras task model of `meta` with the run's best weights, else its latest checkpoint's (training=False)."""
+    spec = task_models.REGISTRY[meta["task"]]
+    model = spec.build(BertConfig.from_dict(meta["bert_config"], os.path.join(output_dir, MODEL_FILE)),
+                       len(meta["labels"]) if spec.labelled else None, restored=True,
+                       **{name: meta.get(name) for name in spec.options})
+    weights = (checkpoints.latest_checkpoint(os.path.join(output_dir, evaluation.BEST_DIR))
+               or checkpoints.latest_checkpoint(output_dir))
+    if not weights:
+        raise FileNotFoundError(f"{output_dir} holds no checkpoint to load.")
+    checkpoints.restore(model, weights, spec.head_names)
+    return lambda inputs: model(inputs, training=False)
+
+
+class TextClassifier:
+    """A classifier, multi-label classifier or regression model answering texts or text pairs."""
+
+    def __init__(self, predictor, tokenizer, meta, batch_size):
+        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
+        self.task, self.labels = meta["task"], meta["labels"]
+        self.max_seq_length = meta["max_seq_length"]
+        self.thresholds = meta.get("thresholds") or (
+            [task_models.DEFAULT_THRESHOLD] * len(self.labels) if self.task == "multi_label" else None)
+
+    def predict(self, texts, texts_b=None):
+        """One answer (module docstring) per text of `texts` (strings), each paired with its `texts_b` one if given."""
+        texts = list(texts)
+        pairs = [None] * len(texts) if texts_b is None else list(texts_b)
+        if len(pairs) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(pairs)} texts_b: give one second text per text.")
+        outputs = self._outputs(texts, pairs)
+        if self.task == "regression":
+            return [{"score": float(score)} for score in outputs["predictions"]]
+        answers = []
+        for row in outputs["probabilities"]:
+            probabilities = dict(zip(self.labels, map(float, row)))
+            if self.thresholds is None:
+                answers.append({"label": self.labels[int(np.argmax(row))], "probabilities": probabilities})
+            else:
+                answers.append({"labels": [label for label, p, t in zip(self.labels, row, self.thresholds) if p >= t],
+                                "probabilities": probabilities})
+        return answers
+
+    def _outputs(self, texts, pairs):
+        """The model's outputs ({name: [len(texts), ...]}) on the texts packed as run_classifier.py packs them."""
+        rows, cut = [], collections.Counter()
+        for i, (text, pair) in enumerate(zip(texts, pairs)):
+            if not isinstance(text, str) or not (pair is None or isinstance(pair, str)):
+                raise TypeError(f"Text {i}: expected a str (and texts_b's a str), got {text!r}, {pair!r}.")
+            tokens_b = self.tokenizer.tokenize(pair) if pair else None
+            tokens, segment_ids = packing.pack_tokens(self.tokenizer.tokenize(text), tokens_b or None,
+                                                      self.max_seq_length, cut=cut)
+            rows.append(packing.pad_inputs(self.tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                                           self.max_seq_length))
+        packing.log_cut(cut, "The texts", self.max_seq_length)
+        inputs = {name: np.array([row[k] for row in rows], np.int32).reshape(len(rows), self.max_seq_length)
+                  for k, name in enumerate(packing.INPUT_NAMES)}
+        batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
+                                              lengths_lib.SequenceLengths.for_run(False, False, None),
+                                              packing.INPUT_NAMES)
+        parts = list(tqdm(batches, total=-(-len(rows) // self.batch_size), desc="predict", unit="batch",
+                          disable=len(rows) <= 4 * self.batch_size))
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]} if parts else {
+            "probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
+
+
+ANSWERS = {"classifier": TextClassifier, "multi_label": TextClassifier, "regression": TextClassifier}
