@@ -12,8 +12,15 @@ so that the answers are the scripts' predictions.
 | classifier  | texts[, texts_b]    | {"label": ..., "probabilities": {label: p, ...}}            |
 | multi_label | texts[, texts_b]    | {"labels": [labels at or above their thresholds], "probabilities": {...}} |
 | regression  | texts[, texts_b]    | {"score": ...}                                              |
+| squad       | questions, contexts | {"answer": context[start:end], "start", "end", "score"}     |
+
+SQuAD's answer is run_squad.py's prediction (its n-best probability the score), given as it stands in the context
+(start and end in code points of the context; predictions.json joins the answer's words with single spaces);
+SQuAD 2.0's no-answer is {"answer": "", "start": None, "end": None, "score"}. Its settings (doc_stride,
+max_query_length, n_best_size, ...) are the run's (`Task.answer_settings`), an export's run_squad.py's defaults.
 """
 import collections
+import inspect
 import json
 import os
 
@@ -24,7 +31,7 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks import evaluation
+from bert_tf.tasks import evaluation, squad
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
@@ -33,12 +40,13 @@ VOCAB_FILE = "vocab.txt"
 EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
 
 
-def record(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length):
-    """Writes into a training run's `output_dir` what `load` reads: a copy of `vocab_file` and MODEL_FILE."""
+def record(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length, settings=None):
+    """Writes into a training run's `output_dir` what `load` reads: a copy of `vocab_file` and MODEL_FILE (with the
+    task's `settings`, its `answer_settings`)."""
     vocab_copy = os.path.join(output_dir, VOCAB_FILE)
     if os.path.normpath(vocab_file) != os.path.normpath(vocab_copy):
         fileio.copy_file(vocab_file, vocab_copy)
-    meta = task_models.metadata(task, model, labels, do_lower_case, max_seq_length)
+    meta = {**task_models.metadata(task, model, labels, do_lower_case, max_seq_length), **(settings or {})}
     fileio.write_text_atomically(os.path.join(output_dir, MODEL_FILE), json.dumps(meta, indent=2, sort_keys=True))
 
 
@@ -149,4 +157,72 @@ class TextClassifier:
             "probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
 
 
-ANSWERS = {"classifier": TextClassifier, "multi_label": TextClassifier, "regression": TextClassifier}
+class SpanAnswerer:
+    """A SQuAD model answering questions on contexts."""
+
+    def __init__(self, predictor, tokenizer, meta, batch_size):
+        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
+        self.max_seq_length, self.do_lower_case = meta["max_seq_length"], meta["do_lower_case"]
+        defaults = {name: p.default for name, p in inspect.signature(squad.SquadTask).parameters.items()}
+        self.settings = {name: meta.get(name, defaults[name]) for name in squad.SquadTask.ANSWER_SETTINGS}
+
+    def predict(self, questions, contexts):
+        """One answer (module docstring) per question of `questions` on its context of `contexts` (strings)."""
+        questions, contexts = list(questions), list(contexts)
+        if len(questions) != len(contexts):
+            raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts: give one context per "
+                             f"question.")
+        for i, (question, context) in enumerate(zip(questions, contexts)):
+            if not (isinstance(question, str) and isinstance(context, str)):
+                raise TypeError(f"Question {i}: expected a str question and context, got {question!r}, {context!r}.")
+        if not questions:
+            return []
+        examples = [squad.SquadExample(qas_id=str(i), question_text=question,
+                                       doc_tokens=squad.split_paragraph(context)[0])
+                    for i, (question, context) in enumerate(zip(questions, contexts))]
+        settings = self.settings
+        features = squad.convert_examples_to_features(examples, self.tokenizer, self.max_seq_length,
+                                                      settings["doc_stride"], settings["max_query_length"], False)
+        inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), -1)
+                  for name in packing.INPUT_NAMES}
+        batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
+                                              lengths_lib.SequenceLengths(pad=True), packing.INPUT_NAMES)
+        results = squad.raw_results(features, tqdm(batches, total=-(-len(features) // self.batch_size),
+                                                   desc="predict", unit="batch",
+                                                   disable=len(features) <= 4 * self.batch_size))
+        spans = {}
+        predictions, _, _ = squad.compute_predictions(
+            examples, features, results, settings["n_best_size"], settings["max_answer_length"], self.do_lower_case,
+            settings["version_2_with_negative"], settings["null_score_diff_threshold"], answer_spans=spans)
+        answers = []
+        for example, context in zip(examples, contexts):
+            span, score = spans[example.qas_id]
+            if span is None:  # SQuAD 2.0's no answer
+                answers.append({"answer": predictions[example.qas_id], "start": None, "end": None, "score": score})
+                continue
+            start, end = _context_span(context, span)
+            answers.append({"answer": context[start:end], "start": start, "end": end, "score": score})
+        return answers
+
+
+def _context_span(context, span):
+    """(start, end) in `context` of a squad.AnswerSpan: its characters in the span's words joined by single spaces,
+    found in the words as the context holds them."""
+    words, char_to_word_offset = squad.split_paragraph(context)
+    word_starts = {}  # a word's first character: the first one of its index (the spaces after it share it)
+    for i, word in enumerate(char_to_word_offset):
+        word_starts.setdefault(word, i)
+    lengths = [len(word) for word in words[span.first_word:span.last_word + 1]]
+
+    def at(position):  # a position in the words joined by single spaces, on a word's character
+        for k, length in enumerate(lengths):
+            if position < length:
+                return word_starts[span.first_word + k] + position
+            position -= length + 1
+        raise ValueError(f"No character at {position} in the answer's words.")
+
+    return at(span.start), at(span.end - 1) + 1
+
+
+ANSWERS = {"classifier": TextClassifier, "multi_label": TextClassifier, "regression": TextClassifier,
+           "squad": SpanAnswerer}

@@ -156,7 +156,8 @@ def run(task, run_config):
         export(run_config, task, trainer)
         if run_config.do_train and run_config.vocab_file:  # what was trained, for bert_tf.load
             answers.record(run_config.output_dir, trainer.model, task.export_task, task.label_list,
-                           run_config.vocab_file, run_config.do_lower_case, run_config.max_seq_length)
+                           run_config.vocab_file, run_config.do_lower_case, run_config.max_seq_length,
+                           task.answer_settings)
     trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", trainer.work_dir)
     return eval_results, predict_results

@@ -10,7 +10,8 @@
                                        also during training (bert_tf.tasks.evaluation), read by `flat_results`
   predict(run, tokenizer, trainer)     (do_predict) the test set's outputs -> results or None
 and reads `spec` (its model's `task_models.TaskSpec`, whence `heads` and `export_task`), `modes`, `label_list`,
-`min_seq_length`, `needs_vocab` and `loss` (per-example [B] float32, or a bert_tf.training.losses batch loss).
+`min_seq_length`, `needs_vocab`, `loss` (per-example [B] float32, or a bert_tf.training.losses batch loss) and
+`answer_settings` (what predictions from raw text need of the run: recorded for bert_tf.load).
 """
 import abc
 import typing
@@ -36,6 +37,7 @@ class Task(abc.ABC):
     label_list = None  # the labels of its head, in the order of its outputs (None for tasks without labels)
     min_seq_length = 3
     needs_vocab = True  # False for a task that reads token ids only (pretraining)
+    answer_settings = {}
 
     @property
     @abc.abstractmethod

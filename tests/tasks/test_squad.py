@@ -496,6 +496,40 @@ def test_script_rejects_bad_input(tiny_release, tmp_path, run_main):
 
 
 @pytest.mark.slow
+def _assert_answers_are_the_runs(out):
+    """bert_tf.load of the trained run in `out`: its predictions.json answers with their n-best probabilities, at
+    their place in the context; under SQuAD 2.0 settings with a threshold no answer passes, the empty answer."""
+    import bert_tf
+    from bert_tf.tasks import answers
+
+    model = bert_tf.load(str(out))
+    assert model.settings["doc_stride"] == 4 and model.settings["max_query_length"] == 6
+    questions = ["what did he buy ?", "where ?"]
+    got = model.predict(questions, [DOC, DOC])
+    predictions, nbest = (json.load(open(out / name)) for name in ("predictions.json", "nbest_predictions.json"))
+    for answer, qid in zip(got, ["d0", "d1"]):
+        assert answer["answer"] == predictions[qid] == DOC[answer["start"]:answer["end"]], (answer, qid)
+        assert answer["score"] == pytest.approx(nbest[qid][0]["probability"], abs=1e-5)
+    null = answers.SpanAnswerer(model.predictor, model.tokenizer, {
+        "max_seq_length": 16, "do_lower_case": True, **model.settings, "version_2_with_negative": True,
+        "null_score_diff_threshold": -1e9}, 8).predict(questions, [DOC, DOC])
+    assert [(a["answer"], a["start"], a["end"]) for a in null] == [("", None, None)] * 2
+
+
+def test_answers_lie_where_the_context_holds_them():
+    """A SQuAD answer's words joined by single spaces (postprocess.AnswerSpan) found in the context as written: runs
+    of spaces and line breaks, accents, no-break spaces (inside a word for SQuAD), CJK and emoji."""
+    from bert_tf.tasks.answers import _context_span
+
+    context = "  Le  café\u00a0noir\n\t😀 中国  ende"
+    words = squad.split_paragraph(context)[0]
+    assert words == ["Le", "café\u00a0noir", "😀", "中国", "ende"]
+    for first, last, start, end, expected in [(0, 0, 0, 2, "Le"), (1, 2, 2, 11, "fé\u00a0noir\n\t😀"),
+                                               (3, 4, 1, 6, "国  end"), (0, 4, 0, 22, context.strip())]:
+        begin, stop = _context_span(context, postprocess.AnswerSpan(first, last, start, end))
+        assert context[begin:stop] == expected, (first, last, start, end)
+
+
 def test_script_trains_and_predicts(tiny_release, tmp_path, run_main):
     """Trains and predicts; predicts again from output_dir (the fine-tuned model restored, plus the v2 outputs) and,
     in another output_dir, from the output_dir as --init_checkpoint (its span head, which the Trainer's checkpoints
@@ -521,6 +555,7 @@ def test_script_trains_and_predicts(tiny_release, tmp_path, run_main):
     for name in ("train.tf_record", "eval.tf_record", "predictions.json", "nbest_predictions.json",
                  "eval_results.json", "checkpoint"):
         assert (out / name).exists(), name
+    _assert_answers_are_the_runs(out)
     assert not (out / "null_odds.json").exists()
     predictions = json.load(open(out / "predictions.json"))
     assert list(predictions) == ["d0", "d1"]

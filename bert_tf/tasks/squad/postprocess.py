@@ -57,7 +57,8 @@ _PrelimPrediction = collections.namedtuple(
     "PrelimPrediction", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
 
 
-_NbestPrediction = collections.namedtuple("NbestPrediction", ["text", "start_logit", "end_logit"])
+_NbestPrediction = collections.namedtuple("NbestPrediction", ["text", "start_logit", "end_logit", "span"],
+                                          defaults=(None,))
 
 
 def _get_best_indexes(logits, n_best_size):
@@ -95,6 +96,13 @@ _BASIC_TOKENIZERS = {}
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     """Projects the normalized `pred_text` ("steve smith") back onto `orig_text` ("Steve Smith's") by aligning
     their characters without spaces -> "Steve Smith"; `orig_text` where the alignment fails."""
+    start, end = final_span(pred_text, orig_text, do_lower_case, verbose_logging)
+    return orig_text[start:end]
+
+
+def final_span(pred_text, orig_text, do_lower_case, verbose_logging=False):
+    """`get_final_text`'s answer as (start, end) character positions in `orig_text` (all of it where the alignment
+    fails)."""
     tokenizer = _BASIC_TOKENIZERS.get(do_lower_case)
     if tokenizer is None:
         tokenizer = _BASIC_TOKENIZERS[do_lower_case] = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
@@ -104,7 +112,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if start_position == -1:
         if verbose_logging:
             logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
-        return orig_text
+        return 0, len(orig_text)
     end_position = start_position + len(pred_text) - 1
 
     orig_ns_text, orig_ns_to_s_map = _strip_spaces(orig_text)
@@ -112,7 +120,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if len(orig_ns_text) != len(tok_ns_text):
         if verbose_logging:
             logging.info("Length not equal after stripping spaces: '%s' vs '%s'", orig_ns_text, tok_ns_text)
-        return orig_text
+        return 0, len(orig_text)
 
     tok_s_to_ns_map = {tok_index: i for i, tok_index in tok_ns_to_s_map.items()}
 
@@ -122,7 +130,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if orig_start_position is None:
         if verbose_logging:
             logging.info("Couldn't map start position")
-        return orig_text
+        return 0, len(orig_text)
 
     orig_end_position = None
     if end_position in tok_s_to_ns_map:
@@ -130,13 +138,13 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if orig_end_position is None:
         if verbose_logging:
             logging.info("Couldn't map end position")
-        return orig_text
+        return 0, len(orig_text)
 
-    return orig_text[orig_start_position:(orig_end_position + 1)]
+    return orig_start_position, orig_end_position + 1
 
 
 def _span_text(example, feature, pred, do_lower_case, verbose_logging):
-    """The original text of a non-null candidate span."""
+    """(the original text of a non-null candidate span, its AnswerSpan)."""
     tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
     orig_doc_end = feature.token_to_orig_map[pred.end_index]
@@ -145,15 +153,23 @@ def _span_text(example, feature, pred, do_lower_case, verbose_logging):
     tok_text = " ".join(tok_tokens).replace(" ##", "").replace("##", "")
     tok_text = " ".join(tok_text.strip().split())
     orig_text = " ".join(orig_tokens)
-    return get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+    start, end = final_span(tok_text, orig_text, do_lower_case, verbose_logging)
+    return orig_text[start:end], AnswerSpan(orig_doc_start, orig_doc_end, start, end)
+
+
+# Where an answer lies in its example: its first and last words (doc_tokens indexes) and its characters in those
+# words joined by single spaces (`get_final_text`'s orig_text).
+AnswerSpan = collections.namedtuple("AnswerSpan", ["first_word", "last_word", "start", "end"])
 
 
 def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
-                        version_2_with_negative=False, null_score_diff_threshold=0.0, verbose_logging=False):
+                        version_2_with_negative=False, null_score_diff_threshold=0.0, verbose_logging=False,
+                        answer_spans=None):
     """The original write_predictions' computation, without the files.
 
     Returns (predictions, nbest, null_odds): OrderedDicts keyed by qas_id of the answer text, the n-best list
-    (dicts text/probability/start_logit/end_logit) and, for v2, null score - best non-null score.
+    (dicts text/probability/start_logit/end_logit) and, for v2, null score - best non-null score. `answer_spans`:
+    a dict that gets each prediction's (AnswerSpan, its n-best probability), the span None for the empty answer.
     """
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
@@ -216,16 +232,16 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
             if len(nbest) >= n_best_size:
                 break
             if pred.start_index > 0:  # a non-null prediction
-                final_text = _span_text(example, features[pred.feature_index], pred, do_lower_case,
-                                        verbose_logging)
+                final_text, span = _span_text(example, features[pred.feature_index], pred, do_lower_case,
+                                              verbose_logging)
                 if final_text in seen_predictions:
                     continue
                 seen_predictions[final_text] = True
             else:
-                final_text = ""
+                final_text, span = "", None
                 seen_predictions[final_text] = True
             nbest.append(_NbestPrediction(text=final_text, start_logit=pred.start_logit,
-                                          end_logit=pred.end_logit))
+                                          end_logit=pred.end_logit, span=span))
 
         # Include the empty answer in a v2 n-best list if it is not there yet.
         if version_2_with_negative and "" not in seen_predictions:
@@ -251,6 +267,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
             output["end_logit"] = entry.end_logit
             nbest_json.append(output)
 
+        predicted = nbest[0]
         if not version_2_with_negative:
             all_predictions[example.qas_id] = nbest_json[0]["text"]
         else:
@@ -266,6 +283,9 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
                     all_predictions[example.qas_id] = ""
                 else:
                     all_predictions[example.qas_id] = best_non_null_entry.text
+            predicted = next(entry for entry in nbest if entry.text == all_predictions[example.qas_id])
+        if answer_spans is not None:
+            answer_spans[example.qas_id] = (predicted.span, probs[nbest.index(predicted)])
 
         all_nbest_json[example.qas_id] = nbest_json
 

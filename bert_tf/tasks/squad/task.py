@@ -72,6 +72,9 @@ class SquadTask(Task):
     `predict_file` has answers, into output_dir/eval_results.json; so does --eval_every_steps while training).
     """
     spec = task_models.REGISTRY["squad"]
+    # What predictions from raw text take of the run (bert_tf.tasks.answers), recorded in its output_dir.
+    ANSWER_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
+                       "null_score_diff_threshold")
     modes = ("do_train", "do_predict")
     evaluated_by = "do_predict"
     loss = staticmethod(span_loss)
@@ -117,6 +120,10 @@ class SquadTask(Task):
         if run.do_train:
             self.train_examples = read_squad_examples(self.train_file, is_training=True,
                                                       version_2_with_negative=self.version_2_with_negative)
+
+    @property
+    def answer_settings(self):
+        return {name: getattr(self, name) for name in self.ANSWER_SETTINGS}
 
     def _windows(self, run):
         return dict(max_seq_length=run.max_seq_length, doc_stride=self.doc_stride,
