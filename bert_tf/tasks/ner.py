@@ -9,7 +9,8 @@ other position label id -1 (out of the loss and the predictions). A sentence ove
 split greedily into windows of whole words, each word in exactly one; a single longer word is cut (never its first
 sub-token). Metrics: seqeval's entity-level precision/recall/F1 (conlleval mode: IOB1 and IOB2), micro and per
 type; token accuracy; eval_loss, the mean per-window loss. eval_metrics.json: seqeval's figures per entity type, and
-the confusion matrix of the words' tags. --class_weights weighs the loss per tag (`ClassWeightedLoss`).
+the confusion matrix of the words' tags. --class_weights weighs the loss per tag (`ClassWeightedLoss`). Raw text:
+`entities_from_tags` turns the tags of its words into entities with character offsets, grouped as the metrics group.
 """
 import collections
 import os
@@ -18,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 from seqeval import metrics as seqeval_metrics
+from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf import fileio
 from bert_tf.data import label_lists, records
@@ -260,6 +262,21 @@ def rejoin(examples, features, window_predictions, label_list):
         if None in row:
             raise RuntimeError(f"{example.guid}: word {row.index(None)} got no prediction.")
     return predicted
+
+
+def entities_from_tags(text, words, tags, scores=None):
+    """The entities of `text` from its words' tags, grouped as the eval's seqeval groups them -> [{"type", "text",
+    "start", "end", "score"}]: `words` (word, start, end) as `BasicTokenizer.tokenize_with_offsets` gives them; an
+    entity spans its words' text[start:end], its score the mean of their `scores` (None without)."""
+    if len(tags) != len(words) or (scores is not None and len(scores) != len(words)):
+        raise ValueError(f"{len(words)} words, but {len(tags)} tags"
+                         + ("" if scores is None else f" and {len(scores)} scores") + ": expected one per word.")
+    entities = []
+    for entity_type, first, last in get_entities(list(tags)):
+        start, end = words[first][1], words[last][2]
+        score = None if scores is None else float(sum(scores[first:last + 1])) / (last + 1 - first)
+        entities.append({"type": entity_type, "text": text[start:end], "start": start, "end": end, "score": score})
+    return entities
 
 
 def compute_metrics(gold, predicted):

@@ -5,6 +5,11 @@ ideographs -> split on whitespace -> per word: lower-case, NFD, drop Mn (``do_lo
 punctuation -> greedy longest-match-first WordPiece (``##`` prefix; a word over ``max_input_chars_per_word``
 characters, or one it cannot spell, becomes ``unk_token``). Speed: ``str.translate`` with lazily filled tables, and
 ``FullTokenizer`` memoises each word's pieces.
+
+Offsets (``tokenize_with_offsets``, not in the original): the same tokens, each with the span of the given text (code
+points) it came from. A dropped character (NUL, control) between two of a piece's characters lies inside its span;
+an accent stripped by lower-casing joins the span before it (``e`` + U+0301: "e" spans both); the characters one
+character normalizes to (a Hangul syllable's jamo) each span all of it; an ``unk_token`` spans its whole word.
 """
 
 import collections
@@ -184,10 +189,67 @@ def _accent_rule(cp):
     return None if unicodedata.category(chr(cp)) == "Mn" else cp
 
 
-# Tables for str.translate: text clean-up + CJK spacing; punctuation isolation; combining-mark removal.
+# What the clean-up (_clean_rule) makes of a code point, for the offsets: dropped, a word break, a character of a word,
+# a word alone (CJK).
+_DROP, _BREAK, _KEEP, _ALONE = range(4)
+
+
+def _clean_kind_rule(cp):
+    kept = _clean_rule(cp)
+    if kept is None:
+        return _DROP
+    if kept == cp:
+        return _BREAK if chr(cp).isspace() else _KEEP  # str.split() also breaks at e.g. U+2028
+    return _BREAK if kept == " " else _ALONE
+
+
+# Tables for str.translate: text clean-up + CJK spacing; punctuation isolation; combining-mark removal. And the
+# clean-up's kind of each code point.
 _CLEAN_TABLE = _LazyTable(_clean_rule)
 _PUNCT_TABLE = _LazyTable(_punctuation_rule)
 _ACCENT_TABLE = _LazyTable(_accent_rule)
+_CLEAN_KIND_TABLE = _LazyTable(_clean_kind_rule)
+
+
+def _word_positions(text):
+    """The positions in `text` of each word's characters, for the words of `BasicTokenizer._words(text)`."""
+    kinds = _CLEAN_KIND_TABLE
+    positions = []
+    for i, char in enumerate(text):
+        kind = kinds[ord(char)]
+        if kind == _KEEP:
+            positions.append(i)
+        elif kind != _DROP:
+            if positions:
+                yield positions
+                positions = []
+            if kind == _ALONE:
+                yield [i]
+    if positions:
+        yield positions
+
+
+def _split_spans(word, starts, ends):
+    """(token, starts, ends) per token of normalized `word` split as `_split_word` splits it (around punctuation: no
+    character normalizes to whitespace); starts/ends per character."""
+    begin = 0
+    for k, char in enumerate(word):
+        if _is_punctuation(char):
+            if begin < k:
+                yield word[begin:k], starts[begin:k], ends[begin:k]
+            yield char, starts[k:k + 1], ends[k:k + 1]
+            begin = k + 1
+    if begin < len(word):
+        yield word[begin:], starts[begin:], ends[begin:]
+
+
+def _piece_spans(token, pieces, starts, ends):
+    """(piece, start, end) per word piece of `token`; pieces that do not spell `token` (unk_token) cover all of it."""
+    parts = [piece[2:] if k else piece for k, piece in enumerate(pieces)]
+    if "".join(parts) != token or not all(piece.startswith("##") for piece in pieces[1:]):
+        return [(piece, starts[0], ends[-1]) for piece in pieces]
+    bounds = list(itertools.accumulate(map(len, parts), initial=0))
+    return [(piece, starts[a], ends[b - 1]) for piece, a, b in zip(pieces, bounds, bounds[1:])]
 
 
 class BasicTokenizer:
@@ -202,16 +264,48 @@ class BasicTokenizer:
             output.extend(self._split_word(word))
         return output
 
+    def tokenize_with_offsets(self, text):
+        """[(token, start, end)]: the tokens of `tokenize(text)`, each from text[start:end] (`text` as
+        `convert_to_unicode` gives it)."""
+        return [(token, starts[0], ends[-1]) for token, starts, ends in self._token_spans(convert_to_unicode(text))]
+
+    def _token_spans(self, text):
+        """(token, starts, ends) per token of `tokenize(text)`: token[k] came from text[starts[k]:ends[k]]."""
+        for positions in _word_positions(text):
+            word = "".join(text[i] for i in positions)
+            normalized = self._normalize(word)
+            ends = [i + 1 for i in positions]
+            if normalized == word:
+                yield from _split_spans(normalized, positions, ends)
+                continue
+            # Each character normalized alone gives as many characters as its part of the word's normalization
+            # (lower-casing and NFD work per character, up to the order of combining marks); one that gives none
+            # (a stripped accent) joins the span of the last one that gave some.
+            starts, char_ends, last = [], [], 0
+            for char, start, end in zip(word, positions, ends):
+                n = len(self._normalize(char))
+                if n:
+                    last = len(starts)
+                    starts += [start] * n
+                    char_ends += [end] * n
+                else:
+                    char_ends[last:] = [end] * (len(char_ends) - last)
+            yield from _split_spans(normalized, starts, char_ends)
+
     @staticmethod
     def _words(text):
         return convert_to_unicode(text).translate(_CLEAN_TABLE).split()
 
     def _split_word(self, word):
+        return self._normalize(word).translate(_PUNCT_TABLE).split()
+
+    def _normalize(self, word):
+        """`word` lower-cased and accent-stripped if `do_lower_case`, else as it is."""
         if self.do_lower_case:
             word = word.lower()
             if not word.isascii():  # ASCII has no decompositions or combining marks
                 word = self._run_strip_accents(word)
-        return word.translate(_PUNCT_TABLE).split()
+        return word
 
     def _run_strip_accents(self, text):
         return unicodedata.normalize("NFD", text).translate(_ACCENT_TABLE)
@@ -343,6 +437,17 @@ class FullTokenizer:
             cache.clear()
             self._cache_state = state
         return list(itertools.chain.from_iterable(map(cache.__getitem__, words)))
+
+    def tokenize_with_offsets(self, text):
+        """[(piece, start, end)]: the pieces of `tokenize(text)`, each from text[start:end] (`text` as
+        `convert_to_unicode` gives it). TypeError for a replaced or subclassed `basic_tokenizer`."""
+        if type(self.basic_tokenizer) is not BasicTokenizer:
+            raise TypeError(f"tokenize_with_offsets needs a BasicTokenizer as basic_tokenizer, not "
+                            f"{type(self.basic_tokenizer).__name__}: it follows BasicTokenizer's own rules.")
+        output = []
+        for token, starts, ends in self.basic_tokenizer._token_spans(convert_to_unicode(text)):
+            output.extend(_piece_spans(token, self.wordpiece_tokenizer.tokenize(token), starts, ends))
+        return output
 
     def _tokenize_word(self, word):
         output = []
