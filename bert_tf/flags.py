@@ -82,6 +82,7 @@ def define_classifier_flags():
     """run_classifier.py's own flags (also run_classifier_with_tfhub.py's)."""
     from bert_tf.model import task_models
     from bert_tf.tasks import classifier
+    from bert_tf.text import packing
 
     flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data files) "
                         "for the task.")
@@ -107,6 +108,16 @@ def define_classifier_flags():
                       "F1, the higher of equals), saved to <output_dir>/thresholds.json and used by the metrics, "
                       "predictions and exports, and by later runs that do not train. Default: "
                       f"{task_models.DEFAULT_THRESHOLD} each.")
+    flags.DEFINE_integer("doc_stride", 0, packing.DOC_STRIDE_HELP + " Here text_a is windowed and text_b kept whole in "
+                         "every window (R = max_seq_length - 3 - its tokens). Training takes each window as an example "
+                         "with its text's label (train.tf_record holds the windows; the steps count them); evaluation "
+                         "and prediction run every window and pool each text's (--window_pooling), so that "
+                         "eval_results.txt, test_results.tsv and the metrics count texts. Not with --export_dir (the "
+                         "export would cut).", lower_bound=0)
+    flags.DEFINE_enum("window_pooling", classifier.WINDOW_POOLINGS[0], classifier.WINDOW_POOLINGS, "--doc_stride: a "
+                      "text's outputs from its windows': mean, the mean of their probabilities (--multi_label: each "
+                      "label's sigmoid; STS-B: of the scores); max, each label's highest (a softmax's then scaled to "
+                      "sum to 1). eval_loss is each text's loss on them.")
 
 
 def classifier_columns(values):

@@ -6,7 +6,9 @@ and id) and jsonl (one JSON object per line with those keys); --text_a_column, -
 --id_column name other columns. A DataProcessor of your own: register it from your script, then run this one's main
 (README, "Your own classification task"). --multi_label: any number of labels per text, joined by --label_separator
 (sigmoid outputs; eval_micro_f1, eval_macro_f1, eval_subset_accuracy; --tune_thresholds: each label's threshold
-tuned on dev, saved as thresholds.json; README, "Multi-label").
+tuned on dev, saved as thresholds.json; README, "Multi-label"). --doc_stride: a text longer than max_seq_length in
+windows, trained on each with its label, evaluated and predicted as their pool (--window_pooling; README, "Long
+texts").
 
 Example (MRPC, as in the original README):
   python run_scripts/run_classifier.py --task_name=MRPC --do_train=true --do_eval=true \
@@ -33,7 +35,8 @@ bert_flags.define_run_flags()
 
 def main(_):
     task = classifier.ClassifierTask(task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
-                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS))
+                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS),
+                                     doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling)
     runner.run(task, bert_flags.run_config(FLAGS))
 
 

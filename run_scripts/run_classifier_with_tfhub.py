@@ -29,7 +29,8 @@ def main(_):
         raise ValueError("--init_checkpoint: the weights come from --bert_hub_module_handle here; use "
                          "run_classifier.py to start from a checkpoint.")
     task = classifier.ClassifierTask(task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
-                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS))
+                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS),
+                                     doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling)
     runner.run(task, bert_flags.run_config(FLAGS, init_checkpoint=FLAGS.bert_hub_module_handle))
 
 

@@ -13,6 +13,11 @@ so that the answers are the scripts' predictions.
 | multi_label | texts[, texts_b]    | {"labels": [labels at or above their thresholds], "probabilities": {...}} |
 | regression  | texts[, texts_b]    | {"score": ...}                                              |
 | squad       | questions, contexts | {"answer": context[start:end], "start", "end", "score"}     |
+| ner         | texts               | {"entities": [{"type", "text", "start", "end", "score"}, ...]} |
+
+NER: the words are BasicTokenizer's (`tokenize_with_offsets`: punctuation apart), each tagged by its first
+wordpiece as run_ner.py tags a CoNLL file's words (its windows too), grouped into entities as its evaluation groups
+them (`ner.entities_from_tags`); text[start:end] is the entity, its score the mean of its words' probabilities.
 
 SQuAD's answer is run_squad.py's prediction (its n-best probability the score), given as it stands in the context
 (start and end in code points of the context; predictions.json joins the answer's words with single spaces);
@@ -31,7 +36,7 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks import evaluation, squad
+from bert_tf.tasks import evaluation, ner, squad
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
@@ -224,5 +229,46 @@ def _context_span(context, span):
     return at(span.start), at(span.end - 1) + 1
 
 
+class EntityTagger:
+    """An NER model answering texts with their entities."""
+
+    def __init__(self, predictor, tokenizer, meta, batch_size):
+        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
+        self.labels, self.max_seq_length = meta["labels"], meta["max_seq_length"]
+
+    def predict(self, texts):
+        """One answer (module docstring) per text of `texts` (strings)."""
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"Text {i} is a {type(text).__name__}, not a str: {text!r}.")
+        words = [self.tokenizer.basic_tokenizer.tokenize_with_offsets(text) for text in texts]
+        examples = [ner.InputExample(str(i), [word for word, _, _ in text_words], [self.labels[0]] * len(text_words),
+                                     "<text>", 1) for i, text_words in enumerate(words)]
+        features = list(ner.convert_examples_to_features(examples, self.labels, self.max_seq_length,
+                                                         self.tokenizer))
+        tags = [[None] * len(example.words) for example in examples]
+        scores = [[None] * len(example.words) for example in examples]
+        if features:
+            inputs, _ = ner.features_to_arrays(features)
+            batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
+                                                  lengths_lib.SequenceLengths.for_run(False, False, None),
+                                                  packing.INPUT_NAMES)
+            done = 0
+            for batch in tqdm(batches, total=-(-len(features) // self.batch_size), desc="predict", unit="batch",
+                              disable=len(features) <= 4 * self.batch_size):
+                for logits in np.asarray(batch["logits"], np.float32):
+                    feature = features[done]
+                    done += 1
+                    rows = logits[feature.word_positions]  # each word's first wordpiece
+                    probabilities = np.exp(rows - rows.max(-1, keepdims=True))
+                    probabilities /= probabilities.sum(-1, keepdims=True)
+                    for k, row in enumerate(probabilities):
+                        tags[feature.example_index][feature.word_start + k] = self.labels[int(row.argmax())]
+                        scores[feature.example_index][feature.word_start + k] = float(row.max())
+        return [{"entities": ner.entities_from_tags(text, text_words, text_tags, text_scores)}
+                for text, text_words, text_tags, text_scores in zip(texts, words, tags, scores)]
+
+
 ANSWERS = {"classifier": TextClassifier, "multi_label": TextClassifier, "regression": TextClassifier,
-           "squad": SpanAnswerer}
+           "squad": SpanAnswerer, "ner": EntityTagger}

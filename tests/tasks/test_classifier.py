@@ -480,7 +480,7 @@ def test_cut_texts_are_counted_and_said_once(tmp_path, tokenizer, caplog):
                                                 str(tmp_path / "train.tf_record"))
     assert [r.getMessage() for r in caplog.records if "cut" in r.getMessage()] == [
         "train.tf_record: 1 of 3 texts (33.3%) were longer than max_seq_length 9 and were cut, losing 25.0% of "
-        "their tokens; a larger --max_seq_length keeps them."]
+        "their tokens; --doc_stride keeps them whole, in windows (or a larger --max_seq_length)."]
 
 
 @pytest.mark.parametrize("regression", [False, True])

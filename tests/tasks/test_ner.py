@@ -387,6 +387,7 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
         assert [r[0] for r in rows] == example.words and [r[1] for r in rows] == example.labels
         assert all(len(r) == 3 and r[2] in LABELS for r in rows)
     assert not [f for f in os.listdir(out) if fileio.TEMP_MARK in f]
+    _assert_entities_are_the_predictions(out, examples, sentences, tokenizer)
 
     # Evaluate and predict again from output_dir alone (saved label list and checkpoint): the same results, the
     # global step read from the checkpoint.
@@ -410,6 +411,28 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     with pytest.raises(ValueError, match=r"test.txt:1: unknown label 'B-CITY' \(word 'Paris'\); the label list "
                                          r"\(.*label_list.txt\) has B-LOC"):
         _run(tmp_path, data, out, do_predict=True)
+
+
+def _assert_entities_are_the_predictions(out, examples, sentences, tokenizer):
+    """bert_tf.load of the trained run: on each test sentence as raw text (its words joined by spaces; those the
+    basic tokenizer splits further left out), the entities of test_results.txt's tags at their place in the text."""
+    import bert_tf
+
+    model = bert_tf.load(str(out), batch_size=2)
+    texts = [" ".join(example.words) for example in examples]
+    answers = model.predict(texts)
+    checked = 0
+    for text, example, block, answer in zip(texts, examples, sentences, answers):
+        words = tokenizer.basic_tokenizer.tokenize_with_offsets(text)
+        if [word for word, _, _ in words] != [word.lower() for word in example.words]:
+            continue
+        tags = [row.split(" ")[2] for row in block.split("\n")]
+        expected = ner.entities_from_tags(text, words, tags)
+        assert [{k: v for k, v in e.items() if k != "score"} for e in answer["entities"]] == [
+            {k: v for k, v in e.items() if k != "score"} for e in expected]
+        assert all(text[e["start"]:e["end"]] == e["text"] and 0 < e["score"] <= 1 for e in answer["entities"])
+        checked += 1
+    assert checked >= 2 and model.predict([""]) == [{"entities": []}]
 
 
 def _assert_metrics_of_written_predictions(results, predictions_text, examples):
@@ -530,3 +553,21 @@ def test_pretrained_model_learns_entities_it_has_not_seen(tmp_path, minilm_relea
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert results["global_step"] == "24"
     assert float(results["eval_f1"]) > 0.6, results  # 0.88 with --seed=0 (CPU); all O scores 0
+    # bert_tf.load of the run on the dev sentences as raw text: the entities (spans) of the run's predicted tags, and
+    # against the gold spans the run's entity F1.
+    import bert_tf
+
+    examples = ner.read_conll(str(data / "valid.txt"))
+    texts = [" ".join(example.words) for example in examples]
+    blocks = (out / "eval_predictions.txt").read_text().strip("\n").split("\n\n")
+    got, found, gold = set(), set(), set()
+    for i, (text, example, block, answer) in enumerate(zip(texts, examples, blocks, bert_tf.load(str(out)).predict(
+            texts))):
+        ends = np.cumsum([len(word) + 1 for word in example.words]) - 1  # the CoNLL words' spans in the text
+        words = [(word, end - len(word), end) for word, end in zip(example.words, ends)]
+        predicted = [row.split(" ")[2] for row in block.split("\n")]
+        got |= {(i, e["type"], e["start"], e["end"]) for e in answer["entities"]}
+        found |= {(i, e["type"], e["start"], e["end"]) for e in ner.entities_from_tags(text, words, predicted)}
+        gold |= {(i, e["type"], e["start"], e["end"]) for e in ner.entities_from_tags(text, words, example.labels)}
+    assert got == found and got
+    assert 2 * len(got & gold) / (len(got) + len(gold)) == pytest.approx(float(results["eval_f1"]), abs=1e-6)

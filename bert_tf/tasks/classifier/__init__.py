@@ -13,6 +13,7 @@ and so are the losses (`bert_tf.training.losses`).
 from bert_tf.tasks.classifier.features import (
     InputFeatures,
     check_dev_labels,
+    convert_example_windows,
     convert_examples_to_features,
     convert_single_example,
     decode_record,
@@ -52,11 +53,13 @@ from bert_tf.tasks.classifier.processors import (
     register_processor,
 )
 from bert_tf.tasks.classifier.task import (
+    WINDOW_POOLINGS,
     ClassifierTask,
     classification_loss,
     evaluate,
     format_submission,
     loss_fn_for,
+    pool_windows,
     predict,
     regression_loss,
     run_model,
@@ -87,6 +90,7 @@ __all__ = [
     "register_processor",
     "InputFeatures",
     "check_dev_labels",
+    "convert_example_windows",
     "convert_examples_to_features",
     "convert_single_example",
     "decode_record",
@@ -104,6 +108,8 @@ __all__ = [
     "ClassifierTask",
     "evaluate",
     "format_submission",
+    "WINDOW_POOLINGS",
+    "pool_windows",
     "predict",
     "run_model",
 ]

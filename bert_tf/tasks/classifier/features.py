@@ -2,7 +2,9 @@
 original truncation and zero padding (`PaddingInputExample` for fixed-size eval batches: `is_real_example` = 0), and
 the TFRecord files hold the original's schema (`input_ids`, `input_mask`, `segment_ids`, `label_ids`,
 `is_real_example`) under the original file names. Multi-label (`multi_label=True`): an example's label is a list of
-labels and `label_ids` the multi-hot int64 vector [num_labels] of their indices (`label_shape`).
+labels and `label_ids` the multi-hot int64 vector [num_labels] of their indices (`label_shape`). With a `doc_stride`
+(--doc_stride) a text too long for max_seq_length becomes windows (`convert_example_windows`), a feature and a record
+each, with the example's label.
 """
 import collections
 import dataclasses
@@ -21,19 +23,25 @@ from bert_tf.text import packing, tokenization
 
 @dataclasses.dataclass
 class InputFeatures:
-    """The packed model inputs of one example."""
+    """The packed model inputs of one example, or of one of its windows (--doc_stride)."""
     input_ids: list
     input_mask: list
     segment_ids: list
     label_id: Any
     is_real_example: bool = True
+    window: int = 0  # its index among its example's windows (0: the first, or the only one)
+
+
+def _where(example):
+    """An example's file and line for errors (else its guid)."""
+    return example.source or f"example {example.guid}"
 
 
 def example_label_id(example, label_list, multi_label=False):
     """The index of `example.label` in `label_list`, for regression (`label_list=None`) its value, a finite float, or
     `multi_label` the multi-hot list [len(label_list)] of its labels (a list). A label not in the list, or not a
     finite number, is a ValueError naming the example's file and line."""
-    where = example.source or f"example {example.guid}"
+    where = _where(example)
     if label_list is None:
         return regression_label(example.label, where)
     labels = list(label_list)
@@ -66,28 +74,53 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float;
     `multi_label`: a list of labels, multi-hot. `cut`: a Counter of what truncation cut (`packing.pack_tokens`).
     """
+    return convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, cut, multi_label)[0]
+
+
+def convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, cut=None, multi_label=False,
+                            doc_stride=0):
+    """`convert_single_example`'s features of `example`: its one, or with `doc_stride` > 0 one per window of a text
+    too long for one (`packing.pack_windows`: text_a windowed, text_b whole in each; a ValueError naming the example
+    where text_b leaves no room), each with the example's label and its `window` index."""
     if isinstance(example, PaddingInputExample):
         label_id = 0.0 if label_list is None else [0] * len(label_list) if multi_label else 0
-        return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
-                             segment_ids=[0] * max_seq_length, label_id=label_id, is_real_example=False)
+        return [InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
+                              segment_ids=[0] * max_seq_length, label_id=label_id, is_real_example=False)]
 
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    tokens, segment_ids = packing.pack_tokens(tokenizer.tokenize(example.text_a), tokens_b or None, max_seq_length,
-                                              cut=cut)
-    input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
-                                                            max_seq_length)
-
+    windows = _pack(example, max_seq_length, tokenizer, doc_stride, cut)
     label_id = example_label_id(example, label_list, multi_label)
+    features = [InputFeatures(*packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                                                  max_seq_length), label_id=label_id, window=window)
+                for window, (tokens, segment_ids) in enumerate(windows.packed)]
     if ex_index < 5:
+        first = features[0]
         logging.info("*** Example ***")
         logging.info("guid: %s", example.guid)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-        logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
-        logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in windows.packed[0][0]))
+        logging.info("input_ids: %s", " ".join(str(x) for x in first.input_ids))
+        logging.info("input_mask: %s", " ".join(str(x) for x in first.input_mask))
+        logging.info("segment_ids: %s", " ".join(str(x) for x in first.segment_ids))
         logging.info("label: %s (id = %s)", example.label, label_id)
-    return InputFeatures(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids, label_id=label_id,
-                         is_real_example=True)
+        if len(features) > 1:
+            logging.info("windows: %d (the first shown)", len(features))
+    return features
+
+
+def _pack(example, max_seq_length, tokenizer, doc_stride, cut=None):
+    """`packing.pack_windows` of `example`'s texts, its error naming the example's file and line."""
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    try:
+        return packing.pack_windows(tokenizer.tokenize(example.text_a), tokens_b, max_seq_length, doc_stride, cut)
+    except ValueError as error:
+        raise ValueError(f"{_where(example)}: {error}") from None
+
+
+def check_windows(examples, max_seq_length, tokenizer, doc_stride):
+    """Raises, naming its file and line, `packing.pack_windows`' error for the first pair of `examples` whose text_b
+    leaves text_a no room in a window: so that a dev or test set's says so before training."""
+    for example in examples:
+        if example.text_b:
+            _pack(example, max_seq_length, tokenizer, doc_stride)
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, multi_label=False):
@@ -105,23 +138,31 @@ def feature_to_tf_example(feature, regression=False):
 
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
-                                            multi_label=False):
-    """Converts examples and writes them to a TFRecord file (written to a temporary name, then renamed).
+                                            multi_label=False, doc_stride=0, fill_batches=1):
+    """Converts examples (with `doc_stride` > 0, a longer text's windows: `convert_example_windows`) and writes them
+    to a TFRecord file (written to a temporary name, then renamed), then padding features (`PaddingInputExample`'s)
+    up to a multiple of `fill_batches` (fixed-size batches).
 
     Returns (the list of `InputFeatures` (the labels and `is_real_example` the metrics need), the records'
-    `records.Writer`: their count and fingerprint). Says how many texts were cut (`packing.log_cut`).
+    `records.Writer`: their count and fingerprint). Says how many texts were cut or windowed (`packing.log_cut`).
     """
     regression = label_list is None
     features, cut = [], collections.Counter()
     with records.writer(output_file) as write:
+        def add(feature):
+            write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
+            features.append(feature)
+
         for ex_index, example in enumerate(examples):
             if ex_index % 10000 == 0:
                 logging.info("Writing example %d of %d", ex_index, len(examples))
-            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut,
-                                             multi_label)
-            write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
-            features.append(feature)
-    packing.log_cut(cut, os.path.basename(output_file), max_seq_length)
+            for feature in convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, cut,
+                                                   multi_label, doc_stride):
+                add(feature)
+        while len(features) % fill_batches:
+            add(convert_single_example(len(features), PaddingInputExample(), label_list, max_seq_length, tokenizer,
+                                       multi_label=multi_label))
+    packing.log_cut(cut, os.path.basename(output_file), max_seq_length, packing.DOC_STRIDE_KEEPS)
     return features, write
 
 

@@ -11,8 +11,16 @@ run that does not train.
 Evaluation and prediction take one path (`run_model`): the examples go to the original's record file
 (eval.tf_record, predict.tf_record: a user's tooling may read them), and the model runs on their features, held in
 memory, in the one prediction loop (`bert_tf.training.prediction.predict_in_order`).
+
+Long texts (--doc_stride=N > 0, `ClassifierTask(doc_stride=N)`): a text longer than max_seq_length becomes windows
+(`features.convert_example_windows`: text_a windowed, text_b whole in each). Training takes each window as an example
+with its text's label (train.tf_record holds the windows, and the steps count them; --class_weights=balanced counts
+texts). Evaluation and prediction write and run every window (one record each) and pool each text's windows' outputs
+as they come (`pool_windows`, --window_pooling), so that every result counts texts; the windows' inputs are held in
+memory as the examples' are, their outputs one text's at a time.
 """
 import collections
+import itertools
 import json
 import math
 import os
@@ -28,6 +36,7 @@ from bert_tf.model import task_models
 from bert_tf.tasks import result_files
 from bert_tf.tasks.classifier.features import (
     check_dev_labels,
+    check_windows,
     features_to_arrays,
     file_based_convert_examples_to_features,
     file_based_input_fn_builder,
@@ -44,12 +53,13 @@ from bert_tf.tasks.classifier.processors import (
     LABEL_LIST_FILE,
     TsvProcessor,
     get_processor,
-    pad_examples,
     prepare_label_list,
 )
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing
 from bert_tf.training import losses, prediction
+
+WINDOW_POOLINGS = ("mean", "max")  # --window_pooling: how a text's windows' outputs make its own (the first: default)
 
 
 def classification_loss(labels, outputs):
@@ -220,29 +230,82 @@ def _prediction_inputs(features, seq_length, label_list, with_labels, multi_labe
 
 
 def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_length, batch_size, fixed_batches=False,
-              lengths=None, with_labels=False, multi_label=False):
-    """Evaluation's and prediction's one path: writes `examples` (filled up to whole batches where `fixed_batches`)
-    to `record_file` as the original's records, and runs the model on their features (`predict_in_order`).
-    Returns (the features, [the outputs of each batch, in input order])."""
-    num_actual = len(examples)
-    if fixed_batches:
-        examples = pad_examples(examples, batch_size)
+              lengths=None, with_labels=False, multi_label=False, doc_stride=0, window_pooling=WINDOW_POOLINGS[0]):
+    """Evaluation's and prediction's one path: writes `examples` (with `doc_stride`, a longer text's windows; filled
+    up to whole batches where `fixed_batches`) to `record_file` as the original's records, and runs the model on their
+    features (`predict_in_order`). Returns (the features, [the outputs of each batch, in input order]); with
+    `doc_stride`, each example's first window's features and the outputs of `pool_windows`."""
     features, _ = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                                          record_file, multi_label)
-    logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual, len(examples) - num_actual)
+                                                          record_file, multi_label, doc_stride,
+                                                          batch_size if fixed_batches else 1)
+    padding = sum(not feature.is_real_example for feature in features)
+    logging.info("  Num examples = %d (%d actual, %d padding)", len(examples) + padding, len(examples), padding)
+    if doc_stride:
+        logging.info("  Num windows = %d", len(features))
     logging.info("  Batch size = %d", batch_size)
     outputs = prediction.predict_in_order(
         trainer, _prediction_inputs(features, max_seq_length, label_list, with_labels, multi_label), batch_size,
         lengths, packing.INPUT_NAMES, fixed_batches, with_loss=with_labels)
-    return features, list(outputs)
+    if not doc_stride:
+        return features, list(outputs)
+    return ([feature for feature in features if not feature.window],
+            list(pool_windows(outputs, features, batch_size, window_pooling, multi_label)))
+
+
+def pool_windows(batches, features, batch_size, pooling, multi_label=False):
+    """Yields the outputs of `features`' examples (each one's windows from its window 0 on), `batch_size` examples a
+    batch, each pooled over its windows (`pool_document`) as `batches` (its windows' outputs, input order) come."""
+    rows = (dict(zip(batch, values)) for batch in batches for values in zip(*batch.values()))
+    texts = itertools.accumulate(not feature.window for feature in features)
+    pooled = (pool_document([row for _, _, row in windows], windows[0][1].label_id, pooling, multi_label)
+              for windows in (list(group) for _, group in itertools.groupby(zip(texts, features, rows),
+                                                                           key=lambda item: item[0])))
+    while chunk := list(itertools.islice(pooled, batch_size)):
+        yield {name: np.stack([text[name] for text in chunk]) for name in chunk[0]}
+
+
+def _log_pool(log_values, pooling):
+    """The log of the mean (or the max, `pooling`) over axis 0 of the values whose logs are `log_values`."""
+    if pooling == "max":
+        return log_values.max(0)
+    return np.logaddexp.reduce(log_values, 0) - np.log(len(log_values))
+
+
+def pool_document(rows, label_id, pooling, multi_label=False):
+    """One example's outputs from its windows' (`rows`, a dict of one window's outputs each): the mean or the max
+    (`pooling`) of their probabilities (a softmax's max then scaled to sum to 1; multi-label, each label's sigmoid),
+    `logits` their logs (multi-label: log-odds), or of a regression's predictions; `per_example_loss` (where the rows
+    have one) the example's loss on them. One window: its own outputs. Computed in log space, in float64."""
+    if len(rows) == 1:
+        return rows[0]
+    logits = np.array([row["logits"] for row in rows], np.float64)
+    if "predictions" in rows[0]:
+        predictions = np.array([row["predictions"] for row in rows], np.float64)
+        prediction = predictions.max() if pooling == "max" else predictions.mean()
+        pooled, loss = {"logits": [prediction], "predictions": prediction}, (prediction - label_id) ** 2
+    elif multi_label:  # log p and log(1 - p): the max p has the least 1 - p
+        log_p, log_q = -np.logaddexp(0, -logits), -np.logaddexp(0, logits)
+        log_p, log_q = _log_pool(log_p, pooling), log_q.min(0) if pooling == "max" else _log_pool(log_q, pooling)
+        targets = np.asarray(label_id, np.float64)
+        pooled = {"logits": log_p - log_q, "probabilities": np.exp(log_p)}
+        loss = -np.mean(targets * log_p + (1 - targets) * log_q)
+    else:
+        log_p = _log_pool(logits - np.logaddexp.reduce(logits, -1, keepdims=True), pooling)
+        log_p -= np.logaddexp.reduce(log_p)  # the max's scaled to sum to 1 (the mean's sum is 1)
+        pooled, loss = {"logits": log_p, "probabilities": np.exp(log_p)}, -log_p[label_id]
+    if "per_example_loss" in rows[0]:
+        pooled["per_example_loss"] = loss
+    return {name: np.asarray(value, np.float32) for name, value in pooled.items()}
 
 
 def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
-             global_step, fixed_batches=False, lengths=None, thresholds=None, tune=False):
+             global_step, fixed_batches=False, lengths=None, thresholds=None, tune=False, doc_stride=0,
+             window_pooling=WINDOW_POOLINGS[0]):
     """Evaluates every dev set ([(suffix, examples)]) into `eval_results<suffix>.txt`, `eval_metrics<suffix>.json`
     (classification) and the original's `eval<suffix>.tf_record`; `fixed_batches`' filling examples are out of the
     metrics. `thresholds`: a multi-label classifier's (a list, one per label), with `tune` first tuned in place on
-    the first dev set and saved to thresholds.json. Returns {suffix: results}.
+    the first dev set and saved to thresholds.json. `doc_stride`, `window_pooling`: `run_model`'s. Returns {suffix:
+    results}.
     """
     regression, multi_label = processor.is_regression, thresholds is not None
     results = {}
@@ -250,7 +313,8 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
         logging.info("***** Running evaluation%s *****", suffix)
         features, outputs = run_model(trainer, examples, os.path.join(output_dir, f"eval{suffix}.tf_record"),
                                       tokenizer, label_list, max_seq_length, eval_batch_size, fixed_batches,
-                                      lengths, with_labels=True, multi_label=multi_label)
+                                      lengths, with_labels=True, multi_label=multi_label, doc_stride=doc_stride,
+                                      window_pooling=window_pooling)
         if tune and not results:
             thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
             write_thresholds(output_dir, label_list, thresholds)
@@ -268,18 +332,20 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
 
 
 def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, max_seq_length, predict_batch_size,
-            fixed_batches=False, lengths=None, thresholds=None, label_separator=","):
+            fixed_batches=False, lengths=None, thresholds=None, label_separator=",", doc_stride=0,
+            window_pooling=WINDOW_POOLINGS[0]):
     """Predicts every test set ([(suffix, examples, submission name)]) into `test_results<suffix>.tsv` (a row per
     real example), the submission file (`MRPC.tsv`, `MNLI-mm.tsv`, ...) and `predict<suffix>.tf_record`.
-    `thresholds`: a multi-label classifier's, whose submission joins the labels by `label_separator`.
-    Returns {suffix: [rows]}."""
+    `thresholds`: a multi-label classifier's, whose submission joins the labels by `label_separator`. `doc_stride`,
+    `window_pooling`: `run_model`'s. Returns {suffix: [rows]}."""
     output_key = "predictions" if processor.is_regression else "probabilities"
     all_rows = {}
     for suffix, examples, submission in test_splits:
         logging.info("***** Running prediction%s *****", suffix)
         _, outputs = run_model(trainer, examples, os.path.join(output_dir, f"predict{suffix}.tf_record"), tokenizer,
                                label_list, max_seq_length, predict_batch_size, fixed_batches, lengths,
-                               multi_label=thresholds is not None)
+                               multi_label=thresholds is not None, doc_stride=doc_stride,
+                               window_pooling=window_pooling)
         rows = [row for batch in outputs for row in np.asarray(batch[output_key], np.float32)][:len(examples)]
         fileio.write_text_atomically(os.path.join(output_dir, f"test_results{suffix}.tsv"),
                                      result_files.format_probabilities(rows))
@@ -298,11 +364,14 @@ class ClassifierTask(Task):
 
     `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv, csv, jsonl);
     `columns`: the names of your own data's columns (tsv, csv, jsonl; `get_processor`). The run's multi_label,
-    label_separator and tune_thresholds make it multi-label (module docstring).
+    label_separator and tune_thresholds make it multi-label; `doc_stride` > 0 takes a longer text in windows pooled
+    by `window_pooling` (module docstring).
     """
-    def __init__(self, task_name, data_dir, xnli_language="zh", columns=None):
+    def __init__(self, task_name, data_dir, xnli_language="zh", columns=None, doc_stride=0,
+                 window_pooling=WINDOW_POOLINGS[0]):
         self.processor = get_processor(task_name, xnli_language=xnli_language, columns=columns)
         self.data_dir = data_dir
+        self.doc_stride, self.window_pooling = doc_stride, window_pooling
         self.labels = None
         self.train_examples, self.dev_splits, self.test_splits = None, (), ()  # read_inputs reads them
         self.loss = loss_fn_for(self.processor)
@@ -331,6 +400,17 @@ class ClassifierTask(Task):
         if run.multi_label and not run.label_separator:
             raise ValueError("--label_separator is empty: give the string that joins an example's labels.")
         parse_class_weights(run.class_weights)
+        packing.check_doc_stride(self.doc_stride)
+        if self.window_pooling not in WINDOW_POOLINGS:
+            raise ValueError(f"--window_pooling={self.window_pooling}: expected {' or '.join(WINDOW_POOLINGS)}.")
+        if self.window_pooling != WINDOW_POOLINGS[0] and not self.doc_stride:
+            raise ValueError(f"--window_pooling={self.window_pooling} pools the windows of --doc_stride, which is 0 "
+                             "(no windows: a longer text is cut): give --doc_stride=N > 0.")
+        if self.doc_stride and run.export_dir:
+            raise ValueError("--export_dir with --doc_stride: the export's text signatures would cut a text longer "
+                             "than --max_seq_length where this run windows it and pools its windows (not built into "
+                             "the export yet). Export in a run without --doc_stride, or with export_saved_model.py, "
+                             "knowing that it cuts long texts.")
 
     def read_inputs(self, run, config):
         """Reads each input file the run needs once: the training set (do_train), then the label list (tsv: learned
@@ -381,21 +461,29 @@ class ClassifierTask(Task):
     def _common(self, run, tokenizer, trainer):
         return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,
                     output_dir=run.output_dir, max_seq_length=run.max_seq_length, fixed_batches=run.fixed_batches,
-                    lengths=run.sequence_lengths)
+                    lengths=run.sequence_lengths, doc_stride=self.doc_stride, window_pooling=self.window_pooling)
 
     def train_data(self, run, tokenizer, trainer):
         """Saves the tsv task's label list (the chief), converts the training set to work_dir/train.tf_record (a
-        TrainData)."""
+        TrainData: its examples, or with --doc_stride its windows, set the steps). With --doc_stride, a dev or test
+        pair whose text_b leaves no room for windows is an error now, not after training; doc_stride and
+        window_pooling are recorded (run_settings.json)."""
         if trainer.is_chief and isinstance(self.processor, TsvProcessor):
             label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.labels)
+        if self.doc_stride:
+            check_windows([example for split in (*self.dev_splits, *self.test_splits) for example in split[1]],
+                          run.max_seq_length, tokenizer, self.doc_stride)
         examples = self.train_examples
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
         _, written = file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer,
-                                                             train_file, self.multi_label)
+                                                             train_file, self.multi_label, self.doc_stride)
+        if self.doc_stride:
+            logging.info("Training on %d examples split into %d windows", len(examples), written.count)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
                                                  lengths=run.sequence_lengths, label_shape=self._label_shape)
-        return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
+        settings = {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else None
+        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint, settings)
 
     def prepare_evaluation(self, run, trainer):
         """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:
