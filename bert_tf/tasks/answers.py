@@ -36,7 +36,8 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks import evaluation, ner, squad
+from bert_tf.tasks import classifier, evaluation, ner, squad
+from bert_tf.tasks.classifier.features import features_to_arrays
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
@@ -111,12 +112,15 @@ def _restored_run(output_dir, meta):
 
 
 class TextClassifier:
-    """A classifier, multi-label classifier or regression model answering texts or text pairs."""
+    """A classifier, multi-label classifier or regression model answering texts or text pairs; a run's --doc_stride
+    and --window_pooling (its `answer_settings`) window and pool a longer text as the run does."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
         self.task, self.labels = meta["task"], meta["labels"]
         self.max_seq_length = meta["max_seq_length"]
+        self.doc_stride = meta.get("doc_stride", 0)
+        self.window_pooling = meta.get("window_pooling", classifier.WINDOW_POOLINGS[0])
         self.thresholds = meta.get("thresholds") or (
             [task_models.DEFAULT_THRESHOLD] * len(self.labels) if self.task == "multi_label" else None)
 
@@ -140,26 +144,32 @@ class TextClassifier:
         return answers
 
     def _outputs(self, texts, pairs):
-        """The model's outputs ({name: [len(texts), ...]}) on the texts packed as run_classifier.py packs them."""
-        rows, cut = [], collections.Counter()
+        """The model's outputs ({name: [len(texts), ...]}) on the texts as run_classifier.py packs, windows and pools
+        them."""
+        regression, multi_label = self.task == "regression", self.task == "multi_label"
+        label = 0.0 if regression else [] if multi_label else self.labels[0]  # unused: no loss is computed
+        label_list = None if regression else self.labels
+        features, cut = [], collections.Counter()
         for i, (text, pair) in enumerate(zip(texts, pairs)):
             if not isinstance(text, str) or not (pair is None or isinstance(pair, str)):
                 raise TypeError(f"Text {i}: expected a str (and texts_b's a str), got {text!r}, {pair!r}.")
-            tokens_b = self.tokenizer.tokenize(pair) if pair else None
-            tokens, segment_ids = packing.pack_tokens(self.tokenizer.tokenize(text), tokens_b or None,
-                                                      self.max_seq_length, cut=cut)
-            rows.append(packing.pad_inputs(self.tokenizer.convert_tokens_to_ids(tokens), segment_ids,
-                                           self.max_seq_length))
-        packing.log_cut(cut, "The texts", self.max_seq_length)
-        inputs = {name: np.array([row[k] for row in rows], np.int32).reshape(len(rows), self.max_seq_length)
-                  for k, name in enumerate(packing.INPUT_NAMES)}
+            example = classifier.InputExample(str(i), text, pair or None, label, source=f"text {i}")
+            features += classifier.convert_example_windows(i, example, label_list, self.max_seq_length,
+                                                           self.tokenizer, cut, multi_label, self.doc_stride)
+        packing.log_cut(cut, "The texts", self.max_seq_length, packing.DOC_STRIDE_KEEPS)
+        if not features:
+            return {"probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
+        inputs, _ = features_to_arrays(features, self.max_seq_length, regression,
+                                                  (len(self.labels),) if multi_label else ())
         batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
                                               lengths_lib.SequenceLengths.for_run(False, False, None),
                                               packing.INPUT_NAMES)
-        parts = list(tqdm(batches, total=-(-len(rows) // self.batch_size), desc="predict", unit="batch",
-                          disable=len(rows) <= 4 * self.batch_size))
-        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]} if parts else {
-            "probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
+        batches = tqdm(batches, total=-(-len(features) // self.batch_size), desc="predict", unit="batch",
+                       disable=len(features) <= 4 * self.batch_size)
+        if self.doc_stride:
+            batches = classifier.pool_windows(batches, features, self.batch_size, self.window_pooling, multi_label)
+        parts = list(batches)
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 class SpanAnswerer:

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 import tiny_classifier
 
+import bert_tf
 from bert_tf import checkpoints
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
@@ -140,6 +141,10 @@ def test_windows_train_and_their_mean_probability_is_the_texts(runs):
     with open(f"{out}/run_settings.json") as f:
         settings = json.load(f)
     assert (settings["doc_stride"], settings["window_pooling"]) == (3, "mean")
+    # bert_tf.load of the run windows and pools the test texts as the run did.
+    answers = bert_tf.load(out, batch_size=2).predict([a for a, _, _, _ in DATA["test"]])
+    np.testing.assert_allclose([list(a["probabilities"].values()) for a in answers],
+                               np.loadtxt(f"{out}/test_results.tsv", ndmin=2), atol=1e-5)
 
 
 @pytest.mark.slow
@@ -159,6 +164,9 @@ def test_multi_label_windows_take_each_labels_max(runs):
     assert results["eval_loss"] == pytest.approx(-(true * log_p + (1 - true) * log_q).mean(), rel=1e-5)
     with open(f"{out}/run_settings.json") as f:
         assert json.load(f)["window_pooling"] == "max"
+    answers = bert_tf.load(out).predict([a for a, _, _, _ in DATA["test"]])
+    np.testing.assert_allclose([list(a["probabilities"].values()) for a in answers],
+                               np.loadtxt(f"{out}/test_results.tsv", ndmin=2), atol=1e-5)
     assert errors[2].startswith(f"ValueError: {out} holds checkpoints of a run with other settings")
     assert "doc_stride 3 -> 4" in errors[2]
 

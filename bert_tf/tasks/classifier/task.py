@@ -385,6 +385,11 @@ class ClassifierTask(Task):
                                     else "multi_label" if self.multi_label else "classifier"]
 
     @property
+    def answer_settings(self):
+        """The windows of --doc_stride, which bert_tf.load's answers take too."""
+        return {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else {}
+
+    @property
     def label_list(self):
         """The labels of the head (None for regression)."""
         return None if self.processor.is_regression else self.labels
