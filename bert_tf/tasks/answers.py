@@ -14,6 +14,7 @@ so that the answers are the scripts' predictions.
 | regression  | texts[, texts_b]    | {"score": ...}                                              |
 | squad       | questions, contexts | {"answer": context[start:end], "start", "end", "score"}     |
 | ner         | texts               | {"entities": [{"type", "text", "start", "end", "score"}, ...]} |
+| swag        | contexts, choices   | {"choice": index of the likeliest, "probabilities": [p, ...]} |
 
 NER: the words are BasicTokenizer's (`tokenize_with_offsets`: punctuation apart), each tagged by its first
 wordpiece as run_ner.py tags a CoNLL file's words (its windows too), grouped into entities as its evaluation groups
@@ -36,7 +37,7 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks import classifier, evaluation, ner, squad
+from bert_tf.tasks import classifier, evaluation, ner, squad, swag
 from bert_tf.tasks.classifier.features import features_to_arrays
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
@@ -280,5 +281,33 @@ class EntityTagger:
                 for text, text_words, text_tags, text_scores in zip(texts, words, tags, scores)]
 
 
+class ChoiceAnswerer:
+    """A multiple-choice (SWAG) model answering contexts with their choices: each choice packed with its context as
+    run_swag.py packs sent1 with sent2 + an ending."""
+
+    def __init__(self, predictor, tokenizer, meta, batch_size):
+        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
+        self.max_seq_length = meta["max_seq_length"]
+
+    def predict(self, contexts, choices):
+        """One answer (module docstring) per context of `contexts` (strings) and its choices (swag.NUM_CHOICES strings
+        each)."""
+        contexts, choices = list(contexts), [list(endings) for endings in choices]
+        if len(contexts) != len(choices):
+            raise ValueError(f"{len(contexts)} contexts but {len(choices)} lists of choices: give one per context.")
+        for i, (context, endings) in enumerate(zip(contexts, choices)):
+            if not (isinstance(context, str) and len(endings) == swag.NUM_CHOICES
+                    and all(isinstance(ending, str) for ending in endings)):
+                raise ValueError(f"Context {i}: expected a str and {swag.NUM_CHOICES} str choices, got {context!r}, "
+                                 f"{endings!r}.")
+        examples = [swag.InputExample(str(i), context, "", endings, None, "<text>", i)
+                    for i, (context, endings) in enumerate(zip(contexts, choices))]
+        features = list(swag.convert_examples_to_features(examples, self.max_seq_length, self.tokenizer,
+                                                          "The choices"))
+        probabilities, _ = swag.predict_probabilities(self.predictor, features, self.batch_size, False,
+                                                      lengths=lengths_lib.SequenceLengths.for_run(False, False, None))
+        return [{"choice": int(row.argmax()), "probabilities": [float(p) for p in row]} for row in probabilities]
+
+
 ANSWERS = {"classifier": TextClassifier, "multi_label": TextClassifier, "regression": TextClassifier,
-           "squad": SpanAnswerer, "ner": EntityTagger}
+           "squad": SpanAnswerer, "ner": EntityTagger, "swag": ChoiceAnswerer}

@@ -234,6 +234,14 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     assert float(results["eval_loss"]) == pytest.approx(per_example.mean(), rel=1e-5)
     assert float(results["loss"]) == pytest.approx(per_example.mean(), rel=1e-5)  # one batch of 3
     assert not [f for f in os.listdir(out) if fileio.TEMP_MARK in f]
+    # bert_tf.load of the run: test.csv's probabilities, each context sent1 and each choice sent2 + its ending.
+    import bert_tf
+
+    examples = swag.read_swag(str(data / "test.csv"), "test", require_label=False)
+    answers = bert_tf.load(str(out)).predict([e.context for e in examples],
+                                             [[f"{e.start_ending} {ending}" for ending in e.endings] for e in examples])
+    np.testing.assert_allclose([a["probabilities"] for a in answers], probabilities, atol=1e-5)
+    assert [a["choice"] for a in answers] == probabilities.argmax(axis=1).tolist()
 
     # Evaluate again from output_dir alone: the same results, the global step read from the checkpoint; `loss`
     # is now the mean of the means of batches [0, 1] and [2].
