@@ -95,6 +95,7 @@ def define_classifier_flags():
         flags.DEFINE_string(f"{field}_column", None, f"The tsv, csv and jsonl tasks: the column (tsv, csv: its "
                             f"header's name, any case) or key (jsonl) holding {holding[field]}. Default: {field}.")
     define_class_weights_flag()
+    define_predict_text_file_flag()
     flags.DEFINE_bool("multi_label", run_default("multi_label"), "Multi-label classification: an example has any "
                       "number of the labels (the label column holds them joined by --label_separator, a JSON list, "
                       "or a DataProcessor's list); sigmoid outputs and binary cross-entropy; eval_results.txt: "
@@ -126,6 +127,14 @@ def classifier_columns(values):
 
     return {field: getattr(values, f"{field}_column") for field in processors.COLUMNS
             if getattr(values, f"{field}_column") is not None}
+
+
+def define_predict_text_file_flag():
+    """--predict_text_file (run_classifier.py, run_ner.py)."""
+    flags.DEFINE_string("predict_text_file", run_default("predict_text_file"), "Plain texts to predict, one per line "
+                        "(run_classifier.py: a tab separates a pair's two texts): their answers, one JSON object per "
+                        "line as bert_tf.load(...).predict gives them, go to <output_dir>/predictions.jsonl. Needs no "
+                        "labelled test file; runs with or without --do_train / --do_eval / --do_predict.")
 
 
 def define_class_weights_flag():

@@ -25,6 +25,7 @@ flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt (or d
 flags.DEFINE_string("label_list", None, "Comma-separated labels in the order of the model's outputs (default: "
                     "output_dir/label_list.txt of the training run, else the sorted labels of train.txt).")
 bert_flags.define_class_weights_flag()
+bert_flags.define_predict_text_file_flag()
 bert_flags.define_model_flags()
 bert_flags.define_run_flags()
 

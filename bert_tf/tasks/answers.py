@@ -31,6 +31,7 @@ import json
 import os
 
 import numpy as np
+from absl import logging
 from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
@@ -42,6 +43,7 @@ from bert_tf.tasks.classifier.features import features_to_arrays
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
+PREDICTIONS_FILE = "predictions.jsonl"  # --predict_text_file's answers, in output_dir
 MODEL_FILE = "model_metadata.json"  # in a training run's output_dir, beside VOCAB_FILE
 VOCAB_FILE = "vocab.txt"
 EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
@@ -55,6 +57,33 @@ def record(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_l
         fileio.copy_file(vocab_file, vocab_copy)
     meta = {**task_models.metadata(task, model, labels, do_lower_case, max_seq_length), **(settings or {})}
     fileio.write_text_atomically(os.path.join(output_dir, MODEL_FILE), json.dumps(meta, indent=2, sort_keys=True))
+
+
+def check_text_file(path, task):
+    """Raises before any work unless --predict_text_file `path` exists and `task` (a spec name) answers texts."""
+    if ANSWERS.get(task) not in (TextClassifier, EntityTagger):
+        raise ValueError(f"--predict_text_file: the {task} task answers no plain texts (the classifiers and NER do).")
+    if not fileio.exists(path):
+        raise FileNotFoundError(f"--predict_text_file={path}: no such file.")
+
+
+def answer_text_file(run, task, tokenizer, trainer):
+    """The answers of the lines of `run.predict_text_file` (a classifier's: a tab before a pair's second text) by
+    `trainer`'s model into output_dir/PREDICTIONS_FILE, a JSON object per line, in order."""
+    text = fileio.read_text(run.predict_text_file, "--predict_text_file")
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    lines = lines[:-1] if lines and not lines[-1] else lines  # the line break that ends the file
+    meta = {**task_models.metadata(task.export_task, trainer.model, task.label_list, run.do_lower_case,
+                                   run.max_seq_length), **task.answer_settings}
+    answerer = ANSWERS[meta["task"]](trainer.predictor, tokenizer, meta, run.predict_batch_size)
+    logging.info("***** Answering the %d lines of %s *****", len(lines), run.predict_text_file)
+    if isinstance(answerer, TextClassifier):
+        pairs = [line.split("\t", 1) + [None] for line in lines]
+        answers = answerer.predict([pair[0] for pair in pairs], [pair[1] for pair in pairs])
+    else:
+        answers = answerer.predict(lines)
+    fileio.write_text_atomically(os.path.join(run.output_dir, PREDICTIONS_FILE),
+                                 "".join(json.dumps(answer, ensure_ascii=False) + "\n" for answer in answers))
 
 
 def load(path, batch_size=32):

@@ -37,8 +37,10 @@ def prepare(run, task):
     Returns (the RunConfig with its model files resolved, the `checkpoints.Pretrained` it starts from)."""
     if not run.output_dir:
         raise ValueError("output_dir is required: the directory where the run writes its checkpoints and outputs.")
-    if not any(getattr(run, mode) for mode in task.modes):
+    if not (any(getattr(run, mode) for mode in task.modes) or run.predict_text_file):
         raise ValueError(_NO_MODE[task.modes])
+    if run.predict_text_file:
+        answers.check_text_file(run.predict_text_file, task.spec.name)
     task.check_flags(run)
     mode = task.evaluated_by
     if run.eval_every_steps and not (run.do_train and getattr(run, mode) and mode in task.modes):
@@ -153,6 +155,8 @@ def run(task, run_config):
             eval_results = task.evaluate(run_config, tokenizer, trainer)
         if run_config.do_predict and "do_predict" in task.modes:
             predict_results = task.predict(run_config, tokenizer, trainer)
+        if run_config.predict_text_file:
+            answers.answer_text_file(run_config, task, tokenizer, trainer)
         export(run_config, task, trainer)
         if run_config.do_train and run_config.vocab_file:  # what was trained, for bert_tf.load
             answers.record(run_config.output_dir, trainer.model, task.export_task, task.label_list,

@@ -27,6 +27,7 @@ class RunConfig:
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
+    predict_text_file: str | None = None  # plain texts to answer into output_dir/predictions.jsonl (tasks.answers)
     train_batch_size: int = 32
     eval_batch_size: int = 8
     predict_batch_size: int = 8

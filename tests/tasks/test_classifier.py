@@ -603,9 +603,12 @@ def _mrpc_run(d):
     evaluating and predicting them into d/out."""
     vocab_file, config_file = _tiny_model(d)
     write_mrpc(f"{d}/data", random.Random(0), train=12, dev=5, test=3)
+    pairs = [f"{e.text_a}\t{e.text_b}" for e in clf.MrpcProcessor().get_test_examples(f"{d}/data")]
+    _write(f"{d}/texts.txt", pairs)  # test.tsv's pairs as plain text, for --predict_text_file
     return [*_common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file), "--task_name=MRPC", "--do_train",
             "--do_eval", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--save_checkpoints_steps=2",
-            "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--save_original_checkpoint"]
+            "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--save_original_checkpoint",
+            f"--predict_text_file={d}/texts.txt"]
 
 
 def _tsv_runs(d):
@@ -741,6 +744,10 @@ def test_a_run_and_its_export_answer_raw_text_as_the_run_predicted(script_runs, 
     np.testing.assert_allclose([[a["probabilities"][label] for label in ("0", "1")] for a in got], expected,
                                atol=1e-5)
     assert [a["label"] for a in got] == [str(row.argmax()) for row in expected]
+    with open(f"{d}/out/predictions.jsonl") as f:  # --predict_text_file: the same answers
+        written = [json.loads(line) for line in f]
+    assert [a["label"] for a in written] == [a["label"] for a in got]
+    np.testing.assert_allclose([list(a["probabilities"].values()) for a in written], expected, atol=1e-5)
     readme = pytest.importorskip("test_readme_checkpoint_examples")  # README's sections
     (snippet,) = readme.fenced_blocks(readme.section("### Answers from raw text"), "python")
     namespace = {}

@@ -1,3 +1,4 @@
+import json
 import os
 import random
 import sys
@@ -433,6 +434,11 @@ def _assert_entities_are_the_predictions(out, examples, sentences, tokenizer):
         assert all(text[e["start"]:e["end"]] == e["text"] and 0 < e["score"] <= 1 for e in answer["entities"])
         checked += 1
     assert checked >= 2 and model.predict([""]) == [{"entities": []}]
+    # --predict_text_file alone (no labelled test file): predictions.jsonl, a line's answer per line, blank included.
+    (out.parent / "texts.txt").write_text("\n".join(texts[:2] + ["", texts[2]]) + "\n")
+    _run(out.parent, out.parent / "nowhere", out, predict_text_file=str(out.parent / "texts.txt"))
+    with open(out / "predictions.jsonl") as f:
+        assert [json.loads(line) for line in f] == model.predict(texts[:2] + ["", texts[2]])
 
 
 def _assert_metrics_of_written_predictions(results, predictions_text, examples):
