@@ -1,29 +1,19 @@
 """Answers from raw text: `bert_tf.load(path)` -> a task's model whose `.predict(...)` answers plain strings, in
-order, in length-sorted batches (`prediction.predict_in_order`, a progress bar on long lists).
+order, in length-sorted batches (a progress bar on long lists).
 
-`path` is a training run's output_dir (its best weights where --best_metric kept some, else its latest checkpoint)
-or an export (a version directory, or export_dir: its highest version; its tensor signature). Either holds what
-was trained (`task_models.metadata`: MODEL_FILE in an output_dir, which `record` writes with a copy of the
-vocabulary; export_metadata.json in an export), and texts are tokenized and packed as the run scripts pack them,
-so that the answers are the scripts' predictions.
+`path`: a training run's output_dir (its best weights where --best_metric kept some, else its latest checkpoint;
+what it trained in MODEL_FILE, `record`) or an export (a version, or export_dir: its highest; export_metadata.json;
+its tensor signature). Texts are tokenized, packed and post-processed as the run scripts do it, so that the answers
+are the scripts' predictions.
 
-| task        | .predict(...)       | one answer                                                  |
-|-------------|---------------------|-------------------------------------------------------------|
-| classifier  | texts[, texts_b]    | {"label": ..., "probabilities": {label: p, ...}}            |
-| multi_label | texts[, texts_b]    | {"labels": [labels at or above their thresholds], "probabilities": {...}} |
-| regression  | texts[, texts_b]    | {"score": ...}                                              |
-| squad       | questions, contexts | {"answer": context[start:end], "start", "end", "score"}     |
+| task        | .predict(...)       | one answer                                                     |
+|-------------|---------------------|----------------------------------------------------------------|
+| classifier  | texts[, texts_b]    | {"label": ..., "probabilities": {label: p, ...}}               |
+| multi_label | texts[, texts_b]    | {"labels": [those at or above their thresholds], "probabilities"} |
+| regression  | texts[, texts_b]    | {"score": ...}                                                 |
+| squad       | questions, contexts | {"answer": context[start:end], "start", "end", "score"}        |
 | ner         | texts               | {"entities": [{"type", "text", "start", "end", "score"}, ...]} |
-| swag        | contexts, choices   | {"choice": index of the likeliest, "probabilities": [p, ...]} |
-
-NER: the words are BasicTokenizer's (`tokenize_with_offsets`: punctuation apart), each tagged by its first
-wordpiece as run_ner.py tags a CoNLL file's words (its windows too), grouped into entities as its evaluation groups
-them (`ner.entities_from_tags`); text[start:end] is the entity, its score the mean of its words' probabilities.
-
-SQuAD's answer is run_squad.py's prediction (its n-best probability the score), given as it stands in the context
-(start and end in code points of the context; predictions.json joins the answer's words with single spaces);
-SQuAD 2.0's no-answer is {"answer": "", "start": None, "end": None, "score"}. Its settings (doc_stride,
-max_query_length, n_best_size, ...) are the run's (`Task.answer_settings`), an export's run_squad.py's defaults.
+| swag        | contexts, choices   | {"choice": the likeliest's index, "probabilities": [p, ...]}   |
 """
 import collections
 import inspect
@@ -203,7 +193,10 @@ class TextClassifier:
 
 
 class SpanAnswerer:
-    """A SQuAD model answering questions on contexts."""
+    """A SQuAD model answering questions on contexts: run_squad.py's prediction (its n-best probability the score) as
+    it stands in the context (start, end: code points; predictions.json joins its words with single spaces); SQuAD
+    2.0's no-answer {"answer": "", "start": None, "end": None, "score"}. Its settings (doc_stride, n_best_size, ...)
+    are the run's (`Task.answer_settings`), an export's run_squad.py's defaults."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
@@ -270,7 +263,9 @@ def _context_span(context, span):
 
 
 class EntityTagger:
-    """An NER model answering texts with their entities."""
+    """An NER model answering texts with their entities: the text's words (BasicTokenizer's, punctuation apart), each
+    tagged by its first wordpiece as run_ner.py tags a CoNLL file's words (its windows too), grouped as its evaluation
+    groups them (`ner.entities_from_tags`); text[start:end] is an entity, its score its words' mean probability."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
