@@ -5,6 +5,7 @@ KerasHub preset.
 import dataclasses
 import os
 
+from bert_tf import fileio
 from bert_tf.checkpoints import huggingface, keras_hub, model_garden, name_map, original
 from bert_tf.checkpoints.pretrained import checkpoint_directory, file_beside, model_files
 from bert_tf.checkpoints.restore import checkpoint_heads, restore
@@ -72,12 +73,23 @@ def hf_task_of_heads(heads, task=None):
     return fits[0]
 
 
-def _run_labels(init_checkpoint, spec, rows):
-    """The label names of a labelled head of `rows` outputs: those the training run saved beside its checkpoint
-    (`label_lists.FILE_NAME` in its directory), else None; ValueError if that file lists another number."""
+def run_record(init_checkpoint):
+    """What the training run whose output_dir holds `init_checkpoint` recorded it trained
+    (`task_models.METADATA_FILE`: task, labels, ...), or None."""
+    path = os.path.join(checkpoint_directory(init_checkpoint), task_models.METADATA_FILE)
+    return fileio.read_json(path, "Model metadata") if fileio.exists(path) else None
+
+
+def _run_labels(init_checkpoint, spec, rows, recorded=None):
+    """The label names of a labelled head of `rows` outputs: those the training run recorded (`recorded`, its
+    `run_record`) or saved beside its checkpoint (`label_lists.FILE_NAME` in its directory), else None; ValueError
+    if they are another number."""
     if not spec.labelled:
         return None
-    path, labels = label_lists.saved(checkpoint_directory(init_checkpoint))
+    directory = checkpoint_directory(init_checkpoint)
+    path, labels = label_lists.saved(directory)
+    if recorded and recorded.get("labels"):
+        path, labels = os.path.join(directory, task_models.METADATA_FILE), recorded["labels"]
     if labels is not None and len(labels) != rows:
         raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's {spec.head_names[0]} head has "
                          f"{rows} outputs.")
@@ -86,17 +98,21 @@ def _run_labels(init_checkpoint, spec, rows):
 
 def to_huggingface(init_checkpoint, files, output_dir, task=None):
     """Writes the checkpoint `init_checkpoint` (any format `restore` reads; `files`: its `model_files`) as a
-    transformers model directory (`huggingface.write_hf_directory`): the class of the task its heads say
-    (`hf_task_of_heads`), its label names from the run's label_list.txt (else LABEL_i), the casing of `files`.
+    transformers model directory (`huggingface.write_hf_directory`): the class of `task`, else of the task the run
+    recorded (`run_record`: a multi-label classifier), else the one its heads say (`hf_task_of_heads`); its label
+    names the run's (else LABEL_i); the casing of `files`.
     The vocabulary (`files.vocab_file`) and the output directory are checked before the checkpoint is read. Returns
     output_dir."""
     huggingface.check_hf_output_dir(output_dir)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
     huggingface.check_vocab(files.vocab_file, files.config)
     heads = checkpoint_heads(init_checkpoint, files.config)
+    recorded = run_record(init_checkpoint)
+    if task is None and recorded and recorded["task"] in huggingface.ARCHITECTURES:
+        task = recorded["task"]
     spec = hf_task_of_heads(heads, task)
     rows = heads[spec.head_names[0]] if spec.labelled else None
-    labels = _run_labels(init_checkpoint, spec, rows)
+    labels = _run_labels(init_checkpoint, spec, rows, recorded)
     model = spec.build(files.config, rows, restored=True)
     restore(model, init_checkpoint, spec.head_names, strict=True)
     tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}

@@ -331,11 +331,14 @@ def build_task_model(task, config, num_labels=None, restored=False, **options):
     return REGISTRY[task].build(config, num_labels, restored, **options)
 
 
+METADATA_FILE = "model_metadata.json"  # `metadata` of what a training run trained, in its output_dir
+
+
 def metadata(task, model, labels, do_lower_case, max_seq_length):
     """What a reader needs to rebuild `model`, the model of `task` (None: a model without weights), and feed it text:
     task, casing, max_seq_length, labels, bert_config and its spec's options (e.g. multi_label's thresholds). An
-    export's assets.extra/export_metadata.json holds it, and so does a training run's output_dir
-    (bert_tf.tasks.answers)."""
+    export's assets.extra/export_metadata.json holds it, and so does a training run's output_dir (METADATA_FILE,
+    written by bert_tf.tasks.answers.record; read by bert_tf.load and the conversions)."""
     meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
             "labels": labels}
     if model is not None:

@@ -34,7 +34,7 @@ from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
 PREDICTIONS_FILE = "predictions.jsonl"  # --predict_text_file's answers, in output_dir
-MODEL_FILE = "model_metadata.json"  # in a training run's output_dir, beside VOCAB_FILE
+MODEL_FILE = task_models.METADATA_FILE  # in a training run's output_dir, beside VOCAB_FILE
 VOCAB_FILE = "vocab.txt"
 EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
 

@@ -265,13 +265,14 @@ def test_the_readme_command_trains_tunes_predicts_and_exports(readme_run):
 
 @pytest.mark.slow
 def test_the_run_converts_to_a_hugging_face_multi_label_model_and_back(readme_run, tmp_path):
-    """--to=huggingface --task=multi_label writes problem_type multi_label_classification with the run's labels; the
-    import reads it as the multi-label model, with the outputs of the checkpoint. The heads alone say classifier."""
+    """--to=huggingface writes problem_type multi_label_classification with the run's labels (what the run recorded
+    in its output_dir); the import reads it as the multi-label model, with the outputs of the checkpoint. The heads
+    alone say classifier."""
     values, errors, _ = readme_run
     assert errors == [None]
     out, hf = values["output_dir"], str(tmp_path / "hf")
     assert convert.hf_task_of_heads({"classifier": 3}).name == "classifier"
-    checkpoints.convert_checkpoint(out, hf, to="huggingface", task="multi_label", vocab_file=values["vocab_file"],
+    checkpoints.convert_checkpoint(out, hf, to="huggingface", vocab_file=values["vocab_file"],
                                    bert_config_file=values["bert_config_file"])
     with open(f"{hf}/config.json") as f:
         config = json.load(f)
