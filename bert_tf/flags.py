@@ -113,8 +113,8 @@ def define_classifier_flags():
                          "every window (R = max_seq_length - 3 - its tokens). Training takes each window as an example "
                          "with its text's label (train.tf_record holds the windows; the steps count them); evaluation "
                          "and prediction run every window and pool each text's (--window_pooling), so that "
-                         "eval_results.txt, test_results.tsv and the metrics count texts. Not with --export_dir (the "
-                         "export would cut).", lower_bound=0)
+                         "eval_results.txt, test_results.tsv and the metrics count texts; --export_dir's text "
+                         "signatures window and pool the same way.", lower_bound=0)
     flags.DEFINE_enum("window_pooling", classifier.WINDOW_POOLINGS[0], classifier.WINDOW_POOLINGS, "--doc_stride: a "
                       "text's outputs from its windows': mean, the mean of their probabilities (--multi_label: each "
                       "label's sigmoid; STS-B: of the scores); max, each label's highest (a softmax's then scaled to "

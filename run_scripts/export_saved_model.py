@@ -11,6 +11,8 @@ Examples:
     --text_ops=core      # raw-text signatures without TensorFlow Text ops: stock tensorflow/serving loads it
   python run_scripts/export_saved_model.py --task=embedding --init_checkpoint=$MINILM/bert_model.ckpt ... \
     --max_seq_length=256 # sentence embeddings (`embedding` [batch, H]), as sentence-transformers computes them
+  python run_scripts/export_saved_model.py --task=classifier --init_checkpoint=$OUT --label_list=0,1 ... \
+    --doc_stride=64 --window_pooling=max  # long texts: windows every 64 tokens, pooled per text in the graph
 
 --format=tfhub writes the formats of Model Garden's export_tfhub.py (see bert_tf/export/tfhub.py): --task=encoder
 (hub.KerasLayer(path) takes input_word_ids, input_mask, input_type_ids), --task=masked_lm (plus the `mlm`
@@ -33,6 +35,7 @@ from absl import flags, logging
 from bert_tf import flags as bert_flags
 from bert_tf.export import exporter, portable, saved_model
 from bert_tf.model import heads, task_models
+from bert_tf.text import packing
 
 
 def default(function, name):
@@ -79,11 +82,25 @@ flags.DEFINE_enum("pooling", default(task_models.BertSentenceEncoder, "pooling")
                   "(sentence-transformers' all-MiniLM-L6-v2) or its [CLS] vector.")
 flags.DEFINE_bool("normalize_embeddings", default(task_models.BertSentenceEncoder, "normalize_embeddings"),
                   "--task=embedding: divide each embedding by its L2 norm (as all-MiniLM-L6-v2's Normalize module).")
+flags.DEFINE_integer("doc_stride", default(saved_model.write, "doc_stride"), packing.DOC_STRIDE_HELP + " Here: the "
+                     "raw-text signatures of --task=classifier, multi_label, regression or embedding window text_a "
+                     "(text_b whole in every window), run the model on all windows of a request at once and pool "
+                     "each text's outputs, as run_classifier.py and semantic_search.py --doc_stride do; they return "
+                     "num_windows [B] instead of the packed inputs. docs/serving.md.", lower_bound=0)
+flags.DEFINE_enum("window_pooling", default(saved_model.write, "window_pooling"), list(saved_model.WINDOW_POOLINGS),
+                  "--doc_stride, the classifier tasks: a text's outputs from its windows', as run_classifier.py "
+                  "--window_pooling: the mean of their probabilities, or each label's max (a softmax's then scaled "
+                  "to sum to 1); logits their logs (multi_label: log-odds); regression the mean or max.")
+flags.DEFINE_integer("max_windows_per_request", default(saved_model.write, "max_windows_per_request"),
+                     "--doc_stride: the text signatures refuse a request whose texts take more windows in all (an "
+                     "InvalidArgumentError naming this flag, after tokenization, before the model runs). Default: "
+                     f"{saved_model.WINDOWS_PER_TEXT} x --max_texts_per_request.", lower_bound=1)
 bert_flags.define_length_flags()
 # The flags that are export options (`exporter.export`'s **options): given on the command line, else the default of
 # the format's writer or the task's model (--pad_to_max_seq_length: the task's, true for squad).
 OPTIONS = ("text_ops", "use_xla", "pad_to_max_seq_length", "seq_length_multiple", "max_texts_per_request",
-           "max_request_bytes", "quantization", "pooling", "normalize_embeddings")
+           "max_request_bytes", "quantization", "pooling", "normalize_embeddings", "doc_stride", "window_pooling",
+           "max_windows_per_request")
 
 
 def main(_):

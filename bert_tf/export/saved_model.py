@@ -19,6 +19,12 @@ tasks that take text, raw-text signatures; `write` writes it into the directory 
   (`in_graph.checked`) with an InvalidArgumentError naming the option, before tokenizing.
 - `use_xla` compiles the model (not the tokenizer) with XLA, once per length, so every signature rounds lengths up
   to `seq_length_multiple` (default 32); TF Serving then needs `--xla_cpu_compilation_enabled=true`.
+- `doc_stride` > 0 (the classifier, multi_label, regression and embedding tasks): the text signatures split a text
+  longer than max_seq_length into windows as `packing.pack_windows` does (in graph: `preprocessing.pack_windows`),
+  run the model on all windows of a request as one batch, and pool per text as run_classifier.py and the sentence
+  embeddings pool (`window_outputs`); they return the task's outputs per text and `num_windows` [B] (not the
+  packed inputs). A request of more than `max_windows_per_request` windows is refused before the model runs.
+  `serving_default` stays one row per window.
 - Assets: vocab.txt, and labels.txt for a labelled head.
 """
 import tensorflow as tf
@@ -33,6 +39,11 @@ TEXT_OPS = ("tf_text", "core", "none")
 # 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
 MAX_TEXTS_PER_REQUEST = 1024
 MAX_REQUEST_BYTES = 1 << 20
+# With doc_stride: the tasks whose text signatures window and pool, how the classifiers pool their windows'
+# probabilities, and the windows a request may take by default, per text it may hold (max_texts_per_request).
+WINDOWED_TASKS = ("classifier", "multi_label", "regression", "embedding")
+WINDOW_POOLINGS = packing.WINDOW_POOLINGS
+WINDOWS_PER_TEXT = 4
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
@@ -67,13 +78,19 @@ class _ServingModule(tf.Module):
     as the spec's `label_output`; for a multi-label model, int32 [B, L]: 1 where a probability is >= its label's
     threshold (the model's `thresholds`)."""
 
-    def __init__(self, model, spec, vocab_file, labels, preprocessor=None, use_xla=False, seq_length_multiple=1):
+    def __init__(self, model, spec, vocab_file, labels, preprocessor=None, use_xla=False, seq_length_multiple=1,
+                 window_pooling=None):
         super().__init__()
         # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
         # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
         # use restores every variable a signature reads.
         forward = lambda inputs: model(inputs, training=False)
         self._forward = core_ops.Untracked(tf.function(forward, jit_compile=True) if use_xla else forward)
+        if hasattr(model, "sentence_pooling"):  # windows pool the encoder's last layer (`window_outputs`)
+            encode = lambda inputs: model.bert(inputs, training=False)["sequence_output"]
+            self._encode = core_ops.Untracked(tf.function(encode, jit_compile=True) if use_xla else encode)
+            self._sentence_pooling = core_ops.Untracked(model.sentence_pooling)
+        self.window_pooling = window_pooling
         self.seq_length_multiple = seq_length_multiple if use_xla else 1
         self.max_length = task_models.encoder_of(model).config.max_position_embeddings
         self.spec = spec
@@ -91,14 +108,80 @@ class _ServingModule(tf.Module):
     def outputs(self, inputs):
         result = self._forward_rounded(inputs) if self.seq_length_multiple > 1 else self._forward.obj(inputs)
         out = {name: tf.identity(result[name], name=name) for name in self.output_names}
+        return self._with_labels(out, out.get("logits"))
+
+    def _with_labels(self, out, scores):
+        """`out` with the spec's `label_output`: the labels of `scores`' argmax, or a multi-label model's 0/1 of its
+        probabilities against its thresholds."""
         # constants of each function (a captured tensor would be an ONNX input)
         if self._thresholds is not None:
             out[self.spec.label_output] = tf.cast(out["probabilities"] >= tf.constant(self._thresholds, tf.float32),
                                                   tf.int32)
         elif self._labels is not None:
             labels = tf.constant(self._labels, tf.string)
-            out[self.spec.label_output] = tf.gather(labels, tf.argmax(out["logits"], axis=-1, output_type=tf.int32))
+            out[self.spec.label_output] = tf.gather(labels, tf.argmax(scores, axis=-1, output_type=tf.int32))
         return out
+
+    def window_outputs(self, windows):
+        """The outputs of each text packed in `windows` (`preprocessing.PackedWindows`) from the model on all its
+        windows at once, as run_classifier.py pools windows (`pool_document`): an embedding pooled as
+        `embeddings.SentenceEncoder` pools windows; the others by `_pooled`; a text of one window, its own outputs.
+        Plus `num_windows` int32 [B]."""
+        text, texts = windows.text, tf.size(windows.num_windows)
+        inputs = {name: windows.inputs[name] for name in packing.INPUT_NAMES}
+        if hasattr(self, "_encode"):
+            out = {"embedding": self._pooled_embedding(self._encode.obj(inputs), windows, texts)}
+        else:
+            result = {name: t for name, t in self._forward.obj(inputs).items() if name in self.output_names}
+            first = tf.cumsum(windows.num_windows, exclusive=True)  # each text's window 0
+            alone = windows.num_windows == 1
+            pooled = self._pooled(result, text, texts)
+            out = {name: tf.identity(tf.where(tf.reshape(alone, [-1] + [1] * (t.shape.rank - 1)),
+                                              tf.gather(result[name], first), pooled[name]), name=name)
+                   for name, t in result.items()}
+            out = self._with_labels(out, out.get("logits"))
+        out["num_windows"] = tf.cast(windows.num_windows, tf.int32)
+        return out
+
+    def _pooled(self, result, text, texts):
+        """The classifier tasks' pooled outputs (`window_pooling`), in log space: softmax probabilities the mean or
+        max of the windows' (the max scaled to sum to 1), multi-label each label's, logits their logs (multi-label:
+        log-odds); a regression's predictions (and logits) their mean or max."""
+        taking_max = self.window_pooling == "max"
+
+        def pool(values, lowest=False):
+            if taking_max:
+                return (tf.math.unsorted_segment_min if lowest else tf.math.unsorted_segment_max)(values, text, texts)
+            most = tf.math.unsorted_segment_max(values, text, texts)
+            total = tf.math.unsorted_segment_sum(tf.exp(values - tf.gather(most, text)), text, texts)
+            count = tf.math.unsorted_segment_sum(tf.ones_like(text, tf.float32), text, texts)
+            return most + tf.math.log(total) - tf.math.log(count)[:, None]  # log of the mean of exp(values)
+
+        if "predictions" in result:
+            predictions = (tf.math.unsorted_segment_max if taking_max else tf.math.unsorted_segment_mean)(
+                result["predictions"], text, texts)
+            return {"logits": predictions[:, None], "predictions": predictions}
+        logits = tf.cast(result["logits"], tf.float32)
+        if self._thresholds is not None:  # the largest p has the least 1 - p
+            log_p, log_q = pool(tf.math.log_sigmoid(logits)), pool(tf.math.log_sigmoid(-logits), lowest=True)
+            return {"logits": log_p - log_q, "probabilities": tf.exp(log_p)}
+        log_p = pool(tf.nn.log_softmax(logits))
+        log_p -= tf.reduce_logsumexp(log_p, axis=-1, keepdims=True)
+        return {"logits": log_p, "probabilities": tf.exp(log_p)}
+
+    def _pooled_embedding(self, sequence_output, windows, texts):
+        """Each text's embedding: mean pooling over its tokens each counted once (`pooling_mask`), [CLS] pooling the
+        mean of its windows' [CLS] vectors; then the model's own pooling layer on that one vector (itself, then
+        normalized if the model normalizes), as for a text of one window."""
+        x = tf.cast(sequence_output, tf.float32)
+        if self._sentence_pooling.obj.pooling == "cls":
+            pooled = tf.math.unsorted_segment_mean(x[:, 0], windows.text, texts)
+        else:
+            mask = tf.cast(windows.inputs["pooling_mask"], tf.float32)[:, :, None]
+            sums, counts = (tf.math.unsorted_segment_sum(tf.reduce_sum(t, axis=1), windows.text, texts)
+                            for t in (x * mask, mask))
+            pooled = sums / tf.maximum(counts, 1e-9)
+        return self._sentence_pooling.obj(pooled[:, None], tf.ones_like(pooled[:, :1]))
 
     def _forward_rounded(self, inputs):
         """The model on `inputs` zero-padded to a length rounded up to `seq_length_multiple`, its per-token outputs cut
@@ -133,18 +216,23 @@ def tensor_function(model, spec, labels=None):
 
 def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, labels_file, *, text_ops="tf_text",
           use_xla=False, pad_to_max_seq_length=None, seq_length_multiple=None,
-          max_texts_per_request=MAX_TEXTS_PER_REQUEST, max_request_bytes=MAX_REQUEST_BYTES):
+          max_texts_per_request=MAX_TEXTS_PER_REQUEST, max_request_bytes=MAX_REQUEST_BYTES, doc_stride=0,
+          window_pooling="mean", max_windows_per_request=None):
     """Writes `model` as a SavedModel into `out` (the arguments: `exporter`'s); `pad_to_max_seq_length` None: the
-    spec's `keeps_max_seq_length`. Returns its settings for the export's metadata."""
+    spec's `keeps_max_seq_length`; `max_windows_per_request` None: WINDOWS_PER_TEXT x max_texts_per_request. Returns
+    its settings for the export's metadata."""
     if text_ops not in TEXT_OPS:
         raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
     limits = dict(max_texts_per_request=max_texts_per_request, max_request_bytes=max_request_bytes)
     pad = bool(spec.keeps_max_seq_length if pad_to_max_seq_length is None else pad_to_max_seq_length)
     seq_length_multiple = lengths.SequenceLengths.for_run(pad, use_xla, seq_length_multiple).multiple
     has_text = text_ops != "none" and task_models.takes_text(model)
+    windows = window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,
+                              max_texts_per_request)
     preprocessor = make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops, pad, seq_length_multiple,
                                      **limits) if has_text else None
-    module = _ServingModule(model, spec, vocab_file, labels, preprocessor, use_xla, seq_length_multiple)
+    module = _ServingModule(model, spec, vocab_file, labels, None if windows else preprocessor, use_xla,
+                            seq_length_multiple, windows.get("window_pooling"))
     if labels is not None:
         module.labels_asset = tf.saved_model.Asset(labels_file)
     signatures = {"serving_default": tf.function(
@@ -156,11 +244,51 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
         # so each of those is traced, and written, once (traced here, save would trace and write them again: a
         # third of the export's time and a fifth of saved_model.pb).
         text_a, text_b = (tf.TensorSpec([None], tf.string, name=name) for name in ("text_a", "text_b"))
-        signatures["serving_text"] = tf.function(
-            lambda text_a: module.text_outputs(preprocessor.encode(text_a)), input_signature=[text_a])
-        signatures["serving_text_pair"] = tf.function(
-            lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b)),
-            input_signature=[text_a, text_b])
+        if windows:  # the tokenizer's function alone is written: the preprocessor's encode functions are not used
+            module.tokenizer = tokenizer = preprocessor.tokenizer
+            pack = lambda *ids: preprocessing.pack_windows(  # noqa: E731
+                *ids, max_seq_length=max_seq_length, doc_stride=doc_stride, cls_id=tokenizer.cls_id,
+                sep_id=tokenizer.sep_id, max_windows=windows["max_windows_per_request"],
+                pooling_mask=getattr(model, "pooling", None) == "mean", **preprocessor.padding)
+            single = lambda text_a: module.window_outputs(pack(tokenizer.tokenize(text_a)))  # noqa: E731
+            pair = lambda text_a, text_b: module.window_outputs(  # noqa: E731
+                pack(tokenizer.tokenize(text_a), tokenizer.tokenize(text_b)))
+        else:
+            single = lambda text_a: module.text_outputs(preprocessor.encode(text_a))  # noqa: E731
+            pair = lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b))  # noqa: E731
+        signatures["serving_text"] = tf.function(single, input_signature=[text_a])
+        signatures["serving_text_pair"] = tf.function(pair, input_signature=[text_a, text_b])
     tf.saved_model.save(module, out, signatures=signatures)
     return {"text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
-            "pad_to_max_seq_length": pad, "seq_length_multiple": seq_length_multiple, **(limits if has_text else {})}
+            "pad_to_max_seq_length": pad, "seq_length_multiple": seq_length_multiple,
+            **({**limits, "doc_stride": doc_stride, **windows} if has_text else {})}
+
+
+def window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,
+                    max_texts_per_request):
+    """The metadata of `write`'s windows ({} for doc_stride 0): max_windows_per_request, and window_pooling but for
+    the embedding. ValueError for a setting that does not apply to the task or export."""
+    packing.check_doc_stride(doc_stride)
+    if window_pooling not in WINDOW_POOLINGS:
+        raise ValueError(f"window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got {window_pooling!r}.")
+    if not doc_stride:
+        if window_pooling != WINDOW_POOLINGS[0] or max_windows_per_request is not None:
+            raise ValueError("--window_pooling and --max_windows_per_request apply to the windows of --doc_stride, "
+                             "which is 0 (texts cut to max_seq_length).")
+        return {}
+    if spec.name not in WINDOWED_TASKS:
+        raise ValueError(f"--doc_stride windows the raw-text signatures of the {', '.join(WINDOWED_TASKS)} exports, "
+                         f"not the {spec.name} task's.")
+    if not has_text:
+        raise ValueError("--doc_stride windows the raw-text signatures, which --text_ops=none leaves out.")
+    pools = spec.name != "embedding"
+    if window_pooling != WINDOW_POOLINGS[0] and not pools:
+        raise ValueError("--window_pooling applies to the classifier tasks: the embedding pools its windows by its "
+                         "--pooling.")
+    if max_windows_per_request is None and max_texts_per_request is not None:  # (None: no limit, as the others)
+        max_windows_per_request = WINDOWS_PER_TEXT * max_texts_per_request
+    if max_windows_per_request is not None and (isinstance(max_windows_per_request, bool) or not isinstance(
+            max_windows_per_request, int) or max_windows_per_request < 1):
+        raise ValueError(f"max_windows_per_request must be a positive integer, got {max_windows_per_request!r}.")
+    return {"max_windows_per_request": max_windows_per_request,
+            **({"window_pooling": window_pooling} if pools else {})}

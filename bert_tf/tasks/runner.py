@@ -113,7 +113,7 @@ def export(run, task, trainer):
             task.export_task, run.export_dir, trainer.model, min_version=max(trainer.step, 1),
             max_seq_length=run.max_seq_length, label_list=task.label_list, vocab_file=run.vocab_file,
             do_lower_case=run.do_lower_case, pad_to_max_seq_length=run.pad_to_max_seq_length or None,
-            seq_length_multiple=run.seq_length_multiple))
+            seq_length_multiple=run.seq_length_multiple, **task.export_options))
     return written
 
 

@@ -38,6 +38,7 @@ class Task(abc.ABC):
     min_seq_length = 3
     needs_vocab = True  # False for a task that reads token ids only (pretraining)
     answer_settings = {}
+    export_options = {}  # what its export takes of the run beyond the model (the classifier's windows)
 
     @property
     @abc.abstractmethod

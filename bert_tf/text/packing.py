@@ -17,6 +17,9 @@ DOC_STRIDE_HELP = (
     "0: a text longer than --max_seq_length is cut, as the original. N > 0: it is split into windows of "
     "max_seq_length tokens starting every N tokens (run_squad's rule; a text of T tokens over R = max_seq_length - 2 "
     "takes ceil((T - R) / min(N, R)) + 1 windows; the log says the most one text took).")
+# How a text's outputs come from its windows' (--window_pooling; the first: the default): their mean, or each
+# label's max.
+WINDOW_POOLINGS = ("mean", "max")
 DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 Windows = collections.namedtuple("Windows", ["packed", "sources"])  # what `pack_windows` returns
 

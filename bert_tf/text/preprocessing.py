@@ -1,8 +1,16 @@
-"""Token ids -> BERT inputs in TensorFlow ops, by `bert_tf.text.packing`'s rules; `InGraphPreprocessor`: raw text in."""
+"""Token ids -> BERT inputs in TensorFlow ops, by `bert_tf.text.packing`'s rules; `InGraphPreprocessor`: raw text in.
+
+`pack_inputs` cuts long texts as the original; `pack_windows` splits them into run_squad's windows (the exports'
+`doc_stride`), vectorised over the batch, equal to `packing.pack_windows` window for window.
+"""
+import collections
+
 import tensorflow as tf
 
 from bert_tf.text import packing
 from bert_tf.text.in_graph import InGraphTokenizer
+
+PackedWindows = collections.namedtuple("PackedWindows", ["inputs", "text", "num_windows"])  # `pack_windows`' result
 
 
 def truncated_pair_lengths(len_a, len_b, max_length):
@@ -44,33 +52,117 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
         limit, shape = int(max_seq_length), [None, int(max_seq_length)]
     ids_a = tf.cast(ids_a, tf.int32)
     len_a = ids_a.row_lengths()
-    if ids_b is None:
-        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
-    ids_b = tf.cast(ids_b, tf.int32)
+    ids_b = _empty_rows(len_a) if ids_b is None else tf.cast(ids_b, tf.int32)
     len_b = ids_b.row_lengths()
     pair_a, pair_b = truncated_pair_lengths(len_a, len_b, limit - 3)
     keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, tf.cast(limit - 2, len_a.dtype)))
     keep_b = tf.where(len_b > 0, pair_b, 0)
     # As in the original, a second segment that truncation emptied (max_seq_length 3 or 4) gets no [SEP].
-    has_b = keep_b > 0
-    seg_a = _prefix(ids_a, keep_a)
-    seg_b = _prefix(ids_b, keep_b)
+    tokens, segments = _packed_rows(_prefix(ids_a, keep_a), _prefix(ids_b, keep_b), keep_b > 0, cls_id, sep_id)
+    return _padded(tokens, segments, shape, limit, pad_to_max_seq_length, seq_length_multiple)
 
-    batch = tf.shape(len_a, out_type=tf.int64)[0]
-    ones = tf.ones([batch], tf.int64)
-    cls = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.constant(cls_id, tf.int32)), ones, validate=False)
-    sep = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.constant(sep_id, tf.int32)), ones, validate=False)
+
+def pack_windows(ids_a, ids_b=None, *, max_seq_length, doc_stride, cls_id, sep_id, pad_to_max_seq_length=True,
+                 seq_length_multiple=1, max_windows=None, pooling_mask=False):
+    """`packing.pack_windows` of a batch in TensorFlow ops: a row whose tokens fit packs as `pack_inputs` packs it,
+    a longer one into run_squad's windows over text_a (`doc_stride` >= 1 apart), text_b whole in every one.
+
+    Returns PackedWindows: `inputs` [windows, length] as `pack_inputs`' (+ `pooling_mask` when asked: 1 at the
+    positions that give the text's output, `packing.pack_windows`' sources), `text` int64 [windows] (the row of
+    each window), `num_windows` int64 [batch]. An InvalidArgumentError for a text_b that leaves text_a no room in
+    a window, or for more than `max_windows` windows in all (None: no limit), before the inputs are returned.
+    """
+    max_seq_length, doc_stride = int(max_seq_length), int(doc_stride)
+    if doc_stride < 1 or max_seq_length < 3:
+        raise ValueError(f"Windows need doc_stride >= 1 and max_seq_length >= 3, got {doc_stride} and "
+                         f"{max_seq_length}.")
+    ids_a = tf.cast(ids_a, tf.int32)
+    len_a = ids_a.row_lengths()
+    ids_b = _empty_rows(len_a) if ids_b is None else tf.cast(ids_b, tf.int32)
+    len_b = ids_b.row_lengths()
+    room = tf.where(len_b > 0, max_seq_length - 3 - len_b, max_seq_length - 2)  # text_a's tokens in a window
+    windowed = len_a > room
+    no_room = windowed & (room < 1)
+    first_bad = [tf.concat([t, tf.zeros([1], tf.int64)], 0)[0]  # the first such text and its len_b
+                 for t in (tf.where(no_room)[:, 0], tf.boolean_mask(len_b, no_room))]
+    checks = [tf.debugging.Assert(~tf.reduce_any(no_room), [tf.strings.format(
+        f"text {{}} of the request: its text_b has {{}} tokens, which with [CLS] and two [SEP] leave no room for "
+        f"text_a within max_seq_length {max_seq_length}: this export's doc_stride windows text_a and keeps text_b "
+        f"whole in every window", first_bad)])]
+    span = tf.where(windowed, tf.maximum(room, 1), len_a)  # the most tokens of a in one of the row's windows
+    step = tf.maximum(tf.minimum(span, doc_stride), 1)
+    num_windows = 1 + tf.where(windowed, (len_a - span + step - 1) // step, 0)  # doc_spans_for's count
+    if max_windows is not None:
+        total = tf.reduce_sum(num_windows)
+        checks.append(tf.debugging.Assert(total <= max_windows, [tf.strings.format(
+            f"the texts of the request take {{}} windows; this export takes at most {max_windows} (export option "
+            f"max_windows_per_request)", total)]))
+    index = tf.ragged.range(num_windows)
+    text, index = index.value_rowids(), index.flat_values
+    start = index * tf.gather(step, text)
+    length = tf.minimum(tf.gather(span, text), tf.gather(len_a, text) - start)
+    offset = tf.gather(ids_a.row_starts(), text) + start  # of each window's first token in ids_a.flat_values
+    seg_a = tf.gather(ids_a.flat_values, tf.ragged.range(offset, offset + length))
+    seg_b = tf.gather(ids_b, text)
+    has_b = tf.gather(len_b > 0, text)
+    tokens, segments = _packed_rows(seg_a, seg_b, has_b, cls_id, sep_id)
+    with tf.control_dependencies(checks):
+        inputs = {name: tf.identity(t) for name, t in _padded(
+            tokens, segments, [None, max_seq_length], max_seq_length, pad_to_max_seq_length,
+            seq_length_multiple).items()}
+    if pooling_mask:
+        first, last = index == 0, index == tf.gather(num_windows - 1, text)
+        best = _max_context(seg_a, offset, tf.size(ids_a.flat_values, out_type=tf.int64))
+        mask = _join(first, best, last, seg_b.with_flat_values(tf.gather(last, seg_b.value_rowids())), last, has_b)
+        inputs["pooling_mask"] = tf.cast(mask, tf.int32).to_tensor(
+            default_value=0, shape=tf.shape(inputs["input_ids"], out_type=tf.int64))
+    return PackedWindows(inputs, text, num_windows)
+
+
+def _max_context(windows, offset, num_tokens):
+    """bool RaggedTensor like `windows` (the ids of text_a in each window, the first at `offset` in the flat ids):
+    whether the window is its token's max-context window (`packing.max_context_windows`: min(left, right) context
+    + 0.01 x the window's length, in float64 as in Python, the first window on ties)."""
+    position = tf.ragged.range(windows.row_lengths())
+    window, position = position.value_rowids(), position.flat_values
+    length = tf.gather(windows.row_lengths(), window)
+    score = tf.cast(tf.minimum(position, length - 1 - position), tf.float64) + 0.01 * tf.cast(length, tf.float64)
+    token = tf.gather(offset, window) + position
+    top = tf.equal(score, tf.gather(tf.math.unsorted_segment_max(score, token, num_tokens), token))
+    first_top = tf.math.unsorted_segment_min(tf.where(top, window, window.dtype.max), token, num_tokens)
+    return windows.with_flat_values(tf.equal(window, tf.gather(first_top, token)))
+
+
+def _empty_rows(like_lengths):
+    """An int32 RaggedTensor of as many empty rows as `like_lengths` has items."""
+    return tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(like_lengths))
+
+
+def _packed_rows(seg_a, seg_b, has_b, cls_id, sep_id):
+    """(tokens, segment_ids) RaggedTensors of rows `[CLS] a [SEP]`, `+ b [SEP]` where `has_b`."""
+    rows = seg_a.nrows()
+    cls, sep = (tf.fill([rows], tf.constant(token, tf.int32)) for token in (cls_id, sep_id))
+    zeros, ones = tf.zeros([rows], tf.int32), tf.ones([rows], tf.int32)
+    return (_join(cls, seg_a, sep, seg_b, sep, has_b),
+            _join(zeros, tf.zeros_like(seg_a), zeros, tf.ones_like(seg_b), ones, has_b))
+
+
+def _join(first, seg_a, after_a, seg_b, after_b, has_b):
+    """The rows `first a after_a`, then `b after_b` where `has_b` (first, after_a, after_b: a value per row)."""
+    one = tf.ones_like(first, tf.int64)
     has_b = tf.cast(has_b, tf.int64)
-    sep_b = tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.reduce_sum(has_b)], tf.constant(sep_id, tf.int32)), has_b, validate=False)
-    tokens = tf.concat([cls, seg_a, sep, seg_b, sep_b], axis=1)
-    segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(seg_a), tf.zeros_like(sep),
-                          tf.ones_like(seg_b), tf.ones_like(sep_b)], axis=1)
+    return tf.concat([tf.RaggedTensor.from_row_lengths(first, one, validate=False), seg_a,
+                      tf.RaggedTensor.from_row_lengths(after_a, one, validate=False), seg_b,
+                      tf.RaggedTensor.from_row_lengths(tf.boolean_mask(after_b, has_b > 0), has_b, validate=False)],
+                     axis=1)
+
+
+def _padded(tokens, segments, shape, limit, pad_to_max_seq_length, seq_length_multiple):
+    """`pack_inputs`' dict of the packed rows, zero-padded to `shape` or to their longest row."""
     if not pad_to_max_seq_length:
         shape = [-1, longest_length(tokens.row_lengths(), limit, seq_length_multiple)]
-    input_ids = tokens.to_tensor(default_value=0, shape=shape)
     return {
-        "input_ids": input_ids,
+        "input_ids": tokens.to_tensor(default_value=0, shape=shape),
         "input_mask": tf.ones_like(tokens).to_tensor(default_value=0, shape=shape),
         "segment_ids": segments.to_tensor(default_value=0, shape=shape),
     }

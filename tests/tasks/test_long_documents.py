@@ -3,7 +3,6 @@ its windows, each with the text's label, and is evaluated and predicted as the p
 Against a hand computation: the windows written out below, the run's model run on each, their probabilities pooled
 with NumPy. README's "Long texts" command and a multi-label run with max pooling in one process; the pooling of each
 head and the errors in-process."""
-import dataclasses
 import json
 import os
 
@@ -66,7 +65,7 @@ def runs(tmp_path_factory, run_main):
     tiny = [f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", "--train_batch_size=4", "--num_train_epochs=1",
             "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--learning_rate=1e-3"]
     multi_label = [*flags, *tiny, f"--data_dir={root}/topics", f"--output_dir={root}/topics_output", "--multi_label",
-                   "--window_pooling=max"]
+                   "--window_pooling=max", f"--export_dir={root}/topics_serving"]
     errors, logs = run_main(tiny_classifier.SCRIPT, [*flags, *tiny], multi_label, [*multi_label, "--doc_stride=4"],
                             with_logs=True)
     return values, f"{root}/topics_output", errors, logs
@@ -164,9 +163,20 @@ def test_multi_label_windows_take_each_labels_max(runs):
     assert results["eval_loss"] == pytest.approx(-(true * log_p + (1 - true) * log_q).mean(), rel=1e-5)
     with open(f"{out}/run_settings.json") as f:
         assert json.load(f)["window_pooling"] == "max"
-    answers = bert_tf.load(out).predict([a for a, _, _, _ in DATA["test"]])
-    np.testing.assert_allclose([list(a["probabilities"].values()) for a in answers],
-                               np.loadtxt(f"{out}/test_results.tsv", ndmin=2), atol=1e-5)
+    # bert_tf.load of the run and of its export, and the export's text signature (windowed and pooled in the graph):
+    # test_results.tsv's probabilities.
+    import tensorflow_text  # noqa: F401  (the export's text signatures)
+
+    texts = [a for a, _, _, _ in DATA["test"]]
+    expected = np.loadtxt(f"{out}/test_results.tsv", ndmin=2)
+    serving = f"{os.path.dirname(out)}/topics_serving"
+    for path in (out, serving):
+        answers = bert_tf.load(path).predict(texts)
+        np.testing.assert_allclose([list(a["probabilities"].values()) for a in answers], expected, atol=1e-5)
+    version = tf.saved_model.load(os.path.join(serving, os.listdir(serving)[0]))
+    served = version.signatures["serving_text"](text_a=tf.constant(texts))
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+    assert served["num_windows"].numpy().tolist() == [len(windows) for windows in WINDOWS["test"]]
     assert errors[2].startswith(f"ValueError: {out} holds checkpoints of a run with other settings")
     assert "doc_stride 3 -> 4" in errors[2]
 
@@ -230,8 +240,6 @@ def test_bad_settings_are_refused_before_any_work(tmp_path):
     ]:
         with pytest.raises(ValueError, match=message):
             runner.run(ClassifierTask("tsv", data, **settings), run)
-    with pytest.raises(ValueError, match=r"--export_dir with --doc_stride: .* would cut"):
-        runner.run(ClassifierTask("tsv", data, doc_stride=2), dataclasses.replace(run, export_dir=str(out)))
     assert not out.exists()
     # A pair whose text_b leaves text_a no room in a window: its file and line.
     pair = InputExample("1", "the cat", "a b c d e", "neg", source="dev.tsv:3")

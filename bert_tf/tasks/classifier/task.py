@@ -59,7 +59,7 @@ from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing
 from bert_tf.training import losses, prediction
 
-WINDOW_POOLINGS = ("mean", "max")  # --window_pooling: how a text's windows' outputs make its own (the first: default)
+WINDOW_POOLINGS = packing.WINDOW_POOLINGS
 
 
 def classification_loss(labels, outputs):
@@ -386,8 +386,10 @@ class ClassifierTask(Task):
 
     @property
     def answer_settings(self):
-        """The windows of --doc_stride, which bert_tf.load's answers take too."""
+        """The windows of --doc_stride, which bert_tf.load's answers and the run's export take too."""
         return {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else {}
+
+    export_options = answer_settings
 
     @property
     def label_list(self):
@@ -411,11 +413,6 @@ class ClassifierTask(Task):
         if self.window_pooling != WINDOW_POOLINGS[0] and not self.doc_stride:
             raise ValueError(f"--window_pooling={self.window_pooling} pools the windows of --doc_stride, which is 0 "
                              "(no windows: a longer text is cut): give --doc_stride=N > 0.")
-        if self.doc_stride and run.export_dir:
-            raise ValueError("--export_dir with --doc_stride: the export's text signatures would cut a text longer "
-                             "than --max_seq_length where this run windows it and pools its windows (not built into "
-                             "the export yet). Export in a run without --doc_stride, or with export_saved_model.py, "
-                             "knowing that it cuts long texts.")
 
     def read_inputs(self, run, config):
         """Reads each input file the run needs once: the training set (do_train), then the label list (tsv: learned
