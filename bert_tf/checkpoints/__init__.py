@@ -22,7 +22,7 @@ from bert_tf.checkpoints.keras_hub import check_preset_writable, export_preset, 
 from bert_tf.checkpoints.model_garden import save_model_garden_checkpoint
 from bert_tf.checkpoints.name_map import model_parts, original_variable_map
 from bert_tf.checkpoints.original import export_original, save_original_checkpoint, save_tensors
-from bert_tf.checkpoints.pretrained import Pretrained, load_pretrained, model_files
+from bert_tf.checkpoints.pretrained import Pretrained, load_pretrained, model_files, run_record
 from bert_tf.checkpoints.restore import (
     checkpoint_files,
     latest_checkpoint,
@@ -35,6 +35,7 @@ __all__ = [
     "CONVERSION_FORMATS", "HubModel", "LoadReport", "Pretrained", "assign_by_name",
     "bert_config_from_hf", "check_preset_writable", "checkpoint_files", "convert_checkpoint",
     "convert_hf_to_original", "export_original", "export_preset", "from_hf_directory", "infer_bert_config",
+    "run_record",
     "latest_checkpoint", "load_hf_safetensors", "load_pretrained", "model_files", "model_parts",
     "original_variable_map", "pretrainer_from_hf_directory", "read_hub_model", "read_preset", "resolve_checkpoint",
     "restore", "save_model_garden_checkpoint", "save_original_checkpoint", "save_preset", "save_tensors",

@@ -5,9 +5,8 @@ KerasHub preset.
 import dataclasses
 import os
 
-from bert_tf import fileio
 from bert_tf.checkpoints import huggingface, keras_hub, model_garden, name_map, original
-from bert_tf.checkpoints.pretrained import checkpoint_directory, file_beside, model_files
+from bert_tf.checkpoints.pretrained import checkpoint_directory, file_beside, model_files, run_record
 from bert_tf.checkpoints.restore import checkpoint_heads, restore
 from bert_tf.data import label_lists
 from bert_tf.model import task_models
@@ -71,13 +70,6 @@ def hf_task_of_heads(heads, task=None):
         raise ValueError(f"The checkpoint holds {found}: no one Hugging Face class has exactly these heads; pass "
                          f"task= (--task), one of {', '.join(fitting)}.")
     return fits[0]
-
-
-def run_record(init_checkpoint):
-    """What the training run whose output_dir holds `init_checkpoint` recorded it trained
-    (`task_models.METADATA_FILE`: task, labels, ...), or None."""
-    path = os.path.join(checkpoint_directory(init_checkpoint), task_models.METADATA_FILE)
-    return fileio.read_json(path, "Model metadata") if fileio.exists(path) else None
 
 
 def _run_labels(init_checkpoint, spec, rows, recorded=None):

@@ -10,6 +10,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.checkpoints import keras_hub, tfhub
 from bert_tf.checkpoints.restore import restore
+from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig, check_max_seq_length, check_vocab_size
 from bert_tf.text import tokenization
 
@@ -53,8 +54,8 @@ class Pretrained:
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
     """The Pretrained of a run without its tokenizer and model: the files given; where one is None, the model's own:
     the bert_config.json beside init_checkpoint, else a TF Hub model's (inferred from its weights) or a KerasHub
-    preset's config; a TF Hub model's or preset's vocabulary and casing; do_lower_case else True (the original
-    flag's default).
+    preset's config; a TF Hub model's or preset's vocabulary and casing, or a training run's (`run_record`: the
+    vocab.txt it copied, the casing it trained with); do_lower_case else True (the original flag's default).
 
     FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found, or a
     given vocab_file or do_lower_case contradicts the Hub model's or preset's own.
@@ -73,6 +74,10 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
                          f"a KerasHub BERT preset.")
     if vocab_file and not fileio.exists(vocab_file):
         raise FileNotFoundError(f"--vocab_file {vocab_file!r} does not exist.")
+    recorded = run_record(init_checkpoint) if own is None else None
+    if recorded:  # a training run's output_dir: its copy of the vocabulary, its casing
+        vocab_file = vocab_file or file_beside(init_checkpoint, "vocab.txt")
+        do_lower_case = recorded["do_lower_case"] if do_lower_case is None else do_lower_case
     if own is None:
         return Pretrained(config, vocab_file, True if do_lower_case is None else do_lower_case, init_checkpoint)
     _check_own_vocab(own, vocab_file)
@@ -82,6 +87,13 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
                          f"{own.do_lower_case}: leave do_lower_case out to use the model's own casing.")
     casing = next(c for c in (do_lower_case, own.do_lower_case, True) if c is not None)
     return Pretrained(config, vocab_file or own.vocab_file, casing, init_checkpoint)
+
+
+def run_record(init_checkpoint):
+    """What the training run whose output_dir holds `init_checkpoint` recorded it trained
+    (`task_models.METADATA_FILE`: task, labels, casing, ...), or None."""
+    path = file_beside(init_checkpoint, task_models.METADATA_FILE)
+    return fileio.read_json(path, "Model metadata") if path else None
 
 
 def checkpoint_directory(init_checkpoint):

@@ -23,7 +23,8 @@ Every task: those of `task_models.REGISTRY`; the preprocessing model (no weights
 - Versions only increase (`version_dir`). A version is written in a staging directory and committed whole, its key
   file last (`fileio.staged_directory`), so that TF Serving never loads a half-written one.
 - Every export gets assets.extra/export_metadata.json: task, format, casing, max_seq_length, labels, bert_config,
-  the model's options and the writer's settings.
+  the model's options and the writer's settings. An init_checkpoint that is a training run's output_dir gives what
+  its run recorded (`checkpoints.run_record`: labels, thresholds, text windows) where they are not given.
 """
 import functools
 import inspect
@@ -118,6 +119,10 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
     spec = task_models.REGISTRY.get(task)
     write = writer(task, format)
     model_options, options = split_options(task, format, options, loads_model=model is None)
+    recorded = checkpoints.run_record(init_checkpoint) if model is None and init_checkpoint else None
+    if recorded:  # a training run's output_dir: what it trained gives what is not given
+        label_list, model_options, options = _run_defaults(task, format, recorded, init_checkpoint, label_list,
+                                                           num_labels, model_options, options)
     labels, num_labels = _given_labels(task, spec, num_labels, label_list)
     target = version_dir(export_dir, version, min_version)  # fail before the slow part
     if task == PREPROCESSING:
@@ -160,6 +165,25 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
                                      json.dumps(meta, indent=2, sort_keys=True))
     logging.info("Exported the %s model (format %s) to %s", task, format, target)
     return target
+
+
+def _run_defaults(task, fmt, recorded, init_checkpoint, label_list, num_labels, model_options, options):
+    """(label_list, model options, writer options) of an export of the run that recorded `recorded`
+    (`checkpoints.run_record`): its labels, its model's options (multi_label's thresholds) and its text windows
+    where not given. ValueError for another task of its model (a multi-label run as `classifier`)."""
+    spec, trained = task_models.REGISTRY[task], recorded["task"]
+    if trained != task:
+        if trained in task_models.REGISTRY and task_models.REGISTRY[trained].model is spec.model:
+            raise ValueError(f"{init_checkpoint} holds a {trained} model (its run's "
+                             f"{task_models.METADATA_FILE}): export it as --task={trained}, not {task}.")
+        return label_list, model_options, options
+    if label_list is None and num_labels is None:
+        label_list = recorded.get("labels")
+    model_options = {**{name: recorded[name] for name in spec.options if name in recorded}, **model_options}
+    takes = inspect.signature(writer(task, fmt)).parameters
+    options = {**{name: recorded[name] for name in ("doc_stride", "window_pooling") if name in recorded
+                  and name in takes}, **options}
+    return label_list, model_options, options
 
 
 def _given_labels(task, spec, num_labels, label_list):

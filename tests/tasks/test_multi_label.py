@@ -16,6 +16,7 @@ from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_su
 import bert_tf
 from bert_tf import checkpoints
 from bert_tf.checkpoints import convert, huggingface
+from bert_tf.export import exporter
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks import runner
@@ -287,3 +288,19 @@ def test_the_run_converts_to_a_hugging_face_multi_label_model_and_back(readme_ru
     got, expected = (m(inputs, training=False)["probabilities"].numpy() for m in (model, reference))
     np.testing.assert_allclose(got, expected, atol=1e-6)
     assert got.sum() != pytest.approx(1.0, abs=1e-3)  # sigmoids, not a softmax
+
+
+@pytest.mark.slow
+def test_an_export_of_the_runs_output_dir_takes_what_it_recorded(readme_run, tmp_path):
+    """export_saved_model.py's export of the run's output_dir: its labels and tuned thresholds without flags; the
+    same model as a single-label classifier is refused."""
+    values, errors, _ = readme_run
+    assert errors == [None]
+    out = values["output_dir"]
+    path = exporter.export("multi_label", str(tmp_path), init_checkpoint=out, max_seq_length=16, text_ops="none")
+    with open(f"{path}/assets.extra/export_metadata.json") as f:
+        meta = json.load(f)
+    with open(f"{out}/thresholds.json") as f:
+        assert (meta["labels"], meta["thresholds"]) == (LABELS, list(json.load(f).values()))
+    with pytest.raises(ValueError, match="holds a multi_label model .* export it as --task=multi_label"):
+        exporter.export("classifier", str(tmp_path), init_checkpoint=out, max_seq_length=16, text_ops="none")
