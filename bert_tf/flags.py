@@ -109,16 +109,17 @@ def define_classifier_flags():
                       "F1, the higher of equals), saved to <output_dir>/thresholds.json and used by the metrics, "
                       "predictions and exports, and by later runs that do not train. Default: "
                       f"{task_models.DEFAULT_THRESHOLD} each.")
-    flags.DEFINE_integer("doc_stride", 0, packing.DOC_STRIDE_HELP + " Here text_a is windowed and text_b kept whole in "
-                         "every window (R = max_seq_length - 3 - its tokens). Training takes each window as an example "
-                         "with its text's label (train.tf_record holds the windows; the steps count them); evaluation "
-                         "and prediction run every window and pool each text's (--window_pooling), so that "
-                         "eval_results.txt, test_results.tsv and the metrics count texts; --export_dir's text "
-                         "signatures window and pool the same way.", lower_bound=0)
-    flags.DEFINE_enum("window_pooling", classifier.WINDOW_POOLINGS[0], classifier.WINDOW_POOLINGS, "--doc_stride: a "
+    flags.DEFINE_integer("doc_stride", None, packing.DOC_STRIDE_HELP + " Here text_a is windowed and text_b kept "
+                         "whole in every window (R = max_seq_length - 3 - its tokens). Training takes each window as "
+                         "an example with its text's label (train.tf_record holds the windows; the steps count "
+                         "them); evaluation and prediction run every window and pool each text's (--window_pooling), "
+                         "so that eval_results.txt, test_results.tsv and the metrics count texts; --export_dir's text "
+                         "signatures window and pool the same way. Default: 0, or in a run that does not train, that "
+                         "of the training run in output_dir (its model_metadata.json).", lower_bound=0)
+    flags.DEFINE_enum("window_pooling", None, classifier.WINDOW_POOLINGS, "--doc_stride: a "
                       "text's outputs from its windows': mean, the mean of their probabilities (--multi_label: each "
                       "label's sigmoid; STS-B: of the scores); max, each label's highest (a softmax's then scaled to "
-                      "sum to 1). eval_loss is each text's loss on them.")
+                      "sum to 1). eval_loss is each text's loss on them. Default: mean, or as --doc_stride's.")
 
 
 def classifier_columns(values):

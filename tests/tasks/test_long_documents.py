@@ -50,8 +50,9 @@ def _write_data(directory, multi_label):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, run_main):
     """README's "Long texts" command on the data above (its flags as written, then a tiny run's sizes and
-    --doc_stride=3), a multi-label run with --window_pooling=max, and a rerun of that with another stride: one
-    process. Returns ({flag: value} of the command, the multi-label run's output_dir, the errors, the logs)."""
+    --doc_stride=3), a multi-label run with --window_pooling=max, a rerun of that with another stride, and a
+    prediction again into the first output_dir without --doc_stride (the run's, from its record): one process.
+    Returns ({flag: value} of the command, the multi-label run's output_dir, the errors, the logs)."""
     readme = pytest.importorskip("test_readme_checkpoint_examples")  # README's sections and commands
     (command,) = readme.bash_commands(readme.section("### Long texts"))
     script, flags = readme.script_of(command)
@@ -66,8 +67,10 @@ def runs(tmp_path_factory, run_main):
             "--eval_batch_size=2", "--predict_batch_size=2", "--seed=1", "--learning_rate=1e-3"]
     multi_label = [*flags, *tiny, f"--data_dir={root}/topics", f"--output_dir={root}/topics_output", "--multi_label",
                    "--window_pooling=max", f"--export_dir={root}/topics_serving"]
+    predict_only = [flag for flag in [*flags, *tiny]
+                    if not flag.startswith(("--doc_stride", "--do_train", "--do_eval"))]
     errors, logs = run_main(tiny_classifier.SCRIPT, [*flags, *tiny], multi_label, [*multi_label, "--doc_stride=4"],
-                            with_logs=True)
+                            predict_only, with_logs=True)
     return values, f"{root}/topics_output", errors, logs
 
 
@@ -112,7 +115,8 @@ def test_windows_train_and_their_mean_probability_is_the_texts(runs):
     3 texts, on their windows' mean probabilities (eval_loss: each text's loss on them); test_results.tsv: 2 rows,
     the mean of each text's windows' (1e-5); the stride and pooling recorded."""
     values, _, errors, logs = runs
-    assert errors[0] is None, logs[-4000:]
+    assert errors[0] is None and errors[3] is None, logs[-4000:]
+    assert "--doc_stride=3, --window_pooling=mean: the training run's (model_metadata.json)" in logs
     out = values["output_dir"]
     train = _records(f"{out}/train.tf_record")
     expected_labels = [LABELS.index(label) for (_, _, label, _), n in zip(DATA["train"], WINDOWS["train"])

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import checkpoints, fileio
 from bert_tf.data import label_lists
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
@@ -365,10 +365,11 @@ class ClassifierTask(Task):
     `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv, csv, jsonl);
     `columns`: the names of your own data's columns (tsv, csv, jsonl; `get_processor`). The run's multi_label,
     label_separator and tune_thresholds make it multi-label; `doc_stride` > 0 takes a longer text in windows pooled
-    by `window_pooling` (module docstring).
+    by `window_pooling` (module docstring); None: 0 and mean, or in a run that does not train those the training run
+    recorded in output_dir.
     """
-    def __init__(self, task_name, data_dir, xnli_language="zh", columns=None, doc_stride=0,
-                 window_pooling=WINDOW_POOLINGS[0]):
+    def __init__(self, task_name, data_dir, xnli_language="zh", columns=None, doc_stride=None,
+                 window_pooling=None):
         self.processor = get_processor(task_name, xnli_language=xnli_language, columns=columns)
         self.data_dir = data_dir
         self.doc_stride, self.window_pooling = doc_stride, window_pooling
@@ -407,6 +408,15 @@ class ClassifierTask(Task):
         if run.multi_label and not run.label_separator:
             raise ValueError("--label_separator is empty: give the string that joins an example's labels.")
         parse_class_weights(run.class_weights)
+        if self.doc_stride is None or self.window_pooling is None:  # not given: the trained run's, else no windows
+            recorded = (checkpoints.run_record(run.output_dir) if not run.do_train and fileio.isdir(run.output_dir)
+                        else None) or {}
+            if self.doc_stride is None and recorded.get("doc_stride"):
+                logging.info("--doc_stride=%d, --window_pooling=%s: the training run's (%s)", recorded["doc_stride"],
+                             recorded["window_pooling"], task_models.METADATA_FILE)
+            self.doc_stride = recorded.get("doc_stride", 0) if self.doc_stride is None else self.doc_stride
+            if self.window_pooling is None:
+                self.window_pooling = recorded.get("window_pooling", WINDOW_POOLINGS[0])
         packing.check_doc_stride(self.doc_stride)
         if self.window_pooling not in WINDOW_POOLINGS:
             raise ValueError(f"--window_pooling={self.window_pooling}: expected {' or '.join(WINDOW_POOLINGS)}.")
