@@ -293,7 +293,7 @@ def test_the_run_converts_to_a_hugging_face_multi_label_model_and_back(readme_ru
 @pytest.mark.slow
 def test_an_export_of_the_runs_output_dir_takes_what_it_recorded(readme_run, tmp_path):
     """export_saved_model.py's export of the run's output_dir: its labels and tuned thresholds without flags; the
-    same model as a single-label classifier is refused."""
+    same model as a single-label classifier is refused, so is a predict-only run without --multi_label."""
     values, errors, _ = readme_run
     assert errors == [None]
     out = values["output_dir"]
@@ -304,3 +304,5 @@ def test_an_export_of_the_runs_output_dir_takes_what_it_recorded(readme_run, tmp
         assert (meta["labels"], meta["thresholds"]) == (LABELS, list(json.load(f).values()))
     with pytest.raises(ValueError, match="holds a multi_label model .* export it as --task=multi_label"):
         exporter.export("classifier", str(tmp_path), init_checkpoint=out, max_seq_length=16, text_ops="none")
+    with pytest.raises(ValueError, match="holds a multi-label classifier .* not a single-label one: add --multi_label"):
+        runner.run(ClassifierTask("tsv", values["data_dir"]), runner.RunConfig(output_dir=out, do_predict=True))

@@ -408,9 +408,16 @@ class ClassifierTask(Task):
         if run.multi_label and not run.label_separator:
             raise ValueError("--label_separator is empty: give the string that joins an example's labels.")
         parse_class_weights(run.class_weights)
+        # A run that does not train: what the training run in output_dir recorded (`checkpoints.run_record`).
+        recorded = (checkpoints.run_record(run.output_dir) if not run.do_train and fileio.isdir(run.output_dir)
+                    else None) or {}
+        if recorded.get("task") in ("classifier", "multi_label") and (recorded["task"] == "multi_label") != \
+                run.multi_label:
+            kind = "multi-label" if run.multi_label else "single-label"
+            raise ValueError(f"{run.output_dir} holds a {'single' if run.multi_label else 'multi'}-label classifier "
+                             f"(its {task_models.METADATA_FILE}), not a {kind} one: "
+                             f"{'drop' if run.multi_label else 'add'} --multi_label.")
         if self.doc_stride is None or self.window_pooling is None:  # not given: the trained run's, else no windows
-            recorded = (checkpoints.run_record(run.output_dir) if not run.do_train and fileio.isdir(run.output_dir)
-                        else None) or {}
             if self.doc_stride is None and recorded.get("doc_stride"):
                 logging.info("--doc_stride=%d, --window_pooling=%s: the training run's (%s)", recorded["doc_stride"],
                              recorded["window_pooling"], task_models.METADATA_FILE)
