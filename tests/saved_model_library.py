@@ -1,7 +1,23 @@
-"""What a SavedModel's saved_model.pb holds in its graph library, read from the proto (no TensorFlow runtime)."""
+"""What a SavedModel's saved_model.pb holds in its graph library, read from the proto (no TensorFlow runtime), and
+`without_grappler`, the export tests' module fixture."""
 import collections
 import os
 import re
+
+import pytest
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_grappler():
+    """Grappler's graph rewrites off in this process while a module's tests run (a module imports this fixture):
+    they compare what exported and restored functions compute, not how fast, and the rewrites of each one cost more
+    CPU than running it (a loaded text signature's first call spent most of its time optimizing the tokenizer)."""
+    import tensorflow as tf
+
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 def library_functions(saved_model_dir):

@@ -148,6 +148,16 @@ def runnable(flags, root):
     return [substitute(flag, root) for flag in out]
 
 
+def classifier_command(title, root):
+    """(flags, {name: value}) of the one run_classifier.py command of README's section `title`, its placeholders
+    replaced by paths under `root` (`substitute`)."""
+    (command,) = bash_commands(section(title))
+    script, flags = script_of(command)
+    assert script == "run_classifier", command
+    flags = [substitute(flag, root) for flag in flags]
+    return flags, flag_values(flags)
+
+
 def flag_values(flags):
     """{"name": value (True for a bare boolean flag)} of a run's flags."""
     return {flag.lstrip("-").split("=")[0]: flag.split("=", 1)[1] if "=" in flag else True for flag in flags}

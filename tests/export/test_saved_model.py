@@ -16,7 +16,7 @@ import pytest
 import task_inputs
 import tensorflow as tf
 import tiny_training
-from saved_model_library import library_functions, traced_functions
+from saved_model_library import library_functions, traced_functions, without_grappler  # noqa: F401 (a module fixture)
 
 from bert_tf import checkpoints
 from bert_tf.export import exporter
@@ -132,17 +132,6 @@ def batch_features(tokenizer, texts_a, texts_b, max_seq_length):
     rows = [python_features(tokenizer, a, b, max_seq_length) for a, b in zip(texts_a, texts_b)]
     return {name: np.array([r[i] for r in rows], np.int32)
             for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def without_grappler():
-    """Grappler's graph rewrites (for speed; what a graph computes stays) off in this process for this module: a
-    loaded text signature's first call spent most of its time optimizing the tokenizer's graph. So do the CHILD
-    processes but the golden check's, which runs with TensorFlow's defaults."""
-    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    yield
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 @pytest.fixture(scope="module")

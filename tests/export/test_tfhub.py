@@ -16,7 +16,7 @@ import numpy as np
 import original_packing
 import pytest
 import tensorflow as tf
-from saved_model_library import traced_functions
+from saved_model_library import traced_functions, without_grappler  # noqa: F401 (a module fixture)
 
 from bert_tf import checkpoints, resources
 from bert_tf.data import corpus
@@ -156,15 +156,6 @@ def hub_export(task, vocab_file, export_dir, bert_config_file=None, init_checkpo
     """`exporter.export` with --format=tfhub of `init_checkpoint` (no model for the preprocessing model)."""
     return exporter.export(task, str(export_dir), format="tfhub", init_checkpoint=init_checkpoint,
                            bert_config_file=bert_config_file, vocab_file=vocab_file, **arguments)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def without_grappler():
-    """Grappler off while this module's tests run: they compare what restored functions compute, not how fast, and
-    its rewrites of each one cost more CPU than running it."""
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    yield
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
 
 
 @pytest.fixture(scope="module")

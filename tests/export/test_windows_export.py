@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tiny_classifier
+from saved_model_library import without_grappler  # noqa: F401 (a module fixture)
 
 from bert_tf.export import exporter, saved_model
 from bert_tf.inference import embeddings
@@ -24,15 +25,6 @@ MAX_LEN, STRIDE = 8, 2  # the exports': a window holds 6 tokens of a single text
 LONG = "the cat sat on the mat fast , the dog ran on the big red mat"  # 16 tokens: 6 windows alone, 8 beside 2
 SHORT = ["the dog sat", "", "a cat is happy"]
 LABELS = ["x", "y", "z"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def without_grappler():
-    """Grappler off in this process for this module (speed; what a graph computes stays), as test_saved_model."""
-    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    yield
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 @pytest.fixture(scope="module")

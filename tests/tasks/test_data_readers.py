@@ -175,11 +175,7 @@ def test_readme_command_runs_as_written(tmp_path, run_main):
     break; a column the run ignores), its flags as written plus a tiny run's sizes, in one process with a GLUE task
     given a column name (refused)."""
     readme = pytest.importorskip("test_readme_checkpoint_examples")  # README's sections and commands (keras_hub)
-    (command,) = readme.bash_commands(readme.section("### Your own data"))
-    script, flags = readme.script_of(command)
-    assert script == "run_classifier"
-    flags = [readme.substitute(flag, str(tmp_path)) for flag in flags]
-    values = readme.flag_values(flags)
+    flags, values = readme.classifier_command("### Your own data", str(tmp_path))
     tiny_classifier.write_tiny_release(str(tmp_path / "base"), **tiny_classifier.L1_H16)
     rng, labels = random.Random(3), ["neg", "pos", "so, so"]
     header = ["id", values["text_a_column"].upper(), values["label_column"], "stars"]

@@ -54,12 +54,8 @@ def runs(tmp_path_factory, run_main):
     prediction again into the first output_dir without --doc_stride (the run's, from its record): one process.
     Returns ({flag: value} of the command, the multi-label run's output_dir, the errors, the logs)."""
     readme = pytest.importorskip("test_readme_checkpoint_examples")  # README's sections and commands
-    (command,) = readme.bash_commands(readme.section("### Long texts"))
-    script, flags = readme.script_of(command)
-    assert script == "run_classifier"
     root = str(tmp_path_factory.mktemp("long_documents"))
-    flags = [readme.substitute(flag, root) for flag in flags]
-    values = readme.flag_values(flags)
+    flags, values = readme.classifier_command("### Long texts", root)
     tiny_classifier.write_tiny_release(os.path.join(root, "base"), **tiny_classifier.L1_H16)
     _write_data(values["data_dir"], multi_label=False)
     _write_data(f"{root}/topics", multi_label=True)

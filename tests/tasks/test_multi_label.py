@@ -182,12 +182,8 @@ def readme_run(tmp_path_factory, run_main):
     written plus a tiny run's sizes, evaluations while training keeping the best micro F1, and balanced weights.
     Returns ({flag: value} of the command, the run's errors and logs)."""
     readme = pytest.importorskip("test_readme_checkpoint_examples")  # README's sections and commands
-    (command,) = readme.bash_commands(readme.section("#### Multi-label"))
-    script, flags = readme.script_of(command)
-    assert script == "run_classifier"
     root = str(tmp_path_factory.mktemp("multi_label"))
-    flags = [readme.substitute(flag, root) for flag in flags]
-    values = readme.flag_values(flags)
+    flags, values = readme.classifier_command("#### Multi-label", root)
     tiny_classifier.write_tiny_release(os.path.join(root, "base"), **tiny_classifier.L1_H16)
     rng = random.Random(5)
     for split, count in (("train", 16), ("dev", 8), ("test", 5)):
