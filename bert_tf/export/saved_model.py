@@ -25,11 +25,14 @@ tasks that take text, raw-text signatures; `write` writes it into the directory 
   embeddings pool (`window_outputs`); they return the task's outputs per text and `num_windows` [B] (not the
   packed inputs). A request of more than `max_windows_per_request` windows is refused before the model runs.
   `serving_default` stays one row per window.
+- NER: `serving_text` also returns each text's entities (`entities`: type, start and end in code points of the
+  text, score, as `bert_tf.load(...).predict` gives them for a text within max_seq_length).
 - Assets: vocab.txt, and labels.txt for a labelled head.
 """
 import tensorflow as tf
 
 from bert_tf.data import lengths
+from bert_tf.export import entities
 from bert_tf.model import task_models
 from bert_tf.text import core_ops, packing, preprocessing
 
@@ -201,6 +204,12 @@ class _ServingModule(tf.Module):
         out.update({name: tf.identity(t) for name, t in packed.items()})
         return out
 
+    def entity_outputs(self, text, packed, word_ids, starts, ends, max_seq_length):
+        """`text_outputs`, and the entities of `text` (`entities.Entities`) from its words (`entities.pack`)."""
+        out = self.text_outputs(packed)
+        out.update(self.entities(text, word_ids, starts, ends, out["logits"], max_seq_length))
+        return out
+
 
 def tensor_specs(model):
     """The tensor signature's inputs: the model's Keras inputs, batch and sequence of any size."""
@@ -256,12 +265,18 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
         else:
             single = lambda text_a: module.text_outputs(preprocessor.encode(text_a))  # noqa: E731
             pair = lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b))  # noqa: E731
+        if spec.name == "ner":  # a text's entities besides its tags (`entities`)
+            module.entities = entities.Entities(labels)
+            single = lambda text_a: module.entity_outputs(  # noqa: E731
+                text_a, *entities.pack(preprocessor.tokenizer, text_a, max_seq_length, **preprocessor.padding),
+                max_seq_length)
         signatures["serving_text"] = tf.function(single, input_signature=[text_a])
         signatures["serving_text_pair"] = tf.function(pair, input_signature=[text_a, text_b])
     tf.saved_model.save(module, out, signatures=signatures)
     return {"text_ops": text_ops if has_text else "none", "signatures": sorted(signatures), "use_xla": use_xla,
             "pad_to_max_seq_length": pad, "seq_length_multiple": seq_length_multiple,
-            **({**limits, "doc_stride": doc_stride, **windows} if has_text else {})}
+            **({**limits, "doc_stride": doc_stride, **windows} if has_text else {}),
+            **({"entity_types": module.entities.types} if hasattr(module, "entities") else {})}
 
 
 def window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,

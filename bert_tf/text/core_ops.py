@@ -49,6 +49,10 @@ class CoreWordpieceTokenizer(tf.Module):
         pieces = self._wordpiece(words)
         return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
 
+    def tokenize_words_with_offsets(self, strings):
+        """As `InGraphTokenizer.tokenize_words_with_offsets`."""
+        return in_graph.words_with_offsets(self._basic.obj, self._wordpiece, strings)
+
     def _wordpiece(self, words):
         """int32 code points [W, (chars)] -> ids [W, (pieces)], in memory linear in the characters (a slot per
         character; each step looks up at most `max_piece_chars` candidates per word)."""

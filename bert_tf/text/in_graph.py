@@ -326,6 +326,12 @@ class InGraphTokenizer(tf.Module):
         return tf.RaggedTensor.from_value_rowids(words, tf.boolean_mask(ids.value_rowids(), starts),
                                                  nrows=ids.nrows(), validate=False)
 
+    def tokenize_words_with_offsets(self, strings):
+        """`tokenize`'s ids by word, [batch, (num_words), (num_wordpieces)], and each word's start and end in code
+        points of its string, int64 [batch, (num_words)]: `BasicTokenizer.tokenize_with_offsets`' words (code-point
+        route)."""
+        return words_with_offsets(self, self._wordpiece, strings)
+
     def _routes(self, strings):
         """The route each string takes: 0 ASCII, 1 BMP, 2 exact (int32 [batch]; for tests, runs eagerly)."""
         return self._tokenize_routed(strings)[1]
@@ -397,31 +403,41 @@ class InGraphTokenizer(tf.Module):
 
     def _tokenize_unicode(self, strings):
         words, word_rows, num_rows = self.unicode_words(strings)
+        return tf.RaggedTensor.from_value_rowids(self._wordpiece(words), word_rows, nrows=num_rows,
+                                                 validate=False).merge_dims(1, 2)
+
+    def _wordpiece(self, words):
+        """int32 code points [W, (chars)] -> ids [W, (pieces)]."""
         word_strings = tf.strings.unicode_encode(words, "UTF-8")
         too_long = words.row_lengths() > self.max_input_chars_per_word
         # An over-long word becomes the unknown token, which WordPiece maps to itself.
-        word_strings = tf.where(too_long, self.unk_token, word_strings)
-        pieces = self._word_wordpiece.tokenize(word_strings)
-        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
+        return self._word_wordpiece.tokenize(tf.where(too_long, self.unk_token, word_strings))
 
-    def unicode_words(self, strings):
-        """Basic tokenization on code points: (words [num_words, (chars)] int32, row of each word, rows)."""
+    def unicode_words(self, strings, with_offsets=False):
+        """Basic tokenization on code points: (words [num_words, (chars)] int32, row of each word, rows); with
+        `with_offsets`, then each word's start and end in code points of its string (int64 [num_words]), as
+        `BasicTokenizer.tokenize_with_offsets` gives them."""
         num_rows = tf.shape(strings, out_type=tf.int64)[0]
         chars = tf.strings.unicode_decode(strings, "UTF-8", errors="ignore")
         cps = chars.flat_values
         rows = chars.value_rowids()
         props = self._props(cps)
+        # Each character's place in its string (carried through the steps below when asked for).
+        spans = (tf.range(tf.size(cps, out_type=tf.int64)) - tf.gather(chars.row_starts(), rows),) if with_offsets \
+            else ()
 
         # _clean_text: delete controls, map whitespace to spaces.
-        cps, rows, props = _drop_where(_bit(props, _DELETE), cps, rows, props)
+        cps, rows, props, *spans = _drop_where(_bit(props, _DELETE), cps, rows, props, *spans)
         cps = tf.where(_bit(props, _SPACE), _SPACE_CP, cps)
+        if spans:
+            spans.append(self._ends(cps, rows, props, spans[0]))
 
         if self.do_lower_case:
             cps = tf.cond(tf.reduce_any(tf.equal(cps, _CAPITAL_SIGMA)),
                           lambda: self._final_sigma(cps, rows, props), lambda: cps)
-            cps, rows, props = tf.cond(tf.reduce_any(_bit(props, _REORDER)),
-                                       lambda: self._lower_nfd_strip_reordering(cps, rows),
-                                       lambda: self._lower_nfd_strip(cps, rows, props))
+            cps, rows, props, *spans = tf.cond(tf.reduce_any(_bit(props, _REORDER)),
+                                               lambda: self._lower_nfd_strip_reordering(cps, rows, *spans),
+                                               lambda: self._lower_nfd_strip(cps, rows, props, *spans))
 
         # Split: spaces separate words, punctuation/CJK characters are words of their own.
         is_space = tf.equal(cps, _SPACE_CP)
@@ -430,11 +446,30 @@ class InGraphTokenizer(tf.Module):
         after_break = tf.concat([[True], breaks_after], axis=0)[:tf.size(cps)]
         solid = tf.logical_not(is_space)
         starts_word = solid & (is_split | after_break)
-        cps, rows, starts_word = (tf.boolean_mask(t, solid) for t in (cps, rows, starts_word))
+        cps, rows, starts_word, *spans = (tf.boolean_mask(t, solid) for t in (cps, rows, starts_word, *spans))
         word_ids = tf.cumsum(tf.cast(starts_word, tf.int64)) - 1
         num_words = tf.reduce_sum(tf.cast(starts_word, tf.int64))
         words = tf.RaggedTensor.from_value_rowids(cps, word_ids, nrows=num_words, validate=False)
-        return words, tf.boolean_mask(rows, starts_word), num_rows
+        words = (words, tf.boolean_mask(rows, starts_word), num_rows)
+        if spans:  # a word spans its characters' places (lower-casing may reorder combining marks within it)
+            words += (tf.math.unsorted_segment_min(spans[0], word_ids, num_words),
+                      tf.math.unsorted_segment_max(spans[1], word_ids, num_words))
+        return words
+
+    def _ends(self, cps, rows, props, places):
+        """Each character's end in its string: one past its place, and, lower-casing, past the characters right
+        after it in its word that lower-casing drops (a stripped accent joins the character before it, but a CJK
+        character's: that one is a word of its own from the start)."""
+        after = places + 1
+        if not self.do_lower_case:
+            return after
+        index = tf.range(tf.size(cps, out_type=tf.int64))
+        first_in_row = tf.concat([[True], tf.not_equal(rows[1:], rows[:-1])], axis=0)[:tf.size(cps)]
+        kept = tf.where(~_bit(props, _DROP) | tf.equal(cps, _SPACE_CP) | first_in_row)[:, 0]
+        following = tf.gather(tf.concat([kept, [tf.size(cps, out_type=tf.int64)]], axis=0),
+                              tf.searchsorted(kept, index, side="right"))
+        cjk = tf.reduce_any([(cps >= lo) & (cps <= hi) for lo, hi in _CJK_RANGES], axis=0)
+        return tf.where(cjk, after, tf.gather(after, following - 1))
 
     def _final_sigma(self, cps, rows, props):
         """Replaces each capital sigma that str.lower() would make final by U+03C2."""
@@ -459,22 +494,23 @@ class InGraphTokenizer(tf.Module):
         updates = tf.where(final, _FINAL_SIGMA, _CAPITAL_SIGMA)
         return tf.tensor_scatter_nd_update(cps, sigmas[:, None], updates)
 
-    def _lower_nfd_strip(self, cps, rows, props):
-        """strip_Mn(NFD(c.lower())) character by character; exact when no reordering can matter."""
-        cps, rows, props = _drop_where(_bit(props, _DROP), cps, rows, props)
+    def _lower_nfd_strip(self, cps, rows, props, *carried):
+        """strip_Mn(NFD(c.lower())) character by character; exact when no reordering can matter. `carried`: per
+        character tensors, carried along."""
+        cps, rows, props, *carried = _drop_where(_bit(props, _DROP), cps, rows, props, *carried)
         cps = cps + self._lookup(self._delta_pages, self._delta_blocks, cps)  # multi chars: delta 0
         multi = _bit(props, _MULTI)
-        cps, rows = tf.cond(tf.reduce_any(multi),
-                            lambda: _expand(cps, rows, multi, self._multi_table),
-                            lambda: (cps, rows))
-        return cps, rows, self._props(cps)
+        cps, rows, *carried = tf.cond(tf.reduce_any(multi),
+                                      lambda: _expand(cps, multi, self._multi_table, rows, *carried),
+                                      lambda: (cps, rows, *carried))
+        return (cps, rows, self._props(cps), *carried)
 
-    def _lower_nfd_strip_reordering(self, cps, rows):
+    def _lower_nfd_strip_reordering(self, cps, rows, *carried):
         """strip_Mn(NFD(lower)) with canonical reordering, for text holding non-Mn combining marks."""
         keys = self._nfd_table[0]
         index = tf.minimum(tf.searchsorted(keys, cps), tf.size(keys) - 1)
         hit = tf.equal(tf.gather(keys, index), cps)
-        cps, rows = _expand(cps, rows, hit, self._nfd_table)
+        cps, rows, *carried = _expand(cps, hit, self._nfd_table, rows, *carried)
         props = self._props(cps)
 
         ccc = tf.bitwise.right_shift(props, _CCC_SHIFT)
@@ -483,8 +519,16 @@ class InGraphTokenizer(tf.Module):
         # Canonical ordering: stable sort of each run of non-starters by combining class.
         key = tf.cumsum(tf.cast(run_start, tf.int64)) * 256 + tf.cast(ccc, tf.int64)
         order = tf.argsort(key, stable=True)
-        cps, props = tf.gather(cps, order), tf.gather(props, order)
-        return _drop_where(_bit(props, _MN), cps, rows, props)
+        cps, props, *carried = (tf.gather(t, order) for t in (cps, props, *carried))
+        return _drop_where(_bit(props, _MN), cps, rows, props, *carried)
+
+
+def words_with_offsets(tokenizer, wordpiece, strings):
+    """`tokenize_words_with_offsets` of `tokenizer` (an InGraphTokenizer) with `wordpiece` (words -> ids)."""
+    words, word_rows, num_rows, starts, ends = tokenizer.unicode_words(
+        checked(strings, tokenizer.max_texts_per_request, tokenizer.max_request_bytes), with_offsets=True)
+    return tuple(tf.RaggedTensor.from_value_rowids(t, word_rows, nrows=num_rows, validate=False)
+                 for t in (wordpiece(words), starts, ends))
 
 
 def _bit(props, mask):
@@ -499,8 +543,9 @@ def _drop_where(drop, *tensors):
     return tf.cond(tf.reduce_any(drop), remove, lambda: tuple(tf.identity(t) for t in tensors))
 
 
-def _expand(cps, rows, hit, table):
-    """Replaces each code point where `hit` holds by its sequence in `table` (keys, offsets, lengths, values)."""
+def _expand(cps, hit, table, *carried):
+    """Replaces each code point where `hit` holds by its sequence in `table` (keys, offsets, lengths, values); each
+    of `carried` (per code point) repeated as its code point is."""
     keys, offsets, lengths, values = table
     index = tf.minimum(tf.searchsorted(keys, cps), tf.size(keys) - 1)
     counts = tf.where(hit, tf.gather(lengths, index), 1)
@@ -509,4 +554,4 @@ def _expand(cps, rows, hit, table):
     source_hit = tf.gather(hit, source)
     at = tf.where(source_hit, tf.gather(offsets, tf.gather(index, source)) + within, 0)
     expanded = tf.where(source_hit, tf.gather(values, at), tf.gather(cps, source))
-    return expanded, tf.gather(rows, source)
+    return (expanded, *(tf.gather(t, source) for t in carried))
