@@ -59,7 +59,7 @@ class Entities:
         pairs = tf.stack([before.flat_values, after.flat_values], 1)
         ends, starts = (tf.gather_nd(tf.constant(table), pairs) for table in (self.ends, self.starts))
         row_start = tf.gather(after.row_starts(), after.value_rowids())
-        start_at = tf.where(starts)[:, 0]
+        start_at = tf.concat([tf.where(starts)[:, 0], [-1]], 0)  # (-1: a gather in range when nothing starts)
         seen = tf.cumsum(tf.cast(starts, tf.int64), exclusive=True)  # starts before each position
         last_start = tf.gather(start_at, tf.maximum(seen - 1, 0))
         begin = tf.where((seen > 0) & (last_start >= row_start), last_start, row_start)
