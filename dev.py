@@ -13,6 +13,7 @@ steps that take it with the original's fixed shapes (every batch and request pad
 comparison: by default they cut each batch to its longest text.
 """
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -43,6 +44,17 @@ def run(*cmd, **kwargs):
     subprocess.run(cmd, check=True, cwd=ROOT, **kwargs)
 
 
+def venv_missing():
+    """What to install when this Python cannot make a venv with pip (Debian and Ubuntu, a Cloud TPU VM's included,
+    ship ensurepip apart, in python3.X-venv), else None."""
+    if importlib.util.find_spec("venv") and importlib.util.find_spec("ensurepip"):
+        return None
+    return (f"dev.py makes .venv with `{os.path.basename(sys.executable)} -m venv`, which needs Python's venv and "
+            f"ensurepip modules; this Python ({sys.executable}) lacks them. On Debian or Ubuntu (a Cloud TPU VM "
+            f"included): sudo apt install python3.{sys.version_info.minor}-venv (python3-venv for the system's "
+            "default python3), then run dev.py again.")
+
+
 def setup():
     """Creates .venv and installs bert-tf with the extras the tests need; skipped when setup.py has not changed."""
     stamp = os.path.join(VENV, ".bert_tf_setup")
@@ -51,6 +63,9 @@ def setup():
     if os.path.exists(stamp) and open(stamp).read() == digest:
         return
     if not os.path.exists(PYTHON):
+        missing = venv_missing()
+        if missing:
+            raise SystemExit(missing)
         run(sys.executable, "-m", "venv", VENV)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     # Byte-compiled afterwards on every core (pip compiles one file after another): 51 + 22 s instead of 80 s here.

@@ -5,11 +5,17 @@ Examples:
   python run_scripts/evaluate_squad.py --data_file=dev-v2.0.json --pred_file=predictions.json \
     --na_prob_file=null_odds.json --out_file=eval.json
   python run_scripts/evaluate_squad.py dev-v2.0.json predictions.json      # positional, as the official scripts
+  python run_scripts/evaluate_squad.py dev-v2.0.json predictions.json -n null_odds.json -o eval.json -t 0.5
 
-Prints the metrics as JSON (and writes them to --out_file). --version=auto uses the v2.0 evaluation for a v2.0
-data file or when --na_prob_file is given, else v1.1.
+Called as the official scripts are: evaluate-v1.1.py's `dataset_file prediction_file`, evaluate-v2.0.py's
+`data.json pred.json` and its flags --out-file/-o, --na-prob-file/-n, --na-prob-thresh/-t (this script's --out_file,
+--na_prob_file, --na_prob_thresh) and --verbose/-v (no effect, as there; absl's --verbosity keeps its long name).
+Its --out-image-dir/-p (precision-recall plots) is refused. Prints the metrics as JSON (and writes them to
+--out_file). --version=auto uses the v2.0 evaluation for a v2.0 data file or when --na_prob_file is given, else v1.1.
 """
 import json
+import os
+import sys
 
 from absl import app, flags
 
@@ -26,6 +32,26 @@ flags.DEFINE_string("out_file", None, "Optional: write the metrics JSON here.")
 flags.DEFINE_float("na_prob_thresh", 1.0, "v2.0: predict 'no answer' when the no-answer probability is above this.",
                    lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_enum("version", "auto", ["auto", "1.1", "2.0"], "Which official evaluation to run.")
+
+# evaluate-v2.0.py's flags -> this script's (None: refused); its --verbose/-v, which changes nothing there, is dropped.
+OFFICIAL_FLAGS = {"--out-file": "out_file", "-o": "out_file", "--na-prob-file": "na_prob_file", "-n": "na_prob_file",
+                  "--na-prob-thresh": "na_prob_thresh", "-t": "na_prob_thresh", "--out-image-dir": None, "-p": None}
+OFFICIAL_SWITCHES = ("--verbose", "-v")
+
+
+def parse_flags(argv):
+    """absl's parsing of `argv` after the official script's flags are renamed to this script's (`-o x` ->
+    `--out_file x`, `--na-prob-file=x` -> `--na_prob_file=x`)."""
+    renamed = []
+    for arg in argv[1:]:
+        name, equals, value = arg.partition("=")
+        if arg in OFFICIAL_SWITCHES:
+            continue
+        if name in OFFICIAL_FLAGS and OFFICIAL_FLAGS[name] is None:
+            sys.exit(f"{os.path.basename(argv[0])}: error: {name} (the official script's precision-recall plots) is "
+                     "not supported: this script writes the metrics only.")
+        renamed.append(f"--{OFFICIAL_FLAGS[name]}{equals}{value}" if name in OFFICIAL_FLAGS else arg)
+    return app.parse_flags_with_usage(argv[:1] + renamed)
 
 
 def main(argv):
@@ -45,4 +71,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    bert_flags.run(main)
+    bert_flags.run(main, argv=sys.argv, flags_parser=parse_flags)
