@@ -1,7 +1,7 @@
 """The structure the code keeps: which layer may import which, no cycles, no private names across modules,
 TensorFlow-free data and text modules, scripts on top of the library (each setting the scripts' defaults before
 TensorFlow), a library whose import changes nothing in the process, and the indexes that describe it (each package
-docstring and README's layout name every module, and only modules).
+docstring and CONTRIBUTING.md's layout name every module, and only modules).
 
 Reads the imports with `ast` (nothing is imported but `bert_tf` itself, in a fresh process). Run it as a script to
 print the import graph:
@@ -308,7 +308,7 @@ def test_the_runner_calls_tasks_through_their_contract():
         type("NoEval", (Task,), {"modes": ("do_train", "do_eval")})
 
 
-# --- indexes: the package docstrings and README's layout name every module, and only modules ---------------------
+# --- indexes: the package docstrings and CONTRIBUTING.md's layout name every module, and only modules ----------
 
 def packages():
     """{package dotted name: sorted names of its modules and subpackages} of bert_tf."""
@@ -357,10 +357,10 @@ def test_each_package_docstring_lists_its_modules():
 
 
 def readme_layout():
-    """{package: listed module names} of README's "## Layout" block: bert_tf's entries (`name.py` or `name/`, the
-    package's listing a comma/semicolon-separated list whose items start with a module's name, descriptions in
-    parentheses), and each `sub/ (...)` item's list."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    """{package: listed module names} of CONTRIBUTING.md's "## Layout" block: bert_tf's entries (`name.py` or
+    `name/`, the package's listing a comma/semicolon-separated list whose items start with a module's name,
+    descriptions in parentheses), and each `sub/ (...)` item's list."""
+    with open(os.path.join(REPO, "CONTRIBUTING.md"), encoding="utf-8") as f:
         block = f.read().split("## Layout", 1)[1].split("```")[1]
     entries, listing = {}, {}
     for line in block.split("bert_tf/\n", 1)[1].splitlines():
@@ -389,7 +389,7 @@ def readme_layout():
 
 
 def test_readme_layout_lists_every_module():
-    """README's layout names each module and subpackage of bert_tf and of each package, and nothing else."""
+    """CONTRIBUTING.md's layout names each module and subpackage of bert_tf and of each package, and nothing else."""
     listed, actual = readme_layout(), packages()
     assert sorted(listed) == sorted(actual)
     assert not index_errors(listed, actual)

@@ -69,8 +69,8 @@ def write_onnx(function, specs, path, quantization):
     try:
         import tf2onnx
     except ImportError as e:
-        raise ImportError("--format=onnx needs tf2onnx and onnxruntime: pip install 'bert-tf[deploy]' "
-                          "(tf2onnx, onnx, onnxruntime)") from e
+        raise ImportError("--format=onnx needs tf2onnx and onnxruntime: pip install -e '.[deploy]' in "
+                          "bert-tf's clone (tf2onnx, onnx, onnxruntime)") from e
     _register_erfc()
     float_path = path + ".float" if quantization == "dynamic_range" else path
     names, signature = list(specs), list(specs.values())

@@ -17,8 +17,8 @@ import contextlib
 try:
     import apache_beam as beam
 except ImportError:  # pragma: no cover - the module is usable only with the `beam` extra
-    raise ImportError("bert_tf.data.pretraining.beam needs Apache Beam: pip install 'bert-tf[beam]' "
-                      "(or pip install apache-beam).") from None
+    raise ImportError("bert_tf.data.pretraining.beam needs Apache Beam: pip install -e '.[beam]' in "
+                      "bert-tf's clone (or pip install apache-beam).") from None
 
 from bert_tf import fileio
 from bert_tf.data.pretraining import instances, shards
