@@ -1,16 +1,15 @@
-"""The one module that reads, writes, lists or tests paths. A path is local (the standard library) or a URL that
-tf.io.gfile knows (gs://, ram://, ...; TensorFlow imported only for them). Its rules:
+"""The one module that reads, writes, lists or tests paths: local (the standard library) or a URL that tf.io.gfile knows
+(gs://, ram://, ...; TensorFlow imported only for them). Rules:
 
 1. A file is written under a temporary name beside it (`temp_path`) and renamed when complete (`atomic_write`).
-2. A directory (`staged_directory`) is written into a staging temporary, then committed: the target's key file
-   (saved_model.pb, a checkpoint's .index) removed, the new files moved in, the old ones the new content lacks
-   removed, the key file moved in last. A reader that takes a target only with its key file sees the old version,
-   none, or the new one.
-3. A temporary untouched for STALE_AFTER_S is stale (a live writer's never is); `remove_stale_temporaries` removes
-   stale ones, and every `staged_directory` runs it first.
-4. Clean-up removes only our temporaries (and, for the run owning a checkpoint directory, TensorFlow's), directly in
-   the directory given; it reads no file and follows no link.
-5. Inputs (`expand_patterns`) are files: never a directory, one of our temporaries or a SHARDS_MANIFEST_SUFFIX file."""
+2. A directory (`staged_directory`) is staged, then committed with its key file (saved_model.pb, a checkpoint's
+   .index) removed first and moved in last: a reader that needs the key file sees the old version, none or the new.
+3. A temporary untouched for STALE_AFTER_S is stale; `remove_stale_temporaries` removes those, and every
+   `staged_directory` runs it first.
+4. Clean-up removes only our temporaries (and a checkpoint directory's owner TensorFlow's) directly in the
+   directory given; it reads no file and follows no link.
+5. Inputs (`expand_patterns`) are files: never a directory, a temporary or a SHARDS_MANIFEST_SUFFIX file.
+"""
 import bz2
 import contextlib
 import fnmatch
@@ -51,9 +50,8 @@ def _gfile(path=""):
 
 
 class _RamGFile:
-    """tf.io.gfile answering for ram:// (the tests' stand-in for gs://) as an object store does: ram:// matches
-    names as prefixes (`x/a` "exists" beside `x/a.index`); here a path exists if its exact glob finds it, and a
-    listing marks directories with "/", as gs:// does."""
+    """tf.io.gfile for ram:// (the tests' stand-in for gs://), made to answer as an object store: a path exists if its
+    exact glob finds it, and listings mark directories with "/"."""
 
     def __init__(self, gfile):
         self._gfile = gfile
@@ -110,13 +108,13 @@ def glob(pattern):
 
 
 def stat(path):
-    """(size in bytes, modification time in seconds since the epoch) of the file `path`: one request on a URL."""
+    """(size in bytes, modification time in epoch seconds) of the file `path`: one request on a URL."""
     found = _gfile(path).stat(path) if is_url(path) else os.stat(path)
     return (found.length, found.mtime_nsec / 1e9) if is_url(path) else (found.st_size, found.st_mtime)
 
 
 def mtime(path):
-    """`stat`'s time of `path`; a directory's: the newest of its files' and its own (a store keeps none for it)."""
+    """`stat`'s time of `path`; a directory's: the newest of its files' and its own."""
     if not isdir(path):
         return stat(path)[1]
     times = [mtime(os.path.join(path, name)) for name in walk_files(path)]
@@ -124,8 +122,8 @@ def mtime(path):
 
 
 def expand_patterns(patterns):
-    """Comma-separated names and globs (or a list) -> input files (rule 5) in the original scripts' order (patterns
-    as given, each one's matches in directory order). FileNotFoundError names every pattern matching none."""
+    """Comma-separated names and globs (or a list) -> input files (rule 5) in the original's order. FileNotFoundError
+    names every pattern matching none."""
     files, unmatched = [], []
     listing = functools.cache(lambda parent: set(_gfile(parent).listdir(parent)))  # a store lists a folder as "x/"
 
@@ -147,8 +145,8 @@ def expand_patterns(patterns):
 
 
 def open_file(path, mode="rb", name=None):
-    """Opens `path` ("rb", "wb", "r", "w"), (de)compressing as `name` (default `path`) ends in COMPRESSED_SUFFIXES.
-    Text modes are UTF-8 (bad bytes replaced on reading). On a store a write completes when the stream closes."""
+    """Opens `path` ("rb", "wb", "r", "w"), (de)compressed by the COMPRESSED_SUFFIXES `name` (default `path`) ends in;
+    text is UTF-8, bad bytes replaced on reading. A store's write completes on close."""
     raw_mode = "rb" if "r" in mode else "wb"
     name = path if name is None else name
     f = open(path, raw_mode) if not is_url(path) else (
@@ -165,7 +163,7 @@ def open_file(path, mode="rb", name=None):
 
 
 class _GFileStream(io.RawIOBase):
-    """A tf.io.gfile.GFile as a raw binary stream, which io's buffers and text wrapper, gzip and bz2 take."""
+    """A tf.io.gfile.GFile as a raw binary stream for io, gzip and bz2."""
 
     def __init__(self, path, mode):
         super().__init__()
@@ -238,8 +236,8 @@ def makedirs(path):
 
 
 def check_writable(paths):
-    """Raises now, not after hours of work, if a local output's directory is missing or not writable, or the output
-    is a directory (a URL is checked only when written)."""
+    """Raises now, not after hours of work, if a local output's directory is missing or not writable, or the output is a
+    directory (a URL is checked when written)."""
     for path in (p for p in paths if not is_url(p)):
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
@@ -278,8 +276,7 @@ def temp_path(path):
 
 @contextlib.contextmanager
 def written_atomically(path):
-    """Yields a temporary path to write `path` under (rule 1), for writers that take a path; removed if the block
-    raises."""
+    """Yields a temporary path to write `path` under (rule 1); removed if the block raises."""
     makedirs(os.path.dirname(path))
     tmp = temp_path(path)
     try:
@@ -327,8 +324,7 @@ def copy_tree(source, target):
 
 @contextlib.contextmanager
 def local_file(path, what="Input file"):
-    """Yields a local path holding the file `path` (for a URL a copy, removed after the block), for libraries that
-    read only local files."""
+    """Yields a local path holding the file `path` (a URL's copy, removed afterwards)."""
     if not isfile(path):
         raise FileNotFoundError(f"{what} not found: {path}")
     if not is_url(path):
@@ -341,15 +337,15 @@ def local_file(path, what="Input file"):
 
 
 def local_directory():
-    """A new local scratch directory, removed when the block ends (for tools that write only local files)."""
+    """A new local scratch directory, removed when the block ends."""
     return tempfile.TemporaryDirectory(prefix="bert_tf-", ignore_cleanup_errors=True)
 
 
 @contextlib.contextmanager
 def staged_directory(target, key, remove=".*", label=None):
-    """Yields an empty staging directory for `target`'s new content (beside it; with `label`, inside it), committed
-    when the block completes (rule 2). The files it lacks are removed where their relative paths match `remove`
-    (".*": `target` becomes exactly the new content; another regex: top-level files only)."""
+    """Yields an empty staging directory for `target`'s new content, committed when the block completes (rule 2). Old
+    files whose relative paths match `remove` go (".*": exactly the new content; another regex: top-level files
+    only)."""
     target = target.rstrip("/")
     where = target if label else os.path.dirname(target)
     remove_stale_temporaries(where)
@@ -386,8 +382,8 @@ def staged_directory(target, key, remove=".*", label=None):
 
 
 def remove_stale_temporaries(directory, checkpoints=False):
-    """Removes (and returns) the stale temporaries directly in `directory` (rules 3, 4); with `checkpoints` (only
-    the run owning the directory) also TENSORFLOW_TEMPORARIES, whatever their age."""
+    """Removes and returns the stale temporaries directly in `directory` (rules 3, 4); with `checkpoints` also
+    TENSORFLOW_TEMPORARIES, whatever their age."""
     removed = []
     for name in listdir(directory) if isdir(directory) else []:
         path = os.path.join(directory, name)

@@ -1,14 +1,10 @@
 """Hugging Face BERT directories (config.json + model.safetensors + vocab.txt) both ways, by the original variable
-names: read into our models (`load_hf_safetensors`, `task_model_from_hf_directory`) and into a directory like a
-released original BERT (`convert_hf_to_original`), optionally with the pretraining heads (the model's own, or seeded
-untrained ones, `seeded_pretraining_heads`, for a model published without them); and written from original tensors
-(`write_hf_directory`) as transformers writes its own: config.json, model.safetensors, vocab.txt,
-tokenizer_config.json and special_tokens_map.json.
+names: read into our models (`task_model_from_hf_directory`) or into a directory like a released original BERT
+(`convert_hf_to_original`), and written from original tensors as transformers writes its own (`write_hf_directory`).
 
-Which transformers class a directory holds is its task's (`ARCHITECTURES`); the Hugging Face names of the encoder
-(`_HF_LAYER`) and of each head (`HF_HEADS`) are one table, used both ways, so that reading and writing cannot
-disagree. Activations: a Hugging Face "gelu" is the exact (erf) GELU, our
-`gelu_exact`; "gelu_new" is the tanh approximation, our (and the original's) `gelu`.
+One table of Hugging Face names (`_HF_LAYER`, `HF_HEADS`) serves both ways, so reading and writing cannot disagree; a
+task's transformers class is in `ARCHITECTURES`. Activations: Hugging Face "gelu" is our `gelu_exact` (erf); "gelu_new"
+is our (and the original's) `gelu` (tanh).
 """
 import json
 import os
@@ -43,7 +39,7 @@ _HF_LAYER = [  # (HF module path inside encoder.layer.N, original name inside la
 
 
 def _linear_head(module):
-    """A head that is one transformers Linear `module`: weight [K, H] = the original's output_weights, bias [K]."""
+    """A head that is one transformers Linear `module`: weight [K, H] = output_weights, bias [K]."""
     return ((f"{module}.weight", False), (f"{module}.bias", False))
 
 
@@ -55,10 +51,8 @@ ARCHITECTURES = {"encoder": "BertModel", "classifier": "BertForSequenceClassific
                  "pretraining": "BertForPreTraining", "masked_lm": "BertForMaskedLM"}
 # The tasks of a BertForSequenceClassification other than the classifier -> its config.json's problem_type.
 PROBLEM_TYPES = {"regression": "regression", "multi_label": "multi_label_classification"}
-# Each head's tensors as transformers names them: head attribute -> (Hugging Face name, whether it is the transpose
-# of the original tensor), in the order of the head's original variables (its task model's `heads`). The masked
-# LM's decoder is the word embedding table: transformers
-# ties it and writes no cls.predictions.decoder.* tensors.
+# Head attribute -> (Hugging Face name, transposed?) in the order of its task model's `heads`. The masked LM's
+# decoder is the tied word embedding table: transformers writes no cls.predictions.decoder.* tensors.
 HF_HEADS = {
     "masked_lm": (("cls.predictions.transform.dense.weight", True), ("cls.predictions.transform.dense.bias", False),
                   ("cls.predictions.transform.LayerNorm.weight", False),
@@ -69,12 +63,10 @@ HF_HEADS = {
     "choice": _linear_head("classifier"),
     "span": _linear_head("qa_outputs"),
 }
-# The transformers classes built without the pooler (add_pooling_layer=False): a directory transformers wrote for
-# one has no bert.pooler.*; bert-tf writes the pooler there too (transformers logs it unused), so that a round trip
-# keeps every variable.
+# The transformers classes built without the pooler: their directories lack bert.pooler.*; bert-tf writes it
+# anyway, so that a round trip keeps every variable.
 _WITHOUT_POOLER = ("BertForMaskedLM", "BertForTokenClassification", "BertForQuestionAnswering")
-# What a model directory may hold that transformers would read instead of the files written here (other weights, a
-# tokenizer.json of another vocabulary): removed from output_dir when a directory is written.
+# Files transformers would read instead of ours (other weights, another tokenizer.json): removed when writing.
 _REPLACED = (r"(model-\d+-of-\d+\.safetensors|model\.safetensors\.index\.json|pytorch_model.*\.bin(\.index\.json)?|"
              r"tf_model\.h5|flax_model\.msgpack|tokenizer\.json|added_tokens\.json)")
 _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
@@ -115,12 +107,8 @@ def bert_config_from_hf(hf_config):
 
 
 def hf_config(config, spec, labels=None):
-    """The Hugging Face config.json (a dict) of BertConfig `config` as the transformers class of TaskSpec `spec`
-    (`ARCHITECTURES`):
-    model_type "bert", architectures, the BERT keys, hidden_act as transformers names our function
-    (`_TO_HF_ACTIVATION`: gelu -> gelu_new, gelu_exact -> gelu), layer_norm_eps 1e-12, pad_token_id 0, absolute
-    positions; for a labelled head its `labels` as id2label / label2id (num_labels), for the regression task
-    problem_type "regression" and one label, for multi_label problem_type "multi_label_classification"."""
+    """The Hugging Face config.json (a dict) of `config` as the transformers class of `spec`: the BERT keys, hidden_act
+    in transformers' names, id2label / label2id for a labelled head, problem_type for regression and multi_label."""
     out = {"architectures": [ARCHITECTURES[spec.name]], "model_type": "bert", "dtype": "float32",
            **{key: getattr(config, key) for key in _CONFIG_KEYS},
            "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPS,
@@ -137,10 +125,8 @@ def hf_config(config, spec, labels=None):
 
 
 def hf_name_map(num_layers, heads=None, prefix="bert."):
-    """Hugging Face tensor name -> (original name, transposed?) for an encoder of `num_layers` (its names under
-    `prefix`: "bert." in a task model's directory, "" in a BertModel's) and the heads `heads` (a task model's
-    `heads`: attribute, of HF_HEADS -> original variable rows). The one table both ways: `load_hf_safetensors`
-    reads by it, `write_hf_directory` writes by it."""
+    """Hugging Face tensor name -> (original name, transposed?) for an encoder of `num_layers` under `prefix` ("bert."
+    in a task model's directory, "" in a BertModel's) and the task model's `heads`."""
     out = {}
 
     def norm(hf, orig):
@@ -166,12 +152,8 @@ def hf_name_map(num_layers, heads=None, prefix="bert."):
 
 
 def load_hf_safetensors(model, safetensors_file, strict=False):
-    """Loads Hugging Face BERT weights (`model.safetensors`) into `model` (a BertModel or a task model: its encoder
-    and each of its heads, by `hf_name_map`). Returns a LoadReport (also logged).
-
-    The tied MLM decoder (`cls.predictions.decoder.*`) is the word embedding table and the position_ids buffer
-    (written by transformers before 4.31) is no weight: neither is reported unused.
-    """
+    """Loads `model.safetensors` into `model` (a BertModel or a task model) by `hf_name_map`; returns a LoadReport (also
+    logged). The tied MLM decoder and the position_ids buffer are not reported unused."""
     try:
         from safetensors import safe_open
     except ImportError as e:  # pragma: no cover - safetensors is a core dependency
@@ -203,10 +185,9 @@ def from_hf_directory(model_dir, dtype=None):
 
 
 def hf_task(hf_model_dir):
-    """(TaskSpec, num_labels or None, label names or None) of a Hugging Face BERT directory: the task whose
-    class (`ARCHITECTURES`) its config.json's `architectures` names (none named: BertModel, the encoder), a
-    BertForSequenceClassification with a problem_type of `PROBLEM_TYPES` that task; a labelled task's labels
-    from id2label (else num_labels, transformers' default 2). ValueError naming config.json for another class."""
+    """(TaskSpec, num_labels or None, label names or None) of a Hugging Face BERT directory, from its config.json's
+    `architectures` (none: the encoder) and problem_type; labels from id2label. ValueError naming config.json for
+    another class."""
     path = os.path.join(hf_model_dir, "config.json")
     hf = _read_hf_config(path)
     architecture = (hf.get("architectures") or ["BertModel"])[0]
@@ -223,10 +204,9 @@ def hf_task(hf_model_dir):
 
 
 def task_model_from_hf_directory(hf_model_dir):
-    """The task model (`hf_task`) of a Hugging Face BERT directory with its encoder and heads loaded from its
-    model.safetensors; a class transformers builds without a pooler (`_WITHOUT_POOLER`) may lack bert.pooler.*
-    (its pooler then keeps its initial values, with a warning). ValueError naming the file for any other variable
-    the model needs that the file lacks. Returns (TaskSpec, the model, the label names or None)."""
+    """(TaskSpec, the task model with weights loaded, label names or None) of a Hugging Face BERT directory. A class
+    without a pooler (`_WITHOUT_POOLER`) may lack bert.pooler.* (a warning); any other missing variable is a ValueError
+    naming the file."""
     spec, num_labels, labels = hf_task(hf_model_dir)
     config = bert_config_from_hf(os.path.join(hf_model_dir, "config.json"))
     model = spec.build(config, num_labels)
@@ -245,14 +225,8 @@ def task_model_from_hf_directory(hf_model_dir):
 
 
 def seeded_pretraining_heads(hidden_size, vocab_size, seed):
-    """Untrained masked-LM and next-sentence heads under their original names, for a model published without them.
-
-    Drawn with NumPy RandomState(seed) in this order: cls/predictions/transform/dense/kernel = I + N(0, 0.02) [H, H]
-    (near the identity, so that the masked-LM head starts from the encoder's last layer almost as it is), its bias
-    N(0, 0.05) [H], transform/LayerNorm/gamma 1 + N(0, 0.1) and beta N(0, 0.1) [H], cls/predictions/output_bias
-    N(0, 0.1) [V], cls/seq_relationship/output_weights N(0, 0.2) [2, H] and output_bias N(0, 0.2) [2].
-    Returns: dict of original name -> float32 array.
-    """
+    """Untrained masked-LM and next-sentence heads (original name -> float32 array) drawn from RandomState(`seed`), for
+    a model published without them; the transform dense starts near the identity."""
     rng = np.random.RandomState(seed)
     h = hidden_size
     heads = {
@@ -268,8 +242,8 @@ def seeded_pretraining_heads(hidden_size, vocab_size, seed):
 
 
 def pretrainer_from_hf_directory(model_dir, heads_seed):
-    """A BertPretrainer from a Hugging Face model directory: the encoder and whatever pretraining heads the model
-    has (a BertForPreTraining has both), the missing heads from `seeded_pretraining_heads(..., heads_seed)`."""
+    """A BertPretrainer from a Hugging Face directory: its pretraining heads, the missing ones from
+    `seeded_pretraining_heads(..., heads_seed)`."""
     config = bert_config_from_hf(os.path.join(model_dir, "config.json"))
     model = BertPretrainer(config)
     source = os.path.join(model_dir, "model.safetensors")
@@ -287,13 +261,11 @@ def pretrainer_from_hf_directory(model_dir, heads_seed):
 
 
 def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
-    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab).
+    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab); returns
+    output_dir.
 
-    pretraining_heads_seed: if set, the checkpoint holds the encoder and the pretraining heads (cls/predictions/...,
-      cls/seq_relationship/...) as a released BERT does (`pretrainer_from_hf_directory`); else the encoder and the
-      heads of the transformers class its config.json names (`task_model_from_hf_directory`: e.g. a
-      BertForSequenceClassification's output_weights / output_bias, a BertForQuestionAnswering's cls/squad/...).
-    Returns output_dir.
+    pretraining_heads_seed: if set, the encoder and the pretraining heads (`pretrainer_from_hf_directory`); else the
+    encoder and the heads of the class config.json names (`task_model_from_hf_directory`).
     """
     if pretraining_heads_seed is None:
         model = task_model_from_hf_directory(hf_model_dir)[1]
@@ -304,7 +276,7 @@ def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None
 
 
 def check_vocab(vocab_file, config):
-    """Raises unless `vocab_file` is given and has one token per embedding row (`check_exact_vocab_size`)."""
+    """Raises unless `vocab_file` is given and has one token per embedding row."""
     if not vocab_file:
         raise ValueError("A Hugging Face directory needs the model's vocab.txt: pass vocab_file (--vocab_file), or "
                          "keep it beside the checkpoint.")
@@ -320,13 +292,9 @@ def check_hf_output_dir(output_dir):
 
 
 def write_hf_directory(tensors, config, spec, output_dir, vocab_file, do_lower_case=True, labels=None):
-    """Writes `tensors` (original name -> array: the encoder and TaskSpec `spec`'s heads) into output_dir as a
-    transformers directory of the spec's class (`ARCHITECTURES`): config.json, model.safetensors (float32, by
-    `hf_name_map`), vocab.txt, tokenizer_config.json and special_tokens_map.json. labels: a labelled head's names
-    (None: LABEL_i). Everything is checked before anything is written; the files are committed together
-    (model.safetensors last), other weights and tokenizer files transformers would read instead (`_REPLACED`)
-    removed. Returns output_dir.
-    """
+    """Writes `tensors` (original name -> array) into output_dir as a transformers directory of `spec`'s class
+    (config.json, model.safetensors, vocab.txt, tokenizer files; `labels` None: LABEL_i), checked before writing,
+    model.safetensors committed last; returns output_dir."""
     from safetensors.numpy import save
 
     check_hf_output_dir(output_dir)

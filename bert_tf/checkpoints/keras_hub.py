@@ -1,15 +1,11 @@
 """KerasHub BERT presets in and out; keras-hub (the `ecosystem` extra) is imported only to read or write one.
 
-A preset is a directory: config.json (a serialized `keras_hub>BertBackbone`), model.weights.h5 (or sharded),
-tokenizer.json with assets/tokenizer/vocabulary.txt, metadata.json; a task's preset adds task.json (e.g.
-`keras_hub>BertTextClassifier`: our task of `_TASKS`), task.weights.h5 and preprocessor.json.
+A preset is a directory: config.json (a serialized `keras_hub>BertBackbone`), model.weights.h5, tokenizer.json with
+assets/tokenizer/vocabulary.txt, metadata.json; a task's preset adds task.json, task.weights.h5 and preprocessor.json.
+In: `read_preset`, `preset_tensors`. Out: `save_preset`, committed into output_dir as a whole.
 
-In: `read_preset` (config, vocabulary, casing) and `preset_tensors` (original name -> tensor, via KerasHub's
-`from_preset`). Out: `save_preset` (KerasHub's `save_to_preset`, committed into output_dir as a whole).
-
-Layouts: attention kernels per head as in `model_garden`; a Dense kernel is [in, out] (the classifier's `logits`
-kernel is output_weights transposed). BertBackbone always computes the tanh GELU (our "gelu"): relu, tanh and
-linear models are refused, gelu_exact ones written with a warning (`GELU_EXACT_DIFFERENCE`).
+Layouts: attention kernels per head as in `model_garden`; Dense kernels [in, out]. BertBackbone computes the tanh GELU
+only: relu, tanh and linear models are refused, gelu_exact ones written with a warning.
 """
 import contextlib
 import dataclasses
@@ -30,9 +26,7 @@ WEIGHTS_FILES = ("model.weights.h5", "model.weights.json")  # one file, or the i
 TASK_FILE, TASK_WEIGHTS_FILE, TOKENIZER_FILE = "task.json", "task.weights.h5", "tokenizer.json"
 BACKBONE_CLASS, TOKENIZER_CLASS = "keras_hub>BertBackbone", "keras_hub>BertTokenizer"
 INSTALL = "pip install 'bert-tf[ecosystem]' (or pip install keras-hub)"
-# The difference the tanh GELU makes to a model trained with the exact one, measured on the real MiniLM-L6-H384
-# (all-MiniLM-L6-v2) over gensim's 200 pang_lee_polarity sentences (max_seq_length 128; tests/checkpoints/
-# test_keras_hub.py checks it).
+# What the tanh GELU does to a model trained with the exact one (tests/checkpoints/test_keras_hub.py checks it).
 GELU_EXACT_DIFFERENCE = ("on the real MiniLM-L6-H384 over 200 real sentences the tanh form moved the sequence "
                          "outputs by up to 7.9e-3 (3.6e-4 on average), the pooled output by up to 3.0e-4, and its "
                          "sentence embeddings to a cosine of 0.999998 with the exact ones")
@@ -56,8 +50,7 @@ _LAYER_ROWS = [  # original under bert/encoder/layer_{i}/, KerasHub under transf
     *[(f"output/LayerNorm/{w}", f"feedforward_layer_norm/{w}", None) for w in ("gamma", "beta")],
 ]
 _POOLER_ROWS = [(f"bert/pooler/dense/{w}", f"pooled_dense/{w}", None) for w in ("kernel", "bias")]
-# KerasHub task class -> (our task of that model, {original head variable: (KerasHub variable path, layout)}); a
-# preset of none of these is the encoder's (BertBackbone).
+# KerasHub task class -> (our task, {original head variable: (KerasHub path, layout)}); others: the backbone.
 _TASKS = {
     "BertTextClassifier": ("classifier", {"output_weights": ("logits/kernel", "transpose"),
                                           "output_bias": ("logits/bias", None)}),
@@ -74,8 +67,8 @@ def _keras_hub():
 
 
 def encoder_rows(num_layers):
-    """(original name, KerasHub variable path, layout) of every encoder variable of a `num_layers` BERT; layout:
-    None, "heads_kernel", "heads_bias" or "heads_output" (`model_garden.to_original`)."""
+    """(original name, KerasHub variable path, layout) of every encoder variable of a `num_layers` BERT (layouts:
+    `model_garden.to_original`)."""
     rows = list(_EMBEDDING_ROWS)
     for i in range(num_layers):
         rows += [(f"bert/encoder/layer_{i}/{o}", f"transformer_layer_{i}/{k}", layout) for o, k, layout in _LAYER_ROWS]
@@ -83,8 +76,7 @@ def encoder_rows(num_layers):
 
 
 def head_rows(task_class):
-    """(original name, KerasHub variable path, layout) of the head variables of KerasHub task `task_class` (of
-    `_TASKS`, else none)."""
+    """(original name, KerasHub variable path, layout) of the head of KerasHub task `task_class`."""
     if task_class not in _TASKS:
         return []
     task, layers = _TASKS[task_class]
@@ -118,16 +110,14 @@ def _registered(path, what):
 
 
 def is_preset(path):
-    """Whether `path` is a KerasHub preset directory: its config.json names a serialized Keras class
-    (`registered_name`, the test KerasHub's own loader makes), whatever the architecture."""
+    """Whether `path` is a KerasHub preset: its config.json names a `registered_name`, whatever the architecture."""
     config = os.path.join(path, CONFIG_FILE) if path else None
     return bool(path) and fileio.isfile(config) and "registered_name" in (fileio.read_json(config, "config") or {})
 
 
 def bert_config_from_keras_hub(backbone, source):
-    """A BertBackbone's config (the `config` of config.json) -> BertConfig: its one dropout for both of the
-    original's, hidden_act "gelu" (the tanh form, which BertBackbone computes whatever its config), and
-    initializer_range 0.02 (BertBackbone's)."""
+    """A BertBackbone's config -> BertConfig: its one dropout for both of the original's, hidden_act "gelu" (tanh),
+    initializer_range 0.02."""
     keys = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim")
     missing = [k for k in keys if k not in backbone]
     if missing:
@@ -143,9 +133,8 @@ def bert_config_from_keras_hub(backbone, source):
 
 
 def _tokenizer_files(path, config):
-    """(vocabulary file or None, lowercase or None) of the preset's tokenizer.json; raises if its vocabulary does not
-    have the backbone's vocabulary_size. Warns where lowercase and strip_accents differ (bert-tf's do_lower_case,
-    the original's, does both)."""
+    """(vocabulary file or None, lowercase or None) of the preset's tokenizer.json; raises unless its vocabulary has the
+    backbone's size. Warns where lowercase and strip_accents differ."""
     tokenizer_json = os.path.join(path, TOKENIZER_FILE)
     if not fileio.isfile(tokenizer_json):
         return None, None
@@ -171,8 +160,7 @@ def _tokenizer_files(path, config):
 
 @functools.cache
 def _warn_casing(tokenizer_json, lowercase, strip_accents):
-    """Warns (once per file and setting) that bert-tf tokenizes a preset whose casing settings differ with the
-    original's do_lower_case=lowercase."""
+    """Warns (once per file and setting) that a preset's casing differs from do_lower_case=lowercase."""
     logging.warning("%s: lowercase=%s but strip_accents=%s (KerasHub's converter of Hugging Face BERTs writes that); "
                     "bert-tf's do_lower_case, the original's, lower-cases and strips accents together, so it "
                     "tokenizes with do_lower_case=%s: ids differ from KerasHub's on words with accents.",
@@ -180,13 +168,10 @@ def _warn_casing(tokenizer_json, lowercase, strip_accents):
 
 
 def read_preset(path):
-    """Reads a KerasHub BERT preset directory's JSON files (nothing is built, keras-hub is not imported).
+    """Reads a KerasHub BERT preset's JSON files into a Preset (nothing built, keras-hub not imported).
 
-    Raises ValueError naming the file for a preset of another architecture (config.json registers another class
-    than keras_hub>BertBackbone), a tokenizer that is not BERT's, or a vocabulary whose size differs from the
-    backbone's vocabulary_size; FileNotFoundError naming the file for missing weights (model.weights.h5, or a
-    task's task.weights.h5) or vocabulary.
-    Returns: Preset.
+    ValueError naming the file for another architecture, a non-BERT tokenizer or a vocabulary of the wrong size;
+    FileNotFoundError naming the missing weights or vocabulary file.
     """
     config_json = os.path.join(path, CONFIG_FILE)
     backbone, name = _registered(config_json, "KerasHub preset config")
@@ -212,7 +197,7 @@ def read_preset(path):
 
 @contextlib.contextmanager
 def _local_preset(path):
-    """The preset directory on a local disk, for KerasHub's loader: itself, or a copy of a URL's files."""
+    """The preset directory on local disk: itself, or a copy of a URL's files."""
     if not fileio.is_url(path):
         yield path
         return
@@ -222,8 +207,8 @@ def _local_preset(path):
 
 
 def _load(preset):
-    """The preset's KerasHub model by KerasHub's own from_preset, in float32: the task of task.json where `_TASKS`
-    has its class (its preprocessor not built), else the backbone."""
+    """The preset's model by KerasHub's from_preset, in float32: the task of task.json where `_TASKS` has its class,
+    else the backbone."""
     keras_hub = _keras_hub()
     with _local_preset(preset.path) as local:
         if preset.task in _TASKS:
@@ -232,9 +217,8 @@ def _load(preset):
 
 
 def preset_tensors(path):
-    """Original name -> tensor getter for a KerasHub BERT preset: its backbone and, for a task class of `_TASKS`, its
-    head; the preset's other variables (and a task.json of another class) are added without a getter under
-    "keras_hub:<name>", so that they are reported unused."""
+    """Original name -> tensor getter of a KerasHub BERT preset's backbone and `_TASKS` head; other variables are added
+    as "keras_hub:<name>" without a getter, so they are reported unused."""
     preset = read_preset(path)
     model = _load(preset)
     values = {variable.path: variable.numpy() for variable in model.weights}
@@ -268,7 +252,7 @@ def _check_activation(config, output_dir):
 
 
 def _check_output_dir(output_dir):
-    """Raises if output_dir holds files but is not a KerasHub preset (which a new preset replaces as a whole)."""
+    """Raises if output_dir holds files but is not a KerasHub preset."""
     if fileio.isdir(output_dir) and fileio.walk_files(output_dir) and not is_preset(output_dir):
         raise ValueError(f"{output_dir} holds files ({sorted(fileio.listdir(output_dir))[:5]}) and is not a KerasHub "
                          f"preset: a preset replaces its directory's content as a whole; choose an empty or new "
@@ -276,9 +260,8 @@ def _check_output_dir(output_dir):
 
 
 def check_preset_writable(config, output_dir, vocab_file=None):
-    """The checks `save_preset` makes before anything is written, for a caller to make before its work (a training
-    run with --save_keras_hub_preset): keras-hub importable, the activation (`_check_activation`), the
-    vocabulary's size (`check_exact_vocab_size`), output_dir (`_check_output_dir`)."""
+    """`save_preset`'s checks, for a caller to run before its work: keras-hub importable, the activation, the
+    vocabulary's size, output_dir."""
     _keras_hub()
     _check_activation(config, output_dir)
     if vocab_file:
@@ -287,15 +270,13 @@ def check_preset_writable(config, output_dir, vocab_file=None):
 
 
 def preset_task(heads):
-    """The TaskSpec of the first task of `_TASKS` whose heads are among `heads` (head attributes a checkpoint
-    holds), or None (the backbone alone)."""
+    """The TaskSpec of the first `_TASKS` task whose heads are among `heads`, or None (the backbone)."""
     specs = (task_models.REGISTRY[task] for task, _ in _TASKS.values())
     return next((spec for spec in specs if set(spec.head_names) <= set(heads)), None)
 
 
 def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
-    """The KerasHub model of `tensors` (original name -> array): BertBackbone, or the task whose heads they hold,
-    with a BertTokenizer (and the task's preprocessor) where vocab_file is given. Returns (model, tokenizer)."""
+    """(KerasHub model, tokenizer or None) of `tensors`: BertBackbone, or the task whose heads they hold."""
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
@@ -320,19 +301,15 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
 
 
 def export_preset(model, output_dir, vocab_file=None, do_lower_case=True):
-    """Writes a model (a BertModel or a task model) as a KerasHub preset: `save_preset` of its variables by original
-    name, the head of a task of `_TASKS` included. Returns output_dir."""
+    """`save_preset` of a model's variables by original name; returns output_dir."""
     tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
     return save_preset(tensors, task_models.encoder_of(model).config, output_dir, vocab_file, do_lower_case)
 
 
 def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True):
-    """Writes `tensors` (original name -> array: the encoder, optionally the head of a task of `_TASKS`) as a
-    KerasHub preset directory: BertBackbone, with vocab_file a BertTokenizer (lowercase and strip_accents =
-    do_lower_case), and for a head its task with its preprocessor. Other heads (pretraining) are left out:
-    BertBackbone has none. `check_preset_writable` runs before anything is written; the preset is written locally,
-    then committed into output_dir (config.json last). Returns output_dir.
-    """
+    """Writes `tensors` (original name -> array) as a KerasHub preset: BertBackbone, a BertTokenizer with vocab_file,
+    and a `_TASKS` head's task with its preprocessor; other heads are left out. Checked by `check_preset_writable`
+    first, written locally, then committed (config.json last). Returns output_dir."""
     check_preset_writable(config, output_dir, vocab_file)
     keras_hub = _keras_hub()
     with fileio.local_directory() as local:

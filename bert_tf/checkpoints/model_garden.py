@@ -1,14 +1,12 @@
-"""Model Garden (tensorflow/models `official.nlp`) BERT checkpoints in and out, in plain TensorFlow (neither
-`official` nor `tensorflow_hub` is imported; TF Hub SavedModels: `tfhub`).
+"""Model Garden (tensorflow/models `official.nlp`) BERT checkpoints in and out, in plain TensorFlow (TF Hub SavedModels:
+`tfhub`).
 
-In: `checkpoint_tensors` maps a TF2 checkpoint of a `BertEncoder` / `BertEncoderV2` (`encoder` or `model`) or of a
-`BertPretrainerV2` (`encoder`, `masked_lm`, the next-sentence classification head) to original names, found through
-its object graph (the encoder: the first object, breadth first, with `_embedding_layer` and `_transformer_layers`);
-what the model has no place for is reported unused as "model_garden:<object path>".
-Out: `save_model_garden_checkpoint` writes the object graph Model Garden's converter writes.
+In: `checkpoint_tensors` maps a TF2 checkpoint of a `BertEncoder` / `BertEncoderV2` or `BertPretrainerV2` to original
+names through its object graph; what has no place is reported unused as "model_garden:<object path>". Out:
+`save_model_garden_checkpoint` writes the object graph Model Garden's converter writes.
 
-Layouts (Model Garden vs original): query/key/value kernel [H, N, D] vs [H, N*D], bias [N, D] vs [N*D],
-attention-output kernel [N, D, H] vs [N*D, H]; next-sentence kernel [H, 2] vs output_weights [2, H].
+Layouts (Model Garden vs original): query/key/value kernel [H, N, D] vs [H, N*D], bias [N, D] vs [N*D], attention-output
+kernel [N, D, H] vs [N*D, H]; next-sentence kernel [H, 2] vs output_weights [2, H].
 """
 import collections
 
@@ -57,8 +55,8 @@ MASKED_LM_PATHS = [
 
 
 def encoder_rows(num_layers):
-    """(original name, Model Garden variable name, object path inside the BertEncoder, layout) of every encoder
-    variable of a `num_layers` BERT; layout: None, "heads_kernel", "heads_bias" or "heads_output"."""
+    """(original name, Model Garden name, object path, layout) of every encoder variable of a `num_layers` BERT; layout:
+    None, "heads_kernel", "heads_bias" or "heads_output"."""
     rows = list(_EMBEDDING_ROWS)
     for i in range(num_layers):
         rows += [(f"bert/encoder/layer_{i}/{o}", f"transformer/layer_{i}/{n}", f"_transformer_layers/{i}/{p}", k)
@@ -67,8 +65,7 @@ def encoder_rows(num_layers):
 
 
 def to_original(layout, value):
-    """A Model Garden array in `layout` -> the original's shape (per-head axes merged, the logits kernel
-    transposed)."""
+    """A Model Garden array in `layout` -> the original's shape."""
     if layout == "heads_kernel":
         return value.reshape(value.shape[0], -1)
     if layout == "heads_bias":
@@ -81,7 +78,7 @@ def to_original(layout, value):
 
 
 def to_model_garden(layout, value, num_heads):
-    """The inverse of `to_original` for an encoder variable of a model with `num_heads` attention heads."""
+    """The inverse of `to_original`, for `num_heads` attention heads."""
     if layout == "heads_kernel":
         return value.reshape(value.shape[0], num_heads, -1)
     if layout == "heads_bias":
@@ -132,21 +129,20 @@ class _ObjectGraph:
 
 
 def is_model_garden_graph(reader):
-    """Whether a TF2 checkpoint (a tf.train.CheckpointReader) holds a Model Garden BERT encoder."""
+    """Whether a TF2 checkpoint reader holds a Model Garden BERT encoder."""
     graph = read_object_graph(reader)
     return graph is not None and graph.find("_embedding_layer", "_transformer_layers") is not None
 
 
 def read_object_graph(reader):
-    """The object graph of a TF2 checkpoint (a tf.train.CheckpointReader), or None for a name-based one."""
+    """The object graph of a TF2 checkpoint reader, or None for a name-based checkpoint."""
     if OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return None
     return _ObjectGraph(trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(OBJECT_GRAPH)))
 
 
 def _next_sentence_nodes(graph):
-    """(pooler dense node, logits node) of the `next_sentence` classification head of a BertPretrainerV2
-    checkpoint, or (None, None)."""
+    """(pooler dense node, logits node) of a BertPretrainerV2's `next_sentence` head, or (None, None)."""
     pooler = graph.child(0, "next_sentence.pooler_dense")
     heads = graph.find("classification_heads")
     if pooler is None or heads is None:
@@ -161,9 +157,8 @@ def _next_sentence_nodes(graph):
 def checkpoint_tensors(reader, source):
     """Original name -> tensor getter for a Model Garden TF2 checkpoint of a BertEncoder or BertPretrainerV2.
 
-    A `next_sentence` head's pooler dense becomes bert/pooler/dense, the original's next-sentence pooler (the
-    encoder's own pooler, which that pretraining leaves untrained, is then unused). Every other floating-point
-    variable outside the training state is added without a getter ("model_garden:<object path>"): reported unused.
+    A `next_sentence` head's pooler dense becomes bert/pooler/dense (the encoder's own, untrained pooler is then
+    unused). Other floating-point model variables are added without a getter: reported unused.
     """
     graph = read_object_graph(reader)
     encoder = graph.find("_embedding_layer", "_transformer_layers") if graph else None
@@ -219,7 +214,7 @@ def _set_path(node, path, value):
 
 def _encoder_layers(num_layers):
     """(attribute path, `layer_with_weights-K`, `layer-M`) of each layer with weights of Model Garden's functional
-    BertEncoder (its Keras layer indices: the inputs, Add, Dropout, SelfAttentionMask and the [CLS] slice have none)."""
+    BertEncoder."""
     return ([("_embedding_layer", 0, 1), ("_position_embedding_layer", 1, 3), ("_type_embedding_layer", 2, 4),
              ("_embedding_norm_layer", 3, 6)]
             + [(f"_transformer_layers/{i}", 4 + i, 10 + i) for i in range(num_layers)]
@@ -227,10 +222,9 @@ def _encoder_layers(num_layers):
 
 
 def _encoder_trackable(variables, num_layers):
-    """A trackable with a Model Garden BertEncoder's object graph for every variable: `variables` (object path
-    inside the encoder -> tf.Variable) under `layer_with_weights-K` and `layer-M` (first: checkpoint keys take the
-    first shortest path, as for Model Garden's own) and under the layers' attributes, with Keras' aliases
-    (`_position_embeddings`, `_attention_layer_norm_kv`)."""
+    """A trackable with a Model Garden BertEncoder's object graph for `variables` (object path -> tf.Variable): under
+    the Keras layer indices first (checkpoint keys take the first shortest path), then the layers' attributes and Keras'
+    aliases."""
     layers = {attr: _Node() for attr, _, _ in _encoder_layers(num_layers)}
     for path, variable in variables.items():
         attr = next(a for a in layers if path.startswith(a + "/"))
@@ -256,8 +250,7 @@ def _encoder_trackable(variables, num_layers):
 
 
 def _masked_lm_trackable(variables, word_embeddings):
-    """A trackable with a Model Garden MaskedLM layer's object graph: `embedding_table`, `dense`, `layer_norm`,
-    `output_bias/bias` and its alias `bias` (`variables`: object path inside the layer -> tf.Variable)."""
+    """A trackable with a Model Garden MaskedLM layer's object graph for `variables`."""
     head = _Node()
     head.embedding_table = word_embeddings
     for path, variable in variables.items():
@@ -268,11 +261,9 @@ def _masked_lm_trackable(variables, word_embeddings):
 
 
 def save_model_garden_checkpoint(original_tensors, config, checkpoint_prefix):
-    """Writes `original_tensors` (original name -> array) as the TF2 checkpoint Model Garden's
-    tf2_bert_encoder_checkpoint_converter.py writes: `encoder` with a functional BertEncoder's object graph, and
-    `masked_lm` (as BertPretrainerV2.checkpoint_items) when the masked-LM head is among the tensors; the
-    next-sentence head, which that converter's BertPretrainerV2 has no place for, is left out. Model Garden's
-    `tf.train.Checkpoint(encoder=BertEncoder(...))` (and its export_tfhub.py) restore it. Returns the prefix."""
+    """Writes `original_tensors` as the TF2 checkpoint Model Garden's tf2_bert_encoder_checkpoint_converter.py writes
+    (`encoder`, and `masked_lm` where present; no next-sentence head), which
+    `tf.train.Checkpoint(encoder=BertEncoder(...))` restores. Returns the prefix."""
     heads = config.num_attention_heads
 
     def variables(rows):

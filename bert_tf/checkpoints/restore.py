@@ -1,12 +1,9 @@
 """The one way weights are loaded into a model: `restore(model, path, required_heads)`.
 
-It takes an original TF1 checkpoint (by variable name), one of ours (a `tf.train.Checkpoint` with the encoder
-under `bert` and each head under its attribute, as the Trainer writes it; matched through its object graph), a
-Model Garden TF2 checkpoint (`model_garden`), a TF Hub BERT SavedModel (`tfhub`) or a KerasHub BERT preset
-(`keras_hub`), refuses an encoder that does not fit the model and a missing required head, and returns a
-LoadReport by original variable name. Also: where a path or a run directory keeps its checkpoint
-(`resolve_checkpoint`, `latest_checkpoint`, `checkpoint_files`), and the heads a checkpoint holds
-(`checkpoint_heads`).
+It reads an original TF1 checkpoint (by variable name), one of ours (a `tf.train.Checkpoint`, encoder under `bert`, each
+head under its attribute), a Model Garden TF2 checkpoint (`model_garden`), a TF Hub SavedModel (`tfhub`) or a KerasHub
+preset (`keras_hub`); refuses an encoder that does not fit and a missing required head; returns a LoadReport by original
+variable name.
 """
 import os
 import re
@@ -24,9 +21,8 @@ _FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
 def latest_checkpoint(directory):
-    """The prefix of the checkpoint that `directory`'s `checkpoint` state file names, looked up by file name inside
-    `directory` (so a copied directory whose state file records absolute paths loads its own files), or None when
-    there is no state file or no such checkpoint in `directory`."""
+    """The prefix that `directory`'s `checkpoint` state file names, looked up by file name inside `directory` (so a
+    copied directory loads its own files), or None."""
     state = tf.train.get_checkpoint_state(directory)
     if not state:
         return None
@@ -35,20 +31,15 @@ def latest_checkpoint(directory):
 
 
 def checkpoint_files(directory):
-    """What a training run keeps in `directory`: its `checkpoint` state file and ckpt-<step> files (the paths that
-    exist; the other workers' are in their own directories, output_dir/workers/worker-<i>)."""
+    """The existing paths of a run's `checkpoint` state file and ckpt-<step> files in `directory`."""
     state = os.path.join(directory, "checkpoint")
     return sorted(([state] if fileio.exists(state) else []) + fileio.glob(os.path.join(directory, "ckpt-*")))
 
 
 def resolve_checkpoint(path):
-    """A checkpoint prefix from what users pass.
-
-    `path`: a prefix (`.../bert_model.ckpt`), one of its files (`.index`, `.data-00000-of-00001`), or a directory:
-    the checkpoint its `checkpoint` state file names, looked up by file name inside that directory (a copied
-    directory whose state file records an absolute path never loads the weights it was copied from), else its
-    `bert_model.ckpt`; a SavedModel directory (a TF Hub model) or a KerasHub preset directory is returned as it is.
-    """
+    """A checkpoint prefix from what users pass: a prefix, one of its files, or a directory (its `checkpoint` state
+    file's, by `latest_checkpoint`, else its `bert_model.ckpt`); a SavedModel or KerasHub preset directory is returned
+    as it is."""
     if not path:
         raise ValueError("No checkpoint given (init_checkpoint is empty).")
     prefix = _FILE_SUFFIX.sub("", path)
@@ -78,12 +69,8 @@ def resolve_checkpoint(path):
 
 
 def _object_graph_tensors(model, reader, source):
-    """Original name -> tensor getter for the model's variables in one of our (object-based) checkpoints.
-
-    Walks the checkpoint's object graph and the model's trackables side by side from `bert` and each head, so that
-    a variable is found however the checkpoint keyed it (the Trainer's hold most under the optimizer). Variables the
-    model has no place for are added under their object path: reported unused (and `checkpoint_heads` finds them).
-    """
+    """Original name -> tensor getter for the model's variables in one of our checkpoints, walking its object graph
+    beside the model's trackables; others are added under their object path (unused)."""
     graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(_OBJECT_GRAPH))
     roots = [c.local_name for c in graph.nodes[0].children]
     if "bert" not in roots:
@@ -118,7 +105,7 @@ def _object_graph_tensors(model, reader, source):
 
 
 def _checkpoint_tensors(model, prefix):
-    """Original name -> tensor getter for what `prefix` (from `resolve_checkpoint`) holds, by its format."""
+    """Original name -> tensor getter for what `prefix` holds, by its format."""
     if tfhub.is_saved_model(prefix):
         keras_paths = {variable.path: name for name, variable in name_map.original_variable_map(model).items()}
         return tfhub.hub_tensors(tfhub.read_hub_model(prefix), keras_paths)
@@ -133,10 +120,8 @@ def _checkpoint_tensors(model, prefix):
 
 
 def checkpoint_heads(path, config):
-    """The heads of `task_models.BUILT_IN_HEADS` that the checkpoint at `path` (any format `restore` reads, for
-    BertConfig `config`) holds in full: {head attribute: the first dimension of its first variable (a labelled head's
-    num_labels)}. A head is found by its original names, or in one of our checkpoints by its object path
-    (`<attribute>/<attribute path inside the head>`, e.g. classifier/projection/output_weights)."""
+    """{head attribute: first dimension of its first variable (num_labels)} of the `task_models.BUILT_IN_HEADS` heads
+    the checkpoint at `path` holds in full, found by original name or object path."""
     probe = task_models.BertPretrainer(config, restored=True)  # pairs the pretraining heads by object
     tensors = _checkpoint_tensors(probe, resolve_checkpoint(path))
     found = {}
@@ -162,13 +147,12 @@ def _check_encoder(report, config):
 
 
 def restore(model, path, required_heads=(), strict=False):
-    """Loads the checkpoint at `path` (any format of the module docstring; see `resolve_checkpoint`) into `model` (a
-    BertModel or a task model): the encoder and each head the model has. Returns a LoadReport (also logged).
+    """Loads the checkpoint at `path` (`resolve_checkpoint`) into `model`'s encoder and heads; returns a LoadReport
+    (also logged).
 
-    `required_heads`: head attributes (of the model's `heads`) the checkpoint must provide in full; `strict`: every
-    other variable too. ValueError if the encoder does not fit (e.g. another num_hidden_layers), a shape differs
-    (naming the config key), or a required head is missing (naming one of its variables); missing and unused head
-    variables are warnings.
+    `required_heads`: heads the checkpoint must hold in full; `strict`: every other variable too. ValueError for an
+    encoder that does not fit, a shape that differs (naming the config key) or a missing required head; other missing or
+    unused head variables are warnings.
     """
     parts = name_map.model_parts(model)
     unknown = [h for h in required_heads if h not in parts or h == "bert"]

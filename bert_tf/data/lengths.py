@@ -1,13 +1,13 @@
 """Batches as long as their longest text, not max_seq_length: trimmed training batches, length-sorted prediction.
 
 A padded position changes no real position's output (its attention scores get -10000: exactly 0 after softmax in
-float32), so a cut batch gives the real positions the padded batch's values, to float rounding. Rules:
-- examples, batches, order and loss terms are the original's; only outputs at padded positions go. With dropout on,
-  training draws masks for the cut shape (as another seed would). run_squad.py pads (its softmax spans all positions).
+float32), so a cut batch gives real positions the padded batch's values, to float rounding. Rules:
+- examples, batches, order and loss terms are the original's; with dropout on, masks are drawn for the cut shape.
+  run_squad.py pads (its softmax spans all positions).
 - One length per update: several replicas' batches are cut as one (records.replica_batches).
 - `compiled` (XLA, TPU): lengths round up to `multiple`, at most ceil(max_seq_length / multiple) programs.
-- `LengthSorted` sorts by length within windows of `window_batches` whole batches of the input order and hands the
-  outputs back in the input order's batches (bert_tf.training.prediction.predict_in_order).
+- `LengthSorted` sorts within windows of whole batches and hands outputs back in the input order
+  (bert_tf.training.prediction.predict_in_order).
 """
 import dataclasses
 
@@ -25,10 +25,9 @@ WINDOW_BYTES = 256 * 2 ** 20  # the most a prediction window's outputs take (or 
 
 @dataclasses.dataclass(frozen=True)
 class SequenceLengths:
-    """How the sequence axis of a run's batches is cut: `pad` (the original's fixed shapes,
-    --pad_to_max_seq_length), `multiple` (lengths rounded up to it, at most max_seq_length), `group_by_length`
-    (training batches of similar lengths; opt-in: it changes which examples share a batch), `compiled` (each batch
-    shape compiles a program, --use_xla or TPU: prediction fills its batches up to one row count per length)."""
+    """How the sequence axis of a run's batches is cut: `pad` (the original's fixed shapes), `multiple` (lengths rounded
+    up to it), `group_by_length` (opt-in: training batches of similar lengths), `compiled` (each shape compiles a
+    program: prediction fills batches to one row count per length)."""
     pad: bool = False
     multiple: int = 1
     group_by_length: bool = False
@@ -43,7 +42,7 @@ class SequenceLengths:
 
     @classmethod
     def for_run(cls, pad=False, compiled=False, multiple=None, group_by_length=False):
-        """A run's settings: `multiple` None means XLA_MULTIPLE when each shape is `compiled` (XLA, TPU), else 1."""
+        """A run's settings: `multiple` None means XLA_MULTIPLE when `compiled`, else 1."""
         if multiple is None:
             multiple = XLA_MULTIPLE if compiled else 1
         return cls(pad=bool(pad), multiple=int(multiple), group_by_length=bool(group_by_length),
@@ -51,15 +50,14 @@ class SequenceLengths:
 
 
 def real_lengths(mask):
-    """[..., S] 0/1 mask -> [...] int32: one past the last real position of each row (0 for an all-padding row)."""
+    """[..., S] 0/1 mask -> [...] int32: one past each row's last real position (0: all padding)."""
     mask = tf.convert_to_tensor(mask)
     positions = tf.range(1, tf.shape(mask)[-1] + 1, dtype=tf.int32)
     return tf.reduce_max(tf.where(mask > 0, positions, 0), axis=-1)
 
 
 def cut_length(mask, multiple=1):
-    """The length a batch with `mask` [B, ..., S] is cut to: its longest real row, rounded up to `multiple`, at
-    least 1 and at most S."""
+    """The length a batch with `mask` [B, ..., S] is cut to: its longest real row rounded up to `multiple`, 1 to S."""
     seq_length = tf.shape(mask)[-1]
     longest = tf.maximum(tf.reduce_max(real_lengths(mask)), 1)
     return tf.minimum(seq_length, packing.round_up(longest, multiple))
@@ -71,20 +69,19 @@ def _dicts(element):
 
 
 def cut(element, names, length):
-    """`element` (a dict or a tuple of dicts of tensors) with the tensors named in `names` cut to `length` on
-    their last axis."""
+    """`element` with the tensors named in `names` cut to `length` on their last axis."""
     cut_dicts = tuple({name: t[..., :length] if name in names else t for name, t in d.items()}
                       for d in _dicts(element))
     return cut_dicts if isinstance(element, tuple) else cut_dicts[0]
 
 
 def trim(element, names, multiple=1):
-    """A batch (`element`, whose first dict holds `input_mask`) cut to its longest real sequence (`cut_length`)."""
+    """A batch cut to its longest real sequence (`cut_length`)."""
     return cut(element, names, cut_length(_dicts(element)[0][MASK], multiple))
 
 
 def trimmed(dataset, lengths, names):
-    """`dataset` (batches) with each batch cut by `trim`; unchanged when `lengths` is None or pads."""
+    """`dataset` with each batch `trim`med; unchanged when `lengths` is None or pads."""
     if lengths is None or lengths.pad:
         return dataset
 
@@ -96,26 +93,24 @@ def trimmed(dataset, lengths, names):
 
 
 def batched(dataset, batch_size, lengths, names, drop_remainder=True):
-    """Batches of `dataset` (decoded training examples, repeated): cut to their longest text (`trimmed`), or with
-    `group_by_length` grouped by length (`grouped_batches`), as `lengths` says (None: `Dataset.batch`)."""
+    """Batches of repeated training examples, cut (`trimmed`) or grouped by length (`grouped_batches`) as `lengths` says
+    (None: `Dataset.batch`)."""
     if lengths is not None and lengths.group_by_length:
         return grouped_batches(dataset, batch_size, lengths, names)
     return trimmed(dataset.batch(batch_size, drop_remainder=drop_remainder), lengths, names)
 
 
 def batcher(lengths, names):
-    """`batched` for `lengths` and `names` as a `batch(dataset, batch_size, drop_remainder)` function (what
-    `bert_tf.data.records.training_dataset` takes)."""
+    """`batched` as the `batch(dataset, batch_size, drop_remainder)` `bert_tf.data.records.training_dataset` takes."""
     def batch(dataset, batch_size, drop_remainder=True):
         return batched(dataset, batch_size, lengths, names, drop_remainder)
     return batch
 
 
 def grouped_batches(dataset, batch_size, lengths, names):
-    """Batches of `batch_size` examples of similar lengths from `dataset` (single examples of a static
-    max_seq_length, repeated): each drawn from its bucket of lengths (bucket width `lengths.multiple`, or
-    GROUP_WIDTH without rounding) once the bucket holds a batch, then cut (`trim`). The order is a function of the
-    input's; a run resumes it exactly (the buckets are part of the iterator's checkpoint)."""
+    """Batches of examples of similar lengths, each drawn from its bucket (width `lengths.multiple` or GROUP_WIDTH) once
+    it holds a batch, then `trim`med. The order is a function of the input's and resumes exactly (the buckets are in the
+    iterator's checkpoint)."""
     max_seq_length = _dicts(dataset.element_spec)[0][MASK].shape[-1]
     width = lengths.multiple if lengths.multiple > 1 else GROUP_WIDTH
     boundaries = list(range(width + 1, max_seq_length + 1, width))
@@ -130,7 +125,7 @@ def grouped_batches(dataset, batch_size, lengths, names):
 
 
 def example_lengths(mask):
-    """NumPy: [N, ..., S] 0/1 mask -> [N] the real length of each example (its longest row)."""
+    """NumPy: [N, ..., S] 0/1 mask -> [N] each example's real length (its longest row)."""
     mask = np.asarray(mask)
     positions = np.arange(1, mask.shape[-1] + 1)
     lengths = np.where(mask > 0, positions, 0).max(axis=-1)
@@ -138,29 +133,26 @@ def example_lengths(mask):
 
 
 def length_order(lengths, windows):
-    """The order LengthSorted runs examples in: within each window [(start, end)] of the input order, longest first
-    (ties in input order). Returns the permutation (input indexes in run order)."""
+    """The permutation LengthSorted runs examples in (input indexes): longest first within each window [(start, end)],
+    ties in input order."""
     lengths = np.asarray(lengths)
     return np.concatenate([start + np.argsort(-lengths[start:end], kind="stable") for start, end in windows]
                           or [np.zeros([0], np.int64)])
 
 
 def rounded_length(length, multiple, seq_length):
-    """NumPy/Python: `length` (at least 1) rounded up to a multiple of `multiple`, at most seq_length (what
-    `cut_length` computes in TensorFlow)."""
+    """NumPy `cut_length`: `length` rounded up to `multiple`, at most seq_length."""
     return min(seq_length, packing.round_up(max(1, int(length)), multiple))
 
 
 def budget_rows(batch_size, seq_length, length):
-    """The examples of a batch cut to `length` that fit the tokens of a padded batch, batch_size x seq_length (at
-    least batch_size)."""
+    """How many examples cut to `length` fit the tokens of a padded batch (at least batch_size)."""
     return max(batch_size, batch_size * seq_length // length)
 
 
 def budget_batches(lengths, batch_size, seq_length, windows, multiple=1):
-    """Batches of examples in run order (their `lengths`, longest first within each window [(start, end)]):
-    [(start, end)], each as many examples as fit the tokens of a padded batch (`budget_rows`) at the length of its
-    first (longest) example rounded up to `multiple` (no batch across two windows)."""
+    """[(start, end)] batches of run order, each as many examples as `budget_rows` allows at its first (longest)
+    example's rounded length; no batch spans two windows."""
     bounds = []
     for start, last in windows:
         while start < last:
@@ -172,12 +164,12 @@ def budget_batches(lengths, batch_size, seq_length, windows, multiple=1):
 
 
 def sorts(lengths, fixed_batches=False):
-    """Whether prediction sorts and cuts its batches: not where `lengths` is None or pads, nor for fixed_batches."""
+    """Whether prediction sorts and cuts: not where `lengths` is None or pads, nor for fixed_batches."""
     return lengths is not None and not lengths.pad and not fixed_batches
 
 
 def batch_spec(inputs, batch_size, lengths, names, fixed_batches=False):
-    """The element_spec of LengthSorted's batches of `inputs` (no example will do), for tracing ahead of time."""
+    """The element_spec of LengthSorted's batches of `inputs`, for tracing ahead of time."""
     cut = sorts(lengths, fixed_batches)
 
     def spec(name, array):
@@ -191,26 +183,21 @@ def batch_spec(inputs, batch_size, lengths, names, fixed_batches=False):
 
 
 def window_batches(outputs, batch_size, seq_length, window_bytes=WINDOW_BYTES):
-    """The whole batches in a window: as many as keep their `outputs` (tensors or TensorSpecs) within `window_bytes`
-    were every example seq_length long; at least one."""
+    """The whole batches in a window: as many as keep their `outputs` within `window_bytes` at seq_length each; at least
+    one."""
     example = sum(int(np.prod([seq_length if n is None else n for n in spec.shape[1:]])) * spec.dtype.size
                   for spec in tf.nest.flatten(outputs))
     return max(1, window_bytes // (batch_size * max(1, example)))
 
 
 class LengthSorted:
-    """Prediction over in-memory inputs in length-sorted, cut batches, the outputs given back in the input order.
+    """Prediction over in-memory inputs in length-sorted, cut batches, outputs given back in input order.
 
-    `inputs`: a dict, or a tuple of dicts (features, labels), of NumPy arrays [N, ...]; `names`: the arrays with the
-    sequence on their last axis. `lengths` None or `pad`, or `fixed_batches` (TPU): the input order, not cut.
-    The examples are sorted by length within windows of `window_batches` x `batch_size` examples, then batched as
-    many as fit the tokens of one padded batch (batch_size x max_seq_length, the memory the caller chose). Where
-    each shape compiles (`lengths.compiled`) or under `fixed_batches`, a short batch is filled up with all-zero
-    examples: one shape per length.
-
-    `dataset`: the batches to run. `in_input_order(outputs)` takes the model's outputs for them (dicts of NumPy
-    arrays) and yields those of the input order's batches of `batch_size`, without the filling rows; sequence
-    outputs are zero-padded to the window's longest. It holds back one window's outputs.
+    `inputs`: a dict or a tuple of dicts of NumPy arrays [N, ...]; `names`: the arrays with the sequence last. With
+    `lengths` None or `pad`, or `fixed_batches` (TPU): the input order, uncut. Otherwise examples are sorted within
+    windows of `window_batches` x `batch_size` and batched by `budget_batches`; where shapes compile, short batches are
+    filled with zero rows. `in_input_order(outputs)` yields the input order's batches of outputs of `dataset`, sequence
+    outputs zero-padded to the window's longest.
     """
 
     def __init__(self, inputs, batch_size, lengths, names, fixed_batches=False, window_batches=1):
@@ -243,8 +230,7 @@ class LengthSorted:
         self.dataset = records.read_once(tf.data.Dataset.from_generator(self._batches, output_signature=signature))
 
     def _batches(self):
-        """The batches of `bounds` (run order): the `names` arrays cut to each batch's length, the rows filled up
-        to its `shapes` rows with zeros."""
+        """The batches of `bounds`: `names` arrays cut to each batch's length, filled to its rows."""
         for (start, end), (rows, length) in zip(self.bounds, self.shapes):
             picked = self.order[start:end]
             batch = tuple({name: _filled(a[picked][..., :length] if name in self.names else a[picked], rows)
@@ -270,8 +256,7 @@ class LengthSorted:
             raise RuntimeError(f"Got outputs for {received} of {self.count} examples.")
 
     def _real_rows(self, index, batch):
-        """The outputs of run batch `index` for its real examples: copies without the filling examples' rows, so
-        that those are not held back."""
+        """Copies of run batch `index`'s outputs without its filling rows (so those are not held back)."""
         if index >= len(self.bounds):
             raise RuntimeError(f"Got outputs for more than the {len(self.bounds)} batches run.")
         start, end = self.bounds[index]
@@ -280,7 +265,7 @@ class LengthSorted:
         return {name: np.array(values[:end - start]) for name, values in batch.items()}
 
     def _window(self, batches, start, end):
-        """The input-order batches of examples start..end, from the run-order outputs `batches` of that window."""
+        """The input-order batches of examples start..end, from that window's run-order outputs."""
         sizes = [len(next(iter(b.values()))) for b in batches]
         source = np.repeat(np.arange(len(batches)), sizes)  # run position -> its batch
         row = np.concatenate([np.arange(size) for size in sizes])  # run position -> its row in that batch

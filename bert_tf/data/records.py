@@ -1,12 +1,9 @@
 """The run scripts' TFRecords: one writer (`example`, `write`) and one parser (`parse`) for every schema.
 
-A schema is an ordered dict name -> `tf.io.FixedLenFeature` in the original scripts' names, order and dtypes;
-`parse` casts int64 to int32 as the original's input_fn does. Rules of the training readers:
-- replayable: their order is a function of `seed` alone, so `Trainer.train` resumes by rebuilding the reader with
-  the checkpoint's seed and skipping the batches used;
-- one batch length per update: the global batch is batched and cut to its longest text as one, then split into
-  the replicas' batches (`replica_batches`), so every replica on every worker gets one shape (what TPUStrategy and
-  an XLA-compiled update on several GPUs need).
+A schema is an ordered dict name -> `tf.io.FixedLenFeature` in the original scripts' names, order and dtypes; `parse`
+casts int64 to int32 as the original does. Training readers are replayable (their order a function of `seed` alone, so
+`Trainer.train` resumes by skipping the batches used), and cut the global batch to one length before splitting it into
+the replicas' batches (`replica_batches`), as TPUStrategy and XLA need.
 """
 import contextlib
 import hashlib
@@ -29,8 +26,8 @@ def example(values, schema):
 
 
 class Writer:
-    """Writes each serialized record it is called with, counting them and digesting them in order (`fingerprint`),
-    so that what a run wrote is told by its content without reading it back."""
+    """Writes each serialized record it is called with, counting and digesting them in order (`fingerprint`), so that
+    what a run wrote is told without reading it back."""
 
     def __init__(self, write_record):
         self._write = write_record
@@ -64,8 +61,7 @@ def write(path, serialized):
 
 
 def first_corrupt(files, batch=1024):
-    """(file, intact records before it, TF's message) of the first corrupt or truncated record of `files`; None
-    when every file reads."""
+    """(file, intact records before it, TF's message) of the first corrupt record of `files`, or None."""
     for path in files:
         compression = compression_of(path)
         read = 0
@@ -83,8 +79,8 @@ def first_corrupt(files, batch=1024):
 
 @contextlib.contextmanager
 def naming_corrupt_records(files):
-    """Turns a DataLossError in the block (whose message names a byte offset alone) into a ValueError naming the
-    file and record; re-raised as it is when every file reads (e.g. a corrupt checkpoint)."""
+    """Turns a DataLossError in the block into a ValueError naming the file and record; re-raised as it is when every
+    file reads."""
     try:
         yield
     except tf.errors.DataLossError as e:
@@ -109,19 +105,17 @@ def parse(record, schema):
 
 
 def decoded(dataset, decode):
-    """`dataset` mapped by `decode` in parallel, in order. Without AutoGraph: a record decoder has no control flow
-    on tensors, and converting it is slow."""
+    """`dataset` mapped by `decode` in parallel, in order, without AutoGraph (a decoder has no control flow)."""
     return dataset.map(tf.autograph.experimental.do_not_convert(decode), num_parallel_calls=tf.data.AUTOTUNE,
                        deterministic=True)
 
 
 def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, input_context=None,
                      repeat_first=False, drop_remainder=True, batch=None):
-    """Shuffled (from `seed`), repeated, decoded batches of one replica, [batch_size, ...], this worker's share.
+    """Shuffled (from `seed`), repeated, decoded batches of one replica, this worker's share.
 
-    `repeat_first`: repeat, then shuffle, as the original run_classifier.py and run_squad.py do; else shuffle each
-    epoch. `batch(dataset, size, drop_remainder)` batches the global batch (default `Dataset.batch`;
-    `bert_tf.data.lengths.batcher` cuts it to its longest text).
+    `repeat_first`: repeat, then shuffle, as the original run_classifier.py and run_squad.py; else shuffle each epoch.
+    `batch(dataset, size, drop_remainder)` batches the global batch (`bert_tf.data.lengths.batcher` cuts it).
     """
     d = tf.data.TFRecordDataset(input_file)
     if repeat_first:
@@ -150,11 +144,10 @@ def local_replica_count(input_context):
 
 
 def worker_share(batches, batch_size, input_context=None):
-    """This worker's replicas' batches of `batch_size` out of global `batches` (unchanged for one replica).
+    """This worker's replicas' batches of `batch_size` out of global `batches`.
 
-    Every worker reads the whole set in the same order and keeps its share (as AutoShardPolicy.DATA does), so a
-    run on several workers trains on one device's global batches; sharding the records would give each worker
-    another shuffle. (Pretraining corpora are sharded by file: bert_tf.data.pretraining.dataset.)
+    Every worker reads the whole set in the same order and keeps its share (as AutoShardPolicy.DATA), so several workers
+    train on one device's global batches. (Pretraining corpora are sharded by file: bert_tf.data.pretraining.dataset.)
     """
     if replica_count(input_context) == 1:
         return batches
@@ -163,8 +156,8 @@ def worker_share(batches, batch_size, input_context=None):
 
 
 def replica_batches(batches, batch_size, replicas, first=0):
-    """`replicas` consecutive batches of `batch_size` rows from row `first` of each of `batches`, in order
-    (tf.distribute deals consecutive batches to consecutive replicas)."""
+    """`replicas` consecutive batches of `batch_size` rows from row `first` of each of `batches`, in the order
+    tf.distribute deals them."""
     def rows(t):  # [global, ...] -> [replicas, batch_size, ...]: the replicas' batches
         return tf.reshape(t[first:first + replicas * batch_size],
                           tf.concat([[replicas, batch_size], tf.shape(t)[1:]], 0))
@@ -192,9 +185,8 @@ def reading_dataset(input_file, decode, batch_size, drop_remainder=False):
 
 
 def read_once(dataset):
-    """`dataset` with tf.data's autotuning off, for a pipeline read once (evaluation, prediction): deleting an
-    exhausted autotuned iterator waits for the autotuner's next period (BENCHMARKS.md, Fine-tuning). Same elements.
-    """
+    """`dataset` with tf.data's autotuning off, for a pipeline read once: deleting an exhausted autotuned iterator waits
+    for the autotuner (BENCHMARKS.md, Fine-tuning)."""
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.with_options(options)

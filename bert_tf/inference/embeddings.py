@@ -1,18 +1,15 @@
 """Sentence embeddings and semantic search: a BERT's last layer pooled as sentence-transformers pools it.
 
-all-MiniLM-L6-v2 (the real model bert-tf's quickstart uses) and the other sentence-transformers BERTs embed a text
-as the mean of the last layer over its real tokens (or its [CLS] vector), divided by its L2 norm; two texts are
-similar by the cosine of their embeddings, the dot product of normalized ones.
+A text's embedding is the mean of the last layer over its real tokens (or its [CLS] vector), divided by its L2 norm; two
+texts are similar by the cosine of their embeddings.
 
     encoder = SentenceEncoder.from_pretrained("minilm/bert_model.ckpt", max_seq_length=256)
     corpus = encoder.encode(sentences)                       # [N, H] float32
     hits = search(encoder.encode(["a query"]), corpus, top_k=3)  # [[(index, cosine), ...]]
 
-Each text is packed `[CLS] text [SEP]` (truncated at max_seq_length, as sentence-transformers truncates). With
-`doc_stride` > 0 a longer text is embedded over its windows (`packing.pack_windows`): mean pooling, the mean over its
-tokens each counted once, from its max-context window (what one window of the whole text would give); [CLS]
-pooling, the mean of the windows' [CLS] vectors; normalized (if the model normalizes) after pooling.
-`export_saved_model.py --task=embedding` serves the same embeddings (without windows).
+Each text is packed `[CLS] text [SEP]`, truncated at max_seq_length. With `doc_stride` > 0 a longer text is embedded
+over its windows (`packing.pack_windows`): mean pooling counts each token once, from its max-context window; [CLS]
+pooling averages the windows' [CLS] vectors; normalized after pooling.
 """
 import collections
 import json
@@ -31,12 +28,11 @@ POOLING_MASK = "pooling_mask"  # with doc_stride: 1 at the positions whose vecto
 
 
 class SentenceEncoder:
-    """Embeds texts with `model` (a `task_models.BertSentenceEncoder`) and `tokenizer` (a FullTokenizer).
+    """Embeds texts with `model` (a `task_models.BertSentenceEncoder`) and `tokenizer`.
 
-    `max_seq_length`: tokens per text, [CLS] and [SEP] included (all-MiniLM-L6-v2: 256); `batch_size`: texts per
-    batch of max_seq_length tokens (shorter texts share a batch's tokens, `lengths_lib.LengthSorted`); `lengths`: a
-    `lengths_lib.SequenceLengths` (default: batches cut to their longest text); `jit_compile`: XLA; `doc_stride`:
-    0 cuts a longer text, N > 0 embeds it over windows N tokens apart (the module docstring).
+    `max_seq_length`: tokens per text, [CLS] and [SEP] included; `batch_size`: texts per batch of max_seq_length tokens
+    (`lengths_lib.LengthSorted`); `lengths`: a `lengths_lib.SequenceLengths`; `doc_stride`: 0 cuts a longer text, N > 0
+    embeds it over windows N tokens apart.
     """
 
     def __init__(self, model, tokenizer, max_seq_length=256, batch_size=32, lengths=None, jit_compile=False,
@@ -65,9 +61,8 @@ class SentenceEncoder:
     def from_pretrained(cls, init_checkpoint, bert_config_file=None, vocab_file=None, do_lower_case=None,
                         max_seq_length=256, pooling="mean", normalize_embeddings=True, batch_size=32, use_xla=False,
                         pad_to_max_seq_length=False, seq_length_multiple=None, doc_stride=0):
-        """The encoder of `init_checkpoint` (any format `checkpoints.load_pretrained` reads: an original release, a
-        bert-tf, Model Garden or TF Hub model) with `pooling` ("mean" or "cls") and `normalize_embeddings`; lengths as
-        the scripts' flags (bert_tf.data.lengths)."""
+        """The encoder of `init_checkpoint` (any format `checkpoints.load_pretrained` reads) with `pooling` ("mean" or
+        "cls") and `normalize_embeddings`."""
         build = lambda config, restored: task_models.build_task_model(  # noqa: E731
             "embedding", config, restored=restored, pooling=pooling, normalize_embeddings=normalize_embeddings)
         loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
@@ -76,8 +71,8 @@ class SentenceEncoder:
         return cls(loaded.model, loaded.tokenizer, max_seq_length, batch_size, lengths, use_xla, doc_stride)
 
     def pack(self, texts):
-        """({input_ids, input_mask, segment_ids}: [rows, max_seq_length] int32, [rows] the text of each row) of
-        `texts` (strings): a row per text, or with `doc_stride` per window, with `pooling_mask`."""
+        """({input_ids, input_mask, segment_ids}: [rows, max_seq_length] int32, [rows] each row's text) of `texts`: a
+        row per text, or per window with `pooling_mask`."""
         rows, owners, cut = [], [], collections.Counter()
         for i, text in enumerate(texts):
             if not isinstance(text, str):
@@ -121,8 +116,7 @@ def unit(x):
 
 
 def cosine_similarities(queries, corpus):
-    """[Q, N] cosine similarity of each query embedding [Q, H] to each corpus embedding [N, H] (normalized here,
-    so embeddings of any norm may be given)."""
+    """[Q, N] cosine similarities of query embeddings [Q, H] to corpus embeddings [N, H], of any norm."""
     return unit(np.asarray(queries, np.float32)) @ unit(np.asarray(corpus, np.float32)).T
 
 
@@ -133,8 +127,7 @@ def check_top_k(top_k):
 
 
 def search(queries, corpus, top_k=5):
-    """The `top_k` corpus rows nearest each query by cosine similarity: for each query a list of (corpus index,
-    cosine), best first (ties: the lower index first)."""
+    """For each query, the `top_k` corpus rows by cosine: [(corpus index, cosine)], best first (ties: lower index)."""
     check_top_k(top_k)
     scores = cosine_similarities(queries, corpus)
     hits = []
@@ -145,8 +138,8 @@ def search(queries, corpus, top_k=5):
 
 
 def read_lines(path, what):
-    """The non-empty lines of the text file `path` (stripped, in order), as (line number, text); `what` names the
-    file in the errors: a missing file or one without text is a ValueError."""
+    """[(line number, text)] of the non-empty, stripped lines of `path`; ValueError naming `what` for a missing or empty
+    file."""
     if not fileio.exists(path):
         raise FileNotFoundError(f"{what} {path} does not exist.")
     with fileio.open_file(path, "rb", name="") as f:
@@ -158,8 +151,8 @@ def read_lines(path, what):
 
 
 def semantic_search(encoder, sentences, queries, top_k=5):
-    """For each query, {"query": q, "results": [{"line", "text", "score": cosine}, ...]}: the `top_k` nearest of
-    `sentences` ((line number, text) pairs), the nearest first."""
+    """For each query, {"query": q, "results": [{"line", "text", "score"}, ...]}: the `top_k` nearest `sentences`,
+    nearest first."""
     hits = search(encoder.encode(queries), encoder.encode([text for _, text in sentences]), top_k)
     return [{"query": query, "results": [{"line": sentences[i][0], "text": sentences[i][1], "score": round(score, 6)}
                                          for i, score in found]}
@@ -169,8 +162,8 @@ def semantic_search(encoder, sentences, queries, top_k=5):
 def run(input_file, output_file, queries=(), query_file=None, top_k=5, init_checkpoint=None, bert_config_file=None,
         vocab_file=None, do_lower_case=None, max_seq_length=256, pooling="mean", normalize_embeddings=True,
         batch_size=32, use_xla=False, pad_to_max_seq_length=False, seq_length_multiple=None, doc_stride=0):
-    """What semantic_search.py does: one JSON line per query (`queries` and `query_file`'s lines) to `output_file`.
-    Bad input fails before the model loads. Returns the results."""
+    """What semantic_search.py does: one JSON line per query to `output_file`; bad input fails before the model loads.
+    Returns the results."""
     queries = list(queries) + ([text for _, text in read_lines(query_file, "query_file")] if query_file else [])
     if not queries:
         raise ValueError("No query given: pass --query (repeatable) or --query_file.")

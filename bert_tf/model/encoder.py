@@ -1,12 +1,11 @@
 """The BERT encoder as Keras 3 layers, mirroring the original `modeling.py`: its variables, names and arithmetic.
 
-Shapes: B = batch size, S = sequence length, H = hidden_size, N = num_attention_heads, D = H / N,
-I = intermediate_size, V = vocab_size.
+Shapes: B = batch size, S = sequence length, H = hidden_size, N = num_attention_heads, D = H / N, I = intermediate_size,
+V = vocab_size.
 
-Under a `mixed_*` policy the matmuls run in float16/bfloat16, attention softmax and LayerNorm in float32. Dense
-layers run on [B*S, H] (`dense_2d`), which TensorFlow fuses into one oneDNN kernel. Each block draws its dropout seeds
-once per training forward (`SeededDropout.draw_seed`) and masks with `dropout`'s Philox bits, the same with and
-without XLA, so gradient checkpointing's recomputation replays the same masks.
+Under a `mixed_*` policy matmuls run in float16/bfloat16, softmax and LayerNorm in float32. Dense layers run on [B*S, H]
+(`dense_2d`). Dropout masks are a function of seeds drawn once per training forward, the same with and without XLA, so
+gradient checkpointing's recomputation replays them.
 """
 import contextvars
 import math
@@ -34,9 +33,8 @@ _SKIP_INITIAL_VALUES = contextvars.ContextVar("bert_tf_skip_initial_values", def
 
 @serializable
 class OriginalInitializer(keras.initializers.TruncatedNormal):
-    """The original's weight initializer: truncated normal with stddev `initializer_range`, but zeros (the values
-    are not computed) while a BertModel made with `restored=True` builds its layers. Its seed is drawn when
-    it is created either way, so every other random value (a task head's) stays the same."""
+    """The original's truncated normal initializer (stddev `initializer_range`), but zeros while a BertModel made with
+    `restored=True` builds. Its seed is drawn either way, so a task head's values stay the same."""
 
     def __call__(self, shape, dtype=None):
         if _SKIP_INITIAL_VALUES.get():
@@ -45,20 +43,18 @@ class OriginalInitializer(keras.initializers.TruncatedNormal):
 
 
 def create_initializer(initializer_range=0.02):
-    """The original's weight initializer: truncated normal with stddev `initializer_range` (`OriginalInitializer`)."""
+    """The original's weight initializer (`OriginalInitializer`)."""
     return OriginalInitializer(stddev=initializer_range)
 
 
 def make_layer_norm(name, dtype):
-    """A Keras LayerNormalization with the original's epsilon (1e-12); float32 under mixed precision."""
+    """A LayerNormalization with the original's epsilon; float32 under mixed precision."""
     return layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name, dtype=dtype)
 
 
 def dense_2d(dense, x):
-    """`dense(x)` for x [M, K], as MatMul + BiasAdd (+ activation): the form grappler fuses into one oneDNN kernel
-    (Keras' `Dense.call` on 3-D input adds the bias with AddV2, a separate pass). Variables are cast explicitly: a
-    recomputation in the backward pass runs outside Keras' autocast scope. A quantized layer is simply called.
-    """
+    """`dense(x)` for x [M, K] as MatMul + BiasAdd (+ activation), which grappler fuses into one kernel. Variables are
+    cast explicitly: a backward-pass recomputation runs outside Keras' autocast. A quantized layer is simply called."""
     if dense.quantization_mode is not None:
         return dense(x)
     y = ops.matmul(x, ops.cast(dense.kernel, dense.compute_dtype))
@@ -68,13 +64,9 @@ def dense_2d(dense, x):
 
 
 def dropout(x, rate, seed):
-    """x with each value dropped with probability `rate`, the others scaled by 1 / (1 - rate); the mask a function
-    of `seed` ([2] int32) alone, the same with XLA or without (Keras' Dropout draws differently under XLA).
-
-    A value drops where its random bits fall below round(rate * 2^bits): 32 bits for float32, 16 for 16-bit x (a
-    uniform bfloat16 number would drop 13/128 for rate 0.1). Kept values are scaled in float32, then rounded
-    (bfloat16's 1 / 0.9 would lower the mean by 0.3%).
-    """
+    """x with each value dropped with probability `rate`, the rest scaled by 1 / (1 - rate) in float32; the mask a
+    function of `seed` ([2] int32) alone, the same under XLA (unlike Keras' Dropout): a value drops where its random
+    bits (16 for 16-bit x) fall below round(rate * 2^bits)."""
     size = tf.size(x)
     if x.dtype.size < 4:
         bits = tf.reshape(tf.bitcast(random_bits((size + 1) // 2, seed), tf.uint16), [-1])[:size]
@@ -89,8 +81,8 @@ def dropout(x, rate, seed):
 
 
 def random_bits(size, seed):
-    """[size] uint32 Philox bits with key seed[0] and counter (seed[1], position): consecutive seeds of a generator
-    read disjoint counters. The same bits in TensorFlow's kernels and in XLA."""
+    """[size] uint32 Philox bits, key seed[0], counter (seed[1], position): the same in TensorFlow and XLA; consecutive
+    seeds read disjoint counters."""
     key = tf.cast(seed[:1], tf.uint64)
     counter = tf.stack([tf.constant(0, tf.uint64), tf.cast(seed[1], tf.uint64)])  # [low, high] 64-bit words
     return tf.raw_ops.StatelessRandomUniformFullIntV2(shape=tf.reshape(size, [1]), key=key, counter=counter,
@@ -99,10 +91,8 @@ def random_bits(size, seed):
 
 @serializable
 class SeededDropout(layers.Dropout):
-    """A Keras Dropout whose seed is drawn apart from its use (`draw_seed`: [2] int32, None for rate 0), so that a
-    recomputation replays the same mask: `dropout(inputs, rate, seed)`, no `noise_shape`. Without a seed, inputs
-    pass unchanged unless `training` (which draws one, as a Keras Dropout call does).
-    """
+    """A Keras Dropout whose seed is drawn apart from its use (`draw_seed`: [2] int32, None for rate 0), so a
+    recomputation replays the mask. Without a seed, inputs pass unchanged unless `training`."""
 
     def draw_seed(self):
         if self.rate == 0:
@@ -119,7 +109,7 @@ class SeededDropout(layers.Dropout):
 
 
 def attention_mask_adder(input_mask, dtype="float32"):
-    """[B, S] 0/1 mask -> [B, 1, 1, S] additive mask: 0 where attended, -10000 where masked (the original's)."""
+    """[B, S] 0/1 mask -> [B, 1, 1, S] additive mask: 0 where attended, -10000 where masked."""
     mask = ops.cast(input_mask, dtype)
     return ops.expand_dims(ops.expand_dims((1.0 - mask) * _MASK_ADDER, 1), 1)
 
@@ -128,9 +118,8 @@ def attention_mask_adder(input_mask, dtype="float32"):
 class BertEmbeddings(layers.Layer):
     """Word + learned position + token type embeddings, then LayerNorm and dropout.
 
-    Call: input_ids [B, S] int, segment_ids [B, S] int -> embedding_output [B, S, H].
-    Weights: word_embeddings [V, H], token_type_embeddings [type_vocab_size, H],
-    position_embeddings [max_position_embeddings, H], LayerNorm gamma/beta [H].
+    input_ids, segment_ids [B, S] -> embedding_output [B, S, H]. Weights: word_embeddings [V, H], token_type_embeddings
+    [type_vocab_size, H], position_embeddings [max_position_embeddings, H].
     """
 
     def __init__(self, vocab_size, hidden_size, type_vocab_size=16, max_position_embeddings=512,
@@ -146,8 +135,7 @@ class BertEmbeddings(layers.Layer):
         self.dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_ids_shape=None, segment_ids_shape=None):
-        # One initializer object per variable: a Keras 3 initializer without a seed returns the same values each
-        # time the same object is called, which would make the tables (and Q/K/V below) start out identical.
+        # One initializer object per variable: a seedless Keras 3 initializer repeats its values per object.
         def init():
             return create_initializer(self.initializer_range)
 
@@ -181,12 +169,10 @@ class BertEmbeddings(layers.Layer):
 
 @serializable
 class BertAttention(layers.Layer):
-    """Multi-head self-attention with its output projection, residual connection and LayerNorm (post-LN).
+    """Multi-head self-attention, output projection, residual and LayerNorm (post-LN).
 
-    Call: x [B, S, H], mask_adder [B, 1, 1, S] (from `attention_mask_adder`), seeds -> [B, S, H]. `seeds`: the
-    dropout seeds `draw_seeds()` gives (attention probabilities, output), or None: no dropout (not training).
-    Sublayers keep the original's names: query, key, value (`attention/self/...`), dense and LayerNorm
-    (`attention/output/...`).
+    x [B, S, H], mask_adder [B, 1, 1, S], seeds (`draw_seeds()`, None: no dropout) -> [B, S, H]. Sublayers keep the
+    original's names (`attention/self/query`, ..., `attention/output/dense`).
     """
 
     def __init__(self, hidden_size, num_attention_heads, attention_dropout_rate=0.1, dropout_rate=0.1,
@@ -223,13 +209,12 @@ class BertAttention(layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))
 
     def draw_seeds(self):
-        """The next seeds of the attention probabilities' and the output's dropouts (`SeededDropout.draw_seed`)."""
+        """The next seeds of the attention probabilities' and the output's dropouts."""
         return self.attention_dropout.draw_seed(), self.output_dropout.draw_seed()
 
     def call(self, x, mask_adder, seeds=None):
         attention_seed, output_seed = seeds or (None, None)
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        # The dense layers run on [B * S, H] (a free reshape): plain 2-D matmuls that fuse with their bias add.
         x_2d = ops.reshape(x, (-1, self.hidden_size))
         q = self._split_heads(dense_2d(self.query, x_2d), batch, seq)
         k = self._split_heads(dense_2d(self.key, x_2d), batch, seq)
@@ -255,13 +240,11 @@ class BertAttention(layers.Layer):
 
 @serializable
 class TransformerBlock(layers.Layer):
-    """One encoder layer (`bert/encoder/layer_N`): attention, then the feed-forward net, each post-LN.
+    """One encoder layer (`bert/encoder/layer_N`): attention, then the feed-forward net (dense [H, I] with `hidden_act`,
+    dense [I, H]), each post-LN. x [B, S, H] -> [B, S, H].
 
-    Call: x [B, S, H], mask_adder [B, 1, 1, S] -> [B, S, H]. Feed-forward: intermediate dense [H, I] with
-    `hidden_act`, output dense [I, H], dropout, residual, LayerNorm.
-
-    `gradient_checkpointing` (read when the call is traced): in training, the activations are recomputed in the
-    backward pass from the block's input and the same seeds, keeping [B, S, H] instead of [B, N, S, S] + [B, S, I].
+    `gradient_checkpointing` (read when traced): training recomputes the activations in the backward pass, keeping
+    [B, S, H] instead of [B, N, S, S] + [B, S, I].
     """
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
@@ -294,8 +277,8 @@ class TransformerBlock(layers.Layer):
         self.built = True
 
     def draw_seeds(self):
-        """The next seeds of the block's dropouts: (attention probabilities, attention output, feed-forward output),
-        each [2] int32 or None for a rate of 0 (`SeededDropout.draw_seed`)."""
+        """The next dropout seeds (attention probabilities, attention output, feed-forward output), each [2] int32 or
+        None for rate 0."""
         return (*self.attention.draw_seeds(), self.output_dropout.draw_seed())
 
     def call(self, x, mask_adder, training=None):
@@ -309,7 +292,7 @@ class TransformerBlock(layers.Layer):
         return tf.recompute_grad(forward)(x) if self.gradient_checkpointing else forward(x)
 
     def _forward(self, x, mask_adder, seeds):
-        """The block on x [B, S, H] with the dropout seeds `seeds` (`draw_seeds`; None: no dropout) -> [B, S, H]."""
+        """The block on x [B, S, H] with dropout `seeds` (None: no dropout) -> [B, S, H]."""
         attention_seeds, output_seed = (seeds[:2], seeds[2]) if seeds else (None, None)
         attention_output = self.attention(x, mask_adder, attention_seeds)
         attention_2d = ops.reshape(attention_output, (-1, self.hidden_size))  # [B * S, H], see `dense_2d`
@@ -358,18 +341,15 @@ class BertPooler(layers.Layer):
 class BertModel(keras.Model):
     """The BERT encoder (the original's `BertModel`) as a functional Keras model.
 
-    Inputs (dict): input_ids [B, S] int32, input_mask [B, S] int32 (1 = real token), segment_ids [B, S] int32.
+    Inputs (dict): input_ids, input_mask (1 = real token), segment_ids, each [B, S] int32; S <= max_position_embeddings.
     Outputs (dict), named after the original's accessors:
       sequence_output  [B, S, H]   get_sequence_output()
       pooled_output    [B, H]      get_pooled_output()
       encoder_outputs  list of num_hidden_layers x [B, S, H]   get_all_encoder_layers()
       embedding_output [B, S, H]   get_embedding_output()
-    `get_embedding_table()` returns the word embedding variable [V, H]. S may be at most max_position_embeddings.
 
-    `restored=True`: every variable is restored from a checkpoint next (`checkpoints.restore` refuses one that lacks
-    any encoder variable), so the tables and kernels are left at zeros, not drawn at random; task heads are drawn.
-    `gradient_checkpointing=True` (or `set_gradient_checkpointing`): each block's activations are recomputed in the
-    backward pass: the same gradients, less memory, more time.
+    `restored=True`: every variable is restored next, so kernels start at zeros, not random.
+    `gradient_checkpointing=True`: the same gradients, less memory, more time.
     """
 
     def __init__(self, config, restored=False, gradient_checkpointing=False, **kwargs):
@@ -411,8 +391,7 @@ class BertModel(keras.Model):
         self.gradient_checkpointing = gradient_checkpointing
 
     def set_gradient_checkpointing(self, enabled):
-        """Whether training recomputes each transformer block's activations in the backward pass (see the class
-        docstring); a function traced before keeps what it traced."""
+        """Whether training recomputes each block's activations; a function traced before keeps what it traced."""
         self.gradient_checkpointing = enabled
         for layer in self.encoder_layers:
             layer.gradient_checkpointing = enabled

@@ -1,6 +1,6 @@
 """Task heads on the BERT encoder: small Keras layers with the original scripts' weights and shapes.
 
-| layer            | original variables (as a task model names them)                  | input -> output          |
+| layer            | original variables                                               | input -> output          |
 |------------------|------------------------------------------------------------------|--------------------------|
 | MaskedLMHead     | cls/predictions/transform/{dense,LayerNorm}, .../output_bias      | [B,S,H], positions [B,P] |
 |                  | (logits tied to the word embeddings)                             |   -> [B,P,V]             |
@@ -11,9 +11,8 @@
 | SentencePooling  | none: the mean of the real tokens or [CLS], L2-normalized         | [B,S,H], mask [B,S]      |
 |                  | (sentence-transformers' Pooling and Normalize)                   |   -> [B,H]               |
 
-The `output_weights` of the original are stored [num_outputs, H] (transposed relative to a Keras Dense kernel), so
-these heads keep that layout: logits = x @ output_weights^T + output_bias. The task models that put these heads on
-the encoder are in `bert_tf.model.task_models`.
+`output_weights` keep the original's [num_outputs, H] layout (a Keras Dense kernel's transpose): logits = x @
+output_weights^T + output_bias. `bert_tf.model.task_models` puts these heads on the encoder.
 """
 import tensorflow as tf
 from keras import layers, ops
@@ -24,7 +23,7 @@ from bert_tf.model.encoder import SeededDropout, create_initializer, make_layer_
 
 @serializable
 class OutputProjection(layers.Layer):
-    """x [..., H] -> logits [..., num_outputs] with the original's `output_weights` [num_outputs, H] layout."""
+    """x [..., H] -> logits [..., num_outputs], `output_weights` [num_outputs, H]."""
 
     def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -50,15 +49,13 @@ class OutputProjection(layers.Layer):
 
 
 def logits_against(x, table):
-    """x [N, H], table [V, H] -> x @ table^T [N, V]. On TensorFlow one MatMul with transpose_b, whose gradient for
-    the table is one [V, N] x [N, H] MatMul, as the original's (x @ transpose(table) also transposes that gradient
-    from [H, V] to [V, H], a pass over the whole table every step)."""
+    """x [N, H], table [V, H] -> x @ table^T [N, V], as one MatMul with transpose_b, so the table's gradient is one
+    [V, N] x [N, H] MatMul with no transpose of the whole table."""
     return tf.matmul(x, table, transpose_b=True)
 
 
 def gather_indexes(sequence_tensor, positions):
-    """sequence_tensor [B, S, H], positions [B, P] int -> the vectors at those positions, [B*P, H] (the original's
-    gather_indexes: one gather of rows of the [B*S, H] matrix, whose gradient is a scatter of B*P rows)."""
+    """sequence_tensor [B, S, H], positions [B, P] -> [B*P, H], the original's gather of rows."""
     batch, length, width = ops.shape(sequence_tensor)
     flat_positions = ops.cast(positions, "int32") + ops.arange(batch, dtype="int32")[:, None] * length
     return ops.take(ops.reshape(sequence_tensor, (-1, width)), ops.reshape(flat_positions, (-1,)), axis=0)
@@ -68,8 +65,8 @@ def gather_indexes(sequence_tensor, positions):
 class MaskedLMHead(layers.Layer):
     """The masked LM head: dense + hidden_act + LayerNorm, then logits against the tied word embeddings.
 
-    Call: sequence_output [B, S, H], masked_lm_positions [B, P] -> logits [B, P, V] (float32).
-    `embedding_layer` is the encoder's BertEmbeddings whose `word_embeddings` [V, H] the output shares.
+    sequence_output [B, S, H], masked_lm_positions [B, P] -> logits [B, P, V] (float32). `embedding_layer`: the
+    encoder's BertEmbeddings, whose `word_embeddings` [V, H] the output shares.
     """
 
     def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, **kwargs):
@@ -92,8 +89,7 @@ class MaskedLMHead(layers.Layer):
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
-        # On [B*P, H] as the original: the logits are one [B*P, H] x [H, V] MatMul, whose gradient for the tied
-        # embeddings is one [V, B*P] x [B*P, H] MatMul (a batched einsum's is B products [V, H], then their sum).
+        # On [B*P, H] as the original: one MatMul, whose gradient for the tied embeddings is one MatMul too.
         x = self.layer_norm(self.transform(gather_indexes(sequence_output, masked_lm_positions)))
         table = ops.cast(self.embedding_layer.word_embeddings, x.dtype)
         logits = ops.cast(logits_against(x, table), "float32") + ops.cast(self.output_bias, "float32")
@@ -111,10 +107,8 @@ class MaskedLMHead(layers.Layer):
 
 @serializable
 class ClassifierHead(layers.Layer):
-    """run_classifier.py's head: dropout on pooled_output, then `output_weights`/`output_bias`.
-
-    Call: pooled_output [B, H] (or every token, [B, S, H]) -> logits [B, num_labels] ([B, S, num_labels]), float32.
-    """
+    """run_classifier.py's head: dropout, then `output_weights`/`output_bias`. [B, H] (or [B, S, H]) -> logits
+    [B, num_labels] ([B, S, num_labels]), float32."""
 
     def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -180,12 +174,9 @@ POOLINGS = ("mean", "cls")
 
 @serializable
 class SentencePooling(layers.Layer):
-    """A sentence embedding from the last layer, as sentence-transformers computes it (all-MiniLM-L6-v2: mean, then
-    normalized): `pooling` "mean" (the mean over the real tokens, input_mask 1: sum / max(count, 1e-9)) or "cls"
-    (the [CLS] token's vector); `normalize_embeddings`: divided by its L2 norm (at least 1e-12). No weights.
-
-    Call: sequence_output [B, S, H], input_mask [B, S] -> embedding [B, H] float32 (computed in float32).
-    """
+    """A sentence embedding as sentence-transformers computes it, in float32: `pooling` "mean" (over tokens with
+    input_mask 1) or "cls"; `normalize_embeddings`: divided by its L2 norm. No weights. sequence_output [B, S, H],
+    input_mask [B, S] -> embedding [B, H]."""
 
     def __init__(self, pooling="mean", normalize_embeddings=True, **kwargs):
         super().__init__(**kwargs)

@@ -1,5 +1,5 @@
-"""Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what
-the Keras model of each task cannot say itself (`TaskSpec`, by task name in `REGISTRY`).
+"""Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what the
+Keras model cannot say itself (`TaskSpec`, by task name in `REGISTRY`).
 
 | task model          | heads (attributes)                     | tasks (REGISTRY)       | script              |
 |---------------------|----------------------------------------|------------------------|---------------------|
@@ -12,10 +12,8 @@ the Keras model of each task cannot say itself (`TaskSpec`, by task name in `REG
 | BertMultipleChoice  | `.choice` (new)                        | swag                   | run_swag.py         |
 | BertSentenceEncoder | none (`.sentence_pooling`, no weights) | embedding              | sentence embeddings |
 
-Rules: a task model class names its heads' original (TF1) variable names in its `heads`, by which
-`bert_tf.checkpoints` maps them, and holds no variable outside its encoder and those heads (an error when it is
-built). Inputs and outputs are the Keras model's own (`model.input`, `model.output`; `output_names`,
-`sequence_outputs`, `takes_text`): nothing restates them.
+Shapes: B batch, S sequence, H hidden, L labels, C choices, P masked positions, V vocabulary. A task model names its
+heads' original variables in `heads` (what `bert_tf.checkpoints` maps) and has no other variable.
 """
 import dataclasses
 
@@ -38,25 +36,22 @@ DEFAULT_THRESHOLD = 0.5  # a multi-label classifier's decision threshold of each
 
 
 def _projection(scope=""):
-    """The variable rows of a `ClassifierHead`'s or `SpanHead`'s projection: `<scope>output_weights` [K, H] and
-    `<scope>output_bias` [K]."""
+    """A projection head's variable rows: `<scope>output_weights` [K, H], `<scope>output_bias` [K]."""
     return tuple((f"{scope}output_{part}", f"projection.output_{part}") for part in ("weights", "bias"))
 
 
 class TaskModel(keras.Model):
-    """A functional task model on a shared `BertModel` (`.bert`); a subclass calls `init_task` first, then adds its
-    heads (each an attribute named in `heads`) and outputs. Serializes as its BertConfig plus `task_kwargs`.
+    """A functional task model on a shared `BertModel` (`.bert`); a subclass calls `init_task`, then adds its heads and
+    outputs. Serializes as its BertConfig plus `task_kwargs`.
 
-    `heads`: head attribute -> its variables' original names, as rows (original name, attribute path inside the
-    head); heads the original never had (tagger, choice) are named in its style.
+    `heads`: head attribute -> rows (original variable name, attribute path inside the head).
     """
     task_kwargs = ()
     heads = {}
 
     def __init__(self, inputs, outputs, dtype, **kwargs):
-        """The functional model inputs -> outputs under the encoder's dtype policy `dtype`, which the functional
-        constructor would ignore (keeping the global policy). ValueError for a variable outside the encoder and
-        `heads` (a checkpoint would leave it random)."""
+        """The functional model under the encoder's dtype policy `dtype`. ValueError for a variable outside the encoder
+        and `heads` (a checkpoint would leave it random)."""
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.dtype_policy = dtype
         parts = [self.bert, *(getattr(self, head) for head in self.heads if hasattr(self, head))]
@@ -67,8 +62,7 @@ class TaskModel(keras.Model):
                              f"{tuple(self.heads)}: {stray}; name each head's original variables in its `heads`.")
 
     def init_task(self, config, kwargs):
-        """Pops the encoder, dtype and `restored` (BertModel's: the caller restores the model next) from kwargs;
-        returns (bert, policy, the encoder's input dict)."""
+        """Pops the encoder, dtype and `restored` from kwargs; returns (bert, policy, input dict)."""
         restored = kwargs.pop("restored", False)
         bert = kwargs.pop("bert", None) or BertModel(config, restored=restored, dtype=kwargs.pop("dtype", None))
         self.bert = bert
@@ -87,12 +81,10 @@ class TaskModel(keras.Model):
 
 @serializable
 class BertClassifier(TaskModel):
-    """run_classifier.py's model: [CLS] pooled output -> dropout -> `output_weights`/`output_bias`.
+    """run_classifier.py's model: pooled output -> dropout -> `output_weights`/`output_bias`.
 
-    Inputs: input_ids, input_mask, segment_ids [B, S] int32. Outputs (float32): logits [B, L] and
-    probabilities [B, L] (softmax), or with `regression=True` (STS-B) logits [B, 1] and predictions [B], or with
-    `multi_label=True` probabilities sigmoid(logits), each label on its own; a label is predicted where its
-    probability is >= its entry of `thresholds` (DEFAULT_THRESHOLD each), what the exports' `predicted_labels` say.
+    Outputs (float32): logits, probabilities [B, L]; `regression`: logits [B, 1], predictions [B]; `multi_label`:
+    sigmoid probabilities, a label predicted where its probability >= its threshold.
     """
     task_kwargs = ("num_labels", "regression", "multi_label", "thresholds")
     heads = {"classifier": _projection()}
@@ -152,7 +144,7 @@ class BertSpanLabeler(TaskModel):
 
 @serializable
 class BertTokenClassifier(TaskModel):
-    """A tagging model (NER): dropout + `cls/ner/output_weights` on every token -> logits [B, S, L] (float32)."""
+    """A tagging model (NER): dropout + `cls/ner/output_weights` per token -> logits [B, S, L]."""
     task_kwargs = ("num_labels",)
     heads = {"tagger": _projection("cls/ner/")}
 
@@ -170,9 +162,9 @@ class BertTokenClassifier(TaskModel):
 
 @serializable
 class BertMultipleChoice(TaskModel):
-    """The paper's SWAG setup: each choice packed as a pair, one score from its [CLS] vector, softmax over choices.
+    """The paper's SWAG setup: each choice packed as a pair, scored from its [CLS] vector.
 
-    Inputs: input_ids, input_mask, segment_ids [B, C, S] int32. Outputs: logits, probabilities [B, C] (float32).
+    Inputs [B, C, S] int32. Outputs: logits, probabilities [B, C] (float32).
     """
     task_kwargs = ("num_choices",)
     heads = {"choice": _projection("cls/swag/")}
@@ -195,12 +187,8 @@ class BertMultipleChoice(TaskModel):
 
 @serializable
 class BertSentenceEncoder(TaskModel):
-    """Sentence embeddings (e.g. all-MiniLM-L6-v2's): the encoder's last layer pooled by `heads.SentencePooling`.
-
-    Inputs: input_ids, input_mask, segment_ids [B, S] int32. Output: embedding [B, H] float32, the mean of the
-    real tokens' vectors (`pooling="mean"`) or the [CLS] vector (`"cls"`), divided by its L2 norm when
-    `normalize_embeddings`. No weights beyond the encoder's.
-    """
+    """Sentence embeddings: the last layer pooled by `heads.SentencePooling` -> embedding [B, H] float32 (mean of real
+    tokens or [CLS], L2-normalized when `normalize_embeddings`). No weights of its own."""
     task_kwargs = ("pooling", "normalize_embeddings")
 
     def __init__(self, config, pooling="mean", normalize_embeddings=True, **kwargs):
@@ -214,12 +202,10 @@ class BertSentenceEncoder(TaskModel):
 
 @serializable
 class BertPretrainer(TaskModel):
-    """BERT with the pretraining heads (the original run_pretraining.py model).
+    """The original run_pretraining.py model: BERT with the pretraining heads.
 
-    Inputs (dict): input_ids, input_mask, segment_ids [B, S] int32, masked_lm_positions [B, P] int32.
-    Outputs (dict): masked_lm_logits [B, P, V], next_sentence_logits [B, 2] (float32), plus the encoder's
-    sequence_output and pooled_output. `with_next_sentence=False` (the paper's "No NSP" ablation): no
-    `cls/seq_relationship` head (`.next_sentence`) and no next_sentence_logits.
+    Inputs add masked_lm_positions [B, P]. Outputs: masked_lm_logits [B, P, V], next_sentence_logits [B, 2] (float32),
+    sequence_output, pooled_output. `with_next_sentence=False` ("No NSP"): no `.next_sentence` head.
     """
     task_kwargs = ("with_next_sentence",)
     heads = {"masked_lm": (("cls/predictions/transform/dense/kernel", "transform.kernel"),
@@ -255,8 +241,8 @@ class BertPretrainer(TaskModel):
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    """What one task's model is beyond the Keras model: the one place the tasks, the checkpoints and the export read
-    it. `model` is built as `model(config, **kwargs, num_labels=... (labelled), restored=..., **options)`."""
+    """What one task's model is beyond the Keras model, read by the tasks, the checkpoints and the export. `model` is
+    built as `model(config, **kwargs, num_labels=..., restored=..., **options)`."""
     name: str  # the `REGISTRY` key, the export's --task
     model: type
     heads: tuple | None = None  # the head attributes its model has (None: every one of its class's `heads`)
@@ -276,14 +262,13 @@ class TaskSpec:
         return self.label_output is not None
 
     def describes(self, model):
-        """Whether `model` is this task's model (its class, and its fixed keyword arguments, e.g. regression)."""
+        """Whether `model` is this task's model (its class and fixed keyword arguments)."""
         return isinstance(model, self.model) and all(getattr(model, key, None) == value
                                                      for key, value in self.kwargs.items())
 
     def build(self, config, num_labels=None, restored=False, **options):
-        """The Keras model for BertConfig `config`: `num_labels` for a labelled task; `restored`: the caller
-        restores it next (see BertModel); `options`: some of `self.options`, None ones left at their defaults.
-        ValueError for a missing num_labels or an unknown option."""
+        """The Keras model for `config`; `restored`: the caller restores it next; `options`: None ones left at their
+        defaults. ValueError for a missing num_labels or an unknown option."""
         if self.labelled and (not num_labels or num_labels < 1):
             raise ValueError(f"The {self.name} task needs num_labels >= 1 (--num_labels or --label_list).")
         options = {name: value for name, value in options.items() if value is not None}
@@ -299,8 +284,7 @@ REGISTRY = {}  # task name -> TaskSpec (`register`)
 
 
 def register(spec):
-    """Adds `spec` to REGISTRY (a task of its own module registers its spec so: README, "Add a task"); returns it.
-    ValueError for a name taken."""
+    """Adds `spec` to REGISTRY (README, "Add a task") and returns it; ValueError for a name taken."""
     if spec.name in REGISTRY:
         raise ValueError(f"A task named {spec.name!r} is registered already.")
     REGISTRY[spec.name] = spec
@@ -325,7 +309,7 @@ BUILT_IN_HEADS = {**BertPretrainer.heads, **BertClassifier.heads, **BertSpanLabe
 
 
 def build_task_model(task, config, num_labels=None, restored=False, **options):
-    """The Keras model of `task` (a key of REGISTRY): `REGISTRY[task].build(...)` (see TaskSpec.build)."""
+    """The Keras model of `task`: `REGISTRY[task].build(...)`."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     return REGISTRY[task].build(config, num_labels, restored, **options)
@@ -335,10 +319,9 @@ METADATA_FILE = "model_metadata.json"  # `metadata` of what a training run train
 
 
 def metadata(task, model, labels, do_lower_case, max_seq_length):
-    """What a reader needs to rebuild `model`, the model of `task` (None: a model without weights), and feed it text:
-    task, casing, max_seq_length, labels, bert_config and its spec's options (e.g. multi_label's thresholds). An
-    export's assets.extra/export_metadata.json holds it, and so does a training run's output_dir (METADATA_FILE,
-    written by bert_tf.tasks.answers.record; read by bert_tf.load and the conversions)."""
+    """What a reader needs to rebuild `model` (None: no weights) and feed it text: task, casing, max_seq_length, labels,
+    bert_config and options. Written to an export's assets.extra/export_metadata.json and a run's output_dir
+    (METADATA_FILE, by bert_tf.tasks.answers.record); read by bert_tf.load."""
     meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
             "labels": labels}
     if model is not None:
@@ -353,14 +336,14 @@ def encoder_of(model):
 
 
 def output_names(model):
-    """The names of a task model's outputs (what its export serves): its output dict's; the encoder's
-    sequence_output and pooled_output (its per-layer outputs are extract_features')."""
+    """The names of a task model's outputs (what its export serves); the encoder's are sequence_output and
+    pooled_output."""
     return ("sequence_output", "pooled_output") if isinstance(model, BertModel) else tuple(model.output)
 
 
 def sequence_outputs(model):
-    """The names of `model`'s outputs whose axis 1 is the text's sequence (squad's logits [B, S], not
-    masked_lm_logits [B, P, V]): of any size in `model.output`, and 1 where the encoder's inputs are 1 long."""
+    """The names of `model`'s outputs whose axis 1 is the sequence (squad's logits [B, S], not masked_lm_logits
+    [B, P, V])."""
     short = model.compute_output_spec({
         name: keras.KerasTensor((*x.shape[:-1], 1) if name in INPUT_NAMES else x.shape, x.dtype)
         for name, x in model.input.items()})
@@ -369,5 +352,5 @@ def sequence_outputs(model):
 
 
 def takes_text(model):
-    """Whether text packs to `model`'s inputs (the export's text signatures): the encoder's three, [B, S] each."""
+    """Whether text packs to `model`'s inputs: the encoder's three, [B, S] each."""
     return {name: len(x.shape) for name, x in model.input.items()} == dict.fromkeys(INPUT_NAMES, 2)

@@ -6,11 +6,9 @@
 | Adam (0.9, 0.999, 1e-6) | no bias correction (`bias_correction=True`: Adam's) | bias-corrected, t counting this one |
 | update | w -= lr * (m / (sqrt(v) + eps) + 0.01 * w) | the same times ||w|| / ||update|| (1 where 0) |
 
-Both clip gradients to global norm 1.0 and decay every variable whose name matches none of "LayerNorm",
-"layer_norm", "bias". Update t takes the rate of step t, as the original's schedule is written (NVIDIA's TF1 graph
-reads t + 1). `learning_rate_multipliers` ({variable path: m}, bert_tf.training.layers) scale a variable's rate, its
-weight decay with it (lr x m in every row above). Not done here: NVIDIA's accumulation clips each micro-batch
-(bert-tf clips the sum), and its run_pretraining.py multiplies --learning_rate by the Horovod workers.
+Both clip gradients to global norm 1.0 and decay every variable whose name matches none of "LayerNorm", "layer_norm",
+"bias". `learning_rate_multipliers` ({variable path: m}, bert_tf.training.layers) scale a variable's rate and its weight
+decay. Unlike NVIDIA's, gradient accumulation clips the sum, not each micro-batch.
 """
 import re
 
@@ -53,8 +51,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def matches(variable, patterns):
-    """Whether `variable` (its Keras path, e.g. `layer_0/attention/LayerNorm/gamma`, or a name) re.search-es any of
-    `patterns`, as the original matches names."""
+    """Whether `variable` (its Keras path or a name) re.search-es any of `patterns`, as the original."""
     name = variable if isinstance(variable, str) else variable.path
     return any(re.search(p, name) for p in patterns)
 
@@ -62,10 +59,8 @@ def matches(variable, patterns):
 class BertOptimizer(keras.optimizers.Optimizer):
     """What AdamWeightDecay and Lamb share: slots `adam_m` / `adam_v`, decoupled weight decay, global-norm clipping.
 
-    `sum_replica_gradients=False`: the gradients come already summed over the replicas (Keras would clip each
-    replica's part by its own norm, then sum; `bert_tf.training.update` sums first, so clipping sees the whole
-    batch's gradient). `jit_update`: each device's update in one XLA program (`device_update`).
-    `learning_rate_multipliers`: {variable path: its rate's multiplier}, 1 for a variable not named.
+    `sum_replica_gradients=False`: gradients come already summed over replicas, so clipping sees the whole batch's
+    (`bert_tf.training.update`). `jit_update`: each device's update in one XLA program (`device_update`).
     """
 
     def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
@@ -101,8 +96,7 @@ class BertOptimizer(keras.optimizers.Optimizer):
         return list(grads_and_vars)
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):  # overrides Keras's
-        # TensorFlow-backend hook, run in the cross-replica context: Keras calls `extended.update` per variable (on
-        # each device, reading and writing that device's copies); jit_update calls it once, for `device_update`.
+        # TensorFlow-backend hook: Keras calls `extended.update` per variable; jit_update once, for `device_update`.
         if not self.jit_update:
             return super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
         grads, variables = zip(*grads_and_vars)
@@ -111,8 +105,8 @@ class BertOptimizer(keras.optimizers.Optimizer):
             args=(list(grads), learning_rate), group=False)
 
     def device_update(self, variables):
-        """An XLA-compiled fn(gradients, learning_rate) running `update_step` for each of `variables` on one device
-        (traced in that device's UpdateContext; no all-reduce inside, the gradients given are the device's)."""
+        """An XLA-compiled fn(gradients, learning_rate) running `update_step` for each of `variables` on one device,
+        with that device's gradients (no all-reduce inside)."""
         def update(grads, learning_rate):
             for gradient, variable in zip(grads, variables):
                 self.update_step(gradient, variable, learning_rate)
@@ -125,7 +119,7 @@ class BertOptimizer(keras.optimizers.Optimizer):
         return learning_rate if multiplier == 1.0 else learning_rate * multiplier
 
     def _adam_update(self, gradient, variable):
-        """Advances the moments; returns m_hat / (sqrt(v_hat) + epsilon) (+ weight_decay_rate * variable), before lr."""
+        """Advances the moments; returns m_hat / (sqrt(v_hat) + epsilon) (+ weight decay), before lr."""
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         gradient = ops.cast(gradient, variable.dtype)
@@ -154,10 +148,10 @@ class BertOptimizer(keras.optimizers.Optimizer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AdamWeightDecay(BertOptimizer):
-    """The original AdamWeightDecayOptimizer (by default without bias correction, as the original).
+    """The original AdamWeightDecayOptimizer (by default without bias correction).
 
-    `fused` (without bias correction): TensorFlow's fused Adam kernel, the same update to float32 rounding except
-    1 - beta_2 taken in float32; False: the original's arithmetic step by step.
+    `fused` (without bias correction): TensorFlow's fused Adam kernel, the same update to float32 rounding; False: the
+    original's arithmetic step by step.
     """
 
     def __init__(self, *args, fused=True, name="AdamWeightDecay", **kwargs):
@@ -166,7 +160,7 @@ class AdamWeightDecay(BertOptimizer):
         self._scalars = None
 
     def apply(self, grads, trainable_variables=None):
-        """Keras's `apply`, making the fused kernel's scalar constants once per update and device, not per variable."""
+        """Keras's `apply`, making the fused kernel's scalars once per update and device."""
         self._scalars = {}
         try:
             return super().apply(grads, trainable_variables)
@@ -181,8 +175,8 @@ class AdamWeightDecay(BertOptimizer):
             self.assign_sub(variable, learning_rate * self._adam_update(gradient, variable))
 
     def _fused_update(self, gradient, variable, learning_rate):
-        """The update by ResourceApplyAdam, one pass where `_adam_update` makes a dozen; beta powers 0 make its step
-        learning_rate exactly. The decay is subtracted first (the Adam part does not read w)."""
+        """The update by ResourceApplyAdam (beta powers 0 make its step learning_rate exactly), the decay subtracted
+        first."""
         index = self._get_variable_index(variable)
         variable = _tf_variable(variable)
         if self._decay[index]:
@@ -210,8 +204,7 @@ class AdamWeightDecay(BertOptimizer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class Lamb(BertOptimizer):
-    """NVIDIA's LAMBOptimizer: the trust ratio for every variable matching none of `exclude_from_layer_adaptation`
-    (NVIDIA's: none)."""
+    """NVIDIA's LAMBOptimizer: the trust ratio for every variable matching none of `exclude_from_layer_adaptation`."""
 
     def __init__(self, *args, bias_correction=True, exclude_from_layer_adaptation=(), name="Lamb", **kwargs):
         super().__init__(*args, bias_correction=bias_correction, name=name, **kwargs)
@@ -245,10 +238,8 @@ def _tf_variable(variable):
 
 
 def clip_by_global_norm(grads, norm, clip_norm=CLIP_NORM):
-    """Keras's global-norm clipping of `grads` (made dense), given their `norm` so it is not computed twice.
-
-    Under loss scaling `grads` are scaled and `norm` is not; the scale, a power of two, commutes exactly.
-    """
+    """Keras's global-norm clipping of `grads` given their `norm`. Under loss scaling `grads` are scaled and `norm` is
+    not; the power-of-two scale commutes exactly."""
     scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm)
     scale = scale + (norm - norm)  # NaN for a non-finite norm, as Keras's
     return [tf.convert_to_tensor(g) * scale for g in grads]
@@ -266,8 +257,8 @@ def learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01,
                      sum_replica_gradients=True, optimizer="adamw", global_clipnorm=CLIP_NORM, fused=True,
                      learning_rate_multipliers=None):
-    """The pretraining/fine-tuning optimizer on its schedule. `bias_correction` and `fused` are adamw's (lamb is
-    always bias-corrected); `global_clipnorm=None` for a caller that clips itself (bert_tf.training.update)."""
+    """The pretraining/fine-tuning optimizer on its schedule. `bias_correction` and `fused`: adamw only;
+    `global_clipnorm=None` for a caller that clips itself (bert_tf.training.update)."""
     schedule = learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer)
     common = {"learning_rate": schedule, "weight_decay_rate": weight_decay_rate,
               "sum_replica_gradients": sum_replica_gradients, "global_clipnorm": global_clipnorm,

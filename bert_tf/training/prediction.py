@@ -1,9 +1,8 @@
-"""Evaluation and prediction of a model: `Predictor` (its loss's figures over a dataset, its outputs batch by batch)
-and `predict_in_order`, the one prediction loop over examples held in memory (bert_tf.tasks, bert_tf.inference).
+"""Evaluation and prediction: `Predictor` (a loss's figures over a dataset, outputs batch by batch) and
+`predict_in_order`, the one prediction loop over examples in memory (bert_tf.tasks, bert_tf.inference).
 
-A Predictor traces once per dataset signature (its element_spec, a last smaller batch included) and keeps its
-prediction traces (`prepare_predict`), so that one made ahead of time (e.g. while training starts) is reused; under
-XLA (`use_xla`) a trace compiles a program per input shape, which `predict_in_order` keeps to one per length.
+A Predictor traces once per dataset element_spec and keeps its traces, so one made ahead of time is reused; under XLA
+each input shape compiles a program, which `predict_in_order` keeps to one per length.
 """
 import collections
 
@@ -15,10 +14,8 @@ from bert_tf.training import losses
 
 
 class Predictor:
-    """Evaluates and predicts with `model`, a callable `model(features) -> {name: tensor}` (a Keras task model with
-    training=False bound, or a function of one): `loss_fn` (for `evaluate` and the `per_example_loss` of `predict`)
-    a per-example loss or a batch-level loss (bert_tf.training.losses), None where there are no labels; `use_xla`:
-    whether the traces are compiled."""
+    """Evaluates and predicts with `model(features) -> {name: tensor}`; `loss_fn`: a per-example or batch-level loss
+    (bert_tf.training.losses), None without labels; `use_xla`: compile the traces."""
 
     def __init__(self, model, loss_fn=None, use_xla=False):
         self.model = model
@@ -28,12 +25,8 @@ class Predictor:
         self._forward_functions = {}
 
     def evaluate(self, dataset):
-        """The loss terms' figures over `dataset` ((features, labels) batches), streamed as the original's
-        tf.metrics: each term's sum(values) / sum(weights) over all the batches (a weighted mean or accuracy), and
-        `loss`, the mean of the batches' losses. Returns ({name: float32}, the number of batches).
-
-        `dataset`: a tf.data.Dataset; its element_spec is the signature of the one trace every batch runs on (a
-        last, smaller batch included)."""
+        """({name: float32}, number of batches) over `dataset`'s (features, labels) batches, streamed as the original's
+        tf.metrics: each term's sum(values) / sum(weights), and `loss`, the mean of the batch losses."""
         batch_figures = self._batch_figures(dataset.element_spec)
         sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
         for features, labels in dataset:
@@ -61,12 +54,8 @@ class Predictor:
         return batch_figures
 
     def predict(self, dataset, with_loss=False):
-        """Yields the model's outputs per batch as numpy dicts, in dataset order.
-
-        `dataset`: a tf.data.Dataset of features dicts or (features, labels); with labels and `with_loss`, each
-        dict also holds `per_example_loss` [B]. Its element_spec is the signature of the one trace every batch runs
-        on (a last, smaller batch included), made once per element_spec (`prepare_predict`).
-        """
+        """Yields the model's outputs per batch as numpy dicts, in dataset order; with labels and `with_loss`, also
+        `per_example_loss` [B]."""
         labelled = isinstance(dataset.element_spec, tuple)
         forward = self.prepare_predict(dataset.element_spec, with_loss)
         for batch in dataset:
@@ -75,10 +64,8 @@ class Predictor:
             yield tf.nest.map_structure(lambda t: t.numpy(), outputs)
 
     def prepare_predict(self, element_spec, with_loss=False):
-        """The traced function `predict` runs on a dataset of `element_spec`: made on the first call for that spec
-        (e.g. as `Trainer.train`'s `meanwhile`), then reused. Where the batch size is not fixed, it also runs once on
-        an empty batch, so that TensorFlow optimizes its graph now rather than on the first batch (not under XLA,
-        where that batch would compile a program of its own)."""
+        """The traced function `predict` runs on `element_spec`, made once and reused. With a batch size not fixed it
+        also runs an empty batch now, so TensorFlow optimizes the graph before the first batch (not under XLA)."""
         labelled = isinstance(element_spec, tuple)
         with_loss = with_loss and labelled
         key = (repr(element_spec), with_loss)  # the structure, names, shapes and dtypes
@@ -95,8 +82,7 @@ class Predictor:
         return self._forward_functions[key]
 
     def _forward(self, signature, with_loss):
-        """The tf.function of the model's outputs on `signature` ([features] or [features, labels]); with the loss,
-        they also hold `per_example_loss`."""
+        """The tf.function of the model's outputs on `signature` (with the loss, also `per_example_loss`)."""
         forward = tf.function(lambda features: self.model(features), jit_compile=self.use_xla,
                               input_signature=signature[:1], autograph=False)
         if not with_loss:
@@ -110,11 +96,9 @@ class Predictor:
 
 
 def predict_in_order(predictor, inputs, batch_size, lengths, names, fixed_batches=False, with_loss=False):
-    """Yields `predictor`'s outputs (a Predictor's or a Trainer's) on `inputs` for the input order's batches of
-    `batch_size`, as dicts of NumPy arrays; `with_loss`: with `per_example_loss`, `inputs` being (features, labels).
-    The model runs on `lengths.LengthSorted`'s batches, its windows sized from the traced model's output shapes
-    (`lengths.window_batches`); `names`: the inputs with the sequence on their last axis.
-    """
+    """Yields `predictor`'s outputs on `inputs` for the input order's batches of `batch_size`, as dicts of NumPy arrays;
+    `with_loss`: `inputs` is (features, labels). Runs `lengths.LengthSorted`'s batches; `names`: the inputs with the
+    sequence last."""
     window = 1
     if lengths_lib.sorts(lengths, fixed_batches):
         spec = lengths_lib.batch_spec(inputs, batch_size, lengths, names)
@@ -126,9 +110,8 @@ def predict_in_order(predictor, inputs, batch_size, lengths, names, fixed_batche
 
 
 def estimator_losses(batches):
-    """The Estimator's evaluation losses from the `per_example_loss` of the input order's batches (`batches`, as
-    `predict_in_order` yields them): `eval_loss`, the mean over every example, and `loss`, the mean of the batches'
-    means."""
+    """The Estimator's evaluation losses from the `per_example_loss` of `predict_in_order`'s batches: `eval_loss` (mean
+    over examples) and `loss` (mean of batch means)."""
     per_batch = [batch["per_example_loss"] for batch in batches]
     return {"eval_loss": float(np.concatenate(per_batch).mean()),
             "loss": float(np.mean([float(np.mean(batch)) for batch in per_batch]))}

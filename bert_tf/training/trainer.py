@@ -3,16 +3,11 @@
 A task gives:
   build_model()                     -> a Keras task model (bert_tf.model.task_models), built in the strategy scope
   loss_fn(labels, outputs)          -> per-example losses [B] float32, or a batch-level loss (bert_tf.training.losses)
-  dataset_fn(batch_size, ctx, seed) -> repeated (features, labels) batches, their order a function of `seed`, ctx's
-                                       input pipeline and TensorFlow's global seed
+  dataset_fn(batch_size, ctx, seed) -> repeated (features, labels) batches, their order a function of `seed`
 
-An update's gradients are summed over micro-batches and replicas before they are clipped to global norm 1.0, so every
-strategy and accumulation computes the update of one device on the whole batch. Checkpoints (`ckpt-<step>`) every
-save_checkpoints_steps and at the end; a restarted run resumes its last exactly (weights, optimizer, input position
-and seed, dropout state); a worker that stops responding stops the others with a `distribute.WorkerLost` naming it.
-The Trainer is also the run's context: its strategy, this worker's position, `is_chief` and `work_dir`. Settings:
-config.RunConfig's training fields; state: run_state; input: feed; the update step: update; evaluation and
-prediction: prediction.
+Checkpoints (`ckpt-<step>`) every save_checkpoints_steps and at the end; a restarted run resumes its last exactly
+(weights, optimizer, input position and seed, dropout state); a worker that stops responding stops the others with a
+`distribute.WorkerLost` naming it. The update step: update; evaluation and prediction: prediction.
 """
 import concurrent.futures
 import contextlib
@@ -43,9 +38,8 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
 class Trainer:
     """Trains and runs one task model under a tf.distribute strategy.
 
-    `config`: a RunConfig (default RunConfig(); only its training fields are read), its fields replaced by keyword
-    `settings` (`Trainer(..., learning_rate=1e-3)`); it sets the Keras global precision policy. `pretrained`: the
-    `checkpoints.Pretrained` a new run starts from.
+    `config`: a RunConfig (its training fields), fields replaced by keyword `settings`; it sets the Keras global
+    precision policy. `pretrained`: the `checkpoints.Pretrained` a new run starts from.
     """
 
     def __init__(self, build_model, loss_fn, output_dir, *, config=None, strategy=None, pretrained=None,
@@ -61,9 +55,8 @@ class Trainer:
         self.loss = losses.as_batch_loss(loss_fn)
         self.strategy = strategy or distribute.get_strategy("auto")
         self.worker_index, self.num_workers = distribute.worker_position(self.strategy)
-        # Across workers, one update per call of the training loop: in a tf.while_loop the collective ops of every
-        # update share their instance keys, and the gather of the embedding gradient's rows (as many as the batch's
-        # tokens) then fails when two updates' batches differ in length.
+        # Across workers, one update per loop call: in a tf.while_loop the updates' collectives share instance keys,
+        # and the gather of the embedding gradient's rows fails when two batches differ in length.
         self.iterations_per_loop = 1 if self.num_workers > 1 else max(1, config.iterations_per_loop)
         with self.strategy.scope():
             self.model = build_model()
@@ -78,13 +71,12 @@ class Trainer:
 
     @property
     def is_chief(self):
-        """Whether this process writes the run's shared files: checkpoints, summaries, results, exports (worker 0)."""
+        """Whether this process (worker 0) writes the run's shared files."""
         return self.worker_index == 0
 
     @property
     def work_dir(self):
-        """Where this worker writes its checkpoints and run record: output_dir for the chief, else
-        output_dir/workers/worker-<i>."""
+        """This worker's checkpoint directory: output_dir for the chief, else output_dir/workers/worker-<i>."""
         return distribute.worker_dir(self.output_dir, self.worker_index)
 
     # --- the run's state and checkpoints (bert_tf.training.run_state) ------------------------------------------
@@ -117,8 +109,8 @@ class Trainer:
         return self.pretrained.restore(self.model) if self.pretrained else None
 
     def restore_for_predict(self, required_heads=()):
-        """Loads the latest checkpoint of output_dir (and its step), else the pre-trained model's; raises if a
-        required head is absent. Returns the checkpoint used."""
+        """Loads output_dir's latest checkpoint, else the pre-trained model's, and returns the one used; raises if a
+        required head is absent."""
         latest = self.latest_checkpoint()
         if latest:
             self.state.restore_step(latest)
@@ -134,15 +126,12 @@ class Trainer:
 
     def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None, meanwhile=None,
               save_last_in_background=False, evaluate_every=0, on_evaluation=None):
-        """Trains until global_step == num_train_steps. Returns the last loop's mean loss (None when no update ran);
-        `self.figures` holds its figures, which also go to TensorBoard (output_dir/train) and the log.
+        """Trains until global_step == num_train_steps; returns the last loop's mean loss (None: no update ran), its
+        figures in `self.figures`, TensorBoard and the log.
 
-        `seed`: the input order's seed of a new run (None: random); a resumed run keeps its checkpoint's.
-        `meanwhile()` runs while TensorFlow optimizes the traced graph (e.g. `prepare_predict`).
-        `save_last_in_background`: returns before the last checkpoint is complete (`wait_for_checkpoint`).
-        `on_evaluation(step) -> stop` (with `evaluate_every` > 0): runs on the chief at every multiple of
-        evaluate_every and at num_train_steps, after that step's checkpoint is saved, and on resuming at such a step;
-        every worker stops there when it returns True. The input stays open across it.
+        `seed`: a new run's input order (None: random). `meanwhile()` runs while the graph is optimized.
+        `save_last_in_background`: see `wait_for_checkpoint`. `on_evaluation(step) -> stop` runs on the chief every
+        `evaluate_every` steps and at the end, after that step's checkpoint; True stops every worker.
         """
         with distribute.naming_lost_workers(self.strategy, self.output_dir):
             manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps,
@@ -198,8 +187,8 @@ class Trainer:
         return stop
 
     def _start(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed):
-        """Builds the optimizer, sets the input's seed, opens the input, resumes the latest checkpoint. Returns
-        (its CheckpointManager, that checkpoint or None, its `feed.Feed`)."""
+        """Builds the optimizer, seeds and opens the input, resumes the latest checkpoint; returns (CheckpointManager,
+        that checkpoint or None, `feed.Feed`)."""
         self.wait_for_checkpoint()
         replicas = self.strategy.num_replicas_in_sync
         accumulation = self.config.gradient_accumulation_steps
@@ -237,8 +226,8 @@ class Trainer:
         return feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
 
     def _prepare_train_loop(self, input_feed, resumed, meanwhile):
-        """The training tf.function, optimized in a thread (a call with no update) while this one restores
-        `pretrained` (unless `resumed`) and runs `meanwhile`."""
+        """The training tf.function, optimized in a thread while this one restores `pretrained` (unless `resumed`) and
+        runs `meanwhile`."""
         train_loop = self._train_loop(input_feed)
         train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -257,8 +246,8 @@ class Trainer:
         return ["loss", *(name for name in self.loss.terms if name != "loss")]
 
     def _train_loop(self, input_feed):
-        """`train_loop(steps)`: up to `steps` updates, stopping after one the NaN guard refuses; -> the figures'
-        means. Each update runs while the next one's batches are fetched."""
+        """`train_loop(steps)`: up to `steps` updates, stopping after one the NaN guard refuses; -> the figures' means.
+        Each update runs while the next batches are fetched."""
         names, guarded = self._figure_names(), self._guarded()
         replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer, self._gradients,
                                      self.config.gradient_accumulation_steps, self.config.use_xla).replica_step
@@ -287,8 +276,8 @@ class Trainer:
         return train_loop
 
     def _guarded(self):
-        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates
-        (loss scaling); any other writes NaN or inf into the weights."""
+        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates (loss
+        scaling)."""
         return ["loss"] if update.skips_non_finite(self.optimizer) else ["loss", "gradient_norm"]
 
     def _check_finite(self, figures, step):
@@ -316,9 +305,9 @@ class Trainer:
         return self.predictor.evaluate(dataset)
 
     def predict(self, dataset, with_loss=False):
-        """Yields the model's outputs per batch as numpy dicts, in dataset order."""
+        """`prediction.Predictor.predict`."""
         return self.predictor.predict(dataset, with_loss)
 
     def prepare_predict(self, element_spec, with_loss=False):
-        """Traces `predict` for `element_spec` ahead of time (e.g. as `train`'s `meanwhile`)."""
+        """`prediction.Predictor.prepare_predict`."""
         return self.predictor.prepare_predict(element_spec, with_loss)

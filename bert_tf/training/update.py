@@ -1,9 +1,8 @@
 """One training update on a replica: micro-batch accumulation, the all-reduce over replicas, clipping, the optimizer.
 
-The gradients are summed over the micro-batches and the replicas, then clipped to global norm 1.0 and applied once:
-every strategy and accumulation computes one device's update on the whole batch. Loss terms and metrics are shares
-of the whole update's figures (bert_tf.training.losses). With `use_xla`, only programs holding no all-reduce
-compile (`xla_programs`).
+Gradients are summed over micro-batches and replicas, then clipped to global norm 1.0 and applied once, so every
+strategy and accumulation computes the whole batch's update. Loss terms are shares of the update's figures
+(bert_tf.training.losses). With `use_xla`, only programs holding no all-reduce compile (`xla_programs`).
 """
 import keras
 import tensorflow as tf
@@ -13,8 +12,8 @@ from bert_tf.training import layers, losses, optimization
 
 
 def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
-    """`config`'s optimizer, built in `strategy`'s scope for `model`'s trainable variables (`layers.freeze`); it
-    applies the gradients as given (`Update` sums and clips them), with loss scaling under mixed_float16."""
+    """`config`'s optimizer for `model`'s trainable variables, in `strategy`'s scope; it applies the gradients as given
+    (`Update` sums and clips), with loss scaling under mixed_float16."""
     multipliers = layers.learning_rate_multipliers(model, config.layerwise_lr_decay)  # all 1.0 by default
     with strategy.scope():
         optimizer = optimization.create_optimizer(config.learning_rate, num_train_steps, num_warmup_steps,
@@ -34,7 +33,7 @@ def skips_non_finite(optimizer):
 
 
 def describe_strategy(strategy):
-    """(kind as distribute.STRATEGIES names it, device type or "mixed", replicas in sync): `xla_programs`'s input."""
+    """(kind as distribute.STRATEGIES names it, device type or "mixed", replicas in sync)."""
     kinds = ((tf.distribute.TPUStrategy, "tpu"), (tf.distribute.MultiWorkerMirroredStrategy, "multi_worker_mirrored"),
              (tf.distribute.MirroredStrategy, "mirrored"), (tf.distribute.OneDeviceStrategy, "one_device"))
     kind = next((name for cls, name in kinds if isinstance(strategy, cls)), type(strategy).__name__)
@@ -44,14 +43,12 @@ def describe_strategy(strategy):
 
 
 def xla_programs(kind, device_type, num_replicas):
-    """The programs --use_xla compiles (`programs`), only what nothing is all-reduced in:
+    """The programs --use_xla compiles (`programs`), none holding an all-reduce:
 
-    - "whole": the whole update as one program, on one GPU (XLA fuses the optimizer's work with the gradients');
-    - "gradients": each micro-batch's gradients, on CPUs (the whole program was slower there: BENCHMARKS.md) and
-      under TPUStrategy (which compiles the replica's step itself);
+    - "whole": the whole update, on one GPU;
+    - "gradients": each micro-batch's gradients, on CPUs (BENCHMARKS.md) and under TPUStrategy;
     - "replicas": each micro-batch's gradients and each device's optimizer update (`BertOptimizer.jit_update`), on
-      several GPU replicas; the all-reduce (of IndexedSlices padded to a length known only at run time) and
-      clipping run outside.
+      several GPU replicas; the all-reduce and clipping run outside.
     """
     if kind == "tpu" or device_type != "GPU":
         return "gradients"
@@ -70,8 +67,8 @@ def describe_programs(programs, num_replicas):
 
 
 def add_gradients(a, b):
-    """The gradient of two micro-batches: the sum; IndexedSlices are concatenated, as one batch of both gives them
-    (the global norm counts each row: a token used twice adds two rows, not one summed row)."""
+    """The sum of two micro-batches' gradients; IndexedSlices are concatenated, as one batch gives them (the global norm
+    counts each row)."""
     if a is None:
         return None
     if isinstance(a, tf.IndexedSlices):
@@ -81,9 +78,8 @@ def add_gradients(a, b):
 
 
 def gradients(model, loss, optimizer, features, labels, totals):
-    """(shares, gradients) of one micro-batch: its shares of the update's figures given the update's weight
-    `totals` (bert_tf.training.losses), and the gradients of its loss share (scaled under mixed_float16). The
-    tape records only what reads a trainable variable: nothing of frozen layers below them is kept."""
+    """(shares, gradients) of one micro-batch: its shares of the update's figures given `totals`, and the gradients of
+    its loss share (scaled under mixed_float16)."""
     variables = model.trainable_variables
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch([v.value for v in variables])
@@ -94,11 +90,8 @@ def gradients(model, loss, optimizer, features, labels, totals):
 
 
 class Update:
-    """The update step of `model` under `strategy`: `replica_step` runs on each replica (`strategy.run`).
-
-    `gradients_fn` is `gradients` with its first three arguments bound; `programs` (None: `xla_programs`'s) is
-    given to test or measure a choice; without `use_xla` nothing compiles (`self.programs` None).
-    """
+    """The update step of `model` under `strategy`: `replica_step` runs on each replica. `gradients_fn`: `gradients`
+    with its first three arguments bound; `programs` (None: `xla_programs`'s) is for tests."""
 
     def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False, programs=None):
         self.strategy = strategy
@@ -135,11 +128,8 @@ class Update:
     # The step, the model and the losses hold no control flow on tensors: traced as plain Python, sooner.
     @tf.autograph.experimental.do_not_convert
     def step(self, inputs):
-        """One update on this replica -> (its shares of the figures, the global gradient norm).
-
-        Variables without a gradient (e.g. the pooler under a span head) are left untouched, weight decay included,
-        as the original skips them.
-        """
+        """One update on this replica -> (its shares of the figures, the global gradient norm). Variables without a
+        gradient are left untouched, weight decay included, as the original."""
         features, labels = inputs
         context = tf.distribute.get_replica_context()
         replicated = self.strategy.num_replicas_in_sync > 1

@@ -1,11 +1,9 @@
 """The original create_pretraining_data.py algorithm: documents -> masked-LM + next-sentence training instances.
 
-The same decisions and `random.Random(seed)` draws in the same order as the original, on token ids instead of
-strings, so the same flags and input give the same instances in the same order. `run_exact` is the original script
-end to end (exact mode: the whole corpus in memory, as the final shuffle needs); `shards` runs the same algorithm per
-shard of documents (fast mode). Input: one sentence per line, a blank line between documents. Output: the
-original's Examples (bert_tf.data.pretraining.dataset's schema; next_sentence_labels 1 = B is random), written as
-their deterministic serialization (map entries sorted; the original's bytes order them differently per process).
+The original's decisions and `random.Random(seed)` draws in the same order, on token ids instead of strings: the same
+flags and input give the same instances. `run_exact` is the original script end to end (the whole corpus in memory);
+`shards` runs the algorithm per shard. Input: one sentence per line, a blank line between documents. Output: the
+original's Examples (next_sentence_labels 1 = B is random), serialized with map entries sorted.
 """
 import collections
 import collections.abc
@@ -24,8 +22,8 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """The options of create_pretraining_data.py, with the original's defaults (gzip is ours): every mode's (exact,
-    fast, Beam) and its flags'. Values the algorithm cannot use are refused when it is made."""
+    """The options of create_pretraining_data.py with the original's defaults (gzip is ours), for every mode; values the
+    algorithm cannot use are refused."""
     vocab_file: str
     do_lower_case: bool = True
     do_whole_word_mask: bool = False
@@ -56,15 +54,11 @@ TrainingInstance = collections.namedtuple(
 
 
 class VocabTables:
-    """What the algorithm needs from a vocabulary, by id.
-
-    `random_ids[k]` is the id of the k-th vocab entry (the original's `vocab_words[k]`), `is_subword[id]`
-    tells whether the token starts with "##" (whole-word masking), `cls_id`, `sep_id`, `mask_id`.
-    """
+    """What the algorithm needs from a vocabulary, by id: `random_ids[k]` (the original's `vocab_words[k]`),
+    `is_subword[id]` (starts with "##"), `cls_id`, `sep_id`, `mask_id`."""
 
     def __init__(self, vocab, vocab_file=None):
-        """`vocab`: {token: id} as `tokenization.load_vocab` returns it (a FullTokenizer's `vocab`), or the list
-        of tokens in id order; `vocab_file`: the file it was read from, named in errors."""
+        """`vocab`: {token: id} (`tokenization.load_vocab`'s) or the tokens in id order; `vocab_file`: for errors."""
         if not isinstance(vocab, collections.abc.Mapping):
             vocab = {token: index for index, token in enumerate(vocab)}
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
@@ -111,8 +105,8 @@ def line_text(raw):
 
 
 def documents_from_lines(lines, tokenizer, documents):
-    """Appends the documents in `lines` (raw bytes lines) to `documents` (list of lists of id lists), the
-    original's way: a blank line starts a new document, a line with no tokens is skipped."""
+    """Appends the documents in raw `lines` to `documents` as the original: a blank line starts a document, a line with
+    no tokens is skipped."""
     tokenize = tokenizer.tokenize
     vocab = tokenizer.vocab
     convert = tokenizer.convert_tokens_to_ids
@@ -132,9 +126,8 @@ def documents_from_lines(lines, tokenizer, documents):
 
 
 def read_documents(input_files, tokenizer):
-    """All documents of `input_files` (list of paths), in order: list of documents, each a list of sentences,
-    each a list of token ids. As the original, a document may continue across a file boundary and empty
-    documents are dropped."""
+    """All documents of `input_files` (sentences of token ids), in order; as the original, a document may continue
+    across files and empty ones are dropped."""
     documents = [[]]
     for path in input_files:
         with fileio.open_file(path, "rb") as reader:
@@ -145,8 +138,8 @@ def read_documents(input_files, tokenizer):
 # The algorithm (token ids instead of strings; same decisions and random draws as the original)
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-    """Trims the longer of the two lists (B on a tie) one token at a time, from the front or the back at
-    random (one rng.random() per token), until both fit in `max_num_tokens`. In place."""
+    """Trims the longer list (B on a tie) from a random end, one rng.random() per token, until both fit in
+    `max_num_tokens`. In place."""
     len_a, len_b = len(tokens_a), len(tokens_b)
     if len_a + len_b <= max_num_tokens:
         return
@@ -173,11 +166,11 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 
 def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, tables, rng,
                                  do_whole_word_mask=False):
-    """Masks `tokens` (ids, [CLS] A [SEP] B [SEP]) as the original -> (masked ids, positions, label ids).
+    """Masks `tokens` as the original -> (masked ids, positions, label ids).
 
-    Candidates are all positions but [CLS]/[SEP] (with whole-word masking, a "##" piece joins the previous
-    candidate), shuffled; up to min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))) of them are
-    taken in that order, each replaced by [MASK] (80%), kept (10%) or a random vocab entry (10%).
+    Candidates: all positions but [CLS]/[SEP] (whole-word masking joins "##" pieces), shuffled; up to
+    min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))) are taken, each [MASK] (80%), kept (10%) or a
+    random entry (10%).
     """
     cls_id, sep_id = tables.cls_id, tables.sep_id
     getrandbits = rng.getrandbits
@@ -226,7 +219,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
 def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
                                    masked_lm_prob, max_predictions_per_seq, tables, rng,
                                    do_whole_word_mask=False):
-    """The original's instances of one document (list of TrainingInstance), random draws in its order."""
+    """The original's instances of one document, random draws in its order."""
     document = all_documents[document_index]
     max_num_tokens = max_seq_length - 3
     getrandbits = rng.getrandbits
@@ -300,12 +293,9 @@ def _log_instance(tables, instance):
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask=False,
                               encoder=None, documents=None, log_examples=0):
-    """The original's create_training_instances: read, shuffle documents, dupe_factor passes, shuffle.
-
-    Returns the list of instances, each already serialized with `encoder` (an ExampleEncoder; one is made
-    if None) when `encoder` is not False, else TrainingInstance objects. `documents` (list) replaces reading
-    `input_files` when given. The first `log_examples` instances made are logged (INFO).
-    """
+    """The original's create_training_instances: read, shuffle documents, dupe_factor passes, shuffle. Returns instances
+    serialized with `encoder` (None: a new ExampleEncoder; False: TrainingInstance objects). `documents` replaces
+    reading `input_files`; the first `log_examples` are logged."""
     tables = VocabTables(tokenizer.vocab, tokenizer.vocab_file)
     if documents is None:
         documents = read_documents(input_files, tokenizer)
@@ -338,16 +328,14 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
 # Exact mode end to end
 
 def remove_leftovers(output_files):
-    """Removes the temporaries that killed runs left in the directories of `output_files`
-    (`fileio.remove_stale_temporaries`), before a run writes there."""
+    """Removes killed runs' temporaries beside `output_files` (`fileio.remove_stale_temporaries`)."""
     for directory in sorted({os.path.dirname(fileio.absolute(path)) for path in output_files}):
         fileio.remove_stale_temporaries(directory)
 
 
 def run_exact(input_file, output_file, vocab_file, **options):
-    """The original script end to end (`options`: `Options`' fields). `input_file`/`output_file`: comma-separated
-    (globs allowed for inputs); each output is written under a temporary name, renamed when complete
-    (`remove_leftovers` first). Returns the number of examples written."""
+    """The original script end to end (`options`: `Options`' fields); comma-separated `input_file` (globs) and
+    `output_file`, each written atomically. Returns the number of examples written."""
     options = Options(vocab_file, **options)
     input_files = fileio.expand_patterns(input_file)
     output_files = [p for p in output_file.split(",") if p]

@@ -1,13 +1,10 @@
 """Fast mode of create_pretraining_data: the corpus cut into shards of documents, one worker process per core.
 
-A pre-pass finds document boundaries (no tokenization); each shard of `shard_size` documents runs the exact algorithm
-(`bert_tf.data.pretraining.instances`) with its own seed (`shard_seed`) into its own file
-`<output_file>-<shard:05d>-of-<num_shards:05d>`. Memory is bounded by the shard: a document that reaches
-MAX_DOCUMENT_BYTES is cut at a line, with a warning, and the cut ends the shard. A rerun skips finished shards
-(`<output_file>.shards.json` keeps the settings and the inputs' sizes and times; other settings are refused). A
-worker makes a run of consecutive shards in one pass (a compressed input cannot be entered mid-way); runs start
-largest first, which the output does not depend on. Differences from exact mode: the random next segment (NSP) and
-the instance shuffle are per shard, and every input file and every cut ends a document.
+A pre-pass finds document boundaries; each shard of `shard_size` documents runs the exact algorithm
+(`bert_tf.data.pretraining.instances`) with its own seed (`shard_seed`) into
+`<output_file>-<shard:05d>-of-<num_shards:05d>`. A document reaching MAX_DOCUMENT_BYTES is cut at a line, with a
+warning. A rerun skips finished shards (`<output_file>.shards.json`). Unlike exact mode, the random next segment and the
+instance shuffle are per shard, and every input file and cut ends a document.
 """
 import contextlib
 import dataclasses
@@ -31,14 +28,13 @@ def shard_seed(random_seed, shard_index):
 
 SHARD_SIZE = 1000  # documents per shard, by default
 
-# A document this long is cut before its next line: a shard's text stays within shard_size ordinary documents plus
-# this much, whatever the corpus (one without blank lines is one document).
+# A document this long is cut before its next line, so a shard's memory is bounded whatever the corpus.
 MAX_DOCUMENT_BYTES = 16 << 20
 
 
 def plan_shards(input_files, shard_size):
-    """Pre-pass (no tokenization): the shards of `shard_size` documents, each a list of (path, start_byte, end_byte).
-    A document is a run of non-blank lines; files and cuts (MAX_DOCUMENT_BYTES, warned) end one."""
+    """Pre-pass: the shards of `shard_size` documents, each a list of (path, start_byte, end_byte). A document is a run
+    of non-blank lines; files and cuts end one."""
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1; got {shard_size}.")
     shards = []
@@ -82,9 +78,8 @@ def shard_path(output_file, index, num_shards):
 
 
 def make_config(vocab_file, output_file=None, **options):
-    """The per-shard settings a worker needs (`instances.Options` as a dict of plain values, so that they pickle and
-    compare as JSON), after the checks a sharded run makes before any work: valid options, a vocab with
-    [CLS]/[SEP]/[MASK] and, when `output_file` is given, a single writable output prefix."""
+    """The per-shard settings (`instances.Options` as a JSON-comparable dict), after the checks made before any work:
+    valid options, a vocab with [CLS]/[SEP]/[MASK], one writable output prefix."""
     options = instances.Options(vocab_file, **options)
     if output_file is not None:
         if "," in output_file:
@@ -108,9 +103,8 @@ def worker_state(config):
 
 
 class RangeReader:
-    """Reads byte ranges of the input in plan order through one open file at a time. Within a file a range after
-    the previous one reads on, so a compressed file (whose seek decompresses from its start, or on from where
-    it is) is decompressed once per reader."""
+    """Reads byte ranges of the input in plan order, one open file at a time, reading on within a file, so a compressed
+    file is decompressed once per reader."""
 
     def __init__(self):
         self._path = self._file = None
@@ -129,8 +123,7 @@ class RangeReader:
 
 
 def read_ranges(ranges, tokenizer, reader):
-    """The documents (lists of sentences of token ids) in byte `ranges` [(path, start, end)] of the input, read
-    with `reader` (a RangeReader)."""
+    """The documents (lists of sentences of token ids) in byte `ranges` [(path, start, end)]."""
     documents = [[]]
     for path, start, end in ranges:
         instances.documents_from_lines(reader.read(path, start, end).split(b"\n"), tokenizer, documents)
@@ -139,8 +132,7 @@ def read_ranges(ranges, tokenizer, reader):
 
 
 def shard_examples(index, ranges, config, reader=None):
-    """The serialized examples of shard `index` (its byte `ranges` of the input, read with `reader`, a
-    RangeReader, or a new one), in their written order."""
+    """The serialized examples of shard `index` (byte `ranges`), in written order."""
     if reader is None:
         with contextlib.closing(RangeReader()) as reader:
             return shard_examples(index, ranges, config, reader)
@@ -156,10 +148,8 @@ def shard_examples(index, ranges, config, reader=None):
 
 
 def runs(shards, readers):
-    """`shards` [(index, ranges, path)], in plan order, cut into runs that a worker makes one after another in one
-    pass over their text: each shard alone, except those that start in a compressed file
-    (`fileio.COMPRESSED_SUFFIXES`): its consecutive shards form at most `readers` runs, so that it is decompressed
-    at most `readers` times (not once per shard). Largest runs first."""
+    """`shards` [(index, ranges, path)] cut into runs a worker makes in one pass, largest first: each shard alone, but a
+    compressed file's consecutive shards form at most `readers` runs (decompressed at most `readers` times)."""
     groups = []  # [compressed file or None, its consecutive shards]
     for shard in shards:
         key = next((path for path, _, _ in shard[1] if path.endswith(fileio.COMPRESSED_SUFFIXES)), None)
@@ -175,8 +165,7 @@ def runs(shards, readers):
 
 
 def write_run(run, config):
-    """Makes and writes the shards of one run (`runs`) in one pass over their text; yields (shard path, examples
-    written) for each."""
+    """Writes the shards of one run in one pass; yields (shard path, examples written) for each."""
     with contextlib.closing(RangeReader()) as reader:
         for index, ranges, path in run:
             serialized = shard_examples(index, ranges, config, reader)
@@ -185,13 +174,13 @@ def write_run(run, config):
 
 
 def process_run(task):
-    """Pool worker: `write_run(*task)`. Returns (shards, examples written)."""
+    """Pool worker: `write_run(*task)` -> (shards, examples written)."""
     counts = [count for _, count in write_run(*task)]
     return len(counts), sum(counts)
 
 
 def plan(input_files, output_file, shard_size):
-    """The shards of `input_files` (a list of paths): a list of (index, ranges, shard path)."""
+    """[(index, ranges, shard path)] of `input_files`."""
     planned = plan_shards(input_files, shard_size)
     if not planned:
         raise ValueError(f"No text in the input files {', '.join(input_files)}: every line is blank.")
@@ -199,13 +188,12 @@ def plan(input_files, output_file, shard_size):
 
 
 def input_record(input_files):
-    """[path, size, modification time] of each input: what a rerun compares to tell a changed corpus (a rewrite
-    changes the time, on gs:// too; ram:// keeps no time, so there only the size tells)."""
+    """[path, size, modification time] of each input, by which a rerun tells a changed corpus."""
     return [[path, *fileio.stat(path)] for path in input_files]
 
 
 def check_manifest(manifest, record):
-    """Writes `record` (the run's settings and inputs) to `manifest`, or refuses a rerun whose record differs."""
+    """Writes `record` to `manifest`, or refuses a rerun whose record differs."""
     if fileio.exists(manifest):
         previous = fileio.read_json(manifest, "shard manifest")
         if previous != json.loads(json.dumps(record)):
@@ -238,11 +226,9 @@ def _process_in_pool(tasks, num_workers, progress, total):
 
 def run_sharded(input_file, output_file, vocab_file, num_workers=None, shard_size=SHARD_SIZE, progress=True,
                 **options):
-    """Fast mode (see the module docstring; `options`: `instances.Options`' fields). `output_file` is the prefix of
-    the shard files; a JSON record of the settings and inputs is kept at `<output_file>.shards.json` and a rerun
-    with other settings or changed inputs is refused (delete the outputs first). Temporaries that killed runs left
-    beside the outputs are removed first. Returns (list of shard paths, examples written in this run, shards
-    skipped)."""
+    """Fast mode (`options`: `instances.Options`' fields; `output_file`: the shards' prefix). Removes killed runs'
+    temporaries first; refuses a rerun with other settings or inputs. Returns (shard paths, examples written in this
+    run, shards skipped)."""
     config = make_config(vocab_file, output_file, **options)
     input_files = fileio.expand_patterns(input_file)
     instances.remove_leftovers([output_file])

@@ -1,10 +1,8 @@
-"""run_classifier.py's features: `convert_single_example` packs `[CLS] a [SEP] (b [SEP])` with the
-original truncation and zero padding (`PaddingInputExample` for fixed-size eval batches: `is_real_example` = 0), and
-the TFRecord files hold the original's schema (`input_ids`, `input_mask`, `segment_ids`, `label_ids`,
-`is_real_example`) under the original file names. Multi-label (`multi_label=True`): an example's label is a list of
-labels and `label_ids` the multi-hot int64 vector [num_labels] of their indices (`label_shape`). With a `doc_stride`
-(--doc_stride) a text too long for max_seq_length becomes windows (`convert_example_windows`), a feature and a record
-each, with the example's label.
+"""run_classifier.py's features: examples packed as `[CLS] a [SEP] (b [SEP])` with the original truncation and zero
+padding, written to TFRecords of the original schema and file names.
+
+Multi-label: `label_ids` is the multi-hot int64 vector [num_labels]. With --doc_stride a text too long for
+max_seq_length becomes windows, a feature and a record each, with the example's label.
 """
 import collections
 import dataclasses
@@ -38,9 +36,8 @@ def _where(example):
 
 
 def example_label_id(example, label_list, multi_label=False):
-    """The index of `example.label` in `label_list`, for regression (`label_list=None`) its value, a finite float, or
-    `multi_label` the multi-hot list [len(label_list)] of its labels (a list). A label not in the list, or not a
-    finite number, is a ValueError naming the example's file and line."""
+    """The index of `example.label` in `label_list`; for regression (`label_list=None`) a finite float; for
+    `multi_label` a multi-hot list. ValueError naming the example's file and line otherwise."""
     where = _where(example)
     if label_list is None:
         return regression_label(example.label, where)
@@ -58,9 +55,8 @@ def example_label_id(example, label_list, multi_label=False):
 
 
 def check_dev_labels(dev_splits, label_list, multi_label=False):
-    """Raises `example_label_id`'s error for the first label of the dev sets (`dev_splits`: [(suffix, examples)], a
-    processor's `dev_splits`) not in `label_list` (for the tsv task: a label train.tsv lacks), so that it comes
-    before training rather than after it."""
+    """Raises `example_label_id`'s error for the first dev label (`dev_splits`) not in `label_list`, before training
+    rather than after it."""
     for _, examples in dev_splits:
         for example in examples:
             example_label_id(example, label_list, multi_label)
@@ -69,19 +65,16 @@ def check_dev_labels(dev_splits, label_list, multi_label=False):
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut=None, multi_label=False):
     """Packs one `InputExample` into `InputFeatures` exactly as the original.
 
-    `[CLS] tokens_a [SEP]` (segment 0) then `tokens_b [SEP]` (segment 1) when text_b tokenizes to anything;
-    pairs are truncated by popping from the longer side to `max_seq_length - 3`, single texts cut to
-    `max_seq_length - 2`; then zero padding. `label_list=None` means regression: the label is a float;
-    `multi_label`: a list of labels, multi-hot. `cut`: a Counter of what truncation cut (`packing.pack_tokens`).
+    Pairs are truncated from the longer side to `max_seq_length - 3`, single texts to `max_seq_length - 2`. `cut`: a
+    Counter of what truncation cut (`packing.pack_tokens`).
     """
     return convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, cut, multi_label)[0]
 
 
 def convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, cut=None, multi_label=False,
                             doc_stride=0):
-    """`convert_single_example`'s features of `example`: its one, or with `doc_stride` > 0 one per window of a text
-    too long for one (`packing.pack_windows`: text_a windowed, text_b whole in each; a ValueError naming the example
-    where text_b leaves no room), each with the example's label and its `window` index."""
+    """`convert_single_example`'s features of `example`: one, or with `doc_stride` > 0 one per window of text_a
+    (`packing.pack_windows`, text_b whole in each), each with the label and its `window` index."""
     if isinstance(example, PaddingInputExample):
         label_id = 0.0 if label_list is None else [0] * len(label_list) if multi_label else 0
         return [InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
@@ -116,8 +109,8 @@ def _pack(example, max_seq_length, tokenizer, doc_stride, cut=None):
 
 
 def check_windows(examples, max_seq_length, tokenizer, doc_stride):
-    """Raises, naming its file and line, `packing.pack_windows`' error for the first pair of `examples` whose text_b
-    leaves text_a no room in a window: so that a dev or test set's says so before training."""
+    """Raises, before training, `packing.pack_windows`' error for the first pair of `examples` whose text_b leaves
+    text_a no room."""
     for example in examples:
         if example.text_b:
             _pack(example, max_seq_length, tokenizer, doc_stride)
@@ -130,8 +123,7 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
 
 
 def feature_to_tf_example(feature, regression=False):
-    """The original's tf.train.Example of one feature (a float `label_ids` for regression, multi-hot for
-    multi-label)."""
+    """The original's tf.train.Example of one feature."""
     values = {"input_ids": feature.input_ids, "input_mask": feature.input_mask, "segment_ids": feature.segment_ids,
               "label_ids": feature.label_id, "is_real_example": int(feature.is_real_example)}
     return records.example(values, name_to_features(len(feature.input_ids), regression, np.shape(feature.label_id)))
@@ -139,12 +131,10 @@ def feature_to_tf_example(feature, regression=False):
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
                                             multi_label=False, doc_stride=0, fill_batches=1):
-    """Converts examples (with `doc_stride` > 0, a longer text's windows: `convert_example_windows`) and writes them
-    to a TFRecord file (written to a temporary name, then renamed), then padding features (`PaddingInputExample`'s)
-    up to a multiple of `fill_batches` (fixed-size batches).
+    """Writes examples' features (or windows) to a TFRecord file atomically, then padding features up to a multiple of
+    `fill_batches`.
 
-    Returns (the list of `InputFeatures` (the labels and `is_real_example` the metrics need), the records'
-    `records.Writer`: their count and fingerprint). Says how many texts were cut or windowed (`packing.log_cut`).
+    Returns (the list of `InputFeatures`, the records' `records.Writer`: count and fingerprint).
     """
     regression = label_list is None
     features, cut = [], collections.Counter()
@@ -167,7 +157,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 
 
 def name_to_features(seq_length, regression=False, label_shape=()):
-    """The TFRecord schema for parsing; `label_shape` (num_labels,): multi-label's multi-hot label_ids."""
+    """The TFRecord schema; `label_shape` (num_labels,) for multi-label."""
     return {
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -187,8 +177,8 @@ def decode_record(record, seq_length, regression=False, label_shape=()):
 
 def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression=False,
                        input_context=None, shuffle_seed=None, lengths=None, label_shape=()):
-    """The original's input pipeline: training, repeated and shuffled (a 100-record buffer, `shuffle_seed`), each
-    worker's batch of an update cut as one (`lengths`) and split into its replicas'; otherwise file order."""
+    """The original's input pipeline: training repeats and shuffles (a 100-record buffer, `shuffle_seed`), split into
+    replicas' batches (`lengths`); otherwise file order."""
     def decode(record):
         return decode_record(record, seq_length, regression, label_shape)
 
@@ -201,8 +191,7 @@ def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_rem
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
                                 shuffle_seed=None, lengths=None, label_shape=()):
-    """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)` (the original's input_fn
-    builder)."""
+    """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)`."""
     def dataset_fn(batch_size, input_context=None, seed=shuffle_seed):
         return file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression,
                                   input_context, seed, lengths, label_shape)
@@ -210,8 +199,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
 
 
 def features_to_arrays(features, seq_length, regression=False, label_shape=()):
-    """[InputFeatures] -> (features dict of int32 [N, seq_length], labels dict: label_ids [N, *label_shape],
-    is_real_example [N]), as `decode_record` reads them back from the TFRecords."""
+    """[InputFeatures] -> (features: int32 [N, seq_length], labels: label_ids [N, *label_shape], is_real_example [N]),
+    as `decode_record` reads them."""
     inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), seq_length)
               for name in packing.INPUT_NAMES}
     label_ids = np.array([f.label_id for f in features], np.float32 if regression else np.int32)

@@ -1,9 +1,7 @@
 """The data side of run_classifier.py: examples and the task processors that read them.
 
-`cola`, `mnli`, `mrpc`, `xnli` read their files as the original does (tab-separated, no quote character, the same
-header rows skipped, the same columns, guids and labels); bert-tf adds `sst-2`, `qqp`, `qnli`, `rte`, `sts-b`
-(regression), `wnli`, the MNLI mismatched sets and your own data as it comes: the `tsv`, `csv` and `jsonl` tasks,
-whose columns (keys) have names (`TsvProcessor`). Errors name the file and line. A task of your own: subclass
+`cola`, `mnli`, `mrpc`, `xnli` read their files exactly as the original does; bert-tf adds the other GLUE tasks and your
+own data (`tsv`, `csv`, `jsonl`: `TsvProcessor`). Errors name the file and line. A task of your own: subclass
 `DataProcessor` and `register_processor` it.
 """
 import collections
@@ -26,10 +24,9 @@ LABEL_LIST_FILE = label_lists.FILE_NAME
 
 @dataclasses.dataclass
 class InputExample:
-    """One example: `guid` (unique id), `text_a`, optional `text_b`, `label` (None for unlabeled test data).
+    """One example: `guid`, `text_a`, optional `text_b`, `label` (None for unlabeled test data).
 
-    bert-tf extras: `example_id` (the id a submission file reports, e.g. GLUE's `index` column) and `source`
-    (`file:line`, for error messages).
+    bert-tf extras: `example_id` (the id a submission file reports) and `source` (`file:line`, for errors).
     """
     guid: str
     text_a: str
@@ -40,15 +37,12 @@ class InputExample:
 
 
 class PaddingInputExample:
-    """A fake example that pads an eval/predict set to a multiple of a fixed batch size (as for TPUs).
-
-    It becomes an all-zero feature with `is_real_example=False`, which metrics and outputs ignore.
-    """
+    """A fake example padding an eval/predict set to a multiple of the batch size; it becomes an all-zero feature with
+    `is_real_example=False`, which metrics and outputs ignore."""
 
 
 class TsvLine(list):
-    """A row of a TSV (or CSV) file (a list of fields, as csv gives) that remembers where it came from: the line it
-    starts on."""
+    """A row of a TSV or CSV file (a list of fields) that remembers the line it starts on."""
 
     def __init__(self, fields, path, line_number):
         super().__init__(fields)
@@ -70,12 +64,8 @@ class TsvLine(list):
 
 
 def read_tsv(input_file, quotechar=None):
-    """Reads a tab-separated file as the original `_read_tsv`: csv with tabs and no quote character.
-
-    Every line becomes a `TsvLine` (a list of str); a field may be as long as the file (csv's limit, 128 KiB by
-    default, is raised while it reads). Missing files and undecodable or malformed lines raise errors that name the
-    file and line.
-    """
+    """Reads a tab-separated file as the original `_read_tsv` (no quote character) into `TsvLine`s, with no limit on a
+    field's length. Missing files and malformed lines raise errors naming the file and line."""
     text = fileio.read_text(input_file, "Data file")
     # Lines end at "\n" only (as TensorFlow's GFile splits them); csv drops the "\n" or "\r\n".
     return _read_delimited(input_file, io.StringIO(text, newline="\n"), len(text), delimiter="\t",
@@ -83,15 +73,13 @@ def read_tsv(input_file, quotechar=None):
 
 
 def read_csv(input_file):
-    """Reads a CSV file as `TsvLine`s, as `read_tsv` does: RFC 4180 (commas; double quotes around a field holding
-    commas, quotes (doubled) or line breaks; any line ending), UTF-8 with or without a BOM; blank lines skipped."""
+    """Reads an RFC 4180 CSV file (UTF-8, a BOM allowed) as `TsvLine`s; blank lines skipped."""
     text = fileio.read_text(input_file, "Data file", encoding="utf-8-sig")
     return [line for line in _read_delimited(input_file, io.StringIO(text, newline=""), len(text), strict=True) if line]
 
 
 def _read_delimited(input_file, stream, size, **dialect):
-    """The `TsvLine`s of csv.reader(`stream`, **dialect), fields up to `size` characters long, each numbered by the
-    line it starts on."""
+    """The `TsvLine`s of csv.reader(`stream`, **dialect), fields up to `size` characters."""
     reader = csv.reader(stream, **dialect)
     lines, start = [], 1
     limit = csv.field_size_limit(max(csv.field_size_limit(), size))
@@ -107,8 +95,8 @@ def _read_delimited(input_file, stream, size, **dialect):
 
 
 def read_jsonl(input_file):
-    """[(source `file:line`, object)] of a JSON-lines file: one JSON object per line (UTF-8, a BOM allowed), blank
-    lines skipped; malformed JSON or another value than an object is an error naming the file and line."""
+    """[(source `file:line`, object)] of a JSON-lines file, blank lines skipped; malformed JSON or a non-object value is
+    an error naming the file and line."""
     objects = []
     text = fileio.read_text(input_file, "Data file", encoding="utf-8-sig")
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: JSON strings may hold U+2028
@@ -133,8 +121,7 @@ def _shown(value):
 
 
 def regression_label(value, source, what="label"):
-    """A regression task's label `value` (e.g. STS-B's score) as a float; ValueError naming `source` (file:line)
-    unless it is a finite number."""
+    """A regression label `value` as a float; ValueError naming `source` unless it is finite."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -145,9 +132,8 @@ def regression_label(value, source, what="label"):
 
 
 class DataProcessor:
-    """Base class of the data sets: examples of the train/dev/test splits and the label list. `submission_name`: the
-    GLUE file name of the test predictions, without `.tsv` (None: no leaderboard file); `metrics`: the GLUE metrics
-    eval_results.txt adds to accuracy and loss (mcc, f1 of label 1, pearson, spearman)."""
+    """Base class of the data sets: the splits' examples and the label list. `submission_name`: the GLUE test file name
+    without `.tsv` (None: none); `metrics`: the GLUE metrics eval_results.txt adds."""
     is_regression = False
     submission_name = None
     metrics = ()
@@ -165,7 +151,7 @@ class DataProcessor:
         raise ValueError(f"Task {type(self).__name__[:-len('Processor')]} defines no label list.")
 
     def dev_splits(self, data_dir):
-        """[(suffix, examples)] of every dev set to evaluate; suffix "" names the main one (eval_results.txt)."""
+        """[(suffix, examples)] of every dev set; suffix "" names the main one."""
         return [("", self.get_dev_examples(data_dir))]
 
     def test_splits(self, data_dir):
@@ -174,13 +160,13 @@ class DataProcessor:
 
     @classmethod
     def _read_tsv(cls, input_file, quotechar=None):
-        """The original's reader (kept under its name for subclasses written against it)."""
+        """The original's reader, kept under its name for subclasses written against it."""
         return read_tsv(input_file, quotechar)
 
 
 class XnliProcessor(DataProcessor):
-    """XNLI as the original reads it: training on the machine-translated MultiNLI of `language`
-    (`multinli/multinli.train.<language>.tsv`), dev on the rows of `xnli.dev.tsv` in that language."""
+    """XNLI as the original reads it: train on MultiNLI machine-translated to `language`, dev on the rows of
+    `xnli.dev.tsv` in that language."""
 
     def __init__(self, language="zh"):
         self.language = language
@@ -218,7 +204,7 @@ class XnliProcessor(DataProcessor):
 
 
 class MnliProcessor(DataProcessor):
-    """MultiNLI (GLUE): sentence pairs in columns 8 and 9, gold label last; matched and mismatched dev/test."""
+    """MultiNLI (GLUE): sentence pairs in columns 8 and 9, gold label last; matched and mismatched sets."""
 
     def get_train_examples(self, data_dir):
         return self._create_examples(read_tsv(os.path.join(data_dir, "train.tsv")), "train")
@@ -275,10 +261,10 @@ def _exists_or_warn(path):
 
 
 class _PairProcessor(DataProcessor):
-    """Tasks whose files share one layout: a header line, then index/text/label columns at fixed positions.
+    """Tasks whose files share one layout: a header, then text/label columns at fixed positions.
 
-    Subclasses set `labels`, the text columns of train/dev (`text_columns`) and test (`test_text_columns`),
-    `label_column` (train/dev), `guid_column` (None: the line number, as the original's MRPC) and `has_header`.
+    Subclasses set `labels`, `text_columns`, `test_text_columns`, `label_column`, `guid_column` (None: the line number)
+    and `has_header`.
     """
     labels = ("0", "1")
     text_columns = (3, 4)
@@ -329,8 +315,7 @@ class MrpcProcessor(_PairProcessor):
 
 
 class ColaProcessor(_PairProcessor):
-    """CoLA (GLUE): train/dev have no header (`source  label  original-label  sentence`); test has one
-    (`index  sentence`)."""
+    """CoLA (GLUE): train/dev without header (`source  label  original-label  sentence`); test `index  sentence`."""
     text_columns = (3,)
     test_text_columns = (1,)
     label_column = 1
@@ -373,13 +358,13 @@ class RteProcessor(QnliProcessor):
 
 
 class WnliProcessor(QnliProcessor):
-    """WNLI (GLUE): `index  sentence1  sentence2  label` with labels 0/1; test without the label."""
+    """WNLI (GLUE): `index  sentence1  sentence2  label`, labels 0/1; test without the label."""
     labels = ("0", "1")
     submission_name = "WNLI"
 
 
 class StsbProcessor(_PairProcessor):
-    """STS-B (GLUE), a regression task: sentences in columns 7 and 8, the similarity score (0-5) last."""
+    """STS-B (GLUE), regression: sentences in columns 7 and 8, the score (0-5) last."""
     is_regression = True
     metrics = ("pearson", "spearman")
     labels = (None,)
@@ -407,14 +392,10 @@ COLUMNS = ("text_a", "text_b", "label", "id")  # the fields of your own data; ea
 
 
 class TsvProcessor(DataProcessor):
-    """Your own data: `train.tsv`, `dev.tsv`, `test.tsv` in data_dir, each with a header line naming its columns:
-    `text_a` and `label` (required; `label` optional in test.tsv), `text_b` and `id` (optional); other columns
-    are ignored. The label list is the sorted set of training labels (each of a list label's), saved as
-    `label_list.txt` in output_dir when training and read back from there for eval/predict without training.
-
-    `columns` ({field of COLUMNS: name}) names the columns otherwise (a header's in any case, JSON keys exactly);
-    naming text_b makes it required. The csv and jsonl tasks differ only in `_rows`, how a file becomes rows.
-    """
+    """Your own data: train/dev/test.tsv in data_dir, a header naming the columns `text_a`, `label` (optional in test),
+    `text_b`, `id` (optional); others ignored. Labels: the sorted training labels, saved to output_dir/label_list.txt
+    when training and read back otherwise. `columns` ({field of COLUMNS: name}) renames the columns; naming text_b makes
+    it required. The csv and jsonl tasks differ only in `_rows`."""
     extension = "tsv"  # of the files, and the task's name
     separator = "tab"
     submission_name = "predictions"
@@ -446,8 +427,7 @@ class TsvProcessor(DataProcessor):
         return list(self.labels)
 
     def learn_labels(self, data_dir, examples=None):
-        """The sorted distinct labels of the training set (its `examples`, where they are read already), a list
-        label's each."""
+        """The sorted distinct labels of the training `examples` (each of a list label's)."""
         examples = self.get_train_examples(data_dir) if examples is None else examples
         self.labels = sorted({label for e in examples for label in (e.label if isinstance(e.label, list)
                                                                      else [e.label])})
@@ -463,12 +443,11 @@ class TsvProcessor(DataProcessor):
         return f"{names['text_a']}, {names['label']}, and optionally {names['text_b']} and {names['id']}"
 
     def _rows(self, path, required):
-        """[(source `file:line`, {field: value})] of the file `path`, a field it lacks left out; an error unless
-        it has the `required` fields."""
+        """[(source `file:line`, {field: value})] of `path`; an error unless each has the `required` fields."""
         return self._table_rows(path, read_tsv(path), required)
 
     def _table_rows(self, path, lines, required):
-        """`_rows` of a delimited file's `lines` (`TsvLine`s), the first a header naming the columns."""
+        """`_rows` of a delimited file's `lines`, the first a header."""
         if not lines:
             raise ValueError(f"{path}: empty file; expected a header line naming the columns ({self._expected()}).")
         header = [name.strip().lower() for name in lines[0]]
@@ -503,7 +482,7 @@ class TsvProcessor(DataProcessor):
         return examples
 
     def _text(self, row, field, source):
-        """The text of `field` in `row`: a str; text_b may be absent or null (None: a single text)."""
+        """The text of `field` in `row`; text_b may be absent or null (None)."""
         value = row.get(field)
         if isinstance(value, str) or (value is None and field == "text_b"):
             return value
@@ -511,8 +490,7 @@ class TsvProcessor(DataProcessor):
                          f"{' or null' if field == 'text_b' else ''}.")
 
     def _value(self, row, field, source, lists=False):
-        """The label or id of `row` as a str (a number or boolean as JSON writes it: 1, 1.0, true); with `lists`, a
-        list of those as a list of str."""
+        """The label or id of `row` as a str (numbers and booleans as JSON writes them); with `lists`, a list of str."""
         value = row[field]
         if lists and isinstance(value, list):
             return [self._value({field: item}, field, source) for item in value]
@@ -525,7 +503,7 @@ class TsvProcessor(DataProcessor):
 
 
 class CsvProcessor(TsvProcessor):
-    """Your own data as CSV (`read_csv`): train.csv, dev.csv, test.csv, with a header row as the tsv task's."""
+    """Your own data as CSV: train/dev/test.csv, with a header row as the tsv task's."""
     extension = "csv"
     separator = "comma"
 
@@ -534,9 +512,8 @@ class CsvProcessor(TsvProcessor):
 
 
 class JsonlProcessor(TsvProcessor):
-    """Your own data as JSON lines (`read_jsonl`): train.jsonl, dev.jsonl, test.jsonl, whose objects' keys (exact
-    case) name the fields as the tsv task's header. Texts are strings (a null text_b: none); a label is a string,
-    number or boolean (made a string as JSON writes it: 1, 1.0, true), or a list of them (a list of str)."""
+    """Your own data as JSON lines: train/dev/test.jsonl, whose keys (exact case) name the fields. A label is a string,
+    number, boolean or a list of them (made strings as JSON writes them)."""
     extension = "jsonl"
 
     def _rows(self, path, required):
@@ -573,9 +550,8 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
 
 
 def register_processor(task_name, processor_class):
-    """Adds a task of your own, as a line in the original run_classifier.py's `processors` would: then
-    `--task_name=<task_name>` (any case) reads its data with `processor_class()`, a DataProcessor subclass made
-    without arguments. Refuses a name another processor has. Returns `processor_class`."""
+    """Adds a task of your own: `--task_name=<task_name>` (any case) then reads its data with `processor_class()`.
+    Refuses a name already taken; returns `processor_class`."""
     name = task_name.strip().lower()
     if not (isinstance(processor_class, type) and issubclass(processor_class, DataProcessor)):
         raise TypeError(f"register_processor({task_name!r}): expected a DataProcessor subclass, got "
@@ -589,8 +565,8 @@ def register_processor(task_name, processor_class):
 
 
 def get_processor(task_name, xnli_language="zh", columns=None):
-    """The processor of a task name (case-insensitive); unknown names list the known ones. `columns`: the names of
-    the columns of your own data (`TsvProcessor`'s; the tsv, csv and jsonl tasks), refused by the other tasks."""
+    """The processor of a task name (case-insensitive); unknown names list the known ones. `columns`: `TsvProcessor`'s
+    column names, refused by the other tasks."""
     name = (task_name or "").strip().lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
@@ -606,10 +582,8 @@ def get_processor(task_name, xnli_language="zh", columns=None):
 
 
 def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples=None):
-    """The task's label list. For your own data (`TsvProcessor`: tsv, csv, jsonl): learned from train.<extension>
-    (`train_examples`, where they are read already) when training (the same as output_dir/label_list.txt holds, if
-    any: the chief's `train_data` saves them there), read back from there otherwise. Returns None for regression
-    tasks."""
+    """The task's label list (None for regression). Your own data's is learned from `train_examples` when training, else
+    read from output_dir/label_list.txt."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
     label_file, saved = label_lists.saved(output_dir)
@@ -626,7 +600,7 @@ def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples
 
 
 def pad_examples(examples, batch_size):
-    """Appends PaddingInputExample until the count is a multiple of batch_size (fixed-size batches)."""
+    """Appends PaddingInputExample until the count is a multiple of batch_size."""
     examples = list(examples)
     while len(examples) % batch_size:
         examples.append(PaddingInputExample())
