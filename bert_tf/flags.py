@@ -1,10 +1,8 @@
 """absl flags shared by the run scripts, defined once, with the original scripts' names and defaults.
 
-A script calls the `define_*` functions it needs, then `flags.set_default` for its own defaults, and hands the
-library plain values (`run_config(FLAGS)` -> RunConfig; keyword arguments for the rest): nothing below run_scripts/
-reads flags. Defaults are written once, where the library defines them (RunConfig's, `instances.Options`', a
-library argument's). Importing this module sets TensorFlow's environment (`bert_tf.script_setup`), so a script
-imports it before anything that imports TensorFlow.
+A script calls the `define_*` functions it needs and hands the library plain values (`run_config(FLAGS)` ->
+RunConfig): nothing below run_scripts/ reads flags. Defaults are written once, where the library defines them.
+Importing this module sets TensorFlow's environment (`bert_tf.script_setup`): import it before TensorFlow.
 """
 import dataclasses
 import os
@@ -22,22 +20,20 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
     "turns the rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows every message.")
 
 
-# Errors that bad input raises (a file, a flag value, a config, data), and a lost worker (training.distribute's
-# WorkerLost, an OSError): a script ends with their message on one line.
+# Errors of bad input and a lost worker (WorkerLost, an OSError): a script ends with their message on one line.
 EXPECTED_ERRORS = (ValueError, OSError, FloatingPointError)
 
 
 def run(main, **kwargs):
-    """absl's app.run(main, **kwargs) for a run script, with ENVIRONMENT_HELP at the end of its --help text and
-    `one_line_errors`."""
+    """absl's app.run for a run script, with ENVIRONMENT_HELP ending its --help and `one_line_errors`."""
     script = sys.modules["__main__"]
     script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
     app.run(one_line_errors(main), **kwargs)
 
 
 def one_line_errors(main):
-    """`main` that ends an expected error (EXPECTED_ERRORS: bad input) with one line, `<script>: error: <message>`,
-    and exit status 1; the traceback only with --verbosity=1 (or more), as for any other exception."""
+    """`main` ending an EXPECTED_ERRORS with `<script>: error: <message>` and status 1 (the traceback with
+    --verbosity=1)."""
     def guarded(argv):
         try:
             return main(argv)
@@ -50,13 +46,12 @@ def one_line_errors(main):
 
 
 def positive(name):
-    """Refuses a value of flag `name` that is not > 0 when the flags are parsed, before any work (absl's bounds are
-    inclusive)."""
+    """Refuses a value of flag `name` that is not > 0 when the flags are parsed (absl's bounds are inclusive)."""
     flags.register_validator(name, lambda value: value is None or value > 0, message=f"--{name} must be > 0")
 
 
 def run_default(name):
-    """The shared flag `name`'s default: that of RunConfig's setting `name` (bert_tf.training.config)."""
+    """The shared flag `name`'s default: RunConfig's."""
     from bert_tf.training.config import RunConfig
 
     return next(field.default for field in dataclasses.fields(RunConfig) if field.name == name)
@@ -292,8 +287,7 @@ def define_length_flags():
 
 
 def define_pretraining_data_flags():
-    """create_pretraining_data.py's flags (shared by its Beam variant), their defaults the original's
-    (`instances.Options`)."""
+    """create_pretraining_data.py's flags (and its Beam variant's), defaults `instances.Options`'."""
     from bert_tf.data.pretraining import instances, shards
 
     default = {field.name: field.default for field in dataclasses.fields(instances.Options)}
@@ -325,23 +319,20 @@ def define_pretraining_data_flags():
 
 
 def pretraining_data_options(flag_values):
-    """`define_pretraining_data_flags`' values as keyword arguments of `instances.Options` (vocab_file and the
-    options)."""
+    """`define_pretraining_data_flags`' values as keyword arguments of `instances.Options`."""
     from bert_tf.data.pretraining import instances
 
     return {field.name: flag_values[field.name].value for field in dataclasses.fields(instances.Options)}
 
 
 def given(flag_values, name):
-    """The value of flag `name`, or None where it was not given on the command line (do_lower_case: then a TF Hub
-    model's own casing, else True: `checkpoints.model_files`)."""
+    """The value of flag `name`, or None where it was not given on the command line."""
     return flag_values[name].value if flag_values[name].present else None
 
 
 def run_config(flag_values, **overrides):
-    """The shared run settings (`define_model_flags` + `define_run_flags` or `define_training_flags`) as a
-    `RunConfig`, with `overrides` (RunConfig fields); settings without a flag keep their defaults, and
-    do_lower_case is None when not given (a TF Hub model's own casing, else True: `checkpoints.model_files`)."""
+    """The shared run flags as a `RunConfig`, with `overrides`; do_lower_case is None when not given (the model's
+    own casing: `checkpoints.model_files`)."""
     from bert_tf.training.config import RunConfig
 
     values = {field.name: flag_values[field.name].value

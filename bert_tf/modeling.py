@@ -63,9 +63,7 @@ class BertModel:
     def __init__(self, config, is_training, input_ids, input_mask=None, token_type_ids=None,
                  use_one_hot_embeddings=False, scope=None):
         """Builds the encoder and runs it on int32 [B, S] inputs (dropout only if `is_training`).
-
-        `use_one_hot_embeddings` is accepted and ignored (a gather gives the same values); `scope` may only be "bert".
-        """
+        `use_one_hot_embeddings` is ignored (a gather gives the same values); `scope` may only be "bert"."""
         if scope not in (None, "bert"):
             raise ValueError(f"scope={scope!r}: only the original's default scope 'bert' is supported (the "
                              f"checkpoint names are bert/...).")
@@ -95,7 +93,7 @@ class BertModel:
         self.embedding_table = self.keras_model.get_embedding_table()
 
     def restore(self, init_checkpoint):
-        """Loads any checkpoint `bert_tf.checkpoints.restore` reads and recomputes the getters' outputs; returns its
+        """Loads a checkpoint (`bert_tf.checkpoints.restore`) and recomputes the getters' outputs; returns its
         LoadReport."""
         report = checkpoints.restore(self.keras_model, init_checkpoint)
         self._compute_outputs()
@@ -124,7 +122,7 @@ class BertModel:
 
 def get_activation(activation_string):
     """An activation name's function, as the original: a non-string as it is; None, "" and "linear": None; else
-    `bert_tf.model.activations`' names (ValueError for another)."""
+    `bert_tf.model.activations`' (ValueError for an unknown name)."""
     if not isinstance(activation_string, str):
         return activation_string
     if activation_string.lower() in ("", "linear"):
@@ -133,9 +131,8 @@ def get_activation(activation_string):
 
 
 def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
-    """(assignment_map, initialized_variable_names) as the original's, for a TF1 checkpoint: the map's values are
-    variable objects, not names. `tvars`: a BertModel's `keras_model` variables or TF1-named ones (`bert/...:0`).
-    """
+    """(assignment_map, initialized_variable_names) as the original's, for a TF1 checkpoint, the map's values
+    variables. `tvars`: a BertModel's `keras_model` variables or TF1-named ones (`bert/...:0`)."""
     known = {id(variable): name for model in list(_ENCODERS)
              for name, variable in checkpoints.original_variable_map(model).items()}
     name_to_variable = collections.OrderedDict(
@@ -185,9 +182,8 @@ def transformer_model(input_tensor, attention_mask=None, hidden_size=768, num_hi
                       num_attention_heads=12, intermediate_size=3072, intermediate_act_fn=gelu,
                       hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02,
                       do_return_all_layers=False):
-    """The original's post-LN Transformer: new `TransformerBlock`s on [B, S, H] with an optional [B, S, S] mask
-    (1: attend); dropout wherever its probability is not 0. The last layer's output, or all with do_return_all_layers.
-    """
+    """The original's post-LN Transformer of new `TransformerBlock`s on [B, S, H], optional [B, S, S] mask (1:
+    attend), dropout wherever its probability is not 0: the last layer's output, or all with do_return_all_layers."""
     if hidden_size % num_attention_heads != 0:
         raise ValueError(f"The hidden size ({hidden_size}) is not a multiple of the number of attention heads "
                          f"({num_attention_heads})")

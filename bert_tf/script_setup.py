@@ -1,12 +1,10 @@
-"""The scripts' start-up and exit defaults, applied on import, before TensorFlow: by `bert_tf.flags` (imported first
-by every run script) and each benchmark's `__main__`. The library never imports it.
+"""The scripts' start-up and exit defaults, applied on import before TensorFlow, by `bert_tf.flags` and each
+benchmark's `__main__`; the library never imports it.
 
-- `ENVIRONMENT_DEFAULTS`, where the environment does not set them (read when TensorFlow is imported):
-  TF_ENABLE_ONEDNN_OPTS=1 (oneDNN's fused kernels, which TensorFlow turns on itself only on the newest CPUs; 0
-  turns them off, float32 results differing by rounding only) and TF_CPP_MIN_LOG_LEVEL (`cpp_log_level`).
-- At exit, after later exit handlers, the live objects are frozen (`gc.freeze`), so the last collections skip them.
-- Keras' optional extras (`DEFERRED_MODULES`: scikit-learn, SciPy, pyplot) load on first attribute access.
-Their effects, measured: benchmarks/log/script_startup.md.
+- `ENVIRONMENT_DEFAULTS` where the environment does not set them: TF_ENABLE_ONEDNN_OPTS=1 (oneDNN's fused kernels)
+  and TF_CPP_MIN_LOG_LEVEL (`cpp_log_level`).
+- At exit, after the other exit handlers, `gc.freeze`, so the last collections skip the live objects.
+- Keras' optional extras (`DEFERRED_MODULES`) load on first attribute access.
 """
 import atexit
 import gc
@@ -20,8 +18,7 @@ from bert_tf.training import machine  # TensorFlow-free
 
 
 def cpp_log_level(accelerator_present):
-    """TF_CPP_MIN_LOG_LEVEL's default: "1" with an NVIDIA driver or a TPU (C++ INFO hidden, warnings shown: a CUDA
-    library that fails to load), else "3" (all hidden: the only line would be the CUDA stubs' failed `cuInit`, and
+    """TF_CPP_MIN_LOG_LEVEL's default: "1" with an NVIDIA driver or a TPU (C++ warnings shown), else "3" (all hidden:
     `bert_tf.training.devices` says there is no driver)."""
     return "1" if accelerator_present else "3"
 

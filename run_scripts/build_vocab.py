@@ -1,6 +1,5 @@
 """Learn a WordPiece vocab.txt (the released BERT vocabularies' layout) from text files.
 
-Words are split as FullTokenizer splits them (BasicTokenizer), word pieces learned with TF Text's WordPiece learner.
 
 Example:
   python run_scripts/build_vocab.py --input_file=wiki.txt --output_file=vocab.txt --vocab_size=30522 \

@@ -1,6 +1,6 @@
 """Convert a BERT checkpoint: a Hugging Face BERT (--hf_model_dir) or any checkpoint bert-tf loads
 (--init_checkpoint) into an original release directory, Model Garden's TF2 layout, a transformers model directory or
-a KerasHub preset (--to). --pretraining_heads: a Hugging Face model's pretraining heads too (seeded where it has none).
+a KerasHub preset (--to).
 
 Example:
   python run_scripts/convert_checkpoint.py --hf_model_dir=/path/to/hf_bert --output_dir=/tmp/bert

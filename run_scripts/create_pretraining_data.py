@@ -5,8 +5,8 @@ Exact mode (default) writes the same tf.train.Examples in the same order as the 
     --vocab_file=$BERT_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 \
     --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
-Fast mode (--num_workers N): shards of --shard_size documents made in parallel, bounded memory, resumable;
-writes <output_file>-00000-of-000NN ... (see bert_tf/data/pretraining/shards.py for how it differs):
+Fast mode (--num_workers N): shards made in parallel, resumable, written to <output_file>-00000-of-000NN ...
+(bert_tf/data/pretraining/shards.py says how it differs):
   python run_scripts/create_pretraining_data.py --input_file='wiki/*.txt' --output_file=/data/wiki \
     --vocab_file=$BERT_DIR/vocab.txt --num_workers=16 --shard_size=1000 --gzip
 """

@@ -1,9 +1,6 @@
-"""create_pretraining_data.py's fast mode as an Apache Beam pipeline (the `beam` extra): the same shards, seeds and
-examples, on any Beam runner.
+"""create_pretraining_data.py's fast mode as an Apache Beam pipeline (the `beam` extra), on any Beam runner.
 
-Flags: the original's, plus --shard_size, --gzip, --write_mode, --num_output_shards and --runner. Every flag this
-script does not know is passed to Beam as a pipeline option (--direct_num_workers, --project, --region,
---temp_location, --setup_file, ...).
+A flag this script does not know is passed to Beam as a pipeline option (--direct_num_workers, --project, ...).
 
 Examples:
   python run_scripts/create_pretraining_data_beam.py --input_file=wiki.txt --output_file=out/wiki.tfrecord \

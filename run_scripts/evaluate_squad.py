@@ -7,11 +7,8 @@ Examples:
   python run_scripts/evaluate_squad.py dev-v2.0.json predictions.json      # positional, as the official scripts
   python run_scripts/evaluate_squad.py dev-v2.0.json predictions.json -n null_odds.json -o eval.json -t 0.5
 
-Called as the official scripts are: evaluate-v1.1.py's `dataset_file prediction_file`, evaluate-v2.0.py's
-`data.json pred.json` and its flags --out-file/-o, --na-prob-file/-n, --na-prob-thresh/-t (this script's --out_file,
---na_prob_file, --na_prob_thresh) and --verbose/-v (no effect, as there; absl's --verbosity keeps its long name).
-Its --out-image-dir/-p (precision-recall plots) is refused. Prints the metrics as JSON (and writes them to
---out_file). --version=auto uses the v2.0 evaluation for a v2.0 data file or when --na_prob_file is given, else v1.1.
+Also takes the official scripts' arguments (positional files, -o, -n, -t; -v has no effect, -p is refused). Prints
+the metrics as JSON. --version=auto: v2.0 for a v2.0 data file or with --na_prob_file, else v1.1.
 """
 import json
 import os

@@ -1,6 +1,6 @@
 """Fill-mask prediction: the top-k wordpieces for every [MASK] of each input line, from a checkpoint with the
-masked-LM head (a released original BERT, one of bert-tf's, a Model Garden checkpoint or a TF Hub BERT SavedModel
-with its `mlm`, which needs no --vocab_file or --bert_config_file), as JSON lines (see bert_tf/inference/fill_mask.py).
+masked-LM head (a TF Hub SavedModel with its `mlm` needs no --vocab_file or --bert_config_file), as JSON lines
+(bert_tf/inference/fill_mask.py).
 
 Example:
   echo "the man went to the [MASK] to buy a gallon of milk ." > input.txt

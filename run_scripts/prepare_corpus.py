@@ -1,5 +1,5 @@
 """Turn a Wikipedia XML dump (.xml.bz2) or plain text files into create_pretraining_data.py's input format:
-one sentence per line, a blank line between documents. Needs the `corpus` extra (mwparserfromhell, pysbd).
+one sentence per line, a blank line between documents. Needs the `corpus` extra.
 
 Example:
   python run_scripts/prepare_corpus.py --input_file='enwiki-*-pages-articles*.xml*.bz2' \

@@ -1,14 +1,8 @@
 """Fine-tune BERT for sentence (pair) classification: the original run_classifier.py, same flags and outputs.
 
 Tasks: cola, mnli, mrpc, xnli (as the original), sst-2, qqp, qnli, rte, sts-b (regression), wnli, and your own data
-(README, "Your own data"): tsv, csv (train/dev/test.tsv or .csv with a header naming text_a, label, optional text_b
-and id) and jsonl (one JSON object per line with those keys); --text_a_column, --text_b_column, --label_column and
---id_column name other columns. A DataProcessor of your own: register it from your script, then run this one's main
-(README, "Your own classification task"). --multi_label: any number of labels per text, joined by --label_separator
-(sigmoid outputs; eval_micro_f1, eval_macro_f1, eval_subset_accuracy; --tune_thresholds: each label's threshold
-tuned on dev, saved as thresholds.json; README, "Multi-label"). --doc_stride: a text longer than max_seq_length in
-windows, trained on each with its label, evaluated and predicted as their pool (--window_pooling; README, "Long
-texts").
+as tsv, csv (a header naming text_a, label, optional text_b and id) or jsonl (README, "Your own data"). See also the
+README's "Your own classification task", "Multi-label" and "Long texts".
 
 Example (MRPC, as in the original README):
   python run_scripts/run_classifier.py --task_name=MRPC --do_train=true --do_eval=true \
@@ -20,7 +14,7 @@ Example (MRPC, as in the original README):
 Outputs in output_dir: checkpoints (ckpt-<step>), train/eval/predict.tf_record, eval_results.txt,
 eval_metrics.json (per label precision, recall, F1, support; macro and weighted F1; the confusion matrix),
 test_results.tsv, the GLUE submission file (MRPC.tsv, MNLI-m.tsv, ...; predictions.tsv for your own data) and, for
-your own data, label_list.txt.
+your own data, label_list.txt; with --tune_thresholds, thresholds.json.
 """
 from absl import flags
 

@@ -1,9 +1,8 @@
 """Fine-tune a TF Hub BERT for sentence (pair) classification: the original run_classifier_with_tfhub.py, same flags
-(bert_hub_module_handle plus run_classifier.py's), through the same task code as run_classifier.py.
+(bert_hub_module_handle plus run_classifier.py's), outputs as run_classifier.py's.
 
-bert_hub_module_handle is a local TF2 TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py format;
-download and extract one first). The weights, the vocabulary, the casing and the config come from it unless given by
---vocab_file, --do_lower_case or --bert_config_file. As in the original, a new output layer reads pooled_output.
+bert_hub_module_handle is a local TF2 TF Hub BERT SavedModel directory (download and extract one first); weights,
+vocabulary, casing and config come from it unless given by flags.
 
 Example:
   python run_scripts/run_classifier_with_tfhub.py --task_name=MRPC --do_train=true --do_eval=true \

@@ -1,11 +1,9 @@
 """BERT fine-tuning for named-entity recognition on CoNLL-2003 (flags in the style of run_classifier.py).
 
 data_dir holds train.txt, valid.txt (or dev.txt) and test.txt (`token POS chunk NER` per line). Writes to
-output_dir: label_list.txt (the label order), checkpoints, eval_results.txt (`key = value`: entity-level
-precision/recall/F1 with seqeval, overall and per type), eval_report.txt (seqeval's per-type table),
-eval_metrics.json (per type, macro and weighted F1, the tags' confusion matrix), eval_predictions.txt and
+output_dir: label_list.txt, checkpoints, eval_results.txt (seqeval's entity-level precision/recall/F1), eval_report.txt
+(seqeval's table), eval_metrics.json (per type, macro and weighted F1, confusion matrix), eval_predictions.txt and
 test_results.txt (`token gold predicted` per line, a blank line between sentences).
-See bert_tf/tasks/ner.py for the sub-token labels and the splitting of long sentences.
 
 Example:
   python run_scripts/run_ner.py --data_dir=$CONLL_DIR --output_dir=/tmp/ner \

@@ -1,8 +1,7 @@
 """Masked-LM + next-sentence pretraining: the original run_pretraining.py, same flags and outputs, on every
-tf.distribute strategy (one device, several GPUs, several hosts, TPU).
+tf.distribute strategy.
 
-Continued pretraining of a released BERT on your domain (the original README's demo; --init_checkpoint takes an
-original checkpoint, with its cls/ heads, or one of ours):
+Continued pretraining of a released BERT on your domain (the original README's demo):
   python run_scripts/create_pretraining_data.py --input_file=corpus.txt --output_file=/tmp/tf_examples.tfrecord \
     --vocab_file=$BERT_BASE_DIR/vocab.txt --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5
   python run_scripts/run_pretraining.py --input_file=/tmp/tf_examples.tfrecord --output_dir=/tmp/pretraining_output \
@@ -10,15 +9,14 @@ original checkpoint, with its cls/ heads, or one of ours):
     --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --train_batch_size=32 --max_seq_length=128 \
     --max_predictions_per_seq=20 --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
 
-Phase 2 (seq 512 after a seq-128 run; the optimizer and the schedule start afresh, the weights come from phase 1):
+Phase 2 (seq 512 from phase 1's weights; the optimizer and schedule start afresh):
   python run_scripts/run_pretraining.py --input_file=/tmp/tf_examples_512.tfrecord \
     --init_checkpoint=/tmp/phase1_output --output_dir=/tmp/phase2_output --max_seq_length=512 \
     --max_predictions_per_seq=80 --num_train_steps=100000 --num_warmup_steps=10000 --do_train=True ...
 
-Outputs in output_dir: checkpoints (ckpt-<step>; rerunning the same command resumes, input position included),
-TensorBoard summaries (train/: loss, masked-LM and next-sentence loss and accuracy, learning rate, gradient norm,
-examples/s), eval_results.txt; with --save_original_checkpoint, original/ (bert_model.ckpt under the original
-variable names, bert_config.json) for the original code and our fine-tuning scripts.
+Outputs in output_dir: checkpoints (ckpt-<step>; rerunning the same command resumes), TensorBoard summaries
+(train/), eval_results.txt; with --save_original_checkpoint, original/ (bert_model.ckpt under the original variable
+names, bert_config.json).
 """
 from absl import flags
 

@@ -7,12 +7,12 @@ Example (SQuAD 1.1, as in the original README):
     --predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 --learning_rate=3e-5 --num_train_epochs=2.0 \
     --max_seq_length=384 --doc_stride=128 --output_dir=/tmp/squad_base/
 
-SQuAD 2.0: add --version_2_with_negative=True (and tune --null_score_diff_threshold with the best_f1_thresh
-that the evaluation reports).
+SQuAD 2.0: add --version_2_with_negative=True (and tune --null_score_diff_threshold with the evaluation's
+best_f1_thresh).
 
 Outputs in output_dir: checkpoints (ckpt-<step>), train.tf_record, eval.tf_record, predictions.json,
 nbest_predictions.json, null_odds.json (v2) and, when predict_file has answers, eval_results.json (the official
-SQuAD evaluation: exact_match/f1 for v1.1; exact, f1, HasAns_*, NoAns_*, best_* for v2.0).
+SQuAD evaluation).
 """
 import json
 

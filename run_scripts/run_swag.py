@@ -1,9 +1,8 @@
 """BERT fine-tuning on SWAG, multiple choice over four endings (flags in the style of run_classifier.py).
 
-data_dir holds the official SWAG CSV files train.csv, val.csv and test.csv (bert_tf/tasks/swag.py). Writes to
-output_dir: checkpoints, eval_results.txt (eval_accuracy, eval_loss, global_step) and test_results.tsv (the four
-probabilities of each test example, tab-separated, one example per line).
-Defaults follow the paper's SWAG setup: learning rate 2e-5, batch size 16, 3 epochs.
+data_dir holds the official SWAG train.csv, val.csv and test.csv. Writes to output_dir: checkpoints,
+eval_results.txt (eval_accuracy, eval_loss, global_step) and test_results.tsv (each test example's four
+probabilities, tab-separated). Defaults follow the paper's SWAG setup.
 
 Example:
   python run_scripts/run_swag.py --data_dir=$SWAG_DIR --output_dir=/tmp/swag \

@@ -1,9 +1,7 @@
 """Semantic search with sentence embeddings: the sentences of a file nearest each query, by cosine similarity.
 
-The embeddings are those of sentence-transformers (all-MiniLM-L6-v2: the mean of the last layer over the real
-tokens, L2-normalized; --pooling=cls: the [CLS] vector), from any BERT checkpoint bert-tf reads
-(bert_tf/inference/embeddings.py). Writes one JSON line per query to --output_file, {"query", "results": [{"line",
-"text", "score"}]}, and prints them.
+Sentence-transformers' embeddings (bert_tf/inference/embeddings.py) from any BERT checkpoint bert-tf reads. Writes
+one JSON line per query to --output_file, {"query", "results": [{"line", "text", "score"}]}, and prints them.
 
 Example (the real MiniLM as an original checkpoint, as the quickstart writes it):
   python run_scripts/semantic_search.py --input_file=sentences.txt --query="a film about war" --top_k=3 \

@@ -1,10 +1,8 @@
-"""Checkpoints in and out: `name_map` (the original variable names of our models; a task model's heads name
-theirs), `assign` (name -> tensor maps assigned to a model, with a LoadReport),
-`original` (TF1 checkpoints by name: read, write back, replace as a whole), `model_garden` (Model Garden TF2
-checkpoints in and out), `tfhub` (TF Hub BERT SavedModels in), `keras_hub` (KerasHub BERT presets in and out),
-`huggingface` (safetensors import), `restore` (the one loading path of weights, whatever the format),
-`pretrained` (the pre-trained model a run starts from: `load_pretrained`, the one way scripts load one) and
-`convert` (conversion between formats).
+"""Checkpoints in and out: `name_map` (our models' original variable names), `assign` (name -> tensor maps
+assigned to a model), `original` (TF1 checkpoints), `model_garden` (Model Garden TF2 checkpoints), `tfhub` (TF Hub
+SavedModels in), `keras_hub` (KerasHub presets), `huggingface` (safetensors), `restore` (the one loading path,
+whatever the format), `pretrained` (the model a run starts from: `load_pretrained`) and `convert` (between
+formats).
 
 The public functions are importable from here: `from bert_tf import checkpoints; checkpoints.restore(model, path)`.
 """

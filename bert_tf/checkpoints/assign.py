@@ -1,6 +1,5 @@
-"""Assigning name -> tensor maps to a model, whatever format they were read from: `assign_by_name` loads the
-variables a map names by their original TF1 names (`name_map.original_variable_map`) and returns a `LoadReport` of
-what was loaded, missing and unused.
+"""Assigning name -> tensor maps, whatever format they were read from, to a model by original TF1 name:
+`assign_by_name`, returning a `LoadReport` of what was loaded, missing and unused.
 """
 import dataclasses
 
@@ -12,8 +11,7 @@ from bert_tf.checkpoints import name_map
 
 @dataclasses.dataclass
 class LoadReport:
-    """What a checkpoint load did, by original variable name (unused variables of one of our checkpoints that the
-    model has no place for: by object path)."""
+    """What a checkpoint load did, by original variable name (or object path for unused ones of our checkpoints)."""
     checkpoint: str
     loaded: list
     missing: list  # variables of the model that the checkpoint lacks (left at their initial values)
@@ -22,7 +20,7 @@ class LoadReport:
     missing_heads: list = dataclasses.field(default_factory=list)  # head attributes left (partly) initialized
 
     def log(self):
-        """Per-variable details at INFO; missing heads and unused checkpoint variables also as one WARNING each."""
+        """Logs the details at INFO; missing heads and unused variables also as a WARNING each."""
         logging.info("Loaded %d variables from %s (heads: %s)", len(self.loaded), self.checkpoint,
                      ", ".join(self.heads) or "none")
         for name in self.missing:
@@ -68,14 +66,8 @@ def shape_error(name, source, ckpt_shape, model_shape):
 
 
 def assign_by_name(model, tensors, source, strict=False):
-    """Assigns `tensors` (original name -> array-like getter) to the model's variables.
-
-    Args:
-      tensors: dict of original variable name -> zero-argument callable returning a numpy array.
-      source: a name for error messages (file path).
-      strict: raise if any of the model's variables is missing from `tensors`.
-    Returns: LoadReport.
-    """
+    """Assigns `tensors` (original name -> zero-argument getter of an array) to the model's variables; returns a
+    LoadReport. `source`: the path errors name; `strict`: raise if a model variable is missing."""
     mapping = name_map.original_variable_map(model)
     loaded, missing = [], []
     for name, variable in mapping.items():

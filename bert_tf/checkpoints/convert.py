@@ -1,6 +1,5 @@
-"""Converting a checkpoint between formats: `convert_checkpoint` reads any checkpoint `restore` reads and writes a
-release directory in the original or Model Garden's format, a Hugging Face transformers model directory or a
-KerasHub preset.
+"""Converting a checkpoint: `convert_checkpoint` reads any checkpoint `restore` reads and writes an original or
+Model Garden release directory, a Hugging Face transformers directory or a KerasHub preset.
 """
 import dataclasses
 import os
@@ -17,11 +16,8 @@ CONVERSION_FORMATS = ("original", "model_garden", "huggingface", "keras_hub")
 
 def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_file=None, vocab_file=None,
                        do_lower_case=None, task=None):
-    """Any checkpoint `restore` reads -> output_dir, as `to`: "original" or "model_garden" (bert_model.ckpt with the
-    encoder and whichever pretraining heads it has, bert_config.json and vocab.txt: given, the model's own, else the
-    one beside the checkpoint), "huggingface" (`to_huggingface`; `task`: where the heads do not say it alone) or
-    "keras_hub" (`to_keras_hub`). do_lower_case: the written tokenizer's casing (Hugging Face and KerasHub; default:
-    the model's own, else True). Returns output_dir."""
+    """Writes `init_checkpoint` to output_dir as `to` ("original" or "model_garden": a release directory;
+    "huggingface"; "keras_hub"); returns output_dir. do_lower_case: the written tokenizer's casing."""
     if to not in CONVERSION_FORMATS:
         raise ValueError(f"to={to!r}: expected one of {CONVERSION_FORMATS}.")
     if to not in ("huggingface", "keras_hub") and do_lower_case is not None:
@@ -45,11 +41,8 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
 
 
 def hf_task_of_heads(heads, task=None):
-    """The task (TaskSpec) whose transformers class a checkpoint with `heads` ({head attribute: rows},
-    `restore.checkpoint_heads`) is written as: `task` if given (its heads must be among `heads`), else the task with
-    a Hugging Face class whose heads are exactly `heads` (none: BertModel; masked_lm and next_sentence:
-    BertForPreTraining; classifier: BertForSequenceClassification, the classifier, with one output the regression
-    task, multi_label only as `task`; ...). ValueError naming the heads found where no task fits."""
+    """The TaskSpec whose transformers class a checkpoint with `heads` ({head attribute: rows}) is written as:
+    `task`, else the one with exactly `heads` (one classifier output: regression); ValueError if none fits."""
     found = ", ".join(heads) or "no head"
     specs = [task_models.REGISTRY[name] for name in huggingface.ARCHITECTURES]
     if task is not None:
@@ -73,9 +66,8 @@ def hf_task_of_heads(heads, task=None):
 
 
 def _run_labels(init_checkpoint, spec, rows, recorded=None):
-    """The label names of a labelled head of `rows` outputs: those the training run recorded (`recorded`, its
-    `run_record`) or saved beside its checkpoint (`label_lists.FILE_NAME` in its directory), else None; ValueError
-    if they are another number."""
+    """The label names of a labelled head of `rows` outputs that the run recorded (`run_record`) or saved beside its
+    checkpoint (`label_lists.FILE_NAME`), else None; ValueError if their number differs."""
     if not spec.labelled:
         return None
     directory = checkpoint_directory(init_checkpoint)
@@ -89,12 +81,8 @@ def _run_labels(init_checkpoint, spec, rows, recorded=None):
 
 
 def to_huggingface(init_checkpoint, files, output_dir, task=None):
-    """Writes the checkpoint `init_checkpoint` (any format `restore` reads; `files`: its `model_files`) as a
-    transformers model directory (`huggingface.write_hf_directory`): the class of `task`, else of the task the run
-    recorded (`run_record`: a multi-label classifier), else the one its heads say (`hf_task_of_heads`); its label
-    names the run's (else LABEL_i); the casing of `files`.
-    The vocabulary (`files.vocab_file`) and the output directory are checked before the checkpoint is read. Returns
-    output_dir."""
+    """Writes `init_checkpoint` as a transformers directory of the class of `task`, else the run's recorded task,
+    else `hf_task_of_heads`; label names the run's (else LABEL_i). Returns output_dir."""
     huggingface.check_hf_output_dir(output_dir)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
     huggingface.check_vocab(files.vocab_file, files.config)
@@ -113,11 +101,8 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
 
 
 def to_keras_hub(init_checkpoint, files, output_dir):
-    """The checkpoint as a KerasHub preset (`keras_hub.save_preset`): the encoder, and the head of the first task
-    whose TaskSpec names a KerasHub class and whose head the checkpoint holds (`keras_hub.preset_task` of
-    `checkpoint_heads`: the classifier, as a BertTextClassifier with its num_labels), with files' vocabulary (its
-    tokenizer) and casing. Pretraining heads are left out (reported unused): KerasHub's BertBackbone has none. No
-    vocabulary, and what `keras_hub.check_preset_writable` refuses, are errors before the checkpoint is read."""
+    """The checkpoint as a KerasHub preset: the encoder and any head `keras_hub.preset_task` finds (a classifier),
+    with files' vocabulary and casing; pretraining heads are left out."""
     if not files.vocab_file:
         raise ValueError(f"A KerasHub preset needs the model's vocab.txt for its tokenizer (and a classifier's "
                          f"preprocessor): pass vocab_file (--vocab_file), or keep it beside {init_checkpoint}.")

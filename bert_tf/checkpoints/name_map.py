@@ -1,8 +1,6 @@
-"""The original BERT variable names of our models: the encoder's table here; a task model's heads are named by its
-class (`heads`: head attribute -> (original name, attribute path inside the head) rows, bert_tf.model.task_models).
-
-Each row pairs an original TF1 variable name with the attribute path of our Keras variable. A model provides its
-parts by attribute: a `BertModel` itself, or a model with a `.bert` BertModel and the heads its `heads` names.
+"""The original BERT variable names of our models, as (original TF1 name, attribute path of our Keras variable)
+rows: the encoder's here; a task model's heads in its class's `heads` (bert_tf.model.task_models). A model is a
+`BertModel`, or has a `.bert` BertModel and the heads its `heads` names.
 """
 import re
 
@@ -74,10 +72,7 @@ def model_parts(model):
 
 
 def original_variable_map(model):
-    """Original TF1 variable name -> our Keras variable, for every variable the model has.
-
-    `model`: a BertModel, or a model with `.bert` and optional head attributes (see the module docstring).
-    """
+    """Original TF1 variable name -> our Keras variable, for every variable of `model` (a BertModel or task model)."""
     parts = model_parts(model)
     bert = parts.pop("bert")
     _ensure_built(bert)

@@ -1,6 +1,5 @@
-"""The pre-trained model a run starts from (`Pretrained`): its bert_config, vocabulary and casing (`model_files`:
-from the flags, else the model's own) and its tokenizer and model, built and restored (`load_pretrained`, the one way
-every script and export loads one).
+"""The pre-trained model a run starts from (`Pretrained`): its config, vocabulary and casing (`model_files`: the
+flags', else the model's own), tokenizer and restored model (`load_pretrained`, the one way scripts load one).
 """
 import dataclasses
 import os
@@ -17,8 +16,7 @@ from bert_tf.text import tokenization
 
 @dataclasses.dataclass
 class Pretrained:
-    """The pre-trained model a run starts from: its files (`model_files`), then its tokenizer and model
-    (`load_pretrained`)."""
+    """The pre-trained model a run starts from: its files, then its tokenizer and model."""
     config: BertConfig
     vocab_file: str | None
     do_lower_case: bool
@@ -29,14 +27,12 @@ class Pretrained:
 
     @property
     def restored(self):
-        """Whether `restore` overwrites the encoder's weights (there is an init_checkpoint): a model built for it
-        need not compute the encoder's random initial values (`encoder.BertModel`'s `restored`)."""
+        """Whether there is an init_checkpoint (a model built for it skips random initial values)."""
         return bool(self.init_checkpoint)
 
     def restore(self, model, required_heads=()):
-        """Restores init_checkpoint into `model` (`checkpoints.restore`), raising if a head of `required_heads` is
-        absent; without an init_checkpoint, logs that the model keeps its random weights. Returns the LoadReport
-        (also `self.report`), or None."""
+        """Restores init_checkpoint into `model` (none: a warning), raising if a `required_heads` head is absent;
+        returns the LoadReport (also `self.report`) or None."""
         if self.init_checkpoint:
             self.report = restore(model, self.init_checkpoint, required_heads)
         else:
@@ -44,22 +40,17 @@ class Pretrained:
         return self.report
 
     def build_model(self, build, required_heads=()):
-        """Builds `build(config, restored)` (a Keras model; `restored`: `self.restored`) and restores
-        init_checkpoint into it (`restore`). Returns the model (also `self.model`)."""
+        """Builds `build(config, self.restored)` and restores init_checkpoint into it; returns it (also
+        `self.model`)."""
         self.model = build(self.config, self.restored)
         self.restore(self.model, required_heads)
         return self.model
 
 
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """The Pretrained of a run without its tokenizer and model: the files given; where one is None, the model's own:
-    the bert_config.json beside init_checkpoint, else a TF Hub model's (inferred from its weights) or a KerasHub
-    preset's config; a TF Hub model's or preset's vocabulary and casing, or a training run's (`run_record`: the
-    vocab.txt it copied, the casing it trained with); do_lower_case else True (the original flag's default).
-
-    FileNotFoundError for a given file that does not exist; ValueError if no bert_config is given or found, or a
-    given vocab_file or do_lower_case contradicts the Hub model's or preset's own.
-    """
+    """A Pretrained without tokenizer and model: the files given, else the model's own (beside init_checkpoint, a
+    TF Hub model's or preset's, a run's `run_record`); do_lower_case else True. FileNotFoundError for a missing file;
+    ValueError for no config, or one contradicting the model's own."""
     hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
         init_checkpoint) else None)
     own = hub or (keras_hub.read_preset(init_checkpoint) if keras_hub.is_preset(init_checkpoint) else None)
@@ -90,15 +81,13 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
 
 
 def run_record(init_checkpoint):
-    """What the training run whose output_dir holds `init_checkpoint` recorded it trained
-    (`task_models.METADATA_FILE`: task, labels, casing, ...), or None."""
+    """The `task_models.METADATA_FILE` (task, labels, casing, ...) beside `init_checkpoint`, or None."""
     path = file_beside(init_checkpoint, task_models.METADATA_FILE)
     return fileio.read_json(path, "Model metadata") if path else None
 
 
 def checkpoint_directory(init_checkpoint):
-    """The directory of a checkpoint: init_checkpoint itself (a release, run, SavedModel or preset directory) or
-    its prefix's."""
+    """init_checkpoint if it is a directory, else its prefix's directory."""
     return init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
 
 
@@ -111,8 +100,7 @@ def file_beside(init_checkpoint, name="bert_config.json"):
 
 
 def _check_own_vocab(own, vocab_file):
-    """Raises if `vocab_file` (when given) does not have the TF Hub model's or KerasHub preset's (`own`) number of
-    word embeddings."""
+    """Raises if `vocab_file` (when given) does not match `own`'s number of word embeddings."""
     if not vocab_file:
         return
     size = len(tokenization.load_vocab(vocab_file))
@@ -124,14 +112,8 @@ def _check_own_vocab(own, vocab_file):
 
 def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,
                     max_seq_length=None, required_heads=(), needs_vocab=True):
-    """The one way a script or an export loads a pre-trained model (any format `restore` reads) -> Pretrained.
-
-    Resolves the files (`model_files`), checks the casing against the checkpoint's name (the original's
-    `validate_case_matches_checkpoint`), max_seq_length against the position embeddings and the vocabulary against
-    the embedding rows, then builds `build(config, restored)` and restores init_checkpoint into it with
-    `required_heads` (no init_checkpoint: random weights, with a warning). `build` None: the caller builds later and
-    restores through the Pretrained (the Trainer, under its strategy). `needs_vocab`: a vocab_file is required.
-    """
+    """A pre-trained model -> Pretrained: `model_files`, checks of casing, max_seq_length and vocabulary, then
+    `build_model` (`build` None: the caller builds later). `needs_vocab`: a vocab_file is required."""
     loaded = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
     tokenization.validate_case_matches_checkpoint(loaded.do_lower_case, init_checkpoint)
     if max_seq_length is not None:

@@ -1,13 +1,9 @@
 """TF Hub BERT SavedModels in, read without loading their functions (`tensorflow_hub` is not imported).
 
-A TF Hub BERT SavedModel (Model Garden's `export_tfhub.py`: inputs `input_word_ids`/`input_mask`/`input_type_ids`,
-outputs `pooled_output`/`sequence_output`/`encoder_outputs`, optional `.mlm`) becomes a `HubModel`: its variables by
-their Keras names (`transformer/layer_0/self_attention/query/kernel:0`), read from saved_model.pb's object graph and
-the `variables/` checkpoint; its `vocab_file` asset and `do_lower_case` variable. `hub_tensors` maps them to the
-original variable names (Model Garden's layouts: `model_garden`), what the model has no place for reported unused
-under "tf_hub:<variable name>"; `infer_bert_config` reads the config off the weights' shapes and the activation off
-the graph. bert-tf's own TF Hub export (`bert_tf.export.tfhub`, layout "bert_tf") keeps its Keras variable paths,
-which `restore` maps through the model being loaded, and carries its bert_config.json beside saved_model.pb.
+A TF Hub BERT SavedModel (Model Garden's `export_tfhub.py`) becomes a `HubModel`: its variables by Keras name, its
+`vocab_file` asset and `do_lower_case` variable. `hub_tensors` maps them to the original names; `infer_bert_config`
+reads the config off the weights and graph. bert-tf's own export (`bert_tf.export.tfhub`, layout "bert_tf") keeps
+its Keras variable paths and a bert_config.json.
 """
 import dataclasses
 import os
@@ -49,7 +45,7 @@ class HubModel:
 
     @property
     def num_layers(self):
-        """The number of transformer layers (`transformer/layer_N/...` or, bert-tf's layout, `layer_N/...`)."""
+        """The number of transformer layers."""
         pattern = re.compile(r"^(?:transformer/)?layer_(\d+)/")
         return len({m.group(1) for m in map(pattern.match, self.variables) if m})
 
@@ -63,8 +59,7 @@ def _meta_graph(path):
 
 
 def _checkpoint_keys(saved_graph, checkpoint_graph):
-    """SavedObjectGraph node id -> its value's key in the variables/ checkpoint, for every variable node: the two
-    graphs walked together from their roots by child name."""
+    """SavedObjectGraph node id -> its value's key in the variables/ checkpoint, for every variable node."""
     keys, stack, seen = {}, [(0, 0)], set()
     while stack:
         saved_id, ckpt_id = stack.pop()
@@ -80,18 +75,14 @@ def _checkpoint_keys(saved_graph, checkpoint_graph):
 
 
 def _hidden_act(meta_graph):
-    """"gelu_exact" where the SavedModel's functions compute the error function (tf.nn.gelu's exact form uses
-    Erfc), else "gelu" (the tanh form)."""
+    """"gelu_exact" where the SavedModel's functions compute Erf or Erfc, else "gelu" (the tanh form)."""
     ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
     return "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"
 
 
 def read_hub_model(path):
-    """Reads a TF Hub BERT SavedModel directory (Model Garden's export_tfhub.py) without loading its functions.
-
-    Raises ValueError (naming `path`, its signatures and variables) if it is not a BERT encoder.
-    Returns: HubModel.
-    """
+    """A TF Hub BERT SavedModel directory as a HubModel; ValueError (naming `path`, its signatures and variables)
+    if it is not a BERT encoder."""
     meta_graph = _meta_graph(path)
     saved_graph = meta_graph.object_graph_def
     prefix = os.path.join(path, "variables", "variables")
@@ -133,11 +124,8 @@ def _vocab_asset(path, meta_graph, node_id):
 
 
 def hub_tensors(hub, keras_paths=None):
-    """Original name -> tensor getter for a HubModel's encoder (and `.mlm` masked-LM head, if it has one); its
-    other floating-point variables are added without a getter under "tf_hub:<name>" (reported unused).
-
-    keras_paths: for bert-tf's own export (layout "bert_tf", whose variables keep their Keras paths), Keras path ->
-    original name of the model being loaded (`name_map.original_variable_map`)."""
+    """Original name -> tensor getter for a HubModel's encoder and `.mlm` head, other variables as
+    "tf_hub:<name>": None (unused). keras_paths (layout "bert_tf"): Keras path -> original name."""
     if hub.layout == "bert_tf":
         rows = [(keras_paths[name], name, None) for name in hub.variables if name in (keras_paths or {})]
     else:
@@ -151,11 +139,8 @@ def hub_tensors(hub, keras_paths=None):
 
 
 def infer_bert_config(hub):
-    """The BertConfig of a HubModel from its weights' shapes (vocab_size, hidden_size, num_hidden_layers,
-    num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size) and its graph (hidden_act:
-    gelu_exact where it computes Erf or Erfc (tf.nn.gelu's exact form), else gelu, the tanh form Model Garden's
-    "gelu" computes); dropout and
-    initializer_range, which leave no trace in the weights, take the original's defaults. Logs what it inferred."""
+    """A HubModel's BertConfig from its weights' shapes and graph (dropout, initializer_range: the defaults); logs
+    it."""
     if hub.layout == "bert_tf":
         raise ValueError(f"{hub.path} is a bert-tf TF Hub export without its bert_config.json (bert-tf writes it "
                          f"beside saved_model.pb): pass --bert_config_file.")

@@ -1,4 +1,3 @@
-"""Data: `records` (the TFRecord schemas, one writer and one reader each), `lengths` (batches as long as their
-texts), `label_lists` (label_list.txt and --label_list), `corpus` (raw text and Wikipedia dumps -> documents), `vocab`
-(WordPiece vocabularies) and `pretraining` (create_pretraining_data: instances, wire format, shards, Beam; reading the
-records, dynamic masking). Files themselves: `bert_tf.fileio`."""
+"""Data: `records` (TFRecord schemas), `lengths` (batches as long as their texts), `label_lists`, `corpus` (text and
+Wikipedia dumps -> documents), `vocab` (WordPiece vocabularies) and `pretraining` (its records, written and read).
+Files themselves: `bert_tf.fileio`."""

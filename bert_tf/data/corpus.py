@@ -1,9 +1,8 @@
 """Pre-training corpora: a Wikipedia XML dump or plain text into create_pretraining_data.py's input format.
 
-The original's input format: one sentence per line, a blank line between documents. The original BERT extracted
-"only the text passages" of Wikipedia, "ignoring lists, tables, and headers"; this module does the same with
-`mwparserfromhell` (wikitext -> text) and `pysbd` (rule-based sentence splitting, no data download), both from the
-`corpus` extra. The dump is streamed (bz2 + iterparse) in bounded memory; output is written atomically.
+The format: one sentence per line, a blank line between documents. As the original BERT, only Wikipedia's text
+passages are kept ("ignoring lists, tables, and headers"), with `mwparserfromhell` and `pysbd` (the `corpus`
+extra). The dump is streamed in bounded memory; output is written atomically.
 """
 import collections
 import html
@@ -35,7 +34,7 @@ _INTERWIKI = re.compile(r"^[a-z]{2,3}(-[a-z]+)*:")
 
 
 def iter_wiki_pages(path):
-    """Yields every <page> of a MediaWiki XML dump (.xml, .xml.bz2, .xml.gz) as a WikiPage, in bounded memory."""
+    """Yields every <page> of a MediaWiki XML dump (.xml, .bz2, .gz) as a WikiPage."""
     with fileio.open_file(path, "rb") as f:
         context = ET.iterparse(f, events=("start", "end"))
         root = None
@@ -101,8 +100,8 @@ def _render(code, out):
 
 
 def wikitext_to_paragraphs(wikitext):
-    """The text passages of an article's wikitext: templates, tables, references, files, categories, headings and
-    list items dropped, links and formatting reduced to their text; one string per paragraph line."""
+    """An article's text passages, one string per paragraph line: links and formatting reduced to their text, the
+    rest (templates, tables, headings, list items, ...) dropped."""
     import mwparserfromhell
     out = []
     _render(mwparserfromhell.parse(wikitext, skip_style_tags=True), out)
@@ -125,8 +124,7 @@ def wikitext_to_paragraphs(wikitext):
 
 
 class SentenceSplitter:
-    """Splits a paragraph into sentences. "pysbd": rule-based (pysbd, no download); "line": the paragraph is one
-    sentence (for text already one sentence per line)."""
+    """Splits a paragraph into sentences: "pysbd" (rule-based) or "line" (the paragraph is one sentence)."""
 
     def __init__(self, kind="pysbd", language="en"):
         self.kind = kind
@@ -151,7 +149,7 @@ class SentenceSplitter:
 
 
 def paragraphs_to_document(paragraphs, splitter, min_sentence_chars=0):
-    """The sentences of a document's paragraphs, each on one line, dropping those shorter than min_sentence_chars."""
+    """The sentences of a document's paragraphs, but those shorter than min_sentence_chars."""
     sentences = []
     for paragraph in paragraphs:
         for sentence in splitter(paragraph):
@@ -161,8 +159,8 @@ def paragraphs_to_document(paragraphs, splitter, min_sentence_chars=0):
 
 
 def iter_text_documents(path, document_boundary="blank_line"):
-    """Yields the documents of a plain text file as lists of paragraph lines. document_boundary: "blank_line"
-    (blank lines separate documents), "line" (each line is a document) or "file" (the file is one document)."""
+    """Yields a text file's documents as lists of lines; a document ends at a "blank_line", each "line" or the
+    "file" (document_boundary)."""
     if document_boundary not in ("blank_line", "line", "file"):
         raise ValueError(f"Unknown document_boundary {document_boundary!r}.")
     with fileio.open_file(path, "r") as f:
@@ -224,8 +222,8 @@ def _process(raw):
 
 def iter_documents(files, input_format="auto", document_boundary="blank_line", sentence_splitter="pysbd",
                    language="en", min_sentence_chars=0, min_document_sentences=1, num_workers=1, batch_size=512):
-    """Yields each document of the inputs, in input order, as its list of sentences. num_workers > 1 converts with a
-    process pool, batch_size documents at a time per worker (memory stays bounded)."""
+    """Yields each document of the inputs, in order, as its list of sentences; num_workers > 1: a process pool,
+    batch_size documents at a time per worker."""
     raw = iter_raw_documents(files, input_format, document_boundary)
     init_args = (sentence_splitter, language, min_sentence_chars, min_document_sentences)
     if num_workers <= 1:
@@ -246,8 +244,8 @@ def iter_documents(files, input_format="auto", document_boundary="blank_line", s
 
 
 def write_documents(documents, output_file, max_documents=None, progress=None):
-    """Writes documents (lists of sentences) one sentence per line, a blank line between documents, to a temporary
-    name renamed to output_file when complete. Returns (documents, sentences) written."""
+    """Writes documents (lists of sentences) to output_file atomically in the module's format; returns (documents,
+    sentences) written."""
     num_documents = num_sentences = 0
     with fileio.atomic_write(output_file, "w") as f:
         for document in documents:
@@ -267,8 +265,8 @@ def write_documents(documents, output_file, max_documents=None, progress=None):
 
 
 def prepare_corpus(input_patterns, output_file, max_documents=None, progress=False, **kwargs):
-    """Converts the files matching input_patterns (globs) into output_file; kwargs go to iter_documents.
-    Returns (documents, sentences) written."""
+    """Converts the files matching input_patterns into output_file (kwargs: iter_documents'); returns
+    (documents, sentences) written."""
     files = fileio.expand_patterns(input_patterns)
     documents = iter_documents(files, **kwargs)
     bar = None

@@ -1,12 +1,9 @@
-"""Label lists, one set of rules for every run and export that keeps one (the classifier's tsv task, run_ner.py,
-export_saved_model.py's --label_list):
+"""Label lists, one set of rules for every run and export that keeps one:
 
-- `label_list.txt` (`FILE_NAME`, in a training run's output_dir) holds one label per line, in the order of the
-  model's outputs, each exactly as the run learned it (only the line ending is not part of it); blank lines are
-  skipped. `write` refuses a label that is empty or holds a line break.
-- On a command line, a label list is comma-separated (`parse`: each label stripped of surrounding spaces), or the
-  path of such a file (`resolve`: a value without a comma is a path, which must exist).
-Every reader refuses an empty list and a repeated label, naming where it came from.
+- `label_list.txt` (`FILE_NAME`, in a run's output_dir): one label per line in the model's output order, exactly as
+  learned; blank lines skipped.
+- On a command line: comma-separated, each label stripped (`parse`), or the path of such a file (`resolve`).
+Readers refuse an empty list and a repeated label, naming where it came from.
 """
 import os
 
@@ -25,20 +22,20 @@ def _checked(labels, source):
 
 
 def read(path):
-    """The labels of the file `path`, one per line (see the module docstring)."""
+    """The labels of the file `path`."""
     text = fileio.read_text(path, "Label list")
     return _checked([line.rstrip("\r") for line in text.split("\n") if line.strip()], path)
 
 
 def saved(output_dir):
-    """(the path of output_dir's label_list.txt, the labels a training run saved there or None)."""
+    """(output_dir's label_list.txt, its labels or None)."""
     path = os.path.join(output_dir, FILE_NAME)
     return path, (read(path) if fileio.exists(path) else None)
 
 
 def check_unchanged(labels, source, path, saved_labels):
-    """Raises if `labels` (from `source`, e.g. "--label_list") differ from those a training run saved at `path`
-    (`saved_labels`, None: nothing saved)."""
+    """Raises if `labels` (from `source`, e.g. "--label_list") differ from the `saved_labels` at `path` (None:
+    none saved)."""
     if saved_labels is not None and saved_labels != labels:
         raise ValueError(f"{source} has the labels {labels}, which differs from the labels the run in that "
                          f"output_dir was trained with: {path} lists the labels {saved_labels}. Use another "
@@ -62,8 +59,7 @@ def parse(text):
 
 
 def resolve(label_list):
-    """Labels from a list, a comma-separated string or a file with one label per line; None -> None. A string
-    without a comma names a file (a list of one label labels nothing)."""
+    """Labels from a list, a comma-separated string or a file; None -> None. A string without a comma names a file."""
     if label_list is None:
         return None
     if isinstance(label_list, (list, tuple)):

@@ -1,9 +1,8 @@
 """Learn a WordPiece vocab.txt, in the released BERT vocabularies' layout, from a text corpus.
 
-Words are split exactly as FullTokenizer splits them (bert_tf.tokenization.BasicTokenizer: cleaning, CJK spacing,
-lower-casing and accent stripping when uncased, punctuation splitting); word pieces are learned over the word counts
-with TF Text's WordPiece learner (`tensorflow_text.tools.wordpiece_vocab`, the learner behind
-`bert_vocab_from_dataset`). The file starts like the released vocabularies:
+Words are split exactly as FullTokenizer splits them (bert_tf.tokenization.BasicTokenizer); pieces are learned over
+the word counts with TF Text's WordPiece learner (`tensorflow_text.tools.wordpiece_vocab`). The file starts like the
+released vocabularies:
 
   [PAD], [unused0] ... [unused98], [UNK], [CLS], [SEP], [MASK], [unused99] ... [unused<num_unused-1>]
 
@@ -54,7 +53,7 @@ def _count_chunk(args):
 
 
 def count_words(lines, do_lower_case=True, num_workers=1, chunk_lines=10000, max_lines=None):
-    """Counter of the BasicTokenizer words of an iterable of text lines (as FullTokenizer splits them)."""
+    """Counter of the BasicTokenizer words of text lines."""
     lines = iter(lines)
     if max_lines is not None:
         lines = itertools.islice(lines, max_lines)
@@ -76,8 +75,8 @@ def count_words(lines, do_lower_case=True, num_workers=1, chunk_lines=10000, max
 
 
 def _learner_lib():
-    """TF Text's WordPiece learner module. It is plain Python (collections, numpy): it is loaded from its file so that
-    importing tensorflow_text (and TensorFlow, seconds) is not needed; falls back to the package import."""
+    """TF Text's WordPiece learner module, loaded from its file without importing tensorflow_text (and TensorFlow);
+    else the package import."""
     import importlib.util
     import sys
     name = "tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib"
@@ -100,12 +99,8 @@ def _learner_lib():
 
 def learn_vocab(word_counts, vocab_size, num_unused=994, max_unique_chars=1000, max_token_length=50,
                 max_input_words=5_000_000, slack_ratio=0.05, pad_to_vocab_size=True, **learn_params):
-    """A WordPiece vocabulary (list of tokens) from {word: count}.
-
-    The learner aims at a vocabulary of at most vocab_size tokens (at least (1 - slack_ratio) * vocab_size when the
-    corpus allows); with pad_to_vocab_size, further [unusedN] tokens are appended so the list has exactly vocab_size
-    tokens (the model's vocab_size), as the released vocabularies keep spare [unused] slots.
-    """
+    """A WordPiece vocabulary (list of tokens) from {word: count}: at most vocab_size tokens (at least
+    (1 - slack_ratio) of it if the corpus allows); pad_to_vocab_size appends [unusedN] up to vocab_size."""
     learner = _learner_lib()
     reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
@@ -160,8 +155,7 @@ def write_vocab(vocab, output_file):
 
 def build_vocab(input_patterns, output_file, vocab_size=30522, do_lower_case=True, num_unused=994, num_workers=1,
                 max_lines=None, **learn_kwargs):
-    """Counts the words of the text files matching input_patterns, learns a vocabulary and writes output_file.
-    Returns the vocabulary (list of tokens)."""
+    """Learns a vocabulary from the text files matching input_patterns and writes it to output_file; returns it."""
     counts = count_words(_iter_lines(fileio.expand_patterns(input_patterns)), do_lower_case=do_lower_case,
                          num_workers=num_workers, max_lines=max_lines)
     vocab = learn_vocab(counts, vocab_size, num_unused=num_unused, **learn_kwargs)

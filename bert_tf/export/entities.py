@@ -1,12 +1,10 @@
-"""The NER export's entities: each text's words tagged by their first wordpiece (run_ner.py's rule) and grouped into
-entities in graph, as `ner.entities_from_tags` groups them in Python (seqeval's `get_entities`).
+"""The NER export's entities, in graph: words tagged by their first wordpiece and grouped as `ner.entities_from_tags`
+(seqeval's `get_entities`) groups them. seqeval's rules depend only on consecutive labels, so they become tables over
+the label list, built with seqeval's own functions.
 
-seqeval's rules depend only on consecutive labels, so they are tables over the label list: [previous, current] ->
-whether a chunk ends there and whether one starts, both from seqeval's own functions (any label names behave as in
-the evaluation). Outputs, per text, padded to the request's most entities (E): `entity_type_ids` int32 [B, E]
-(into `Entities.types`; -1 padding), `entity_types` and `entity_texts` string [B, E], `entity_starts` and
-`entity_ends` int32 [B, E] (code points of the text: text[start:end] is the entity; -1 padding), `entity_scores`
-float32 [B, E] (the mean over its words of their most probable label's probability) and `num_entities` int32 [B].
+Outputs, padded to the request's most entities E (-1 padding): `entity_type_ids` int32 [B, E] (into `Entities.types`),
+`entity_types`, `entity_texts` string [B, E], `entity_starts`, `entity_ends` int32 [B, E] (code points:
+text[start:end]), `entity_scores` float32 [B, E] (its words' mean top-label probability), `num_entities` int32 [B].
 """
 import numpy as np
 import tensorflow as tf
@@ -21,8 +19,8 @@ def _tag_and_type(label):
 
 
 class Entities:
-    """seqeval's grouping over `labels` as tables. Rows: each label, then the state before the first word; columns:
-    each label, then the "O" seqeval appends after the last word."""
+    """seqeval's grouping over `labels` as tables. Rows: each label, then the state before the first word; columns: each
+    label, then the "O" seqeval appends after the last word."""
 
     def __init__(self, labels):
         labels = list(labels)
@@ -37,9 +35,8 @@ class Entities:
                                  np.int32)
 
     def __call__(self, text, word_ids, word_starts, word_ends, logits, max_seq_length):
-        """The entities (module docstring) of `text` [B], from its words' wordpiece ids [B, (words), (pieces)],
-        starts and ends [B, (words)] and the model's `logits` [B, S, labels] on them packed as one segment to
-        `max_seq_length` (words cut off by the packing have no tag)."""
+        """The entities of `text` [B] from the model's `logits` [B, S, labels] on its words packed as one segment
+        (words cut off have no tag), given their wordpiece ids [B, (words), (pieces)], starts and ends [B, (words)]."""
         counts = word_ids.row_lengths(axis=2)  # [B, (words)] wordpieces per word
         first = 1 + _exclusive_cumsum(counts)  # each word's first wordpiece, after [CLS]
         fits = first.flat_values < max_seq_length - 1

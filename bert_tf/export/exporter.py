@@ -11,20 +11,16 @@
 | `litert`  | model.tflite                                   | every task                        | `portable.write`    |
 | `onnx`    | model.onnx                                     | every task                        | `portable.write`    |
 
-Every task: those of `task_models.REGISTRY`; the preprocessing model (no weights) is TF Hub's in either format.
+Every task: `task_models.REGISTRY`'s; preprocessing (no weights) is TF Hub's in either format.
 
-- A writer's parameters after `out` name what it reads of the export, passed by name: `model` and `spec` (the task
-  model, weights loaded, and its `TaskSpec`), `vocab_file` (a local copy named vocab.txt, an asset's source),
-  `do_lower_case`, `max_seq_length`, `labels` (None without labels) and `labels_file` (a local labels.txt of them).
-- `options`: the writer's keyword-only arguments (their defaults are there) and, where the export loads the model,
-  the task model's (`TaskSpec.options`: the embedding's pooling and normalize_embeddings, multi_label's thresholds,
-  else its model's own, e.g. a run's tuned ones). Any other is a TypeError
-  naming it, raised with the other input checks (format, task, labels, version) before anything loads.
-- Versions only increase (`version_dir`). A version is written in a staging directory and committed whole, its key
-  file last (`fileio.staged_directory`), so that TF Serving never loads a half-written one.
-- Every export gets assets.extra/export_metadata.json: task, format, casing, max_seq_length, labels, bert_config,
-  the model's options and the writer's settings. An init_checkpoint that is a training run's output_dir gives what
-  its run recorded (`checkpoints.run_record`: labels, thresholds, text windows) where they are not given.
+- Writers take by name, after `out`: `model`, `spec`, `vocab_file` and `labels_file` (local copies), `do_lower_case`,
+  `max_seq_length` and `labels` (None without).
+- `options`: the writer's keyword-only arguments and, where the export loads the model, `TaskSpec.options`; any other
+  is a TypeError, raised before anything loads.
+- A version is staged and committed whole (`fileio.staged_directory`), so TF Serving never loads a half-written one.
+- assets.extra/export_metadata.json records the task, format, casing, max_seq_length, labels, bert_config and settings.
+  An init_checkpoint that is a training run's output_dir gives what the run recorded (`checkpoints.run_record`) where
+  not given.
 """
 import functools
 import inspect
@@ -52,8 +48,8 @@ def format_tasks(fmt):
 
 
 def writer(task, fmt):
-    """The function that writes `task` in format `fmt`: (out directory, what it reads by name, **its options) -> its
-    settings for the metadata."""
+    """The function writing `task` in format `fmt`: (out, its inputs by name, **options) -> its settings for the
+    metadata."""
     if fmt not in FORMATS:
         raise ValueError(f"Unknown format {fmt!r}; expected one of {', '.join(FORMATS)}.")
     if task == PREPROCESSING and fmt in portable.FORMATS:
@@ -87,9 +83,9 @@ def split_options(task, fmt, options, loads_model=True):
 
 
 def version_dir(export_dir, version=None, min_version=1):
-    """`export_dir/<version>` for a new export. Versions only increase and none is written twice (TF Serving loads
-    a version number once): a numbered entry, complete or not, or a live staging directory takes its number.
-    `version` None: the next free one, at least `min_version`; a taken `version` is a FileExistsError."""
+    """`export_dir/<version>` for a new export. Versions only increase and none is written twice (TF Serving loads a
+    number once): a numbered entry or a live staging directory takes its number. `version` None: the next free one >=
+    `min_version`; a taken one: FileExistsError."""
     if (version is not None and int(version) < 1) or int(min_version) < 1:
         raise ValueError(f"version and min_version must be positive integers, got {version} and {min_version}.")
     fileio.remove_stale_temporaries(export_dir)
@@ -111,11 +107,8 @@ def version_dir(export_dir, version=None, min_version=1):
 def export(task, export_dir, model=None, *, format="serving", version=None, min_version=1, max_seq_length=128,
            num_labels=None, label_list=None, vocab_file=None, do_lower_case=None, init_checkpoint=None,
            bert_config_file=None, **options):
-    """Writes `export_dir/<version>/` of `task` in `format` and returns its path.
-
-    `model`: the built task model, weights loaded; None: `init_checkpoint` loaded (as `checkpoints.load_pretrained`).
-    `label_list`: a list, "a,b,c" or a file, agreeing with `num_labels`. `do_lower_case` None: the model's, or True.
-    """
+    """Writes `export_dir/<version>/` of `task` in `format`; -> its path. `model`: the task model, weights loaded (None:
+    load `init_checkpoint`). `label_list`: a list, "a,b,c" or a file. `do_lower_case` None: the model's, or True."""
     spec = task_models.REGISTRY.get(task)
     write = writer(task, format)
     model_options, options = split_options(task, format, options, loads_model=model is None)
@@ -168,9 +161,8 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
 
 
 def _run_defaults(task, fmt, recorded, init_checkpoint, label_list, num_labels, model_options, options):
-    """(label_list, model options, writer options) of an export of the run that recorded `recorded`
-    (`checkpoints.run_record`): its labels, its model's options (multi_label's thresholds) and its text windows
-    where not given. ValueError for another task of its model (a multi-label run as `classifier`)."""
+    """(label_list, model options, writer options) from the run that recorded `recorded`: its labels, thresholds and
+    text windows where not given. ValueError for another task of its model (a multi-label run as `classifier`)."""
     spec, trained = task_models.REGISTRY[task], recorded["task"]
     if trained != task:
         if trained in task_models.REGISTRY and task_models.REGISTRY[trained].model is spec.model:
@@ -187,8 +179,8 @@ def _run_defaults(task, fmt, recorded, init_checkpoint, label_list, num_labels, 
 
 
 def _given_labels(task, spec, num_labels, label_list):
-    """(labels, num_labels) of num_labels and label_list (`label_lists.resolve`): the list's length is the label
-    count. ValueError for either given to a task without labels, or a num_labels that disagrees with the list."""
+    """(labels, num_labels) from num_labels and label_list (`label_lists.resolve`); ValueError for labels given to a
+    task without, or a count that disagrees with the list."""
     labels = label_lists.resolve(label_list)
     if (labels is not None or num_labels is not None) and not (spec and spec.labelled):
         labelled = " and ".join(name for name, spec in task_models.REGISTRY.items() if spec.labelled)
@@ -201,8 +193,8 @@ def _given_labels(task, spec, num_labels, label_list):
 
 
 def _head_labels(model, spec, labels):
-    """The label names an export of `model` (the model of `spec`) gives its predictions: `labels` or "0".."L-1"
-    for a labelled head, else None. Raises ValueError for labels that do not fit the head."""
+    """`model`'s label names: `labels` or "0".."L-1" for a labelled head, else None; ValueError if they do not fit the
+    head."""
     if not spec.labelled:
         return None
     labels = labels or [str(i) for i in range(model.num_labels)]

@@ -9,7 +9,7 @@ signature converted; `write` writes one into the directory it is given.
 
 with vocab.txt (and labels.txt for a labelled head) beside it. No text signatures (TensorFlow Text's ops have no ONNX
 form): tokenize with the original FullTokenizer. `quantization="dynamic_range"`: int8 matrix weights, activations
-quantized at run time. ONNX: tf2onnx (opset 17), TensorFlow's `Erfc` (exact GELU) written as 1 - Erf.
+quantized at run time.
 """
 import contextlib
 import functools
@@ -28,9 +28,8 @@ ONNX_OPSET = 17
 
 
 def write(fmt, out, model, spec, vocab_file, labels, labels_file, *, quantization="none"):
-    """Writes `model` as format `fmt` into the directory `out` (module docstring; the arguments: `exporter`'s). The
-    converters write local files: the model is converted in a local directory, then copied. Returns its settings
-    for the export's metadata."""
+    """Writes `model` as format `fmt` into `out` (the arguments: `exporter`'s), converting in a local directory first;
+    -> its settings for the metadata."""
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}.")
     specs = saved_model.tensor_specs(model)
@@ -51,9 +50,8 @@ def write(fmt, out, model, spec, vocab_file, labels, labels_file, *, quantizatio
 
 
 def write_litert(concrete, path, quantization):
-    """Converts `concrete` (the tensor function) to a LiteRT flatbuffer at `path`, its signature named
-    serving_default, the variables it reads frozen into it (tracked as tf.Variables: the converter does not find
-    those of a Keras 3 model, and would write a model without weights)."""
+    """Converts `concrete` to a LiteRT flatbuffer at `path` (signature serving_default), with the tf.Variables it reads
+    frozen in (the converter misses a Keras 3 model's)."""
     holder = tf.Module()
     holder.model_variables = saved_model.function_variables([concrete])
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], holder)
@@ -63,9 +61,8 @@ def write_litert(concrete, path, quantization):
 
 
 def write_onnx(function, specs, path, quantization):
-    """Converts `function` (the tensor function, keyword inputs `specs`) to an ONNX model at the local `path`
-    (tf2onnx, opset ONNX_OPSET; the inputs named as the specs); `quantization` dynamic_range: onnxruntime's dynamic
-    int8 quantization of it, per channel (the float model beside it, at `path`.float)."""
+    """Converts `function` (keyword inputs `specs`) to an ONNX model at the local `path` (tf2onnx, ONNX_OPSET);
+    `quantization` dynamic_range: onnxruntime's per-channel int8 quantization (the float model at `path`.float)."""
     try:
         import tf2onnx
     except ImportError as e:
@@ -92,10 +89,9 @@ def write_onnx(function, specs, path, quantization):
 
 @contextlib.contextmanager
 def _onnx_optimized_in_place():
-    """tf2onnx copies the whole ONNX graph, weights included, before each of its optimizer passes, so that a pass
-    that fails can be skipped; with TF2ONNX_CATCH_ERRORS set (whatever its value, as tf2onnx 1.17 reads it) it
-    optimizes in place: the same model when no pass fails, faster (BENCHMARKS.md). A failing pass then raises
-    (`write_onnx` converts again without it). The variable is as it was afterwards."""
+    """Sets TF2ONNX_CATCH_ERRORS (restored after), so that tf2onnx optimizes in place instead of copying the graph
+    before each pass: the same model, faster (BENCHMARKS.md); a failing pass then raises (`write_onnx` converts again
+    without it)."""
     before = os.environ.get("TF2ONNX_CATCH_ERRORS")
     os.environ["TF2ONNX_CATCH_ERRORS"] = "false"
     try:
@@ -109,8 +105,8 @@ def _onnx_optimized_in_place():
 
 @functools.cache  # registered once per process
 def _register_erfc():
-    """Registers tf2onnx's conversion of TensorFlow's Erfc (tf2onnx 1.17 has none and writes a node onnxruntime
-    refuses): Erfc(x) = 1 - Erf(x), ONNX's Erf being there from opset 9."""
+    """Registers a tf2onnx conversion of TensorFlow's Erfc (exact GELU; tf2onnx has none): 1 - Erf(x), Erf being ONNX's
+    since opset 9."""
     import numpy as np
     from tf2onnx import utils
     from tf2onnx.handler import tf_op

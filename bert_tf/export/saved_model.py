@@ -1,5 +1,5 @@
-"""The format "serving" of `exporter.export`: a SavedModel for TF Serving with a tensor signature and, for the
-tasks that take text, raw-text signatures; `write` writes it into the directory it is given.
+"""The format "serving" of `exporter.export`: a SavedModel for TF Serving with a tensor signature and, for the tasks
+that take text, raw-text signatures; `write` writes it into the directory it is given.
 
 | signature           | inputs                                                 | outputs                             |
 |---------------------|--------------------------------------------------------|-------------------------------------|
@@ -10,23 +10,16 @@ tasks that take text, raw-text signatures; `write` writes it into the directory 
 | `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b`: one  | `input_mask`, `segment_ids` [B, S]  |
 |                     | segment, as the original)                              |                                     |
 
-- The text signatures (not swag, pretraining, masked_lm) tokenize and pack in graph exactly as the Python pipeline
-  (FullTokenizer, the original truncation), to each request's longest text, or to max_seq_length with
-  `pad_to_max_seq_length` (SQuAD's default: run_squad.py's n-best lists read every position, padding included).
-  `text_ops`: "tf_text" (TensorFlow Text ops; loading needs `import tensorflow_text`), "core" (core TensorFlow ops:
-  stock tensorflow/serving loads it) or "none" (no text signatures).
-- They refuse a request of over `max_texts_per_request` texts or `max_request_bytes` UTF-8 bytes
-  (`in_graph.checked`) with an InvalidArgumentError naming the option, before tokenizing.
-- `use_xla` compiles the model (not the tokenizer) with XLA, once per length, so every signature rounds lengths up
-  to `seq_length_multiple` (default 32); TF Serving then needs `--xla_cpu_compilation_enabled=true`.
-- `doc_stride` > 0 (the classifier, multi_label, regression and embedding tasks): the text signatures split a text
-  longer than max_seq_length into windows as `packing.pack_windows` does (in graph: `preprocessing.pack_windows`),
-  run the model on all windows of a request as one batch, and pool per text as run_classifier.py and the sentence
-  embeddings pool (`window_outputs`); they return the task's outputs per text and `num_windows` [B] (not the
-  packed inputs). A request of more than `max_windows_per_request` windows is refused before the model runs.
-  `serving_default` stays one row per window.
-- NER: `serving_text` also returns each text's entities (`entities`: type, start and end in code points of the
-  text, score, as `bert_tf.load(...).predict` gives them for a text within max_seq_length).
+- Text signatures (not swag, pretraining, masked_lm) tokenize and pack in graph as the Python pipeline does, to the
+  request's longest text (or max_seq_length: `pad_to_max_seq_length`). `text_ops`: "tf_text" (loading needs
+  `import tensorflow_text`), "core" (stock TF Serving loads it) or "none". They refuse a request over
+  `max_texts_per_request` texts or `max_request_bytes` bytes.
+- `use_xla` compiles the model once per length, so lengths round up to `seq_length_multiple`; TF Serving then needs
+  `--xla_cpu_compilation_enabled=true`.
+- `doc_stride` > 0 (classifier, multi_label, regression, embedding): the text signatures window a longer text and pool
+  its windows' outputs as run_classifier.py does, returning `num_windows` [B] instead of the packed inputs; a request
+  of over `max_windows_per_request` windows is refused.
+- NER: `serving_text` also returns each text's entities (`bert_tf.export.entities`).
 - Assets: vocab.txt, and labels.txt for a labelled head.
 """
 import tensorflow as tf
@@ -51,8 +44,7 @@ WINDOWS_PER_TEXT = 4
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
                       seq_length_multiple=1, **request_limits):
-    """The in-graph text -> inputs module of the text signatures; `request_limits`: `in_graph.checked`'s, each request
-    checked against them first."""
+    """The text signatures' in-graph text -> inputs module, checking each request against `request_limits` first."""
     padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, seq_length_multiple=seq_length_multiple,
                    **request_limits)
     if text_ops == "tf_text":
@@ -63,8 +55,8 @@ def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_te
 
 
 def function_variables(concrete_functions):
-    """The tf.Variables the concrete functions read, each once, in order. An export tracks these (not the Keras
-    model, whose variables are Keras 3 wrappers) so that every loader restores what its functions read."""
+    """The tf.Variables the concrete functions read, once each, in order: an export tracks these (not Keras 3's
+    wrappers) so every loader restores them."""
     seen, variables = set(), []
     for fn in concrete_functions:
         for v in fn.variables:
@@ -77,9 +69,8 @@ def function_variables(concrete_functions):
 # --- the serving module ------------------------------------------------------------------------------------
 
 class _ServingModule(tf.Module):
-    """The signatures' computation: `model` on its inputs -> its outputs by name, and the label names of `labels`
-    as the spec's `label_output`; for a multi-label model, int32 [B, L]: 1 where a probability is >= its label's
-    threshold (the model's `thresholds`)."""
+    """The signatures' computation: `model`'s outputs by name plus the spec's `label_output`, the argmax's label names
+    (a multi-label model's: int32 [B, L], 1 at or above its threshold)."""
 
     def __init__(self, model, spec, vocab_file, labels, preprocessor=None, use_xla=False, seq_length_multiple=1,
                  window_pooling=None):
@@ -114,8 +105,7 @@ class _ServingModule(tf.Module):
         return self._with_labels(out, out.get("logits"))
 
     def _with_labels(self, out, scores):
-        """`out` with the spec's `label_output`: the labels of `scores`' argmax, or a multi-label model's 0/1 of its
-        probabilities against its thresholds."""
+        """`out` with the spec's `label_output` of `scores`."""
         # constants of each function (a captured tensor would be an ONNX input)
         if self._thresholds is not None:
             out[self.spec.label_output] = tf.cast(out["probabilities"] >= tf.constant(self._thresholds, tf.float32),
@@ -126,10 +116,8 @@ class _ServingModule(tf.Module):
         return out
 
     def window_outputs(self, windows):
-        """The outputs of each text packed in `windows` (`preprocessing.PackedWindows`) from the model on all its
-        windows at once, as run_classifier.py pools windows (`pool_document`): an embedding pooled as
-        `embeddings.SentenceEncoder` pools windows; the others by `_pooled`; a text of one window, its own outputs.
-        Plus `num_windows` int32 [B]."""
+        """Each text's outputs from the model on all `windows` (`preprocessing.PackedWindows`) at once, pooled as
+        `pool_document` (embeddings: as `embeddings.SentenceEncoder`), plus `num_windows` int32 [B]."""
         text, texts = windows.text, tf.size(windows.num_windows)
         inputs = {name: windows.inputs[name] for name in packing.INPUT_NAMES}
         if hasattr(self, "_encode"):
@@ -147,9 +135,7 @@ class _ServingModule(tf.Module):
         return out
 
     def _pooled(self, result, text, texts):
-        """The classifier tasks' pooled outputs (`window_pooling`), in log space: softmax probabilities the mean or
-        max of the windows' (the max scaled to sum to 1), multi-label each label's, logits their logs (multi-label:
-        log-odds); a regression's predictions (and logits) their mean or max."""
+        """The classifier tasks' outputs pooled by `window_pooling` in log space, as `pool_document`."""
         taking_max = self.window_pooling == "max"
 
         def pool(values, lowest=False):
@@ -173,9 +159,8 @@ class _ServingModule(tf.Module):
         return {"logits": log_p, "probabilities": tf.exp(log_p)}
 
     def _pooled_embedding(self, sequence_output, windows, texts):
-        """Each text's embedding: mean pooling over its tokens each counted once (`pooling_mask`), [CLS] pooling the
-        mean of its windows' [CLS] vectors; then the model's own pooling layer on that one vector (itself, then
-        normalized if the model normalizes), as for a text of one window."""
+        """Each text's embedding: mean pooling over its tokens each counted once, or the mean of its windows' [CLS]
+        vectors; then the model's own pooling layer."""
         x = tf.cast(sequence_output, tf.float32)
         if self._sentence_pooling.obj.pooling == "cls":
             pooled = tf.math.unsorted_segment_mean(x[:, 0], windows.text, texts)
@@ -187,8 +172,7 @@ class _ServingModule(tf.Module):
         return self._sentence_pooling.obj(pooled[:, None], tf.ones_like(pooled[:, :1]))
 
     def _forward_rounded(self, inputs):
-        """The model on `inputs` zero-padded to a length rounded up to `seq_length_multiple`, its per-token outputs cut
-        back to the length sent."""
+        """The model on `inputs` zero-padded to a multiple of `seq_length_multiple`, per-token outputs cut back."""
         sequence_inputs = [name for name in packing.INPUT_NAMES if name in inputs]
         length = tf.shape(inputs[sequence_inputs[0]], out_type=tf.int64)[-1]
         rounded = tf.maximum(length, preprocessing.longest_length([length], self.max_length, self.seq_length_multiple))
@@ -217,8 +201,8 @@ def tensor_specs(model):
 
 
 def tensor_function(model, spec, labels=None):
-    """`serving_default`'s computation as a tf.function of keyword `tensor_specs(model)`, for the formats converted
-    from it (bert_tf.export.portable)."""
+    """`serving_default`'s computation as a tf.function of keyword `tensor_specs(model)`, for
+    bert_tf.export.portable."""
     module = _ServingModule(model, spec, None, labels)
     return tf.function(lambda **inputs: module.outputs(inputs), autograph=False)
 
@@ -227,9 +211,9 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
           use_xla=False, pad_to_max_seq_length=None, seq_length_multiple=None,
           max_texts_per_request=MAX_TEXTS_PER_REQUEST, max_request_bytes=MAX_REQUEST_BYTES, doc_stride=0,
           window_pooling="mean", max_windows_per_request=None):
-    """Writes `model` as a SavedModel into `out` (the arguments: `exporter`'s); `pad_to_max_seq_length` None: the
-    spec's `keeps_max_seq_length`; `max_windows_per_request` None: WINDOWS_PER_TEXT x max_texts_per_request. Returns
-    its settings for the export's metadata."""
+    """Writes `model` as a SavedModel into `out` (the arguments: `exporter`'s); -> its settings for the metadata. None:
+    `pad_to_max_seq_length` the spec's `keeps_max_seq_length`, `max_windows_per_request` WINDOWS_PER_TEXT x
+    max_texts_per_request."""
     if text_ops not in TEXT_OPS:
         raise ValueError(f"text_ops must be one of {TEXT_OPS}, got {text_ops!r}.")
     limits = dict(max_texts_per_request=max_texts_per_request, max_request_bytes=max_request_bytes)
@@ -281,8 +265,8 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
 
 def window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,
                     max_texts_per_request):
-    """The metadata of `write`'s windows ({} for doc_stride 0): max_windows_per_request, and window_pooling but for
-    the embedding. ValueError for a setting that does not apply to the task or export."""
+    """`write`'s window metadata ({} for doc_stride 0). ValueError for a setting that does not apply to the task or
+    export."""
     packing.check_doc_stride(doc_stride)
     if window_pooling not in WINDOW_POOLINGS:
         raise ValueError(f"window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got {window_pooling!r}.")

@@ -1,5 +1,5 @@
-"""The format "tfhub" of `exporter.export`: the BERT encoder and its text preprocessing as the SavedModels of Model
-Garden's `official/nlp/tools/export_tfhub.py` (the BERT models of TF Hub / Kaggle Models), for `hub.load`,
+"""The format "tfhub" of `exporter.export`: the BERT encoder and its preprocessing as Model Garden's
+`official/nlp/tools/export_tfhub.py` writes them (TF Hub's BERT models), for `hub.load`,
 `hub.KerasLayer(path, trainable=True)` or `tf.saved_model.load`.
 
 Encoder (task "encoder"; "masked_lm" adds the subobject `mlm`):
@@ -10,8 +10,8 @@ Encoder (task "encoder"; "masked_lm" adds the subobject `mlm`):
     # encoder_outputs (num_hidden_layers x [B, S, H]); encoder.mlm(... + masked_lm_positions [B, P]) adds
     # mlm_logits [B, P, V] (the original's cls/predictions logits)
 
-  with TF Hub's Reusable SavedModel attributes, the `vocab_file` asset, `do_lower_case`, a flat `serving_default`,
-  and bert_config.json beside saved_model.pb (bert-tf takes the export back as an init_checkpoint).
+with the Reusable SavedModel attributes, the `vocab_file` asset, `do_lower_case`, a flat `serving_default`, and
+bert_config.json (so the export is an init_checkpoint).
 
 Preprocessing (task "preprocessing"; the original FullTokenizer's ids; loading needs `import tensorflow_text`):
 
@@ -21,8 +21,8 @@ Preprocessing (task "preprocessing"; the original FullTokenizer's ids; loading n
     preprocessor.tokenize.get_special_tokens_dict()
     preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)
 
-  Packing is the original `convert_single_example`'s where Model Garden's `BertPackInputs` differs. The root call
-  and `tokenize` refuse a batch over the text limits, as `saved_model`'s.
+Packing is the original `convert_single_example`'s where Model Garden's differs; the root call and `tokenize` refuse a
+batch over the text limits.
 """
 import os
 
@@ -56,16 +56,15 @@ def _callable(function):
 
 
 def _set_reusable_attributes(obj, variables=()):
-    """The attributes of TF Hub's Reusable SavedModel API (`hub.KerasLayer` reads them): `variables`,
-    `trainable_variables` (those of `variables` that are trainable) and `regularization_losses` (none)."""
+    """Sets TF Hub's Reusable SavedModel attributes (`hub.KerasLayer` reads them): `variables`, `trainable_variables`,
+    `regularization_losses` (none)."""
     obj.variables = list(variables)
     obj.trainable_variables = [v for v in variables if v.trainable]
     obj.regularization_losses = []
 
 
 class _Encoder(tf.train.Checkpoint):
-    """A Reusable SavedModel object: `__call__(inputs, training=False)` over the encoder (and the masked-LM head),
-    with `variables`, `trainable_variables` (the tf.Variables its two traces read) and `regularization_losses`."""
+    """A Reusable SavedModel object: `__call__(inputs, training=False)` over the encoder (and the masked-LM head)."""
 
     def __init__(self, bert, masked_lm=None):
         super().__init__()
@@ -99,8 +98,8 @@ class _Encoder(tf.train.Checkpoint):
 
 
 def write_encoder(out, model, vocab_file, do_lower_case):
-    """Writes the TF Hub encoder SavedModel of `model` (a `BertPretrainer`'s masked-LM head becomes the `mlm`
-    subobject) into `out`, with its vocabulary and casing. No settings for the metadata."""
+    """Writes `model`'s TF Hub encoder SavedModel into `out` (a `BertPretrainer`'s masked-LM head as `mlm`), with its
+    vocabulary and casing; no settings for the metadata."""
     bert, masked_lm = getattr(model, "bert", model), getattr(model, "masked_lm", None)
     root = _Encoder(bert)
     if masked_lm is not None:
@@ -133,8 +132,8 @@ class _Tokenize(tf.train.Checkpoint):
 
 
 def pack_segments(segments, seq_length, cls_id, sep_id):
-    """`bert_pack_inputs`: a list of 1 or 2 int32 RaggedTensors [B, (tokens)] or [B, (words), (tokens)] -> dict of
-    int32 [B, seq_length] `input_word_ids`, `input_mask`, `input_type_ids` (`preprocessing.pack_inputs`)."""
+    """`bert_pack_inputs`: 1 or 2 int32 RaggedTensors [B, (tokens)] or [B, (words), (tokens)] -> int32 [B, seq_length]
+    `input_word_ids`, `input_mask`, `input_type_ids` (`preprocessing.pack_inputs`)."""
     if not isinstance(segments, (list, tuple)):
         segments = [segments]
     if len(segments) not in (1, 2):
@@ -146,8 +145,8 @@ def pack_segments(segments, seq_length, cls_id, sep_id):
 
 
 def _pack_inputs_function(cls_id, sep_id, default_seq_length):
-    """`bert_pack_inputs(segments, seq_length=<default>)`, traced for 1 and 2 segments of ragged rank 1 and 2 with
-    a scalar int32 seq_length, as Model Garden's `BertPackInputsSavedModelWrapper`."""
+    """`bert_pack_inputs(segments, seq_length=<default>)`, traced for 1 and 2 segments of ragged rank 1 and 2, as Model
+    Garden's `BertPackInputsSavedModelWrapper`."""
     @tf.function(autograph=False)
     def bert_pack_inputs(inputs, seq_length=default_seq_length):
         return pack_segments(inputs, seq_length, cls_id, sep_id)
@@ -181,8 +180,8 @@ class _Preprocessor(tf.train.Checkpoint):
 def write_preprocessing(out, vocab_file, do_lower_case, max_seq_length, *,
                         max_texts_per_request=saved_model.MAX_TEXTS_PER_REQUEST,
                         max_request_bytes=saved_model.MAX_REQUEST_BYTES):
-    """Writes the TF Hub preprocessing SavedModel of the vocabulary and casing into `out`, packing to
-    `max_seq_length` (>= 3). Returns its text limits for the export's metadata."""
+    """Writes the TF Hub preprocessing SavedModel into `out`, packing to `max_seq_length` (>= 3); -> its text limits for
+    the metadata."""
     if max_seq_length < 3:
         raise ValueError(f"The preprocessing export needs max_seq_length >= 3 (pairs), got {max_seq_length}.")
     limits = dict(max_texts_per_request=max_texts_per_request, max_request_bytes=max_request_bytes)

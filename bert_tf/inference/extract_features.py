@@ -2,10 +2,8 @@
 
 Input: one example per line, `text_a` or `text_a ||| text_b`. Output: JSON lines in the original's form,
 `{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]}, ...]}, ...]}`
-with every value rounded to 6 decimals. With `doc_stride` > 0 a text longer than max_seq_length is not cut but
-run in windows (`packing.pack_windows`: text_b whole in every window, text_a windowed), each token's values taken
-from the window where it has the most context ([CLS] from the first window, the [SEP] after text_a, text_b and its
-[SEP] from the last): one `features` entry per token of the whole text, as one long window would give.
+every value rounded to 6 decimals. With `doc_stride` > 0 a longer text runs in windows (`packing.pack_windows`),
+each token's values from the window where it has the most context.
 """
 import collections
 import itertools
@@ -52,8 +50,8 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
 
 
 def convert_examples_to_texts(examples, seq_length, tokenizer, doc_stride=0):
-    """A Text for each example: its InputFeatures as `convert_examples_to_features`, or with `doc_stride` > 0 one per
-    window of a longer text (`packing.pack_windows`), its whole text's `tokens` and their `sources`."""
+    """A Text for each example: its InputFeatures (with `doc_stride` > 0 one per window), its whole text's `tokens`
+    and their `sources`."""
     if seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {seq_length}.")
     packing.check_doc_stride(doc_stride)
@@ -91,8 +89,8 @@ def parse_layers(layers, num_hidden_layers):
 
 
 def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=False, lengths=None):
-    """Yields (feature, [activations [seq, H] for each layer index]) in input order, `seq` covering at least the
-    feature's tokens; `lengths` (None: max_seq_length) runs length-sorted batches, the same to float rounding."""
+    """Yields (feature, [activations [seq, H] of each layer index]) in input order, `seq` at least the feature's
+    tokens; `lengths` (None: max_seq_length) runs length-sorted batches."""
     seq_length = len(features[0].input_ids) if features else 0
     inputs = {name: np.array([getattr(f, "input_type_ids" if name == "segment_ids" else name) for f in features],
                              np.int32).reshape(len(features), seq_length) for name in packing.INPUT_NAMES}
@@ -112,8 +110,8 @@ def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=Fa
 
 
 def stitch(texts, results):
-    """(text, [values [T, H] of each layer]) for each of `texts` from `results` (`predict_layers`' on their features,
-    in order): each token's values from the window its `sources` name."""
+    """(text, [values [T, H] of each layer]) for each of `texts` from `predict_layers`' `results`: each token's
+    values from the window its `sources` name."""
     results = iter(results)
     for text in texts:
         windows = [values for _, values in itertools.islice(results, len(text.features))]
@@ -124,8 +122,7 @@ def stitch(texts, results):
 
 
 def feature_json(feature, layer_indexes, layer_values):
-    """One output line's object (`feature`: an InputFeatures or a Text), with the original's key order and
-    6-decimal rounding."""
+    """One output line's object (`feature`: an InputFeatures or a Text), in the original's form."""
     return collections.OrderedDict([
         ("linex_index", feature.unique_id),
         ("features", [collections.OrderedDict([
@@ -137,7 +134,7 @@ def feature_json(feature, layer_indexes, layer_values):
 
 
 def write_jsonl(output_file, objects):
-    """Writes JSON lines to a temporary name and renames it to `output_file` when complete."""
+    """Writes JSON lines to `output_file` atomically."""
     with fileio.atomic_write(output_file) as writer:
         for obj in objects:
             writer.write(json.dumps(obj) + "\n")
@@ -145,16 +142,14 @@ def write_jsonl(output_file, objects):
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,
                      batch_size=32, jit_compile=False, lengths=None, doc_stride=0):
-    """The whole job: read, featurize, run the encoder, write the JSONL. Returns the number of examples.
-    `lengths`: see `predict_layers`; `doc_stride`: see the module docstring.
-
-    Raises ValueError for an empty `input_file` (before anything is written)."""
+    """Reads, featurizes, runs the encoder and writes the JSONL; returns the number of examples. ValueError for an
+    empty `input_file`."""
     config = model.config
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
     check_max_seq_length(config, max_seq_length)
     examples = read_examples(input_file)
     if not examples:
-        # The original exits 0 having written nothing (its lazily opened output file is never created).
+        # The original exits 0 having written nothing.
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
     texts = convert_examples_to_texts(examples, max_seq_length, tokenizer, doc_stride)
     results = predict_layers(model, [f for text in texts for f in text.features], layer_indexes, batch_size,
@@ -166,8 +161,7 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
 def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None,
         layers="-1,-2,-3,-4", max_seq_length=128, do_lower_case=None, batch_size=32, use_xla=False,
         pad_to_max_seq_length=False, seq_length_multiple=None, doc_stride=0):
-    """What extract_features.py does, with any checkpoint `checkpoints.load_pretrained` reads (none: random weights,
-    with a warning). Returns the number of examples written."""
+    """What extract_features.py does; returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
     devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
     build = lambda config, restored: BertModel(config, restored=restored)  # noqa: E731

@@ -1,14 +1,12 @@
-"""Fill-mask prediction with the masked-LM head (`cls/predictions`): text with [MASK] in, for every mask the top-k
-wordpieces and their probabilities out, as JSON lines.
+"""Fill-mask prediction with the masked-LM head: for every [MASK], the top-k wordpieces and their probabilities.
 
-Input: one example per line, `text_a` or `text_a ||| text_b`; each literal `[MASK]` is one mask wordpiece (the
-basic tokenizer would split it). Packed as the original packs; a line without a mask, or one whose mask truncation
-would cut off, is an error naming the line.
+Input: one example per line, `text_a` or `text_a ||| text_b`, each literal `[MASK]` one wordpiece; a line without
+a mask, or whose mask truncation cuts off, is an error naming the line.
 
 Output, one JSON object per input line:
   {"linex_index": i, "tokens": [...], "masks": [{"position": p, "predictions": [{"token": t, "id": id,
    "probability": q}, ...]}]}
-with the `top_k` predictions of each mask, most probable first (softmax over the whole vocabulary).
+with each mask's `top_k` predictions, most probable first.
 """
 import collections
 import json
@@ -42,8 +40,8 @@ def tokenize_with_masks(text, tokenizer):
 
 
 def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
-    """extract_features.InputExamples -> [MaskedExample]. ValueError naming the line for a line without [MASK] or
-    with a [MASK] beyond max_seq_length."""
+    """extract_features.InputExamples -> [MaskedExample]; ValueError naming a line without [MASK] or with one beyond
+    max_seq_length."""
     if MASK not in tokenizer.vocab:
         raise ValueError(f"The vocabulary has no {MASK} token: it does not belong to a model with a masked-LM head.")
     converted, cut = [], collections.Counter()
@@ -67,8 +65,8 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
 
 
 def _model_inputs(batch, cut_positions=True):
-    """The model's inputs of a batch: its masked_lm_positions cut to its most masks (`masked_lm_weights`: 1 for each
-    mask) where `cut_positions`, else all of them (a static width, as XLA needs)."""
+    """The model's inputs of a batch, masked_lm_positions cut to its most masks where `cut_positions` (not under
+    XLA, which needs a static width)."""
     positions = batch["masked_lm_positions"]
     if cut_positions:
         positions = positions[:, :lengths_lib.cut_length(batch["masked_lm_weights"])]
@@ -77,10 +75,7 @@ def _model_inputs(batch, cut_positions=True):
 
 def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=None):
     """Yields (example, probabilities [num_masks, top_k], ids [num_masks, top_k]) for each MaskedExample, in order.
-
-    `model`: a built BertPretrainer. Masked positions are padded with 0 to the batch's most masks (under XLA: to
-    all the examples' most); `lengths` (None: max_seq_length) runs length-sorted batches, the same to rounding.
-    """
+    `model`: a built BertPretrainer; `lengths` (None: max_seq_length) runs length-sorted batches."""
     seq_length = len(examples[0].input_ids) if examples else 0
     most = max((len(e.positions) for e in examples), default=1)
     inputs = {name: np.array([getattr(e, name) for e in examples], np.int32).reshape(len(examples), seq_length)
@@ -116,8 +111,7 @@ def prediction_json(example, probabilities, ids, inv_vocab):
 def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_checkpoint=None, do_lower_case=None,
         max_seq_length=128, top_k=5, batch_size=8, use_xla=False, pad_to_max_seq_length=False,
         seq_length_multiple=None):
-    """What predict_masked_lm.py does, with any checkpoint `checkpoints.load_pretrained` reads that has the
-    masked-LM head. Returns the number of examples written."""
+    """What predict_masked_lm.py does; returns the number of examples written."""
     if not init_checkpoint:
         raise ValueError("predict_masked_lm needs --init_checkpoint: a model with its masked-LM head.")
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)

@@ -7,8 +7,7 @@
 | `gelu_exact`, `gelu_erf` | 0.5 x (1 + erf(x / sqrt(2)))                          | Hugging Face's "gelu" (!)       |
 | `relu`, `tanh`, `linear` | as named                                              |                                 |
 
-A Hugging Face config.json that says "gelu" means the exact erf form: `checkpoints.bert_config_from_hf` maps it to
-`gelu_exact`. An original bert_config.json that says "gelu" means the tanh form, as the original computed it.
+`checkpoints.bert_config_from_hf` maps a Hugging Face "gelu" to `gelu_exact`.
 """
 from keras import ops
 
@@ -41,12 +40,12 @@ NAMES = frozenset(_FUNCTIONS)
 
 
 def is_known(name):
-    """True if `name` is a supported `hidden_act` name."""
+    """Whether `name` is a supported `hidden_act`."""
     return isinstance(name, str) and name.lower() in _FUNCTIONS
 
 
 def get(name):
-    """Returns the activation function for a `hidden_act` name (case-insensitive; None or "" mean linear)."""
+    """The activation function of a `hidden_act` name (case-insensitive; None or "" mean linear)."""
     if callable(name):
         return name
     if not name:

@@ -21,10 +21,7 @@ DEFAULTS = {
     "type_vocab_size": 16,
     "initializer_range": 0.02,
 }
-# Keys a bert_config.json must give. The original's `BertConfig.from_dict` starts from `BertConfig(vocab_size=None)`
-# and so silently takes the constructor defaults (hidden_size=768, num_hidden_layers=12, ...) for a missing key;
-# here a file lacking one of the keys that shape the weights is an error naming the file and the key (every
-# released bert_config.json has them all; optional keys such as dropout still take the original's defaults).
+# Keys a bert_config.json must give: those that shape the weights (the original silently took its defaults).
 REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "max_position_embeddings", "type_vocab_size")
@@ -32,10 +29,8 @@ _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 class BertConfig:
-    """Hyper-parameters of a BERT model, with the original's attribute names and defaults.
-
-    Keys the original does not know (e.g. from a Hugging Face config.json) are kept in `extra` and written back.
-    """
+    """Hyper-parameters of a BERT model, with the original's attribute names and defaults; other keys (e.g. a
+    Hugging Face config.json's) are kept in `extra` and written back."""
 
     def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
@@ -81,8 +76,7 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, json_object, source="BertConfig"):
-        """Builds a config from a dict with the original's keys: the `REQUIRED` keys must be present, the others
-        take the original's defaults."""
+        """Builds a config from a dict with the original's keys; the `REQUIRED` ones must be present."""
         if not isinstance(json_object, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(json_object).__name__}.")
         lacking = [key for key in REQUIRED if key not in json_object]
@@ -134,9 +128,8 @@ def check_max_seq_length(config, max_seq_length):
 
 
 def check_exact_vocab_size(config, vocab, vocab_file, written):
-    """Raises unless the vocabulary `vocab` (of `vocab_file`) has one token per embedding row (config.vocab_size):
-    what the tokenizer of an exported model needs (`written`: what is written, e.g. "a Hugging Face directory", for
-    the message); a vocabulary smaller than the rows, which `check_vocab_size` lets a run read, is refused here."""
+    """Raises unless `vocab` has exactly config.vocab_size tokens, as an exported tokenizer needs (`written`: what
+    is written, for the message)."""
     size = len(vocab)
     if size != config.vocab_size:
         raise ValueError(f"{vocab_file} has {size} tokens but the model has vocab_size={config.vocab_size} word "
@@ -145,8 +138,7 @@ def check_exact_vocab_size(config, vocab, vocab_file, written):
 
 
 def check_vocab_size(config, vocab, vocab_file):
-    """Raises if the vocabulary has more tokens than the model has embedding rows; warns if it has fewer
-    (some configs pad vocab_size, e.g. to a multiple of 8)."""
+    """Raises if the vocabulary has more tokens than the model has embedding rows; warns if it has fewer."""
     if len(vocab) > config.vocab_size:
         raise ValueError(f"{vocab_file} has {len(vocab)} tokens but bert_config.json says vocab_size="
                          f"{config.vocab_size}: the vocab does not belong to this model.")

@@ -1,10 +1,6 @@
-"""Answers from raw text: `bert_tf.load(path)` -> a task's model whose `.predict(...)` answers plain strings, in
-order, in length-sorted batches (a progress bar on long lists).
-
-`path`: a training run's output_dir (its best weights where --best_metric kept some, else its latest checkpoint;
-what it trained in MODEL_FILE, `record`) or an export (a version, or export_dir: its highest; export_metadata.json;
-its tensor signature). Texts are tokenized, packed and post-processed as the run scripts do it, so that the answers
-are the scripts' predictions.
+"""Answers from raw text: `bert_tf.load(path)` -> a task's model whose `.predict(...)` answers plain strings, in order,
+as the run scripts would predict them. `path`: a training run's output_dir (best/ weights, else the latest checkpoint;
+MODEL_FILE, written by `record`) or an export (a version, or export_dir: its highest).
 
 | task        | .predict(...)       | one answer                                                     |
 |-------------|---------------------|----------------------------------------------------------------|
@@ -40,8 +36,8 @@ EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
 
 
 def record(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length, settings=None):
-    """Writes into a training run's `output_dir` what `load` reads: a copy of `vocab_file` and MODEL_FILE (with the
-    task's `settings`, its `answer_settings`)."""
+    """Writes into `output_dir` what `load` reads: a copy of `vocab_file` and MODEL_FILE (with `settings`, the task's
+    `answer_settings`)."""
     vocab_copy = os.path.join(output_dir, VOCAB_FILE)
     if os.path.normpath(vocab_file) != os.path.normpath(vocab_copy):
         fileio.copy_file(vocab_file, vocab_copy)
@@ -58,8 +54,8 @@ def check_text_file(path, task):
 
 
 def answer_text_file(run, task, tokenizer, trainer):
-    """The answers of the lines of `run.predict_text_file` (a classifier's: a tab before a pair's second text) by
-    `trainer`'s model into output_dir/PREDICTIONS_FILE, a JSON object per line, in order."""
+    """Answers each line of `run.predict_text_file` (a classifier's pair: tab-separated) into
+    output_dir/PREDICTIONS_FILE, a JSON object per line, in order."""
     text = fileio.read_text(run.predict_text_file, "--predict_text_file")
     lines = [line.rstrip("\r") for line in text.split("\n")]
     lines = lines[:-1] if lines and not lines[-1] else lines  # the line break that ends the file
@@ -77,7 +73,7 @@ def answer_text_file(run, task, tokenizer, trainer):
 
 
 def load(path, batch_size=32):
-    """The model at `path` (module docstring) for its task's `.predict`; `batch_size` texts run together."""
+    """The model at `path` (module docstring) for its task's `.predict`, `batch_size` texts at a time."""
     version = _export_version(path)
     if version:
         meta = fileio.read_json(os.path.join(version, EXPORT_METADATA), "Export metadata")
@@ -108,7 +104,7 @@ def _export_version(path):
 
 
 def _load_saved_model(version, meta):
-    """The SavedModel at `version`, TensorFlow Text's ops registered first where its text signatures use them."""
+    """The SavedModel at `version`, with TensorFlow Text's ops registered first where its signatures use them."""
     import tensorflow as tf
 
     if meta.get("text_ops") == "tf_text":
@@ -118,7 +114,7 @@ def _load_saved_model(version, meta):
 
 
 def _restored_run(output_dir, meta):
-    """The Keras task model of `meta` with the run's best weights, else its latest checkpoint's (training=False)."""
+    """`meta`'s Keras task model with the run's best weights, else its latest checkpoint's."""
     spec = task_models.REGISTRY[meta["task"]]
     model = spec.build(BertConfig.from_dict(meta["bert_config"], os.path.join(output_dir, MODEL_FILE)),
                        len(meta["labels"]) if spec.labelled else None, restored=True,
@@ -132,8 +128,8 @@ def _restored_run(output_dir, meta):
 
 
 class TextClassifier:
-    """A classifier, multi-label classifier or regression model answering texts or text pairs; a run's --doc_stride
-    and --window_pooling (its `answer_settings`) window and pool a longer text as the run does."""
+    """A classifier, multi-label or regression model answering texts or pairs, windowed and pooled as its run's
+    `answer_settings` say."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
@@ -145,7 +141,7 @@ class TextClassifier:
             [task_models.DEFAULT_THRESHOLD] * len(self.labels) if self.task == "multi_label" else None)
 
     def predict(self, texts, texts_b=None):
-        """One answer (module docstring) per text of `texts` (strings), each paired with its `texts_b` one if given."""
+        """One answer per text of `texts` (paired with `texts_b`'s if given)."""
         texts = list(texts)
         pairs = [None] * len(texts) if texts_b is None else list(texts_b)
         if len(pairs) != len(texts):
@@ -193,10 +189,9 @@ class TextClassifier:
 
 
 class SpanAnswerer:
-    """A SQuAD model answering questions on contexts: run_squad.py's prediction (its n-best probability the score) as
-    it stands in the context (start, end: code points; predictions.json joins its words with single spaces); SQuAD
-    2.0's no-answer {"answer": "", "start": None, "end": None, "score"}. Its settings (doc_stride, n_best_size, ...)
-    are the run's (`Task.answer_settings`), an export's run_squad.py's defaults."""
+    """A SQuAD model answering questions on contexts as run_squad.py predicts (start, end: code points in the context;
+    score: the n-best probability; SQuAD 2.0's no-answer: "" and None). Settings: the run's `answer_settings`, for an
+    export run_squad.py's defaults."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
@@ -205,7 +200,7 @@ class SpanAnswerer:
         self.settings = {name: meta.get(name, defaults[name]) for name in squad.SquadTask.ANSWER_SETTINGS}
 
     def predict(self, questions, contexts):
-        """One answer (module docstring) per question of `questions` on its context of `contexts` (strings)."""
+        """One answer per question of `questions` on its context of `contexts`."""
         questions, contexts = list(questions), list(contexts)
         if len(questions) != len(contexts):
             raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts: give one context per "
@@ -244,8 +239,7 @@ class SpanAnswerer:
 
 
 def _context_span(context, span):
-    """(start, end) in `context` of a squad.AnswerSpan: its characters in the span's words joined by single spaces,
-    found in the words as the context holds them."""
+    """(start, end) in `context` of a squad.AnswerSpan, whose text joins the context's words with single spaces."""
     words, char_to_word_offset = squad.split_paragraph(context)
     word_starts = {}  # a word's first character: the first one of its index (the spaces after it share it)
     for i, word in enumerate(char_to_word_offset):
@@ -263,16 +257,15 @@ def _context_span(context, span):
 
 
 class EntityTagger:
-    """An NER model answering texts with their entities: the text's words (BasicTokenizer's, punctuation apart), each
-    tagged by its first wordpiece as run_ner.py tags a CoNLL file's words (its windows too), grouped as its evaluation
-    groups them (`ner.entities_from_tags`); text[start:end] is an entity, its score its words' mean probability."""
+    """An NER model answering texts with entities: BasicTokenizer's words tagged as run_ner.py does, grouped by
+    `ner.entities_from_tags`; score: the words' mean probability."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
         self.labels, self.max_seq_length = meta["labels"], meta["max_seq_length"]
 
     def predict(self, texts):
-        """One answer (module docstring) per text of `texts` (strings)."""
+        """One answer per text of `texts`."""
         texts = list(texts)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
@@ -306,16 +299,14 @@ class EntityTagger:
 
 
 class ChoiceAnswerer:
-    """A multiple-choice (SWAG) model answering contexts with their choices: each choice packed with its context as
-    run_swag.py packs sent1 with sent2 + an ending."""
+    """A multiple-choice (SWAG) model: each choice packed with its context as run_swag.py packs them."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
         self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
         self.max_seq_length = meta["max_seq_length"]
 
     def predict(self, contexts, choices):
-        """One answer (module docstring) per context of `contexts` (strings) and its choices (swag.NUM_CHOICES strings
-        each)."""
+        """One answer per context of `contexts` with its swag.NUM_CHOICES choices."""
         contexts, choices = list(contexts), [list(endings) for endings in choices]
         if len(contexts) != len(choices):
             raise ValueError(f"{len(contexts)} contexts but {len(choices)} lists of choices: give one per context.")

@@ -1,14 +1,13 @@
 """Evaluation during training (--eval_every_steps), the best checkpoint (--best_metric) and early stopping
-(--early_stopping_patience): `Controls.on_evaluation` is the Trainer's callback, run by the chief alone.
+(--early_stopping_patience): `Controls.on_evaluation`, the Trainer's callback on the chief.
 
-What it keeps in output_dir:
-  eval_history.jsonl  one JSON object per evaluation: global_step and the task's eval results (`Task.flat_results`),
-                      the file rewritten whole (atomically) at each evaluation: gs:// objects cannot be appended to
+In output_dir:
+  eval_history.jsonl  a JSON object per evaluation (global_step and `Task.flat_results`), rewritten whole each time
+                      (gs:// objects cannot be appended to)
   eval/               each evaluation's scalars, for TensorBoard
   best/               the best evaluation's weights and global_step (a checkpoint of `run_state.trackables`)
-The best and the patience count are derived from the history alone, so a resumed run continues them exactly: its
-entries after the step resumed are dropped, and an evaluation step without an entry is evaluated (again). The
-Trainer saves a step's checkpoint before evaluating it; best/ is written before the history entry that names it.
+The best and the patience count derive from the history alone, so a resumed run continues them exactly (entries after
+the step resumed are dropped). best/ is written before the history entry naming it.
 """
 import json
 import os
@@ -26,13 +25,12 @@ BEST_DIR = "best"
 
 
 def metric_mode(run):
-    """--best_metric_mode, by default min for a key ending in "loss", else max."""
     return run.best_metric_mode or ("min" if run.best_metric.endswith("loss") else "max")
 
 
 def standing(history, key, mode, min_delta=0.0):
-    """(the best entry of `history` by `key`, the evaluations since it without an improvement by more than
-    min_delta); (None, 0) for an empty history."""
+    """(the best entry of `history` by `key`, the evaluations since without an improvement over min_delta); (None, 0) if
+    empty."""
     best, waited = None, 0
     for entry in history:
         gain = entry[key] - best[key] if best is not None else None
@@ -67,8 +65,7 @@ def delete(output_dir):
 
 
 def restore_best(trainer, required_heads=()):
-    """Loads output_dir/best's weights and global_step into the trainer's model when it exists. Returns its path or
-    None."""
+    """Loads output_dir/best's weights and global_step into the trainer's model if it exists; -> its path or None."""
     path = checkpoints.latest_checkpoint(os.path.join(trainer.output_dir, BEST_DIR))
     if path:
         trainer.wait_for_checkpoint()  # the last checkpoint, written in the background, holds the last weights
@@ -83,8 +80,8 @@ def _number(value):
 
 
 class Controls:
-    """Evaluates a task during a run's training (`on_evaluation`) and keeps its history, best/ and patience.
-    `results`: (step, the task's results) of the last evaluation this process ran, or None."""
+    """Evaluates a task during training (`on_evaluation`) and keeps its history, best/ and patience. `results`: (step,
+    results) of this process's last evaluation, or None."""
 
     def __init__(self, run, task, tokenizer, trainer):
         self.run, self.task, self.tokenizer, self.trainer = run, task, tokenizer, trainer
@@ -92,7 +89,7 @@ class Controls:
         self.results = None
 
     def on_evaluation(self, step):
-        """Evaluates at `step` (unless the history holds it), records it; returns whether to stop (patience)."""
+        """Evaluates at `step` unless the history holds it, and records it; -> whether to stop (patience)."""
         run = self.run
         if self.history is None:
             history = read_history(run.output_dir)
@@ -135,7 +132,7 @@ class Controls:
                                      "".join(json.dumps(entry) + "\n" for entry in self.history))
 
     def _save_best(self, step):
-        """The weights of `step` to best/, replacing the previous best once complete."""
+        """Saves `step`'s weights to best/, replacing the previous best once complete."""
         model = self.trainer.model
         checkpoint = tf.train.Checkpoint(global_step=self.trainer.state.global_step, **run_state.trackables(model))
         manager = tf.train.CheckpointManager(checkpoint, os.path.join(self.run.output_dir, BEST_DIR), max_to_keep=1,
@@ -144,9 +141,8 @@ class Controls:
                      manager.save(checkpoint_number=step))
 
     def finish(self):
-        """After training: with --best_metric, the model holds the best weights and step. Returns the task's eval
-        results when the last evaluation run here is of the step the model holds (else None: evaluate it; always
-        None for a task evaluated by its predictions, which predict again into their files)."""
+        """After training with --best_metric, loads the best weights and step. -> the eval results if this process last
+        evaluated that step, else None (always for a task evaluated by its predictions)."""
         if self.run.best_metric:
             restore_best(self.trainer, self.task.heads)
         if self.task.evaluated_by == "do_eval" and self.results and self.results[0] == self.trainer.step:

@@ -1,16 +1,13 @@
 """Named-entity recognition (the BERT paper's CoNLL-2003 task) with `BertTokenClassifier`.
 
-Data: `data_dir`'s train.txt, valid.txt (or dev.txt), test.txt in CoNLL-2003 format: one token a line, columns
-split on whitespace (the first and last are read; every line of a file has as many), a blank line or `-DOCSTART-`
-ends a sentence. Labels: train.txt's sorted, or `--label_list`; saved to output_dir/label_list.txt for later runs.
+Data: `data_dir`'s train.txt, valid.txt (or dev.txt) and test.txt in CoNLL-2003 format (a token a line, its first and
+last whitespace column read; a blank line or `-DOCSTART-` ends a sentence). Labels: train.txt's sorted, or
+`--label_list`.
 
-Each word is tokenized on its own (one [UNK] if nothing is left); its first sub-token carries the label, every
-other position label id -1 (out of the loss and the predictions). A sentence over max_seq_length - 2 sub-tokens is
-split greedily into windows of whole words, each word in exactly one; a single longer word is cut (never its first
-sub-token). Metrics: seqeval's entity-level precision/recall/F1 (conlleval mode: IOB1 and IOB2), micro and per
-type; token accuracy; eval_loss, the mean per-window loss. eval_metrics.json: seqeval's figures per entity type, and
-the confusion matrix of the words' tags. --class_weights weighs the loss per tag (`ClassWeightedLoss`). Raw text:
-`entities_from_tags` turns the tags of its words into entities with character offsets, grouped as the metrics group.
+Each word's first sub-token carries its label; other positions have label id -1 (out of the loss and predictions). A
+sentence over max_seq_length - 2 sub-tokens is split greedily into windows of whole words. Metrics: seqeval's
+entity-level precision, recall and F1 (conlleval mode), micro and per type; token accuracy; eval_loss, the mean
+per-window loss.
 """
 import collections
 import os
@@ -47,7 +44,7 @@ InputFeatures = collections.namedtuple("InputFeatures", [
 # --- reading ---------------------------------------------------------------------------------------------------
 
 def read_conll(input_file, set_type="data"):
-    """Reads a CoNLL-2003 file -> [InputExample]. ValueError naming file and line for malformed input."""
+    """Reads a CoNLL-2003 file -> [InputExample]; ValueError naming file and line for malformed input."""
     if not fileio.exists(input_file):
         raise FileNotFoundError(f"Input file not found: {input_file}")
     with fileio.open_file(input_file, "rb", name="") as reader:
@@ -106,12 +103,11 @@ def dev_file(data_dir):
 # --- labels ----------------------------------------------------------------------------------------------------
 
 def get_labels(examples):
-    """The sorted set of labels of `examples`."""
     return sorted({label for example in examples for label in example.labels})
 
 
 def check_labels(examples, label_list, source="the label list"):
-    """ValueError naming the file and line of the first label of `examples` that is not in `label_list`."""
+    """ValueError naming the file and line of the first label of `examples` not in `label_list`."""
     known = set(label_list)
     for example in examples:
         for i, label in enumerate(example.labels):
@@ -131,14 +127,14 @@ def warn_if_not_bio(label_list):
 # --- features --------------------------------------------------------------------------------------------------
 
 def tokenize_words(words, tokenizer):
-    """[word] -> [[sub-token]], every word at least one sub-token (unk_token if the tokenizer drops it)."""
+    """[word] -> [[sub-token]], each word at least one (unk_token if the tokenizer drops it)."""
     unk = getattr(tokenizer.wordpiece_tokenizer, "unk_token", "[UNK]")
     return [tokenizer.tokenize(word) or [unk] for word in words]
 
 
 def split_windows(piece_counts, max_tokens):
-    """[(first_word, end_word)]: a greedy split of words of `piece_counts` sub-tokens into windows of at most
-    `max_tokens` (a longer word alone, cut by the caller)."""
+    """[(first_word, end_word)]: words of `piece_counts` sub-tokens split greedily into windows of at most `max_tokens`
+    (a longer word alone)."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}.")
     windows, start, used = [], 0, 0
@@ -179,7 +175,7 @@ def convert_example(example_index, example, label_map, max_seq_length, tokenizer
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
-    """The InputFeatures of every window, in order; the labels are checked at once, not when iterated."""
+    """Every window's InputFeatures, in order; labels are checked at once, not when iterated."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {max_seq_length}.")
     check_labels(examples, label_list)
@@ -213,7 +209,7 @@ def write_tf_record(features, output_file):
 
 
 def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
-    """The Trainer's dataset_fn of the records (`records.training_dataset_fn`), cut as `lengths` says."""
+    """The Trainer's dataset_fn of the records, cut as `lengths` says."""
     schema = record_schema(seq_length)
 
     def decode(record):
@@ -238,7 +234,7 @@ def masked_loss(labels, outputs):
 # --- prediction ------------------------------------------------------------------------------------------------
 
 def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=None):
-    """Runs the model on the windows -> ([predicted label ids of each window's words], the Estimator's losses)."""
+    """Runs the model on the windows -> ([each window's predicted label ids per word], the Estimator's losses)."""
     outputs = list(prediction.predict_in_order(trainer, features_to_arrays(features), batch_size, lengths, _FEATURES,
                                                fixed_batches, with_loss=True))
     predictions = []
@@ -249,7 +245,7 @@ def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=
 
 
 def rejoin(examples, features, window_predictions, label_list):
-    """Window predictions (label ids per word) -> the predicted labels of each sentence, every word exactly once."""
+    """Window predictions -> each sentence's predicted labels, every word once."""
     predicted = [[None] * len(example.words) for example in examples]
     for feature, ids in zip(features, window_predictions):
         row = predicted[feature.example_index]
@@ -265,9 +261,8 @@ def rejoin(examples, features, window_predictions, label_list):
 
 
 def entities_from_tags(text, words, tags, scores=None):
-    """The entities of `text` from its words' tags, grouped as the eval's seqeval groups them -> [{"type", "text",
-    "start", "end", "score"}]: `words` (word, start, end) as `BasicTokenizer.tokenize_with_offsets` gives them; an
-    entity spans its words' text[start:end], its score the mean of their `scores` (None without)."""
+    """The entities of `text` from its `words`' (word, start, end) tags, grouped as seqeval does -> [{"type", "text",
+    "start", "end", "score"}]; score: the words' mean `scores` (None without)."""
     if len(tags) != len(words) or (scores is not None and len(scores) != len(words)):
         raise ValueError(f"{len(words)} words, but {len(tags)} tags"
                          + ("" if scores is None else f" and {len(scores)} scores") + ": expected one per word.")
@@ -280,10 +275,8 @@ def entities_from_tags(text, words, tags, scores=None):
 
 
 def compute_metrics(gold, predicted):
-    """Entity-level (seqeval, conlleval-compatible) metrics -> (OrderedDict of results, per-type report text).
-
-    Keys: precision, recall, f1, accuracy (token level), and <TYPE>_precision/_recall/_f1/_support per entity type.
-    """
+    """Entity-level seqeval metrics -> (results: precision, recall, f1, accuracy and
+    <TYPE>_precision/_recall/_f1/_support; the per-type report text)."""
     if len(gold) != len(predicted) or any(len(g) != len(p) for g, p in zip(gold, predicted)):
         raise ValueError("gold and predicted label sequences differ in length.")
     results = collections.OrderedDict([
@@ -303,8 +296,7 @@ def compute_metrics(gold, predicted):
 
 
 def entity_metrics(gold, predicted, label_list):
-    """eval_metrics.json's figures (`class_metrics`): seqeval's per entity type, the tags' confusion matrix of the
-    words."""
+    """eval_metrics.json's figures (`class_metrics`): seqeval's per entity type and the words' tag confusion matrix."""
     report = seqeval_metrics.classification_report(gold, predicted, output_dict=True, zero_division=0)
     per_type = {name: (scores["precision"], scores["recall"], scores["f1-score"], scores["support"])
                 for name, scores in report.items() if not name.endswith(" avg")}
@@ -326,7 +318,7 @@ def conll_output(examples, predicted):
 
 def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False,
                       lengths=None):
-    """Featurizes, predicts and re-joins -> (predicted labels per sentence, eval_* results and losses, report)."""
+    """Featurizes, predicts and rejoins -> (predicted labels per sentence, eval_* results and losses, report)."""
     features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
     logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
     logging.info("  Batch size = %d", batch_size)
@@ -341,8 +333,8 @@ def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, 
 # --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
 def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
-    """-> (labels, where they came from): `label_list` (comma-separated), else output_dir/label_list.txt of the
-    training run, else the sorted labels of data_dir/train.txt."""
+    """-> (labels, their source): `label_list` (comma-separated), else the training run's output_dir/label_list.txt,
+    else data_dir/train.txt's sorted labels."""
     saved_path, saved = label_lists.saved(output_dir)
     if label_list is not None:  # "" (--label_list=) is an error of `parse`, not "no list"
         labels = label_lists.parse(label_list)
@@ -361,8 +353,7 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
 
 
 class NerTask(Task):
-    """run_ner.py's task: CoNLL-2003 files of `data_dir` -> BertTokenClassifier (`label_list`: see
-    `resolve_label_list`)."""
+    """run_ner.py's task: `data_dir`'s CoNLL-2003 files -> BertTokenClassifier (`label_list`: `resolve_label_list`)."""
     spec = task_models.REGISTRY["ner"]
     loss = staticmethod(masked_loss)
 
@@ -376,8 +367,8 @@ class NerTask(Task):
         parse_class_weights(run.class_weights)
 
     def read_inputs(self, run, config):
-        """Resolves the labels and reads and checks every input file the run needs, before any model work; weighs the
-        loss by --class_weights."""
+        """Resolves the labels, reads and checks each input file before any model work, and weighs the loss by
+        --class_weights."""
         self.label_list, source = resolve_label_list(run.output_dir, self.data_dir, self.label_list_arg,
                                                      run.do_train)
         warn_if_not_bio(self.label_list)
@@ -394,7 +385,7 @@ class NerTask(Task):
             self.loss = ClassWeightedLoss(masked_loss, class_weights(run.class_weights, self.label_list, tags))
 
     def train_data(self, run, tokenizer, trainer):
-        """Saves the label list (the chief), writes work_dir/train.tf_record (a TrainData: number of windows)."""
+        """Saves the label list (chief) and writes work_dir/train.tf_record (a TrainData counting windows)."""
         if trainer.is_chief:
             label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
@@ -406,8 +397,8 @@ class NerTask(Task):
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
 
     def evaluate(self, run, tokenizer, trainer):
-        """Writes eval_results.txt, eval_report.txt, eval_metrics.json and eval_predictions.txt of the dev set; returns
-        the results."""
+        """Writes the dev set's eval_results.txt, eval_report.txt, eval_metrics.json and eval_predictions.txt; -> the
+        results."""
         logging.info("***** Running evaluation *****")
         examples = self.examples["dev"]
         predicted, results, report = evaluate_examples(trainer, examples, self.label_list, tokenizer,
@@ -424,8 +415,8 @@ class NerTask(Task):
         return results
 
     def predict(self, run, tokenizer, trainer):
-        """Writes test_results.txt (`token gold predicted` per word) of the test set; returns the metrics against
-        its gold labels."""
+        """Writes the test set's test_results.txt (`token gold predicted` per word); -> the metrics against its gold
+        labels."""
         logging.info("***** Running prediction *****")
         examples = self.examples["test"]
         predicted, results, _ = evaluate_examples(trainer, examples, self.label_list, tokenizer,

@@ -1,12 +1,11 @@
-"""run_pretraining.py: masked-LM + next-sentence pretraining, from scratch or continued from a checkpoint.
+"""run_pretraining.py: masked-LM + next-sentence pretraining, from scratch or from a checkpoint, with the original's
+model (`BertPretrainer`: `cls/predictions`, `cls/seq_relationship`) and numbers.
 
-The original's model and numbers: `BertPretrainer` (`cls/predictions`, `cls/seq_relationship`); masked-LM loss
-`sum(w * nll) / (sum(w) + 1e-5)` (w = masked_lm_weights), next-sentence loss the batch mean, loss their sum, given
-to the Trainer as batch-level ratios (`PretrainingLoss`), so they are the whole batch's under every strategy and
-accumulation; AdamWeightDecay with warmup + linear decay, or LAMB (`--optimizer`); eval: the original's streaming
-metrics over max_eval_steps batches in file order (masked_lm_accuracy, masked_lm_loss, next_sentence_accuracy,
-next_sentence_loss, loss, global_step) into output_dir/eval_results.txt. `next_sentence=False` is the paper's
-"No NSP" ablation: the masked-LM loss alone, no `cls/seq_relationship` head.
+Masked-LM loss `sum(w * nll) / (sum(w) + 1e-5)` (w = masked_lm_weights), next-sentence loss the batch mean, loss their
+sum, as batch-level ratios (`PretrainingLoss`), so they are the whole batch's under every strategy and accumulation.
+Eval: the original's streaming metrics over max_eval_steps batches (masked_lm_accuracy, masked_lm_loss,
+next_sentence_accuracy, next_sentence_loss, loss, global_step). `next_sentence=False`: the paper's "No NSP" ablation,
+masked-LM loss alone.
 """
 import os
 
@@ -25,9 +24,8 @@ from bert_tf.training import losses
 
 
 def log_likelihoods(logits, labels):
-    """log p(label) under softmax(logits): logits [..., K], labels [...] int -> [...] float32 (the original's
-    reduce_sum(log_probs * one_hot), as one fused op whose gradient is softmax - one_hot: a gather from the
-    log-probabilities has a scatter into all B*P*V of them as its gradient)."""
+    """log p(label) under softmax(logits): [..., K], [...] int -> [...] float32. One fused op: its gradient is softmax -
+    one_hot, where a gather's would scatter into all B*P*V log-probabilities."""
     return -tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(labels, tf.int32), tf.cast(logits, tf.float32))
 
 
@@ -66,7 +64,7 @@ class PretrainingLoss:
 
 
 class PretrainingTask(Task):
-    """run_pretraining.py's task (a bert_tf.tasks.task.Task): pretraining records -> BertPretrainer."""
+    """run_pretraining.py's task: pretraining records -> BertPretrainer."""
     modes = ("do_train", "do_eval")
     needs_vocab = False  # reads token ids
 
@@ -89,11 +87,11 @@ class PretrainingTask(Task):
 
     @property
     def spec(self):
-        """The pretraining model, without its next-sentence head (masked_lm) when not `next_sentence`."""
+        """The pretraining model, without its next-sentence head (masked_lm) unless `next_sentence`."""
         return task_models.REGISTRY["pretraining" if self.next_sentence else "masked_lm"]
 
     def check_flags(self, run):
-        """Checks of the flags alone (before the model files are read)."""
+        """Checks the flags alone, before the model files are read."""
         if not 0 < self.max_predictions_per_seq <= run.max_seq_length:
             raise ValueError(f"max_predictions_per_seq must be in 1..max_seq_length ({run.max_seq_length}), got "
                              f"{self.max_predictions_per_seq}.")
@@ -124,13 +122,11 @@ class PretrainingTask(Task):
             self.eval_files, self.compression["eval"] = files(self.eval_input_file, "Evaluation")
 
     def train_steps(self, run, num_examples):
-        """(num_train_steps, num_warmup_steps): given by the flags, as the original's."""
         return self.num_train_steps, self.num_warmup_steps
 
     def train_data(self, run, tokenizer, trainer):
-        """A Trainer dataset_fn over the training files (see bert_tf.data.pretraining.dataset), in a
-        TrainData whose number of examples is None (not counted: steps are given) and whose fingerprint is that of
-        all the training files (`run_record.fingerprint`), the same on every worker."""
+        """A TrainData over the training files (bert_tf.data.pretraining.dataset): examples not counted (the flags give
+        the steps), fingerprinted over all the files, the same on every worker."""
         masking = None
         if self.dynamic_masking:
             masking = DynamicMasking(tokenization.load_vocab(run.vocab_file), self.max_predictions_per_seq,
@@ -147,8 +143,8 @@ class PretrainingTask(Task):
         return TrainData(dataset_fn, None, tuple(share), run_record.fingerprint(self.train_files), settings)
 
     def evaluate(self, run, tokenizer, trainer):
-        """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt (on the chief:
-        runner.run). Returns the results."""
+        """The original's eval over max_eval_steps batches in file order -> output_dir/eval_results.txt; -> the
+        results."""
         data = dataset.evaluation_dataset(self.eval_files, run.eval_batch_size, run.max_seq_length,
                                           self.max_predictions_per_seq, self.compression["eval"],
                                           self.max_eval_steps, run.sequence_lengths)

@@ -1,5 +1,5 @@
-"""Result files of the run scripts, formatted as the original writes them and written atomically (temp name +
-rename, `bert_tf.fileio`)."""
+"""The run scripts' result files, formatted as the original writes them and written atomically (`bert_tf.fileio`).
+"""
 import numpy as np
 from absl import logging
 
@@ -7,14 +7,12 @@ from bert_tf import fileio
 
 
 def format_eval_results(results):
-    """The original's eval_results.txt: `key = value` lines, keys sorted, values as str() prints them (numpy
-    float32 metrics print as the original's did, e.g. 0.8)."""
+    """The original's eval_results.txt: `key = value` lines, keys sorted, values as str() prints them."""
     return "".join(f"{key} = {str(results[key])}\n" for key in sorted(results))
 
 
 def write_eval_results(path, results, title="Eval results"):
-    """Logs the results (`***** <title> *****`, then `key = value` sorted) and writes them to `path` as
-    eval_results.txt."""
+    """Logs the results (`***** <title> *****`, then the lines) and writes them to `path` as eval_results.txt."""
     logging.info("***** %s *****", title)
     for key in sorted(results):
         logging.info("  %s = %s", key, str(results[key]))
@@ -22,6 +20,6 @@ def write_eval_results(path, results, title="Eval results"):
 
 
 def format_probabilities(rows):
-    """The original's test_results.tsv: each example's class probabilities (or regression score), tab-separated,
-    one line each, printed as the original's float32 values print (shortest repr, e.g. 0.47435144)."""
+    """The original's test_results.tsv: each example's class probabilities (or regression score), tab-separated, a line
+    each, as float32 values print (shortest repr)."""
     return "".join("\t".join(str(v) for v in np.atleast_1d(np.asarray(row, np.float32))) + "\n" for row in rows)

@@ -1,14 +1,11 @@
 """What a training run records, so that a rerun into its output_dir resumes only the run it continues.
 
-A run that starts training records in its work_dir, beside its checkpoints:
+Beside its checkpoints, a run's work_dir holds:
   bert_config.json    the model's config (the chief)
-  run_settings.json   the settings that shape its input and updates: `training_settings` (lengths, batch size,
-                      replicas, workers, accumulation) and `data_settings` (the task's own, and `data_fingerprint`)
-A resumed run restores its input position, which belongs to one input pipeline: with other settings it would fail
-deep in the training loop or silently read other data. So `check` refuses such a rerun, naming each setting that
-differs, unless `start_over` (which deletes the checkpoints): the model and flags before any work, the data once
-the training records are written. An output_dir without run_settings.json is resumed. `check_workers` compares
-every worker's settings before the first update.
+  run_settings.json   what shapes its input and updates: `training_settings` and `data_settings`
+A resumed input position belongs to one input pipeline: with other settings a rerun would fail deep in training or
+silently read other data, so `check` refuses it, naming each difference, unless `start_over`. An output_dir without
+run_settings.json is resumed.
 """
 import concurrent.futures
 import hashlib
@@ -27,7 +24,8 @@ CONFIG_FILE = "bert_config.json"
 
 
 def training_settings(run, strategy):
-    """The settings of RunConfig `run` under `strategy` that a resumed run must share with the run it continues."""
+    """The settings of RunConfig `run` under `strategy` that a resumed run must share (lengths, batch size, replicas,
+    workers, accumulation)."""
     lengths = run.sequence_lengths
     optional = {name: getattr(run, name) for name in OPTIONAL_SETTINGS if getattr(run, name) != _default(name)}
     return {"max_seq_length": run.max_seq_length, "train_batch_size": run.train_batch_size,
@@ -52,7 +50,7 @@ def _default(name):
 
 
 def data_settings(train_data):
-    """The settings of the training data (a task.TrainData): its fingerprint and the task's settings."""
+    """The training data's (a task.TrainData) settings: its fingerprint and the task's own."""
     return {**(train_data.settings or {}), "data_fingerprint": train_data.fingerprint}
 
 
@@ -61,9 +59,8 @@ _THREADS = 16  # `fingerprint` reads this many files at a time (on a URL: a requ
 
 
 def fingerprint(paths):
-    """A SHA-256 hex digest of the files `paths`, in any order. A local file counts by its size and its first, middle
-    and last FINGERPRINT_SAMPLE_BYTES: cheap, yet it tells training data apart. A URL's file counts by its size and
-    modification time (on gs:// a sample would fetch a whole 64 MiB block), so a copy of it counts as other data."""
+    """A SHA-256 hex digest of the files `paths`, in any order, each by its size and first, middle and last
+    FINGERPRINT_SAMPLE_BYTES (a URL's by size and modification time, so a copy is other data)."""
     digest = hashlib.sha256()
     with concurrent.futures.ThreadPoolExecutor(_THREADS) as pool:
         for part in pool.map(_file_print, sorted(paths)):
@@ -87,9 +84,8 @@ def _file_print(path):
 
 
 def check_workers(strategy, settings):
-    """Under several workers: every worker's `settings` (its `training_settings` and `data_settings`) must be worker
-    0's; else a ValueError on every worker (each compares all of them, so none waits for another), naming each
-    worker that differs. One all-gather of two digests: the data fingerprint's and the other settings'."""
+    """Under several workers: ValueError on every worker, naming each that differs, unless every worker's `settings` are
+    worker 0's (one all-gather of two digests)."""
     _, num_workers = distribute.worker_position(strategy)
     if num_workers == 1:
         return
@@ -119,8 +115,8 @@ def _resumable(output_dir, start_over):
 
 
 def check(output_dir, start_over, config=None, settings=None):
-    """Refuses to resume output_dir's run with another bert_config (a BertConfig) or other `settings` (a dict, e.g.
-    `training_settings` or `data_settings`), unless `start_over`; a no-op when output_dir holds no checkpoint."""
+    """Refuses to resume output_dir's run with another bert_config or other `settings` (a dict) unless `start_over`; a
+    no-op without a checkpoint."""
     if not _resumable(output_dir, start_over):
         return
     config_path, settings_path = os.path.join(output_dir, CONFIG_FILE), os.path.join(output_dir, SETTINGS_FILE)
@@ -148,15 +144,15 @@ def _read_settings(path):
 
 
 def delete_checkpoints(directory):
-    """--start_over: deletes the checkpoints `directory` holds (each worker its own: `Trainer.work_dir`)."""
+    """--start_over: deletes `directory`'s checkpoints (each worker its own `Trainer.work_dir`)."""
     for name in checkpoints.checkpoint_files(directory):
         logging.info("--start_over: deleting %s", name)
         fileio.remove_tree(name)
 
 
 def record(work_dir, config, settings):
-    """Once every input is checked, each worker records its `settings` (what `check` compares) in its work_dir, and
-    the chief (whose work_dir is output_dir) `config` (a BertConfig; None on the other workers)."""
+    """Once every input is checked, records each worker's `settings` in its work_dir and the chief's `config` (a
+    BertConfig; None on other workers)."""
     if config is not None:
         config.to_json_file(os.path.join(work_dir, CONFIG_FILE))
     fileio.write_text_atomically(os.path.join(work_dir, SETTINGS_FILE),

@@ -1,8 +1,7 @@
-"""What every training script shares: `run(task, RunConfig(...))` runs a `bert_tf.tasks.task.Task` (a small object
-that knows its data and outputs) in the original scripts' order: checks, seed, strategy, training, evaluation,
-prediction, exports; it returns the evaluation's and the prediction's results. `runner.RunConfig` (defined in
-bert_tf.training.config, public here) holds the user's settings under the original flag names, so a task runs from
-Python without absl:
+"""What every training script shares: `run(task, RunConfig(...))` runs a `bert_tf.tasks.task.Task` in the original
+scripts' order (checks, seed, strategy, training, evaluation, prediction, exports) and returns the evaluation's and
+prediction's results. `runner.RunConfig` (bert_tf.training.config's) holds the settings under the original flag names,
+so a task runs from Python without absl:
 
     from bert_tf.tasks import ner, runner
     eval_results, _ = runner.run(ner.NerTask(data_dir="conll"), runner.RunConfig(
@@ -33,8 +32,8 @@ _NO_MODE = {
 
 
 def prepare(run, task):
-    """The checks every run makes before any work, in the original scripts' order; creates output_dir.
-    Returns (the RunConfig with its model files resolved, the `checkpoints.Pretrained` it starts from)."""
+    """The checks every run makes before any work, in the original scripts' order; creates output_dir. -> (the
+    RunConfig, model files resolved; the `checkpoints.Pretrained` it starts from)."""
     if not run.output_dir:
         raise ValueError("output_dir is required: the directory where the run writes its checkpoints and outputs.")
     if not (any(getattr(run, mode) for mode in task.modes) or run.predict_text_file):
@@ -66,9 +65,8 @@ def make_trainer(run, strategy, build_model, loss_fn, pretrained):
 
 
 def train(run, task, tokenizer, trainer, controls=None):
-    """Converts the training set and trains for `Task.train_steps`, evaluating with `controls` (an
-    `evaluation.Controls`) every run.eval_every_steps. The workers first agree on the settings and the data's
-    fingerprint; a run resumes only if its recorded settings are these (`run_record`)."""
+    """Converts the training set and trains for `Task.train_steps`, evaluating with `controls`. The workers first agree
+    on the settings and data; a run resumes only with its recorded settings (`run_record`)."""
     data = task.train_data(run, tokenizer, trainer)
     settings = {**run_record.training_settings(run, trainer.strategy), **run_record.data_settings(data)}
     with distribute.naming_lost_workers(trainer.strategy, run.output_dir):
@@ -94,9 +92,8 @@ def train(run, task, tokenizer, trainer, controls=None):
 
 
 def export(run, task, trainer):
-    """After training: <output_dir>/original (save_original_checkpoint), <output_dir>/keras_hub
-    (save_keras_hub_preset); with export_dir, a SavedModel at the next free version from the global step
-    (`exporter.version_dir`: a rerun never rewrites a served version). Returns the paths written."""
+    """After training: output_dir/original, output_dir/keras_hub and, with export_dir, a SavedModel at the next free
+    version from the global step (`exporter.version_dir`). Returns the paths written."""
     written = []
     if run.save_original_checkpoint and run.do_train:
         written.append(checkpoints.export_original(trainer.model, os.path.join(run.output_dir, "original"),
@@ -118,9 +115,8 @@ def export(run, task, trainer):
 
 
 def run(task, run_config):
-    """Runs `task` as its script would. Under multi_worker_mirrored every worker trains; the chief alone then
-    evaluates, predicts and exports. Returns (the task's evaluation results, its prediction results: e.g. SQuAD's
-    official evaluation when the predict file has answers), each None where not run or on a worker but the chief."""
+    """Runs `task` as its script would: every worker trains, the chief alone evaluates, predicts and exports. ->
+    (evaluation results, prediction results), each None where not run or not the chief."""
     if run_config.deterministic:  # before any op
         tf.config.experimental.enable_op_determinism()
     run_config, pretrained = prepare(run_config, task)

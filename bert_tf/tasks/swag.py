@@ -1,10 +1,9 @@
-"""SWAG (the BERT paper's Section 4.4 task): pick the ending of a video caption out of four, with BertMultipleChoice.
+"""SWAG (the BERT paper's Section 4.4 task): pick a video caption's ending out of four, with BertMultipleChoice.
 
-Data: data_dir's official SWAG CSVs, train.csv, val.csv and test.csv (no `label`); columns found by name, only
-sent1, sent2, ending0..ending3 and label read. Each choice is the pair (sent1, sent2 + " " + ending_i), packed and
-truncated as the original packs pairs; the model scores each choice's [CLS] vector (`cls/swag/output_weights`
-[1, H]) and the loss is the cross-entropy of the gold choice under a softmax over the four. No eval_metrics.json or
---class_weights: the classes are choice positions, which per-class figures do not describe.
+Data: data_dir's official SWAG CSVs (train.csv, val.csv, test.csv without `label`). Each choice is the pair (sent1,
+sent2 + " " + ending_i), packed as the original packs pairs; the model scores each choice's [CLS] vector
+(`cls/swag/output_weights` [1, H]), the loss is the cross-entropy of a softmax over the four. No eval_metrics.json or
+--class_weights: the classes are choice positions.
 """
 import collections
 import csv
@@ -38,8 +37,8 @@ InputFeatures = collections.namedtuple("InputFeatures", ["input_ids", "input_mas
 # --- reading ---------------------------------------------------------------------------------------------------
 
 def read_swag(input_file, set_type="data", require_label=True):
-    """A SWAG CSV file -> [InputExample]. `require_label` (train, val): every row needs a label in 0..3; else
-    (test.csv) an empty label cell means none."""
+    """A SWAG CSV file -> [InputExample]. `require_label` (train, val): each row needs a label in 0..3; else an empty
+    label means none."""
     text = fileio.read_text(input_file, encoding="utf-8-sig")
     rows = csv.reader(io.StringIO(text, newline=""))
     header = next(rows, None)
@@ -89,8 +88,8 @@ def parse_label(text, where="label"):
 # --- features --------------------------------------------------------------------------------------------------
 
 def convert_example(ex_index, example, max_seq_length, tokenizer, cut=None):
-    """One example -> InputFeatures: each choice packed `[CLS] sent1 [SEP] sent2 ending_i [SEP]`, zero-padded;
-    `cut`: a Counter of what truncation cut (`packing.pack_tokens`)."""
+    """One example -> InputFeatures, each choice packed `[CLS] sent1 [SEP] sent2 ending_i [SEP]`; `cut`: a Counter of
+    what truncation cut."""
     context = tokenizer.tokenize(example.context)
     ids, masks, segments = [], [], []
     for choice, ending in enumerate(example.endings):
@@ -109,7 +108,7 @@ def convert_example(ex_index, example, max_seq_length, tokenizer, cut=None):
 
 
 def convert_examples_to_features(examples, max_seq_length, tokenizer, what="SWAG"):
-    """An iterator over the InputFeatures of `examples`, in order; at its end it says how many choices were cut."""
+    """Yields the InputFeatures of `examples`, in order, then logs how many choices were cut."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], [SEP], [SEP]); got {max_seq_length}.")
 
@@ -130,7 +129,7 @@ def features_to_arrays(features):
 # --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
 
 def record_schema(seq_length):
-    """The training examples' TFRecord schema: choices flattened, int64 [NUM_CHOICES * seq_length], then label."""
+    """The training TFRecord schema: choices flattened, int64 [NUM_CHOICES * seq_length], then label."""
     schema = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in packing.INPUT_NAMES}
     schema["label"] = tf.io.FixedLenFeature([], tf.int64)
     return schema
@@ -162,13 +161,13 @@ def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
 # --- model, loss, metrics --------------------------------------------------------------------------------------
 
 def choice_loss(labels, outputs):
-    """Per-example loss [B]: cross-entropy of the gold choice under the softmax over the choices."""
+    """Per-example loss [B]: the gold choice's cross-entropy under a softmax over the choices."""
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels["label"], tf.int32),
                                                           logits=tf.cast(outputs["logits"], tf.float32))
 
 
 def predict_probabilities(trainer, features, batch_size, with_labels, fixed_batches=False, lengths=None):
-    """-> (probabilities [N, C], losses or None) as `ner.predict_windows` computes them."""
+    """-> (probabilities [N, C], losses or None), as `ner.predict_windows`."""
     inputs, labels = features_to_arrays(features)
     outputs = list(prediction.predict_in_order(trainer, (inputs, labels) if with_labels else inputs, batch_size,
                                                lengths, packing.INPUT_NAMES, fixed_batches, with_loss=with_labels))
@@ -184,7 +183,7 @@ def accuracy(probabilities, labels):
 # --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
 class SwagTask(Task):
-    """run_swag.py's task (a bert_tf.tasks.task.Task): SWAG CSV files of `data_dir` -> BertMultipleChoice."""
+    """run_swag.py's task: `data_dir`'s SWAG CSV files -> BertMultipleChoice."""
     spec = task_models.REGISTRY["swag"]
     loss = staticmethod(choice_loss)
 
@@ -193,7 +192,7 @@ class SwagTask(Task):
         self.examples = {}
 
     def read_inputs(self, run, config):
-        """Reads and checks every input file the run needs (train.csv, val.csv, test.csv), before any model work."""
+        """Reads and checks each input file the run needs, before any model work."""
         files = {"train": (run.do_train, "train.csv", True), "dev": (run.do_eval, "val.csv", True),
                  "test": (run.do_predict, "test.csv", False)}
         self.examples = {split: read_swag(os.path.join(self.data_dir, name), split, require_label=labelled)
@@ -209,7 +208,7 @@ class SwagTask(Task):
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
 
     def evaluate(self, run, tokenizer, trainer):
-        """Writes eval_results.txt (eval_accuracy, eval_loss, loss, global_step) of val.csv; returns the results."""
+        """Writes val.csv's eval_results.txt (eval_accuracy, eval_loss, loss, global_step); -> the results."""
         examples = self.examples["dev"]
         logging.info("***** Running evaluation *****")
         logging.info("  Num examples = %d", len(examples))
@@ -222,7 +221,7 @@ class SwagTask(Task):
         return results
 
     def predict(self, run, tokenizer, trainer):
-        """Writes test_results.tsv: the four probabilities of each test.csv example."""
+        """Writes test_results.tsv: each test.csv example's four probabilities."""
         examples = self.examples["test"]
         logging.info("***** Running prediction *****")
         logging.info("  Num examples = %d", len(examples))

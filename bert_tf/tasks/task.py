@@ -1,17 +1,14 @@
-"""What a task gives `bert_tf.tasks.runner.run`: the `Task` base class (its contract, with defaults) and
-`TrainData`. A task knows its data and outputs, and nothing else. The runner calls it in this order:
+"""What a task gives `bert_tf.tasks.runner.run`: the `Task` contract (with defaults) and `TrainData`. A task knows its
+data and outputs, nothing else. The runner calls, in order:
   check_flags(run)                     its own settings, before the model files are read
   read_inputs(run, config)             reads and checks every input file, before any model work
   build_model(config, restored)        the Keras task model, in the strategy's scope
   train_data(run, tokenizer, trainer)  (do_train) -> TrainData
   train_steps(run, num_examples)       (do_train) -> (num_train_steps, num_warmup_steps)
   prepare_evaluation(run, trainer)     (do_train with do_eval) traces the evaluation while training's graph is optimized
-  evaluate(run, tokenizer, trainer)    (do_eval) the dev set's outputs -> results (a dict); with --eval_every_steps
-                                       also during training (bert_tf.tasks.evaluation), read by `flat_results`
-  predict(run, tokenizer, trainer)     (do_predict) the test set's outputs -> results or None
-and reads `spec` (its model's `task_models.TaskSpec`, whence `heads` and `export_task`), `modes`, `label_list`,
-`min_seq_length`, `needs_vocab`, `loss` (per-example [B] float32, or a bert_tf.training.losses batch loss) and
-`answer_settings` (what predictions from raw text need of the run: recorded for bert_tf.load).
+  evaluate(run, tokenizer, trainer)    (do_eval; with --eval_every_steps also while training) -> results (a dict)
+  predict(run, tokenizer, trainer)     (do_predict) -> results or None
+and reads its attributes; `loss` is per-example [B] float32, or a bert_tf.training.losses batch loss.
 """
 import abc
 import typing
@@ -30,9 +27,8 @@ class TrainData(typing.NamedTuple):
 
 
 class Task(abc.ABC):
-    """The base of every task; the defaults are those of a fine-tuning task. A subclass names its `spec` and defines
-    `train_data`, `loss`, and `evaluate` / `predict` for each of its `modes` (else it is refused when defined).
-    """
+    """The base of every task, with a fine-tuning task's defaults. A subclass names its `spec` and defines `train_data`,
+    `loss`, and `evaluate` / `predict` for each of its `modes`."""
     modes = ("do_train", "do_eval", "do_predict")
     label_list = None  # the labels of its head, in the order of its outputs (None for tasks without labels)
     min_seq_length = 3
@@ -47,37 +43,36 @@ class Task(abc.ABC):
 
     @property
     def heads(self):
-        """The head attributes its model needs to predict and export (its spec's)."""
+        """The head attributes its model needs to predict and export."""
         return self.spec.head_names
 
     @property
     def export_task(self):
-        """Its export's task (`bert_tf.export.exporter.export`'s): its spec's name."""
         return self.spec.name
 
     def check_flags(self, run):
-        """Raises ValueError on a bad setting of the task's own."""
+        """ValueError for a bad setting of the task's own."""
         return None
 
     def read_inputs(self, run, config):
         return None
 
     def build_model(self, config, restored=False):
-        """Its spec's model; `restored`: it is restored from a checkpoint next, so random initial values are skipped."""
+        """Its spec's model; `restored` (a checkpoint is restored next) skips random initial values."""
         num_labels = len(self.label_list) if self.spec.labelled else None
         return self.spec.build(config, num_labels, restored=restored)
 
     @abc.abstractmethod
     def train_data(self, run, tokenizer, trainer):
-        """The training set as records in `trainer.work_dir` -> TrainData, fingerprinted as written
-        (`records.Writer`) or as the user's record files (`run_record.fingerprint`)."""
+        """The training set as records in `trainer.work_dir` -> TrainData, fingerprinted (`records.Writer`,
+        `run_record.fingerprint`)."""
 
     def train_steps(self, run, num_examples):
         """The original fine-tuning scripts' arithmetic."""
         return compute_train_steps(num_examples, run.train_batch_size, run.num_train_epochs, run.warmup_proportion)
 
     def prepare_evaluation(self, run, trainer):
-        """Traces what `evaluate` will run (a speed-up; by default nothing is traced ahead)."""
+        """Traces what `evaluate` will run ahead of time (default: nothing)."""
         return None
 
     def evaluate(self, run, tokenizer, trainer):
@@ -89,8 +84,7 @@ class Task(abc.ABC):
     evaluated_by = "do_eval"  # the mode --eval_every_steps runs while training (SQuAD: do_predict's evaluation)
 
     def flat_results(self, results):
-        """`evaluate`'s results as one dict of eval_results.txt's keys: what eval_history.jsonl records and
-        --best_metric names."""
+        """`evaluate`'s results as one dict of eval_results.txt keys (eval_history.jsonl, --best_metric)."""
         return results
 
     def __init_subclass__(cls, **kwargs):

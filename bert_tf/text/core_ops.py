@@ -1,7 +1,6 @@
-"""The original tokenizer and packing in core TensorFlow ops only, so stock TF Serving can run raw-text signatures.
-
-Same ids as `FullTokenizer`, same packing as `InGraphPreprocessor`. TensorFlow Text is needed to build them (the
-Unicode tables of `InGraphTokenizer`'s code-point route), not to run them.
+"""The original tokenizer and packing in core TensorFlow ops only, so stock TF Serving can run raw-text signatures: the
+ids of `FullTokenizer`, the packing of `InGraphPreprocessor`. TensorFlow Text is needed to build them (the Unicode
+tables of `InGraphTokenizer`'s code-point route), not to run them.
 """
 import os
 
@@ -18,8 +17,8 @@ class Untracked:
 
 
 class CoreWordpieceTokenizer(tf.Module):
-    """`FullTokenizer` in core ops: `InGraphTokenizer`'s code-point route, then the original greedy WordPiece loop
-    for all words at once in a `tf.while_loop` over a hash table of the vocabulary."""
+    """`FullTokenizer` in core ops: `InGraphTokenizer`'s code-point route, then the original greedy WordPiece loop over
+    all words at once (a `tf.while_loop` over a vocabulary hash table)."""
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
                  name=None, **request_limits):
@@ -54,8 +53,8 @@ class CoreWordpieceTokenizer(tf.Module):
         return in_graph.words_with_offsets(self._basic.obj, self._wordpiece, strings)
 
     def _wordpiece(self, words):
-        """int32 code points [W, (chars)] -> ids [W, (pieces)], in memory linear in the characters (a slot per
-        character; each step looks up at most `max_piece_chars` candidates per word)."""
+        """int32 code points [W, (chars)] -> ids [W, (pieces)], memory linear in the characters (each step looks up at
+        most `max_piece_chars` candidates per word)."""
         strings = tf.strings.unicode_encode(words, "UTF-8")
         lens = tf.cast(words.row_lengths(), tf.int32)
         too_long = lens > self.max_input_chars_per_word

@@ -1,14 +1,11 @@
-"""BERT tokenization in TensorFlow ops (TensorFlow Text), id for id equal to the original `FullTokenizer`.
+"""BERT tokenization in TensorFlow ops (TensorFlow Text), id for id equal to the original `FullTokenizer` (its rules:
+`bert_tf.text.tokenization`), for `tf.function`, `tf.data` and SavedModels. Unlike `tf_text.BertTokenizer`, lower-casing
+is `str.lower()` (final sigma included) with no NFKC.
 
-Works in `tf.function`, `tf.data` and SavedModels. The original's rules it reproduces: invalid UTF-8 dropped; NUL,
-U+FFFD and Cc/Cf other than tab/newline/CR deleted; whitespace (Zs, U+2028/9, ...) separates words; lower-casing is
-`str.lower()` (final sigma included), NFD, Mn removed, and no NFKC (unlike `tf_text.BertTokenizer`); CJK and
-punctuation characters are words of their own; a word over `max_input_chars_per_word` characters is `[UNK]`.
-
-Three routes, chosen per string, give the same ids: ASCII (FastWordpiece's own splitting coincides with the
-original's), BMP (characters checked at build time to behave as in Python under TF's ops; a 67+ character run goes
-exact) and exact (code points mapped with tables from this Python's `unicodedata`; `tokenize_exact`). All Unicode
-knowledge comes from the Python that builds the tokenizer, as the original's from the Python that runs it.
+Three routes, chosen per string, give the same ids: ASCII (FastWordpiece's splitting is the original's), BMP (characters
+checked at build time to behave as in Python; a run of 67+ characters goes exact) and exact (code points mapped by
+tables from this Python's `unicodedata`). All Unicode knowledge comes from the Python that builds the tokenizer, as the
+original's from the Python that runs it.
 """
 import functools
 import os
@@ -65,7 +62,7 @@ def _two_level(values):
 
 
 def _sequence_table(mapping):
-    """Sorted keys plus flat values/offsets/lengths for a {code point: [code points]} dict."""
+    """Sorted keys and flat values/offsets/lengths of a {code point: [code points]} dict."""
     keys = sorted(mapping)
     lengths = np.array([len(mapping[k]) for k in keys], np.int32)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
@@ -86,11 +83,8 @@ def _regex_class(codepoints):
 
 @functools.cache
 def _unicode_tables():
-    """Per-code-point tables from this Python's `unicodedata`, with T(c) = strip_Mn(NFD(c.lower())).
-
-    `props`: property bits. `lowered`: {c: NFD(c.lower())} where that differs from c. `delta`: T(c) - c where T(c)
-    is one code point. `multi`: T(c) where it is several. `nfd`: `lowered`, for the canonical-reordering path.
-    """
+    """Tables from this Python's `unicodedata`, with T(c) = strip_Mn(NFD(c.lower())): `props` (property bits), `lowered`
+    (NFD(c.lower()) where it differs), `delta` (T(c) - c where one code point), `multi` (T(c) where several), `nfd`."""
     category = unicodedata.category
     combining = unicodedata.combining
     normalize = unicodedata.normalize
@@ -157,11 +151,8 @@ def _unicode_tables():
 
 @functools.cache
 def _bmp_route(do_lower_case):
-    """Regular expressions of the BMP route, after checking which BMP characters it handles exactly.
-
-    A character qualifies when TF's ops give it Python's NFD(lower()), final-sigma role and no reordering, and
-    FastWordpiece splits it as the original does. U+FFFD (what bad UTF-8 may look like) never qualifies.
-    """
+    """The BMP route's regular expressions, for the BMP characters whose NFD(lower()), final-sigma role and
+    FastWordpiece split under TF's ops are Python's (never U+FFFD)."""
     tables = _unicode_tables()
     props = tables["props_array"]
     lowered = tables["lowered"]
@@ -228,8 +219,8 @@ def _bmp_route(do_lower_case):
 
 
 def checked(texts, max_texts_per_request=None, max_request_bytes=None):
-    """`texts` behind a check of the request limits, the most texts and UTF-8 bytes of all texts one call may hold
-    (an export's options; None: no limit), that raises InvalidArgumentError naming the option."""
+    """`texts` checked against the request limits (the most texts and UTF-8 bytes a call may hold; None: no limit):
+    InvalidArgumentError naming the option."""
     checks = []
     if max_texts_per_request is not None:
         count = tf.size(texts)
@@ -248,13 +239,9 @@ def checked(texts, max_texts_per_request=None, max_request_bytes=None):
 
 
 class InGraphTokenizer(tf.Module):
-    """`FullTokenizer` as a `tf.Module`: `unk_token`, `[CLS]` and `[SEP]` must be in the vocabulary.
-
-    `tokenize` has an input signature, so `tf.saved_model.save` exports it; `tokenize_exact` and `basic_tokenize`
-    are exported only if called before saving. `tokenize` refuses a call over the request limits (`checked`; None:
-    no limit, else a positive integer). Attributes: `vocab_file`, `do_lower_case`, `vocab_size`, `unk_id`,
-    `cls_id`, `sep_id`, `pad_id` (0, as the original pads), the two limits.
-    """
+    """`FullTokenizer` as a `tf.Module` (`unk_token`, `[CLS]`, `[SEP]` must be in the vocabulary). `tokenize` has an
+    input signature and refuses a call over the request limits (`checked`); `tokenize_exact` and `basic_tokenize` are
+    exported only if called before saving."""
 
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
                  name=None, max_texts_per_request=None, max_request_bytes=None):
@@ -327,13 +314,12 @@ class InGraphTokenizer(tf.Module):
                                                  nrows=ids.nrows(), validate=False)
 
     def tokenize_words_with_offsets(self, strings):
-        """`tokenize`'s ids by word, [batch, (num_words), (num_wordpieces)], and each word's start and end in code
-        points of its string, int64 [batch, (num_words)]: `BasicTokenizer.tokenize_with_offsets`' words (code-point
-        route)."""
+        """`tokenize_words` and each word's start and end in code points, int64 [batch, (num_words)], as
+        `BasicTokenizer.tokenize_with_offsets` gives them."""
         return words_with_offsets(self, self._wordpiece, strings)
 
     def _routes(self, strings):
-        """The route each string takes: 0 ASCII, 1 BMP, 2 exact (int32 [batch]; for tests, runs eagerly)."""
+        """Each string's route: 0 ASCII, 1 BMP, 2 exact (int32 [batch]; for tests)."""
         return self._tokenize_routed(strings)[1]
 
     def _tokenize_routed(self, strings):
@@ -362,7 +348,7 @@ class InGraphTokenizer(tf.Module):
 
     @tf.function(reduce_retracing=True, autograph=False)
     def tokenize_exact(self, strings):
-        """Same as `tokenize`, with every string on the code-point route (for reference and testing)."""
+        """`tokenize` with every string on the code-point route (for reference and testing)."""
         return self._tokenize_unicode(strings)
 
     @tf.function(reduce_retracing=True, autograph=False)
@@ -414,9 +400,8 @@ class InGraphTokenizer(tf.Module):
         return self._word_wordpiece.tokenize(tf.where(too_long, self.unk_token, word_strings))
 
     def unicode_words(self, strings, with_offsets=False):
-        """Basic tokenization on code points: (words [num_words, (chars)] int32, row of each word, rows); with
-        `with_offsets`, then each word's start and end in code points of its string (int64 [num_words]), as
-        `BasicTokenizer.tokenize_with_offsets` gives them."""
+        """Basic tokenization on code points -> (words int32 [num_words, (chars)], each word's row, rows),
+        `with_offsets` plus each word's start and end (int64 [num_words])."""
         num_rows = tf.shape(strings, out_type=tf.int64)[0]
         chars = tf.strings.unicode_decode(strings, "UTF-8", errors="ignore")
         cps = chars.flat_values
@@ -457,9 +442,8 @@ class InGraphTokenizer(tf.Module):
         return words
 
     def _ends(self, cps, rows, props, places):
-        """Each character's end in its string: one past its place, and, lower-casing, past the characters right
-        after it in its word that lower-casing drops (a stripped accent joins the character before it, but a CJK
-        character's: that one is a word of its own from the start)."""
+        """Each character's end in its string: one past it, lower-casing also past the characters of its word that
+        lower-casing drops after it (a stripped accent joins a non-CJK character before it)."""
         after = places + 1
         if not self.do_lower_case:
             return after
@@ -495,8 +479,8 @@ class InGraphTokenizer(tf.Module):
         return tf.tensor_scatter_nd_update(cps, sigmas[:, None], updates)
 
     def _lower_nfd_strip(self, cps, rows, props, *carried):
-        """strip_Mn(NFD(c.lower())) character by character; exact when no reordering can matter. `carried`: per
-        character tensors, carried along."""
+        """strip_Mn(NFD(c.lower())) per character, exact when no reordering can matter; `carried`: per-character tensors
+        kept aligned."""
         cps, rows, props, *carried = _drop_where(_bit(props, _DROP), cps, rows, props, *carried)
         cps = cps + self._lookup(self._delta_pages, self._delta_blocks, cps)  # multi chars: delta 0
         multi = _bit(props, _MULTI)
@@ -536,7 +520,7 @@ def _bit(props, mask):
 
 
 def _drop_where(drop, *tensors):
-    """Removes the positions where `drop` holds from each (equally long, 1-D) tensor; skipped if none."""
+    """Removes the positions where `drop` holds from each equally long 1-D tensor (skipped if none)."""
     def remove():
         keep = tf.logical_not(drop)
         return tuple(tf.boolean_mask(t, keep) for t in tensors)
@@ -544,8 +528,7 @@ def _drop_where(drop, *tensors):
 
 
 def _expand(cps, hit, table, *carried):
-    """Replaces each code point where `hit` holds by its sequence in `table` (keys, offsets, lengths, values); each
-    of `carried` (per code point) repeated as its code point is."""
+    """Replaces each code point where `hit` holds by its sequence in `table`, repeating each of `carried` alike."""
     keys, offsets, lengths, values = table
     index = tf.minimum(tf.searchsorted(keys, cps), tf.size(keys) - 1)
     counts = tf.where(hit, tf.gather(lengths, index), 1)

@@ -1,11 +1,10 @@
-"""Packing WordPiece tokens into BERT inputs the way the original scripts do, in pure Python (no TensorFlow).
+"""Packing WordPiece tokens into BERT inputs as the original scripts do, in pure Python (in TensorFlow ops:
+`bert_tf.text.preprocessing`).
 
-`[CLS] a [SEP]` (segment 0), then `b [SEP]` (segment 1) for a pair; a pair is truncated with the original
-`_truncate_seq_pair` rule to `max_seq_length - 3` tokens, a single segment cut to `max_seq_length - 2`; then zero
-padding to `max_seq_length`. `bert_tf.text.preprocessing.pack_inputs` is the same in TensorFlow ops. A converter
-counts what it cuts in a `collections.Counter` (`pack_tokens(..., cut=)`) and says it once (`log_cut`).
-With a `doc_stride`, `pack_windows` cuts nothing: a longer text goes into run_squad's windows (`doc_spans_for`), each
-token's output taken from the window where it has the most context (`max_context_windows`).
+`[CLS] a [SEP]` (segment 0), then `b [SEP]` (segment 1) for a pair, truncated by the original `_truncate_seq_pair` to
+`max_seq_length - 3` tokens (one segment: `max_seq_length - 2`), zero-padded. A converter counts what it cuts and logs
+it once (`log_cut`). With a `doc_stride`, `pack_windows` cuts nothing: a longer text goes into run_squad's windows, each
+token's output taken from its max-context window.
 """
 import collections
 
@@ -26,7 +25,7 @@ Windows = collections.namedtuple("Windows", ["packed", "sources"])  # what `pack
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
     """Truncates two lists in place to `max_length` items in all: the original's pop-from-the-longer loop (b on
-    ties), in one step."""
+    ties)."""
     if max_length < 0:
         raise ValueError("max_length must be >= 0, got %d" % max_length)
     len_a, len_b = len(tokens_a), len(tokens_b)
@@ -38,15 +37,10 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
 
 
 def pack_tokens(tokens_a, tokens_b, max_seq_length, always_pair=False, cut=None):
-    """(tokens, segment_ids) of `[CLS] a [SEP]`, or `[CLS] a [SEP] b [SEP]` when `tokens_b` is given.
-
-    The lists given are truncated in place: a pair to `max_seq_length - 3` tokens in all, a single segment to
-    `max_seq_length - 2`. As in the original, a second segment that the pair truncation empties (possible only for
-    max_seq_length 3 or 4) adds nothing, not even its [SEP], unless `always_pair` (run_swag.py: every choice is a
-    pair). Callers pass `tokens_b=None` where the original packs a single segment (run_classifier.py when text_b
-    tokenizes to nothing). `cut` (a Counter) adds 1 to "texts", and for a text cut 1 to "cut_texts", its tokens to
-    "tokens_of_cut" and those dropped to "dropped".
-    """
+    """(tokens, segment_ids) of `[CLS] a [SEP]`, or `[CLS] a [SEP] b [SEP]` with `tokens_b`, truncating the lists in
+    place. As in the original, a `tokens_b` truncated to nothing adds nothing, not even [SEP], unless `always_pair`
+    (run_swag.py); callers pass `tokens_b=None` where the original packs one segment. `cut` (a Counter) counts "texts",
+    "cut_texts", "tokens_of_cut" and "dropped"."""
     before = len(tokens_a) + len(tokens_b or ())
     if tokens_b is None:
         del tokens_a[max(max_seq_length - 2, 0):]
@@ -62,8 +56,8 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length, always_pair=False, cut=None)
 
 
 def log_cut(cut, what, limit, keep="a larger --max_seq_length keeps them", limit_name="max_seq_length"):
-    """Says once how many of `what`'s texts `pack_tokens` cut (`cut`: its Counter), and what keeps them; and how
-    many `pack_windows` split into windows, and the most windows one text took."""
+    """Logs once how many of `what`'s texts `pack_tokens` cut, and how many `pack_windows` split (the most windows a
+    text took)."""
     if cut["cut_texts"]:
         logging.warning("%s: %d of %d texts (%.1f%%) were longer than %s %d and were cut, losing %.1f%% of their "
                         "tokens; %s.", what, cut["cut_texts"], cut["texts"], 100 * cut["cut_texts"] / cut["texts"],
@@ -83,7 +77,7 @@ def check_doc_stride(doc_stride):
 
 def doc_spans_for(num_tokens, max_tokens, doc_stride):
     """run_squad's sliding windows over `num_tokens` tokens: DocSpan(start, length)s of at most `max_tokens`, each
-    starting min(length, doc_stride) after the one before, the last reaching the end (none for no tokens)."""
+    min(length, doc_stride) after the last, the last reaching the end."""
     if max_tokens < 1 or doc_stride < 1:
         raise ValueError(f"Windows need max_tokens and doc_stride >= 1, got {max_tokens} and {doc_stride}.")
     doc_spans = []
@@ -98,9 +92,8 @@ def doc_spans_for(num_tokens, max_tokens, doc_stride):
 
 
 def max_context_windows(doc_spans):
-    """For each token `doc_spans_for`'s spans cover, the index of the span where it has the most context (the
-    original `_check_is_max_context`): the largest min(left, right) context + 0.01 x the span's length, the first
-    such span on ties."""
+    """Each covered token's max-context span (the original `_check_is_max_context`: the largest min(left, right) + 0.01
+    x the span's length, the first on ties)."""
     best, best_scores = [], []
     for index, span in enumerate(doc_spans):
         end = span.start + span.length - 1
@@ -115,15 +108,12 @@ def max_context_windows(doc_spans):
 
 
 def pack_windows(tokens_a, tokens_b, max_seq_length, doc_stride=0, cut=None):
-    """A text packed as `pack_tokens` packs it: `doc_stride` 0, cut (in place) to one window; else, when too long,
-    run_squad's windows over tokens_a, each `[CLS] window [SEP] (b [SEP])` with text_b whole in every one (a
-    ValueError where text_b leaves no room).
+    """A text packed as `pack_tokens` packs it: `doc_stride` 0, cut in place; else a longer one in run_squad's windows
+    over tokens_a, each `[CLS] window [SEP] (b [SEP])` (ValueError where text_b leaves no room).
 
-    Returns Windows(packed, sources): packed, [(tokens, segment_ids)] of each window; sources, None for one window,
-    else for each position of the whole text packed as one sequence the (window, position) that gives its output:
-    [CLS] from the first window, each token of a from its max-context window, the [SEP] (b [SEP]) after a from the
-    last. `cut`: `pack_tokens`' Counter, plus "windowed_texts", "windows" and "most_windows" (`log_cut`).
-    """
+    -> Windows(packed: [(tokens, segment_ids)] per window, sources: None for one window, else for each position of the
+    text packed whole, the (window, position) giving its output: [CLS] from the first window, a's tokens from their
+    max-context window, the rest from the last). `cut` also counts windows."""
     tokens_b = tokens_b or None
     room = max_seq_length - (3 + len(tokens_b) if tokens_b else 2)
     if not doc_stride or len(tokens_a) <= room:
@@ -145,11 +135,11 @@ def pack_windows(tokens_a, tokens_b, max_seq_length, doc_stride=0, cut=None):
 
 
 def round_up(length, multiple):
-    """`length` rounded up to a multiple of `multiple` (Python, NumPy and TensorFlow integers alike)."""
+    """`length` rounded up to a multiple of `multiple` (Python, NumPy or TensorFlow integers)."""
     return (length + multiple - 1) // multiple * multiple
 
 
 def pad_inputs(input_ids, segment_ids, max_seq_length):
-    """Zero-pads packed ids to `max_seq_length`: (input_ids, input_mask, segment_ids) lists of that length."""
+    """Zero-pads packed ids to `max_seq_length` -> (input_ids, input_mask, segment_ids)."""
     padding = [0] * (max_seq_length - len(input_ids))
     return list(input_ids) + padding, [1] * len(input_ids) + padding, list(segment_ids) + padding

@@ -1,7 +1,6 @@
 """Token ids -> BERT inputs in TensorFlow ops, by `bert_tf.text.packing`'s rules; `InGraphPreprocessor`: raw text in.
-
-`pack_inputs` cuts long texts as the original; `pack_windows` splits them into run_squad's windows (the exports'
-`doc_stride`), vectorised over the batch, equal to `packing.pack_windows` window for window.
+`pack_inputs` cuts long texts as the original; `pack_windows` splits them into windows (the exports' `doc_stride`),
+equal to `packing.pack_windows` window for window.
 """
 import collections
 
@@ -14,7 +13,7 @@ PackedWindows = collections.namedtuple("PackedWindows", ["inputs", "text", "num_
 
 
 def truncated_pair_lengths(len_a, len_b, max_length):
-    """Tensor version of `packing.truncate_seq_pair`: the lengths the two segments keep (elementwise)."""
+    """`packing.truncate_seq_pair` in tensors: the lengths the two segments keep (elementwise)."""
     len_a = tf.convert_to_tensor(len_a)
     len_b = tf.cast(len_b, len_a.dtype)
     max_length = tf.cast(max_length, len_a.dtype)
@@ -31,12 +30,10 @@ def _prefix(ids, lengths):
 
 def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max_seq_length=True,
                 seq_length_multiple=1):
-    """RaggedTensors `[batch, (len)]` of ids -> int32 `input_ids`/`input_mask`/`segment_ids` `[batch, length]`.
-
-    A row whose `ids_b` is empty packs as a single segment, as in the original (`if tokens_b:`). `max_seq_length`
-    (>= 2, >= 3 for pairs) may be a scalar tensor (checked in graph). `pad_to_max_seq_length=False` pads to the
-    batch's longest row rounded up to `seq_length_multiple` instead; truncation is max_seq_length's either way.
-    """
+    """RaggedTensors [batch, (len)] of ids -> int32 `input_ids`, `input_mask`, `segment_ids` [batch, length], packed as
+    `packing.pack_tokens` (an empty `ids_b` row: one segment); `max_seq_length` (>= 2, pairs >= 3) may be a tensor.
+    `pad_to_max_seq_length=False`: pads to the longest row rounded up to `seq_length_multiple` (truncation
+    unchanged)."""
     min_length = 2 if ids_b is None else 3
     message = "max_seq_length must be at least %d %s" % (
         min_length, "for single segments" if ids_b is None else "for segment pairs")
@@ -64,14 +61,9 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
 
 def pack_windows(ids_a, ids_b=None, *, max_seq_length, doc_stride, cls_id, sep_id, pad_to_max_seq_length=True,
                  seq_length_multiple=1, max_windows=None, pooling_mask=False):
-    """`packing.pack_windows` of a batch in TensorFlow ops: a row whose tokens fit packs as `pack_inputs` packs it,
-    a longer one into run_squad's windows over text_a (`doc_stride` >= 1 apart), text_b whole in every one.
-
-    Returns PackedWindows: `inputs` [windows, length] as `pack_inputs`' (+ `pooling_mask` when asked: 1 at the
-    positions that give the text's output, `packing.pack_windows`' sources), `text` int64 [windows] (the row of
-    each window), `num_windows` int64 [batch]. An InvalidArgumentError for a text_b that leaves text_a no room in
-    a window, or for more than `max_windows` windows in all (None: no limit), before the inputs are returned.
-    """
+    """`packing.pack_windows` of a batch -> PackedWindows: `inputs` [windows, length] (+ `pooling_mask` when asked: 1
+    where a position gives its text's output), `text` int64 [windows] (each window's row), `num_windows` int64 [batch].
+    InvalidArgumentError where text_b leaves text_a no room, or for over `max_windows` windows (None: no limit)."""
     max_seq_length, doc_stride = int(max_seq_length), int(doc_stride)
     if doc_stride < 1 or max_seq_length < 3:
         raise ValueError(f"Windows need doc_stride >= 1 and max_seq_length >= 3, got {doc_stride} and "
@@ -120,9 +112,8 @@ def pack_windows(ids_a, ids_b=None, *, max_seq_length, doc_stride, cls_id, sep_i
 
 
 def _max_context(windows, offset, num_tokens):
-    """bool RaggedTensor like `windows` (the ids of text_a in each window, the first at `offset` in the flat ids):
-    whether the window is its token's max-context window (`packing.max_context_windows`: min(left, right) context
-    + 0.01 x the window's length, in float64 as in Python, the first window on ties)."""
+    """Whether each of text_a's tokens in `windows` (the first at `offset`) is in its max-context window
+    (`packing.max_context_windows`, in float64)."""
     position = tf.ragged.range(windows.row_lengths())
     window, position = position.value_rowids(), position.flat_values
     length = tf.gather(windows.row_lengths(), window)
@@ -169,18 +160,15 @@ def _padded(tokens, segments, shape, limit, pad_to_max_seq_length, seq_length_mu
 
 
 def longest_length(row_lengths, max_seq_length, multiple=1):
-    """The padded width of a batch: its longest row rounded up to `multiple`, within [1, max_seq_length] (int64).
-
-    At least 1 because a request of no texts still runs the model, whose pooler reads position 0."""
+    """The padded width of a batch: its longest row rounded up to `multiple`, within [1, max_seq_length] (int64; 1: an
+    empty request still runs the pooler)."""
     longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int64), tf.ones([1], tf.int64)], 0))
     return tf.minimum(tf.cast(max_seq_length, tf.int64), packing.round_up(longest, tf.constant(multiple, tf.int64)))
 
 
 class InGraphPreprocessor(tf.Module):
-    """Raw text -> packed BERT inputs in graph (`InGraphTokenizer`, then `pack_inputs`); usable in `Dataset.map`.
-
-    `preprocessor(text_a[, text_b])` calls `encode` / `encode_pair`, which have input signatures (they survive
-    `tf.saved_model.save`). `request_limits`: the tokenizer's `max_texts_per_request`, `max_request_bytes`."""
+    """Raw text -> packed BERT inputs in graph (`InGraphTokenizer`, then `pack_inputs`), also in `Dataset.map`; `encode`
+    and `encode_pair` have input signatures."""
 
     def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128, tokenizer=None, name=None,
                  pad_to_max_seq_length=True, seq_length_multiple=1, **request_limits):

@@ -85,11 +85,9 @@ def printable_text(text):
 
 
 def load_vocab(vocab_file):
-    """OrderedDict {token: 0-based line number} of a UTF-8 vocab file, as the original reads it.
-
-    Lines split on "\\n" only, "\\r" dropped, each stripped (a blank line is the token ""); a repeated token keeps
-    its last line. FileNotFoundError / ValueError naming the file if it is missing, empty or not UTF-8.
-    """
+    """OrderedDict {token: 0-based line number} of a UTF-8 vocab file, as the original reads it: lines split on "\\n"
+    only, "\\r" dropped, each stripped (a blank line is the token ""); a repeated token keeps its last line.
+    FileNotFoundError / ValueError naming the file if it is missing, empty or not UTF-8."""
     path = os.fspath(vocab_file)
     data = fileio.read_bytes(path, "vocab file").replace(b"\r", b"")
     try:
@@ -230,8 +228,7 @@ def _word_positions(text):
 
 
 def _split_spans(word, starts, ends):
-    """(token, starts, ends) per token of normalized `word` split as `_split_word` splits it (around punctuation: no
-    character normalizes to whitespace); starts/ends per character."""
+    """(token, starts, ends) per token of normalized `word` split as `_split_word` does; starts/ends per character."""
     begin = 0
     for k, char in enumerate(word):
         if _is_punctuation(char):
@@ -265,8 +262,8 @@ class BasicTokenizer:
         return output
 
     def tokenize_with_offsets(self, text):
-        """[(token, start, end)]: the tokens of `tokenize(text)`, each from text[start:end] (`text` as
-        `convert_to_unicode` gives it)."""
+        """[(token, start, end)]: `tokenize(text)`'s tokens, each from text[start:end] (`text` as `convert_to_unicode`
+        gives it)."""
         return [(token, starts[0], ends[-1]) for token, starts, ends in self._token_spans(convert_to_unicode(text))]
 
     def _token_spans(self, text):
@@ -406,11 +403,9 @@ class _WordCache(dict):
 
 
 class FullTokenizer:
-    """BasicTokenizer, then WordpieceTokenizer, memoising up to `cache_size` words (0: no cache).
-
-    The cache resets itself when `do_lower_case`, the vocab object or its size, `unk_token` or
-    `max_input_chars_per_word` change; call `clear_cache()` after editing the vocab in place at the same size.
-    """
+    """BasicTokenizer, then WordpieceTokenizer, memoising up to `cache_size` words (0: no cache). The cache resets when
+    its settings or the vocab object or size change; call `clear_cache()` after editing the vocab in place at the same
+    size."""
 
     def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 16):
         self.vocab_file = os.fspath(vocab_file)
@@ -439,8 +434,8 @@ class FullTokenizer:
         return list(itertools.chain.from_iterable(map(cache.__getitem__, words)))
 
     def tokenize_with_offsets(self, text):
-        """[(piece, start, end)]: the pieces of `tokenize(text)`, each from text[start:end] (`text` as
-        `convert_to_unicode` gives it). TypeError for a replaced or subclassed `basic_tokenizer`."""
+        """[(piece, start, end)]: `tokenize(text)`'s pieces, each from text[start:end]. TypeError for a replaced or
+        subclassed `basic_tokenizer`."""
         if type(self.basic_tokenizer) is not BasicTokenizer:
             raise TypeError(f"tokenize_with_offsets needs a BasicTokenizer as basic_tokenizer, not "
                             f"{type(self.basic_tokenizer).__name__}: it follows BasicTokenizer's own rules.")

@@ -1,9 +1,7 @@
-"""A run's settings under the original flag names: `RunConfig`, one frozen dataclass with a default for every field
-(the run scripts' flags take theirs from here, `bert_tf.flags.run_default`). The Trainer (bert_tf.training.trainer)
-reads its training fields, `bert_tf.tasks.runner.run` the rest; output_dir is required there.
-
-Settings only: what a run derives (its strategy's workers, the chief, each worker's directory) is the Trainer's (the
-tasks read them from it). The training fields are checked when a RunConfig is made.
+"""A run's settings under the original flag names: `RunConfig`, a frozen dataclass whose defaults the run scripts'
+flags take (`bert_tf.flags.run_default`). The Trainer (bert_tf.training.trainer) reads the training fields, checked
+when a RunConfig is made; `bert_tf.tasks.runner.run` the rest. What a run derives (workers, directories) is the
+Trainer's.
 """
 import dataclasses
 
@@ -13,10 +11,8 @@ from bert_tf.training import distribute, layers, optimization
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """The settings of a task's run (run_classifier.py, run_squad.py, run_ner.py, run_swag.py, run_pretraining.py);
-    the defaults are the original scripts'. The training fields are keyword-only."""
-    # The pre-trained model (bert_config_file, vocab_file, do_lower_case: None takes a TF Hub init_checkpoint's own,
-    # see `checkpoints.model_files`; do_lower_case otherwise defaults to True).
+    """The settings of a task's run, with the original scripts' defaults; the training fields are keyword-only."""
+    # The pre-trained model (None: a TF Hub init_checkpoint's own, `checkpoints.model_files`; do_lower_case else True).
     bert_config_file: str | None = None
     vocab_file: str | None = None
     output_dir: str | None = None
@@ -109,13 +105,12 @@ class RunConfig:
 
     @property
     def fixed_batches(self):
-        """Whether evaluation and prediction need whole batches (TPU), padded with examples the metrics ignore."""
+        """Whether evaluation and prediction need whole batches (TPU)."""
         return self.use_tpu or self.distribution_strategy == "tpu"
 
     @property
     def sequence_lengths(self):
-        """How batches are cut (bert_tf.data.lengths.SequenceLengths): to their longest text, rounded up to
-        seq_length_multiple (default 32 with use_xla or on TPU, where each length compiles a program, else 1)."""
+        """How batches are cut (bert_tf.data.lengths.SequenceLengths.for_run)."""
         return lengths.SequenceLengths.for_run(self.pad_to_max_seq_length, self.use_xla or self.fixed_batches,
                                                self.seq_length_multiple, self.group_by_length)
 

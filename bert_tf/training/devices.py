@@ -1,6 +1,5 @@
-"""Where a run runs, logged once by every training and prediction script (`log_devices`): the strategy and its
-replicas, the batch per replica, precision and XLA, the CPU and TensorFlow's threads, the GPUs or TPU, and the CUDA /
-cuDNN versions TensorFlow was built with. A TensorFlow built with CUDA that finds no GPU says why (`no_gpu_notice`).
+"""Where a run runs, logged once by every training and prediction script (`log_devices`): strategy, batch per
+replica, precision, CPU and threads, GPUs or TPU, CUDA build. A CUDA build that finds no GPU says why.
 """
 import collections
 import os
@@ -15,16 +14,15 @@ from bert_tf.training import distribute, machine
 CUDA_PACKAGE = "tensorflow[and-cuda]==%s.*" % ".".join(tf.__version__.split(".")[:2])
 LISTED_DEVICES = 8  # a TPU pod's strategy has hundreds
 THREAD_VARIABLES = {"intra-op": "TF_NUM_INTRAOP_THREADS", "inter-op": "TF_NUM_INTEROP_THREADS"}
-# A CUDA_VISIBLE_DEVICES entry that names a GPU: its index, or its UUID (GPU-... or MIG-...). CUDA stops at the
-# first entry that does not, so a first entry like "" or "-1" hides every GPU.
+# A CUDA_VISIBLE_DEVICES entry that names a GPU (index or UUID); CUDA stops at the first that does not.
 _GPU_ENTRY = re.compile(r"\d+|GPU-.+|MIG-.+")
 
 Notice = collections.namedtuple("Notice", ["level", "message"])  # level: absl's logging.INFO or logging.WARNING
 
 
 def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None):
-    """The lines that say where a run runs (`strategy` None: TensorFlow's default device, as a prediction script
-    uses; other arguments left out when None)."""
+    """The lines that say where a run runs (`strategy` None: TensorFlow's default device; None arguments left
+    out)."""
     devices = replica_devices(strategy)
     lines = [strategy_line(strategy, devices)]
     if global_batch_size is not None:
@@ -42,7 +40,7 @@ def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=
 
 def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None,
                 num_gpus=None):
-    """Logs `describe`'s lines, then `no_gpu_notice`'s (not under TPUStrategy; `num_gpus`: --num_gpus)."""
+    """Logs `describe`'s lines, then `no_gpu_notice`'s (not under TPUStrategy)."""
     logging.info("***** Devices *****")
     for line in describe(strategy, global_batch_size, gradient_accumulation_steps, precision, use_xla):
         logging.info("  %s", line)
@@ -55,7 +53,7 @@ def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_ste
 
 
 def replica_devices(strategy):
-    """This worker's replicas' devices; without a strategy, TensorFlow's default device (GPU 0, else the CPU)."""
+    """This worker's replicas' devices; without a strategy, TensorFlow's default device."""
     if strategy is not None:
         return list(strategy.extended.worker_devices)
     return ["/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0"]
@@ -67,7 +65,7 @@ def short_name(device):
 
 
 def strategy_line(strategy, devices):
-    """The strategy, its replicas and workers, and this worker's devices (the first LISTED_DEVICES of them)."""
+    """The strategy, its replicas and workers, and this worker's first LISTED_DEVICES devices."""
     names = ", ".join(short_name(d) for d in devices[:LISTED_DEVICES])
     if len(devices) > LISTED_DEVICES:
         names += f", ... ({len(devices)} in all)"
@@ -100,7 +98,7 @@ def compute_line(precision, use_xla):
 
 
 def cpu_model():
-    """/proc/cpuinfo's first "model name" (Linux), else `platform.processor()`, else the machine type."""
+    """The CPU's model name (/proc/cpuinfo, else `platform`)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -113,19 +111,19 @@ def cpu_model():
 
 
 def available_cores():
-    """The logical cores this process may run on (its CPU affinity where the OS has one), and the machine's."""
+    """(logical cores this process may run on, the machine's)."""
     total = os.cpu_count() or 0
     return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total), total
 
 
 def cpu_line():
-    """The host CPU: its model and the logical cores available to this process."""
+    """The host CPU's model and logical cores."""
     available, total = available_cores()
     return f"CPU: {cpu_model()}, {available} logical core(s) available to this process ({total} on the machine)"
 
 
 def thread_setting(value, variable):
-    """A thread pool's setting: `value`, or for 0 TensorFlow's default (environment variable `variable`'s)."""
+    """A thread pool's setting: `value`, or for 0 TensorFlow's default (`variable`'s)."""
     if value:
         return str(value)
     if os.environ.get(variable):
@@ -142,7 +140,7 @@ def threads_line():
 
 
 def physical_gpu(logical_index):
-    """(CUDA ordinal, PhysicalDevice) of logical GPU `logical_index` (several logical GPUs to a split one)."""
+    """(CUDA ordinal, PhysicalDevice) of logical GPU `logical_index`."""
     physical = tf.config.list_physical_devices("GPU")
     first = 0
     for gpu in tf.config.get_visible_devices("GPU"):
@@ -154,7 +152,7 @@ def physical_gpu(logical_index):
 
 
 def gpu_line(device):
-    """A GPU's name, compute capability and total memory (from the CUDA driver: TensorFlow has no call for it)."""
+    """A GPU's name, compute capability and total memory (from the CUDA driver)."""
     ordinal, gpu = physical_gpu(int(device.rsplit(":", 1)[1]))
     details = tf.config.experimental.get_device_details(gpu)
     capability = ".".join(map(str, details.get("compute_capability") or ())) or "unknown"
@@ -165,14 +163,14 @@ def gpu_line(device):
 
 
 def tpu_line(strategy):
-    """A TPUStrategy's cores, hosts and cores per host (it does not expose the chips' mesh)."""
+    """A TPUStrategy's cores, hosts and cores per host."""
     extended = strategy.extended
     return (f"TPU: {strategy.num_replicas_in_sync} core(s) on {extended.num_hosts} host(s), "
             f"{extended.num_replicas_per_host} per host")
 
 
 def build_line():
-    """TensorFlow's version and the CUDA and cuDNN versions it was built with (tf.sysconfig.get_build_info)."""
+    """TensorFlow's version and the CUDA and cuDNN versions it was built with."""
     if not tf.test.is_built_with_cuda():
         return f"TensorFlow {tf.__version__}, built without CUDA"
     info = tf.sysconfig.get_build_info()
@@ -181,15 +179,13 @@ def build_line():
 
 
 def hides_every_gpu(cuda_visible_devices):
-    """Whether CUDA_VISIBLE_DEVICES=`cuda_visible_devices` hides every GPU: its first entry names none ("", "-1")."""
+    """Whether CUDA_VISIBLE_DEVICES hides every GPU: its first entry names none ("", "-1")."""
     return not _GPU_ENTRY.fullmatch(cuda_visible_devices.split(",")[0].strip())
 
 
 def no_gpu_notice(built_with_cuda, gpus_found, cuda_visible_devices, driver_present, num_gpus=None):
-    """Why a TensorFlow built with CUDA found no GPU, as a Notice, or None (GPUs found, no CUDA, or `num_gpus` 0).
-
-    INFO where CUDA_VISIBLE_DEVICES hides them (the user chose); else a WARNING: no NVIDIA driver, or the driver
-    present but TensorFlow's CUDA libraries not loadable."""
+    """Why a TensorFlow built with CUDA found no GPU, as a Notice, or None (GPUs found, no CUDA, or `num_gpus` 0):
+    INFO where CUDA_VISIBLE_DEVICES hides them, else a WARNING (no NVIDIA driver, or CUDA libraries not loadable)."""
     if gpus_found or not built_with_cuda or num_gpus == 0:
         return None
     if cuda_visible_devices is not None and hides_every_gpu(cuda_visible_devices):

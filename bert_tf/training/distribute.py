@@ -18,8 +18,8 @@ STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")  # the Keras dtype policies of --mixed_precision
 TPU_CONNECT_TIMEOUT_S = 10.0  # how long a TPU worker's address may take to answer
 HEARTBEAT_TIMEOUT_S = 10  # TensorFlow's own: a worker silent for longer is taken as lost (--heartbeat_timeout_seconds)
-# What a collective op raises when another worker stopped responding (heartbeats timed out, connection reset, a new
-# process). This worker's own reads and writes raise them too (a GCS 503): `from_peer` tells them apart.
+# What a collective op raises when another worker stops responding; this worker's own I/O raises them too (a GCS
+# 503): `from_peer` tells them apart.
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError)
 _PEER_MESSAGE = re.compile(r"Collective ops is aborted|CoordinationService|coordination service|heartbeat",
                            re.IGNORECASE)
@@ -27,12 +27,11 @@ _TASK_NAME = re.compile(r"/job:(chief|worker)/(?:replica:\d+/)?task:(\d+)")
 
 
 class WorkerLost(ConnectionError):
-    """Another worker of a multi-worker run stopped responding (it ended, or its host is down or unreachable)."""
+    """Another worker of a multi-worker run stopped responding."""
 
 
 def split_cpu(num_devices):
-    """Splits the CPU into `num_devices` logical devices (one replica each under mirrored without GPUs); must run
-    before TensorFlow initializes its devices."""
+    """Splits the CPU into `num_devices` logical devices; must run before TensorFlow initializes its devices."""
     if num_devices < 1:
         raise ValueError(f"--num_cpu_devices must be >= 1, got {num_devices}.")
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -47,14 +46,13 @@ def split_cpu(num_devices):
 
 def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone=None, gcp_project=None,
                  num_cpu_devices=1, heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
-    """A tf.distribute.Strategy. auto: TPU when `tpu` is given, MirroredStrategy over several GPUs, else
-    OneDeviceStrategy. `num_gpus` limits the GPUs (0: the CPU); more than are visible is an error, not the CPU."""
+    """A tf.distribute.Strategy; auto: TPU when `tpu` is given, else mirrored over several GPUs, else one device.
+    `num_gpus` limits the GPUs (0: the CPU; more than are visible: ValueError)."""
     if distribution_strategy not in STRATEGIES:
         raise ValueError(f"Unknown distribution_strategy {distribution_strategy!r}; expected one of {STRATEGIES}.")
     if num_cpu_devices != 1:
         split_cpu(num_cpu_devices)
-    # Physical devices: listing them does not start TensorFlow's runtime (logical ones would, too early for
-    # multi_worker_mirrored).
+    # Listing physical devices does not start TensorFlow's runtime (too early for multi_worker_mirrored).
     visible = len(tf.config.list_physical_devices("GPU"))
     if num_gpus is not None and not 0 <= num_gpus <= visible:
         raise ValueError(f"--num_gpus={num_gpus} but {visible} GPU(s) are visible: pass at most that many "
@@ -79,8 +77,7 @@ def get_strategy(distribution_strategy="auto", num_gpus=None, tpu=None, tpu_zone
 
 def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
     """MultiWorkerMirroredStrategy over TF_CONFIG's cluster; must come before the process's first TensorFlow op.
-
-    A worker silent for `heartbeat_timeout_seconds`, or not started within that time of this one, is named."""
+    A worker silent for `heartbeat_timeout_seconds`, or not started within that time, is named."""
     if heartbeat_timeout_seconds <= 0:
         raise ValueError(f"--heartbeat_timeout_seconds must be > 0, got {heartbeat_timeout_seconds}.")
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -102,10 +99,8 @@ def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
 
 
 def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
-    """Configures TensorFlow's coordination service as MultiWorkerMirroredStrategy does, with a heartbeat timeout
-    of `timeout_seconds`: the others' collective ops then fail (PEER_ERRORS) instead of waiting forever for a lost
-    worker. A no-op outside a chief/worker cluster or where already configured. The service has no public API: these
-    are the calls of TensorFlow's collective_all_reduce_strategy.py."""
+    """Configures TensorFlow's coordination service with a heartbeat timeout, so collective ops fail (PEER_ERRORS)
+    rather than wait forever for a lost worker; the calls of TensorFlow's collective_all_reduce_strategy.py."""
     jobs = [job for job in ("chief", "worker") if job in cluster_spec.jobs]
     if task_type not in jobs or context.context().coordination_service is not None:
         return
@@ -118,8 +113,8 @@ def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
 
 @contextlib.contextmanager
 def naming_absent_workers(resolver, timeout):
-    """While the block starts the strategy, a process (`peers.watch`) names and stops this one if another worker
-    does not answer within `timeout` seconds (TensorFlow would wait an hour; nothing is written yet)."""
+    """While the block starts the strategy, `peers.watch` names and stops this process if another worker does not
+    answer within `timeout` seconds (TensorFlow would wait an hour)."""
     cluster = resolver.cluster_spec().as_dict()
     own, num_workers = cluster_position(cluster, resolver.task_type, resolver.task_id)
     others = [f"{index}={address}" for job in ("chief", "worker") for task, address in enumerate(cluster.get(job, []))
@@ -157,15 +152,14 @@ def naming_lost_workers(strategy, output_dir):
 
 
 def from_peer(cluster, task_type, task_id, message):
-    """Whether TensorFlow's error `message` comes from another worker (names one, or the collective ops or the
-    coordination service) rather than this worker's own op (a file read or write)."""
+    """Whether TensorFlow's error `message` comes from another worker rather than this worker's own op."""
     index, _ = cluster_position(cluster, task_type, task_id)
     named = {cluster_position(cluster, job, int(task))[0] for job, task in _TASK_NAME.findall(message)}
     return bool(named - {index} or _PEER_MESSAGE.search(message))
 
 
 def lost_worker(cluster, task_type, task_id, message):
-    """'worker <i> of <n> (<address>)': the first other worker `message` names, else the only other one; else
+    """'worker <i> of <n> (<address>)' of the other worker `message` names (or the only other one), else
     'another of the <n> workers'."""
     index, num_workers = cluster_position(cluster, task_type, task_id)
     others = [(job, task) for job in ("chief", "worker") for task in range(len(cluster.get(job, [])))
@@ -179,7 +173,7 @@ def lost_worker(cluster, task_type, task_id, message):
 
 
 def worker_values(strategy, values):
-    """{worker index: its list of integers} by one all-gather: every worker calls it at the same point."""
+    """{worker index: its `values`} by one all-gather (every worker calls it at the same point)."""
     index, _ = worker_position(strategy)
     row = tf.constant([[index, *values]], tf.int64)
     rows = strategy.gather(strategy.experimental_distribute_values_from_function(lambda _: row), axis=0)
@@ -187,10 +181,8 @@ def worker_values(strategy, values):
 
 
 def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_TIMEOUT_S):
-    """Connects to and initializes the TPU `tpu` (a name, grpc://host:port or "local"); returns its resolver.
-
-    Not finding it is a ValueError at once, naming the flags (TensorFlow would wait forever for a silent address).
-    """
+    """Connects to and initializes the TPU `tpu` (a name, grpc://host:port or "local"); returns its resolver;
+    ValueError at once if it is not found."""
     flag = f"--tpu_name/--master={tpu!r}"
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "", zone=tpu_zone,
@@ -236,15 +228,14 @@ def worker_position(strategy):
 
 
 def worker_dir(output_dir, worker_index):
-    """Where a worker writes its own files: output_dir for the chief, output_dir/workers/worker-<i> for the others."""
+    """A worker's own directory: output_dir for the chief, else output_dir/workers/worker-<i>."""
     if worker_index == 0:
         return output_dir
     return os.path.join(output_dir, "workers", f"worker-{worker_index}")
 
 
 def cluster_position(cluster, task_type, task_id):
-    """(index, number of workers) of a task of `cluster` (TF_CONFIG's {job: [addresses]}), numbered as
-    MultiWorkerMirroredStrategy does: the chief (else worker 0) first, then the workers in order."""
+    """(index, number of workers) of a task of TF_CONFIG's `cluster`: the chief (else worker 0) first."""
     chiefs = len(cluster.get("chief", []))
     num_workers = chiefs + len(cluster.get("worker", []))
     if not task_type or num_workers <= 1:

@@ -1,17 +1,15 @@
-"""The training loop's input: this worker's batches, dealt to its replicas, the next update's fetched while the
-current update runs (so a GPU does not wait for the host).
+"""The training loop's input: this worker's batches dealt to its replicas, the next update's fetched while the
+current one runs.
 
-Rules: a loop fetches the batches of the updates it runs and no more (`fetch_if`), so the checkpointed iterator's
-position is always the updates done. The replicas of an update get one batch shape (what one program on every
-replica needs): one worker's replicas are cut as one batch (bert_tf.data.records.replica_batches), and under several
-workers `agreed` pads the cut features to the update's longest, agreed by an all-gather of one scalar per replica.
+Rules: a loop fetches only the batches of the updates it runs (`fetch_if`), so the checkpointed iterator's position
+is the updates done. An update's replicas share one batch shape: one worker's are cut as one batch
+(bert_tf.data.records.replica_batches), and across workers `agreed` pads the cut features to the longest.
 """
 import tensorflow as tf
 
 
 class Feed:
-    """`iterator`'s per-replica batches dealt to this worker's replicas, consecutive batches to consecutive
-    replicas, as tf.distribute deals them."""
+    """`iterator`'s per-replica batches dealt to this worker's replicas in order, as tf.distribute deals them."""
 
     def __init__(self, strategy, iterator, worker_index=0, num_workers=1):
         self.strategy = strategy
@@ -25,8 +23,7 @@ class Feed:
             self.devices = list(strategy.extended.worker_devices)
 
     def fetch(self):
-        """The next update's batches, one per local replica, each copied to its device (TPUStrategy: left on the
-        host, where it feeds its cores from)."""
+        """The next update's batches, one per local replica, each copied to its device (TPU: left on the host)."""
         batches = []
         for device in self.devices:
             batch = next(self.iterator)
@@ -58,8 +55,7 @@ class Feed:
 
     def agreed(self, batches):
         """`batches` with their cut features (last axis not static) zero-padded to the update's longest over every
-        worker: zeros are the model's padding, changing no real position's output. Labels are left as they are
-        (their padding is the task's; readers that cut labels cut the same global batch on every worker)."""
+        worker; labels as they are."""
         cut = {name: spec.shape.rank > 1 and spec.shape[-1] is None
                for name, spec in self.iterator.element_spec[0].items()}
         if not any(cut.values()):

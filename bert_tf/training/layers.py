@@ -1,10 +1,8 @@
 """Which weights of a task model train, and at which rate: --layerwise_lr_decay and --freeze_layers.
 
-Depth in the encoder of L transformer layers: the embeddings 0, layer i (0 the lowest) i + 1; the pooler and the
-heads are above it. Under decay RHO a variable at depth d trains at lr x RHO^(L + 1 - d): layer i at
-lr x RHO^(L - i), the embeddings at lr x RHO^(L + 1), the pooler and the heads at lr. Freezing K layers fixes the
-embeddings and layers 0 to K - 1 (`FREEZE_ENCODER`: the whole encoder, pooler included: a linear probe of the
-head); they still load, save and export as every other weight.
+Depth in an encoder of L layers: the embeddings 0, layer i (0 the lowest) i + 1. Under decay RHO a variable at depth
+d trains at lr x RHO^(L + 1 - d); the pooler and the heads at lr. Freezing K layers fixes the embeddings and layers
+0 to K - 1 (`FREEZE_ENCODER`: the whole encoder, pooler included); they still load, save and export.
 """
 from bert_tf.checkpoints import model_parts
 
@@ -18,15 +16,15 @@ def _encoder(model):
 
 
 def learning_rate_multipliers(model, decay):
-    """{variable path: RHO^(L + 1 - depth)} for the embeddings' and the transformer layers' variables of `model`
-    (a BertModel or a task model) under decay RHO; the others' multiplier is 1."""
+    """{variable path: RHO^(L + 1 - depth)} for the encoder variables of `model` (a BertModel or a task model); the
+    others' multiplier is 1."""
     _, parts = _encoder(model)
     return {v.path: decay ** (len(parts) - depth) for depth, part in enumerate(parts) for v in part.weights}
 
 
 def freeze(model, num_layers):
-    """Makes the embeddings and the `num_layers` lowest transformer layers of `model` not trainable (Keras
-    `trainable=False`: no gradient, no optimizer slots); `FREEZE_ENCODER`: the whole encoder; 0: nothing."""
+    """Makes the embeddings and the `num_layers` lowest transformer layers of `model` not trainable (no gradient,
+    no optimizer slots); `FREEZE_ENCODER`: the whole encoder; 0: nothing."""
     if not num_layers:
         return
     bert, parts = _encoder(model)

@@ -1,7 +1,6 @@
-"""Whether the other workers of a cluster answer at their addresses, without TensorFlow: the TPU workers before
-TensorFlow connects to them, and a multi-worker cluster's workers while TensorFlow starts the strategy, when it holds
-the interpreter (no Python thread runs then) and would wait an hour for a worker that never started. The latter runs
-as a process of its own (`watch`, below `distribute.naming_absent_workers`)."""
+"""Whether a cluster's other workers answer at their addresses, without TensorFlow: TPU workers before TensorFlow
+connects, and multi-worker workers while TensorFlow starts the strategy (it holds the interpreter then, so `watch`
+runs as a process of its own, from `distribute.naming_absent_workers`)."""
 import os
 import signal
 import socket
@@ -13,8 +12,8 @@ _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, _HTTP2_SE
 
 
 def check_grpc_server(address, timeout):
-    """Raises OSError unless `address` (host:port) accepts a connection and answers the HTTP/2 connection preface
-    with a SETTINGS frame, as a gRPC server does, within `timeout` seconds."""
+    """OSError unless `address` (host:port) answers the HTTP/2 preface with a SETTINGS frame, as a gRPC server does,
+    within `timeout` seconds."""
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as connection:
         connection.sendall(_HTTP2_PREFACE)
@@ -24,9 +23,8 @@ def check_grpc_server(address, timeout):
 
 
 def watch(timeout, num_workers, absent):
-    """Run as the child of a worker starting its strategy: waits for every worker of `absent` ({index: address}) to
-    answer; one that has not within `timeout` seconds is named on stderr and the parent is killed (status -9:
-    TensorFlow's wait takes no signal it can handle). Returns when all answered or the parent has gone."""
+    """In a worker's child: waits for each of `absent` ({index: address}) to answer; one silent for `timeout`
+    seconds is named on stderr and the parent SIGKILLed (TensorFlow's wait handles no signal)."""
     parent, deadline = os.getppid(), time.monotonic() + timeout
     while absent and os.getppid() == parent:
         for index, address in list(absent.items()):

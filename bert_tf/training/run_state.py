@@ -1,12 +1,12 @@
 """A training run's checkpointed state: what a run restarted with the same output_dir resumes.
 
 A checkpoint `ckpt-<step>` holds, under these names:
-  global_step, input_seed     the updates done; the input order's seed (the one given, else drawn at random once)
-  dropout_random_state        the Keras SeedGenerator state ([seed, counter]) of each dropout layer
+  global_step, input_seed     the updates done; the input order's seed (given, else drawn once)
+  dropout_random_state        each dropout layer's SeedGenerator state
   model, and the encoder and each head by its attribute (what `checkpoints.restore` reads)
   optimizer                   its state, once training has built it
-  input_iterators             the input's tf.data iterators: their positions, shuffle buffers included
-Each worker keeps its own in its checkpoint directory (bert_tf.training.distribute.worker_dir).
+  input_iterators             the input iterators' positions, shuffle buffers included
+Each worker keeps its own (bert_tf.training.distribute.worker_dir).
 """
 import concurrent.futures
 import os
@@ -24,7 +24,7 @@ def trackables(model):
 
 
 def random_states(model):
-    """The model's variables beyond its weights: its dropout layers' SeedGenerator states."""
+    """The model's dropout SeedGenerator states (its variables beyond its weights)."""
     weights = {id(w) for w in model.weights}
     return [v for v in model.variables if id(v) not in weights]
 
@@ -35,7 +35,7 @@ def draw_seed():
 
 
 def checkpoint_step(path):
-    """The step of checkpoint `path` (ckpt-<step>, as RunState's CheckpointManager names it); 0 for None."""
+    """The step of checkpoint `path` (ckpt-<step>); 0 for None."""
     return int(path.rsplit("-", 1)[1]) if path else 0
 
 
@@ -45,8 +45,7 @@ def _counter(name):
 
 
 class RunState:
-    """One worker's checkpointed state and its checkpoints in `checkpoint_dir`; made in the strategy's scope.
-    `optimizer` and `input_iterators` join the checkpoints once training sets them."""
+    """One worker's checkpointed state and its checkpoints in `checkpoint_dir`; made in the strategy's scope."""
 
     def __init__(self, model, checkpoint_dir, keep_checkpoint_max):
         self.model = model
@@ -64,7 +63,7 @@ class RunState:
         return int(self.global_step.numpy())
 
     def checkpoint(self):
-        """The tf.train.Checkpoint of the whole state (see the module docstring)."""
+        """The tf.train.Checkpoint of the whole state."""
         parts = trackables(self.model)
         if self.optimizer is not None:
             parts["optimizer"] = self.optimizer
@@ -74,12 +73,12 @@ class RunState:
                                    dropout_random_state=random_states(self.model), **parts)
 
     def manager(self):
-        """The CheckpointManager of checkpoint_dir, over one Checkpoint that restores and saves."""
+        """The CheckpointManager of checkpoint_dir, over `checkpoint()`."""
         return tf.train.CheckpointManager(self.checkpoint(), self.checkpoint_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
     def latest_checkpoint(self):
-        """checkpoint_dir's latest checkpoint or None, once the one being written in the background is complete."""
+        """checkpoint_dir's latest checkpoint or None, after any background save completes."""
         self.wait_for_checkpoint()
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
 
@@ -94,16 +93,13 @@ class RunState:
         tf.train.Checkpoint(global_step=self.global_step).restore(path).expect_partial()
 
     def checkpoint_of_step(self, step):
-        """checkpoint_dir's ckpt-<step>, or None (never written, or no longer kept)."""
+        """checkpoint_dir's ckpt-<step>, or None."""
         path = os.path.join(self.checkpoint_dir, f"ckpt-{step}")
         return path if fileio.exists(path + ".index") else None
 
     def shared_checkpoint(self, latest, steps, worker_index, save_checkpoints_steps):
-        """The checkpoint this worker resumes: that of the latest step every worker has (`steps`: {worker: latest
-        step, 0 for none}), since a worker killed while the others saved lacks their newest; None for a new run.
-
-        ValueError when the steps lie more than one checkpoint apart (a kill cannot leave that: a worker's
-        checkpoints are missing) or this worker no longer keeps the shared step's."""
+        """The checkpoint of the latest step every worker has (`steps`: {worker: latest step, 0 for none}); None for
+        a new run. ValueError if the steps lie over one checkpoint apart or this worker lacks the shared one."""
         step, newest = min(steps.values()), max(steps.values())
         behind = ", ".join(str(worker) for worker, worker_step in sorted(steps.items()) if worker_step == step)
         if newest - step > save_checkpoints_steps:

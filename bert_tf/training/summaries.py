@@ -1,11 +1,8 @@
 """TensorBoard summaries written while a run trains, at a cost an object store can bear.
 
-The rule, for every summary written during training: on a local path TensorFlow's writer flushes on its own (every
-10 events or 2 minutes: a live TensorBoard); on a URL, where TensorFlow's client uploads a file whole again at every
-flush (gs://: O(updates x size)), it does not, and `flush` (at each checkpoint and at the end) closes its events
-file, uploading it once; the next events open a new file (TensorBoard reads every events file of a directory), so
-that each event is uploaded once. Either way the writer stays the default one between writes: leaving
-`as_default` flushes it.
+On a local path TensorFlow's writer flushes on its own. On a URL, where every flush uploads the whole file again, it
+never does: `flush` (at each checkpoint and at the end) closes the events file and the next events open a new one,
+so each event is uploaded once.
 """
 import contextlib
 
@@ -17,8 +14,7 @@ _NEVER = 2**31 - 1  # the writer's max_queue and flush_millis (int32) on a URL: 
 
 
 class Writer:
-    """Scalars to TensorBoard events files in `logdir`, flushed as the module docstring says (and on leaving a
-    `with` block on it)."""
+    """Scalars to TensorBoard events files in `logdir`, flushed as the module says and at `with`'s end."""
 
     def __init__(self, logdir):
         self.logdir = logdir
@@ -42,7 +38,7 @@ class Writer:
             tf.summary.scalar(name, value, step=step)
 
     def flush(self):
-        """Writes out the events so far: on a URL closes their events file (the next events open a new one)."""
+        """Writes out the events so far (on a URL: closes their events file)."""
         if self._writer is None:
             return
         if fileio.is_url(self.logdir):

@@ -1,4 +1,3 @@
-"""create_pretraining_data: `instances` (the original algorithm, exact mode), `wire` (Example/TFRecord bytes
-without TensorFlow), `shards` (fast mode: shards of documents in worker processes), `beam` (Apache Beam); and for
-run_pretraining, `dataset` (reading those records as the original does) and `dynamic_masking` (the masked-LM
-predictions drawn afresh every epoch in the tf.data pipeline of pretraining)."""
+"""create_pretraining_data: `instances` (the original algorithm), `wire` (TFRecord bytes without TensorFlow),
+`shards` (worker processes), `beam` (Apache Beam); for run_pretraining, `dataset` (reading the records) and
+`dynamic_masking` (masks drawn afresh every epoch)."""

@@ -1,16 +1,12 @@
 """Pre-training data as an Apache Beam pipeline: the fast mode of bert_tf.data.pretraining.shards, beyond one machine.
 
-The same shards, seeds and examples as `shards.run_sharded`: the launcher plans the shards (`plan_shards`, no
-tokenization); the workers each make a run of shards (`shards.runs`) with the library's algorithm and each shard's
-seed. Two ways to write:
+The same shards, seeds and examples as `shards.run_sharded`. Two ways to write:
 
-* "per_shard" (default): each worker writes its shard to `<output_file>-<index:05d>-of-<num_shards:05d>` (renamed
-  when complete, so a retried bundle just rewrites it): byte for byte the files of `run_sharded`.
-* "sink": `beam.io.WriteToTFRecord` (`--num_output_shards` files, 0 = the runner decides): the same examples as a
-  multiset, spread over the files as the runner likes.
+* "per_shard" (default): each shard to `<output_file>-<index:05d>-of-<num_shards:05d>`, renamed when complete:
+  byte for byte `run_sharded`'s files.
+* "sink": `beam.io.WriteToTFRecord`: the same examples, spread as the runner likes.
 
-Any runner takes the pipeline (pass its options through); workers need bert_tf installed and must read the inputs
-and the vocab (e.g. gs:// paths on Dataflow). Needs the `beam` extra (apache-beam).
+Workers need bert_tf and must read the inputs and vocab (e.g. gs:// on Dataflow). Needs the `beam` extra.
 """
 import contextlib
 
@@ -38,8 +34,7 @@ class _ShardFn(beam.DoFn):
 
 
 class WriteShardFn(_ShardFn):
-    """A run of shards [(index, ranges, path)] -> makes and writes each shard's file (`shards.write_run`); yields
-    (path, examples) for each."""
+    """A run of shards [(index, ranges, path)] -> writes each shard's file; yields (path, examples) for each."""
 
     def process(self, run):
         for path, count in shards.write_run(run, self._config):
@@ -61,8 +56,8 @@ class ShardExamplesFn(_ShardFn):
 
 
 def build_pipeline(pipeline, runs, config, output_file, write_mode="per_shard", num_output_shards=0):
-    """Adds the transforms to `pipeline` (a beam.Pipeline) over `runs` (`shards.runs`). Returns the final
-    PCollection: (path, count) per shard for "per_shard", the written file names for "sink"."""
+    """Adds the transforms over `runs` to `pipeline`; returns the final PCollection: (path, count) per shard for
+    "per_shard", the written file names for "sink"."""
     spread = (pipeline
               | "Shards" >> beam.Create(runs)
               | "Spread" >> beam.Reshuffle())
@@ -80,12 +75,8 @@ def build_pipeline(pipeline, runs, config, output_file, write_mode="per_shard", 
 
 def run(input_file, output_file, vocab_file, shard_size=shards.SHARD_SIZE, write_mode="per_shard",
         num_output_shards=0, pipeline_options=None, **options):
-    """Plans the shards, removes the temporaries that killed runs left beside the outputs, runs the pipeline to
-    completion and returns the list of shard paths ("per_shard") or None ("sink": `beam.io.WriteToTFRecord` names
-    the files `<output_file>-SSSSS-of-NNNNN`). `options`: `instances.Options`' fields.
-
-    `pipeline_options`: a beam PipelineOptions, or a list of Beam command-line flags (e.g.
-    ["--runner=DirectRunner", "--direct_num_workers=2"]); default DirectRunner."""
+    """Runs the pipeline; returns the shard paths ("per_shard") or None ("sink"). `options`: `instances.Options`'
+    fields; `pipeline_options`: a PipelineOptions or a list of Beam flags (default DirectRunner)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     config = shards.make_config(vocab_file, output_file, **options)

@@ -1,17 +1,15 @@
 """The original run_pretraining.py's input: the TFRecords of create_pretraining_data.py, checked, read and batched.
 
-Schema (`schema`): input_ids, input_mask, segment_ids [S]; masked_lm_positions, masked_lm_ids [P]; masked_lm_weights
-[P] float32; next_sentence_labels [1]; S = max_seq_length, P = max_predictions_per_seq; int64 is read as int32.
-Batches are (features, labels): `FEATURES`, the model's inputs, and `LABELS`.
+Schema: input_ids, input_mask, segment_ids [S]; masked_lm_positions, masked_lm_ids [P]; masked_lm_weights [P]
+float32; next_sentence_labels [1] (S = max_seq_length, P = max_predictions_per_seq; int64 read as int32). Batches
+are (`FEATURES`, `LABELS`).
 
-- `check_input_files`: the first record of every file, before any work (ValueError naming file, feature, shape).
-- `training_dataset`: the original's order (files shuffled, interleaved min(4, files) at a time, records shuffled in
-  a buffer of 100, remainder dropped), but deterministic for a seed, so that a run resumes exactly; each worker reads
-  its own files of the sorted list (`worker_files`), so no file system's listing order counts.
-- `evaluation_dataset`: the files in order, at most max_eval_steps batches.
+- `check_input_files`: the first record of every file, before any work.
+- `training_dataset`: the original's order (files shuffled and interleaved, records shuffled, remainder dropped),
+  deterministic for a seed so a run resumes exactly; each worker reads its own files (`worker_files`).
+- `evaluation_dataset`: the files in order.
 
-With `lengths` (bert_tf.data.lengths) a batch is cut to its longest sequence: the masked positions all lie within it,
-so every loss term is the padded batch's.
+With `lengths` a batch is cut to its longest sequence, which holds every masked position.
 """
 import tensorflow as tf
 
@@ -41,8 +39,8 @@ def _first_record(path, compression):
 
 
 def check_record(record, features, where):
-    """Checks one serialized tf.train.Example against `features` (a schema); ValueError naming `where`, the feature
-    and the expected shape."""
+    """ValueError naming `where`, the feature and its expected shape if one serialized tf.train.Example does not
+    match `features`."""
     example = tf.train.Example.FromString(record).features.feature
     for name, spec in features.items():
         kind = "float_list" if spec.dtype == tf.float32 else "int64_list"
@@ -59,8 +57,8 @@ def check_record(record, features, where):
 
 
 def check_input_files(input_files, max_seq_length, max_predictions_per_seq, vocab_size=None):
-    """Checks the first record of every file and, with `vocab_size`, that its ids are below it. Returns the files'
-    one compression ("" or "GZIP")."""
+    """Checks the first record of every file (and its ids against `vocab_size`); returns their one compression ("" or
+    "GZIP")."""
     if not input_files:
         raise ValueError("No input files.")
     compressions = {path: records.compression_of(path) for path in input_files}
@@ -107,8 +105,7 @@ def split(example):
 
 
 def worker_files(input_files, worker_index, num_workers):
-    """The files input pipeline `worker_index` reads: every num_workers-th of the sorted list (sorted: hosts whose
-    file systems list them in another order split them alike)."""
+    """The files input pipeline `worker_index` reads: every num_workers-th of the sorted list."""
     files = sorted(input_files)
     if len(files) < num_workers:
         raise ValueError(f"{len(files)} input file(s) (--input_file) for {num_workers} workers: each worker reads "
@@ -119,9 +116,8 @@ def worker_files(input_files, worker_index, num_workers):
 
 def training_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
                      seed=None, input_context=None, masking=None, lengths=None):
-    """Repeated batches for this worker's replicas, consecutive ones to consecutive replicas. `masking`: a
-    DynamicMasking, seeded with seed + the pipeline's id. The worker's batch of an update is cut as one (`lengths`),
-    then split into its replicas' batches, which so share one length (bert_tf.training.feed pads the workers')."""
+    """Repeated batches for this worker's replicas in order, cut as one (`lengths`) and then split. `masking`: a
+    DynamicMasking, seeded with seed + the pipeline's id."""
     pipeline, pipelines = 0, 1
     if input_context is not None:
         pipeline, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
@@ -144,8 +140,7 @@ def training_dataset(input_files, batch_size, max_seq_length, max_predictions_pe
 
 def evaluation_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq, compression="",
                        max_steps=None, lengths=None):
-    """The records in file order, remainder dropped (as the original), at most `max_steps` batches, each cut as
-    `lengths` says (not grouped)."""
+    """The records in file order, remainder dropped, at most `max_steps` batches, each cut as `lengths` says."""
     d = tf.data.TFRecordDataset(tf.constant(input_files), compression_type=compression)
     d = records.decoded(d, decoder(max_seq_length, max_predictions_per_seq))
     d = lengths_lib.trimmed(d.map(split).batch(batch_size, drop_remainder=True), lengths, packing.INPUT_NAMES)

@@ -1,16 +1,14 @@
-"""Dynamic masking: the masked-LM predictions of create_pretraining_data drawn afresh for every epoch, in the tf.data
-pipeline, from the original TFRecords (no new data format).
+"""Dynamic masking: the masked-LM predictions drawn afresh every epoch in the tf.data pipeline, from the original
+TFRecords.
 
-`DynamicMasking` takes one parsed example (bert_tf.data.pretraining.dataset's schema, unbatched), puts its predictions
-back (`unmasked_input_ids`) and masks it again by the rule of the original `create_masked_lm_predictions`
-(bert_tf.data.pretraining.instances): candidates are the real tokens but [CLS] and [SEP] (whole-word masking: a "##"
-piece joins the candidate before it, even across the middle [SEP], as the original); groups in random order, each
-taken unless it would pass num_to_predict; 80% [MASK], 10% kept, 10% a random vocab entry. Same keys, dtypes, shapes.
+`DynamicMasking` puts one parsed example's predictions back (`unmasked_input_ids`) and masks it again by the
+original `create_masked_lm_predictions` rule (bert_tf.data.pretraining.instances): candidates are the real tokens
+but [CLS] and [SEP] (whole-word masking: a "##" piece joins the candidate before it, even across the middle [SEP],
+as the original); groups in random order, each taken unless it would pass num_to_predict; 80% [MASK], 10% kept,
+10% a random vocab entry. Same keys, dtypes, shapes.
 
-Randomness is stateless: an example's draws are a function of its [2] seed. `apply` seeds element k with (seed, k):
-apply it to the repeated dataset, so that each epoch masks differently and a checkpointed iterator resumes exactly.
-Input pipelines that read their own shards need different seeds (seed + pipeline id), or their k-th examples share
-their draws.
+Randomness is stateless: `apply` seeds element k with (seed, k), so on the repeated dataset each epoch masks
+differently and a checkpointed iterator resumes exactly.
 """
 import numbers
 
@@ -34,8 +32,8 @@ class DynamicMasking:
     """Re-masks parsed pretraining examples by the original rule."""
 
     def __init__(self, vocab, max_predictions_per_seq, masked_lm_prob=0.15, do_whole_word_mask=False):
-        """vocab: {token: id} (`tokenization.load_vocab`) or the tokens in id order, with [CLS], [SEP] and [MASK];
-        the rest: create_pretraining_data's flags."""
+        """vocab: {token: id} or the tokens in id order, with [CLS], [SEP] and [MASK]; the rest:
+        create_pretraining_data's flags."""
         if not isinstance(max_predictions_per_seq, numbers.Integral) or max_predictions_per_seq < 0:
             raise ValueError(f"max_predictions_per_seq must be an int >= 0; got {max_predictions_per_seq!r}.")
         if not 0.0 <= masked_lm_prob <= 1.0:
@@ -74,14 +72,13 @@ class DynamicMasking:
         return dataset.enumerate().map(remask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     def num_to_predict(self, num_tokens):
-        """min(P, max(1, round(num_tokens * masked_lm_prob))) of a scalar int32 tensor, in float64 with round half
-        to even: the original's Python expression, bit for bit."""
+        """min(P, max(1, round(num_tokens * masked_lm_prob))) in float64, round half to even: the original's, bit for
+        bit."""
         rounded = tf.round(tf.cast(num_tokens, tf.float64) * self.masked_lm_prob)
         return tf.minimum(self.max_predictions_per_seq, tf.maximum(1, tf.cast(rounded, tf.int32)))
 
     def _check(self, features):
-        """Rejects what would be silently wrong (when traced): a batch, or a record's P other than
-        max_predictions_per_seq."""
+        """Rejects a batch, or a record's P other than max_predictions_per_seq."""
         seq_shape = features["input_ids"].shape
         if seq_shape.rank is not None and seq_shape.rank != 1:
             raise ValueError(f"DynamicMasking takes one example at a time: input_ids of shape [max_seq_length], "
@@ -102,8 +99,8 @@ class DynamicMasking:
 
     @staticmethod
     def _choose(group, num_groups, num_to_predict, seed):
-        """-> chosen [S] bool. The groups before the first that does not fit are taken at once; a loop goes on from
-        there (whole-word masking only: single pieces always fit until num_to_predict is reached)."""
+        """-> chosen [S] bool: the groups before the first that does not fit at once, then a loop (whole-word
+        masking only: single pieces always fit)."""
         length = tf.shape(group)[0]
         sizes = tf.math.unsorted_segment_sum(tf.ones_like(group), group, length)  # negative ids are dropped
         order = tf.random.experimental.stateless_shuffle(tf.range(num_groups), seed)

@@ -1,13 +1,11 @@
 """The TFRecord files of create_pretraining_data, written without TensorFlow (worker processes fork fast and stay
-small): `tf.train.Example` wire format in a fixed field order, TFRecord framing with masked CRC32C, and
-`write_examples`, which writes each output under a temporary name and renames it when complete.
+small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples` (atomic).
 """
 import contextlib
 import struct
 
 from bert_tf import fileio
 
-# Serialization: tf.train.Example wire format written directly (no TF needed, fixed field order)
 
 def _varint(value):
     out = bytearray()
@@ -26,12 +24,8 @@ def _length_delimited(field_tag, payload):
 
 
 class ExampleEncoder:
-    """Serializes TrainingInstances as tf.train.Example bytes, padded as the original pads them.
-
-    The feature map is written in sorted key order, i.e. exactly `Example.SerializeToString(deterministic=True)`
-    of the original's Example. (The original's raw bytes list the map entries in an order that changes from
-    process to process, e.g. the two golden files in tests/data differ; the Example itself is the same.)
-    """
+    """TrainingInstances as tf.train.Example bytes, padded as the original: its Example's
+    `SerializeToString(deterministic=True)` (the original's own map order varies)."""
 
     ORDER = ("input_ids", "input_mask", "masked_lm_ids", "masked_lm_positions", "masked_lm_weights",
              "next_sentence_labels", "segment_ids")
@@ -115,9 +109,7 @@ _CRC_TABLE = None
 
 
 def masked_crc32c(records):
-    """TFRecord's masked CRC-32C of each bytes object in `records` -> list of int, vectorized over records
-    with NumPy (one step per byte position, records sorted by length so each step only touches the records
-    still running)."""
+    """TFRecord's masked CRC-32C of each bytes object in `records` -> list of int (vectorized over records)."""
     import numpy as np
     global _CRC_TABLE
     if _CRC_TABLE is None:
@@ -150,11 +142,7 @@ def masked_crc32c(records):
 
 
 class TFRecordWriter:
-    """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional).
-
-    Records are buffered and their CRCs computed `batch` at a time. Local paths only use the standard
-    library and NumPy; paths with a scheme (gs://...) go through tf.io.gfile (`fileio.open_file`).
-    """
+    """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional)."""
 
     def __init__(self, path, gzip=False, batch=4096):
         raw = fileio.open_file(path, "wb", name="")
@@ -203,8 +191,8 @@ class TFRecordWriter:
 
 
 def write_examples(serialized, output_files, gzip=False):
-    """Writes serialized examples round-robin over `output_files` (the original's order) as TFRecords.
-    Each file is written under a temporary name and renamed at the end. Returns the count per file."""
+    """Writes serialized examples round-robin over `output_files` (the original's order), atomically; returns the
+    count per file."""
     temps = [fileio.temp_path(p) for p in output_files]
     writers = []
     counts = [0] * len(output_files)

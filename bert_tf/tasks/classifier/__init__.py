@@ -1,14 +1,10 @@
-"""Sentence (pair) classification: the data side of the original run_classifier.py, plus GLUE extras.
-
-As the original: the processors `cola`, `mnli`, `mrpc`, `xnli` (the same columns, header rows, guids, labels), the
-packing and TFRecord schema (`features`), test_results.tsv (float32 probabilities as the Estimator printed them) and
-eval_results.txt (`key = value`, sorted). Added: the other GLUE tasks (`sts-b` as regression), MNLI mismatched, each
-task's GLUE metric, the GLUE submission files, and a `tsv` task whose header names its columns. Errors name the file
-and line; every output file is written under a temporary name and renamed when complete.
+"""Sentence (pair) classification: the original run_classifier.py's data side (processors `cola`, `mnli`, `mrpc`,
+`xnli`, packing, records, result files), plus the other GLUE tasks, their metrics and submission files, and
+`tsv`/`csv`/`jsonl` tasks for your own data.
 
 Modules: `processors` (examples), `features` (packing, the TFRecords), `metrics` (the Estimator's figures, GLUE
-metrics), `task` (the loss, evaluation, prediction, `ClassifierTask`). Their public names are importable from here,
-and so are the losses (`bert_tf.training.losses`).
+metrics), `task` (the losses, evaluation, prediction, `ClassifierTask`). Their public names, and
+`bert_tf.training.losses`', are importable from here.
 """
 from bert_tf.tasks.classifier.features import (
     InputFeatures,

@@ -1,13 +1,10 @@
-"""run_classifier.py's metrics: `eval_accuracy` / `eval_loss` / `loss` as its Estimator computed them, plus a GLUE
-task's own (its processor's `metrics`: MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B), and
-eval_metrics.json (classification, run_ner.py's too): per-class precision, recall, F1 and support, macro and
-weighted F1, and the confusion matrix (rows true, columns predicted, in label_list order).
+"""run_classifier.py's metrics: the Estimator's `eval_accuracy`, `eval_loss` and `loss`, a GLUE task's own (its
+processor's `metrics`: MCC, F1, Pearson and Spearman), and eval_metrics.json (run_ner.py's too): per-class precision,
+recall, F1 and support, macro and weighted F1, and the confusion matrix (rows true, columns predicted).
 
-Multi-label (`thresholds`, one per label: a label is predicted where its probability is >= its threshold):
-eval_micro_f1, eval_macro_f1 (scikit-learn's f1_score) and eval_subset_accuracy (accuracy_score: every label of the
-example right) instead of eval_accuracy; eval_metrics.json's per-label figures, micro F1 and the thresholds.
-`tune_thresholds`: per label, the dev probability t maximising the F1 of `probability >= t`, the highest t of equal
-F1s; `task_models.DEFAULT_THRESHOLD` for a label without a positive example.
+Multi-label: eval_micro_f1, eval_macro_f1 and eval_subset_accuracy (every label right) replace eval_accuracy.
+`tune_thresholds` picks per label the dev probability t maximising the F1 of `probability >= t` (the highest of equal
+F1s; `task_models.DEFAULT_THRESHOLD` without a positive example).
 """
 import json
 
@@ -39,8 +36,8 @@ def glue_metrics(metric_names, predictions, labels):
 
 
 def _gather(batches, features, regression, multi_label=False):
-    """(per-example losses, the batches' mean losses, scores (regression's predictions, multi-label's probabilities,
-    else the logits), real-example mask, labels) of the input order's `batches` of outputs for `features`."""
+    """(per-example losses, the batches' mean losses, scores (regression: predictions; multi-label: probabilities; else
+    logits), real-example mask, labels) of `features`' batches of outputs."""
     losses, batch_means, scores = [], [], []
     score = "predictions" if regression else "probabilities" if multi_label else "logits"
     for batch in batches:
@@ -59,10 +56,8 @@ def _gather(batches, features, regression, multi_label=False):
 
 
 def eval_metrics(batches, features, global_step, regression=False, metric_names=(), thresholds=None):
-    """The original's eval results from the input order's batches of outputs: eval_accuracy and eval_loss over real
-    examples; loss, the mean of the batches' means (all examples, as the Estimator's); global_step; GLUE metrics.
-    With `thresholds` (multi-label): the multi-label figures instead of eval_accuracy and GLUE's (module docstring).
-    """
+    """The original's eval results: eval_accuracy and eval_loss over real examples, loss (the mean of the batches'
+    means), global_step, GLUE metrics; with multi-label `thresholds`, the multi-label figures instead."""
     losses, batch_means, scores, real, labels = _gather(batches, features, regression, thresholds is not None)
     result = {
         "eval_loss": np.float32(losses[real].mean()),
@@ -86,8 +81,8 @@ def eval_metrics(batches, features, global_step, regression=False, metric_names=
 
 
 def _per_class_metrics(per_class):
-    """`per_class` ({name: (precision, recall, f1, support)}) and its macro and weighted F1: the mean and the
-    support-weighted mean of its F1s (scikit-learn's and seqeval's)."""
+    """`per_class` ({name: (precision, recall, f1, support)}) with its macro and support-weighted F1 (as
+    scikit-learn's)."""
     f1 = np.array([scores[2] for scores in per_class.values()], np.float64)
     support = np.array([scores[3] for scores in per_class.values()], np.float64)
     return {
@@ -99,8 +94,8 @@ def _per_class_metrics(per_class):
 
 
 def class_metrics(per_class, label_list, true_ids, predicted_ids):
-    """eval_metrics.json's figures: `_per_class_metrics` of `per_class` and the confusion matrix, counting the label
-    ids `true_ids` (rows) x `predicted_ids` (columns) in `label_list` order."""
+    """eval_metrics.json's figures: `_per_class_metrics` and the confusion matrix of `true_ids` (rows) x `predicted_ids`
+    (columns) in `label_list` order."""
     from sklearn.metrics import confusion_matrix
 
     counts = confusion_matrix(true_ids, predicted_ids, labels=np.arange(len(label_list)))
@@ -109,8 +104,7 @@ def class_metrics(per_class, label_list, true_ids, predicted_ids):
 
 
 def label_metrics(batches, features, label_list):
-    """`class_metrics` of a classifier's real examples, per label of `label_list` (scikit-learn's
-    precision_recall_fscore_support)."""
+    """`class_metrics` of a classifier's real examples (scikit-learn's precision_recall_fscore_support)."""
     from sklearn.metrics import precision_recall_fscore_support
 
     _, _, scores, real, labels = _gather(batches, features, regression=False)
@@ -127,8 +121,8 @@ def multi_label_scores(batches, features):
 
 
 def multi_label_metrics(batches, features, label_list, thresholds):
-    """eval_metrics.json of a multi-label classifier: per label precision, recall, F1 and support
-    (precision_recall_fscore_support of the 0/1 matrices), macro, weighted and micro F1, and the thresholds."""
+    """A multi-label classifier's eval_metrics.json: per-label figures, macro, weighted and micro F1, and the
+    thresholds."""
     from sklearn.metrics import f1_score, precision_recall_fscore_support
 
     probabilities, true = multi_label_scores(batches, features)
@@ -140,7 +134,7 @@ def multi_label_metrics(batches, features, label_list, thresholds):
 
 
 def tune_thresholds(probabilities, labels):
-    """Each label's threshold (module docstring): of `probabilities` and 0/1 `labels` [examples, labels]."""
+    """Each label's threshold (module docstring) from `probabilities` and 0/1 `labels` [examples, labels]."""
     thresholds = []
     for p, y in zip(np.asarray(probabilities).T, np.asarray(labels, bool).T):
         order = np.argsort(-p, kind="stable")

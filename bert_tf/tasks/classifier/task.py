@@ -1,23 +1,16 @@
-"""run_classifier.py's job: evaluation (eval_results.txt, eval_metrics.json), prediction (test_results.tsv as the
-original prints float32, and the GLUE submission files), the class-weighted loss (--class_weights; run_ner.py's too)
-and `ClassifierTask`, which `bert_tf.tasks.runner` runs.
+"""run_classifier.py's task: `ClassifierTask` (run by `bert_tf.tasks.runner`), its losses (--class_weights' is
+run_ner.py's too), evaluation (eval_results.txt, eval_metrics.json) and prediction (test_results.tsv, GLUE submission
+files). Both take `run_model`: the examples go to the original's record file (eval.tf_record, predict.tf_record) and the
+model runs on their features in memory.
 
-Multi-label (--multi_label): an example's label is a list of labels, or a string of them joined by --label_separator
-(`split_labels`); the loss is `multi_label_loss`; a label is predicted where its probability is >= its threshold:
-`task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds each label's chosen on the dev set at every evaluation
-(`metrics.tune_thresholds`), saved as output_dir/thresholds.json ({label: threshold}) and read back from there by a
-run that does not train.
+Multi-label (--multi_label): an example's label is a list, or a string joined by --label_separator. A label is predicted
+where its probability is >= its threshold: `task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the
+dev set at each evaluation and saved as output_dir/thresholds.json for runs that do not train.
 
-Evaluation and prediction take one path (`run_model`): the examples go to the original's record file
-(eval.tf_record, predict.tf_record: a user's tooling may read them), and the model runs on their features, held in
-memory, in the one prediction loop (`bert_tf.training.prediction.predict_in_order`).
-
-Long texts (--doc_stride=N > 0, `ClassifierTask(doc_stride=N)`): a text longer than max_seq_length becomes windows
-(`features.convert_example_windows`: text_a windowed, text_b whole in each). Training takes each window as an example
-with its text's label (train.tf_record holds the windows, and the steps count them; --class_weights=balanced counts
-texts). Evaluation and prediction write and run every window (one record each) and pool each text's windows' outputs
-as they come (`pool_windows`, --window_pooling), so that every result counts texts; the windows' inputs are held in
-memory as the examples' are, their outputs one text's at a time.
+Long texts (--doc_stride=N > 0): a text longer than max_seq_length becomes windows (`features.convert_example_windows`:
+text_a windowed, text_b whole in each). Training takes each window as an example with its text's label
+(--class_weights=balanced counts texts); evaluation and prediction pool each text's windows (`pool_windows`,
+--window_pooling), so every result counts texts.
 """
 import collections
 import itertools
@@ -76,9 +69,8 @@ def regression_loss(labels, outputs):
 
 
 def multi_label_loss(labels, outputs, positive_weights=None):
-    """Multi-label's per-example loss [B]: the mean over labels of the sigmoid cross-entropy of `logits` [B, L] with
-    the multi-hot `label_ids` [B, L] (PyTorch's BCEWithLogitsLoss), each label's positive term weighted by its
-    `positive_weights` (BCEWithLogitsLoss's pos_weight)."""
+    """Per-example loss [B]: the mean over labels of the sigmoid cross-entropy of `logits` [B, L] with multi-hot
+    `label_ids` [B, L], positives weighted by `positive_weights` (BCEWithLogitsLoss's pos_weight)."""
     logits = tf.cast(outputs["logits"], tf.float32)
     targets = tf.cast(labels["label_ids"], tf.float32)
     if positive_weights is None:
@@ -91,8 +83,8 @@ def loss_fn_for(processor):
 
 
 def split_labels(label, separator):
-    """A multi-label example's labels: those of a list or tuple, or of a string split by `separator`, each stripped,
-    the empty ones left out ("": none; None, an unlabelled test example: none), each once, in order."""
+    """A multi-label example's labels: a list's, or a string's split by `separator`; stripped, empties dropped, each
+    once, in order (None: none)."""
     pieces = label if isinstance(label, (list, tuple)) else [] if label is None else str(label).split(separator)
     return list(dict.fromkeys(piece for piece in (str(p).strip() for p in pieces) if piece))
 
@@ -113,10 +105,9 @@ def parse_class_weights(text):
 
 
 def class_weights(text, label_list, train_labels, multi_label=False):
-    """The loss weight of each label of `label_list` from --class_weights `text`: "balanced" is scikit-learn's
-    n_samples / (n_classes * count) over `train_labels` (the training set's), 0 for a label it lacks; `multi_label`
-    (each of `train_labels` a list; the weight of a label's positive term): the examples without the label over
-    those with it, 1 for a label that every example or none has."""
+    """Each label's loss weight from --class_weights `text`. "balanced": n_samples / (n_classes * count) of
+    `train_labels` (0 for an absent label); `multi_label`: a positive term's weight, negatives over positives (1 if all
+    or none)."""
     weights = parse_class_weights(text)
     if weights == "balanced" and multi_label:
         counts = collections.Counter(label for labels in train_labels for label in labels)
@@ -136,11 +127,9 @@ def class_weights(text, label_list, train_labels, multi_label=False):
 
 
 class ClassWeightedLoss:
-    """The cross-entropy of `logits` with `label_ids` ([B], or [B, S] with -1 for no label), each weighted by its
-    label's weight: a batch loss (bert_tf.training.losses) `sum(w * l) / sum(w)` over the update's whole batch, as
-    PyTorch's CrossEntropyLoss(weight=...). Along a sequence axis a position's weight is divided by its example's
-    labelled positions, so that equal weights give the original loss (the mean of the examples' means). Called, it
-    is `loss_fn`, the unweighted per-example loss: evaluation's eval_loss stays the original's."""
+    """Cross-entropy of `logits` with `label_ids` ([B], or [B, S] with -1 unlabelled) weighted per label, as a batch
+    loss `sum(w * l) / sum(w)` (CrossEntropyLoss(weight=...)); a position's weight is divided by its example's labelled
+    positions, so equal weights give the original loss. Called: the unweighted `loss_fn`."""
     terms = {"loss": losses.Term()}
 
     def __init__(self, loss_fn, class_weights):
@@ -173,8 +162,8 @@ class ClassWeightedLoss:
 
 
 class PositiveWeightedLoss(ClassWeightedLoss):
-    """--class_weights with --multi_label: `multi_label_loss` with each label's weight on its positive term
-    (PyTorch's BCEWithLogitsLoss(pos_weight=...)), averaged over the update's batch; called, the unweighted loss."""
+    """--class_weights with --multi_label: `multi_label_loss` with positive weights, averaged over the update's
+    batch."""
 
     def weights(self, labels):
         return {"loss": tf.ones(tf.shape(labels["label_ids"])[:1], tf.float32)}
@@ -193,8 +182,8 @@ def write_thresholds(output_dir, label_list, thresholds):
 
 
 def read_thresholds(output_dir, label_list):
-    """The thresholds of output_dir/thresholds.json in label_list order, or None without the file. ValueError naming
-    it unless it gives each label of label_list, and only those, a number in [0, 1]."""
+    """output_dir/thresholds.json's thresholds in label_list order (None without the file); ValueError unless each label
+    has a number in [0, 1]."""
     path = os.path.join(output_dir, THRESHOLDS_FILE)
     if not fileio.exists(path):
         return None
@@ -207,9 +196,8 @@ def read_thresholds(output_dir, label_list):
 
 
 def format_submission(ids, predictions, label_list, id_header="index", thresholds=None, separator=","):
-    """A GLUE submission file: header `index<TAB>prediction`, then each test example's id and predicted label
-    (or score for regression; with `thresholds`, multi-label, the labels at or above theirs, joined by
-    `separator`)."""
+    """A GLUE submission file: `index<TAB>prediction`, then each example's id and predicted label (regression: the
+    score; multi-label, with `thresholds`: the labels at or above theirs, joined by `separator`)."""
     lines = [f"{id_header}\tprediction\n"]
     for example_id, output in zip(ids, predictions):
         if label_list is None:
@@ -223,7 +211,7 @@ def format_submission(ids, predictions, label_list, id_header="index", threshold
 
 
 def _prediction_inputs(features, seq_length, label_list, with_labels, multi_label=False):
-    """The prediction loop's inputs of `features`: the model's inputs and, `with_labels`, (them, the labels)."""
+    """The prediction loop's inputs of `features`; `with_labels`: (inputs, labels)."""
     inputs, labels = features_to_arrays(features, seq_length, regression=label_list is None,
                                         label_shape=(len(label_list),) if multi_label else ())
     return (inputs, labels) if with_labels else inputs
@@ -231,10 +219,9 @@ def _prediction_inputs(features, seq_length, label_list, with_labels, multi_labe
 
 def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_length, batch_size, fixed_batches=False,
               lengths=None, with_labels=False, multi_label=False, doc_stride=0, window_pooling=WINDOW_POOLINGS[0]):
-    """Evaluation's and prediction's one path: writes `examples` (with `doc_stride`, a longer text's windows; filled
-    up to whole batches where `fixed_batches`) to `record_file` as the original's records, and runs the model on their
-    features (`predict_in_order`). Returns (the features, [the outputs of each batch, in input order]); with
-    `doc_stride`, each example's first window's features and the outputs of `pool_windows`."""
+    """Writes `examples` to `record_file` as the original's records (windows with `doc_stride`; whole batches with
+    `fixed_batches`) and runs the model on them. -> (features, [each batch's outputs]); with `doc_stride`, each text's
+    first window and pooled outputs."""
     features, _ = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                                           record_file, multi_label, doc_stride,
                                                           batch_size if fixed_batches else 1)
@@ -253,8 +240,7 @@ def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_len
 
 
 def pool_windows(batches, features, batch_size, pooling, multi_label=False):
-    """Yields the outputs of `features`' examples (each one's windows from its window 0 on), `batch_size` examples a
-    batch, each pooled over its windows (`pool_document`) as `batches` (its windows' outputs, input order) come."""
+    """Yields `batch_size` texts' outputs a batch, each pooled over its windows (`pool_document`) as `batches` come."""
     rows = (dict(zip(batch, values)) for batch in batches for values in zip(*batch.values()))
     texts = itertools.accumulate(not feature.window for feature in features)
     pooled = (pool_document([row for _, _, row in windows], windows[0][1].label_id, pooling, multi_label)
@@ -265,17 +251,16 @@ def pool_windows(batches, features, batch_size, pooling, multi_label=False):
 
 
 def _log_pool(log_values, pooling):
-    """The log of the mean (or the max, `pooling`) over axis 0 of the values whose logs are `log_values`."""
+    """log(mean) (or max, `pooling`) over axis 0 of the values whose logs are `log_values`."""
     if pooling == "max":
         return log_values.max(0)
     return np.logaddexp.reduce(log_values, 0) - np.log(len(log_values))
 
 
 def pool_document(rows, label_id, pooling, multi_label=False):
-    """One example's outputs from its windows' (`rows`, a dict of one window's outputs each): the mean or the max
-    (`pooling`) of their probabilities (a softmax's max then scaled to sum to 1; multi-label, each label's sigmoid),
-    `logits` their logs (multi-label: log-odds), or of a regression's predictions; `per_example_loss` (where the rows
-    have one) the example's loss on them. One window: its own outputs. Computed in log space, in float64."""
+    """One text's outputs from its windows' `rows`: the mean or max (`pooling`) of their probabilities (the max rescaled
+    to sum to 1), with `logits` their logs (multi-label: log-odds), or of regression predictions; the loss recomputed.
+    Float64, in log space."""
     if len(rows) == 1:
         return rows[0]
     logits = np.array([row["logits"] for row in rows], np.float64)
@@ -301,12 +286,9 @@ def pool_document(rows, label_id, pooling, multi_label=False):
 def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
              global_step, fixed_batches=False, lengths=None, thresholds=None, tune=False, doc_stride=0,
              window_pooling=WINDOW_POOLINGS[0]):
-    """Evaluates every dev set ([(suffix, examples)]) into `eval_results<suffix>.txt`, `eval_metrics<suffix>.json`
-    (classification) and the original's `eval<suffix>.tf_record`; `fixed_batches`' filling examples are out of the
-    metrics. `thresholds`: a multi-label classifier's (a list, one per label), with `tune` first tuned in place on
-    the first dev set and saved to thresholds.json. `doc_stride`, `window_pooling`: `run_model`'s. Returns {suffix:
-    results}.
-    """
+    """Evaluates each dev set ([(suffix, examples)]) into eval_results<suffix>.txt, eval_metrics<suffix>.json and
+    eval<suffix>.tf_record; -> {suffix: results}. `tune`: multi-label `thresholds` tuned in place on the first dev
+    set."""
     regression, multi_label = processor.is_regression, thresholds is not None
     results = {}
     for suffix, examples in dev_splits:
@@ -334,10 +316,8 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
 def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, max_seq_length, predict_batch_size,
             fixed_batches=False, lengths=None, thresholds=None, label_separator=",", doc_stride=0,
             window_pooling=WINDOW_POOLINGS[0]):
-    """Predicts every test set ([(suffix, examples, submission name)]) into `test_results<suffix>.tsv` (a row per
-    real example), the submission file (`MRPC.tsv`, `MNLI-mm.tsv`, ...) and `predict<suffix>.tf_record`.
-    `thresholds`: a multi-label classifier's, whose submission joins the labels by `label_separator`. `doc_stride`,
-    `window_pooling`: `run_model`'s. Returns {suffix: [rows]}."""
+    """Predicts each test set ([(suffix, examples, submission)]) into test_results<suffix>.tsv, the submission file and
+    predict<suffix>.tf_record; -> {suffix: rows}."""
     output_key = "predictions" if processor.is_regression else "probabilities"
     all_rows = {}
     for suffix, examples, submission in test_splits:
@@ -360,14 +340,8 @@ def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, 
 
 
 class ClassifierTask(Task):
-    """run_classifier.py's task (a bert_tf.tasks.task.Task): a processor's train/dev/test sets -> BertClassifier.
-
-    `task_name`: a key of PROCESSORS (cola, mnli, mrpc, xnli, sst-2, qqp, qnli, rte, sts-b, wnli, tsv, csv, jsonl);
-    `columns`: the names of your own data's columns (tsv, csv, jsonl; `get_processor`). The run's multi_label,
-    label_separator and tune_thresholds make it multi-label; `doc_stride` > 0 takes a longer text in windows pooled
-    by `window_pooling` (module docstring); None: 0 and mean, or in a run that does not train those the training run
-    recorded in output_dir.
-    """
+    """run_classifier.py's task: a processor's data sets (`get_processor`) -> BertClassifier. `doc_stride`,
+    `window_pooling` None: the training run's, else 0 and mean."""
     def __init__(self, task_name, data_dir, xnli_language="zh", columns=None, doc_stride=None,
                  window_pooling=None):
         self.processor = get_processor(task_name, xnli_language=xnli_language, columns=columns)
@@ -380,21 +354,19 @@ class ClassifierTask(Task):
 
     @property
     def spec(self):
-        """The regression task's model for a regression processor (STS-B), the multi-label classifier's, or the
-        classifier's."""
+        """The regression, multi-label or classifier model spec."""
         return task_models.REGISTRY["regression" if self.processor.is_regression
                                     else "multi_label" if self.multi_label else "classifier"]
 
     @property
     def answer_settings(self):
-        """The windows of --doc_stride, which bert_tf.load's answers and the run's export take too."""
+        """--doc_stride's windows, which bert_tf.load's answers and the run's export take too."""
         return {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else {}
 
     export_options = answer_settings
 
     @property
     def label_list(self):
-        """The labels of the head (None for regression)."""
         return None if self.processor.is_regression else self.labels
 
     def check_flags(self, run):
@@ -432,11 +404,8 @@ class ClassifierTask(Task):
                              "(no windows: a longer text is cut): give --doc_stride=N > 0.")
 
     def read_inputs(self, run, config):
-        """Reads each input file the run needs once: the training set (do_train), then the label list (tsv: learned
-        from those examples, or the training run's), the dev sets (do_eval; a label the model cannot know is an
-        error now, not after training) and the test sets (do_predict); multi-label, each example's labels split
-        and the thresholds those of output_dir/thresholds.json in a run that does not train. Weighs the loss by
-        --class_weights."""
+        """Reads each input file once (an unknown dev label fails before training), splits multi-label labels, reads
+        saved thresholds unless training, and weighs the loss by --class_weights."""
         self.multi_label = run.multi_label
         if run.do_train:
             self.train_examples = self._labelled(run, self.processor.get_train_examples(self.data_dir))
@@ -460,7 +429,7 @@ class ClassifierTask(Task):
                                 for suffix, examples, submission in self.processor.test_splits(self.data_dir)]
 
     def _labelled(self, run, examples):
-        """`examples`, multi-label with each one's label a list (`split_labels`)."""
+        """`examples`, with multi-label labels split into lists (`split_labels`)."""
         if self.multi_label:
             for example in examples:
                 example.label = split_labels(example.label, run.label_separator)
@@ -483,10 +452,8 @@ class ClassifierTask(Task):
                     lengths=run.sequence_lengths, doc_stride=self.doc_stride, window_pooling=self.window_pooling)
 
     def train_data(self, run, tokenizer, trainer):
-        """Saves the tsv task's label list (the chief), converts the training set to work_dir/train.tf_record (a
-        TrainData: its examples, or with --doc_stride its windows, set the steps). With --doc_stride, a dev or test
-        pair whose text_b leaves no room for windows is an error now, not after training; doc_stride and
-        window_pooling are recorded (run_settings.json)."""
+        """Saves the tsv task's label list (chief) and writes work_dir/train.tf_record. With --doc_stride, checks the
+        dev/test windows fit before training and records the window settings."""
         if trainer.is_chief and isinstance(self.processor, TsvProcessor):
             label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.labels)
         if self.doc_stride:
@@ -505,16 +472,15 @@ class ClassifierTask(Task):
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint, settings)
 
     def prepare_evaluation(self, run, trainer):
-        """Traces the evaluation's forward pass (see `Trainer.train`'s `meanwhile`), before the dev set exists:
-        on the batches of an empty dev set, which have the spec of any other."""
+        """Traces evaluation's forward pass (`Trainer.train`'s `meanwhile`) before the dev set exists, on an empty dev
+        set."""
         spec = lengths_lib.batch_spec(_prediction_inputs([], run.max_seq_length, self.labels, with_labels=True,
                                                          multi_label=self.multi_label),
                                       run.eval_batch_size, run.sequence_lengths, packing.INPUT_NAMES, run.fixed_batches)
         trainer.prepare_predict(spec, with_loss=True)
 
     def evaluate(self, run, tokenizer, trainer):
-        """eval_results.txt of every dev set; -> {suffix: results}. --tune_thresholds: the model's thresholds (its
-        exports') become the tuned ones."""
+        """eval_results.txt of each dev set; --tune_thresholds also sets the model's thresholds."""
         results = evaluate(**self._common(run, tokenizer, trainer), dev_splits=self.dev_splits,
                            eval_batch_size=run.eval_batch_size, global_step=trainer.step, thresholds=self.thresholds,
                            tune=run.tune_thresholds)
@@ -523,7 +489,7 @@ class ClassifierTask(Task):
         return results
 
     def flat_results(self, results):
-        """The first dev set's results (MNLI: matched), the others' keys with their suffix (eval_accuracy_mm)."""
+        """The first dev set's results (MNLI: matched) and the others' keys with their suffix (eval_accuracy_mm)."""
         first, *others = results
         return {**results[first], **{f"{key}{suffix}": value for suffix in others
                                      for key, value in results[suffix].items() if key != "global_step"}}

@@ -1,10 +1,8 @@
 """SQuAD v1.1 / v2.0 question answering (the original run_squad.py), each step with the original's rules.
 
-Modules: `examples` (SQuAD json -> SquadExamples: whitespace words, the answer span projected onto them), `features`
-(WordPiece, windows `[CLS] query [SEP] window [SEP]`, the original TFRecords, the loss), `postprocess` (n-best spans
--> predictions.json, nbest_predictions.json, null_odds.json; its docstring: the one deliberate difference from the
-original), `evaluate` (the official evaluation), `task` (SquadTask, which bert_tf.tasks.runner runs). Their public
-names are importable from here.
+Modules: `examples` (SQuAD json -> SquadExamples), `features` (windows, the original TFRecords, the loss), `postprocess`
+(n-best spans -> the original's JSON files; its one deliberate difference), `evaluate` (the official evaluation), `task`
+(SquadTask). Their public names are importable from here.
 """
 from bert_tf.tasks.squad.examples import (
     SquadExample,

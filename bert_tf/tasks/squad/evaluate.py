@@ -1,17 +1,13 @@
-"""The official SQuAD evaluation: v1.1 (exact match and F1) and v2.0 (plus HasAns/NoAns and best thresholds).
+"""The official SQuAD evaluation: v1.1 (exact match and F1) and v2.0 (plus HasAns/NoAns and best thresholds), answers
+normalized the official way (lower case; punctuation, a/an/the and extra whitespace removed), each prediction scoring
+its best over the gold answers.
 
-Both normalize answers the official way (lower case, punctuation and the articles a/an/the removed, whitespace
-collapsed) and score a prediction against each gold answer, keeping the best.
+* v1.1 (`evaluate_v1`): percent over every question; unanswered scores 0; F1 is 0 without a shared token.
+* v2.0 (`evaluate_v2`): gold answers normalizing to "" are dropped, a question without any has the gold answer "", and
+  F1 of two empty answers is 1; a prediction whose no-answer probability (`na_probs`) exceeds `na_prob_thresh` counts
+  as "no answer". Questions without a prediction are left out (the official script crashes on them).
 
-* v1.1 (`evaluate_v1`): {"exact_match", "f1"} in percent over every question; an unanswered question scores 0.
-  F1 is 0 when prediction and gold share no token (so also when both are empty).
-* v2.0 (`evaluate_v2`): gold answers with empty normalization are dropped; a question without answers has the
-  single gold answer ""; F1 of two empty token lists is 1. A prediction whose no-answer probability (`na_probs`,
-  e.g. run_squad.py's null_odds.json) exceeds `na_prob_thresh` counts as "no answer"; best_exact/best_f1 and their
-  thresholds are searched over the probabilities. Questions missing from the predictions are left out of every
-  figure (the official script crashes on them in its breakdowns).
-
-No TensorFlow for local files: the evaluation script starts at once.
+No TensorFlow for local files.
 """
 import collections
 import json
@@ -188,8 +184,8 @@ def find_all_best_thresh(main_eval, preds, exact_raw, f1_raw, na_probs, qid_to_h
 
 
 def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0):
-    """The official v2.0 evaluation. `dataset`: the "data" list; `preds` {qid: text}; `na_probs` {qid: float}
-    (optional; best_* thresholds are reported only with it)."""
+    """The official v2.0 evaluation. `dataset`: the "data" list; `preds` {qid: text}; `na_probs` {qid: float} (optional;
+    needed for best_*)."""
     qid_to_has_ans = make_qid_to_has_ans(dataset)
     exact_raw, f1_raw = get_raw_scores(dataset, preds)
     if not exact_raw:
@@ -245,8 +241,8 @@ def detect_version(dataset_json):
 
 
 def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_prob_thresh=1.0):
-    """Evaluates a predictions file against a SQuAD file. `version`: "1.1", "2.0" or "auto" (2.0 for a v2 data
-    file or when a na_prob_file is given). Returns the metrics dict."""
+    """Evaluates a predictions file against a SQuAD file; -> the metrics. `version`: "1.1", "2.0" or "auto" (2.0 for a
+    v2 file or with a na_prob_file)."""
     dataset_json = _load_json(data_file, "SQuAD data file")
     if not isinstance(dataset_json, dict) or not isinstance(dataset_json.get("data"), list):
         raise ValueError(f"{data_file}: expected a JSON object with a \"data\" list (the SQuAD format).")

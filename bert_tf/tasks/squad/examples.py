@@ -1,7 +1,6 @@
-"""SQuAD json -> examples, as the original read_squad_examples: each paragraph split on whitespace (space, tab,
-CR, LF, U+202F) into `doc_tokens` with `char_to_word_offset`; for training, the character answer span projected to
-words, answers whose text cannot be recovered skipped (warned and counted). Bad input fails with the file and
-position (missing file, malformed JSON, missing fields).
+"""SQuAD json -> examples, as the original read_squad_examples: each paragraph split on whitespace (space, tab, CR, LF,
+U+202F) into `doc_tokens`; for training, the answer span projected to words, answers whose text cannot be recovered
+skipped and counted. Bad input fails naming the file and position.
 """
 import dataclasses
 import json
@@ -18,7 +17,7 @@ class SquadFormatError(ValueError):
 
 @dataclasses.dataclass
 class SquadExample:
-    """One question on one paragraph. start/end_position are word indexes into doc_tokens (-1 if impossible)."""
+    """One question on one paragraph; start/end_position: word indexes into doc_tokens (-1 if impossible)."""
     qas_id: str
     question_text: str
     doc_tokens: list[str]
@@ -124,11 +123,8 @@ def examples_from_json(dataset, is_training, version_2_with_negative=False, sour
 
 
 def read_squad_examples(input_file, is_training, version_2_with_negative=False):
-    """A SQuAD JSON file -> list of SquadExample, as the original reads it.
-
-    For training every question needs exactly one answer (v2: or is_impossible); answers whose text is not found
-    in the paragraph's words at `answer_start` are skipped with a warning, and the count is logged.
-    """
+    """A SQuAD JSON file -> [SquadExample], as the original reads it. For training each question needs one answer (v2:
+    or is_impossible)."""
     examples, skipped = examples_from_json(load_squad_json(input_file), is_training, version_2_with_negative,
                                            source=input_file)
     if skipped:
@@ -138,8 +134,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
 
 
 def read_predict_file(input_file, version_2_with_negative=False):
-    """(parsed SQuAD object, examples) of a file to predict on; SquadFormatError when it holds no question
-    (predicting would write empty outputs and look like success)."""
+    """(parsed SQuAD object, examples) of a file to predict on; SquadFormatError when it holds no question."""
     dataset = load_squad_json(input_file)
     examples, _ = examples_from_json(dataset, is_training=False, version_2_with_negative=version_2_with_negative,
                                      source=input_file)

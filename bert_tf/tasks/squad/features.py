@@ -1,9 +1,7 @@
-"""SQuAD examples -> features and TFRecords, as the original convert_examples_to_features: the question
-WordPiece-tokenized (truncated to max_query_length), the paragraph cut into windows of at most max_seq_length -
-len(query) - 3 tokens, `doc_stride` apart, each packed `[CLS] query [SEP] window [SEP]` with `token_to_orig_map` and
-`token_is_max_context`; unique_ids from 1000000000; training windows without the answer (and v2 impossible
-questions) point at [CLS]. `FeatureWriter` writes the original schema (unique_ids, input_ids, input_mask,
-segment_ids, and for training start_positions, end_positions, is_impossible) atomically; `make_dataset` reads it.
+"""SQuAD examples -> features and TFRecords, as the original convert_examples_to_features: the question cut to
+max_query_length tokens, the paragraph to windows of max_seq_length - len(query) - 3 tokens `doc_stride` apart, each
+packed `[CLS] query [SEP] window [SEP]`; unique_ids from 1000000000; training windows without the answer (and v2
+impossible questions) point at [CLS]. `FeatureWriter` writes the original schema atomically; `make_dataset` reads it.
 """
 import collections
 import contextlib
@@ -51,8 +49,8 @@ def validate_lengths(max_seq_length, max_query_length, doc_stride, max_position_
 
 
 def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
-    """The tightest token span within [input_start, input_end] whose tokens equal the tokenized answer
-    (e.g. "1895" inside "(1895-1943)."), else the span unchanged."""
+    """The tightest token span within [input_start, input_end] matching the tokenized answer (e.g. "1895" in
+    "(1895-1943)."), else the span unchanged."""
     tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
     for new_start in range(input_start, input_end + 1):
         for new_end in range(input_end, new_start - 1, -1):
@@ -84,8 +82,8 @@ def _log_feature(feature, is_training, example):
 
 def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
                       log_examples=20):
-    """Yields the InputFeatures of `examples` (several per example when the paragraph needs several windows); at
-    the end it says how many questions max_query_length cut (a paragraph is never cut: doc_stride windows it)."""
+    """Yields the InputFeatures of `examples` (a feature per window), then logs how many questions max_query_length
+    cut."""
     validate_lengths(max_seq_length, max_query_length, doc_stride)
     unique_id = FIRST_UNIQUE_ID
     cut = collections.Counter()
@@ -218,7 +216,7 @@ class FeatureWriter:
 
 
 def name_to_features(seq_length, is_training, written=False):
-    """The original input_fn_builder's spec (`written`: plus the `is_impossible` its FeatureWriter writes)."""
+    """The original input_fn_builder's spec (`written`: plus `is_impossible`)."""
     spec = {
         "unique_ids": tf.io.FixedLenFeature([], tf.int64),
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -238,8 +236,8 @@ LABELS = ("start_positions", "end_positions")
 
 def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder=None, input_context=None,
                  shuffle_buffer=100, seed=None):
-    """The original input_fn: training, repeated shuffled (features, labels) batches (buffer 100, this worker's
-    share); prediction, features in written order, remainder kept."""
+    """The original input_fn: training, shuffled (buffer 100) repeated (features, labels) batches of this worker's
+    share; prediction, features in written order, remainder kept."""
     if drop_remainder is None:
         drop_remainder = is_training
     spec = name_to_features(seq_length, is_training)
@@ -258,7 +256,7 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
 
 
 def span_loss(labels, outputs):
-    """The original's loss per example: mean of the start and end cross-entropies. [B] float32."""
+    """The original's per-example loss [B] float32: the mean of the start and end cross-entropies."""
     def cross_entropy(logits, positions):
         logits = tf.cast(logits, tf.float32)
         one_hot = tf.one_hot(positions, depth=tf.shape(logits)[-1], dtype=tf.float32)
@@ -278,7 +276,7 @@ def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_s
 
 
 def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
-    """Converts prediction examples into a TFRecord file; returns the features (for post-processing)."""
+    """Converts prediction examples into a TFRecord file; returns the features."""
     features = []
     with FeatureWriter(output_file, is_training=False) as writer:
         def append(feature):

@@ -1,11 +1,9 @@
-"""SQuAD post-processing, as the original write_predictions: the n-best spans per example across its
-windows (`_get_best_indexes`), mapped back to the original text (`get_final_text`), softmaxed, and for v2 compared
-with the null score; predictions.json, nbest_predictions.json and (v2) null_odds.json formatted as the original's.
+"""SQuAD post-processing, as the original write_predictions: each example's n-best spans across its windows, mapped back
+to the original text (`get_final_text`), softmaxed and (v2) compared with the null score, written as the original's JSON
+files.
 
-One deliberate difference: with version_2_with_negative the original crashes (it dereferences a missing "best
-non-null" entry) when no non-null span survives the filters. Such a question can only be answered null: here its
-prediction is "", its n-best list the single "" entry, and its null odds the largest finite float (the score
-difference is +infinity, which JSON cannot hold). Every other output is the original's.
+One deliberate difference: with version_2_with_negative, when no non-null span survives the filters the original
+crashes; here the prediction is "", its n-best list [""], and its null odds the largest finite float.
 """
 import collections
 import json
@@ -35,7 +33,7 @@ RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "e
 
 
 def raw_results(features, output_batches):
-    """Pairs features (in written order) with per-batch model outputs -> list of RawResult (Python floats)."""
+    """Pairs features (in written order) with per-batch model outputs -> [RawResult] (Python floats)."""
     results = []
     batches = iter(output_batches)
     for outputs in batches:
@@ -94,15 +92,14 @@ _BASIC_TOKENIZERS = {}
 
 
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
-    """Projects the normalized `pred_text` ("steve smith") back onto `orig_text` ("Steve Smith's") by aligning
-    their characters without spaces -> "Steve Smith"; `orig_text` where the alignment fails."""
+    """Projects the normalized `pred_text` ("steve smith") back onto `orig_text` ("Steve Smith's") -> "Steve Smith";
+    `orig_text` where the alignment fails."""
     start, end = final_span(pred_text, orig_text, do_lower_case, verbose_logging)
     return orig_text[start:end]
 
 
 def final_span(pred_text, orig_text, do_lower_case, verbose_logging=False):
-    """`get_final_text`'s answer as (start, end) character positions in `orig_text` (all of it where the alignment
-    fails)."""
+    """`get_final_text`'s answer as (start, end) in `orig_text` (all of it where the alignment fails)."""
     tokenizer = _BASIC_TOKENIZERS.get(do_lower_case)
     if tokenizer is None:
         tokenizer = _BASIC_TOKENIZERS[do_lower_case] = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
@@ -165,12 +162,9 @@ AnswerSpan = collections.namedtuple("AnswerSpan", ["first_word", "last_word", "s
 def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
                         version_2_with_negative=False, null_score_diff_threshold=0.0, verbose_logging=False,
                         answer_spans=None):
-    """The original write_predictions' computation, without the files.
-
-    Returns (predictions, nbest, null_odds): OrderedDicts keyed by qas_id of the answer text, the n-best list
-    (dicts text/probability/start_logit/end_logit) and, for v2, null score - best non-null score. `answer_spans`:
-    a dict that gets each prediction's (AnswerSpan, its n-best probability), the span None for the empty answer.
-    """
+    """The original write_predictions without the files -> (predictions, nbest, null_odds) by qas_id: the answer text,
+    the n-best dicts, (v2) null minus best non-null score. `answer_spans` gets each (AnswerSpan or None,
+    probability)."""
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
         example_index_to_features[feature.example_index].append(feature)
@@ -293,15 +287,15 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
 
 
 def write_json(obj, path):
-    """JSON as the original writes it (indent 4, trailing newline), via a temporary file and rename."""
+    """JSON as the original writes it (indent 4, trailing newline), atomically."""
     fileio.write_text_atomically(path, json.dumps(obj, indent=4) + "\n")
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
                       output_prediction_file, output_nbest_file, output_null_log_odds_file,
                       version_2_with_negative=False, null_score_diff_threshold=0.0, verbose_logging=False):
-    """The original write_predictions: computes the predictions and writes predictions.json, the n-best file
-    and, for v2, the null log-odds file. Returns (predictions, nbest, null_odds)."""
+    """The original write_predictions: writes predictions.json, the n-best file and (v2) the null log-odds file; ->
+    (predictions, nbest, null_odds)."""
     logging.info("Writing predictions to: %s", output_prediction_file)
     logging.info("Writing nbest to: %s", output_nbest_file)
     predictions, nbest, null_odds = compute_predictions(

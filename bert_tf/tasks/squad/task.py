@@ -1,5 +1,5 @@
-"""run_squad.py's job: `predict` (features, the model, the post-processed JSON files), `evaluate_predictions`
-(the official evaluation, `bert_tf.tasks.squad.evaluate`) and `SquadTask`, which `bert_tf.tasks.runner` runs.
+"""run_squad.py's job: `predict` (features, model, the post-processed JSON files), `evaluate_predictions` (the official
+evaluation) and `SquadTask`, which `bert_tf.tasks.runner` runs.
 """
 import os
 import random
@@ -36,9 +36,8 @@ from bert_tf.text import packing
 def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, doc_stride, max_query_length,
             predict_batch_size, n_best_size, max_answer_length, do_lower_case, version_2_with_negative=False,
             null_score_diff_threshold=0.0, verbose_logging=False, fixed_batches=False, compiled=False):
-    """The original's prediction run: eval.tf_record, the model over its features in the input order at
-    max_seq_length (`predict_batches(dataset)`, e.g. `Trainer.predict`), then predictions.json, nbest_predictions.json
-    and (v2) null_odds.json in output_dir. Returns (predictions, nbest, null_odds)."""
+    """The original's prediction run: eval.tf_record, the model over its features in input order (`predict_batches`),
+    then predictions.json, nbest_predictions.json and (v2) null_odds.json; -> (predictions, nbest, null_odds)."""
     eval_file = os.path.join(output_dir, EVAL_RECORD_FILE)
     features = write_eval_features(examples, tokenizer, eval_file, max_seq_length, doc_stride, max_query_length)
     logging.info("***** Running predictions *****")
@@ -58,19 +57,16 @@ def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, do
 
 
 def evaluate_predictions(dataset, predictions, null_odds=None, version_2_with_negative=False):
-    """The official evaluation of predictions on a parsed SQuAD file with answers: v2.0 (with null_odds as the
-    no-answer probabilities) when version_2_with_negative, else v1.1."""
+    """The official evaluation (v2.0 with null_odds as no-answer probabilities, else v1.1) of predictions on a parsed
+    SQuAD file with answers."""
     if version_2_with_negative:
         return squad_evaluate.evaluate_v2(dataset["data"], predictions, null_odds)
     return squad_evaluate.evaluate_v1(dataset["data"], predictions)
 
 
 class SquadTask(Task):
-    """run_squad.py's task (a bert_tf.tasks.task.Task): SQuAD 1.1 / 2.0 json files -> BertSpanLabeler.
-
-    Training and prediction (no do_eval: predictions are evaluated with the official script's metrics when
-    `predict_file` has answers, into output_dir/eval_results.json; so does --eval_every_steps while training).
-    """
+    """run_squad.py's task: SQuAD json files -> BertSpanLabeler. No do_eval: a predict_file with answers is evaluated by
+    the official metrics into output_dir/eval_results.json (as is --eval_every_steps)."""
     spec = task_models.REGISTRY["squad"]
     # What predictions from raw text take of the run (bert_tf.tasks.answers), recorded in its output_dir.
     ANSWER_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
@@ -91,9 +87,8 @@ class SquadTask(Task):
         self.train_examples = self.predict_examples = self.predict_dataset = None
 
     def check_flags(self, run):
-        """The original's checks of the input files, in its order: given when asked for (and here: present).
-        run_squad.py keeps max_seq_length (bert_tf.data.lengths: the original's span loss and n-best lists take
-        every position, padding included), so --group_by_length is refused."""
+        """The original's input file checks, in its order. --group_by_length is refused: the span loss and n-best lists
+        take every position, padding included."""
         if run.group_by_length:
             raise ValueError("--group_by_length does not apply to run_squad.py: its batches keep max_seq_length "
                              "(the original's span loss and n-best lists take every position, padding included).")
@@ -106,7 +101,7 @@ class SquadTask(Task):
                 raise FileNotFoundError(f"--{name} not found: {path}")
 
     def read_inputs(self, run, config):
-        """The window lengths, then reads the input files, before any model work."""
+        """Checks the window lengths, then reads the input files, before any model work."""
         validate_lengths(run.max_seq_length, self.max_query_length, self.doc_stride, config.max_position_embeddings)
         if self.n_best_size < 1 or self.max_answer_length < 1:
             raise ValueError("n_best_size and max_answer_length must be at least 1.")
@@ -130,8 +125,8 @@ class SquadTask(Task):
                     max_query_length=self.max_query_length)
 
     def train_data(self, run, tokenizer, trainer):
-        """The original's training data: the examples pre-shuffled (random.Random(12345)), their features in
-        work_dir/train.tf_record (a TrainData: the number of examples sets the number of steps)."""
+        """The original's training data: examples pre-shuffled (random.Random(12345)), their features in
+        work_dir/train.tf_record."""
         examples = list(self.train_examples)
         random.Random(12345).shuffle(examples)
         train_file = os.path.join(trainer.work_dir, TRAIN_RECORD_FILE)
@@ -145,8 +140,8 @@ class SquadTask(Task):
         return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
 
     def predict(self, run, tokenizer, trainer):
-        """predictions.json, nbest_predictions.json, null_odds.json (v2) and, when the predict file has answers,
-        eval_results.json (the official evaluation). Returns that evaluation's results, or None without answers."""
+        """predictions.json, nbest_predictions.json, null_odds.json (v2) and, for a predict file with answers,
+        eval_results.json; -> that evaluation's results or None."""
         predictions, _, null_odds = predict(
             trainer.predict, self.predict_examples, tokenizer, run.output_dir, **self._windows(run),
             predict_batch_size=run.predict_batch_size, n_best_size=self.n_best_size,
