@@ -3,10 +3,10 @@ pinned as it says (every thread of the process on its one CPU)."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import benchmark_modules
+import forkserver
 import pytest
 import tensorflow as tf
 
@@ -59,7 +59,7 @@ def test_a_child_pins_every_thread_to_its_core_and_counts_whole_batches(tmp_path
     records = tmp_path / "records"
     records.mkdir()
     shutil.copy(os.path.join(FIXTURES, "pretraining_sample_text_seed12345.tfrecord"), records / "wiki-00000-of-00001")
-    out = subprocess.run([sys.executable, os.path.join(benchmark_modules.BENCHMARKS, "input_pipeline.py"),
+    out = forkserver.run([sys.executable, os.path.join(benchmark_modules.BENCHMARKS, "input_pipeline.py"),
                           "--child=128x4:dynamic:1", "--warmup_s=0.2", "--seconds=0.5", f"--records_dir={records}",
                           f"--work_dir={tmp_path}"], env=child_env(), capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.split(input_pipeline.measure.RESULT_PREFIX)[-1])

@@ -163,15 +163,28 @@ def test_the_library_alone_sets_none_of_the_defaults(run):
         result.stdout + result.stderr[-2000:])
 
 
-HOOKED_TESTS = {  # the cpu_only test apart: only a run that collects it imports TensorFlow (to list the GPUs)
+HOOKED_TESTS = {
     "test_skip.py": "import pytest\n\ndef test_needs_an_extra():\n    pytest.importorskip('no_such_extra_module')\n",
     "test_cpu.py": "import pytest\n\n@pytest.mark.cpu_only('a oneDNN kernel')\ndef test_on_the_cpu():\n    pass\n"}
 
 
+class _Outcomes:
+    """A pytest plugin that records each test's outcome ("passed", "skipped" or "failed": its first phase that did
+    not pass, else its call) and that phase's report text."""
+
+    def __init__(self):
+        self.outcomes, self.texts = {}, {}
+
+    def pytest_runtest_logreport(self, report):
+        name = report.nodeid.rsplit("::", 1)[1]
+        if self.outcomes.get(name, "passed") == "passed" and (report.when == "call" or not report.passed):
+            self.outcomes[name], self.texts[name] = report.outcome, report.longreprtext
+
+
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory):
-    """pytest with tests/conftest.py's hooks, -v: {False: its stdout on test_skip.py, True: on both HOOKED_TESTS
-    with CI=true}."""
+    """pytest with tests/conftest.py's hooks on HOOKED_TESTS, in this process (the hooks read CI when a test
+    reports): {False: its _Outcomes without CI, True: with CI=true}."""
     tmp_path = tmp_path_factory.mktemp("hooks")
     (tmp_path / "conftest.py").write_text(
         "import importlib.util\n"
@@ -183,24 +196,30 @@ def hooked(tmp_path_factory):
         "pytest_runtest_makereport = module.pytest_runtest_makereport\n")
     for name, code in HOOKED_TESTS.items():
         (tmp_path / name).write_text(code)
-    command = [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
-               "-W", "ignore::pytest.PytestUnknownMarkWarning"]
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
-    return {ci: subprocess.run(command + ([str(tmp_path)] if ci else [str(tmp_path / "test_skip.py")]),
-                               capture_output=True, text=True, cwd=tmp_path, env={**env, "CI": "true"} if ci else env,
-                               timeout=300).stdout for ci in (False, True)}
-
-
-def _outcome(stdout, test):
-    return re.search(rf"test_\w+\.py::{test} (PASSED|SKIPPED|FAILED)", stdout).group(1)
+    runs, modules, path = {}, dict(sys.modules), list(sys.path)
+    for ci in (False, True):
+        runs[ci] = _Outcomes()
+        with pytest.MonkeyPatch.context() as patch:
+            if ci:
+                patch.setenv("CI", "true")
+            else:
+                patch.delenv("CI", raising=False)
+            pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-W",
+                         "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(tmp_path), str(tmp_path)],
+                        plugins=[runs[ci]])
+    for name in set(sys.modules) - set(modules):  # its test modules and conftest, which replaced this session's
+        del sys.modules[name]
+    sys.modules.update(modules)
+    sys.path[:] = path
+    return runs
 
 
 def test_a_skip_fails_under_ci(hooked):
     """tests/conftest.py's hook: with CI=true a skipped test is a failure (a broken install of an extra); without
     it, a skip."""
-    assert _outcome(hooked[False], "test_needs_an_extra") == "SKIPPED", hooked[False]
-    assert _outcome(hooked[True], "test_needs_an_extra") == "FAILED", hooked[True]
-    assert "skipped under CI=true" in hooked[True], hooked[True]
+    assert hooked[False].outcomes["test_needs_an_extra"] == "skipped", hooked[False].texts
+    assert hooked[True].outcomes["test_needs_an_extra"] == "failed", hooked[True].texts
+    assert "skipped under CI=true" in hooked[True].texts["test_needs_an_extra"], hooked[True].texts
 
 
 def test_cpu_only_tests_skip_with_their_reason_where_a_gpu_is_visible(hooked):
@@ -208,9 +227,9 @@ def test_cpu_only_tests_skip_with_their_reason_where_a_gpu_is_visible(hooked):
     naming its reason, where it sees one, also under CI=true."""
     import tensorflow as tf
 
-    stdout = hooked[True]
+    run = hooked[True]
     if tf.config.list_physical_devices("GPU"):
-        assert _outcome(stdout, "test_on_the_cpu") == "SKIPPED", stdout
-        assert "CPU-specific (a oneDNN kernel); TensorFlow sees" in stdout, stdout
+        assert run.outcomes["test_on_the_cpu"] == "skipped", run.texts
+        assert "CPU-specific (a oneDNN kernel); TensorFlow sees" in run.texts["test_on_the_cpu"], run.texts
     else:
-        assert _outcome(stdout, "test_on_the_cpu") == "PASSED", stdout
+        assert run.outcomes["test_on_the_cpu"] == "passed", run.texts

@@ -177,7 +177,8 @@ def test_float16_overflow_step_is_skipped(tmp_path, use_xla):
     """A batch whose scaled gradients overflow float16 is skipped by Keras' LossScaleOptimizer: the weights and the
     Adam moments stay as they were and the loss scale halves (2**15 -> 2**14). Step counting: the optimizer's
     `iterations` (which drives the learning-rate schedule) does not advance on a skipped step, while the
-    Trainer's global_step (its loop counter, in the checkpoint name) does; the loss it reports is finite. The same
+    Trainer's global_step (its loop counter, in the checkpoint name) does; the loss it reports is finite, and the
+    non-finite gradient norm does not stop the run (it does without loss scaling: test_trainer.py). The same
     under use_xla (on this CPU the gradients compiled; on GPUs the check and the skip inside the update's one XLA
     program, bert_tf.training.update)."""
     tf.keras.utils.set_random_seed(1)

@@ -67,10 +67,15 @@ def max_diff(weights, other):
     return max(float(np.abs(a - b).max()) for a, b in zip(weights, other))
 
 
-def test_the_whole_update_under_xla_equals_the_update_without():
+@pytest.fixture(scope="module")
+def plain_weights():
+    """The weights of `train` on one device, without XLA or dropout: the reference of the tests below."""
+    return train(False, None)[0]
+
+
+def test_the_whole_update_under_xla_equals_the_update_without(plain_weights):
     """Clipped updates of 2 micro-batches with dropout: the compiled update's weights are the uncompiled one's to
     float32 rounding (XLA draws the same masks)."""
-    plain_weights, _ = train(False, None)
     dropout = toy_task.config(dropout_prob=0.3, num_hidden_layers=1)
     dropped_weights, _ = train(False, None, dropout)
     assert max_diff(dropped_weights, plain_weights) > 1e-3  # the masks matter
@@ -140,13 +145,14 @@ def test_the_optimizers_update_compiled_under_loss_scaling():
 
 
 REPLICATED = r"""
-import json, sys, tensorflow as tf
+import json, sys, numpy as np, tensorflow as tf
 tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
 import test_update as t
 from bert_tf.training import distribute, update
-one, _ = t.train(False, None)
+with np.load(sys.argv[2]) as saved:  # plain_weights, trained by the test process
+    one = [saved[f"arr_{i}"] for i in range(len(saved.files))]
 weights, norm = t.train(True, "replicas", strategy_name="mirrored", on_trace=lambda traced: print(
     json.dumps(t.compiled_functions(traced.graph.as_graph_def())), flush=True))
 strategy = distribute.get_strategy("mirrored")
@@ -183,7 +189,7 @@ def compiled_functions(graph_def):
 
 @pytest.mark.slow
 @pytest.mark.cpu_only("replicas on logical CPU devices")
-def test_replicas_compile_their_gradients_and_optimizers_update_with_the_all_reduce_outside():
+def test_replicas_compile_their_gradients_and_optimizers_update_with_the_all_reduce_outside(plain_weights, tmp_path):
     """Two logical CPU replicas (MirroredStrategy) with the gradients and the optimizer's update compiled on their
     own, as --use_xla runs several GPU replicas: clipped updates of 2 micro-batches equal one device's on the same
     global batches (dropout off; mixed_float16: `test_the_optimizers_update_compiled_under_loss_scaling`). Traced,
@@ -192,7 +198,9 @@ def test_replicas_compile_their_gradients_and_optimizers_update_with_the_all_red
     sum the rest: outside). The whole update is refused with two replicas."""
     import forkserver  # here: REPLICATED imports this module with tests/training alone on its path
 
-    result = forkserver.run([sys.executable, "-c", REPLICATED, os.path.dirname(__file__)], capture_output=True,
+    np.savez(tmp_path / "plain.npz", *plain_weights)
+    result = forkserver.run([sys.executable, "-c", REPLICATED, os.path.dirname(__file__), str(tmp_path / "plain.npz")],
+                            capture_output=True,
                             text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
     reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert reports, result.stderr[-3000:]
