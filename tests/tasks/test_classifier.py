@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import sys
 import types
 
@@ -12,7 +13,7 @@ import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
-from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, run_script, write_mrpc
+from tiny_classifier import REPO, SCRIPT, VOCAB, WORDS, write_mrpc
 from tiny_classifier import random_sentence as _sentence
 from tiny_classifier import tsv_line as _tsv
 from tiny_classifier import write_lines as _write
@@ -587,12 +588,6 @@ def test_losses():
 
 # --- end to end ----------------------------------------------------------------------------------------------
 
-def _run(*args):
-    result = run_script(*args)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result
-
-
 def _common_flags(d, data, out, vocab_file, config_file):
     return [f"--data_dir={data}", f"--output_dir={out}", f"--vocab_file={vocab_file}",
             f"--bert_config_file={config_file}", "--max_seq_length=16"]
@@ -626,13 +621,16 @@ def _tsv_runs(d):
 
 
 @pytest.fixture(scope="module")
-def script_runs(tmp_path_factory, run_main):
-    """The runs of run_classifier.py of the two tests below, one after the other in one process (TensorFlow
-    imported once): `_mrpc_run`, then the two of `_tsv_runs`. Returns {"mrpc": its directory, "tsv": theirs}."""
-    dirs = {name: str(tmp_path_factory.mktemp(name)) for name in ("mrpc", "tsv")}
-    errors, logs = run_main(SCRIPT, _mrpc_run(dirs["mrpc"]), *_tsv_runs(dirs["tsv"]), with_logs=True)
-    assert errors == [None, None, None], (errors, logs[-4000:])
-    return dirs
+def script_runs(tmp_path_factory, run_main, golden_checkpoint, data_dir):
+    """The runs of run_classifier.py of the tests below, one after the other in one process (TensorFlow imported
+    once): `_mrpc_run`, the two of `_tsv_runs`, `_golden_mrpc_run`, then the two of `_error_runs`. Returns the
+    directory of each ("mrpc", "tsv", "golden", "errors") and the errors of `_error_runs` ("error_runs")."""
+    dirs = {name: str(tmp_path_factory.mktemp(name)) for name in ("mrpc", "tsv", "golden", "errors")}
+    errors, logs = run_main(SCRIPT, _mrpc_run(dirs["mrpc"]), *_tsv_runs(dirs["tsv"]),
+                            _golden_mrpc_run(dirs["golden"], golden_checkpoint, data_dir),
+                            *_error_runs(dirs["errors"]), with_logs=True)
+    assert errors[:4] == [None, None, None, None], (errors, logs[-4000:])
+    return {**dirs, "error_runs": errors[4:]}
 
 
 @pytest.mark.slow
@@ -880,12 +878,11 @@ def test_stsb_regression_in_process(tmp_path, tokenizer, monkeypatch):
         assert [float(x) for x in f.read().split()] == pytest.approx([float(r) for r in rows], rel=1e-6)
 
 
-def test_script_errors_come_before_any_work(tmp_path, run_main):
-    """--do_predict from a pre-trained checkpoint (no output_weights) is an error, not random predictions; a dev
-    label that train.tsv lacks (tsv task) is an error naming dev.tsv, its line and the label, before training."""
+def _error_runs(d):
+    """An encoder-only checkpoint and tsv files under `d`; the flags of the runs of
+    `test_script_errors_come_before_any_work`."""
     from bert_tf import checkpoints
 
-    d = str(tmp_path)
     vocab_file, config_file = _tiny_model(d)
     encoder_only = encoder.BertModel(BertConfig.from_json_file(config_file))
     checkpoints.save_original_checkpoint(encoder_only, f"{d}/encoder/bert_model.ckpt")
@@ -893,28 +890,36 @@ def test_script_errors_come_before_any_work(tmp_path, run_main):
     _write(f"{d}/out/label_list.txt", ["neg", "pos"])
     _write(f"{d}/data/train.tsv", [_tsv("text_a", "label"), _tsv("good", "pos"), _tsv("bad", "neg")])
     _write(f"{d}/data/dev.tsv", [_tsv("text_a", "label"), _tsv("good", "pos"), _tsv("meh", "neutral")])
-    errors = run_main(
-        SCRIPT,
-        ["--task_name=tsv", "--do_predict", *_common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file),
-         f"--init_checkpoint={d}/encoder/bert_model.ckpt"],
-        ["--task_name=tsv", "--do_train", "--do_eval",
-         *_common_flags(d, f"{d}/data", f"{d}/train_out", vocab_file, config_file)])
+    return [["--task_name=tsv", "--do_predict", *_common_flags(d, f"{d}/data", f"{d}/out", vocab_file, config_file),
+             f"--init_checkpoint={d}/encoder/bert_model.ckpt"],
+            ["--task_name=tsv", "--do_train", "--do_eval",
+             *_common_flags(d, f"{d}/data", f"{d}/train_out", vocab_file, config_file)]]
+
+
+def test_script_errors_come_before_any_work(script_runs):
+    """--do_predict from a pre-trained checkpoint (no output_weights) is an error, not random predictions; a dev
+    label that train.tsv lacks (tsv task) is an error naming dev.tsv, its line and the label, before training."""
+    d, errors = script_runs["errors"], script_runs["error_runs"]
     assert "has no trained classifier head" in errors[0]
     assert not os.path.exists(f"{d}/out/test_results.tsv")
     assert errors[1] == "ValueError: " + f"{d}/data/dev.tsv:3: label 'neutral' is not in the label list ['neg', 'pos']."
     assert os.listdir(f"{d}/train_out") == []  # no label list, no train.tf_record, no checkpoint
 
 
-def test_mrpc_predictions_match_the_original(tmp_path, golden_checkpoint, data_dir):
+def _golden_mrpc_run(d, golden_checkpoint, data_dir):
+    """tests/fixtures/mrpc_test.tsv as d/mrpc/test.tsv; the flags of the original's --do_predict run on the golden
+    checkpoint into d/out."""
+    data = os.path.join(d, "mrpc")
+    os.makedirs(data)
+    shutil.copyfile(os.path.join(data_dir, "mrpc_test.tsv"), os.path.join(data, "test.tsv"))
+    return ["--task_name=MRPC", "--do_predict", f"--data_dir={data}", f"--output_dir={d}/out",
+            f"--vocab_file={golden_checkpoint}/vocab.txt", f"--bert_config_file={golden_checkpoint}/bert_config.json",
+            f"--init_checkpoint={golden_checkpoint}/bert_model.ckpt", "--max_seq_length=128", "--do_lower_case=True"]
+
+
+def test_mrpc_predictions_match_the_original(script_runs, data_dir):
     """The original run_classifier.py --do_predict on the golden checkpoint: tests/fixtures/mrpc_test_results.tsv."""
-    data = tmp_path / "mrpc"
-    data.mkdir()
-    with open(os.path.join(data_dir, "mrpc_test.tsv"), "rb") as f:
-        (data / "test.tsv").write_bytes(f.read())
-    out = str(tmp_path / "out")
-    _run("--task_name=MRPC", "--do_predict", f"--data_dir={data}", f"--output_dir={out}",
-         f"--vocab_file={golden_checkpoint}/vocab.txt", f"--bert_config_file={golden_checkpoint}/bert_config.json",
-         f"--init_checkpoint={golden_checkpoint}/bert_model.ckpt", "--max_seq_length=128", "--do_lower_case=True")
+    out = os.path.join(script_runs["golden"], "out")
     golden = np.loadtxt(os.path.join(data_dir, "mrpc_test_results.tsv"))
     ours = np.loadtxt(os.path.join(out, "test_results.tsv"))
     assert ours.shape == golden.shape == (20, 2)

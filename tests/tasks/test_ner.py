@@ -357,18 +357,33 @@ def _run_script(*args):
     return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
 
-@pytest.mark.slow
-def test_script_trains_evaluates_and_predicts(tmp_path):
-    data = tmp_path / "data"
+def _tiny_run(d):
+    """CONLL_SAMPLE as train, valid and test files and a tiny model under `d`; the flags of a run training,
+    evaluating and predicting them into d/out."""
+    data = d / "data"
     data.mkdir()
     for name in ("train.txt", "valid.txt", "test.txt"):
         (data / name).write_text(CONLL_SAMPLE)
-    out = tmp_path / "out"
-    model_flags = tiny_classifier.model_flags(tmp_path, VOCAB)
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_train", "--do_eval",
-                         "--do_predict", "--max_seq_length=12", "--train_batch_size=4", "--num_train_epochs=2",
-                         "--learning_rate=1e-3", "--save_checkpoints_steps=100")
-    assert result.returncode == 0, result.stderr[-3000:]
+    return [f"--data_dir={data}", f"--output_dir={d / 'out'}", *tiny_classifier.model_flags(d, VOCAB), "--do_train",
+            "--do_eval", "--do_predict", "--max_seq_length=12", "--train_batch_size=4", "--num_train_epochs=2",
+            "--learning_rate=1e-3", "--save_checkpoints_steps=100"]
+
+
+@pytest.fixture(scope="module")
+def script_runs(tmp_path_factory, run_main, minilm_release):
+    """The run_ner.py runs of the tests below, one after the other in one process: `_tiny_run`, then
+    `_pretrained_run`. Returns {"tiny": its directory, "pretrained": its}, and the process's logs."""
+    dirs = {name: tmp_path_factory.mktemp(name) for name in ("tiny", "pretrained")}
+    errors, logs = run_main(SCRIPT, _tiny_run(dirs["tiny"]), _pretrained_run(dirs["pretrained"], minilm_release),
+                            with_logs=True)
+    assert errors == [None, None], (errors, logs[-3000:])
+    return dirs, logs
+
+
+@pytest.mark.slow
+def test_script_trains_evaluates_and_predicts(script_runs):
+    tmp_path = script_runs[0]["tiny"]
+    data, out = tmp_path / "data", tmp_path / "out"
     assert (out / "label_list.txt").read_text().split() == LABELS
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     _assert_metrics_of_written_predictions(results, (out / "eval_predictions.txt").read_text(),
@@ -390,14 +405,12 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     assert not [f for f in os.listdir(out) if fileio.TEMP_MARK in f]
     _assert_entities_are_the_predictions(out, examples, sentences, tokenizer)
 
-    # Evaluate and predict again from output_dir alone (saved label list and checkpoint): the same results, the
-    # global step read from the checkpoint.
+    # Evaluate and predict again from output_dir alone (saved label list and checkpoint; in this process, as the
+    # script runs): the same results, the global step read from the checkpoint.
     first = {name: (out / name).read_text() for name in ("test_results.txt", "eval_results.txt")}
     for name in first:
         (out / name).unlink()
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_eval", "--do_predict",
-                         "--max_seq_length=12", "--eval_batch_size=3")
-    assert result.returncode == 0, result.stderr[-3000:]
+    _run(tmp_path, data, out, do_eval=True, do_predict=True, eval_batch_size=3)
     assert (out / "test_results.txt").read_text() == first["test_results.txt"]
     # All but `loss` (the mean of batch means, which depends on the batch size) the same, eval_loss to float32
     # rounding (the examples are batched, so cut, differently).
@@ -539,23 +552,28 @@ def _news_conll(rng, num_sentences, pools):
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.slow
-def test_pretrained_model_learns_entities_it_has_not_seen(tmp_path, minilm_release):
-    """MiniLM (a real pre-trained BERT) fine-tuned for 24 steps tags entity names held out of training."""
+def _pretrained_run(d, minilm_release):
+    """News sentences (`_news_conll`) under `d`: 64 to train on, 24 to evaluate on whose entity names are held out
+    of training; the flags of a run fine-tuning MiniLM on them for 24 steps into d/out."""
     pools = dict(PER=_PEOPLE, LOC=_PLACES, ORG=_ORGS, MISC=_MISC)
     rng = random.Random(0)
-    data = tmp_path / "data"
+    data = d / "data"
     data.mkdir()
     (data / "train.txt").write_text(_news_conll(rng, 64, {k: v[:10] for k, v in pools.items()}))
     (data / "valid.txt").write_text(_news_conll(rng, 24, {k: v[10:] for k, v in pools.items()}))
-    out = tmp_path / "out"
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", f"--vocab_file={minilm_release}/vocab.txt",
-                         f"--bert_config_file={minilm_release}/bert_config.json",
-                         f"--init_checkpoint={minilm_release}/bert_model.ckpt", "--do_train", "--do_eval",
-                         "--max_seq_length=24", "--train_batch_size=8", "--eval_batch_size=24",
-                         "--num_train_epochs=3", "--learning_rate=1e-4", "--seed=0")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "not in checkpoint (newly initialized): cls/ner/output_weights" in result.stderr
+    return [f"--data_dir={data}", f"--output_dir={d / 'out'}", f"--vocab_file={minilm_release}/vocab.txt",
+            f"--bert_config_file={minilm_release}/bert_config.json",
+            f"--init_checkpoint={minilm_release}/bert_model.ckpt", "--do_train", "--do_eval", "--max_seq_length=24",
+            "--train_batch_size=8", "--eval_batch_size=24", "--num_train_epochs=3", "--learning_rate=1e-4",
+            "--seed=0"]
+
+
+@pytest.mark.slow
+def test_pretrained_model_learns_entities_it_has_not_seen(script_runs):
+    """MiniLM (a real pre-trained BERT) fine-tuned for 24 steps tags entity names held out of training."""
+    dirs, logs = script_runs
+    data, out = dirs["pretrained"] / "data", dirs["pretrained"] / "out"
+    assert "not in checkpoint (newly initialized): cls/ner/output_weights" in logs
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert results["global_step"] == "24"
     assert float(results["eval_f1"]) > 0.6, results  # 0.88 with --seed=0 (CPU); all O scores 0

@@ -171,17 +171,19 @@ def _corrupt_copy(source, target, record):
 
 
 @pytest.fixture(scope="module")
-def runs(release, run_main, tmp_path_factory, uncased_vocab_file, data_dir):
+def runs(release, run_main, tmp_path_factory, uncased_vocab_file, data_dir, minilm_with_heads):
     """Every run_pretraining.py run of the tests below, in one process (TensorFlow imported once): eval of the
-    original checkpoint; continued pretraining + eval + the original format; phase 1 and 2, the latter without NSP
-    (`_phase_runs`); the bad inputs (`_bad_input_runs`). Returns Runs: the output directory, the phase runs' errors
-    and each bad input's (error, expected match)."""
+    original checkpoint; continued pretraining + eval + the original format; the real MiniLM's demo
+    (`_minilm_demo_runs`); phase 1 and 2, the latter without NSP (`_phase_runs`); the bad inputs
+    (`_bad_input_runs`). Returns Runs: the output directory, the phase runs' errors and each bad input's (error,
+    expected match)."""
     path, _, _, flags = release
     out = tmp_path_factory.mktemp("runs")
     train = ["--do_train", "--num_train_steps=12", "--num_warmup_steps=2", "--learning_rate=3e-2",
              "--train_batch_size=8", "--save_checkpoints_steps=6", "--iterations_per_loop=3", "--seed=1"]
     continued = [flags + ["--do_eval", f"--output_dir={out / 'before'}"],
-                 flags + train + ["--do_eval", "--save_original_checkpoint", f"--output_dir={out / 'after'}"]]
+                 flags + train + ["--do_eval", "--save_original_checkpoint", f"--output_dir={out / 'after'}"],
+                 *_minilm_demo_runs(minilm_with_heads, out, data_dir)]
     phases = _phase_runs(release, out, uncased_vocab_file, data_dir)
     bad_inputs = _bad_input_runs(release, out)
     errors = run_main(SCRIPT, *continued, *phases, *(argv for argv, _ in bad_inputs))
@@ -299,20 +301,23 @@ def minilm_with_heads(tmp_path_factory):
                                               pretraining_heads_seed=18)
 
 
-@pytest.mark.slow
-def test_the_original_readme_demo_on_the_real_minilm(minilm_with_heads, run_main, tmp_path, data_dir):
-    """The original README's demo in spirit, scaled down: sample_text's records, 3 steps from a pretrained
-    checkpoint (batch 4, the README's lr 2e-5, warmup 1), then eval on 2 batches of 8: the loss falls and the
-    masked-LM accuracy rises."""
-    release = minilm_with_heads
+def _minilm_demo_runs(release, out, data_dir):
+    """The original README's demo in spirit, scaled down, on `release`: eval on 2 batches of 8 of sample_text's
+    records into out/minilm_before; 3 steps (batch 4, the README's lr 2e-5, warmup 1), then the same eval, into
+    out/minilm_after."""
     flags = [f"--input_file={data_dir}/pretraining_sample_text_seed12345.tfrecord",
              f"--bert_config_file={release}/bert_config.json", f"--init_checkpoint={release}/bert_model.ckpt",
              "--max_seq_length=128", "--max_predictions_per_seq=20", "--do_eval", "--max_eval_steps=2", "--seed=1"]
     train = ["--do_train", "--train_batch_size=4", "--num_train_steps=3", "--num_warmup_steps=1",
              "--learning_rate=2e-5"]
-    assert run_main(SCRIPT, flags + [f"--output_dir={tmp_path / 'before'}"],
-                    flags + train + [f"--output_dir={tmp_path / 'after'}"]) == [None, None]
-    before, after = _eval_results(tmp_path / "before")[0], _eval_results(tmp_path / "after")[0]
+    return [flags + [f"--output_dir={out / 'minilm_before'}"], flags + train + [f"--output_dir={out / 'minilm_after'}"]]
+
+
+@pytest.mark.slow
+def test_the_original_readme_demo_on_the_real_minilm(runs):
+    """The original README's demo in spirit, scaled down (`_minilm_demo_runs`): from a pretrained checkpoint the
+    loss falls and the masked-LM accuracy rises."""
+    before, after = _eval_results(runs.out / "minilm_before")[0], _eval_results(runs.out / "minilm_after")[0]
     assert after["global_step"] == 3
     assert after["loss"] < before["loss"] and after["masked_lm_loss"] < before["masked_lm_loss"]
     assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"], (before, after)

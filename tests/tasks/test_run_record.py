@@ -16,7 +16,7 @@ import tensorflow as tf
 import tiny_classifier
 
 from bert_tf import fileio
-from bert_tf.tasks import run_record
+from bert_tf.tasks import classifier, run_record, runner
 
 
 def _data(directory, seed):
@@ -28,7 +28,8 @@ def _data(directory, seed):
 
 def test_a_rerun_with_other_settings_is_refused_naming_them(tmp_path, run_main):
     """A rerun into a finished output_dir with other flags or data is refused, naming them, before any work (no
-    record rewritten, no label list, no checkpoint touched); --start_over trains."""
+    record rewritten, no label list, no checkpoint touched); --start_over trains. The script runs in one process;
+    the runs after it, whose checks come between them, run in this one (`runner.run`, as the script does)."""
     d = str(tmp_path)
     vocab_file, config_file = tiny_classifier.write_tiny_model(d)
     _data(f"{d}/data", 0)
@@ -65,14 +66,18 @@ def test_a_rerun_with_other_settings_is_refused_naming_them(tmp_path, run_main):
     # The refusal comes before any work: output_dir is left as it was.
     before = {name: os.path.getmtime(os.path.join(out, name)) for name in os.listdir(out)
               if os.path.isfile(os.path.join(out, name))}
-    [error] = run_main(tiny_classifier.SCRIPT, [*common, f"--data_dir={d}/data", "--max_seq_length=16",
-                                                "--gradient_accumulation_steps=2"])
-    assert "max_seq_length 32 -> 16" in error and "gradient_accumulation_steps 1 -> 2" in error
+    common_settings = dict(do_train=True, vocab_file=vocab_file, bert_config_file=config_file, output_dir=out,
+                           num_train_epochs=1, train_batch_size=4, seed=1)
+    with pytest.raises(ValueError) as refused:
+        runner.run(classifier.ClassifierTask("tsv", f"{d}/data"), runner.RunConfig(
+            **common_settings, max_seq_length=16, gradient_accumulation_steps=2))
+    assert "max_seq_length 32 -> 16" in str(refused.value)
+    assert "gradient_accumulation_steps 1 -> 2" in str(refused.value)
     assert {name: os.path.getmtime(os.path.join(out, name)) for name in before} == before
 
     # --start_over: the other data trains, and is recorded.
-    assert run_main(tiny_classifier.SCRIPT,
-                    [*common, f"--data_dir={d}/other_data", "--max_seq_length=32", "--start_over"]) == [None]
+    runner.run(classifier.ClassifierTask("tsv", f"{d}/other_data"), runner.RunConfig(
+        **common_settings, max_seq_length=32, start_over=True))
     assert json.loads(open(os.path.join(out, "run_settings.json")).read())["data_fingerprint"] != \
         settings["data_fingerprint"]
 

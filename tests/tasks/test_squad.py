@@ -12,7 +12,7 @@ import tiny_classifier
 from bert_tf import checkpoints, fileio
 from bert_tf.model.config import BertConfig
 from bert_tf.model.task_models import BertSpanLabeler
-from bert_tf.tasks import squad
+from bert_tf.tasks import runner, squad
 from bert_tf.tasks.squad import evaluate as ev
 from bert_tf.tasks.squad import postprocess
 from bert_tf.text import tokenization
@@ -362,15 +362,19 @@ def test_golden_parity(golden_checkpoint, data_dir, tmp_path):
     _assert_matches_squad_golden(tmp_path, data_dir, "squad_v11")
 
 
-def test_script_golden_parity_v2(golden_checkpoint, data_dir, tmp_path):
+def _golden_v2_runs(golden_checkpoint, data_dir, d):
+    """The flags of run_squad.py predicting the SQuAD 2.0 golden questions into `d`."""
+    return [[f"--vocab_file={golden_checkpoint}/vocab.txt", f"--bert_config_file={golden_checkpoint}/bert_config.json",
+             f"--init_checkpoint={golden_checkpoint}/bert_model.ckpt", "--do_predict",
+             f"--predict_file={data_dir}/squad_v2_dev.json", "--version_2_with_negative=True",
+             "--null_score_diff_threshold=0.0", "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32",
+             "--n_best_size=20", "--max_answer_length=30", f"--output_dir={d}"]]
+
+
+def test_script_golden_parity_v2(script_runs, data_dir):
     """The script itself (Trainer, original checkpoint, flags) on the SQuAD 2.0 goldens."""
-    result = _run(f"--vocab_file={golden_checkpoint}/vocab.txt",
-                  f"--bert_config_file={golden_checkpoint}/bert_config.json",
-                  f"--init_checkpoint={golden_checkpoint}/bert_model.ckpt", "--do_predict",
-                  f"--predict_file={data_dir}/squad_v2_dev.json", "--version_2_with_negative=True",
-                  "--null_score_diff_threshold=0.0", "--max_seq_length=128", "--doc_stride=64",
-                  "--max_query_length=32", "--n_best_size=20", "--max_answer_length=30", f"--output_dir={tmp_path}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    tmp_path, errors = script_runs["golden_v2"]
+    assert errors == [None]
     _assert_matches_squad_golden(tmp_path, data_dir, "squad_v2")
     metrics = json.load(open(tmp_path / "eval_results.json"))
     assert metrics["total"] == 8 and metrics["HasAns_total"] == 5 and metrics["NoAns_total"] == 3
@@ -442,10 +446,6 @@ def test_evaluate_script(tmp_path):
 # The script
 # ------------------------------------------------------------------------------------------------------------
 
-def _run(*args):
-    return forkserver.run([sys.executable, RUN_SQUAD, *args], capture_output=True, text=True, cwd=REPO)
-
-
 @pytest.fixture(scope="module")
 def tiny_release(tmp_path_factory, vocab_file):
     """A tiny encoder-only checkpoint (tests/tiny_classifier.py) in the original format, with its config and vocab."""
@@ -454,7 +454,8 @@ def tiny_release(tmp_path_factory, vocab_file):
     return out, vocab_file
 
 
-def test_script_rejects_bad_input(tiny_release, tmp_path, run_main):
+def _bad_input_runs(tiny_release, tmp_path):
+    """Bad inputs under `tmp_path` and the flags of the runs of `test_script_rejects_bad_input`."""
     release, vocab = tiny_release
     (tmp_path / "dev.json").write_text(json.dumps(_squad([(DOC, [_qa("d0", "what ?")])])))
     (tmp_path / "bad.json").write_text('{"data": [{"paragraphs": [{"context": "x", "qas": [}]}]}')
@@ -464,8 +465,7 @@ def test_script_rejects_bad_input(tiny_release, tmp_path, run_main):
     model = [f"--vocab_file={vocab}", f"--bert_config_file={release}/bert_config.json",
              f"--init_checkpoint={release}/bert_model.ckpt", f"--output_dir={tmp_path}/out", "--max_query_length=8"]
     predict = model + ["--do_predict", f"--predict_file={tmp_path}/dev.json", "--max_seq_length=32"]
-    errors = run_main(
-        RUN_SQUAD,
+    return [
         predict[:-1] + ["--max_seq_length=40", "--max_query_length=37"],
         predict[:-1] + ["--max_seq_length=128"],
         model + ["--do_predict", f"--predict_file={tmp_path}/missing.json"],
@@ -479,7 +479,11 @@ def test_script_rejects_bad_input(tiny_release, tmp_path, run_main):
         # Evaluation while training: the official evaluation of --predict_file's predictions, which need answers.
         model + ["--do_train", f"--train_file={tmp_path}/train.json", "--eval_every_steps=2"],
         predict + ["--do_train", f"--train_file={tmp_path}/train.json", "--eval_every_steps=2"],
-    )
+    ]
+
+
+def test_script_rejects_bad_input(script_runs):
+    tmp_path, errors = script_runs["bad_input"]
     assert "max_seq_length (40) must be greater than max_query_length (37) + 3" in errors[0]
     assert "only trained up to sequence length 64" in errors[1]
     assert "--predict_file not found" in errors[2]
@@ -530,10 +534,9 @@ def test_answers_lie_where_the_context_holds_them():
         assert context[begin:stop] == expected, (first, last, start, end)
 
 
-def test_script_trains_and_predicts(tiny_release, tmp_path, run_main):
-    """Trains and predicts; predicts again from output_dir (the fine-tuned model restored, plus the v2 outputs) and,
-    in another output_dir, from the output_dir as --init_checkpoint (its span head, which the Trainer's checkpoints
-    key only under optimizer/..., restored): the same n-best."""
+def _train_runs(tiny_release, tmp_path):
+    """SQuAD files under `tmp_path`; the flags of a run training and predicting into tmp_path/out, then of one
+    predicting from it as --init_checkpoint into tmp_path/elsewhere."""
     release, vocab = tiny_release
     train = _squad([(DOC, [_qa(f"t{i}", q, [(a, DOC.index(a))]) for i, (q, a) in enumerate(
         [("what did he buy ?", "milk"), ("who went ?", "the man"), ("where ?", "store"), ("what ?", "gallon")])])])
@@ -544,13 +547,34 @@ def test_script_trains_and_predicts(tiny_release, tmp_path, run_main):
     common = [f"--vocab_file={vocab}", f"--bert_config_file={release}/bert_config.json",
               f"--predict_file={tmp_path}/dev.json", "--max_seq_length=16", "--doc_stride=4", "--max_query_length=6",
               "--predict_batch_size=3", "--do_predict"]
+    return [[*common, f"--init_checkpoint={release}/bert_model.ckpt", "--do_train",
+             f"--train_file={tmp_path}/train.json", "--train_batch_size=2", "--num_train_epochs=2",
+             "--learning_rate=1e-3", "--seed=1", "--save_checkpoints_steps=2", f"--output_dir={tmp_path / 'out'}"],
+            [*common, f"--init_checkpoint={tmp_path / 'out'}", f"--output_dir={tmp_path / 'elsewhere'}"]]
+
+
+@pytest.fixture(scope="module")
+def script_runs(tiny_release, golden_checkpoint, data_dir, tmp_path_factory, run_main):
+    """The run_squad.py runs of the tests below, one after the other in one process: `_golden_v2_runs`,
+    `_train_runs`, then `_bad_input_runs`. Returns {name: (its directory, its runs' errors)}."""
+    dirs = {name: tmp_path_factory.mktemp(name) for name in ("golden_v2", "train", "bad_input")}
+    argvs = {"golden_v2": _golden_v2_runs(golden_checkpoint, data_dir, dirs["golden_v2"]),
+             "train": _train_runs(tiny_release, dirs["train"]),
+             "bad_input": _bad_input_runs(tiny_release, dirs["bad_input"])}
+    errors = run_main(RUN_SQUAD, *(argv for runs in argvs.values() for argv in runs))
+    done = {}
+    for name, runs in argvs.items():
+        done[name], errors = (dirs[name], errors[:len(runs)]), errors[len(runs):]
+    return done
+
+
+def test_script_trains_and_predicts(tiny_release, script_runs):
+    """Trains and predicts; predicts again from output_dir (the fine-tuned model restored, plus the v2 outputs) and,
+    in another output_dir, from the output_dir as --init_checkpoint (its span head, which the Trainer's checkpoints
+    key only under optimizer/..., restored): the same n-best."""
+    release, vocab = tiny_release
+    tmp_path, errors = script_runs["train"]
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
-    errors = run_main(
-        RUN_SQUAD,
-        [*common, f"--init_checkpoint={release}/bert_model.ckpt", "--do_train", f"--train_file={tmp_path}/train.json",
-         "--train_batch_size=2", "--num_train_epochs=2", "--learning_rate=1e-3", "--seed=1",
-         "--save_checkpoints_steps=2", f"--output_dir={out}"],
-        [*common, f"--init_checkpoint={out}", f"--output_dir={elsewhere}"])
     assert errors == [None, None]
     for name in ("train.tf_record", "eval.tf_record", "predictions.json", "nbest_predictions.json",
                  "eval_results.json", "checkpoint"):
@@ -584,9 +608,13 @@ def test_script_trains_and_predicts(tiny_release, tmp_path, run_main):
         for a, b in zip(restored[qid], nbest[qid]):
             assert abs(a["start_logit"] - b["start_logit"]) < 1e-5 and abs(a["end_logit"] - b["end_logit"]) < 1e-5
 
-    # Predicting again from output_dir restores the fine-tuned model: the same n-best, plus the v2 outputs.
-    assert run_main(RUN_SQUAD, [*common, f"--init_checkpoint={release}/bert_model.ckpt", "--version_2_with_negative",
-                                f"--output_dir={out}"]) == [None]
+    # Predicting again from output_dir restores the fine-tuned model (in this process, as the script runs): the same
+    # n-best, plus the v2 outputs.
+    runner.run(squad.SquadTask(predict_file=f"{tmp_path}/dev.json", doc_stride=4, max_query_length=6,
+                               version_2_with_negative=True),
+               runner.RunConfig(vocab_file=vocab, bert_config_file=f"{release}/bert_config.json", max_seq_length=16,
+                                predict_batch_size=3, do_predict=True,
+                                init_checkpoint=f"{release}/bert_model.ckpt", output_dir=str(out)))
     again = json.load(open(out / "nbest_predictions.json"))
     for qid in nbest:
         non_null = [e for e in again[qid] if e["text"]]

@@ -206,19 +206,35 @@ def _run_script(*args):
     return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
 
 
-@pytest.mark.slow
-def test_script_trains_evaluates_and_predicts(tmp_path):
-    data = tmp_path / "data"
+def _tiny_run(d):
+    """SWAG files and a tiny model under `d`: train.csv its 3 rows 3 times, val.csv them once, test.csv them twice
+    without labels; the flags of a run training, evaluating and predicting them into d/out."""
+    data = d / "data"
     data.mkdir()
     _write(data / "train.csv", SWAG_HEADER + "".join(SWAG_ROWS * 3))
     _write(data / "val.csv", SWAG_HEADER + "".join(SWAG_ROWS))
     _write(data / "test.csv", SWAG_HEADER.replace(",label\n", "\n")
            + "".join(row.rsplit(",", 1)[0] + "\n" for row in SWAG_ROWS * 2))
-    out, model_flags = tmp_path / "out", tiny_classifier.model_flags(tmp_path, VOCAB)
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_train", "--do_eval",
-                         "--do_predict", "--max_seq_length=16", "--train_batch_size=2", "--num_train_epochs=1",
-                         "--learning_rate=1e-3")
-    assert result.returncode == 0, result.stderr[-3000:]
+    return [f"--data_dir={data}", f"--output_dir={d / 'out'}", *tiny_classifier.model_flags(d, VOCAB), "--do_train",
+            "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=2", "--num_train_epochs=1",
+            "--learning_rate=1e-3"]
+
+
+@pytest.fixture(scope="module")
+def script_runs(tmp_path_factory, run_main, minilm_release):
+    """The run_swag.py runs of the tests below, one after the other in one process: `_tiny_run`, then
+    `_pretrained_run`. Returns {"tiny": its directory, "pretrained": its}, and the process's logs."""
+    dirs = {name: tmp_path_factory.mktemp(name) for name in ("tiny", "pretrained")}
+    errors, logs = run_main(SCRIPT, _tiny_run(dirs["tiny"]), _pretrained_run(dirs["pretrained"], minilm_release),
+                            with_logs=True)
+    assert errors == [None, None], (errors, logs[-3000:])
+    return dirs, logs
+
+
+@pytest.mark.slow
+def test_script_trains_evaluates_and_predicts(script_runs):
+    tmp_path = script_runs[0]["tiny"]
+    data, out = tmp_path / "data", tmp_path / "out"
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
     assert results["global_step"] == "4"  # int(9 / 2 * 1)
@@ -243,11 +259,9 @@ def test_script_trains_evaluates_and_predicts(tmp_path):
     np.testing.assert_allclose([a["probabilities"] for a in answers], probabilities, atol=1e-5)
     assert [a["choice"] for a in answers] == probabilities.argmax(axis=1).tolist()
 
-    # Evaluate again from output_dir alone: the same results, the global step read from the checkpoint; `loss`
-    # is now the mean of the means of batches [0, 1] and [2].
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", *model_flags, "--do_eval",
-                         "--max_seq_length=16", "--eval_batch_size=2")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # Evaluate again from output_dir alone (in this process, as the script runs): the same results, the global
+    # step read from the checkpoint; `loss` is now the mean of the means of batches [0, 1] and [2].
+    _run(tmp_path, data, do_eval=True, eval_batch_size=2)
     again = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert again["global_step"] == "4" and again["eval_accuracy"] == results["eval_accuracy"]
     assert float(again["eval_loss"]) == pytest.approx(float(results["eval_loss"]), rel=1e-5)
@@ -304,23 +318,28 @@ def _swag_csv(path, rng, num_examples, objects):
                              *[ending.format(o) for o in chosen], label])
 
 
-@pytest.mark.slow
-def test_pretrained_model_learns_to_choose(tmp_path, minilm_release):
-    """MiniLM (a real pre-trained BERT) fine-tuned for 8 steps picks the ending about the context's object, for
-    objects held out of training (chance: 0.25)."""
+def _pretrained_run(d, minilm_release):
+    """Captions (`_swag_csv`) under `d`: 32 to train on, 32 to evaluate on, whose objects are mostly held out of
+    training; the flags of a run fine-tuning MiniLM on them for 8 steps into d/out."""
     rng = random.Random(0)
-    data = tmp_path / "data"
+    data = d / "data"
     data.mkdir()
     _swag_csv(data / "train.csv", rng, 32, _OBJECTS[:10])
     _swag_csv(data / "val.csv", rng, 32, _OBJECTS[10:] + _OBJECTS[:2])
-    out = tmp_path / "out"
-    result = _run_script(f"--data_dir={data}", f"--output_dir={out}", f"--vocab_file={minilm_release}/vocab.txt",
-                         f"--bert_config_file={minilm_release}/bert_config.json",
-                         f"--init_checkpoint={minilm_release}/bert_model.ckpt", "--do_train", "--do_eval",
-                         "--max_seq_length=18", "--train_batch_size=8", "--eval_batch_size=32",
-                         "--num_train_epochs=2", "--learning_rate=1e-4", "--seed=0")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "not in checkpoint (newly initialized): cls/swag/output_weights" in result.stderr
+    return [f"--data_dir={data}", f"--output_dir={d / 'out'}", f"--vocab_file={minilm_release}/vocab.txt",
+            f"--bert_config_file={minilm_release}/bert_config.json",
+            f"--init_checkpoint={minilm_release}/bert_model.ckpt", "--do_train", "--do_eval", "--max_seq_length=18",
+            "--train_batch_size=8", "--eval_batch_size=32", "--num_train_epochs=2", "--learning_rate=1e-4",
+            "--seed=0"]
+
+
+@pytest.mark.slow
+def test_pretrained_model_learns_to_choose(script_runs):
+    """MiniLM (a real pre-trained BERT) fine-tuned for 8 steps picks the ending about the context's object, for
+    objects held out of training (chance: 0.25)."""
+    dirs, logs = script_runs
+    out = dirs["pretrained"] / "out"
+    assert "not in checkpoint (newly initialized): cls/swag/output_weights" in logs
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert results["global_step"] == "8"
     assert float(results["eval_accuracy"]) >= 0.75, results  # 1.0 with --seed=0 and 1 (CPU)
