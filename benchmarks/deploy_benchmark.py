@@ -14,8 +14,8 @@ threads, and reports:
 The last-layer outputs of every runtime on the first 8 texts are compared with the SavedModel's (max abs diff), and
 each export's seconds are given (the exports run one after the other in the parent, before any child).
 
---accuracy CHECKPOINT_DIR: also exports a fine-tuned classifier (e.g. quickstart_output/classifier, with its
-label_list.txt) in every format and gives each one's accuracy on --dev_tsv (the quickstart's 500 dev reviews).
+--accuracy CHECKPOINT_DIR: also exports a fine-tuned classifier (e.g. quickstart_output/classifier, with the labels
+its run recorded) in every format and gives each one's accuracy on --dev_tsv (the quickstart's 500 dev reviews).
 
   python benchmarks/deploy_benchmark.py --rounds 3 \
       --accuracy quickstart_output/classifier --dev_tsv quickstart_output/rotten_tomatoes/dev.tsv
@@ -48,7 +48,7 @@ def parse_args(argv):
     p.add_argument("--max_seq_length", type=int, default=128)
     p.add_argument("--work_dir", default="/tmp/deploy_benchmark")
     p.add_argument("--accuracy", default=None, help="A fine-tuned classifier's output_dir (checkpoint and "
-                   "label_list.txt).")
+                   "model_metadata.json).")
     p.add_argument("--dev_tsv", default=None, help="The labelled texts of --accuracy (id, label, text_a).")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -106,8 +106,7 @@ def accuracy(args):
 
     vocab_file = os.path.join(args.work_dir, "minilm", "vocab.txt")
     rows = [line.rstrip("\n").split("\t") for line in open(args.dev_tsv, encoding="utf-8")][1:]
-    request = dict(task="classifier", label_list=os.path.join(args.accuracy, "label_list.txt"),
-                   max_seq_length=args.max_seq_length)
+    request = dict(task="classifier", max_seq_length=args.max_seq_length)  # its labels: the run's record
     model_paths, _ = export_all(f"{args.work_dir}/cls_", request,
                                 dict(vocab_file=vocab_file, init_checkpoint=args.accuracy))
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)

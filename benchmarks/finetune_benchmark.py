@@ -538,7 +538,7 @@ def bert_tf_figures(stderr, start, end, batch_size):
 
 def run_bert_tf(args, release_dir, data_dir, work, seed, num_train, side):
     out_dir = os.path.join(work, f"out_{side}")
-    shutil.rmtree(out_dir, ignore_errors=True)  # a fresh run: an earlier one's label_list.txt may be another data set's
+    shutil.rmtree(out_dir, ignore_errors=True)  # a fresh run: an earlier one's record may be another data set's
     cmd = bert_tf_command(args, release_dir, data_dir, out_dir, seed, num_train, side)
     start = time.time()
 

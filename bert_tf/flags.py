@@ -101,8 +101,8 @@ def define_classifier_flags():
                         "labels in predictions.tsv.")
     flags.DEFINE_bool("tune_thresholds", run_default("tune_thresholds"), "--multi_label with --do_eval: choose each "
                       "label's threshold on the dev set at every evaluation (the dev probability that maximises its "
-                      "F1, the higher of equals), saved to <output_dir>/thresholds.json and used by the metrics, "
-                      "predictions and exports, and by later runs that do not train. Default: "
+                      "F1, the higher of equals), recorded in <output_dir>/model_metadata.json and used by the "
+                      "metrics, predictions and exports, and by later runs that do not train. Default: "
                       f"{task_models.DEFAULT_THRESHOLD} each.")
     flags.DEFINE_integer("doc_stride", None, packing.DOC_STRIDE_HELP + " Here text_a is windowed and text_b kept "
                          "whole in every window (R = max_seq_length - 3 - its tokens). Training takes each window as "

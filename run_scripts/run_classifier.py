@@ -13,8 +13,8 @@ Example (MRPC, as in the original README):
 
 Outputs in output_dir: checkpoints (ckpt-<step>), train/eval/predict.tf_record, eval_results.txt,
 eval_metrics.json (per label precision, recall, F1, support; macro and weighted F1; the confusion matrix),
-test_results.tsv, the GLUE submission file (MRPC.tsv, MNLI-m.tsv, ...; predictions.tsv for your own data) and, for
-your own data, label_list.txt; with --tune_thresholds, thresholds.json.
+test_results.tsv, the GLUE submission file (MRPC.tsv, MNLI-m.tsv, ...; predictions.tsv for your own data) and
+model_metadata.json (what it trains: labels, thresholds, casing, ...) with vocab.txt.
 """
 from absl import flags
 

@@ -1,9 +1,10 @@
 """BERT fine-tuning for named-entity recognition on CoNLL-2003 (flags in the style of run_classifier.py).
 
 data_dir holds train.txt, valid.txt (or dev.txt) and test.txt (`token POS chunk NER` per line). Writes to
-output_dir: label_list.txt, checkpoints, eval_results.txt (seqeval's entity-level precision/recall/F1), eval_report.txt
-(seqeval's table), eval_metrics.json (per type, macro and weighted F1, confusion matrix), eval_predictions.txt and
-test_results.txt (`token gold predicted` per line, a blank line between sentences).
+output_dir: model_metadata.json (what it trains: labels, casing, ...), checkpoints, eval_results.txt (seqeval's
+entity-level precision/recall/F1), eval_report.txt (seqeval's table), eval_metrics.json (per type, macro and weighted
+F1, confusion matrix), eval_predictions.txt and test_results.txt (`token gold predicted` per line, a blank line
+between sentences).
 
 Example:
   python run_scripts/run_ner.py --data_dir=$CONLL_DIR --output_dir=/tmp/ner \
@@ -21,7 +22,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt (or dev.txt) and test.txt in the "
                     "CoNLL-2003 format.")
 flags.DEFINE_string("label_list", None, "Comma-separated labels in the order of the model's outputs (default: "
-                    "output_dir/label_list.txt of the training run, else the sorted labels of train.txt).")
+                    "those the training run recorded in output_dir, else the sorted labels of train.txt).")
 bert_flags.define_class_weights_flag()
 bert_flags.define_predict_text_file_flag()
 bert_flags.define_model_flags()

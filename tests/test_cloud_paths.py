@@ -71,7 +71,7 @@ STEPS = [
         "--save_original_checkpoint"]]),
     ("export_saved_model.py", [[  # ONNX too converts in a local directory, then copies (portable.write)
         *MODEL, "--format=litert", "--task=classifier", "--init_checkpoint={base}/classifier",
-        "--label_list={base}/classifier/label_list.txt", "--export_dir={base}/litert", "--max_seq_length=16"]]),
+        "--export_dir={base}/litert", "--max_seq_length=16"]]),  # its labels: the run's record
     ("extract_features.py", [[
         *MODEL, RELEASE, "--input_file={base}/extract_input.txt", "--output_file={base}/features.jsonl",
         "--layers=-1", "--max_seq_length=16", "--batch_size=2"]]),
@@ -101,7 +101,7 @@ def check_outputs(store):
                "checkpoint"}
     expected = {"pretraining.tfrecord", "pretraining/eval_results.txt", "pretraining/run_settings.json",
                 "pretraining/ckpt-2.index", "pretraining/checkpoint", "classifier/eval_results.txt",
-                "classifier/test_results.tsv", "classifier/label_list.txt", "classifier/train.tf_record",
+                "classifier/test_results.tsv", "classifier/model_metadata.json", "classifier/train.tf_record",
                 "litert/1/model.tflite", "litert/1/labels.txt", "features.jsonl",
                 "squad/predictions.json", "squad/nbest_predictions.json",
                 *(f"{run}/original/{name}" for run in ("pretraining", "classifier") for name in release)}
@@ -217,7 +217,7 @@ def test_the_python_api_with_every_path_on_ram(tmp_path, data_dir, child_env):
     assert os.listdir(cwd) == []
     store = str(tmp_path / "store")
     files = set(fileio.walk_files(store))
-    expected = {"fill_mask.jsonl", "search.jsonl", "ner/test_results.txt", "ner/label_list.txt",
+    expected = {"fill_mask.jsonl", "search.jsonl", "ner/test_results.txt", "ner/model_metadata.json",
                 "swag/val.csv", "swag_out/eval_results.txt", "hub_masked_lm/1/saved_model.pb",
                 "hub_masked_lm/1/bert_config.json", "hub_preprocessing/1/saved_model.pb", "corpus.txt",
                 "built_vocab.txt", "release/bert_model.ckpt.index"}

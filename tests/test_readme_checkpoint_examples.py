@@ -250,8 +250,8 @@ def check_classifier(flags, root):
         assert probabilities.shape == (16, len(LABELS))
         np.testing.assert_allclose(probabilities.sum(1), 1, atol=1e-5)
     if flags.get("do_train"):
-        with open(os.path.join(out, "label_list.txt")) as f:
-            assert f.read().split() == LABELS
+        with open(os.path.join(out, "model_metadata.json")) as f:
+            assert json.load(f)["labels"] == LABELS
         assert flags.get("save_keras_hub_preset") and flags.get("save_original_checkpoint")
         assert_preset_loads(os.path.join(out, "keras_hub"), classifier=True)
         assert_release_loads(os.path.join(out, "original"), len(LABELS))

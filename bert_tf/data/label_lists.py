@@ -1,7 +1,8 @@
 """Label lists, one set of rules for every run and export that keeps one:
 
-- `label_list.txt` (`FILE_NAME`, in a run's output_dir): one label per line in the model's output order, exactly as
-  learned; blank lines skipped.
+- `label_list.txt` (`FILE_NAME`): one label per line in the model's output order, exactly as learned; blank lines
+  skipped. A training run records its labels in its model_metadata.json; this file gives a model trained elsewhere
+  its labels (put by hand in the output_dir), and an export's labels.txt has this form.
 - On a command line: comma-separated, each label stripped (`parse`), or the path of such a file (`resolve`).
 Readers refuse an empty list and a repeated label, naming where it came from.
 """

@@ -1,6 +1,6 @@
 """Answers from raw text: `bert_tf.load(path)` -> a task's model whose `.predict(...)` answers plain strings, in order,
 as the run scripts would predict them. `path`: a training run's output_dir (best/ weights, else the latest checkpoint;
-MODEL_FILE, written by `record`) or an export (a version, or export_dir: its highest).
+MODEL_FILE, written by `run_record.record_model`) or an export (a version, or export_dir: its highest).
 
 | task        | .predict(...)       | one answer                                                     |
 |-------------|---------------------|----------------------------------------------------------------|
@@ -24,25 +24,14 @@ from bert_tf import checkpoints, fileio
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks import classifier, evaluation, ner, squad, swag
+from bert_tf.tasks import classifier, evaluation, ner, run_record, squad, swag
 from bert_tf.tasks.classifier.features import features_to_arrays
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
 PREDICTIONS_FILE = "predictions.jsonl"  # --predict_text_file's answers, in output_dir
-MODEL_FILE = task_models.METADATA_FILE  # in a training run's output_dir, beside VOCAB_FILE
-VOCAB_FILE = "vocab.txt"
+MODEL_FILE, VOCAB_FILE = run_record.MODEL_FILE, run_record.VOCAB_FILE  # in a training run's output_dir
 EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
-
-
-def record(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length, settings=None):
-    """Writes into `output_dir` what `load` reads: a copy of `vocab_file` and MODEL_FILE (with `settings`, the task's
-    `answer_settings`)."""
-    vocab_copy = os.path.join(output_dir, VOCAB_FILE)
-    if os.path.normpath(vocab_file) != os.path.normpath(vocab_copy):
-        fileio.copy_file(vocab_file, vocab_copy)
-    meta = {**task_models.metadata(task, model, labels, do_lower_case, max_seq_length), **(settings or {})}
-    fileio.write_text_atomically(os.path.join(output_dir, MODEL_FILE), json.dumps(meta, indent=2, sort_keys=True))
 
 
 def check_text_file(path, task):

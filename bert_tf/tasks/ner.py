@@ -2,7 +2,7 @@
 
 Data: `data_dir`'s train.txt, valid.txt (or dev.txt) and test.txt in CoNLL-2003 format (a token a line, its first and
 last whitespace column read; a blank line or `-DOCSTART-` ends a sentence). Labels: train.txt's sorted, or
-`--label_list`.
+`--label_list`; recorded in output_dir for later runs (`run_record`).
 
 Each word's first sub-token carries its label; other positions have label id -1 (out of the loss and predictions). A
 sentence over max_seq_length - 2 sub-tokens is split greedily into windows of whole words. Metrics: seqeval's
@@ -22,14 +22,13 @@ from bert_tf import fileio
 from bert_tf.data import label_lists, records
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, run_record
 from bert_tf.tasks.classifier.metrics import class_metrics, write_class_metrics
 from bert_tf.tasks.classifier.task import ClassWeightedLoss, class_weights, parse_class_weights
 from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
-LABEL_LIST_FILE = label_lists.FILE_NAME
 IGNORE_ID = -1
 DEV_FILES = ("valid.txt", "dev.txt")
 
@@ -333,9 +332,9 @@ def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, 
 # --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
 def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
-    """-> (labels, their source): `label_list` (comma-separated), else the training run's output_dir/label_list.txt,
-    else data_dir/train.txt's sorted labels."""
-    saved_path, saved = label_lists.saved(output_dir)
+    """-> (labels, their source): `label_list` (comma-separated), else those the training run in output_dir recorded
+    (`run_record.recorded_labels`), else data_dir/train.txt's sorted labels."""
+    saved_path, saved = run_record.recorded_labels(output_dir)
     if label_list is not None:  # "" (--label_list=) is an error of `parse`, not "no list"
         labels = label_lists.parse(label_list)
         label_lists.check_unchanged(labels, "--label_list", saved_path, saved)
@@ -344,11 +343,11 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
         return saved, saved_path
     train_file = os.path.join(data_dir, "train.txt")
     if not fileio.exists(train_file):
-        raise ValueError(f"No label list: pass --label_list, or keep {LABEL_LIST_FILE} of the training run in "
+        raise ValueError(f"No label list: pass --label_list, or keep the training run's {run_record.MODEL_FILE} in "
                          f"output_dir, or have {train_file}.")
     if not do_train:
         logging.warning("No %s in output_dir: using the sorted labels of %s; they must be the labels the "
-                        "checkpoint was trained with.", LABEL_LIST_FILE, train_file)
+                        "checkpoint was trained with.", run_record.MODEL_FILE, train_file)
     return get_labels(read_conll(train_file, "train")), train_file
 
 
@@ -385,9 +384,7 @@ class NerTask(Task):
             self.loss = ClassWeightedLoss(masked_loss, class_weights(run.class_weights, self.label_list, tags))
 
     def train_data(self, run, tokenizer, trainer):
-        """Saves the label list (chief) and writes work_dir/train.tf_record (a TrainData counting windows)."""
-        if trainer.is_chief:
-            label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.label_list)
+        """Writes work_dir/train.tf_record (a TrainData counting windows)."""
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
         examples = self.examples["train"]
         written = write_tf_record(

@@ -1,8 +1,11 @@
-"""What a training run records, so that a rerun into its output_dir resumes only the run it continues.
+"""What a training run records: what it trains, for every later reader, and what a rerun into its output_dir must
+share to resume it.
 
 Beside its checkpoints, a run's work_dir holds:
   bert_config.json    the model's config (the chief)
   run_settings.json   what shapes its input and updates: `training_settings` and `data_settings`
+  model_metadata.json what it trains (the chief, `record_model`): task, labels, thresholds, casing, max_seq_length,
+  + vocab.txt         bert_config, the task's answer settings; read by bert_tf.load, later runs, exports, conversions
 A resumed input position belongs to one input pipeline: with other settings a rerun would fail deep in training or
 silently read other data, so `check` refuses it, naming each difference, unless `start_over`. An output_dir without
 run_settings.json is resumed.
@@ -15,12 +18,16 @@ import os
 from absl import logging
 
 from bert_tf import checkpoints, fileio
+from bert_tf.data import label_lists
+from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribute
 from bert_tf.training.config import RunConfig
 
 SETTINGS_FILE = "run_settings.json"
 CONFIG_FILE = "bert_config.json"
+MODEL_FILE = task_models.METADATA_FILE
+VOCAB_FILE = "vocab.txt"
 
 
 def training_settings(run, strategy):
@@ -157,3 +164,52 @@ def record(work_dir, config, settings):
         config.to_json_file(os.path.join(work_dir, CONFIG_FILE))
     fileio.write_text_atomically(os.path.join(work_dir, SETTINGS_FILE),
                                  json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+def record_model(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length, settings=None):
+    """Writes MODEL_FILE (`task_models.metadata`, with the task's answer `settings`) and a copy of `vocab_file` into
+    the training run's `output_dir`."""
+    vocab_copy = os.path.join(output_dir, VOCAB_FILE)
+    if os.path.normpath(vocab_file) != os.path.normpath(vocab_copy):
+        fileio.copy_file(vocab_file, vocab_copy)
+    meta = {**task_models.metadata(task, model, labels, do_lower_case, max_seq_length), **(settings or {})}
+    _write_model_record(output_dir, meta)
+
+
+def _write_model_record(output_dir, meta):
+    fileio.write_text_atomically(os.path.join(output_dir, MODEL_FILE), json.dumps(meta, indent=2, sort_keys=True))
+
+
+def recorded_labels(output_dir):
+    """(where, labels) of the labels of the model in `output_dir`: its training run's MODEL_FILE, else a
+    label_list.txt put there by hand (one label per line: a checkpoint trained elsewhere), else (MODEL_FILE, None)."""
+    meta = checkpoints.run_record(output_dir)
+    if meta and meta.get("labels"):
+        return os.path.join(output_dir, MODEL_FILE), meta["labels"]
+    path, labels = label_lists.saved(output_dir)
+    return (path, labels) if labels is not None else (os.path.join(output_dir, MODEL_FILE), None)
+
+
+def recorded_thresholds(output_dir, labels):
+    """A multi-label model's thresholds, one per label of `labels`, as the training run in `output_dir` recorded
+    them, or None. ValueError naming the file unless they are numbers in [0, 1] for those labels."""
+    meta = checkpoints.run_record(output_dir)
+    if not meta or meta.get("thresholds") is None:
+        return None
+    thresholds, path = meta["thresholds"], os.path.join(output_dir, MODEL_FILE)
+    if meta.get("labels") != list(labels) or len(thresholds) != len(labels) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t <= 1 for t in thresholds):
+        raise ValueError(f"{path}: expected a threshold in [0, 1] for each label of {list(labels)}, got "
+                         f"{thresholds!r} for {meta.get('labels')!r}.")
+    return [float(t) for t in thresholds]
+
+
+def record_thresholds(output_dir, thresholds):
+    """Replaces the thresholds the training run in `output_dir` recorded (a multi-label model's, tuned on dev);
+    without its MODEL_FILE (a run that did not train here), logs that they stay this run's."""
+    meta = checkpoints.run_record(output_dir)
+    if meta is None:
+        logging.info("%s has no %s (its model was trained elsewhere): the tuned thresholds are not recorded.",
+                     output_dir, MODEL_FILE)
+        return
+    _write_model_record(output_dir, {**meta, "thresholds": [float(t) for t in thresholds]})

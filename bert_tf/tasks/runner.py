@@ -78,6 +78,9 @@ def train(run, task, tokenizer, trainer, controls=None):
         if trainer.is_chief:
             evaluation.delete(run.output_dir)
     run_record.record(trainer.work_dir, trainer.model.bert.config if trainer.is_chief else None, settings)
+    if trainer.is_chief and run.vocab_file:  # what it trains, for every later reader
+        run_record.record_model(run.output_dir, trainer.model, task.export_task, task.label_list, run.vocab_file,
+                                run.do_lower_case, run.max_seq_length, task.answer_settings)
     logging.info("***** Running training *****")
     if data.num_examples is not None:
         logging.info("  Num examples = %d", data.num_examples)
@@ -154,10 +157,6 @@ def run(task, run_config):
         if run_config.predict_text_file:
             answers.answer_text_file(run_config, task, tokenizer, trainer)
         export(run_config, task, trainer)
-        if run_config.do_train and run_config.vocab_file:  # what was trained, for bert_tf.load
-            answers.record(run_config.output_dir, trainer.model, task.export_task, task.label_list,
-                           run_config.vocab_file, run_config.do_lower_case, run_config.max_seq_length,
-                           task.answer_settings)
     trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", trainer.work_dir)
     return eval_results, predict_results

@@ -319,11 +319,11 @@ def test_tsv_task_labels_learned_saved_and_reused(tmp_path):
     os.makedirs(out)
     _tsv_data(data, test_has_label=True)
     p = clf.get_processor("tsv")
-    with pytest.raises(ValueError, match="label_list.txt not found"):
+    with pytest.raises(ValueError, match="model_metadata.json not found"):
         clf.prepare_label_list(p, data, out, do_train=False)
     assert clf.prepare_label_list(p, data, out, do_train=True) == ["mixed", "neg", "pos"]
-    assert os.listdir(out) == []  # the chief's train_data saves them (test_a_run_reads_each_tsv_file_once)
-    _write(os.path.join(out, "label_list.txt"), ["mixed", "neg", "pos"])
+    assert os.listdir(out) == []  # a training run records them (test_script_tsv_task_then_predict_only_run)
+    _write(os.path.join(out, "label_list.txt"), ["mixed", "neg", "pos"])  # by hand: a model trained elsewhere
     train = p.get_train_examples(data)
     assert _summary(train)[:2] == [("train-a1", "good cat", "yes", "pos"), ("train-a2", "bad dog", "", "neg")]
     assert [e.example_id for e in train] == ["a1", "a2", "a3", "a4"]
@@ -356,8 +356,6 @@ def test_a_run_reads_each_tsv_file_once(tmp_path, tokenizer, monkeypatch):
     assert os.listdir(out) == []  # nothing written before the model is built
     chief = types.SimpleNamespace(is_chief=True, work_dir=out)  # what the task reads of its Trainer
     assert task.train_data(run, tokenizer, chief).num_examples == 4 and task.labels == ["mixed", "neg", "pos"]
-    with open(os.path.join(out, "label_list.txt")) as f:
-        assert f.read() == "mixed\nneg\npos\n"
     assert not [n for n in os.listdir(out) if fileio.TEMP_MARK in n]
     assert [len(examples) for _, examples in task.dev_splits] == [1]
     assert [(len(examples), name) for _, examples, name in task.test_splits] == [(1, "predictions")]
@@ -691,8 +689,9 @@ def test_script_tsv_task_then_predict_only_run(script_runs):
     from output_dir alone, evaluates, predicts (ids and labels) and exports a SavedModel serving raw text."""
     d = script_runs["tsv"]
     out = f"{d}/out"
-    with open(f"{out}/label_list.txt") as f:
-        assert f.read() == "happy\nmeh\nsad\n"
+    with open(f"{out}/model_metadata.json") as f:
+        assert json.load(f)["labels"] == ["happy", "meh", "sad"]
+    assert not os.path.exists(f"{out}/label_list.txt")
     # The fine-tuned model in the original format: original names, the classifier head for 3 labels.
     original = dict(tf.train.list_variables(f"{out}/original/bert_model.ckpt"))
     assert original["output_weights"] == [3, 32] and "bert/encoder/layer_0/output/LayerNorm/gamma" in original

@@ -193,8 +193,8 @@ def test_readme_command_runs_as_written(tmp_path, run_main):
                                                      "--num_train_epochs=1"], glue, with_logs=True)
     assert errors[0] is None, logs[-4000:]
     assert errors[1].startswith("ValueError: --text_a_column: task MRPC reads fixed columns")
-    with open(f"{out}/label_list.txt") as f:
-        assert f.read().splitlines() == labels  # sorted
+    with open(f"{out}/model_metadata.json") as f:
+        assert json.load(f)["labels"] == labels  # sorted
     with open(f"{out}/eval_results.txt") as f:
         results = dict(line.split(" = ") for line in f.read().splitlines())
     assert results["global_step"] == "2"  # 8 examples / 4 x 1 epoch

@@ -160,9 +160,9 @@ def test_bad_settings_are_refused_before_any_work(tmp_path):
         with pytest.raises(ValueError, match=message):
             runner.run(ClassifierTask(task, data), runner.RunConfig(output_dir=str(out), **settings, **files))
     assert not out.exists()
-    tiny_classifier.write_lines(str(out / "label_list.txt"), LABELS)
-    tiny_classifier.write_lines(str(out / "thresholds.json"), ['{"art": 0.5, "tech": 2}'])
-    with pytest.raises(ValueError, match=r"thresholds\.json: expected a threshold in \[0, 1\] for each label of "
+    tiny_classifier.write_lines(str(out / "model_metadata.json"), [json.dumps(
+        {"task": "multi_label", "labels": LABELS, "thresholds": [0.5, 2, 0.5]})])
+    with pytest.raises(ValueError, match=r"model_metadata\.json: expected a threshold in \[0, 1\] for each label of "
                                          r"\['art', 'sport', 'tech'\]"):
         ClassifierTask("tsv", data).read_inputs(runner.RunConfig(output_dir=str(out), do_predict=True,
                                                                  multi_label=True), None)
@@ -204,10 +204,11 @@ def _rows(path):
 
 @pytest.mark.slow
 def test_the_readme_command_trains_tunes_predicts_and_exports(readme_run):
-    """eval_results.txt's multi-label keys; thresholds.json: tuned on the dev probabilities of the model the run ends
-    with (the serving export's); test_results.tsv: a probability per label, the export's (1e-5), predictions.tsv and
-    the export's predicted_labels at the thresholds; the settings recorded; a predict-only run reads them back;
-    bert_tf.load of the run and of the export answer with those probabilities and labels."""
+    """eval_results.txt's multi-label keys; the recorded labels and thresholds (model_metadata.json; no
+    label_list.txt): tuned on the dev probabilities of the model the run ends with (the serving export's);
+    test_results.tsv: a probability per label, the export's (1e-5), predictions.tsv and the export's predicted_labels
+    at the thresholds; the settings recorded; a predict-only run reads them back; bert_tf.load of the run and of the
+    export answer with those probabilities and labels."""
     import tensorflow_text  # noqa: F401  (the export's text signatures)
 
     values, errors, logs = readme_run
@@ -219,11 +220,10 @@ def test_the_readme_command_trains_tunes_predicts_and_exports(readme_run):
                                "loss"]
     with open(f"{out}/eval_history.jsonl") as f:
         assert [json.loads(line)["global_step"] for line in f] == [4, 8]
-    with open(f"{out}/label_list.txt") as f:
-        assert f.read().splitlines() == LABELS
-    with open(f"{out}/thresholds.json") as f:
-        saved = json.load(f)
-    assert list(saved) == LABELS
+    with open(f"{out}/model_metadata.json") as f:
+        recorded = json.load(f)
+    assert recorded["labels"] == LABELS and not os.path.exists(f"{out}/label_list.txt")
+    saved = dict(zip(LABELS, recorded["thresholds"]))
     thresholds = np.array(list(saved.values()), np.float32)
     with open(f"{out}/eval_metrics.json") as f:
         assert json.load(f)["thresholds"] == saved
@@ -296,8 +296,8 @@ def test_an_export_of_the_runs_output_dir_takes_what_it_recorded(readme_run, tmp
     path = exporter.export("multi_label", str(tmp_path), init_checkpoint=out, max_seq_length=16, text_ops="none")
     with open(f"{path}/assets.extra/export_metadata.json") as f:
         meta = json.load(f)
-    with open(f"{out}/thresholds.json") as f:
-        assert (meta["labels"], meta["thresholds"]) == (LABELS, list(json.load(f).values()))
+    with open(f"{out}/model_metadata.json") as f:
+        assert (meta["labels"], meta["thresholds"]) == (LABELS, json.load(f)["thresholds"])
     with pytest.raises(ValueError, match="holds a multi_label model .* export it as --task=multi_label"):
         exporter.export("classifier", str(tmp_path), init_checkpoint=out, max_seq_length=16, text_ops="none")
     with pytest.raises(ValueError, match="holds a multi-label classifier .* not a single-label one: add --multi_label"):

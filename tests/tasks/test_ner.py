@@ -384,7 +384,7 @@ def script_runs(tmp_path_factory, run_main, minilm_release):
 def test_script_trains_evaluates_and_predicts(script_runs):
     tmp_path = script_runs[0]["tiny"]
     data, out = tmp_path / "data", tmp_path / "out"
-    assert (out / "label_list.txt").read_text().split() == LABELS
+    assert json.loads((out / "model_metadata.json").read_text())["labels"] == LABELS
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     _assert_metrics_of_written_predictions(results, (out / "eval_predictions.txt").read_text(),
                                            ner.read_conll(str(data / "valid.txt")))
@@ -423,7 +423,7 @@ def test_script_trains_evaluates_and_predicts(script_runs):
     # A test label the model does not know is an error naming its file and line, raised before any model work.
     (data / "test.txt").write_text("Paris NNP B-NP B-CITY\n")
     with pytest.raises(ValueError, match=r"test.txt:1: unknown label 'B-CITY' \(word 'Paris'\); the label list "
-                                         r"\(.*label_list.txt\) has B-LOC"):
+                                         r"\(.*model_metadata.json\) has B-LOC"):
         _run(tmp_path, data, out, do_predict=True)
 
 

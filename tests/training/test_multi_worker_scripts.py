@@ -1,7 +1,7 @@
 """run_classifier.py and run_ner.py on two local workers (MultiWorkerMirroredStrategy, a TF_CONFIG cluster of two
 localhost ports) against one process on one device at the same global batch (dropout off, so the two compute the
 same updates): the same eval results and predictions; the chief alone writes output_dir's shared files (results,
-label_list.txt, the original-format checkpoint and, run_classifier.py's, the export), worker 1 only its own
+model_metadata.json, the original-format checkpoint and, run_classifier.py's, the export), worker 1 only its own
 checkpoints and training records in output_dir/workers/worker-1; no temporary is left; a second run in a row into
 the same output_dir (--start_over) gives the same results again (run_classifier.py's: the runner's export and
 --start_over are every script's).
@@ -41,14 +41,14 @@ def _classifier(data):
             f"{' '.join(rng.choices(WORDS, k=rng.randint(1, 4)))}" for _ in range(count)]
         (data / f"{split}.tsv").write_text("".join(row + "\n" for row in rows))
     return "run_classifier.py", ["--task_name=tsv", f"--data_dir={data}", "--num_train_epochs=1"], \
-        ["eval_results.txt", "test_results.tsv", "predictions.tsv", "label_list.txt"]
+        ["eval_results.txt", "test_results.tsv", "predictions.tsv", "model_metadata.json"]
 
 
 def _ner(data):
     for split in ("train", "dev", "test"):
         (data / f"{split}.txt").write_text(test_ner.CONLL_SAMPLE)  # 8 windows of 16 tokens: 2 updates of 4
     return "run_ner.py", [f"--data_dir={data}", "--num_train_epochs=1"], \
-        ["eval_results.txt", "eval_predictions.txt", "test_results.txt", "label_list.txt"]
+        ["eval_results.txt", "eval_predictions.txt", "test_results.txt", "model_metadata.json"]
 
 
 def _start(command, log, tf_config=None):
@@ -107,7 +107,7 @@ def test_two_workers_give_the_one_device_results(task, rerun, tmp_path):
     for name in outputs[1:-1]:  # the predictions
         (got, got_text), (want, want_text) = (numbers_and_text(d / name) for d in (multi, single))
         assert got_text == want_text and got == pytest.approx(want, abs=1e-5), name
-    assert (multi / "label_list.txt").read_text() == (single / "label_list.txt").read_text()
+    assert (multi / "model_metadata.json").read_text() == (single / "model_metadata.json").read_text()
 
     worker = multi / "workers" / "worker-1"
     assert os.listdir(multi / "workers") == ["worker-1"]

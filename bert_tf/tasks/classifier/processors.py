@@ -17,6 +17,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data import label_lists
+from bert_tf.tasks import run_record
 from bert_tf.text import tokenization
 
 LABEL_LIST_FILE = label_lists.FILE_NAME
@@ -393,9 +394,9 @@ COLUMNS = ("text_a", "text_b", "label", "id")  # the fields of your own data; ea
 
 class TsvProcessor(DataProcessor):
     """Your own data: train/dev/test.tsv in data_dir, a header naming the columns `text_a`, `label` (optional in test),
-    `text_b`, `id` (optional); others ignored. Labels: the sorted training labels, saved to output_dir/label_list.txt
-    when training and read back otherwise. `columns` ({field of COLUMNS: name}) renames the columns; naming text_b makes
-    it required. The csv and jsonl tasks differ only in `_rows`."""
+    `text_b`, `id` (optional); others ignored. Labels: the sorted training labels, recorded in output_dir when training
+    and read back otherwise. `columns` ({field of COLUMNS: name}) renames the columns; naming text_b makes it
+    required. The csv and jsonl tasks differ only in `_rows`."""
     extension = "tsv"  # of the files, and the task's name
     separator = "tab"
     submission_name = "predictions"
@@ -423,7 +424,7 @@ class TsvProcessor(DataProcessor):
     def get_labels(self):
         if self.labels is None:
             raise ValueError(f"The {self.extension} task's label list is not known yet: train first (--do_train), "
-                             f"which saves {LABEL_LIST_FILE} in output_dir, or put one label per line in that file.")
+                             f"which records them in output_dir, or put one label per line in {LABEL_LIST_FILE} there.")
         return list(self.labels)
 
     def learn_labels(self, data_dir, examples=None):
@@ -583,18 +584,18 @@ def get_processor(task_name, xnli_language="zh", columns=None):
 
 def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples=None):
     """The task's label list (None for regression). Your own data's is learned from `train_examples` when training, else
-    read from output_dir/label_list.txt."""
+    the one the training run in output_dir recorded (`run_record.recorded_labels`)."""
     if not isinstance(processor, TsvProcessor):
         return processor.get_labels()
-    label_file, saved = label_lists.saved(output_dir)
+    label_file, saved = run_record.recorded_labels(output_dir)
     if do_train:
         labels = processor.learn_labels(data_dir, train_examples)
         label_lists.check_unchanged(labels, f"{data_dir}/train.{processor.extension}", label_file, saved)
         return labels
     if saved is None:
         raise ValueError(f"{label_file} not found: the {processor.extension} task takes its label list from "
-                         "training; run with --do_train first (into the same output_dir) or write the labels there, "
-                         "one per line.")
+                         f"training; run with --do_train first (into the same output_dir) or put the labels in "
+                         f"{LABEL_LIST_FILE} there, one per line.")
     processor.labels = saved
     return saved
 

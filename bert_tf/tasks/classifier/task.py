@@ -5,7 +5,7 @@ model runs on their features in memory.
 
 Multi-label (--multi_label): an example's label is a list, or a string joined by --label_separator. A label is predicted
 where its probability is >= its threshold: `task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the
-dev set at each evaluation and saved as output_dir/thresholds.json for runs that do not train.
+dev set at each evaluation and recorded in output_dir's model_metadata.json (`run_record`) for runs that do not train.
 
 Long texts (--doc_stride=N > 0): a text longer than max_seq_length becomes windows (`features.convert_example_windows`:
 text_a windowed, text_b whole in each). Training takes each window as an example with its text's label
@@ -14,7 +14,6 @@ text_a windowed, text_b whole in each). Training takes each window as an example
 """
 import collections
 import itertools
-import json
 import math
 import os
 
@@ -23,10 +22,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
-from bert_tf.data import label_lists
 from bert_tf.data import lengths as lengths_lib
 from bert_tf.model import task_models
-from bert_tf.tasks import result_files
+from bert_tf.tasks import result_files, run_record
 from bert_tf.tasks.classifier.features import (
     check_dev_labels,
     check_windows,
@@ -43,8 +41,6 @@ from bert_tf.tasks.classifier.metrics import (
     write_class_metrics,
 )
 from bert_tf.tasks.classifier.processors import (
-    LABEL_LIST_FILE,
-    TsvProcessor,
     get_processor,
     prepare_label_list,
 )
@@ -172,29 +168,6 @@ class PositiveWeightedLoss(ClassWeightedLoss):
         return {"loss": multi_label_loss(labels, outputs, self.class_weights)}
 
 
-THRESHOLDS_FILE = "thresholds.json"
-
-
-def write_thresholds(output_dir, label_list, thresholds):
-    """Writes output_dir/thresholds.json, {label: threshold} in label_list order, atomically."""
-    text = json.dumps(dict(zip(label_list, thresholds)), indent=2)
-    fileio.write_text_atomically(os.path.join(output_dir, THRESHOLDS_FILE), text + "\n")
-
-
-def read_thresholds(output_dir, label_list):
-    """output_dir/thresholds.json's thresholds in label_list order (None without the file); ValueError unless each label
-    has a number in [0, 1]."""
-    path = os.path.join(output_dir, THRESHOLDS_FILE)
-    if not fileio.exists(path):
-        return None
-    saved = fileio.read_json(path, "Thresholds")
-    if not isinstance(saved, dict) or sorted(saved) != sorted(label_list) or not all(
-            isinstance(t, (int, float)) and 0 <= t <= 1 for t in saved.values()):
-        raise ValueError(f"{path}: expected a threshold in [0, 1] for each label of {list(label_list)}, got "
-                         f"{saved!r}; delete it to use {task_models.DEFAULT_THRESHOLD} for each.")
-    return [float(saved[label]) for label in label_list]
-
-
 def format_submission(ids, predictions, label_list, id_header="index", thresholds=None, separator=","):
     """A GLUE submission file: `index<TAB>prediction`, then each example's id and predicted label (regression: the
     score; multi-label, with `thresholds`: the labels at or above theirs, joined by `separator`)."""
@@ -288,7 +261,7 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
              window_pooling=WINDOW_POOLINGS[0]):
     """Evaluates each dev set ([(suffix, examples)]) into eval_results<suffix>.txt, eval_metrics<suffix>.json and
     eval<suffix>.tf_record; -> {suffix: results}. `tune`: multi-label `thresholds` tuned in place on the first dev
-    set."""
+    set and recorded (`run_record.record_thresholds`)."""
     regression, multi_label = processor.is_regression, thresholds is not None
     results = {}
     for suffix, examples in dev_splits:
@@ -299,7 +272,7 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
                                       window_pooling=window_pooling)
         if tune and not results:
             thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
-            write_thresholds(output_dir, label_list, thresholds)
+            run_record.record_thresholds(output_dir, thresholds)
             logging.info("Thresholds tuned on the dev set: %s", ", ".join(
                 f"{label} {t:.4g}" for label, t in zip(label_list, thresholds)))
         result = eval_metrics(outputs, features, global_step, regression, processor.metrics, thresholds)
@@ -405,7 +378,7 @@ class ClassifierTask(Task):
 
     def read_inputs(self, run, config):
         """Reads each input file once (an unknown dev label fails before training), splits multi-label labels, reads
-        saved thresholds unless training, and weighs the loss by --class_weights."""
+        the recorded thresholds unless training, and weighs the loss by --class_weights."""
         self.multi_label = run.multi_label
         if run.do_train:
             self.train_examples = self._labelled(run, self.processor.get_train_examples(self.data_dir))
@@ -414,7 +387,7 @@ class ClassifierTask(Task):
         loss_fn = multi_label_loss if self.multi_label else classification_loss
         if self.multi_label:
             self.loss = loss_fn
-            saved = None if run.do_train else read_thresholds(run.output_dir, self.labels)
+            saved = None if run.do_train else run_record.recorded_thresholds(run.output_dir, self.labels)
             self.thresholds = saved or [task_models.DEFAULT_THRESHOLD] * len(self.labels)
         if run.do_train and run.class_weights:
             weights = class_weights(run.class_weights, self.labels, [example.label for example in self.train_examples],
@@ -452,10 +425,8 @@ class ClassifierTask(Task):
                     lengths=run.sequence_lengths, doc_stride=self.doc_stride, window_pooling=self.window_pooling)
 
     def train_data(self, run, tokenizer, trainer):
-        """Saves the tsv task's label list (chief) and writes work_dir/train.tf_record. With --doc_stride, checks the
-        dev/test windows fit before training and records the window settings."""
-        if trainer.is_chief and isinstance(self.processor, TsvProcessor):
-            label_lists.write(os.path.join(run.output_dir, LABEL_LIST_FILE), self.labels)
+        """Writes work_dir/train.tf_record. With --doc_stride, checks the dev/test windows fit before training and
+        records the window settings."""
         if self.doc_stride:
             check_windows([example for split in (*self.dev_splits, *self.test_splits) for example in split[1]],
                           run.max_seq_length, tokenizer, self.doc_stride)
