@@ -321,7 +321,7 @@ METADATA_FILE = "model_metadata.json"  # `metadata` of what a training run train
 def metadata(task, model, labels, do_lower_case, max_seq_length):
     """What a reader needs to rebuild `model` (None: no weights) and feed it text: task, casing, max_seq_length, labels,
     bert_config and options. Written to an export's assets.extra/export_metadata.json and a run's output_dir
-    (METADATA_FILE, by bert_tf.tasks.answers.record); read by bert_tf.load."""
+    (METADATA_FILE, by bert_tf.tasks.run_record.record_model); read by bert_tf.load."""
     meta = {"task": task, "do_lower_case": bool(do_lower_case), "max_seq_length": int(max_seq_length),
             "labels": labels}
     if model is not None:
