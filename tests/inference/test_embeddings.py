@@ -5,10 +5,13 @@ import os
 
 import numpy as np
 import pytest
+import script_steps
 import tensorflow as tf
 
 from bert_tf.inference import embeddings
 from bert_tf.model import task_models
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +79,11 @@ def test_search_ranks_by_cosine():
 
 
 @pytest.mark.slow
-def test_semantic_search_script_and_export(minilm_release, golden, run_main, tmp_path):
+def test_semantic_search_script_and_export(minilm_release, golden, child_env, tmp_path):
     """semantic_search.py finds each query's own sentence first (cosine 1) and writes JSON lines, also with
     --doc_stride at a max_seq_length that windows some sentences (its log says so); bad input fails before the model
     loads, naming the file or flag. --task=embedding exports `embedding` through serving_default
-    and serving_text, equal to the Python API's (1e-5)."""
+    and serving_text, equal to the Python API's (1e-5). Both scripts run in one process (tests/script_steps.py)."""
     texts = [str(t) for t in golden["texts"]]
     corpus = tmp_path / "sentences.txt"
     corpus.write_text("\n".join(texts[:20]) + "\n\n", encoding="utf-8")
@@ -91,15 +94,18 @@ def test_semantic_search_script_and_export(minilm_release, golden, run_main, tmp
     output = tmp_path / "search.jsonl"
     export_dir = tmp_path / "export"
     windowed = tmp_path / "windowed.jsonl"
-    errors, logs = run_main("run_scripts/semantic_search.py",
-                            [f"--input_file={corpus}", f"--output_file={output}", f"--query={texts[3]}",
-                             f"--query={texts[11]}", "--top_k=2", *model_flags],
-                            [f"--input_file={empty}", f"--output_file={tmp_path / 'none.jsonl'}", "--query=x",
-                             *model_flags],
-                            [f"--input_file={corpus}", f"--output_file={tmp_path / 'none.jsonl'}", *model_flags],
-                            [f"--input_file={corpus}", f"--output_file={windowed}", f"--query={texts[11]}",
-                             "--top_k=1", *model_flags[:2], "--max_seq_length=16", "--doc_stride=8"],
-                            with_logs=True)
+    (search, exports), logs = script_steps.run([
+        (os.path.join(REPO, "run_scripts", "semantic_search.py"), [
+            [f"--input_file={corpus}", f"--output_file={output}", f"--query={texts[3]}", f"--query={texts[11]}",
+             "--top_k=2", *model_flags],
+            [f"--input_file={empty}", f"--output_file={tmp_path / 'none.jsonl'}", "--query=x", *model_flags],
+            [f"--input_file={corpus}", f"--output_file={tmp_path / 'none.jsonl'}", *model_flags],
+            [f"--input_file={corpus}", f"--output_file={windowed}", f"--query={texts[11]}", "--top_k=1",
+             *model_flags[:2], "--max_seq_length=16", "--doc_stride=8", "--verbosity=0"]]),  # INFO: the windows' log
+        (os.path.join(REPO, "run_scripts", "export_saved_model.py"), [
+            ["--task=embedding", f"--export_dir={export_dir}", *model_flags],
+            ["--task=encoder", "--pooling=cls", f"--export_dir={tmp_path / 'no'}", *model_flags]])], REPO, child_env())
+    errors = search["errors"]
     assert errors[0] is None and errors[3] is None
     assert "were longer than max_seq_length 16 and were split into" in logs
     (hit,) = json.loads(windowed.read_text(encoding="utf-8"))["results"]
@@ -114,10 +120,8 @@ def test_semantic_search_script_and_export(minilm_release, golden, run_main, tmp
         assert result["results"][1]["score"] < 0.9
     assert not (tmp_path / "none.jsonl").exists()
 
-    errors = run_main("run_scripts/export_saved_model.py",
-                      ["--task=embedding", f"--export_dir={export_dir}", *model_flags],
-                      ["--task=encoder", "--pooling=cls", f"--export_dir={tmp_path / 'no'}", *model_flags])
-    assert errors[0] is None
+    errors = exports["errors"]
+    assert errors[0] is None, logs[-3000:]
     assert errors[1].startswith("ValueError: --pooling does not apply to --format=serving --task=encoder (its "
                                 "options: --text_ops, ")
     import tensorflow_text  # noqa: F401  (the text signature's ops)
