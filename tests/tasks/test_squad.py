@@ -499,7 +499,6 @@ def test_script_rejects_bad_input(script_runs):
     assert not (tmp_path / "out" / "train.tf_record").exists() and not (tmp_path / "out" / "predictions.json").exists()
 
 
-@pytest.mark.slow
 def _assert_answers_are_the_runs(out):
     """bert_tf.load of the trained run in `out`: its predictions.json answers with their n-best probabilities, at
     their place in the context; under SQuAD 2.0 settings with a threshold no answer passes, the empty answer."""
@@ -568,6 +567,7 @@ def script_runs(tiny_release, golden_checkpoint, data_dir, tmp_path_factory, run
     return done
 
 
+@pytest.mark.slow
 def test_script_trains_and_predicts(tiny_release, script_runs):
     """Trains and predicts; predicts again from output_dir (the fine-tuned model restored, plus the v2 outputs) and,
     in another output_dir, from the output_dir as --init_checkpoint (its span head, which the Trainer's checkpoints
