@@ -81,3 +81,14 @@ def run_script(*args, env=None):
     CompletedProcess (text stdout/stderr)."""
     return forkserver.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})})
+
+
+def tiny_and_pretrained_runs(run_main, tmp_path_factory, script, tiny_run, pretrained_run, minilm_release):
+    """`script`'s run on the tiny model, then its run from the real MiniLM, one after the other in one process
+    (`tiny_run(directory)`, `pretrained_run(directory, minilm_release)`: their flags). Returns ({"tiny": its
+    directory, "pretrained": its}, the process's logs)."""
+    dirs = {name: tmp_path_factory.mktemp(name) for name in ("tiny", "pretrained")}
+    errors, logs = run_main(script, tiny_run(dirs["tiny"]), pretrained_run(dirs["pretrained"], minilm_release),
+                            with_logs=True)
+    assert errors == [None, None], (errors, logs[-3000:])
+    return dirs, logs

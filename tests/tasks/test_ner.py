@@ -371,13 +371,9 @@ def _tiny_run(d):
 
 @pytest.fixture(scope="module")
 def script_runs(tmp_path_factory, run_main, minilm_release):
-    """The run_ner.py runs of the tests below, one after the other in one process: `_tiny_run`, then
-    `_pretrained_run`. Returns {"tiny": its directory, "pretrained": its}, and the process's logs."""
-    dirs = {name: tmp_path_factory.mktemp(name) for name in ("tiny", "pretrained")}
-    errors, logs = run_main(SCRIPT, _tiny_run(dirs["tiny"]), _pretrained_run(dirs["pretrained"], minilm_release),
-                            with_logs=True)
-    assert errors == [None, None], (errors, logs[-3000:])
-    return dirs, logs
+    """run_ner.py's `_tiny_run`, then `_pretrained_run`, in one process (tiny_classifier.tiny_and_pretrained_runs)."""
+    return tiny_classifier.tiny_and_pretrained_runs(run_main, tmp_path_factory, SCRIPT, _tiny_run, _pretrained_run,
+                                                    minilm_release)
 
 
 @pytest.mark.slow
