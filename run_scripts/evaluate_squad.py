@@ -42,6 +42,8 @@ def parse_flags(argv):
     renamed = []
     for arg in argv[1:]:
         name, equals, value = arg.partition("=")
+        if not equals and arg[:2] in OFFICIAL_FLAGS and len(arg) > 2 and not arg.startswith("--"):
+            name, equals, value = arg[:2], "=", arg[2:]  # argparse's glued short form: -t0.5
         if arg in OFFICIAL_SWITCHES:
             continue
         if name in OFFICIAL_FLAGS and OFFICIAL_FLAGS[name] is None:

@@ -39,18 +39,19 @@ def test_official_calling_convention(tmp_path):
     for name, content in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(content))
     d, p, n = (str(tmp_path / f"{name}.json") for name in files)
-    out = [str(tmp_path / f"e{i}.json") for i in range(3)]
+    out = [str(tmp_path / f"e{i}.json") for i in range(4)]
     proc = forkserver.run([sys.executable, "-c", _DRIVER, EVALUATE, json.dumps([
         [d, p, "-n", n, "-o", out[0], "-t", "0.5", "-v"],
         [d, p, f"--na-prob-file={n}", "--out-file", out[1], "--na-prob-thresh=0.5", "--verbose"],
         [f"--data_file={d}", f"--pred_file={p}", f"--na_prob_file={n}", f"--out_file={out[2]}", "--na_prob_thresh=0.5"],
+        [d, p, f"-n{n}", f"-o{out[3]}", "-t0.5"],  # argparse's glued short forms
         [d, p, f"--na-prob-files={n}"],
         [d, p, "-n", n, "-p", str(tmp_path / "images")],
     ])], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.split("CODES ", 1)[1]) == [0, 0, 0, 1, 1], proc.stderr[-3000:]
+    assert json.loads(proc.stdout.split("CODES ", 1)[1]) == [0, 0, 0, 0, 1, 1], proc.stderr[-3000:]
     metrics = [json.load(open(path)) for path in out]
-    assert metrics[0] == metrics[1] == metrics[2]
+    assert metrics[0] == metrics[1] == metrics[2] == metrics[3]
     # By hand, at threshold 0.5: h1's 0.7 predicts no answer (wrong), n1's 4.0 too (right): exact 50. Best threshold:
     # h1 answered at 0.7 and n1 not: both right.
     assert metrics[0]["exact"] == 50.0 and metrics[0]["NoAns_exact"] == 100.0 and metrics[0]["HasAns_exact"] == 0.0
