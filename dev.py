@@ -67,12 +67,12 @@ def setup():
         if missing:
             raise SystemExit(missing)
         run(sys.executable, "-m", "venv", VENV)
-    run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    # Byte-compiled afterwards on every core (pip compiles one file after another): 51 + 22 s instead of 80 s here.
-    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-compile", "-e", ".[dev,corpus,beam,ecosystem,deploy]")
-    run(PYTHON, "-c", "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], "
-        "quiet=1, workers=0)", stdout=subprocess.DEVNULL)
-    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", *NO_DEPS)
+    # uv installs what pip would (the same releases) in a third of pip's time: it downloads and unpacks in parallel.
+    # It reads no pip.conf: behind a private index, set UV_INDEX_URL.
+    run(PYTHON, "-m", "pip", "install", "--quiet", "uv")
+    uv = (os.path.join(BIN, "uv"), "pip", "install", "--quiet", "--python", PYTHON)
+    run(*uv, "-e", ".[dev,corpus,beam,ecosystem,deploy]")
+    run(*uv, "--no-deps", *NO_DEPS)
     with open(stamp, "w") as f:
         f.write(digest)
 
@@ -336,6 +336,9 @@ def lint():
 
 
 def main(argv):
+    # Modules are byte-compiled as they are first imported, into .venv and the repository, and reused by every later
+    # process (compiling all of .venv at set-up costs a minute, most of it for modules no command imports).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if len(argv) < 2 or argv[1] not in ("setup", "quickstart", "test", "lint") or (
             argv[1] == "quickstart" and not set(argv[2:]) <= {"--verbose", "--pad_to_max_seq_length"}):
         print(__doc__)
