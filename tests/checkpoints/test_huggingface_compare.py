@@ -111,7 +111,7 @@ def test_hugging_face_tokenizers_give_bert_tf_ids(minilm_release, tmp_path, do_l
     """BertTokenizer (the Rust `tokenizers` one; BertTokenizerFast is the same class in transformers 5) and
     BertTokenizerLegacy (the Python one) from the written directory give FullTokenizer's ids on every line but
     those where lower-casing differs: Python's str.lower() (the original's) writes a word-final capital sigma as
-    "ς", the Rust normalizer as "σ" (README, "Hugging Face out")."""
+    "ς", the Rust normalizer as "σ" (docs/checkpoints.md, "Hugging Face out")."""
     from transformers import BertTokenizer, BertTokenizerLegacy
     hf_dir = checkpoints.convert_checkpoint(minilm_release, str(tmp_path / "hf"), to="huggingface",
                                             do_lower_case=do_lower_case)

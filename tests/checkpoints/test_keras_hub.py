@@ -301,7 +301,7 @@ def test_tokenizer_ids_on_real_wikipedia(lower, wiki_lines, uncased_vocab_file):
     """KerasHub's BertTokenizer as a written preset holds it (lowercase = strip_accents = do_lower_case) against
     bert-tf's FullTokenizer on `wiki_lines`: each differing line (printed, with its causes) holds a character of
     the known causes (`_keras_hub_causes`); measured on the whole sample: 102 lines differ uncased, 3 cased
-    (README)."""
+    (docs/checkpoints.md, "KerasHub presets")."""
     theirs = keras_hub.models.BertTokenizer(vocabulary=uncased_vocab_file, lowercase=lower, strip_accents=lower)
     ours = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=lower)
     got = [[int(i) for i in ids] for ids in theirs(wiki_lines)]  # a list of id arrays

@@ -767,7 +767,7 @@ def test_a_run_and_its_export_answer_raw_text_as_the_run_predicted(script_runs, 
         bert_tf.load(f"{d}/out").predict(texts, ["one"])
 
 
-# A script of a user's own (README, "Your own classification task"): its processor reads `label<TAB>text` lines of
+# A script of a user's own (docs/data.md, "Your own classification task"): its processor reads `label<TAB>text` lines of
 # reviews-<split>.txt, a file no built-in task reads, with labels in an order of its own.
 OWN_SCRIPT = """
 import os
