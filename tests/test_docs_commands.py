@@ -479,3 +479,21 @@ def test_c_a_command_that_fails_or_writes_nothing_fails(tmp_path):
                                            f"{tmp_path}/nbest_predictions.json"]
     with pytest.raises(AssertionError, match="build_vocab.py: this test does not know what it writes"):
         written("build_vocab", {})
+
+
+
+def test_readme_faq_word_alignment_runs_and_shows_its_values(uncased_vocab_file):
+    """README's FAQ snippet (words to wordpieces, the original README's example) runs on the bert-base-uncased
+    vocabulary, and each line `expression  # value` shows what the expression gives."""
+    (snippet,) = readme.fenced_blocks(readme.section("## FAQ"), "python")
+    snippet = re.sub(r'vocab_file="[^"]+"', f"vocab_file={uncased_vocab_file!r}", snippet)
+    lines, namespace, shown = snippet.splitlines(), {}, 0
+    for statement in ast.parse(snippet).body:
+        value = lines[statement.lineno - 1].partition("  # ")[2]
+        if isinstance(statement, ast.Expr) and value[:1] in ("[", "("):
+            assert eval(compile(ast.Expression(statement.value), "README", "eval"), namespace) == \
+                ast.literal_eval(value), lines[statement.lineno - 1]
+            shown += 1
+        else:
+            exec(compile(ast.Module([statement], []), "README", "exec"), namespace)
+    assert shown == 3
