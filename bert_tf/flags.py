@@ -54,7 +54,7 @@ def run_default(name):
     """The shared flag `name`'s default: RunConfig's."""
     from bert_tf.training.config import RunConfig
 
-    return next(field.default for field in dataclasses.fields(RunConfig) if field.name == name)
+    return getattr(RunConfig, name)
 
 
 def define_model_flags():
@@ -111,7 +111,7 @@ def define_classifier_flags():
                          "so that eval_results.txt, test_results.tsv and the metrics count texts; --export_dir's text "
                          "signatures window and pool the same way. Default: 0, or in a run that does not train, that "
                          "of the training run in output_dir (its model_metadata.json).", lower_bound=0)
-    flags.DEFINE_enum("window_pooling", None, classifier.WINDOW_POOLINGS, "--doc_stride: a "
+    flags.DEFINE_enum("window_pooling", None, packing.WINDOW_POOLINGS, "--doc_stride: a "
                       "text's outputs from its windows': mean, the mean of their probabilities (--multi_label: each "
                       "label's sigmoid; STS-B: of the scores); max, each label's highest (a softmax's then scaled to "
                       "sum to 1). eval_loss is each text's loss on them. Default: mean, or as --doc_stride's.")

@@ -87,7 +87,7 @@ flags.DEFINE_integer("doc_stride", default(saved_model.write, "doc_stride"), pac
                      "(text_b whole in every window), run the model on all windows of a request at once and pool "
                      "each text's outputs, as run_classifier.py and semantic_search.py --doc_stride do; they return "
                      "num_windows [B] instead of the packed inputs. docs/serving.md.", lower_bound=0)
-flags.DEFINE_enum("window_pooling", default(saved_model.write, "window_pooling"), list(saved_model.WINDOW_POOLINGS),
+flags.DEFINE_enum("window_pooling", default(saved_model.write, "window_pooling"), list(packing.WINDOW_POOLINGS),
                   "--doc_stride, the classifier tasks: a text's outputs from its windows', as run_classifier.py "
                   "--window_pooling: the mean of their probabilities, or each label's max (a softmax's then scaled "
                   "to sum to 1); logits their logs (multi_label: log-odds); regression the mean or max.")

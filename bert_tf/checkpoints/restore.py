@@ -16,7 +16,6 @@ from bert_tf import fileio
 from bert_tf.checkpoints import assign, keras_hub, model_garden, name_map, original, tfhub
 from bert_tf.model import task_models
 
-_OBJECT_GRAPH = model_garden.OBJECT_GRAPH
 _FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
@@ -71,7 +70,7 @@ def resolve_checkpoint(path):
 def _object_graph_tensors(model, reader, source):
     """Original name -> tensor getter for the model's variables in one of our checkpoints, walking its object graph
     beside the model's trackables; others are added under their object path (unused)."""
-    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(_OBJECT_GRAPH))
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(model_garden.OBJECT_GRAPH))
     roots = [c.local_name for c in graph.nodes[0].children]
     if "bert" not in roots:
         raise ValueError(f"{source} is a tf.train.Checkpoint without a `bert` object (it holds {roots}); "
@@ -112,7 +111,7 @@ def _checkpoint_tensors(model, prefix):
     if keras_hub.is_preset(prefix):
         return keras_hub.preset_tensors(prefix)
     reader = original.checkpoint_reader(prefix)
-    if _OBJECT_GRAPH not in reader.get_variable_to_shape_map():
+    if model_garden.OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return original.original_tensors(reader)
     if model_garden.is_model_garden_graph(reader):
         return model_garden.checkpoint_tensors(reader, prefix)

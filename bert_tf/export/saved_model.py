@@ -27,7 +27,7 @@ import tensorflow as tf
 from bert_tf.data import lengths
 from bert_tf.export import entities
 from bert_tf.model import task_models
-from bert_tf.text import core_ops, packing, preprocessing
+from bert_tf.text import core_ops, in_graph, packing, preprocessing
 
 TEXT_OPS = ("tf_text", "core", "none")
 # The text signatures' request limits (the defaults of this format's and tfhub's options). Tokenization memory grows
@@ -35,35 +35,16 @@ TEXT_OPS = ("tf_text", "core", "none")
 # 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
 MAX_TEXTS_PER_REQUEST = 1024
 MAX_REQUEST_BYTES = 1 << 20
-# With doc_stride: the tasks whose text signatures window and pool, how the classifiers pool their windows'
-# probabilities, and the windows a request may take by default, per text it may hold (max_texts_per_request).
+# With doc_stride: the tasks whose text signatures window and pool (`packing.WINDOW_POOLINGS`), and the windows a
+# request may take by default, per text it may hold (max_texts_per_request).
 WINDOWED_TASKS = ("classifier", "multi_label", "regression", "embedding")
-WINDOW_POOLINGS = packing.WINDOW_POOLINGS
 WINDOWS_PER_TEXT = 4
-
-
-def make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops="tf_text", pad_to_max_seq_length=True,
-                      seq_length_multiple=1, **request_limits):
-    """The text signatures' in-graph text -> inputs module, checking each request against `request_limits` first."""
-    padding = dict(pad_to_max_seq_length=pad_to_max_seq_length, seq_length_multiple=seq_length_multiple,
-                   **request_limits)
-    if text_ops == "tf_text":
-        return preprocessing.InGraphPreprocessor(vocab_file, do_lower_case, max_seq_length, **padding)
-    if text_ops == "core":
-        return core_ops.CorePreprocessor(vocab_file, do_lower_case, max_seq_length, **padding)
-    raise ValueError(f"text_ops must be one of {TEXT_OPS} for a preprocessor, got {text_ops!r}.")
 
 
 def function_variables(concrete_functions):
     """The tf.Variables the concrete functions read, once each, in order: an export tracks these (not Keras 3's
     wrappers) so every loader restores them."""
-    seen, variables = set(), []
-    for fn in concrete_functions:
-        for v in fn.variables:
-            if id(v) not in seen:
-                seen.add(id(v))
-                variables.append(v)
-    return variables
+    return list({id(v): v for fn in concrete_functions for v in fn.variables}.values())
 
 
 # --- the serving module ------------------------------------------------------------------------------------
@@ -222,8 +203,10 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
     has_text = text_ops != "none" and task_models.takes_text(model)
     windows = window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,
                               max_texts_per_request)
-    preprocessor = make_preprocessor(vocab_file, do_lower_case, max_seq_length, text_ops, pad, seq_length_multiple,
-                                     **limits) if has_text else None
+    tokenizer_class = in_graph.InGraphTokenizer if text_ops == "tf_text" else core_ops.CoreWordpieceTokenizer
+    preprocessor = preprocessing.InGraphPreprocessor(  # its tokenizer checks each request against the limits first
+        max_seq_length=max_seq_length, tokenizer=tokenizer_class(vocab_file, do_lower_case, **limits),
+        pad_to_max_seq_length=pad, seq_length_multiple=seq_length_multiple) if has_text else None
     module = _ServingModule(model, spec, vocab_file, labels, None if windows else preprocessor, use_xla,
                             seq_length_multiple, windows.get("window_pooling"))
     if labels is not None:
@@ -268,10 +251,10 @@ def window_settings(spec, model, has_text, doc_stride, window_pooling, max_windo
     """`write`'s window metadata ({} for doc_stride 0). ValueError for a setting that does not apply to the task or
     export."""
     packing.check_doc_stride(doc_stride)
-    if window_pooling not in WINDOW_POOLINGS:
-        raise ValueError(f"window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got {window_pooling!r}.")
+    if window_pooling not in packing.WINDOW_POOLINGS:
+        raise ValueError(f"window_pooling must be one of {', '.join(packing.WINDOW_POOLINGS)}, got {window_pooling!r}.")
     if not doc_stride:
-        if window_pooling != WINDOW_POOLINGS[0] or max_windows_per_request is not None:
+        if window_pooling != packing.WINDOW_POOLINGS[0] or max_windows_per_request is not None:
             raise ValueError("--window_pooling and --max_windows_per_request apply to the windows of --doc_stride, "
                              "which is 0 (texts cut to max_seq_length).")
         return {}
@@ -281,7 +264,7 @@ def window_settings(spec, model, has_text, doc_stride, window_pooling, max_windo
     if not has_text:
         raise ValueError("--doc_stride windows the raw-text signatures, which --text_ops=none leaves out.")
     pools = spec.name != "embedding"
-    if window_pooling != WINDOW_POOLINGS[0] and not pools:
+    if window_pooling != packing.WINDOW_POOLINGS[0] and not pools:
         raise ValueError("--window_pooling applies to the classifier tasks: the embedding pools its windows by its "
                          "--pooling.")
     if max_windows_per_request is None and max_texts_per_request is not None:  # (None: no limit, as the others)

@@ -70,10 +70,6 @@ class BertConfig:
             raise ValueError(
                 f"{source}: unknown hidden_act {self.hidden_act!r}; expected one of {sorted(activations.NAMES)}.")
 
-    @property
-    def attention_head_size(self):
-        return self.hidden_size // self.num_attention_heads
-
     @classmethod
     def from_dict(cls, json_object, source="BertConfig"):
         """Builds a config from a dict with the original's keys; the `REQUIRED` ones must be present."""

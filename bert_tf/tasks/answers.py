@@ -1,6 +1,6 @@
 """Answers from raw text: `bert_tf.load(path)` -> a task's model whose `.predict(...)` answers plain strings, in order,
 as the run scripts would predict them. `path`: a training run's output_dir (best/ weights, else the latest checkpoint;
-MODEL_FILE, written by `run_record.record_model`) or an export (a version, or export_dir: its highest).
+model_metadata.json, written by `run_record.record_model`) or an export (a version, or export_dir: its highest).
 
 | task        | .predict(...)       | one answer                                                     |
 |-------------|---------------------|----------------------------------------------------------------|
@@ -30,7 +30,7 @@ from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
 PREDICTIONS_FILE = "predictions.jsonl"  # --predict_text_file's answers, in output_dir
-MODEL_FILE, VOCAB_FILE = run_record.MODEL_FILE, run_record.VOCAB_FILE  # in a training run's output_dir
+VOCAB_FILE = run_record.VOCAB_FILE  # in a training run's output_dir, beside its model_metadata.json
 EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
 
 
@@ -69,13 +69,13 @@ def load(path, batch_size=32):
         vocab_file = os.path.join(version, "assets", VOCAB_FILE)
         saved = _load_saved_model(version, meta)  # kept by the closure: its signatures read its variables
         model = lambda inputs: saved.signatures["serving_default"](**inputs)  # noqa: E731
-    elif fileio.exists(os.path.join(path, MODEL_FILE)):
-        meta = fileio.read_json(os.path.join(path, MODEL_FILE), "Model metadata")
+    elif fileio.exists(os.path.join(path, task_models.METADATA_FILE)):
+        meta = fileio.read_json(os.path.join(path, task_models.METADATA_FILE), "Model metadata")
         vocab_file = os.path.join(path, VOCAB_FILE)
         model = _restored_run(path, meta)
     else:
-        raise FileNotFoundError(f"{path}: neither a training run's output_dir (no {MODEL_FILE}: it is written when "
-                                f"a run trains) nor an export (no {EXPORT_METADATA}).")
+        raise FileNotFoundError(f"{path}: neither a training run's output_dir (no {task_models.METADATA_FILE}: it is "
+                                f"written when a run trains) nor an export (no {EXPORT_METADATA}).")
     if meta["task"] not in ANSWERS:
         raise ValueError(f"{path} holds a {meta['task']} model; bert_tf.load answers the tasks "
                          f"{', '.join(ANSWERS)}.")
@@ -105,7 +105,7 @@ def _load_saved_model(version, meta):
 def _restored_run(output_dir, meta):
     """`meta`'s Keras task model with the run's best weights, else its latest checkpoint's."""
     spec = task_models.REGISTRY[meta["task"]]
-    model = spec.build(BertConfig.from_dict(meta["bert_config"], os.path.join(output_dir, MODEL_FILE)),
+    model = spec.build(BertConfig.from_dict(meta["bert_config"], os.path.join(output_dir, task_models.METADATA_FILE)),
                        len(meta["labels"]) if spec.labelled else None, restored=True,
                        **{name: meta.get(name) for name in spec.options})
     weights = (checkpoints.latest_checkpoint(os.path.join(output_dir, evaluation.BEST_DIR))
@@ -116,16 +116,30 @@ def _restored_run(output_dir, meta):
     return lambda inputs: model(inputs, training=False)
 
 
-class TextClassifier:
+class _Answerer:
+    """A task's model answering raw text `batch_size` texts at a time, as `meta` (its run's record) says."""
+
+    def __init__(self, predictor, tokenizer, meta, batch_size):
+        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
+        self.max_seq_length, self.labels = meta["max_seq_length"], meta.get("labels")
+
+    def _batches(self, inputs, count, pad=False):
+        """The model's outputs on the `count` examples of `inputs`, batch by batch in order, with a progress bar."""
+        batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
+                                              lengths_lib.SequenceLengths(pad=pad), packing.INPUT_NAMES)
+        return tqdm(batches, total=-(-count // self.batch_size), desc="predict", unit="batch",
+                    disable=count <= 4 * self.batch_size)
+
+
+class TextClassifier(_Answerer):
     """A classifier, multi-label or regression model answering texts or pairs, windowed and pooled as its run's
     `answer_settings` say."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
-        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
-        self.task, self.labels = meta["task"], meta["labels"]
-        self.max_seq_length = meta["max_seq_length"]
+        super().__init__(predictor, tokenizer, meta, batch_size)
+        self.task = meta["task"]
         self.doc_stride = meta.get("doc_stride", 0)
-        self.window_pooling = meta.get("window_pooling", classifier.WINDOW_POOLINGS[0])
+        self.window_pooling = meta.get("window_pooling", packing.WINDOW_POOLINGS[0])
         self.thresholds = meta.get("thresholds") or (
             [task_models.DEFAULT_THRESHOLD] * len(self.labels) if self.task == "multi_label" else None)
 
@@ -166,25 +180,21 @@ class TextClassifier:
             return {"probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
         inputs, _ = features_to_arrays(features, self.max_seq_length, regression,
                                                   (len(self.labels),) if multi_label else ())
-        batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
-                                              lengths_lib.SequenceLengths.for_run(False, False, None),
-                                              packing.INPUT_NAMES)
-        batches = tqdm(batches, total=-(-len(features) // self.batch_size), desc="predict", unit="batch",
-                       disable=len(features) <= 4 * self.batch_size)
+        batches = self._batches(inputs, len(features))
         if self.doc_stride:
             batches = classifier.pool_windows(batches, features, self.batch_size, self.window_pooling, multi_label)
         parts = list(batches)
         return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
-class SpanAnswerer:
+class SpanAnswerer(_Answerer):
     """A SQuAD model answering questions on contexts as run_squad.py predicts (start, end: code points in the context;
     score: the n-best probability; SQuAD 2.0's no-answer: "" and None). Settings: the run's `answer_settings`, for an
     export run_squad.py's defaults."""
 
     def __init__(self, predictor, tokenizer, meta, batch_size):
-        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
-        self.max_seq_length, self.do_lower_case = meta["max_seq_length"], meta["do_lower_case"]
+        super().__init__(predictor, tokenizer, meta, batch_size)
+        self.do_lower_case = meta["do_lower_case"]
         defaults = {name: p.default for name, p in inspect.signature(squad.SquadTask).parameters.items()}
         self.settings = {name: meta.get(name, defaults[name]) for name in squad.SquadTask.ANSWER_SETTINGS}
 
@@ -207,11 +217,7 @@ class SpanAnswerer:
                                                       settings["doc_stride"], settings["max_query_length"], False)
         inputs = {name: np.array([getattr(f, name) for f in features], np.int32).reshape(len(features), -1)
                   for name in packing.INPUT_NAMES}
-        batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
-                                              lengths_lib.SequenceLengths(pad=True), packing.INPUT_NAMES)
-        results = squad.raw_results(features, tqdm(batches, total=-(-len(features) // self.batch_size),
-                                                   desc="predict", unit="batch",
-                                                   disable=len(features) <= 4 * self.batch_size))
+        results = squad.raw_results(features, self._batches(inputs, len(features), pad=True))
         spans = {}
         predictions, _, _ = squad.compute_predictions(
             examples, features, results, settings["n_best_size"], settings["max_answer_length"], self.do_lower_case,
@@ -245,13 +251,9 @@ def _context_span(context, span):
     return at(span.start), at(span.end - 1) + 1
 
 
-class EntityTagger:
+class EntityTagger(_Answerer):
     """An NER model answering texts with entities: BasicTokenizer's words tagged as run_ner.py does, grouped by
     `ner.entities_from_tags`; score: the words' mean probability."""
-
-    def __init__(self, predictor, tokenizer, meta, batch_size):
-        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
-        self.labels, self.max_seq_length = meta["labels"], meta["max_seq_length"]
 
     def predict(self, texts):
         """One answer per text of `texts`."""
@@ -268,12 +270,8 @@ class EntityTagger:
         scores = [[None] * len(example.words) for example in examples]
         if features:
             inputs, _ = ner.features_to_arrays(features)
-            batches = prediction.predict_in_order(self.predictor, inputs, self.batch_size,
-                                                  lengths_lib.SequenceLengths.for_run(False, False, None),
-                                                  packing.INPUT_NAMES)
             done = 0
-            for batch in tqdm(batches, total=-(-len(features) // self.batch_size), desc="predict", unit="batch",
-                              disable=len(features) <= 4 * self.batch_size):
+            for batch in self._batches(inputs, len(features)):
                 for logits in np.asarray(batch["logits"], np.float32):
                     feature = features[done]
                     done += 1
@@ -287,12 +285,8 @@ class EntityTagger:
                 for text, text_words, text_tags, text_scores in zip(texts, words, tags, scores)]
 
 
-class ChoiceAnswerer:
+class ChoiceAnswerer(_Answerer):
     """A multiple-choice (SWAG) model: each choice packed with its context as run_swag.py packs them."""
-
-    def __init__(self, predictor, tokenizer, meta, batch_size):
-        self.predictor, self.tokenizer, self.batch_size = predictor, tokenizer, batch_size
-        self.max_seq_length = meta["max_seq_length"]
 
     def predict(self, contexts, choices):
         """One answer per context of `contexts` with its swag.NUM_CHOICES choices."""
@@ -309,7 +303,7 @@ class ChoiceAnswerer:
         features = list(swag.convert_examples_to_features(examples, self.max_seq_length, self.tokenizer,
                                                           "The choices"))
         probabilities, _ = swag.predict_probabilities(self.predictor, features, self.batch_size, False,
-                                                      lengths=lengths_lib.SequenceLengths.for_run(False, False, None))
+                                                      lengths=lengths_lib.SequenceLengths())
         return [{"choice": int(row.argmax()), "probabilities": [float(p) for p in row]} for row in probabilities]
 
 

@@ -343,11 +343,11 @@ def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
         return saved, saved_path
     train_file = os.path.join(data_dir, "train.txt")
     if not fileio.exists(train_file):
-        raise ValueError(f"No label list: pass --label_list, or keep the training run's {run_record.MODEL_FILE} in "
+        raise ValueError(f"No label list: pass --label_list, or keep the training run's {task_models.METADATA_FILE} in "
                          f"output_dir, or have {train_file}.")
     if not do_train:
         logging.warning("No %s in output_dir: using the sorted labels of %s; they must be the labels the "
-                        "checkpoint was trained with.", run_record.MODEL_FILE, train_file)
+                        "checkpoint was trained with.", task_models.METADATA_FILE, train_file)
     return get_labels(read_conll(train_file, "train")), train_file
 
 

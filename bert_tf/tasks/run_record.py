@@ -26,7 +26,6 @@ from bert_tf.training.config import RunConfig
 
 SETTINGS_FILE = "run_settings.json"
 CONFIG_FILE = "bert_config.json"
-MODEL_FILE = task_models.METADATA_FILE
 VOCAB_FILE = "vocab.txt"
 
 
@@ -34,7 +33,8 @@ def training_settings(run, strategy):
     """The settings of RunConfig `run` under `strategy` that a resumed run must share (lengths, batch size, replicas,
     workers, accumulation)."""
     lengths = run.sequence_lengths
-    optional = {name: getattr(run, name) for name in OPTIONAL_SETTINGS if getattr(run, name) != _default(name)}
+    optional = {name: getattr(run, name) for name in OPTIONAL_SETTINGS
+                if getattr(run, name) != getattr(RunConfig, name)}
     return {"max_seq_length": run.max_seq_length, "train_batch_size": run.train_batch_size,
             "replicas": strategy.num_replicas_in_sync, "workers": distribute.worker_position(strategy)[1],
             "gradient_accumulation_steps": run.gradient_accumulation_steps,
@@ -50,10 +50,6 @@ def training_settings(run, strategy):
 OPTIONAL_SETTINGS = ("eval_every_steps", "best_metric", "best_metric_mode", "early_stopping_patience",
                      "early_stopping_min_delta", "class_weights", "multi_label", "label_separator", "tune_thresholds",
                      "layerwise_lr_decay", "freeze_layers", "deterministic")
-
-
-def _default(name):
-    return getattr(RunConfig, name)
 
 
 def data_settings(train_data):
@@ -134,7 +130,7 @@ def check(output_dir, start_over, config=None, settings=None):
                              f"({'; '.join(differences)}): it would resume that run. Use another --output_dir, or "
                              f"--start_over to delete its checkpoints.")
     if settings and fileio.exists(settings_path):
-        defaults = {name: _default(name) for name in OPTIONAL_SETTINGS}
+        defaults = {name: getattr(RunConfig, name) for name in OPTIONAL_SETTINGS}
         differences = _differences({**defaults, **_read_settings(settings_path)}, {**defaults, **settings})
         if differences:
             raise ValueError(f"{output_dir} holds checkpoints of a run with other settings "
@@ -167,8 +163,8 @@ def record(work_dir, config, settings):
 
 
 def record_model(output_dir, model, task, labels, vocab_file, do_lower_case, max_seq_length, settings=None):
-    """Writes MODEL_FILE (`task_models.metadata`, with the task's answer `settings`) and a copy of `vocab_file` into
-    the training run's `output_dir`."""
+    """Writes model_metadata.json (`task_models.metadata`, with the task's answer `settings`) and a copy of
+    `vocab_file` into the training run's `output_dir`."""
     vocab_copy = os.path.join(output_dir, VOCAB_FILE)
     if os.path.normpath(vocab_file) != os.path.normpath(vocab_copy):
         fileio.copy_file(vocab_file, vocab_copy)
@@ -177,17 +173,18 @@ def record_model(output_dir, model, task, labels, vocab_file, do_lower_case, max
 
 
 def _write_model_record(output_dir, meta):
-    fileio.write_text_atomically(os.path.join(output_dir, MODEL_FILE), json.dumps(meta, indent=2, sort_keys=True))
+    fileio.write_text_atomically(os.path.join(output_dir, task_models.METADATA_FILE),
+                                 json.dumps(meta, indent=2, sort_keys=True))
 
 
 def recorded_labels(output_dir):
-    """(where, labels) of the labels of the model in `output_dir`: its training run's MODEL_FILE, else a
-    label_list.txt put there by hand (one label per line: a checkpoint trained elsewhere), else (MODEL_FILE, None)."""
+    """(where, labels) of the labels of the model in `output_dir`: its training run's model_metadata.json, else a
+    label_list.txt put there by hand (one label per line: a checkpoint trained elsewhere), else (the record, None)."""
     meta = checkpoints.run_record(output_dir)
     if meta and meta.get("labels"):
-        return os.path.join(output_dir, MODEL_FILE), meta["labels"]
+        return os.path.join(output_dir, task_models.METADATA_FILE), meta["labels"]
     path, labels = label_lists.saved(output_dir)
-    return (path, labels) if labels is not None else (os.path.join(output_dir, MODEL_FILE), None)
+    return (path, labels) if labels is not None else (os.path.join(output_dir, task_models.METADATA_FILE), None)
 
 
 def recorded_thresholds(output_dir, labels):
@@ -196,7 +193,7 @@ def recorded_thresholds(output_dir, labels):
     meta = checkpoints.run_record(output_dir)
     if not meta or meta.get("thresholds") is None:
         return None
-    thresholds, path = meta["thresholds"], os.path.join(output_dir, MODEL_FILE)
+    thresholds, path = meta["thresholds"], os.path.join(output_dir, task_models.METADATA_FILE)
     if meta.get("labels") != list(labels) or len(thresholds) != len(labels) or not all(
             isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t <= 1 for t in thresholds):
         raise ValueError(f"{path}: expected a threshold in [0, 1] for each label of {list(labels)}, got "
@@ -206,10 +203,10 @@ def recorded_thresholds(output_dir, labels):
 
 def record_thresholds(output_dir, thresholds):
     """Replaces the thresholds the training run in `output_dir` recorded (a multi-label model's, tuned on dev);
-    without its MODEL_FILE (a run that did not train here), logs that they stay this run's."""
+    without its model_metadata.json (a run that did not train here), logs that they stay this run's."""
     meta = checkpoints.run_record(output_dir)
     if meta is None:
         logging.info("%s has no %s (its model was trained elsewhere): the tuned thresholds are not recorded.",
-                     output_dir, MODEL_FILE)
+                     output_dir, task_models.METADATA_FILE)
         return
     _write_model_record(output_dir, {**meta, "thresholds": [float(t) for t in thresholds]})

@@ -19,7 +19,7 @@ from absl import logging
 
 from bert_tf import checkpoints, fileio
 from bert_tf.data import records
-from bert_tf.tasks import answers, evaluation, run_record
+from bert_tf.tasks import evaluation, run_record
 from bert_tf.training import devices, distribute
 from bert_tf.training.config import RunConfig as RunConfig
 from bert_tf.training.trainer import Trainer
@@ -38,7 +38,9 @@ def prepare(run, task):
         raise ValueError("output_dir is required: the directory where the run writes its checkpoints and outputs.")
     if not (any(getattr(run, mode) for mode in task.modes) or run.predict_text_file):
         raise ValueError(_NO_MODE[task.modes])
-    if run.predict_text_file:
+    if run.predict_text_file:  # answers imports every task: only where a run answers texts
+        from bert_tf.tasks import answers
+
         answers.check_text_file(run.predict_text_file, task.spec.name)
     task.check_flags(run)
     mode = task.evaluated_by
@@ -56,12 +58,6 @@ def prepare(run, task):
     if run.do_train and run.save_keras_hub_preset:  # before training, not after: keras-hub, the activation, the vocab
         checkpoints.check_preset_writable(loaded.config, os.path.join(run.output_dir, "keras_hub"), run.vocab_file)
     return run, loaded
-
-
-def make_trainer(run, strategy, build_model, loss_fn, pretrained):
-    """A Trainer with the RunConfig's training settings; a new run starts from `pretrained`."""
-    return Trainer(build_model, loss_fn, run.output_dir, config=run, strategy=strategy,
-                   pretrained=pretrained)
 
 
 def train(run, task, tokenizer, trainer, controls=None):
@@ -137,9 +133,8 @@ def run(task, run_config):
         keras.utils.set_random_seed(run_config.seed)
     # With an init_checkpoint every path restores the encoder before the model is used (Trainer.train: it or a
     # checkpoint of output_dir; restore_for_predict), so its random initial values need not be computed.
-    trainer = make_trainer(run_config, strategy,
-                           lambda: task.build_model(config, restored=pretrained.restored), task.loss,
-                           pretrained)
+    trainer = Trainer(lambda: task.build_model(config, restored=pretrained.restored), task.loss, run_config.output_dir,
+                      config=run_config, strategy=strategy, pretrained=pretrained)  # a new run starts from it
     controls = evaluation.Controls(run_config, task, tokenizer, trainer) if run_config.eval_every_steps else None
     eval_results = predict_results = None
     if run_config.do_train:
@@ -155,6 +150,8 @@ def run(task, run_config):
         if run_config.do_predict and "do_predict" in task.modes:
             predict_results = task.predict(run_config, tokenizer, trainer)
         if run_config.predict_text_file:
+            from bert_tf.tasks import answers
+
             answers.answer_text_file(run_config, task, tokenizer, trainer)
         export(run_config, task, trainer)
     trainer.wait_for_checkpoint()

@@ -1,12 +1,12 @@
-"""The original tokenizer and packing in core TensorFlow ops only, so stock TF Serving can run raw-text signatures: the
-ids of `FullTokenizer`, the packing of `InGraphPreprocessor`. TensorFlow Text is needed to build them (the Unicode
-tables of `InGraphTokenizer`'s code-point route), not to run them.
+"""The original tokenizer in core TensorFlow ops only, so stock TF Serving can run raw-text signatures: the ids of
+`FullTokenizer`, packed by `InGraphPreprocessor`. TensorFlow Text is needed to build it (the Unicode tables of
+`InGraphTokenizer`'s code-point route), not to run it.
 """
 import os
 
 import tensorflow as tf
 
-from bert_tf.text import in_graph, preprocessing, tokenization
+from bert_tf.text import in_graph, tokenization
 
 
 class Untracked:
@@ -92,30 +92,3 @@ class CoreWordpieceTokenizer(tf.Module):
         unk = tf.ragged.boolean_mask(tf.fill([tf.size(lens), 1], self.unk_id), failed[:, None])
         return tf.concat([unk, pieces], axis=1)
 
-
-class CorePreprocessor(tf.Module):
-    """Raw text -> packed inputs with core TF ops only: `CoreWordpieceTokenizer`, then `preprocessing.pack_inputs`."""
-
-    def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128, name=None, pad_to_max_seq_length=True,
-                 seq_length_multiple=1, **request_limits):
-        super().__init__(name=name)
-        self.tokenizer = CoreWordpieceTokenizer(vocab_file, do_lower_case, **request_limits)
-        self.max_seq_length = int(max_seq_length)
-        self.padding = {"pad_to_max_seq_length": bool(pad_to_max_seq_length),
-                        "seq_length_multiple": int(seq_length_multiple)}
-
-    def __call__(self, text_a, text_b=None):
-        return self.encode(text_a) if text_b is None else self.encode_pair(text_a, text_b)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-    def encode(self, text_a):
-        tok = self.tokenizer
-        return preprocessing.pack_inputs(tok.tokenize(text_a), max_seq_length=self.max_seq_length, cls_id=tok.cls_id,
-                                         sep_id=tok.sep_id, **self.padding)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
-    def encode_pair(self, text_a, text_b):
-        tok = self.tokenizer
-        return preprocessing.pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b),
-                                         max_seq_length=self.max_seq_length, cls_id=tok.cls_id, sep_id=tok.sep_id,
-                                         **self.padding)

@@ -17,15 +17,9 @@ import tensorflow_text as tf_text
 
 from bert_tf.text import tokenization
 
-__all__ = [
-    "InGraphTokenizer",
-]
+__all__ = ["InGraphTokenizer"]
 
-# The original's `_is_chinese_char` blocks, and its ASCII "punctuation" ranges.
-_CJK_RANGES = (
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
-)
+# The original's ASCII "punctuation" ranges (its CJK blocks: tokenization.CJK_RANGES).
 _ASCII_PUNCT_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
 
 # Per-code-point property bits (bits 16..23 hold the canonical combining class).
@@ -135,7 +129,7 @@ def _unicode_tables():
     props[((props >> _CCC_SHIFT) != 0) & ((props & _MN) == 0)] |= _REORDER
     for lo, hi in _ASCII_PUNCT_RANGES:
         props[lo:hi + 1] |= _SPLIT
-    for lo, hi in _CJK_RANGES:
+    for lo, hi in tokenization.CJK_RANGES:
         # A CJK character is a token of its own before lower-casing in the original, so it also bounds the
         # final-sigma context: never cased/ignorable for that purpose.
         props[lo:hi + 1] = (props[lo:hi + 1] | _SPLIT) & ~(_CASED | _IGNORABLE)
@@ -318,11 +312,8 @@ class InGraphTokenizer(tf.Module):
         `BasicTokenizer.tokenize_with_offsets` gives them."""
         return words_with_offsets(self, self._wordpiece, strings)
 
-    def _routes(self, strings):
-        """Each string's route: 0 ASCII, 1 BMP, 2 exact (int32 [batch]; for tests)."""
-        return self._tokenize_routed(strings)[1]
-
     def _tokenize_routed(self, strings):
+        """(`tokenize`'s ids, each string's route int32 [batch]: 0 ASCII, 1 BMP, 2 exact)."""
         on_ascii = tf.strings.regex_full_match(strings, _ASCII_ROUTE_PATTERN)
         ascii_rows = tf.where(on_ascii)[:, 0]
         routed_ids = [self._tokenize_ascii(tf.gather(strings, ascii_rows))]
@@ -452,7 +443,7 @@ class InGraphTokenizer(tf.Module):
         kept = tf.where(~_bit(props, _DROP) | tf.equal(cps, _SPACE_CP) | first_in_row)[:, 0]
         following = tf.gather(tf.concat([kept, [tf.size(cps, out_type=tf.int64)]], axis=0),
                               tf.searchsorted(kept, index, side="right"))
-        cjk = tf.reduce_any([(cps >= lo) & (cps <= hi) for lo, hi in _CJK_RANGES], axis=0)
+        cjk = tf.reduce_any([(cps >= lo) & (cps <= hi) for lo, hi in tokenization.CJK_RANGES], axis=0)
         return tf.where(cjk, after, tf.gather(after, following - 1))
 
     def _final_sigma(self, cps, rows, props):

@@ -21,16 +21,8 @@ import unicodedata
 from bert_tf import fileio
 
 __all__ = [
-    "BasicTokenizer",
-    "FullTokenizer",
-    "WordpieceTokenizer",
-    "convert_by_vocab",
-    "convert_ids_to_tokens",
-    "convert_to_unicode",
-    "convert_tokens_to_ids",
-    "load_vocab",
-    "printable_text",
-    "validate_case_matches_checkpoint",
+    "BasicTokenizer", "FullTokenizer", "WordpieceTokenizer", "convert_by_vocab", "convert_ids_to_tokens",
+    "convert_to_unicode", "convert_tokens_to_ids", "load_vocab", "printable_text", "validate_case_matches_checkpoint",
     "whitespace_tokenize",
 ]
 
@@ -144,12 +136,12 @@ def _is_punctuation(char):
 
 
 # The original's CJK ideograph blocks (inclusive); each ideograph gets spaces put around it.
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
                (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
 def _is_chinese_char(cp):
-    for low, high in _CJK_RANGES:
+    for low, high in CJK_RANGES:
         if low <= cp <= high:
             return True
     return False

@@ -17,7 +17,7 @@ from bert_tf.export import exporter, saved_model
 from bert_tf.inference import embeddings
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks.classifier.task import WINDOW_POOLINGS, pool_document
+from bert_tf.tasks.classifier.task import pool_document
 from bert_tf.text import packing, preprocessing, tokenization
 
 CLS_ID, SEP_ID = 2, 3
@@ -175,7 +175,7 @@ def test_every_classifier_task_pools_its_windows_as_run_classifier(tiny):
         short = model(windows_by_hand(tokenizer, SHORT[0]), training=False)
         spec = task_models.REGISTRY[task]
         rows = [dict(zip(by_hand, values)) for values in zip(*by_hand.values())]
-        for pooling in WINDOW_POOLINGS:
+        for pooling in packing.WINDOW_POOLINGS:
             module = saved_model._ServingModule(model, spec, None, LABELS if spec.labelled else None,
                                                 window_pooling=pooling)
             out = module.window_outputs(windows)

@@ -728,10 +728,10 @@ def test_a_run_and_its_export_answer_raw_text_as_the_run_predicted(script_runs, 
     and of an export (export_dir: its highest version) answer plain text, pairs too, with test_results.tsv's
     probabilities and their labels; README's snippet runs as written."""
     import bert_tf
-    from bert_tf.tasks import answers
+    from bert_tf.model import task_models
 
     d = script_runs["mrpc"]
-    with open(f"{d}/out/{answers.MODEL_FILE}") as f:
+    with open(f"{d}/out/{task_models.METADATA_FILE}") as f:
         meta = json.load(f)
     assert (meta["task"], meta["labels"], meta["max_seq_length"], meta["do_lower_case"]) == ("classifier",
                                                                                           ["0", "1"], 16, True)

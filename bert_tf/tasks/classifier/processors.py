@@ -20,8 +20,6 @@ from bert_tf.data import label_lists
 from bert_tf.tasks import run_record
 from bert_tf.text import tokenization
 
-LABEL_LIST_FILE = label_lists.FILE_NAME
-
 
 @dataclasses.dataclass
 class InputExample:
@@ -424,7 +422,8 @@ class TsvProcessor(DataProcessor):
     def get_labels(self):
         if self.labels is None:
             raise ValueError(f"The {self.extension} task's label list is not known yet: train first (--do_train), "
-                             f"which records them in output_dir, or put one label per line in {LABEL_LIST_FILE} there.")
+                             f"which records them in output_dir, or put one label per line in "
+                             f"{label_lists.FILE_NAME} there.")
         return list(self.labels)
 
     def learn_labels(self, data_dir, examples=None):
@@ -595,7 +594,7 @@ def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples
     if saved is None:
         raise ValueError(f"{label_file} not found: the {processor.extension} task takes its label list from "
                          f"training; run with --do_train first (into the same output_dir) or put the labels in "
-                         f"{LABEL_LIST_FILE} there, one per line.")
+                         f"{label_lists.FILE_NAME} there, one per line.")
     processor.labels = saved
     return saved
 

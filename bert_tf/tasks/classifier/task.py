@@ -48,8 +48,6 @@ from bert_tf.tasks.task import Task, TrainData
 from bert_tf.text import packing
 from bert_tf.training import losses, prediction
 
-WINDOW_POOLINGS = packing.WINDOW_POOLINGS
-
 
 def classification_loss(labels, outputs):
     """The original's per-example loss [B]: softmax cross-entropy of `logits` [B, num_labels] with `label_ids` [B]."""
@@ -191,7 +189,8 @@ def _prediction_inputs(features, seq_length, label_list, with_labels, multi_labe
 
 
 def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_length, batch_size, fixed_batches=False,
-              lengths=None, with_labels=False, multi_label=False, doc_stride=0, window_pooling=WINDOW_POOLINGS[0]):
+              lengths=None, with_labels=False, multi_label=False, doc_stride=0,
+              window_pooling=packing.WINDOW_POOLINGS[0]):
     """Writes `examples` to `record_file` as the original's records (windows with `doc_stride`; whole batches with
     `fixed_batches`) and runs the model on them. -> (features, [each batch's outputs]); with `doc_stride`, each text's
     first window and pooled outputs."""
@@ -258,7 +257,7 @@ def pool_document(rows, label_id, pooling, multi_label=False):
 
 def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
              global_step, fixed_batches=False, lengths=None, thresholds=None, tune=False, doc_stride=0,
-             window_pooling=WINDOW_POOLINGS[0]):
+             window_pooling=packing.WINDOW_POOLINGS[0]):
     """Evaluates each dev set ([(suffix, examples)]) into eval_results<suffix>.txt, eval_metrics<suffix>.json and
     eval<suffix>.tf_record; -> {suffix: results}. `tune`: multi-label `thresholds` tuned in place on the first dev
     set and recorded (`run_record.record_thresholds`)."""
@@ -288,7 +287,7 @@ def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, 
 
 def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, max_seq_length, predict_batch_size,
             fixed_batches=False, lengths=None, thresholds=None, label_separator=",", doc_stride=0,
-            window_pooling=WINDOW_POOLINGS[0]):
+            window_pooling=packing.WINDOW_POOLINGS[0]):
     """Predicts each test set ([(suffix, examples, submission)]) into test_results<suffix>.tsv, the submission file and
     predict<suffix>.tf_record; -> {suffix: rows}."""
     output_key = "predictions" if processor.is_regression else "probabilities"
@@ -368,11 +367,12 @@ class ClassifierTask(Task):
                              recorded["window_pooling"], task_models.METADATA_FILE)
             self.doc_stride = recorded.get("doc_stride", 0) if self.doc_stride is None else self.doc_stride
             if self.window_pooling is None:
-                self.window_pooling = recorded.get("window_pooling", WINDOW_POOLINGS[0])
+                self.window_pooling = recorded.get("window_pooling", packing.WINDOW_POOLINGS[0])
         packing.check_doc_stride(self.doc_stride)
-        if self.window_pooling not in WINDOW_POOLINGS:
-            raise ValueError(f"--window_pooling={self.window_pooling}: expected {' or '.join(WINDOW_POOLINGS)}.")
-        if self.window_pooling != WINDOW_POOLINGS[0] and not self.doc_stride:
+        if self.window_pooling not in packing.WINDOW_POOLINGS:
+            raise ValueError(f"--window_pooling={self.window_pooling}: expected "
+                             f"{' or '.join(packing.WINDOW_POOLINGS)}.")
+        if self.window_pooling != packing.WINDOW_POOLINGS[0] and not self.doc_stride:
             raise ValueError(f"--window_pooling={self.window_pooling} pools the windows of --doc_stride, which is 0 "
                              "(no windows: a longer text is cut): give --doc_stride=N > 0.")
 
@@ -415,10 +415,6 @@ class ClassifierTask(Task):
             model.thresholds = self.thresholds
         return model
 
-    @property
-    def _label_shape(self):
-        return (len(self.labels),) if self.multi_label else ()
-
     def _common(self, run, tokenizer, trainer):
         return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,
                     output_dir=run.output_dir, max_seq_length=run.max_seq_length, fixed_batches=run.fixed_batches,
@@ -438,9 +434,9 @@ class ClassifierTask(Task):
             logging.info("Training on %d examples split into %d windows", len(examples), written.count)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
-                                                 lengths=run.sequence_lengths, label_shape=self._label_shape)
-        settings = {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else None
-        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint, settings)
+                                                 lengths=run.sequence_lengths,
+                                                 label_shape=(len(self.labels),) if self.multi_label else ())
+        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint, self.answer_settings or None)
 
     def prepare_evaluation(self, run, trainer):
         """Traces evaluation's forward pass (`Trainer.train`'s `meanwhile`) before the dev set exists, on an empty dev
