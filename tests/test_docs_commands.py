@@ -194,9 +194,14 @@ def in_process(script, argvs, run=False):
     """Parses each argv (a command's arguments) with `script`'s own parser in this process (absl's, or the script's
     `parse_flags`), and with `run` calls its main; returns the names of the script's flags, the error of each argv
     ("Type: message") or None, and the values it parsed ({flag given: value, index: positional argument}). The
-    script's flags are removed after."""
+    script's flags are removed after. Flags that modules other than absl defined in this process (Model Garden's
+    tools, which other test modules import, define --bert_config_file) are set aside meanwhile."""
     from absl import flags
 
+    others = {flag.name: (module, flag) for module, defined in flags.FLAGS.flags_by_module_dict().items()
+              if not module.startswith("absl.") for flag in defined}
+    for name in others:
+        delattr(flags.FLAGS, name)
     before, errors, values = set(flags.FLAGS), [], []
     try:
         module = script_steps.load_script(os.path.join(REPO, "run_scripts", f"{script}.py"), before)
@@ -219,6 +224,9 @@ def in_process(script, argvs, run=False):
     finally:
         for name in set(flags.FLAGS) - before:
             delattr(flags.FLAGS, name)
+        for name, (module, flag) in others.items():
+            flags.FLAGS[name] = flag
+            flags.FLAGS.register_flag_by_module(module, flag)
         flags.FLAGS.unparse_flags()
     return names, errors, values
 
