@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
-from tiny_classifier import SCRIPT, random_sentence, tsv_line, write_lines, write_tiny_model
+from tiny_classifier import SCRIPT, eval_results, random_sentence, tsv_line, write_lines, write_tiny_model
 from tiny_training import checkpoint_floats, max_diff, summaries
 
 from bert_tf.tasks import classifier, runner
@@ -60,11 +60,6 @@ def _train(run_main, common_flags, *runs):
     return stderr
 
 
-def _eval_results(output_dir):
-    with open(os.path.join(output_dir, "eval_results.txt")) as f:
-        return {key: float(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
-
-
 @pytest.fixture(scope="module")
 def one_device_runs(run_main, common_flags, tmp_path_factory):
     """The ONE_DEVICE_RUNS in one process: ({name: output_dir}, the process's stderr). The reference, "one_device":
@@ -87,7 +82,7 @@ def test_one_device_keeps_the_last_two_checkpoints(one_device_runs, one_device):
     assert "Compiled cluster using XLA" not in stderr
     assert sorted(os.path.basename(p) for p in glob.glob(f"{one_device}/ckpt-*.index")) == ["ckpt-3.index",
                                                                                             "ckpt-4.index"]
-    assert _eval_results(one_device)["global_step"] == STEPS
+    assert eval_results(one_device, float)["global_step"] == STEPS
 
 
 def test_mirrored_accumulation_xla_and_checkpointing_give_the_one_device_result(run_main, common_flags, one_device,
@@ -103,7 +98,7 @@ def test_mirrored_accumulation_xla_and_checkpointing_give_the_one_device_result(
     assert stderr.index("Compiled cluster using XLA") < stderr.index("Running evaluation")  # the training step
     reference = one_device
     assert max_diff(checkpoint_floats(tmp_path), checkpoint_floats(reference)) < 1e-5
-    results, expected = _eval_results(tmp_path), _eval_results(reference)
+    results, expected = eval_results(tmp_path, float), eval_results(reference, float)
     assert results["global_step"] == STEPS
     assert results["eval_loss"] == pytest.approx(expected["eval_loss"], abs=1e-5)
 
@@ -143,9 +138,9 @@ def test_mixed_bfloat16_trains_and_writes_float32_checkpoints(one_device_runs, o
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(output_dir)))
     dtypes = {dtype for dtype in reader.get_variable_to_dtype_map().values() if dtype.is_floating}
     assert dtypes == {tf.float32}
-    results = _eval_results(output_dir)
+    results = eval_results(output_dir, float)
     assert results["global_step"] == STEPS
-    assert results["eval_loss"] == pytest.approx(_eval_results(one_device)["eval_loss"],
+    assert results["eval_loss"] == pytest.approx(eval_results(one_device, float)["eval_loss"],
                                                  abs=BFLOAT16_EVAL_LOSS_TOLERANCE)
 
 

@@ -76,6 +76,12 @@ def write_mrpc(directory, rng, **counts):
                     [tsv_line(first, *MRPC_COLUMNS)] + [tsv_line(*row) for row in rows])
 
 
+def eval_results(output_dir, convert=str):
+    """{key: value} of `output_dir`/eval_results.txt (the original's `key = value` lines), in the file's order."""
+    with open(os.path.join(output_dir, "eval_results.txt")) as f:
+        return {key: convert(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
+
+
 def run_script(*args, env=None):
     """Runs run_classifier.py with `args` (and `env` added to the environment) in a subprocess; returns the
     CompletedProcess (text stdout/stderr)."""

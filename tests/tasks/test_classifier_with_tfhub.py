@@ -11,7 +11,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import script_steps
-from tiny_classifier import REPO, SCRIPT, write_mrpc, write_tiny_model
+from tiny_classifier import REPO, SCRIPT, eval_results, write_mrpc, write_tiny_model
 from tiny_model_garden import model_garden_files
 
 from bert_tf.model.config import BertConfig
@@ -27,11 +27,6 @@ def _flag_names(script):
 @pytest.mark.slow
 def test_flags_are_run_classifier_flags_plus_the_hub_handle():
     assert _flag_names(HUB_SCRIPT) == _flag_names(SCRIPT) | {"bert_hub_module_handle"}
-
-
-def _eval_results(path):
-    with open(path) as f:
-        return {key: float(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
 
 
 @pytest.mark.slow
@@ -59,10 +54,10 @@ def test_same_eval_results_as_run_classifier_from_the_original_checkpoint(tmp_pa
     assert re.match(r"ValueError: No vocab_file given, and init_checkpoint='.*bert_model\.ckpt' is not a TF Hub BERT "
                     r"SavedModel with a vocab_file asset: pass --vocab_file", errors[1])
     assert done[1]["errors"] == [None], logs[-3000:]
-    expected = _eval_results(f"{d}/orig/eval_results.txt")
+    expected = eval_results(f"{d}/orig", float)
     assert sorted(expected) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
     assert expected["global_step"] == 6
-    results = _eval_results(f"{d}/hub/eval_results.txt")
+    results = eval_results(f"{d}/hub", float)
     assert sorted(results) == sorted(expected)
     np.testing.assert_allclose([results[k] for k in sorted(results)], [expected[k] for k in sorted(results)],
                                rtol=1e-5)

@@ -195,8 +195,7 @@ def test_readme_command_runs_as_written(tmp_path, run_main):
     assert errors[1].startswith("ValueError: --text_a_column: task MRPC reads fixed columns")
     with open(f"{out}/model_metadata.json") as f:
         assert json.load(f)["labels"] == labels  # sorted
-    with open(f"{out}/eval_results.txt") as f:
-        results = dict(line.split(" = ") for line in f.read().splitlines())
+    results = tiny_classifier.eval_results(out)
     assert results["global_step"] == "2"  # 8 examples / 4 x 1 epoch
     assert np.loadtxt(f"{out}/test_results.tsv", ndmin=2).shape == (3, 3)
     with open(f"{out}/predictions.tsv") as f:

@@ -99,11 +99,6 @@ def _records(path, label_shape=()):
     return [features.decode_record(record, SEQ, label_shape=label_shape) for record in tf.data.TFRecordDataset(path)]
 
 
-def _results(path):
-    with open(path) as f:
-        return {key: float(value) for key, value in (line.split(" = ") for line in f.read().splitlines())}
-
-
 @pytest.mark.slow
 def test_windows_train_and_their_mean_probability_is_the_texts(runs):
     """train.tf_record: the 8 windows of 4 texts, each with its text's label; eval.tf_record: the dev set's 7 windows
@@ -128,7 +123,7 @@ def test_windows_train_and_their_mean_probability_is_the_texts(runs):
     probabilities = _hand_probabilities(model, WINDOWS["dev"], np.mean)
     labels = np.array([LABELS.index(label) for _, _, label, _ in DATA["dev"]])
     losses = -np.log(probabilities[np.arange(3), labels])
-    results = _results(f"{out}/eval_results.txt")
+    results = tiny_classifier.eval_results(out, float)
     assert results["eval_accuracy"] == pytest.approx(np.mean(probabilities.argmax(-1) == labels))
     assert results["eval_loss"] == pytest.approx(losses.mean(), rel=1e-5)
     assert results["loss"] == pytest.approx(np.mean([losses[:2].mean(), losses[2]]), rel=1e-5)  # batches of 2 texts
@@ -157,7 +152,7 @@ def test_multi_label_windows_take_each_labels_max(runs):
                                _hand_probabilities(model, WINDOWS["test"], np.max), atol=1e-5)
     probabilities = _hand_probabilities(model, WINDOWS["dev"], np.max)
     true = np.array([[topic in topics.split(",") for topic in TOPICS] for _, _, _, topics in DATA["dev"]])
-    results = _results(f"{out}/eval_results.txt")
+    results = tiny_classifier.eval_results(out, float)
     assert results["eval_subset_accuracy"] == pytest.approx(np.mean(((probabilities >= 0.5) == true).all(-1)))
     log_p, log_q = np.log(probabilities), np.log(1 - probabilities)
     assert results["eval_loss"] == pytest.approx(-(true * log_p + (1 - true) * log_q).mean(), rel=1e-5)

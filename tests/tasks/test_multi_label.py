@@ -214,8 +214,7 @@ def test_the_readme_command_trains_tunes_predicts_and_exports(readme_run):
     values, errors, logs = readme_run
     assert errors == [None], logs[-4000:]
     out = values["output_dir"]
-    with open(f"{out}/eval_results.txt") as f:
-        results = dict(line.split(" = ") for line in f.read().splitlines())
+    results = tiny_classifier.eval_results(out)
     assert sorted(results) == ["eval_loss", "eval_macro_f1", "eval_micro_f1", "eval_subset_accuracy", "global_step",
                                "loss"]
     with open(f"{out}/eval_history.jsonl") as f:

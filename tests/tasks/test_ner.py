@@ -381,7 +381,7 @@ def test_script_trains_evaluates_and_predicts(script_runs):
     tmp_path = script_runs[0]["tiny"]
     data, out = tmp_path / "data", tmp_path / "out"
     assert json.loads((out / "model_metadata.json").read_text())["labels"] == LABELS
-    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    results = tiny_classifier.eval_results(out)
     _assert_metrics_of_written_predictions(results, (out / "eval_predictions.txt").read_text(),
                                            ner.read_conll(str(data / "valid.txt")))
     tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"))
@@ -570,7 +570,7 @@ def test_pretrained_model_learns_entities_it_has_not_seen(script_runs):
     dirs, logs = script_runs
     data, out = dirs["pretrained"] / "data", dirs["pretrained"] / "out"
     assert "not in checkpoint (newly initialized): cls/ner/output_weights" in logs
-    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    results = tiny_classifier.eval_results(out)
     assert results["global_step"] == "24"
     assert float(results["eval_f1"]) > 0.6, results  # 0.88 with --seed=0 (CPU); all O scores 0
     # bert_tf.load of the run on the dev sentences as raw text: the entities (spans) of the run's predicted tags, and

@@ -12,6 +12,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import tensorflow as tf
+import tiny_classifier
 
 from bert_tf import checkpoints, resources
 from bert_tf.data.pretraining import dataset, instances
@@ -192,18 +193,13 @@ def runs(release, run_main, tmp_path_factory, uncased_vocab_file, data_dir, mini
     return Runs(out, errors[n:m], list(zip(errors[m:], (match for _, match in bad_inputs))))
 
 
-def _eval_results(path):
-    lines = (path / "eval_results.txt").read_text().splitlines()
-    return {key: float(value) for key, value in (line.split(" = ") for line in lines)}, [
-        line.split(" = ")[0] for line in lines]
-
-
 def test_eval_is_the_originals_streaming_metrics(runs, release, data_dir):
     """--do_eval alone evaluates init_checkpoint: eval_results.txt holds the original's keys, sorted, with the
     original's streaming metrics over the batches read in file order. max_eval_steps (100) is more than the data
     holds (60 records: 7 full batches of 8), so the 56 records of those batches are evaluated."""
     path, config, weights, _ = release
-    results, keys = _eval_results(runs.out / "before")
+    results = tiny_classifier.eval_results(runs.out / "before", float)
+    keys = list(results)
     assert keys == EVAL_KEYS
     r = _records(data_dir, 56)
     nll, correct, nsp_nll, nsp_correct = _numpy_batch(weights, config, r)
@@ -222,8 +218,9 @@ def test_continued_pretraining_learns_and_writes_the_original_names(runs, releas
     summaries hold the training figures; --save_original_checkpoint writes every variable under the original
     names and shapes, equal to our final checkpoint, and the original checkpoint loads back."""
     path, config, weights, _ = release
-    before, _ = _eval_results(runs.out / "before")
-    after, keys = _eval_results(runs.out / "after")
+    before = tiny_classifier.eval_results(runs.out / "before", float)
+    after = tiny_classifier.eval_results(runs.out / "after", float)
+    keys = list(after)
     assert keys == EVAL_KEYS and after["global_step"] == 12
     assert after["loss"] < before["loss"] - 0.5 and after["masked_lm_accuracy"] > before["masked_lm_accuracy"]
     events = tf.io.gfile.glob(str(runs.out / "after" / "train" / "events.out.tfevents*"))
@@ -247,7 +244,8 @@ def test_continued_pretraining_learns_and_writes_the_original_names(runs, releas
 def test_no_next_sentence(runs):
     """--next_sentence=false (phase 2, from phase 1's checkpoint with the NSP head): eval_results.txt without the NSP
     metrics; no cls/seq_relationship in the checkpoint; --export_dir exports the masked_lm SavedModel."""
-    results, keys = _eval_results(runs.out / "p2")
+    results = tiny_classifier.eval_results(runs.out / "p2", float)
+    keys = list(results)
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
     assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-2)  # per-batch vs pooled mean
     names = [name for name, _ in tf.train.list_variables(str(runs.out / "p2" / "ckpt-3"))]
@@ -262,7 +260,7 @@ def test_phase_two_continues_at_a_longer_length(runs):
     """Phase 1 at seq 64, then phase 2 at seq 128 from phase 1's output_dir: the weights come from phase 1, the
     step count, optimizer and schedule start afresh."""
     assert runs.phase_errors == [None, None]
-    assert _eval_results(runs.out / "p2")[0]["global_step"] == 3
+    assert tiny_classifier.eval_results(runs.out / "p2", float)["global_step"] == 3
     state = tf.train.load_checkpoint(str(runs.out / "p2" / "ckpt-3"))
     assert int(state.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 3
 
@@ -317,7 +315,7 @@ def _minilm_demo_runs(release, out, data_dir):
 def test_the_original_readme_demo_on_the_real_minilm(runs):
     """The original README's demo in spirit, scaled down (`_minilm_demo_runs`): from a pretrained checkpoint the
     loss falls and the masked-LM accuracy rises."""
-    before, after = _eval_results(runs.out / "minilm_before")[0], _eval_results(runs.out / "minilm_after")[0]
+    before, after = (tiny_classifier.eval_results(runs.out / name, float) for name in ("minilm_before", "minilm_after"))
     assert after["global_step"] == 3
     assert after["loss"] < before["loss"] and after["masked_lm_loss"] < before["masked_lm_loss"]
     assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"], (before, after)

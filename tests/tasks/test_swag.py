@@ -231,7 +231,7 @@ def script_runs(tmp_path_factory, run_main, minilm_release):
 def test_script_trains_evaluates_and_predicts(script_runs):
     tmp_path = script_runs[0]["tiny"]
     data, out = tmp_path / "data", tmp_path / "out"
-    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    results = tiny_classifier.eval_results(out)
     assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
     assert results["global_step"] == "4"  # int(9 / 2 * 1)
     lines = (out / "test_results.tsv").read_text().splitlines()
@@ -258,7 +258,7 @@ def test_script_trains_evaluates_and_predicts(script_runs):
     # Evaluate again from output_dir alone (in this process, as the script runs): the same results, the global
     # step read from the checkpoint; `loss` is now the mean of the means of batches [0, 1] and [2].
     _run(tmp_path, data, do_eval=True, eval_batch_size=2)
-    again = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    again = tiny_classifier.eval_results(out)
     assert again["global_step"] == "4" and again["eval_accuracy"] == results["eval_accuracy"]
     assert float(again["eval_loss"]) == pytest.approx(float(results["eval_loss"]), rel=1e-5)
     assert float(again["loss"]) == pytest.approx((per_example[:2].mean() + per_example[2]) / 2, rel=1e-5)
@@ -336,6 +336,6 @@ def test_pretrained_model_learns_to_choose(script_runs):
     dirs, logs = script_runs
     out = dirs["pretrained"] / "out"
     assert "not in checkpoint (newly initialized): cls/swag/output_weights" in logs
-    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    results = tiny_classifier.eval_results(out)
     assert results["global_step"] == "8"
     assert float(results["eval_accuracy"]) >= 0.75, results  # 1.0 with --seed=0 and 1 (CPU)

@@ -36,11 +36,6 @@ def _history(out):
     return evaluation.read_history(str(out))
 
 
-def _eval_results(out):
-    with open(os.path.join(out, "eval_results.txt")) as f:
-        return dict(line.split(" = ") for line in f.read().splitlines())
-
-
 def _assert_same_variables(got, expected):
     assert sorted(got) == sorted(expected)
     for name in expected:
@@ -128,8 +123,8 @@ def test_early_stopping_keeps_the_best_and_uses_it(runs):
     assert "Early stopping at step 6: eval_accuracy has not improved on" in logs
     assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-6")  # the rerun did not train on
     assert sorted(os.listdir(out / "best")) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
-    assert _eval_results(out)["global_step"] == "2"
-    assert float(_eval_results(out)["eval_loss"]) == pytest.approx(history[0]["eval_loss"], rel=1e-6)
+    assert tiny_classifier.eval_results(out)["global_step"] == "2"
+    assert float(tiny_classifier.eval_results(out)["eval_loss"]) == pytest.approx(history[0]["eval_loss"], rel=1e-6)
     assert os.listdir(out / "eval")  # TensorBoard's events
     # The predictions after training, and those of the predict-only rerun, are the best weights' (step 2)
     assert f"Using the best checkpoint {out / 'best' / 'ckpt-2'} (step 2)" in logs
@@ -151,7 +146,7 @@ def test_a_run_killed_mid_history_resumes_it_exactly(runs):
     variables = test_resume_scripts.checkpoint_variables
     _assert_same_variables(variables(killed), variables(straight))
     _assert_same_variables(variables(killed / "best"), variables(straight / "best"))
-    assert _eval_results(killed) == _eval_results(straight)
+    assert tiny_classifier.eval_results(killed) == tiny_classifier.eval_results(straight)
 
 
 def test_the_readme_command_runs_as_written(runs):
@@ -160,7 +155,7 @@ def test_the_readme_command_runs_as_written(runs):
     history = _history(d / "readme")
     assert [entry["global_step"] for entry in history] == [31, 62]
     best = max(history, key=lambda entry: entry["eval_accuracy"])
-    assert _eval_results(d / "readme")["global_step"] == str(best["global_step"])
+    assert tiny_classifier.eval_results(d / "readme")["global_step"] == str(best["global_step"])
 
 
 def test_bad_flag_combinations_are_named(runs):
@@ -235,5 +230,5 @@ def test_two_workers_stop_at_the_same_step(tmp_path):
         assert tf.train.latest_checkpoint(str(directory)).endswith("ckpt-6"), name
         assert "Training stops at step 6" in (tmp_path / f"{name}.log").read_text(), name
     assert [entry["global_step"] for entry in _history(out)] == [2, 4, 6]
-    assert _eval_results(out)["global_step"] == "2"
+    assert tiny_classifier.eval_results(out)["global_step"] == "2"
     assert not {evaluation.HISTORY_FILE, evaluation.BEST_DIR} & set(os.listdir(out / "workers" / "worker-1"))

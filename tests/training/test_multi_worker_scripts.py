@@ -16,7 +16,7 @@ import time
 import forkserver
 import pytest
 import test_multi_worker
-from tiny_classifier import L1_H16, NO_DROPOUT, model_flags
+from tiny_classifier import L1_H16, NO_DROPOUT, eval_results, model_flags
 from tiny_training import numbers_and_text
 
 from bert_tf import fileio
@@ -72,12 +72,6 @@ def _check(processes, tmp_path):
     assert not failed, "\n".join(f"{n}: {(tmp_path / f'{n}.log').read_text()[-3000:]}" for n in failed)
 
 
-def _results(output_dir):
-    """eval_results.txt as {name: float}."""
-    lines = (output_dir / "eval_results.txt").read_text().splitlines()
-    return {key: float(value) for key, value in (line.split(" = ") for line in lines)}
-
-
 def _temporaries(directory):
     return [os.path.join(d, name) for d, dirs, files in os.walk(directory) for name in dirs + files
             if fileio.TEMP_MARK in name or name.endswith(("_temp", ".tempstate"))]
@@ -99,8 +93,8 @@ def test_two_workers_give_the_one_device_results(task, rerun, tmp_path):
                      "--save_original_checkpoint", *([f"--export_dir={export}"] if rerun else [])]
     processes.update(_run_two_workers(multi_command, tmp_path, "first"))
     _check(processes, tmp_path)
-    expected = _results(single)
-    first = _results(multi)
+    expected = eval_results(single, float)
+    first = eval_results(multi, float)
     assert first.keys() == expected.keys() and first["global_step"] > 1
     for key, value in expected.items():
         assert first[key] == pytest.approx(value, abs=1e-5), key
@@ -131,7 +125,7 @@ def _rerun_with_start_over(multi_command, first, tmp_path):
     multi, export = tmp_path / "multi", tmp_path / "export"
     started = time.time()
     _check(_run_two_workers([*multi_command, "--start_over"], tmp_path, "again"), tmp_path)
-    assert _results(multi) == first
+    assert eval_results(multi, float) == first
     assert os.path.getmtime(multi / "eval_results.txt") > started
     assert "--start_over: deleting" in (tmp_path / "again-1.log").read_text()
     step = int(first["global_step"])
