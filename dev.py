@@ -67,7 +67,7 @@ def setup():
         if missing:
             raise SystemExit(missing)
         run(sys.executable, "-m", "venv", VENV)
-    # uv installs what pip would (the same releases) in a third of pip's time: it downloads and unpacks in parallel.
+    # uv installs what pip would (the same releases), downloading and unpacking in parallel.
     # It reads no pip.conf: behind a private index, set UV_INDEX_URL.
     run(PYTHON, "-m", "pip", "install", "--quiet", "uv")
     uv = (os.path.join(BIN, "uv"), "pip", "install", "--quiet", "--python", PYTHON)
@@ -337,7 +337,7 @@ def lint():
 
 def main(argv):
     # Modules are byte-compiled as they are first imported, into .venv and the repository, and reused by every later
-    # process (compiling all of .venv at set-up costs a minute, most of it for modules no command imports).
+    # process (compiling all of .venv at set-up would spend most of its time on modules no command imports).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if len(argv) < 2 or argv[1] not in ("setup", "quickstart", "test", "lint") or (
             argv[1] == "quickstart" and not set(argv[2:]) <= {"--verbose", "--pad_to_max_seq_length"}):
