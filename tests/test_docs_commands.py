@@ -73,20 +73,6 @@ HUB = ["--format=tfhub", "--task=encoder", "--vocab_file=$BERT/vocab.txt", "--be
        "--init_checkpoint=$BERT/bert_model.ckpt", "--export_dir=/hub_download"]  # a TF Hub BERT, as downloaded
 
 
-def shell_blocks(text):
-    """The bodies of `text`'s fenced shell blocks (SHELL_BLOCKS), each one string."""
-    blocks, current, language = [], None, None
-    for line in text.splitlines():
-        if current is None and line.startswith("```"):
-            current, language = [], line[3:].strip()
-        elif current is not None and line.strip() == "```":
-            blocks += ["\n".join(current)] if language in SHELL_BLOCKS else []
-            current = None
-        elif current is not None:
-            current.append(line)
-    return blocks
-
-
 def script_calls(words):
     """[(script, its arguments: up to an operator)] of the `python run_scripts/<script>.py ...` calls in shell
     `words`, those inside a quoted argument (`bash -c '...'`) too."""
@@ -123,7 +109,8 @@ def documented_commands():
     out = []
     for source in DOCS:
         with open(os.path.join(REPO, source), encoding="utf-8") as f:
-            out += [command for block in shell_blocks(f.read()) for command in commands_of(block, source)]
+            blocks = readme.fenced_blocks(f.read().splitlines(), *SHELL_BLOCKS)
+        out += [command for block in blocks for command in commands_of(block, source)]
     for source in DOCSTRINGS:
         with open(os.path.join(REPO, source), encoding="utf-8") as f:
             out += commands_of(ast.get_docstring(ast.parse(f.read())), source)
@@ -133,8 +120,8 @@ def documented_commands():
 def commands_run_elsewhere():
     """{(script, arguments): the ELSEWHERE test that runs it} of README's sections ELSEWHERE names."""
     return {(script, tuple(arguments)): test for title, test in ELSEWHERE.items()
-            for _, script, arguments in commands_of("\n".join(shell_blocks("\n".join(readme.section(title)))),
-                                                    "README.md")}
+            for block in readme.fenced_blocks(readme.section(title), *SHELL_BLOCKS)
+            for _, script, arguments in commands_of(block, "README.md")}
 
 
 def not_run_reason(arguments):

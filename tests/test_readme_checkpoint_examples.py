@@ -74,14 +74,15 @@ def section(title):
     return out
 
 
-def fenced_blocks(lines, language):
-    """The bodies of the ```language blocks in `lines`, each one string."""
-    blocks, current = [], None
+def fenced_blocks(lines, *languages):
+    """The bodies of the fenced blocks in `lines` whose language is one of `languages` ("" for an unlabelled block),
+    each one string, in their order."""
+    blocks, current, language = [], None, None
     for line in lines:
-        if current is None and line == "```" + language:
-            current = []
-        elif current is not None and line == "```":
-            blocks.append("\n".join(current))
+        if current is None and line.startswith("```"):
+            current, language = [], line[3:].strip()
+        elif current is not None and line.strip() == "```":
+            blocks += ["\n".join(current)] if language in languages else []
             current = None
         elif current is not None:
             current.append(line)
