@@ -128,11 +128,6 @@ def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, 
     return worker_share(batched, batch_size, input_context).prefetch(tf.data.AUTOTUNE)
 
 
-def worker_count(input_context):
-    """Input pipelines of `input_context` (1 without one)."""
-    return input_context.num_input_pipelines if input_context is not None else 1
-
-
 def replica_count(input_context):
     """Replicas of all workers (1 without `input_context`)."""
     return input_context.num_replicas_in_sync if input_context is not None else 1
@@ -140,7 +135,7 @@ def replica_count(input_context):
 
 def local_replica_count(input_context):
     """Replicas of this worker (1 without `input_context`)."""
-    return replica_count(input_context) // worker_count(input_context)
+    return input_context.num_replicas_in_sync // input_context.num_input_pipelines if input_context is not None else 1
 
 
 def worker_share(batches, batch_size, input_context=None):
@@ -169,9 +164,9 @@ def replica_batches(batches, batch_size, replicas, first=0):
     return batches.map(split).unbatch()
 
 
-def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, default_seed=None, batch=None):
-    """A Trainer `dataset_fn(batch_size, input_context=None, seed=default_seed)` of `training_dataset`."""
-    def dataset_fn(batch_size, input_context=None, seed=default_seed):
+def training_dataset_fn(input_file, decode, shuffle_buffer, repeat_first=False, batch=None):
+    """A Trainer `dataset_fn(batch_size, input_context=None, seed=None)` of `training_dataset`."""
+    def dataset_fn(batch_size, input_context=None, seed=None):
         return training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context, repeat_first,
                                 batch=batch)
 

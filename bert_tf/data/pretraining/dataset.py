@@ -11,6 +11,8 @@ are (`FEATURES`, `LABELS`).
 
 With `lengths` a batch is cut to its longest sequence, which holds every masked position.
 """
+import functools
+
 import tensorflow as tf
 
 from bert_tf.data import lengths as lengths_lib
@@ -30,12 +32,6 @@ def schema(max_seq_length, max_predictions_per_seq):
                "masked_lm_weights": max_predictions_per_seq, "next_sentence_labels": 1}
     return {name: tf.io.FixedLenFeature([length], tf.float32 if name == "masked_lm_weights" else tf.int64)
             for name, length in lengths.items()}
-
-
-def _first_record(path, compression):
-    for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
-        return record.numpy()
-    return None
 
 
 def check_record(record, features, where):
@@ -69,9 +65,10 @@ def check_input_files(input_files, max_seq_length, max_predictions_per_seq, voca
     compression = compressions[input_files[0]]
     features = schema(max_seq_length, max_predictions_per_seq)
     for path in input_files:
-        record = _first_record(path, compression)
+        record = next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)), None)
         if record is None:
             raise ValueError(f"{path}: no records (an empty TFRecord file).")
+        record = record.numpy()
         check_record(record, features, f"{path}, first record")
         if vocab_size is not None:
             check_ids(tf.io.parse_single_example(record, features), vocab_size, f"{path}, first record")
@@ -89,13 +86,7 @@ def check_ids(parsed, vocab_size, where):
 
 def decoder(max_seq_length, max_predictions_per_seq):
     """record -> the parsed example (dict of the schema's features; int64 as int32)."""
-    features = schema(max_seq_length, max_predictions_per_seq)
-
-    def decode(record):
-        parsed = tf.io.parse_single_example(record, features)
-        return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in parsed.items()}
-
-    return decode
+    return functools.partial(records.parse, schema=schema(max_seq_length, max_predictions_per_seq))
 
 
 @tf.autograph.experimental.do_not_convert  # mapped over datasets: plain Python, nothing to convert

@@ -91,11 +91,7 @@ def _randbelow(getrandbits, n):
 def _shuffle(items, getrandbits):
     """random.Random.shuffle(items), same draws, in place."""
     for i in range(len(items) - 1, 0, -1):
-        n = i + 1
-        k = n.bit_length()
-        j = getrandbits(k)
-        while j >= n:
-            j = getrandbits(k)
+        j = _randbelow(getrandbits, i + 1)
         items[i], items[j] = items[j], items[i]
 
 
@@ -107,21 +103,12 @@ def line_text(raw):
 def documents_from_lines(lines, tokenizer, documents):
     """Appends the documents in raw `lines` to `documents` as the original: a blank line starts a document, a line with
     no tokens is skipped."""
-    tokenize = tokenizer.tokenize
-    vocab = tokenizer.vocab
-    convert = tokenizer.convert_tokens_to_ids
     for raw in lines:
         line = line_text(raw)
         if not line:
             documents.append([])
-            continue
-        tokens = tokenize(line)
-        if tokens:
-            try:
-                ids = [vocab[t] for t in tokens]
-            except KeyError:
-                ids = convert(tokens)  # raises a KeyError naming the token and the vocab file
-            documents[-1].append(ids)
+        elif tokens := tokenizer.tokenize(line):
+            documents[-1].append(tokenizer.convert_tokens_to_ids(tokens))
     return documents
 
 
@@ -292,10 +279,10 @@ def _log_instance(tables, instance):
 
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask=False,
-                              encoder=None, documents=None, log_examples=0):
-    """The original's create_training_instances: read, shuffle documents, dupe_factor passes, shuffle. Returns instances
-    serialized with `encoder` (None: a new ExampleEncoder; False: TrainingInstance objects). `documents` replaces
-    reading `input_files`; the first `log_examples` are logged."""
+                              documents=None, log_examples=0):
+    """The original's create_training_instances: read, shuffle documents, dupe_factor passes, shuffle. Returns the
+    instances serialized (`wire.ExampleEncoder`). `documents` replaces reading `input_files`; the first `log_examples`
+    are logged."""
     tables = VocabTables(tokenizer.vocab, tokenizer.vocab_file)
     if documents is None:
         documents = read_documents(input_files, tokenizer)
@@ -303,24 +290,17 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
         raise ValueError(f"No text in the input files {', '.join(map(str, input_files or []))}: "
                          "every line is blank or has no tokens.")
     rng.shuffle(documents)
-    if encoder is None:
-        encoder = wire.ExampleEncoder(max_seq_length, max_predictions_per_seq, len(tables.id_to_token))
+    encoder = wire.ExampleEncoder(max_seq_length, max_predictions_per_seq, len(tables.id_to_token))
     instances = []
-    logged = 0
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
-            made = create_instances_from_document(
-                documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
-                max_predictions_per_seq, tables, rng, do_whole_word_mask)
-            if encoder is False:
-                instances.extend(made)
-            else:
-                for instance in made:
-                    data = encoder.encode(instance)
-                    if logged < log_examples:
-                        _log_instance(tables, instance)
-                        logged += 1
-                    instances.append(data)
+            for instance in create_instances_from_document(
+                    documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
+                    max_predictions_per_seq, tables, rng, do_whole_word_mask):
+                data = encoder.encode(instance)
+                if len(instances) < log_examples:
+                    _log_instance(tables, instance)
+                instances.append(data)
     rng.shuffle(instances)
     return instances
 

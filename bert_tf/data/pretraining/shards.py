@@ -8,6 +8,7 @@ instance shuffle are per shard, and every input file and cut ends a document.
 """
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -89,17 +90,9 @@ def make_config(vocab_file, output_file=None, **options):
     return dataclasses.asdict(dataclasses.replace(options, vocab_file=fileio.absolute(vocab_file)))
 
 
-_WORKER = {}
-
-
-def worker_state(config):
-    """(FullTokenizer, VocabTables) of `config`, built once per worker process."""
-    key = (config["vocab_file"], config["do_lower_case"])
-    if _WORKER.get("key") != key:
-        tokenizer = tokenization.FullTokenizer(config["vocab_file"], config["do_lower_case"])
-        tables = instances.VocabTables(tokenizer.vocab, tokenizer.vocab_file)
-        _WORKER.update(key=key, tokenizer=tokenizer, tables=tables)
-    return _WORKER["tokenizer"], _WORKER["tables"]
+@functools.lru_cache(maxsize=1)  # one per worker process
+def _tokenizer(vocab_file, do_lower_case):
+    return tokenization.FullTokenizer(vocab_file, do_lower_case)
 
 
 class RangeReader:
@@ -136,7 +129,7 @@ def shard_examples(index, ranges, config, reader=None):
     if reader is None:
         with contextlib.closing(RangeReader()) as reader:
             return shard_examples(index, ranges, config, reader)
-    tokenizer, _ = worker_state(config)
+    tokenizer = _tokenizer(config["vocab_file"], config["do_lower_case"])
     documents = read_ranges(ranges, tokenizer, reader)
     if not documents:
         return []

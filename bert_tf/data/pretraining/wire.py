@@ -2,6 +2,7 @@
 small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples` (atomic).
 """
 import contextlib
+import functools
 import struct
 
 from bert_tf import fileio
@@ -94,6 +95,7 @@ class ExampleEncoder:
         return b"\n" + self._varint_of(len(features)) + features
 
 
+@functools.cache
 def _crc32c_table():
     import numpy as np
     table = np.zeros(256, np.uint32)
@@ -105,16 +107,10 @@ def _crc32c_table():
     return table
 
 
-_CRC_TABLE = None
-
-
 def masked_crc32c(records):
     """TFRecord's masked CRC-32C of each bytes object in `records` -> list of int (vectorized over records)."""
     import numpy as np
-    global _CRC_TABLE
-    if _CRC_TABLE is None:
-        _CRC_TABLE = _crc32c_table()
-    table = _CRC_TABLE
+    table = _crc32c_table()
     n = len(records)
     if n == 0:
         return []
@@ -193,28 +189,11 @@ class TFRecordWriter:
 def write_examples(serialized, output_files, gzip=False):
     """Writes serialized examples round-robin over `output_files` (the original's order), atomically; returns the
     count per file."""
-    temps = [fileio.temp_path(p) for p in output_files]
-    writers = []
     counts = [0] * len(output_files)
-    try:
-        for temp in temps:
-            writers.append(TFRecordWriter(temp, gzip))
-        num = len(writers)
+    with contextlib.ExitStack() as stack:
+        writers = [stack.enter_context(TFRecordWriter(stack.enter_context(fileio.written_atomically(path)), gzip))
+                   for path in output_files]
         for index, data in enumerate(serialized):
-            writers[index % num].write(data)
-            counts[index % num] += 1
-        for writer in writers:
-            writer.close()
-        for temp, path in zip(temps, output_files):
-            fileio.replace(temp, path)
-    except BaseException:
-        for writer in writers:
-            try:
-                writer.close()
-            except Exception:
-                pass
-        for temp in temps:
-            with contextlib.suppress(Exception):
-                fileio.remove_tree(temp)
-        raise
+            writers[index % len(writers)].write(data)
+            counts[index % len(writers)] += 1
     return counts
