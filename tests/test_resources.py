@@ -67,7 +67,7 @@ def test_classification_tsv_takes_the_same_number_from_every_label(tmp_path):
 
 def test_missing_package_says_how_to_install():
     with pytest.raises(ImportError, match="pip install nothing-here"):
-        resources._package_dir("no_such_module_bert_tf", "pip install nothing-here")
+        resources._package_file("no_such_module_bert_tf", "pip install nothing-here")
 
 
 def test_missing_file_names_the_package_and_its_install():

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 from bert_tf import fileio
 
-WikiPage = collections.namedtuple("WikiPage", ["title", "ns", "page_id", "redirect", "text"])
+WikiPage = collections.namedtuple("WikiPage", ["title", "ns", "redirect", "text"])
 
 # Tags whose contents are not running text.
 _DROP_TAGS = frozenset([
@@ -36,21 +36,15 @@ _INTERWIKI = re.compile(r"^[a-z]{2,3}(-[a-z]+)*:")
 def iter_wiki_pages(path):
     """Yields every <page> of a MediaWiki XML dump (.xml, .bz2, .gz) as a WikiPage."""
     with fileio.open_file(path, "rb") as f:
-        context = ET.iterparse(f, events=("start", "end"))
         root = None
-        for event, elem in context:
-            if root is None:
-                root = elem
-            if event != "end" or not elem.tag.endswith("page") or elem.tag.rsplit("}", 1)[-1] != "page":
+        for event, elem in ET.iterparse(f, events=("start", "end")):
+            root = elem if root is None else root
+            if event != "end" or elem.tag.rsplit("}", 1)[-1] != "page":
                 continue
-            ns = elem.find("{*}ns")
-            page_id = elem.find("{*}id")
-            redirect = elem.find("{*}redirect")
-            text = elem.find("{*}revision/{*}text")
-            title = elem.find("{*}title")
+            title, ns, redirect, text = (elem.find("{*}" + name) for name in ("title", "ns", "redirect",
+                                                                               "revision/{*}text"))
             yield WikiPage(title=title.text if title is not None else "",
                            ns=int(ns.text) if ns is not None and ns.text else 0,
-                           page_id=page_id.text if page_id is not None else None,
                            redirect=redirect.get("title") if redirect is not None else None,
                            text=(text.text or "") if text is not None else "")
             root.clear()  # drops the finished page (and earlier siblings): memory stays bounded
@@ -148,16 +142,6 @@ class SentenceSplitter:
         return [_WHITESPACE.sub(" ", s) for s in sentences if s]
 
 
-def paragraphs_to_document(paragraphs, splitter, min_sentence_chars=0):
-    """The sentences of a document's paragraphs, but those shorter than min_sentence_chars."""
-    sentences = []
-    for paragraph in paragraphs:
-        for sentence in splitter(paragraph):
-            if len(sentence) >= max(1, min_sentence_chars):
-                sentences.append(sentence)
-    return sentences
-
-
 def iter_text_documents(path, document_boundary="blank_line"):
     """Yields a text file's documents as lists of lines; a document ends at a "blank_line", each "line" or the
     "file" (document_boundary)."""
@@ -167,13 +151,9 @@ def iter_text_documents(path, document_boundary="blank_line"):
         document = []
         for line in f:
             line = line.strip()
-            if document_boundary == "line":
-                if line:
-                    yield [line]
-                continue
             if line:
                 document.append(line)
-            elif document_boundary == "blank_line" and document:
+            if document and (document_boundary == "line" or not line and document_boundary == "blank_line"):
                 yield document
                 document = []
         if document:
@@ -216,7 +196,8 @@ def _init_worker(splitter_kind, language, min_sentence_chars, min_document_sente
 def _process(raw):
     kind, payload = raw
     paragraphs = wikitext_to_paragraphs(payload) if kind == "wiki" else payload
-    sentences = paragraphs_to_document(paragraphs, _WORKER["splitter"], _WORKER["min_sentence_chars"])
+    shortest = max(1, _WORKER["min_sentence_chars"])
+    sentences = [s for paragraph in paragraphs for s in _WORKER["splitter"](paragraph) if len(s) >= shortest]
     return sentences if len(sentences) >= max(1, _WORKER["min_document_sentences"]) else None
 
 

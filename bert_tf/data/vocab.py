@@ -9,6 +9,7 @@ released vocabularies:
 then every single character (and its `##` continuation) of the kept alphabet, then the learned pieces by frequency.
 """
 import collections
+import importlib.util
 import itertools
 import multiprocessing
 import os
@@ -38,18 +39,10 @@ def _iter_lines(files):
                     yield line
 
 
-_TOKENIZER = {}
-
-
 def _count_chunk(args):
     lines, do_lower_case = args
-    tokenizer = _TOKENIZER.get(do_lower_case)
-    if tokenizer is None:
-        tokenizer = _TOKENIZER[do_lower_case] = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-    counts = collections.Counter()
-    for line in lines:
-        counts.update(tokenizer.tokenize(line))
-    return counts
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    return collections.Counter(word for line in lines for word in tokenizer.tokenize(line))
 
 
 def count_words(lines, do_lower_case=True, num_workers=1, chunk_lines=10000, max_lines=None):
@@ -75,26 +68,16 @@ def count_words(lines, do_lower_case=True, num_workers=1, chunk_lines=10000, max
 
 
 def _learner_lib():
-    """TF Text's WordPiece learner module, loaded from its file without importing tensorflow_text (and TensorFlow);
-    else the package import."""
-    import importlib.util
-    import sys
-    name = "tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib"
-    if name in sys.modules:
-        return sys.modules[name]
+    """TF Text's WordPiece learner module, loaded from its file without importing tensorflow_text (and TensorFlow)."""
     spec = importlib.util.find_spec("tensorflow_text")  # locates the package without running its __init__
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("Learning a vocabulary needs tensorflow-text (pip install tensorflow-text).")
     path = os.path.join(list(spec.submodule_search_locations)[0], "tools", "wordpiece_vocab",
                         "wordpiece_tokenizer_learner_lib.py")
-    try:
-        file_spec = importlib.util.spec_from_file_location("_bert_tf_wordpiece_learner", path)
-        module = importlib.util.module_from_spec(file_spec)
-        file_spec.loader.exec_module(module)
-        return module
-    except (OSError, ImportError):
-        from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
-        return wordpiece_tokenizer_learner_lib
+    file_spec = importlib.util.spec_from_file_location("_bert_tf_wordpiece_learner", path)
+    module = importlib.util.module_from_spec(file_spec)
+    file_spec.loader.exec_module(module)
+    return module
 
 
 def learn_vocab(word_counts, vocab_size, num_unused=994, max_unique_chars=1000, max_token_length=50,
@@ -119,13 +102,7 @@ def learn_vocab(word_counts, vocab_size, num_unused=994, max_unique_chars=1000, 
         def essential(index):
             token = vocab[index]
             return index < len(reserved) or len(token) == 1 or (token.startswith("##") and len(token) == 3)
-        excess = len(vocab) - vocab_size
-        drop = set()
-        for index in range(len(vocab) - 1, -1, -1):
-            if len(drop) == excess:
-                break
-            if not essential(index):
-                drop.add(index)
+        drop = set([index for index in reversed(range(len(vocab))) if not essential(index)][:len(vocab) - vocab_size])
         vocab = [token for index, token in enumerate(vocab) if index not in drop]
         if len(vocab) > vocab_size:
             raise ValueError(f"vocab_size {vocab_size} is too small for the {len(vocab)} reserved tokens and "

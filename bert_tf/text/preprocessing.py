@@ -47,10 +47,7 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
         if max_seq_length < min_length:
             raise ValueError("%s, got %d" % (message, max_seq_length))
         limit, shape = int(max_seq_length), [None, int(max_seq_length)]
-    ids_a = tf.cast(ids_a, tf.int32)
-    len_a = ids_a.row_lengths()
-    ids_b = _empty_rows(len_a) if ids_b is None else tf.cast(ids_b, tf.int32)
-    len_b = ids_b.row_lengths()
+    ids_a, len_a, ids_b, len_b = _segments(ids_a, ids_b)
     pair_a, pair_b = truncated_pair_lengths(len_a, len_b, limit - 3)
     keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, tf.cast(limit - 2, len_a.dtype)))
     keep_b = tf.where(len_b > 0, pair_b, 0)
@@ -68,10 +65,7 @@ def pack_windows(ids_a, ids_b=None, *, max_seq_length, doc_stride, cls_id, sep_i
     if doc_stride < 1 or max_seq_length < 3:
         raise ValueError(f"Windows need doc_stride >= 1 and max_seq_length >= 3, got {doc_stride} and "
                          f"{max_seq_length}.")
-    ids_a = tf.cast(ids_a, tf.int32)
-    len_a = ids_a.row_lengths()
-    ids_b = _empty_rows(len_a) if ids_b is None else tf.cast(ids_b, tf.int32)
-    len_b = ids_b.row_lengths()
+    ids_a, len_a, ids_b, len_b = _segments(ids_a, ids_b)
     room = tf.where(len_b > 0, max_seq_length - 3 - len_b, max_seq_length - 2)  # text_a's tokens in a window
     windowed = len_a > room
     no_room = windowed & (room < 1)
@@ -124,9 +118,13 @@ def _max_context(windows, offset, num_tokens):
     return windows.with_flat_values(tf.equal(window, tf.gather(first_top, token)))
 
 
-def _empty_rows(like_lengths):
-    """An int32 RaggedTensor of as many empty rows as `like_lengths` has items."""
-    return tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(like_lengths))
+def _segments(ids_a, ids_b):
+    """(ids_a, its row lengths, ids_b, its row lengths) as int32 RaggedTensors; `ids_b` None: empty rows."""
+    ids_a = tf.cast(ids_a, tf.int32)
+    if ids_b is None:
+        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(ids_a.row_lengths()))
+    ids_b = tf.cast(ids_b, tf.int32)
+    return ids_a, ids_a.row_lengths(), ids_b, ids_b.row_lengths()
 
 
 def _packed_rows(seg_a, seg_b, has_b, cls_id, sep_id):
@@ -203,8 +201,6 @@ class InGraphPreprocessor(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
     def encode_pair(self, text_a, text_b):
         """Packs segment pairs: `[CLS] a [SEP] b [SEP]` (rows whose b has no tokens: `[CLS] a [SEP]`)."""
-        if self.max_seq_length < 3:
-            raise ValueError("max_seq_length must be at least 3 for segment pairs, got %d" % self.max_seq_length)
         tok = self.tokenizer
         return pack_inputs(tok.tokenize(text_a), tok.tokenize(text_b), max_seq_length=self.max_seq_length,
                            cls_id=tok.cls_id, sep_id=tok.sep_id, **self.padding)

@@ -128,24 +128,14 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     """Trims the longer list (B on a tie) from a random end, one rng.random() per token, until both fit in
     `max_num_tokens`. In place."""
     len_a, len_b = len(tokens_a), len(tokens_b)
-    if len_a + len_b <= max_num_tokens:
-        return
     draw = rng.random
-    front_a = back_a = front_b = back_b = 0
+    front_a = front_b = 0  # tokens cut from the front (a draw < 0.5), the rest from the back
     while len_a + len_b > max_num_tokens:
         if len_a > len_b:
-            if draw() < 0.5:
-                front_a += 1
-            else:
-                back_a += 1
+            front_a += draw() < 0.5
             len_a -= 1
         else:
-            if len_b < 1:
-                raise AssertionError("cannot truncate an empty segment")
-            if draw() < 0.5:
-                front_b += 1
-            else:
-                back_b += 1
+            front_b += draw() < 0.5
             len_b -= 1
     tokens_a[:] = tokens_a[front_a:front_a + len_a]
     tokens_b[:] = tokens_b[front_b:front_b + len_b]
@@ -255,9 +245,7 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
                     is_random_next = False
                     for j in range(a_end, len(current_chunk)):
                         tokens_b.extend(current_chunk[j])
-                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                if not tokens_a or not tokens_b:
-                    raise AssertionError("empty segment after truncation (max_seq_length too small?)")
+                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)  # leaves both non-empty (Options)
 
                 tokens = [tables.cls_id] + tokens_a + [tables.sep_id] + tokens_b + [tables.sep_id]
                 tokens, positions, labels = create_masked_lm_predictions(

@@ -44,25 +44,10 @@ class ExampleEncoder:
         self._mask_prefix = self._entry("input_mask", b"\x1a", b"\x00" * seq)[:-seq]
         self._segment_prefix = self._entry("segment_ids", b"\x1a", b"\x00" * seq)[:-seq]
 
-    def _varint_of(self, value):
-        table = self._varints
-        return table[value] if value < len(table) else _varint(value)
-
     def _entry(self, name, feature_tag, packed):
         values = _length_delimited(b"\n", packed) if packed else b""
         feature = _length_delimited(feature_tag, values)
         return _length_delimited(b"\n", self._keys[name] + _length_delimited(b"\x12", feature))
-
-    def _int_entry(self, name, packed):
-        """Fast _entry for a non-empty int64 list."""
-        v = self._varint_of
-        values_len = len(packed)
-        list_len = 1 + len(v(values_len)) + values_len          # Int64List
-        feature_len = 1 + len(v(list_len)) + list_len           # Feature
-        key = self._keys[name]
-        entry_len = len(key) + 1 + len(v(feature_len)) + feature_len
-        return b"".join((b"\n", v(entry_len), key, b"\x12", v(feature_len), b"\x1a", v(list_len), b"\n",
-                         v(values_len), packed))
 
     def encode(self, instance):
         seq, preds = self.max_seq_length, self.max_predictions_per_seq
@@ -78,21 +63,15 @@ class ExampleEncoder:
         pred_pad = b"\x00" * (preds - m)
         num_a = instance.num_a_tokens + 2
         parts = [
-            self._int_entry("input_ids", b"".join([varints[t] for t in tokens]) + b"\x00" * pad),
+            self._entry("input_ids", b"\x1a", b"".join([varints[t] for t in tokens]) + b"\x00" * pad),
             self._mask_prefix, b"\x01" * n, b"\x00" * pad,
-        ]
-        if preds:
-            parts.append(self._int_entry("masked_lm_ids",
-                                         b"".join([varints[t] for t in instance.masked_lm_labels]) + pred_pad))
-            parts.append(self._int_entry("masked_lm_positions",
-                                         b"".join([varints[p] for p in instance.masked_lm_positions]) + pred_pad))
-        else:
-            parts.append(self._entry("masked_lm_ids", b"\x1a", b""))
-            parts.append(self._entry("masked_lm_positions", b"\x1a", b""))
-        parts += [self._weights[m], self._labels[1 if instance.is_random_next else 0],
-                  self._segment_prefix, b"\x00" * num_a, b"\x01" * (n - num_a), b"\x00" * pad]
+            self._entry("masked_lm_ids", b"\x1a", b"".join([varints[t] for t in instance.masked_lm_labels]) + pred_pad),
+            self._entry("masked_lm_positions", b"\x1a",
+                        b"".join([varints[p] for p in instance.masked_lm_positions]) + pred_pad),
+            self._weights[m], self._labels[1 if instance.is_random_next else 0],
+            self._segment_prefix, b"\x00" * num_a, b"\x01" * (n - num_a), b"\x00" * pad]
         features = b"".join(parts)
-        return b"\n" + self._varint_of(len(features)) + features
+        return b"\n" + _varint(len(features)) + features
 
 
 @functools.cache
