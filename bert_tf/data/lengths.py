@@ -225,8 +225,7 @@ class LengthSorted:
         filled = fixed_batches or (lengths is not None and lengths.compiled)
         self.shapes = [(budget_rows(batch_size, self.seq_length, length) if filled else end - start, length)
                        for (start, end), length in zip(self.bounds, cut)]  # each batch's (rows, length)
-        signature = batch_spec(self.inputs if self.structured else self.inputs[0], batch_size, lengths, names,
-                               fixed_batches)
+        signature = batch_spec(inputs, batch_size, lengths, names, fixed_batches)
         self.dataset = records.read_once(tf.data.Dataset.from_generator(self._batches, output_signature=signature))
 
     def _batches(self):

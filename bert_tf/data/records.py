@@ -123,31 +123,20 @@ def training_dataset(input_file, decode, batch_size, shuffle_buffer, seed=None, 
     else:
         d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     d = decoded(d, decode)
-    size = batch_size * replica_count(input_context)  # the global batch
+    replicas = input_context.num_replicas_in_sync if input_context is not None else 1  # of all workers
+    size = batch_size * replicas  # the global batch
     batched = batch(d, size, drop_remainder) if batch else d.batch(size, drop_remainder=drop_remainder)
-    return worker_share(batched, batch_size, input_context).prefetch(tf.data.AUTOTUNE)
-
-
-def replica_count(input_context):
-    """Replicas of all workers (1 without `input_context`)."""
-    return input_context.num_replicas_in_sync if input_context is not None else 1
+    if replicas > 1:
+        # Every worker reads the whole set in the same order and keeps its replicas' share (as AutoShardPolicy.DATA),
+        # so several workers train on one device's global batches. (Pretraining corpora are sharded by file.)
+        local = local_replica_count(input_context)
+        batched = replica_batches(batched, batch_size, local, input_context.input_pipeline_id * local * batch_size)
+    return batched.prefetch(tf.data.AUTOTUNE)
 
 
 def local_replica_count(input_context):
     """Replicas of this worker (1 without `input_context`)."""
     return input_context.num_replicas_in_sync // input_context.num_input_pipelines if input_context is not None else 1
-
-
-def worker_share(batches, batch_size, input_context=None):
-    """This worker's replicas' batches of `batch_size` out of global `batches`.
-
-    Every worker reads the whole set in the same order and keeps its share (as AutoShardPolicy.DATA), so several workers
-    train on one device's global batches. (Pretraining corpora are sharded by file: bert_tf.data.pretraining.dataset.)
-    """
-    if replica_count(input_context) == 1:
-        return batches
-    local = local_replica_count(input_context)
-    return replica_batches(batches, batch_size, local, input_context.input_pipeline_id * local * batch_size)
 
 
 def replica_batches(batches, batch_size, replicas, first=0):

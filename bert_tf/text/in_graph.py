@@ -171,11 +171,8 @@ def _bmp_route(do_lower_case):
         word = (1, 2, 2) if cp == ord("a") else (0,)
         fw_role[cp] = {word: "word", (1, 0, 1): "split"}.get(tuple(ids[start:end]), "other")
 
-    def python_role(cp):
-        return "split" if props[cp] & _SPLIT else "word"
-
     def splits_alike(cps):
-        return all(fw_role.get(c) == python_role(c) for c in cps)
+        return all(fw_role.get(c) == ("split" if props[c] & _SPLIT else "word") for c in cps)
 
     if do_lower_case:
         with tf.init_scope():
@@ -208,7 +205,6 @@ def _bmp_route(do_lower_case):
         "space": _regex_class(space_cps),
         "mn": _regex_class(mn_cps),
         "long_run": "(?s).*[^%s]{%d}.*" % (_ASCII_SEPARATORS, _BMP_SAFE_RUN),
-        "num_checked": len(ok),
     }
 
 
@@ -247,7 +243,6 @@ class InGraphTokenizer(tf.Module):
                 raise ValueError(f"{option} must be a positive integer, got {value!r}.")
         self.max_texts_per_request, self.max_request_bytes = max_texts_per_request, max_request_bytes
         vocab = tokenization.load_vocab(self.vocab_file)  # the Python tokenizer's reading, hence its ids
-        num_lines = max(vocab.values()) + 1
         missing = [t for t in (unk_token, "[CLS]", "[SEP]") if t not in vocab]
         if missing:
             raise ValueError("BERT vocabulary %s lacks the special token(s) %s"
@@ -257,16 +252,13 @@ class InGraphTokenizer(tf.Module):
         self.do_lower_case = bool(do_lower_case)
         self.unk_token = unk_token
         self.max_input_chars_per_word = int(max_input_chars_per_word)
-        self.vocab_size = num_lines
-        self.unk_id = vocab[unk_token]
-        self.cls_id = vocab["[CLS]"]
-        self.sep_id = vocab["[SEP]"]
-        self.pad_id = 0  # the original pads input_ids with 0 whatever the vocabulary
+        self.vocab_size = max(vocab.values()) + 1  # the vocab file's lines
+        self.unk_id, self.cls_id, self.sep_id = (vocab[token] for token in (unk_token, "[CLS]", "[SEP]"))
 
         # FastWordpieceTokenizer numbers tokens by position. Lines whose token the original can never emit
         # (shadowed duplicates, empty lines, a bare "##") get a placeholder no word can contain (control
         # characters are always deleted from the input), so every id stays the line number.
-        tokens = ["\x01%d" % i for i in range(num_lines)]
+        tokens = ["\x01%d" % i for i in range(self.vocab_size)]
         for token, index in vocab.items():
             if token and token != "##":
                 tokens[index] = token

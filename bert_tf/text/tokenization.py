@@ -123,16 +123,13 @@ def _is_whitespace(char):
 
 
 def _is_control(char):
-    if char in _TAB_NEWLINES:
-        return False
-    return unicodedata.category(char) in ("Cc", "Cf")
+    return char not in _TAB_NEWLINES and unicodedata.category(char) in ("Cc", "Cf")
 
 
 def _is_punctuation(char):
     cp = ord(char)
-    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-        return True
-    return unicodedata.category(char).startswith("P")
+    return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+            or unicodedata.category(char).startswith("P"))
 
 
 # The original's CJK ideograph blocks (inclusive); each ideograph gets spaces put around it.
@@ -141,10 +138,7 @@ CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 
 
 
 def _is_chinese_char(cp):
-    for low, high in CJK_RANGES:
-        if low <= cp <= high:
-            return True
-    return False
+    return any(low <= cp <= high for low, high in CJK_RANGES)
 
 
 class _LazyTable(dict):
@@ -170,15 +164,6 @@ def _clean_rule(cp):
     return cp
 
 
-def _punctuation_rule(cp):
-    char = chr(cp)
-    return " " + char + " " if _is_punctuation(char) else cp
-
-
-def _accent_rule(cp):
-    return None if unicodedata.category(chr(cp)) == "Mn" else cp
-
-
 # What the clean-up (_clean_rule) makes of a code point, for the offsets: dropped, a word break, a character of a word,
 # a word alone (CJK).
 _DROP, _BREAK, _KEEP, _ALONE = range(4)
@@ -196,8 +181,8 @@ def _clean_kind_rule(cp):
 # Tables for str.translate: text clean-up + CJK spacing; punctuation isolation; combining-mark removal. And the
 # clean-up's kind of each code point.
 _CLEAN_TABLE = _LazyTable(_clean_rule)
-_PUNCT_TABLE = _LazyTable(_punctuation_rule)
-_ACCENT_TABLE = _LazyTable(_accent_rule)
+_PUNCT_TABLE = _LazyTable(lambda cp: " " + chr(cp) + " " if _is_punctuation(chr(cp)) else cp)
+_ACCENT_TABLE = _LazyTable(lambda cp: None if unicodedata.category(chr(cp)) == "Mn" else cp)
 _CLEAN_KIND_TABLE = _LazyTable(_clean_kind_rule)
 
 
@@ -295,6 +280,7 @@ class BasicTokenizer:
             if not word.isascii():  # ASCII has no decompositions or combining marks
                 word = unicodedata.normalize("NFD", word).translate(_ACCENT_TABLE)
         return word
+
 
 class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece segmentation against a vocabulary."""

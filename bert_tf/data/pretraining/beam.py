@@ -17,42 +17,31 @@ except ImportError:  # pragma: no cover - the module is usable only with the `be
                       "bert-tf's clone (or pip install apache-beam).") from None
 
 from bert_tf import fileio
-from bert_tf.data.pretraining import instances, shards
+from bert_tf.data.pretraining import instances, shards, wire
 
 _NAMESPACE = "bert_tf.data.pretraining"
 READERS = 16  # the most workers that read one compressed input, each decompressing it up to its first shard
 
 
-class _ShardFn(beam.DoFn):
-    """A DoFn over shard tasks with the pipeline config and example/shard counters."""
+class ShardFn(beam.DoFn):
+    """A run of shards [(index, ranges, path)] -> with `write`, each shard's file written and (path, examples) yielded;
+    else the shards' serialized tf.train.Examples."""
 
-    def __init__(self, config):
+    def __init__(self, config, write):
         super().__init__()
-        self._config = config
+        self._config, self._write = config, write
         self._examples = beam.metrics.Metrics.counter(_NAMESPACE, "examples")
         self._shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
 
-
-class WriteShardFn(_ShardFn):
-    """A run of shards [(index, ranges, path)] -> writes each shard's file; yields (path, examples) for each."""
-
-    def process(self, run):
-        for path, count in shards.write_run(run, self._config):
-            self._examples.inc(count)
-            self._shards.inc()
-            yield path, count
-
-
-class ShardExamplesFn(_ShardFn):
-    """A run of shards [(index, ranges, path)] -> their serialized tf.train.Examples."""
-
     def process(self, run):
         with contextlib.closing(shards.RangeReader()) as reader:
-            for index, ranges, _ in run:
+            for index, ranges, path in run:
                 examples = shards.shard_examples(index, ranges, self._config, reader)
+                if self._write:
+                    wire.write_examples(examples, [path], self._config["gzip"])
                 self._examples.inc(len(examples))
                 self._shards.inc()
-                yield from examples
+                yield from [(path, len(examples))] if self._write else examples
 
 
 def build_pipeline(pipeline, runs, config, output_file, write_mode="per_shard", num_output_shards=0):
@@ -62,12 +51,12 @@ def build_pipeline(pipeline, runs, config, output_file, write_mode="per_shard", 
               | "Shards" >> beam.Create(runs)
               | "Spread" >> beam.Reshuffle())
     if write_mode == "per_shard":
-        return spread | "MakeAndWriteShards" >> beam.ParDo(WriteShardFn(config))
+        return spread | "MakeAndWriteShards" >> beam.ParDo(ShardFn(config, write=True))
     if write_mode == "sink":
         compression = beam.io.filesystem.CompressionTypes.GZIP if config["gzip"] else \
             beam.io.filesystem.CompressionTypes.UNCOMPRESSED
         return (spread
-                | "MakeExamples" >> beam.ParDo(ShardExamplesFn(config))
+                | "MakeExamples" >> beam.ParDo(ShardFn(config, write=False))
                 | "Write" >> beam.io.WriteToTFRecord(output_file, num_shards=num_output_shards,
                                                      compression_type=compression))
     raise ValueError(f"Unknown write_mode {write_mode!r} (per_shard or sink).")

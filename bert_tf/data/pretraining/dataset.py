@@ -71,17 +71,13 @@ def check_input_files(input_files, max_seq_length, max_predictions_per_seq, voca
         record = record.numpy()
         check_record(record, features, f"{path}, first record")
         if vocab_size is not None:
-            check_ids(tf.io.parse_single_example(record, features), vocab_size, f"{path}, first record")
+            parsed = tf.io.parse_single_example(record, features)
+            for name in ("input_ids", "masked_lm_ids"):
+                largest = int(tf.reduce_max(parsed[name]))
+                if largest >= vocab_size:
+                    raise ValueError(f"{path}, first record: {name} holds id {largest}, but the model's vocab_size "
+                                     f"is {vocab_size} (bert_config.json and the data's vocab.txt disagree).")
     return compression
-
-
-def check_ids(parsed, vocab_size, where):
-    """ValueError naming `where` when input_ids or masked_lm_ids hold an id >= vocab_size."""
-    for name in ("input_ids", "masked_lm_ids"):
-        largest = int(tf.reduce_max(parsed[name]))
-        if largest >= vocab_size:
-            raise ValueError(f"{where}: {name} holds id {largest}, but the model's vocab_size is {vocab_size} "
-                             f"(bert_config.json and the data's vocab.txt disagree).")
 
 
 def decoder(max_seq_length, max_predictions_per_seq):

@@ -74,10 +74,6 @@ def plan_shards(input_files, shard_size):
     return shards
 
 
-def shard_path(output_file, index, num_shards):
-    return f"{output_file}-{index:05d}-of-{num_shards:05d}"
-
-
 def make_config(vocab_file, output_file=None, **options):
     """The per-shard settings (`instances.Options` as a JSON-comparable dict), after the checks made before any work:
     valid options, a vocab with [CLS]/[SEP]/[MASK], one writable output prefix."""
@@ -115,22 +111,17 @@ class RangeReader:
             self._path = self._file = None
 
 
-def read_ranges(ranges, tokenizer, reader):
-    """The documents (lists of sentences of token ids) in byte `ranges` [(path, start, end)]."""
-    documents = [[]]
-    for path, start, end in ranges:
-        instances.documents_from_lines(reader.read(path, start, end).split(b"\n"), tokenizer, documents)
-        documents.append([])  # a file range always ends a document
-    return [d for d in documents if d]
-
-
 def shard_examples(index, ranges, config, reader=None):
     """The serialized examples of shard `index` (byte `ranges`), in written order."""
     if reader is None:
         with contextlib.closing(RangeReader()) as reader:
             return shard_examples(index, ranges, config, reader)
     tokenizer = _tokenizer(config["vocab_file"], config["do_lower_case"])
-    documents = read_ranges(ranges, tokenizer, reader)
+    documents = [[]]
+    for path, start, end in ranges:
+        instances.documents_from_lines(reader.read(path, start, end).split(b"\n"), tokenizer, documents)
+        documents.append([])  # a file range always ends a document
+    documents = [d for d in documents if d]
     if not documents:
         return []
     rng = random.Random(shard_seed(config["random_seed"], index))
@@ -157,19 +148,16 @@ def runs(shards, readers):
     return sorted(cut, key=lambda run: -sum(end - start for shard in run for _, start, end in shard[1]))
 
 
-def write_run(run, config):
-    """Writes the shards of one run in one pass; yields (shard path, examples written) for each."""
+def process_run(task):
+    """Pool worker: writes the shards of a run (`runs`) in one pass -> (shards, examples written)."""
+    run, config = task
+    written = 0
     with contextlib.closing(RangeReader()) as reader:
         for index, ranges, path in run:
             serialized = shard_examples(index, ranges, config, reader)
             wire.write_examples(serialized, [path], config["gzip"])
-            yield path, len(serialized)
-
-
-def process_run(task):
-    """Pool worker: `write_run(*task)` -> (shards, examples written)."""
-    counts = [count for _, count in write_run(*task)]
-    return len(counts), sum(counts)
+            written += len(serialized)
+    return len(run), written
 
 
 def plan(input_files, output_file, shard_size):
@@ -177,7 +165,7 @@ def plan(input_files, output_file, shard_size):
     planned = plan_shards(input_files, shard_size)
     if not planned:
         raise ValueError(f"No text in the input files {', '.join(input_files)}: every line is blank.")
-    return [(i, ranges, shard_path(output_file, i, len(planned))) for i, ranges in enumerate(planned)]
+    return [(i, ranges, f"{output_file}-{i:05d}-of-{len(planned):05d}") for i, ranges in enumerate(planned)]
 
 
 def input_record(input_files):
