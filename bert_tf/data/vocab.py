@@ -109,13 +109,9 @@ def learn_vocab(word_counts, vocab_size, num_unused=994, max_unique_chars=1000, 
                              "characters; raise it or lower max_unique_chars.")
     assert vocab[:len(reserved)] == reserved, "reserved tokens must lead the vocabulary"
     if pad_to_vocab_size:
-        next_unused = num_unused
         present = set(vocab)
-        while len(vocab) < vocab_size:
-            token = f"[unused{next_unused}]"
-            next_unused += 1
-            if token not in present:
-                vocab.append(token)
+        unused = (f"[unused{i}]" for i in itertools.count(num_unused))
+        vocab += itertools.islice((token for token in unused if token not in present), vocab_size - len(vocab))
     return vocab
 
 

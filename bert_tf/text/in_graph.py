@@ -308,7 +308,10 @@ class InGraphTokenizer(tf.Module):
         """(`tokenize`'s ids, each string's route int32 [batch]: 0 ASCII, 1 BMP, 2 exact)."""
         on_ascii = tf.strings.regex_full_match(strings, _ASCII_ROUTE_PATTERN)
         ascii_rows = tf.where(on_ascii)[:, 0]
-        routed_ids = [self._tokenize_ascii(tf.gather(strings, ascii_rows))]
+        ascii_strings = tf.gather(strings, ascii_rows)
+        if self.do_lower_case:
+            ascii_strings = tf.strings.lower(ascii_strings)  # ASCII-only lower-casing; these strings are ASCII
+        routed_ids = [self._text_wordpiece.tokenize(ascii_strings)]
         routed_rows = [ascii_rows]
         on_exact = tf.logical_not(on_ascii)
         exact_rows = []
@@ -341,12 +344,7 @@ class InGraphTokenizer(tf.Module):
         return tf.RaggedTensor.from_value_rowids(
             tf.strings.unicode_encode(words, "UTF-8"), word_rows, nrows=num_rows, validate=False)
 
-    # ASCII and BMP routes.
-
-    def _tokenize_ascii(self, strings):
-        if self.do_lower_case:
-            strings = tf.strings.lower(strings)  # ASCII-only lower-casing; these strings are ASCII
-        return self._text_wordpiece.tokenize(strings)
+    # BMP route.
 
     def _tokenize_bmp(self, strings):
         """Ids of BMP-route strings, and whether each may hold an over-long word (then redone exactly)."""

@@ -1,12 +1,7 @@
-"""Pre-training data as an Apache Beam pipeline: the fast mode of bert_tf.data.pretraining.shards, beyond one machine.
-
-The same shards, seeds and examples as `shards.run_sharded`. Two ways to write:
-
-* "per_shard" (default): each shard to `<output_file>-<index:05d>-of-<num_shards:05d>`, renamed when complete:
-  byte for byte `run_sharded`'s files.
-* "sink": `beam.io.WriteToTFRecord`: the same examples, spread as the runner likes.
-
-Workers need bert_tf and must read the inputs and vocab (e.g. gs:// on Dataflow). Needs the `beam` extra.
+"""Pre-training data as an Apache Beam pipeline (the `beam` extra): `shards.run_sharded`'s shards, seeds and examples,
+beyond one machine. Written "per_shard" (default: byte for byte `run_sharded`'s files, each renamed when complete) or
+by a "sink" (`beam.io.WriteToTFRecord`: the same examples, spread as the runner likes). Workers need bert_tf and must
+read the inputs and vocab (e.g. gs:// on Dataflow).
 """
 import contextlib
 

@@ -1,15 +1,9 @@
-"""The original run_pretraining.py's input: the TFRecords of create_pretraining_data.py, checked, read and batched.
+"""The original run_pretraining.py's input: the TFRecords of create_pretraining_data.py (`schema`), checked before any
+work (`check_input_files`), read and batched as (`FEATURES`, `LABELS`).
 
-Schema: input_ids, input_mask, segment_ids [S]; masked_lm_positions, masked_lm_ids [P]; masked_lm_weights [P]
-float32; next_sentence_labels [1] (S = max_seq_length, P = max_predictions_per_seq; int64 read as int32). Batches
-are (`FEATURES`, `LABELS`).
-
-- `check_input_files`: the first record of every file, before any work.
-- `training_dataset`: the original's order (files shuffled and interleaved, records shuffled, remainder dropped),
-  deterministic for a seed so a run resumes exactly; each worker reads its own files (`worker_files`).
-- `evaluation_dataset`: the files in order.
-
-With `lengths` a batch is cut to its longest sequence, which holds every masked position.
+Training reads in the original's order (files shuffled and interleaved, records shuffled, remainder dropped),
+deterministic for a seed so a run resumes exactly, each worker its own files; evaluation reads the files in order. With
+`lengths` a batch is cut to its longest sequence, which holds every masked position.
 """
 import functools
 

@@ -1,11 +1,7 @@
 """Dynamic masking: the masked-LM predictions drawn afresh every epoch in the tf.data pipeline, from the original
-TFRecords.
-
-`DynamicMasking` puts one parsed example's predictions back (`unmasked_input_ids`) and masks it again by the
-original `create_masked_lm_predictions` rule (bert_tf.data.pretraining.instances): candidates are the real tokens
-but [CLS] and [SEP] (whole-word masking: a "##" piece joins the candidate before it, even across the middle [SEP],
-as the original); groups in random order, each taken unless it would pass num_to_predict; 80% [MASK], 10% kept,
-10% a random vocab entry. Same keys, dtypes, shapes.
+TFRecords. `DynamicMasking` puts an example's predictions back (`unmasked_input_ids`) and masks it again by the
+original rule (`instances.create_masked_lm_predictions`; whole-word masking joins a "##" piece to the candidate before
+it even across the middle [SEP], as the original): same keys, dtypes, shapes.
 
 Randomness is stateless: `apply` seeds element k with (seed, k), so on the repeated dataset each epoch masks
 differently and a checkpointed iterator resumes exactly.

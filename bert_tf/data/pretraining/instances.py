@@ -216,41 +216,31 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
         current_chunk.append(segment)
         current_length += len(segment)
         if i == num_sentences - 1 or current_length >= target_seq_length:
-            if current_chunk:
-                a_end = 1
-                if len(current_chunk) >= 2:
-                    a_end = 1 + _randbelow(getrandbits, len(current_chunk) - 1)  # randint(1, len - 1)
-                tokens_a = []
-                for j in range(a_end):
-                    tokens_a.extend(current_chunk[j])
-
+            a_end = 1 + _randbelow(getrandbits, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
+            tokens_a = [token for sentence in current_chunk[:a_end] for token in sentence]
+            is_random_next = len(current_chunk) == 1 or draw() < 0.5
+            if is_random_next:
+                target_b_length = target_seq_length - len(tokens_a)
+                for _ in range(10):
+                    random_document_index = _randbelow(getrandbits, len(all_documents))
+                    if random_document_index != document_index:
+                        break
+                random_document = all_documents[random_document_index]
                 tokens_b = []
-                if len(current_chunk) == 1 or draw() < 0.5:
-                    is_random_next = True
-                    target_b_length = target_seq_length - len(tokens_a)
-                    num_documents = len(all_documents)
-                    for _ in range(10):
-                        random_document_index = _randbelow(getrandbits, num_documents)
-                        if random_document_index != document_index:
-                            break
-                    random_document = all_documents[random_document_index]
-                    random_start = _randbelow(getrandbits, len(random_document))
-                    for j in range(random_start, len(random_document)):
-                        tokens_b.extend(random_document[j])
-                        if len(tokens_b) >= target_b_length:
-                            break
-                    # The unused sentences of the chunk are put back.
-                    i -= len(current_chunk) - a_end
-                else:
-                    is_random_next = False
-                    for j in range(a_end, len(current_chunk)):
-                        tokens_b.extend(current_chunk[j])
-                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)  # leaves both non-empty (Options)
+                for j in range(_randbelow(getrandbits, len(random_document)), len(random_document)):
+                    tokens_b.extend(random_document[j])
+                    if len(tokens_b) >= target_b_length:
+                        break
+                # The unused sentences of the chunk are put back.
+                i -= len(current_chunk) - a_end
+            else:
+                tokens_b = [token for sentence in current_chunk[a_end:] for token in sentence]
+            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)  # leaves both non-empty (Options)
 
-                tokens = [tables.cls_id] + tokens_a + [tables.sep_id] + tokens_b + [tables.sep_id]
-                tokens, positions, labels = create_masked_lm_predictions(
-                    tokens, masked_lm_prob, max_predictions_per_seq, tables, rng, do_whole_word_mask)
-                instances.append(TrainingInstance(tokens, len(tokens_a), positions, labels, is_random_next))
+            tokens = [tables.cls_id] + tokens_a + [tables.sep_id] + tokens_b + [tables.sep_id]
+            tokens, positions, labels = create_masked_lm_predictions(
+                tokens, masked_lm_prob, max_predictions_per_seq, tables, rng, do_whole_word_mask)
+            instances.append(TrainingInstance(tokens, len(tokens_a), positions, labels, is_random_next))
             current_chunk = []
             current_length = 0
         i += 1
