@@ -122,7 +122,6 @@ class SentenceSplitter:
 
     def __init__(self, kind="pysbd", language="en"):
         self.kind = kind
-        self.language = language
         if kind == "pysbd":
             try:
                 import pysbd
@@ -188,17 +187,15 @@ _WORKER = {}
 
 
 def _init_worker(splitter_kind, language, min_sentence_chars, min_document_sentences):
-    _WORKER["splitter"] = SentenceSplitter(splitter_kind, language)
-    _WORKER["min_sentence_chars"] = min_sentence_chars
-    _WORKER["min_document_sentences"] = min_document_sentences
+    _WORKER.update(splitter=SentenceSplitter(splitter_kind, language), shortest=max(1, min_sentence_chars),
+                   fewest=max(1, min_document_sentences))
 
 
 def _process(raw):
     kind, payload = raw
     paragraphs = wikitext_to_paragraphs(payload) if kind == "wiki" else payload
-    shortest = max(1, _WORKER["min_sentence_chars"])
-    sentences = [s for paragraph in paragraphs for s in _WORKER["splitter"](paragraph) if len(s) >= shortest]
-    return sentences if len(sentences) >= max(1, _WORKER["min_document_sentences"]) else None
+    sentences = [s for paragraph in paragraphs for s in _WORKER["splitter"](paragraph) if len(s) >= _WORKER["shortest"]]
+    return sentences if len(sentences) >= _WORKER["fewest"] else None
 
 
 def iter_documents(files, input_format="auto", document_boundary="blank_line", sentence_splitter="pysbd",

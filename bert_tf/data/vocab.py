@@ -1,12 +1,9 @@
 """Learn a WordPiece vocab.txt, in the released BERT vocabularies' layout, from a text corpus.
 
 Words are split exactly as FullTokenizer splits them (bert_tf.tokenization.BasicTokenizer); pieces are learned over
-the word counts with TF Text's WordPiece learner (`tensorflow_text.tools.wordpiece_vocab`). The file starts like the
-released vocabularies:
-
-  [PAD], [unused0] ... [unused98], [UNK], [CLS], [SEP], [MASK], [unused99] ... [unused<num_unused-1>]
-
-then every single character (and its `##` continuation) of the kept alphabet, then the learned pieces by frequency.
+the word counts with TF Text's WordPiece learner (`tensorflow_text.tools.wordpiece_vocab`). The file starts with the
+released vocabularies' reserved tokens (`reserved_tokens`), then every single character (and its `##` continuation) of
+the kept alphabet, then the learned pieces by frequency.
 """
 import collections
 import importlib.util

@@ -302,7 +302,6 @@ def run_exact(input_file, output_file, vocab_file, **options):
     fileio.check_writable(output_files)
     remove_leftovers(output_files)
     tokenizer = tokenization.FullTokenizer(vocab_file, options.do_lower_case)
-    VocabTables(tokenizer.vocab, vocab_file)  # fail on a vocab without special tokens before reading the corpus
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)

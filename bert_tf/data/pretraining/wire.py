@@ -120,13 +120,12 @@ class TFRecordWriter:
     """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional)."""
 
     def __init__(self, path, gzip=False, batch=4096):
-        raw = fileio.open_file(path, "wb", name="")
+        self._files = contextlib.ExitStack()  # closed by `close`, the gzip stream before its file
+        self._file = self._files.enter_context(fileio.open_file(path, "wb", name=""))
         if gzip:
             import gzip as gzip_module
-            self._file = gzip_module.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
-        else:
-            self._file = raw
-        self._raw = raw
+            self._file = self._files.enter_context(gzip_module.GzipFile(filename="", mode="wb", fileobj=self._file,
+                                                                        mtime=0))
         self._pending = []
         self._batch = batch
 
@@ -148,15 +147,8 @@ class TFRecordWriter:
                                    for h, hc, r, dc in zip(headers, header_crcs, records, data_crcs)]))
 
     def close(self):
-        if self._file is None:
-            return
-        try:
+        with self._files:
             self.flush()
-        finally:
-            self._file.close()
-            if self._raw is not self._file:
-                self._raw.close()
-            self._file = None
 
     def __enter__(self):
         return self
