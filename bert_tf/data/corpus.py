@@ -5,6 +5,7 @@ passages are kept ("ignoring lists, tables, and headers"), with `mwparserfromhel
 extra). The dump is streamed in bounded memory; output is written atomically.
 """
 import collections
+import contextlib
 import html
 import itertools
 import multiprocessing
@@ -245,15 +246,9 @@ def write_documents(documents, output_file, max_documents=None, progress=None):
 def prepare_corpus(input_patterns, output_file, max_documents=None, progress=False, **kwargs):
     """Converts the files matching input_patterns into output_file (kwargs: iter_documents'); returns
     (documents, sentences) written."""
+    from tqdm import tqdm
+
     files = fileio.expand_patterns(input_patterns)
-    documents = iter_documents(files, **kwargs)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=max_documents, unit=" docs", desc="prepare_corpus")
-    try:
+    with contextlib.closing(iter_documents(files, **kwargs)) as documents, \
+            tqdm(total=max_documents, unit=" docs", desc="prepare_corpus", disable=not progress) as bar:
         return write_documents(documents, output_file, max_documents=max_documents, progress=bar)
-    finally:
-        documents.close()  # stops the worker pool, if any
-        if bar is not None:
-            bar.close()

@@ -44,9 +44,7 @@ def _count_chunk(args):
 
 def count_words(lines, do_lower_case=True, num_workers=1, chunk_lines=10000, max_lines=None):
     """Counter of the BasicTokenizer words of text lines."""
-    lines = iter(lines)
-    if max_lines is not None:
-        lines = itertools.islice(lines, max_lines)
+    lines = itertools.islice(lines, max_lines)  # None: all
     chunks = iter(lambda: list(itertools.islice(lines, chunk_lines)), [])
     args = ((chunk, do_lower_case) for chunk in chunks)
     counts = collections.Counter()

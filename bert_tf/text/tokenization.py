@@ -27,17 +27,9 @@ __all__ = [
 ]
 
 # Checkpoint directory names of the released models, by casing (used only for the sanity check).
-_UNCASED_MODELS = (
-    "uncased_L-24_H-1024_A-16",
-    "uncased_L-12_H-768_A-12",
-    "multilingual_L-12_H-768_A-12",
-    "chinese_L-12_H-768_A-12",
-)
-_CASED_MODELS = (
-    "cased_L-12_H-768_A-12",
-    "cased_L-24_H-1024_A-16",
-    "multi_cased_L-12_H-768_A-12",
-)
+_UNCASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12", "multilingual_L-12_H-768_A-12",
+                   "chinese_L-12_H-768_A-12")
+_CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12")
 # Same pattern as the original (including its unescaped '.' before "ckpt").
 _CHECKPOINT_NAME_RE = re.compile(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt")
 
@@ -233,10 +225,7 @@ class BasicTokenizer:
         self.do_lower_case = do_lower_case
 
     def tokenize(self, text):
-        output = []
-        for word in self._words(text):
-            output.extend(self._split_word(word))
-        return output
+        return [token for word in self._words(text) for token in self._split_word(word)]
 
     def tokenize_with_offsets(self, text):
         """[(token, start, end)]: `tokenize(text)`'s tokens, each from text[start:end] (`text` as `convert_to_unicode`
@@ -294,10 +283,7 @@ class WordpieceTokenizer:
 
     def tokenize(self, text):
         """E.g. "unaffable" -> ["un", "##aff", "##able"]; `text` is already basic-tokenized."""
-        output = []
-        for word in convert_to_unicode(text).split():
-            output.extend(self._tokenize_word(word))
-        return output
+        return [piece for word in convert_to_unicode(text).split() for piece in self._tokenize_word(word)]
 
     def _longest_key(self):
         """Length of the vocab's longest str key (None for a vocab that cannot be iterated)."""
@@ -396,10 +382,8 @@ class FullTokenizer:
         return output
 
     def _tokenize_word(self, word):
-        output = []
-        for token in self.basic_tokenizer._split_word(word):
-            output.extend(self.wordpiece_tokenizer._tokenize_word(token))
-        return output
+        return [piece for token in self.basic_tokenizer._split_word(word)
+                for piece in self.wordpiece_tokenizer._tokenize_word(token)]
 
     def clear_cache(self):
         if self._cache is not None:
