@@ -84,14 +84,10 @@ def load_vocab(vocab_file):
         lines.pop()
     if not lines:
         raise ValueError(f"vocab file {path!r} is empty")
-    vocab = collections.OrderedDict()
-    for index, line in enumerate(lines):
-        vocab[line.strip()] = index
-    return vocab
+    return collections.OrderedDict((line.strip(), index) for index, line in enumerate(lines))
 
 
 def convert_by_vocab(vocab, items):
-    """`[vocab[item] for item in items]`."""
     return [vocab[item] for item in items]
 
 
@@ -278,23 +274,18 @@ class WordpieceTokenizer:
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
-        self._max_len_key = None
-        self._max_len = None
+        self._longest = None  # (vocab, its size, its longest token's length)
 
     def tokenize(self, text):
         """E.g. "unaffable" -> ["un", "##aff", "##able"]; `text` is already basic-tokenized."""
         return [piece for word in convert_to_unicode(text).split() for piece in self._tokenize_word(word)]
 
     def _longest_key(self):
-        """Length of the vocab's longest str key (None for a vocab that cannot be iterated)."""
-        key = (self.vocab, len(self.vocab))
-        if self._max_len_key is None or self._max_len_key[0] is not key[0] or self._max_len_key[1] != key[1]:
-            try:
-                self._max_len = max((len(k) for k in self.vocab if isinstance(k, str)), default=0)
-            except TypeError:  # a vocab that supports `in` but not iteration
-                self._max_len = None
-            self._max_len_key = key
-        return self._max_len
+        """Length of the vocab's longest token, recomputed when the vocab object or its size changes."""
+        if self._longest is None or self._longest[0] is not self.vocab or self._longest[1] != len(self.vocab):
+            self._longest = (self.vocab, len(self.vocab),
+                             max((len(k) for k in self.vocab if isinstance(k, str)), default=0))
+        return self._longest[2]
 
     def _tokenize_word(self, word):
         n = len(word)
@@ -304,8 +295,6 @@ class WordpieceTokenizer:
         if word in vocab:
             return [word]
         longest = self._longest_key()
-        if longest is None:
-            longest = n + 2
         pieces = []
         start = 0
         while start < n:
