@@ -53,9 +53,8 @@ def iter_wiki_pages(path):
 
 def is_article(page):
     """A main-namespace page that is not a redirect and has text."""
-    if page.ns != 0 or page.redirect is not None:
-        return False
-    return bool(page.text) and not page.text.lstrip()[:9].upper().startswith("#REDIRECT")
+    return (page.ns == 0 and page.redirect is None and bool(page.text)
+            and not page.text.lstrip()[:9].upper().startswith("#REDIRECT"))
 
 
 def _render(code, out):

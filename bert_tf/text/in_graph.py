@@ -502,10 +502,9 @@ def _bit(props, mask):
 
 def _drop_where(drop, *tensors):
     """Removes the positions where `drop` holds from each equally long 1-D tensor (skipped if none)."""
-    def remove():
-        keep = tf.logical_not(drop)
-        return tuple(tf.boolean_mask(t, keep) for t in tensors)
-    return tf.cond(tf.reduce_any(drop), remove, lambda: tuple(tf.identity(t) for t in tensors))
+    keep = tf.logical_not(drop)
+    return tf.cond(tf.reduce_any(drop), lambda: tuple(tf.boolean_mask(t, keep) for t in tensors),
+                   lambda: tuple(tf.identity(t) for t in tensors))
 
 
 def _expand(cps, hit, table, *carried):

@@ -130,14 +130,19 @@ def _is_chinese_char(cp):
 
 
 class _LazyTable(dict):
-    """A str.translate table {code point: replacement} filled in on first use of each code point."""
+    """{key: rule(key)} filled in on first use of each key (a str.translate table, a memo), emptied when it holds
+    `max_size` keys."""
 
-    def __init__(self, rule):
+    def __init__(self, rule, max_size=None):
         super().__init__()
         self._rule = rule
+        self._max_size = max_size
 
-    def __missing__(self, cp):
-        value = self[cp] = self._rule(cp)
+    def __missing__(self, key):
+        value = self._rule(key)
+        if self._max_size is not None and len(self) >= self._max_size:
+            self.clear()
+        self[key] = value
         return value
 
 
@@ -312,22 +317,6 @@ class WordpieceTokenizer:
         return pieces
 
 
-class _WordCache(dict):
-    """Bounded memo {word: tuple of word pieces}; computes misses with `compute` and empties when full."""
-
-    def __init__(self, compute, max_size):
-        super().__init__()
-        self._compute = compute
-        self._max_size = max_size
-
-    def __missing__(self, word):
-        pieces = tuple(self._compute(word))
-        if len(self) >= self._max_size:
-            self.clear()
-        self[word] = pieces
-        return pieces
-
-
 class FullTokenizer:
     """BasicTokenizer, then WordpieceTokenizer, memoising up to `cache_size` words (0: no cache). The cache resets when
     its settings or the vocab object or size change; call `clear_cache()` after editing the vocab in place at the same
@@ -339,7 +328,7 @@ class FullTokenizer:
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
-        self._cache = _WordCache(self._tokenize_word, cache_size) if cache_size > 0 else None
+        self._cache = _LazyTable(self._tokenize_word, cache_size) if cache_size > 0 else None
         self._cache_state = None
 
     def tokenize(self, text):
@@ -371,8 +360,9 @@ class FullTokenizer:
         return output
 
     def _tokenize_word(self, word):
-        return [piece for token in self.basic_tokenizer._split_word(word)
-                for piece in self.wordpiece_tokenizer._tokenize_word(token)]
+        """The pieces of one word of `BasicTokenizer._words`, a tuple (cached)."""
+        return tuple(piece for token in self.basic_tokenizer._split_word(word)
+                     for piece in self.wordpiece_tokenizer._tokenize_word(token))
 
     def clear_cache(self):
         if self._cache is not None:
