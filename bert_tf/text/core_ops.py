@@ -33,11 +33,8 @@ class CoreWordpieceTokenizer(tf.Module):
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         longest = max(len(t[2:]) if t.startswith("##") else len(t) for t in vocab)
         self.max_piece_chars = max(1, min(longest, self.max_input_chars_per_word))
-        keys = list(vocab)
-        self._table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(keys, tf.string),
-                                                tf.constant([vocab[k] for k in keys], tf.int32)),
-            default_value=-1)
+        self._table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(list(vocab), tf.string), tf.constant(list(vocab.values()), tf.int32)), default_value=-1)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):

@@ -61,8 +61,7 @@ def log_cut(cut, what, limit, keep="a larger --max_seq_length keeps them", limit
     if cut["cut_texts"]:
         logging.warning("%s: %d of %d texts (%.1f%%) were longer than %s %d and were cut, losing %.1f%% of their "
                         "tokens; %s.", what, cut["cut_texts"], cut["texts"], 100 * cut["cut_texts"] / cut["texts"],
-                        limit_name, limit,
-                        100 * cut["dropped"] / cut["tokens_of_cut"], keep)
+                        limit_name, limit, 100 * cut["dropped"] / cut["tokens_of_cut"], keep)
     if cut["windowed_texts"]:
         logging.info("%s: %d of %d texts were longer than %s %d and were split into %d windows in all "
                      "(--doc_stride), at most %d for one text.", what, cut["windowed_texts"], cut["texts"], limit_name,
