@@ -92,14 +92,14 @@ def gradients(model, loss, optimizer, features, labels, totals):
 
 
 class Update:
-    """The update step of `model` under `strategy`: `replica_step` runs on each replica. `programs` (None:
-    `xla_programs`'s) is for tests."""
+    """The update step of `model` under `strategy`, `replica_step`, run on each replica; `programs` is for tests."""
 
     def __init__(self, strategy, model, loss, optimizer, accumulation=1, use_xla=False, programs=None):
         self.strategy = strategy
         self.model = model
         self.loss = loss
         self.optimizer = optimizer
+        self.gradients_fn = functools.partial(gradients, model, loss, optimizer)
         self.accumulation = accumulation
         replicas = strategy.num_replicas_in_sync
         programs = programs or xla_programs(*describe_strategy(strategy))
@@ -151,7 +151,7 @@ class Update:
     def _accumulate(self, features, labels, totals):
         """(shares, gradients) summed over the `accumulation` micro-batches of this replica's batch."""
         n = self.accumulation
-        gradients_fn = functools.partial(gradients, self.model, self.loss, self.optimizer)
+        gradients_fn = self.gradients_fn
         if self.compiled_step is None:  # a function call per micro-batch (compiled under --use_xla);
             # inside the compiled update a nested function would make XLA compile the update again at every call
             gradients_fn = tf.function(gradients_fn, jit_compile=self.programs is not None, reduce_retracing=True,
