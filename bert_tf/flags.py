@@ -25,17 +25,8 @@ EXPECTED_ERRORS = (ValueError, OSError, FloatingPointError)
 
 
 def run(main, required=(), **kwargs):
-    """absl's app.run for a run script with these `required` flags, ENVIRONMENT_HELP ending its --help and
-    `one_line_errors`."""
-    flags.mark_flags_as_required(required)
-    script = sys.modules["__main__"]
-    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
-    app.run(one_line_errors(main), **kwargs)
-
-
-def one_line_errors(main):
-    """`main` ending an EXPECTED_ERRORS with `<script>: error: <message>` and status 1 (the traceback with
-    --verbosity=1)."""
+    """absl's app.run for a run script with these `required` flags and ENVIRONMENT_HELP ending its --help. An
+    EXPECTED_ERRORS ends it with `<script>: error: <message>` and status 1 (the traceback with --verbosity=1)."""
     def guarded(argv):
         try:
             return main(argv)
@@ -44,7 +35,11 @@ def one_line_errors(main):
                 raise
             print(f"{os.path.basename(sys.argv[0])}: error: {e} (--verbosity=1 shows the traceback)", file=sys.stderr)
             sys.exit(1)
-    return guarded
+
+    flags.mark_flags_as_required(required)
+    script = sys.modules["__main__"]
+    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
+    app.run(guarded, **kwargs)
 
 
 def positive(name):
