@@ -21,8 +21,7 @@ Notice = collections.namedtuple("Notice", ["level", "message"])  # level: absl's
 
 
 def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None):
-    """The lines that say where a run runs (`strategy` None: TensorFlow's default device; None arguments left
-    out)."""
+    """The lines that say where a run runs (`strategy` None: TensorFlow's default device)."""
     devices = (list(strategy.extended.worker_devices) if strategy is not None else
                ["/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0"])
     lines = [strategy_line(strategy, devices)]

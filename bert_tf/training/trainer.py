@@ -214,8 +214,7 @@ class Trainer:
         return feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
 
     def _prepare_train_loop(self, input_feed, resumed, meanwhile):
-        """The training tf.function, optimized in a thread while this one restores `pretrained` (unless `resumed`) and
-        runs `meanwhile`."""
+        """The training tf.function, optimized in a thread while this one restores `pretrained` and runs `meanwhile`."""
         train_loop = self._train_loop(input_feed)
         train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -261,8 +260,7 @@ class Trainer:
         return train_loop
 
     def _guarded(self):
-        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates (loss
-        scaling)."""
+        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates."""
         return ["loss"] if update.skips_non_finite(self.optimizer) else ["loss", "gradient_norm"]
 
     def _check_finite(self, figures, step):
