@@ -77,8 +77,9 @@ class Trainer:
     @property
     def work_dir(self):
         """This worker's checkpoint directory: output_dir for the chief, else output_dir/workers/worker-<i>."""
-        return self.output_dir if self.is_chief else os.path.join(self.output_dir, "workers",
-                                                                  f"worker-{self.worker_index}")
+        if self.is_chief:
+            return self.output_dir
+        return os.path.join(self.output_dir, "workers", f"worker-{self.worker_index}")
 
     # --- the run's state and checkpoints (bert_tf.training.run_state): `step`, `input_seed` and `optimizer` (None
     # until `train` builds it) are the RunState's.
@@ -214,7 +215,8 @@ class Trainer:
         return feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
 
     def _prepare_train_loop(self, input_feed, resumed, meanwhile):
-        """The training tf.function, optimized in a thread while this one restores `pretrained` and runs `meanwhile`."""
+        """The training tf.function, optimized in a thread while this one restores `pretrained` (unless `resumed`) and
+        runs `meanwhile`."""
         train_loop = self._train_loop(input_feed)
         train_loop.get_concrete_function(tf.TensorSpec([], tf.int32))  # traced here (strategy, Keras state)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
