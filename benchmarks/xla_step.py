@@ -97,9 +97,7 @@ def build_step(args, mode, dropout):
     settings = RunConfig(mixed_precision=args.precision, use_xla=True)
     optimizer = update.build_optimizer(strategy, model, settings, 1000, 100)
     loss = losses.as_batch_loss(task.loss)
-    gradients = lambda features, labels, totals: update.gradients(  # noqa: E731
-        model, loss, optimizer, features, labels, totals)
-    step = update.Update(strategy, model, loss, optimizer, gradients, use_xla=True, programs=mode)
+    step = update.Update(strategy, model, loss, optimizer, use_xla=True, programs=mode)
     rng = np.random.default_rng(0)
     b, s, p = args.batch_size, args.max_seq_length, args.max_predictions_per_seq
     features = {"input_ids": tf.constant(rng.integers(0, config.vocab_size, (b, s)), tf.int32),

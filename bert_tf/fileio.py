@@ -43,7 +43,7 @@ def is_url(path):
     return "://" in str(path)
 
 
-def _gfile(path=""):
+def _gfile(path):
     """tf.io.gfile for the URL `path` (`_RamGFile` for TensorFlow's in-memory ram://)."""
     import tensorflow as tf
     return _RamGFile(tf.io.gfile) if path.startswith("ram://") else tf.io.gfile
@@ -228,7 +228,6 @@ def read_json(path, what="JSON file"):
 
 
 def makedirs(path):
-    """Creates the directory `path` and its parents if they are missing."""
     if is_url(path):
         _gfile(path).makedirs(path)
     elif path:
@@ -249,7 +248,6 @@ def check_writable(paths):
 
 
 def absolute(path):
-    """`path` made absolute against the working directory (a URL as it is)."""
     return path if is_url(path) else os.path.abspath(path)
 
 
@@ -262,7 +260,7 @@ def replace(source, target):
 
 
 def remove_tree(path):
-    """Removes the file or directory `path` (a link: the link)."""
+    """Removes the file or directory `path` (a link: the link, not what it points to)."""
     if is_url(path):
         (_gfile(path).rmtree if isdir(path) else _gfile(path).remove)(path)
     else:
@@ -337,7 +335,6 @@ def local_file(path, what="Input file"):
 
 
 def local_directory():
-    """A new local scratch directory, removed when the block ends."""
     return tempfile.TemporaryDirectory(prefix="bert_tf-", ignore_cleanup_errors=True)
 
 

@@ -24,16 +24,9 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
 EXPECTED_ERRORS = (ValueError, OSError, FloatingPointError)
 
 
-def run(main, **kwargs):
-    """absl's app.run for a run script, with ENVIRONMENT_HELP ending its --help and `one_line_errors`."""
-    script = sys.modules["__main__"]
-    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
-    app.run(one_line_errors(main), **kwargs)
-
-
-def one_line_errors(main):
-    """`main` ending an EXPECTED_ERRORS with `<script>: error: <message>` and status 1 (the traceback with
-    --verbosity=1)."""
+def run(main, required=(), **kwargs):
+    """absl's app.run for a run script with these `required` flags and ENVIRONMENT_HELP ending its --help. An
+    EXPECTED_ERRORS ends it with `<script>: error: <message>` and status 1 (the traceback with --verbosity=1)."""
     def guarded(argv):
         try:
             return main(argv)
@@ -42,7 +35,11 @@ def one_line_errors(main):
                 raise
             print(f"{os.path.basename(sys.argv[0])}: error: {e} (--verbosity=1 shows the traceback)", file=sys.stderr)
             sys.exit(1)
-    return guarded
+
+    flags.mark_flags_as_required(required)
+    script = sys.modules["__main__"]
+    script.__doc__ = f"{(script.__doc__ or '').rstrip()}\n\n{textwrap.fill(ENVIRONMENT_HELP, 115)}\n"
+    app.run(guarded, **kwargs)
 
 
 def positive(name):
@@ -50,11 +47,11 @@ def positive(name):
     flags.register_validator(name, lambda value: value is None or value > 0, message=f"--{name} must be > 0")
 
 
-def run_default(name):
-    """The shared flag `name`'s default: RunConfig's."""
+def run_flag(define, name, *args, **kwargs):
+    """`define` (flags.DEFINE_bool, ...) of the shared run flag `name`, with RunConfig's default."""
     from bert_tf.training.config import RunConfig
 
-    return getattr(RunConfig, name)
+    define(name, getattr(RunConfig, name), *args, **kwargs)
 
 
 def define_model_flags():
@@ -63,14 +60,14 @@ def define_model_flags():
                         "one beside init_checkpoint, else a TF Hub model's config inferred from its weights.")
     flags.DEFINE_string("vocab_file", None, "The vocab.txt the BERT model was trained on. Not given: a TF Hub "
                         "model's vocab_file asset.")
-    flags.DEFINE_string("init_checkpoint", run_default("init_checkpoint"), "Initial checkpoint: an original BERT "
-                        "checkpoint (.../bert_model.ckpt), a directory holding one, a bert-tf checkpoint, a Model "
-                        "Garden TF2 checkpoint, or a TF Hub BERT SavedModel directory (whose vocab_file asset, "
-                        "do_lower_case and config are used where those flags are not given).")
+    run_flag(flags.DEFINE_string, "init_checkpoint", "Initial checkpoint: an original BERT checkpoint "
+             "(.../bert_model.ckpt), a directory holding one, a bert-tf checkpoint, a Model Garden TF2 checkpoint, or "
+             "a TF Hub BERT SavedModel directory (whose vocab_file asset, do_lower_case and config are used where "
+             "those flags are not given).")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models, False for cased). Not "
                       "given: a TF Hub model's own casing, else True.")
-    flags.DEFINE_integer("max_seq_length", run_default("max_seq_length"), "Maximum total input length after WordPiece "
-                         "tokenization; longer inputs are truncated, shorter ones padded.", lower_bound=3)
+    run_flag(flags.DEFINE_integer, "max_seq_length", "Maximum total input length after WordPiece tokenization; longer "
+             "inputs are truncated, shorter ones padded.", lower_bound=3)
 
 
 def define_classifier_flags():
@@ -91,19 +88,17 @@ def define_classifier_flags():
                             f"header's name, any case) or key (jsonl) holding {holding[field]}. Default: {field}.")
     define_class_weights_flag()
     define_predict_text_file_flag()
-    flags.DEFINE_bool("multi_label", run_default("multi_label"), "Multi-label classification: an example has any "
-                      "number of the labels (the label column holds them joined by --label_separator, a JSON list, "
-                      "or a DataProcessor's list); sigmoid outputs and binary cross-entropy; eval_results.txt: "
-                      "eval_micro_f1, eval_macro_f1, eval_subset_accuracy; --class_weights weighs each label's "
-                      "positive term ('balanced': its negatives over its positives in the training set).")
-    flags.DEFINE_string("label_separator", run_default("label_separator"), "--multi_label: what joins an example's "
-                        "labels in the label column (each stripped; an empty column: no label), and the predicted "
-                        "labels in predictions.tsv.")
-    flags.DEFINE_bool("tune_thresholds", run_default("tune_thresholds"), "--multi_label with --do_eval: choose each "
-                      "label's threshold on the dev set at every evaluation (the dev probability that maximises its "
-                      "F1, the higher of equals), recorded in <output_dir>/model_metadata.json and used by the "
-                      "metrics, predictions and exports, and by later runs that do not train. Default: "
-                      f"{task_models.DEFAULT_THRESHOLD} each.")
+    run_flag(flags.DEFINE_bool, "multi_label", "Multi-label classification: an example has any number of the labels "
+             "(the label column holds them joined by --label_separator, a JSON list, or a DataProcessor's list); "
+             "sigmoid outputs and binary cross-entropy; eval_results.txt: eval_micro_f1, eval_macro_f1, "
+             "eval_subset_accuracy; --class_weights weighs each label's positive term ('balanced': its negatives over "
+             "its positives in the training set).")
+    run_flag(flags.DEFINE_string, "label_separator", "--multi_label: what joins an example's labels in the label "
+             "column (each stripped; an empty column: no label), and the predicted labels in predictions.tsv.")
+    run_flag(flags.DEFINE_bool, "tune_thresholds", "--multi_label with --do_eval: choose each label's threshold on "
+             "the dev set at every evaluation (the dev probability that maximises its F1, the higher of equals), "
+             "recorded in <output_dir>/model_metadata.json and used by the metrics, predictions and exports, and by "
+             f"later runs that do not train. Default: {task_models.DEFAULT_THRESHOLD} each.")
     flags.DEFINE_integer("doc_stride", None, packing.DOC_STRIDE_HELP + " Here text_a is windowed and text_b kept "
                          "whole in every window (R = max_seq_length - 3 - its tokens). Training takes each window as "
                          "an example with its text's label (train.tf_record holds the windows; the steps count "
@@ -127,76 +122,69 @@ def classifier_columns(values):
 
 def define_predict_text_file_flag():
     """--predict_text_file (run_classifier.py, run_ner.py)."""
-    flags.DEFINE_string("predict_text_file", run_default("predict_text_file"), "Plain texts to predict, one per line "
-                        "(run_classifier.py: a tab separates a pair's two texts): their answers, one JSON object per "
-                        "line as bert_tf.load(...).predict gives them, go to <output_dir>/predictions.jsonl. Needs no "
-                        "labelled test file; runs with or without --do_train / --do_eval / --do_predict.")
+    run_flag(flags.DEFINE_string, "predict_text_file", "Plain texts to predict, one per line (run_classifier.py: a tab "
+             "separates a pair's two texts): their answers, one JSON object per line as bert_tf.load(...).predict "
+             "gives them, go to <output_dir>/predictions.jsonl. Needs no labelled test file; runs with or without "
+             "--do_train / --do_eval / --do_predict.")
 
 
 def define_class_weights_flag():
     """--class_weights (run_classifier.py, run_ner.py)."""
-    flags.DEFINE_string("class_weights", run_default("class_weights"), "Weigh the training loss by the gold label: "
-                        "'balanced' (n_examples / (n_labels * the label's count) in the training set) or a comma "
-                        "list of positive numbers, one per label in label_list order (run_ner.py: per tag). The loss "
-                        "is then sum(w * loss) / sum(w) over each batch; eval_loss stays unweighted. Default: "
-                        "unweighted, as the original.")
+    run_flag(flags.DEFINE_string, "class_weights", "Weigh the training loss by the gold label: 'balanced' (n_examples "
+             "/ (n_labels * the label's count) in the training set) or a comma list of positive numbers, one per label "
+             "in label_list order (run_ner.py: per tag). The loss is then sum(w * loss) / sum(w) over each batch; "
+             "eval_loss stays unweighted. Default: unweighted, as the original.")
 
 
 def define_run_flags():
     """Training/eval/predict flags of run_classifier.py and run_squad.py, plus bert-tf's own."""
     define_training_flags()
-    flags.DEFINE_bool("do_predict", run_default("do_predict"), "Whether to run the model in inference mode on the test "
-                      "set.")
-    flags.DEFINE_integer("predict_batch_size", run_default("predict_batch_size"), "Total batch size for predict.",
-                         lower_bound=1)
-    flags.DEFINE_float("num_train_epochs", run_default("num_train_epochs"), "Total number of training epochs to "
-                       "perform.")
+    run_flag(flags.DEFINE_bool, "do_predict", "Whether to run the model in inference mode on the test set.")
+    run_flag(flags.DEFINE_integer, "predict_batch_size", "Total batch size for predict.", lower_bound=1)
+    run_flag(flags.DEFINE_float, "num_train_epochs", "Total number of training epochs to perform.")
     positive("num_train_epochs")
-    flags.DEFINE_float("warmup_proportion", run_default("warmup_proportion"), "Proportion of training with linear "
-                       "learning rate warmup.", lower_bound=0.0, upper_bound=1.0)
+    run_flag(flags.DEFINE_float, "warmup_proportion", "Proportion of training with linear learning rate "
+             "warmup.", lower_bound=0.0, upper_bound=1.0)
 
 
 def define_training_flags():
     """The flags run_pretraining.py shares with the fine-tuning scripts, plus bert-tf's training flags."""
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results are written.")
-    flags.DEFINE_bool("do_train", run_default("do_train"), "Whether to run training.")
-    flags.DEFINE_bool("do_eval", run_default("do_eval"), "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("train_batch_size", run_default("train_batch_size"), "Total batch size for training.",
-                         lower_bound=1)
-    flags.DEFINE_integer("eval_batch_size", run_default("eval_batch_size"), "Total batch size for eval.", lower_bound=1)
-    flags.DEFINE_float("learning_rate", run_default("learning_rate"), "The initial learning rate for Adam.")
+    run_flag(flags.DEFINE_bool, "do_train", "Whether to run training.")
+    run_flag(flags.DEFINE_bool, "do_eval", "Whether to run eval on the dev set.")
+    run_flag(flags.DEFINE_integer, "train_batch_size", "Total batch size for training.", lower_bound=1)
+    run_flag(flags.DEFINE_integer, "eval_batch_size", "Total batch size for eval.", lower_bound=1)
+    run_flag(flags.DEFINE_float, "learning_rate", "The initial learning rate for Adam.")
     positive("learning_rate")
-    flags.DEFINE_integer("save_checkpoints_steps", run_default("save_checkpoints_steps"), "How often to save the model "
-                         "checkpoint.", lower_bound=1)
-    flags.DEFINE_integer("iterations_per_loop", run_default("iterations_per_loop"), "How many steps to run inside one "
-                         "tf.function call (1 under multi_worker_mirrored, whose batches vary in length).",
-                         lower_bound=1)
-    flags.DEFINE_string("export_dir", run_default("export_dir"), "If set, also export the trained (or loaded) model as "
-                        "a TF Serving SavedModel to <export_dir>/<global_step>, or the next free version above the "
-                        "highest one there: an export never rewrites a version (run_scripts/export_saved_model.py).")
-    flags.DEFINE_bool("save_original_checkpoint", run_default("save_original_checkpoint"), "After training, also write "
-                      "the fine-tuned model in the original TF1 format (original variable names) to "
-                      "<output_dir>/original/bert_model.ckpt, with bert_config.json and vocab.txt.")
-    flags.DEFINE_bool("save_keras_hub_preset", run_default("save_keras_hub_preset"), "After training, also write the "
-                      "model as a KerasHub preset to <output_dir>/keras_hub (BertBackbone with its tokenizer, a "
-                      "classifier as BertTextClassifier; other heads left out; keras-hub needed).")
-    flags.DEFINE_integer("seed", run_default("seed"), "Seed for Python, NumPy and TensorFlow (head initialization, "
-                         "dropout, shuffling); unset: not seeded, as the original.", lower_bound=0)
+    run_flag(flags.DEFINE_integer, "save_checkpoints_steps", "How often to save the model checkpoint.", lower_bound=1)
+    run_flag(flags.DEFINE_integer, "iterations_per_loop", "How many steps to run inside one tf.function call (1 under "
+             "multi_worker_mirrored, whose batches vary in length).", lower_bound=1)
+    run_flag(flags.DEFINE_string, "export_dir", "If set, also export the trained (or loaded) model as a TF Serving "
+             "SavedModel to <export_dir>/<global_step>, or the next free version above the highest one there: an "
+             "export never rewrites a version (run_scripts/export_saved_model.py).")
+    run_flag(flags.DEFINE_bool, "save_original_checkpoint", "After training, also write the fine-tuned model in the "
+             "original TF1 format (original variable names) to <output_dir>/original/bert_model.ckpt, with "
+             "bert_config.json and vocab.txt.")
+    run_flag(flags.DEFINE_bool, "save_keras_hub_preset", "After training, also write the model as a KerasHub preset to "
+             "<output_dir>/keras_hub (BertBackbone with its tokenizer, a classifier as BertTextClassifier; other heads "
+             "left out; keras-hub needed).")
+    run_flag(flags.DEFINE_integer, "seed", "Seed for Python, NumPy and TensorFlow (head initialization, dropout, "
+             "shuffling); unset: not seeded, as the original.", lower_bound=0)
     # Evaluation during training, the best checkpoint, early stopping (bert_tf.tasks.evaluation).
-    flags.DEFINE_integer("eval_every_steps", run_default("eval_every_steps"), "With --do_train and --do_eval "
-                         "(run_squad.py: --do_predict, on a --predict_file with answers), also evaluate every this "
-                         "many steps (and at the end), each evaluation logged, in TensorBoard (output_dir/eval) and "
-                         "in output_dir/eval_history.jsonl. 0: once, after training (the original).", lower_bound=0)
-    flags.DEFINE_string("best_metric", run_default("best_metric"), "A key of the task's eval results (eval_accuracy, "
-                        "eval_loss, ...; MNLI: the matched dev set's; SQuAD: f1, exact_match (v1.1) or exact "
-                        "(v2.0)): the best evaluation's weights are kept in output_dir/best, and after training "
-                        "eval_results.txt, --do_predict and the exports are the best's. Needs --eval_every_steps.")
-    flags.DEFINE_enum("best_metric_mode", run_default("best_metric_mode"), ["max", "min"], "Whether the best "
-                      "--best_metric is the highest or the lowest. Default: min for a key ending in loss, else max.")
-    flags.DEFINE_integer("early_stopping_patience", run_default("early_stopping_patience"), "Stop training after this "
-                         "many evaluations without improvement of --best_metric (0: never).", lower_bound=0)
-    flags.DEFINE_float("early_stopping_min_delta", run_default("early_stopping_min_delta"), "An improvement of "
-                       "--best_metric is by more than this.", lower_bound=0.0)
+    run_flag(flags.DEFINE_integer, "eval_every_steps", "With --do_train and --do_eval (run_squad.py: --do_predict, on "
+             "a --predict_file with answers), also evaluate every this many steps (and at the end), each evaluation "
+             "logged, in TensorBoard (output_dir/eval) and in output_dir/eval_history.jsonl. 0: once, after training "
+             "(the original).", lower_bound=0)
+    run_flag(flags.DEFINE_string, "best_metric", "A key of the task's eval results (eval_accuracy, eval_loss, ...; "
+             "MNLI: the matched dev set's; SQuAD: f1, exact_match (v1.1) or exact (v2.0)): the best evaluation's "
+             "weights are kept in output_dir/best, and after training eval_results.txt, --do_predict and the exports "
+             "are the best's. Needs --eval_every_steps.")
+    run_flag(flags.DEFINE_enum, "best_metric_mode", ["max", "min"], "Whether the best --best_metric is the highest or "
+             "the lowest. Default: min for a key ending in loss, else max.")
+    run_flag(flags.DEFINE_integer, "early_stopping_patience", "Stop training after this many evaluations without "
+             "improvement of --best_metric (0: never).", lower_bound=0)
+    run_flag(flags.DEFINE_float, "early_stopping_min_delta", "An improvement of --best_metric is by more than "
+             "this.", lower_bound=0.0)
     define_distribution_flags()
 
 
@@ -204,86 +192,79 @@ def define_distribution_flags():
     """Devices, precision and compilation: the original's TPU flags plus bert-tf's tf.distribute flags."""
     from bert_tf.training import distribute, optimization
 
-    flags.DEFINE_bool("use_tpu", run_default("use_tpu"), "Whether to use TPU (same as --distribution_strategy=tpu).")
-    flags.DEFINE_string("tpu_name", run_default("tpu_name"), "The Cloud TPU to use for training (name or grpc:// "
-                        "address).")
-    flags.DEFINE_string("tpu_zone", run_default("tpu_zone"), "GCE zone of the Cloud TPU.")
-    flags.DEFINE_string("gcp_project", run_default("gcp_project"), "GCP project of the Cloud TPU.")
-    flags.DEFINE_string("master", run_default("master"), "TensorFlow master URL (original flag; same as --tpu_name).")
-    flags.DEFINE_integer("num_tpu_cores", run_default("num_tpu_cores"), "Accepted for compatibility; the TPU system "
-                         "reports its cores.", lower_bound=1)
-    flags.DEFINE_enum("distribution_strategy", run_default("distribution_strategy"), list(distribute.STRATEGIES),
-                      "tf.distribute strategy. auto: tpu with --use_tpu, mirrored with several GPUs, else one_device.")
-    flags.DEFINE_integer("num_gpus", run_default("num_gpus"), "GPUs to use (default: all visible; 0: the CPU only). "
-                         "More than are visible is an error.", lower_bound=0)
-    flags.DEFINE_integer("num_cpu_devices", run_default("num_cpu_devices"), "Split the CPU into this many logical "
-                         "devices: with --distribution_strategy=mirrored and no GPU, one replica each (multi-replica "
-                         "runs on a CPU-only machine, e.g. to test them).", lower_bound=1)
-    flags.DEFINE_float("heartbeat_timeout_seconds", run_default("heartbeat_timeout_seconds"), "multi_worker_mirrored: "
-                       "a worker that sends no heartbeat for this long (it ended, or its host is down or unreachable) "
-                       "is taken as lost, and the others stop with an error naming it instead of waiting for it; "
-                       "rerunning every worker resumes. Heartbeats come from a thread of their own, however long an "
-                       "update takes. A worker that has not started within this time of the others is named too: "
-                       "start the workers together. Default: TensorFlow's own.")
+    run_flag(flags.DEFINE_bool, "use_tpu", "Whether to use TPU (same as --distribution_strategy=tpu).")
+    run_flag(flags.DEFINE_string, "tpu_name", "The Cloud TPU to use for training (name or grpc:// address).")
+    run_flag(flags.DEFINE_string, "tpu_zone", "GCE zone of the Cloud TPU.")
+    run_flag(flags.DEFINE_string, "gcp_project", "GCP project of the Cloud TPU.")
+    run_flag(flags.DEFINE_string, "master", "TensorFlow master URL (original flag; same as --tpu_name).")
+    run_flag(flags.DEFINE_integer, "num_tpu_cores", "Accepted for compatibility; the TPU system reports its "
+             "cores.", lower_bound=1)
+    run_flag(flags.DEFINE_enum, "distribution_strategy", list(distribute.STRATEGIES), "tf.distribute strategy. auto: "
+             "tpu with --use_tpu, mirrored with several GPUs, else one_device.")
+    run_flag(flags.DEFINE_integer, "num_gpus", "GPUs to use (default: all visible; 0: the CPU only). More than are "
+             "visible is an error.", lower_bound=0)
+    run_flag(flags.DEFINE_integer, "num_cpu_devices", "Split the CPU into this many logical devices: with "
+             "--distribution_strategy=mirrored and no GPU, one replica each (multi-replica runs on a CPU-only machine, "
+             "e.g. to test them).", lower_bound=1)
+    run_flag(flags.DEFINE_float, "heartbeat_timeout_seconds", "multi_worker_mirrored: a worker that sends no heartbeat "
+             "for this long (it ended, or its host is down or unreachable) is taken as lost, and the others stop with "
+             "an error naming it instead of waiting for it; rerunning every worker resumes. Heartbeats come from a "
+             "thread of their own, however long an update takes. A worker that has not started within this time of the "
+             "others is named too: start the workers together. Default: TensorFlow's own.")
     positive("heartbeat_timeout_seconds")
-    flags.DEFINE_enum("mixed_precision", run_default("mixed_precision"), list(distribute.PRECISIONS),
-                      "Keras dtype policy; mixed_float16 trains with dynamic loss scaling.")
-    flags.DEFINE_bool("use_xla", run_default("use_xla"), "Compile the training and prediction steps with XLA: on one "
-                      "GPU each update is one XLA program (gradients, clipping, loss scaling, the optimizer's update); "
-                      "on several GPUs each replica's gradients and each GPU's optimizer's update, the all-reduce "
-                      "between them outside; on the CPU each micro-batch's gradients. The same dropout masks as "
-                      "without XLA.")
-    flags.DEFINE_integer("gradient_accumulation_steps", run_default("gradient_accumulation_steps"), "Micro-batches "
-                         "whose gradients are summed per update; train_batch_size is the batch of one update and must "
-                         "be divisible by this.", lower_bound=1)
-    flags.DEFINE_bool("gradient_checkpointing", run_default("gradient_checkpointing"), "Recompute each transformer "
-                      "layer's activations in the backward pass instead of keeping them (same dropout masks, same "
-                      "gradients): BERT-base at 512 tokens peaked at half the memory, its steps about 30% slower "
-                      "(BENCHMARKS.md, \"Gradient checkpointing\").")
-    flags.DEFINE_bool("adam_bias_correction", run_default("adam_bias_correction"), "Use Adam bias correction. Default "
-                      "False: the original AdamWeightDecayOptimizer has none.")
-    flags.DEFINE_bool("fused_adam", run_default("fused_adam"), "Apply --optimizer=adamw's update (without "
-                      "--adam_bias_correction) with TensorFlow's fused Adam kernel: one pass over each variable where "
-                      "the element-wise ops make a dozen; the original's update to float32 rounding (its 1 - beta_2 "
-                      "taken in float32). --nofused_adam: the original's element-wise ops.")
-    flags.DEFINE_integer("keep_checkpoint_max", run_default("keep_checkpoint_max"), "How many recent checkpoints to "
-                         "keep in output_dir.", lower_bound=1)
-    flags.DEFINE_enum("optimizer", run_default("optimizer"), list(optimization.OPTIMIZERS), "adamw: the original's "
-                      "AdamWeightDecay on warmup + linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with "
-                      "power 0.5 after the warmup, bias-corrected moments, layer-wise trust ratio).")
+    run_flag(flags.DEFINE_enum, "mixed_precision", list(distribute.PRECISIONS), "Keras dtype policy; mixed_float16 "
+             "trains with dynamic loss scaling.")
+    run_flag(flags.DEFINE_bool, "use_xla", "Compile the training and prediction steps with XLA: on one GPU each update "
+             "is one XLA program (gradients, clipping, loss scaling, the optimizer's update); on several GPUs each "
+             "replica's gradients and each GPU's optimizer's update, the all-reduce between them outside; on the CPU "
+             "each micro-batch's gradients. The same dropout masks as without XLA.")
+    run_flag(flags.DEFINE_integer, "gradient_accumulation_steps", "Micro-batches whose gradients are summed per "
+             "update; train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
+    run_flag(flags.DEFINE_bool, "gradient_checkpointing", "Recompute each transformer layer's activations in the "
+             "backward pass instead of keeping them (same dropout masks, same gradients): BERT-base at 512 tokens "
+             "peaked at half the memory, its steps about 30% slower (BENCHMARKS.md, \"Gradient checkpointing\").")
+    run_flag(flags.DEFINE_bool, "adam_bias_correction", "Use Adam bias correction. Default False: the original "
+             "AdamWeightDecayOptimizer has none.")
+    run_flag(flags.DEFINE_bool, "fused_adam", "Apply --optimizer=adamw's update (without --adam_bias_correction) with "
+             "TensorFlow's fused Adam kernel: one pass over each variable where the element-wise ops make a dozen; the "
+             "original's update to float32 rounding (its 1 - beta_2 taken in float32). --nofused_adam: the original's "
+             "element-wise ops.")
+    run_flag(flags.DEFINE_integer, "keep_checkpoint_max", "How many recent checkpoints to keep in "
+             "output_dir.", lower_bound=1)
+    run_flag(flags.DEFINE_enum, "optimizer", list(optimization.OPTIMIZERS), "adamw: the original's AdamWeightDecay on "
+             "warmup + linear decay; lamb: NVIDIA's LAMB recipe (polynomial decay with power 0.5 after the warmup, "
+             "bias-corrected moments, layer-wise trust ratio).")
     # Which weights train, at which rate; op determinism (bert_tf.training.layers).
-    flags.DEFINE_float("layerwise_lr_decay", run_default("layerwise_lr_decay"), "RHO: transformer layer i (0 the "
-                       "lowest) of L trains at learning_rate x RHO^(L-i), the embeddings at x RHO^(L+1), the pooler "
-                       "and the heads at learning_rate, at every step of the schedule, weight decay scaled alike "
-                       "(e.g. 0.9). 1.0: one rate, as the original.")
+    run_flag(flags.DEFINE_float, "layerwise_lr_decay", "RHO: transformer layer i (0 the lowest) of L trains at "
+             "learning_rate x RHO^(L-i), the embeddings at x RHO^(L+1), the pooler and the heads at learning_rate, at "
+             "every step of the schedule, weight decay scaled alike (e.g. 0.9). 1.0: one rate, as the original.")
     positive("layerwise_lr_decay")
-    flags.DEFINE_integer("freeze_layers", run_default("freeze_layers"), "Keep the embeddings and this many lowest "
-                         "transformer layers fixed (no gradients, no optimizer state: less memory and time); -1: the "
-                         "whole encoder with its pooler, training the head alone (a linear probe). Checkpoints and "
-                         "exports hold every weight. 0: nothing frozen.", lower_bound=-1)
-    flags.DEFINE_bool("deterministic", run_default("deterministic"), "TensorFlow's op determinism "
-                      "(tf.config.experimental.enable_op_determinism; needs --seed): a rerun on the same GPU gives the "
-                      "same numbers, at the cost of slower deterministic GPU kernels (some ops then raise an error "
-                      "instead). Seeded CPU runs are bit-identical without it.")
+    run_flag(flags.DEFINE_integer, "freeze_layers", "Keep the embeddings and this many lowest transformer layers fixed "
+             "(no gradients, no optimizer state: less memory and time); -1: the whole encoder with its pooler, "
+             "training the head alone (a linear probe). Checkpoints and exports hold every weight. 0: nothing "
+             "frozen.", lower_bound=-1)
+    run_flag(flags.DEFINE_bool, "deterministic", "TensorFlow's op determinism "
+             "(tf.config.experimental.enable_op_determinism; needs --seed): a rerun on the same GPU gives the same "
+             "numbers, at the cost of slower deterministic GPU kernels (some ops then raise an error instead). Seeded "
+             "CPU runs are bit-identical without it.")
     define_length_flags()
-    flags.DEFINE_bool("group_by_length", run_default("group_by_length"), "Training batches of examples of similar "
-                      "lengths (tf.data's bucket_by_sequence_length), each cut to its longest: less padding than the "
-                      "default, but not the original's batches (which examples share a batch depends on their "
-                      "lengths). A resumed run continues the same batches.")
-    flags.DEFINE_bool("start_over", run_default("start_over"), "Training into an output_dir that holds checkpoints of "
-                      "a run with another bert_config is an error; with --start_over those checkpoints are deleted "
-                      "first.")
+    run_flag(flags.DEFINE_bool, "group_by_length", "Training batches of examples of similar lengths (tf.data's "
+             "bucket_by_sequence_length), each cut to its longest: less padding than the default, but not the "
+             "original's batches (which examples share a batch depends on their lengths). A resumed run continues the "
+             "same batches.")
+    run_flag(flags.DEFINE_bool, "start_over", "Training into an output_dir that holds checkpoints of a run with "
+             "another bert_config is an error; with --start_over those checkpoints are deleted first.")
 
 
 def define_length_flags():
     """How long the batches are: cut to their longest text (default), or max_seq_length (the original's)."""
-    flags.DEFINE_bool("pad_to_max_seq_length", run_default("pad_to_max_seq_length"), "Pad every batch to "
-                      "max_seq_length, as the original (fixed shapes). Default: each batch is cut to its longest text "
-                      "(rounded up to --seq_length_multiple), which gives the real tokens the same values to float "
-                      "rounding; with dropout on, training then draws its dropout masks for the shorter shape.")
-    flags.DEFINE_integer("seq_length_multiple", run_default("seq_length_multiple"), "Cut batches to a multiple of this "
-                         "length (at most max_seq_length). Default: 32 with --use_xla or on TPU (each length compiles "
-                         "a program once: max_seq_length / 32 of them), else 1.", lower_bound=1)
+    run_flag(flags.DEFINE_bool, "pad_to_max_seq_length", "Pad every batch to max_seq_length, as the original (fixed "
+             "shapes). Default: each batch is cut to its longest text (rounded up to --seq_length_multiple), which "
+             "gives the real tokens the same values to float rounding; with dropout on, training then draws its "
+             "dropout masks for the shorter shape.")
+    run_flag(flags.DEFINE_integer, "seq_length_multiple", "Cut batches to a multiple of this length (at most "
+             "max_seq_length). Default: 32 with --use_xla or on TPU (each length compiles a program once: "
+             "max_seq_length / 32 of them), else 1.", lower_bound=1)
 
 
 def define_pretraining_data_flags():

@@ -34,5 +34,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-    bert_flags.run(main)
+    bert_flags.run(main, required=["input_file", "output_file", "vocab_file"])

@@ -49,5 +49,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-    bert_flags.run(main, argv=sys.argv, flags_parser=parse_flags)
+    bert_flags.run(main, required=["input_file", "output_file", "vocab_file"], argv=sys.argv,
+                   flags_parser=parse_flags)

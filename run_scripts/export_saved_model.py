@@ -119,6 +119,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    for name in ("task", "export_dir"):
-        flags.mark_flag_as_required(name)
-    bert_flags.run(main)
+    bert_flags.run(main, required=["task", "export_dir"])

@@ -35,5 +35,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["data_dir", "task_name", "output_dir"])
-    bert_flags.run(main)
+    bert_flags.run(main, required=["data_dir", "task_name", "output_dir"])

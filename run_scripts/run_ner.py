@@ -34,5 +34,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["data_dir", "output_dir"])
-    bert_flags.run(main)
+    bert_flags.run(main, required=["data_dir", "output_dir"])

@@ -54,5 +54,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "bert_config_file", "output_dir"])
-    bert_flags.run(main)
+    bert_flags.run(main, required=["input_file", "bert_config_file", "output_dir"])

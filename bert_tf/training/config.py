@@ -1,5 +1,5 @@
 """A run's settings under the original flag names: `RunConfig`, a frozen dataclass whose defaults the run scripts'
-flags take (`bert_tf.flags.run_default`). The Trainer (bert_tf.training.trainer) reads the training fields, checked
+flags take (`bert_tf.flags.run_flag`). The Trainer (bert_tf.training.trainer) reads the training fields, checked
 when a RunConfig is made; `bert_tf.tasks.runner.run` the rest. What a run derives (workers, directories) is the
 Trainer's.
 """

@@ -21,19 +21,23 @@ Notice = collections.namedtuple("Notice", ["level", "message"])  # level: absl's
 
 
 def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None):
-    """The lines that say where a run runs (`strategy` None: TensorFlow's default device; None arguments left
-    out)."""
-    devices = replica_devices(strategy)
+    """The lines that say where a run runs (`strategy` None: TensorFlow's default device)."""
+    devices = (list(strategy.extended.worker_devices) if strategy is not None else
+               ["/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0"])
     lines = [strategy_line(strategy, devices)]
     if global_batch_size is not None:
         replicas = strategy.num_replicas_in_sync if strategy is not None else 1
         lines.append(batch_line(global_batch_size, replicas, gradient_accumulation_steps))
-    if precision is not None or use_xla is not None:
-        lines.append(compute_line(precision, use_xla))
+    compute = ([f"precision {precision}"] if precision is not None else []) + (
+        [f"XLA {'on' if use_xla else 'off'}"] if use_xla is not None else [])
+    if compute:
+        lines.append("Compute: " + ", ".join(compute))
     lines += [cpu_line(), threads_line()]
     lines += [gpu_line(device) for device in devices if "GPU:" in device]
     if isinstance(strategy, tf.distribute.TPUStrategy):
-        lines.append(tpu_line(strategy))
+        extended = strategy.extended
+        lines.append(f"TPU: {strategy.num_replicas_in_sync} core(s) on {extended.num_hosts} host(s), "
+                     f"{extended.num_replicas_per_host} per host")
     lines.append(build_line())
     return lines
 
@@ -50,13 +54,6 @@ def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_ste
                            os.environ.get("CUDA_VISIBLE_DEVICES"), bool(machine.nvidia_driver_files()), num_gpus)
     if notice:
         logging.log(notice.level, notice.message)
-
-
-def replica_devices(strategy):
-    """This worker's replicas' devices; without a strategy, TensorFlow's default device."""
-    if strategy is not None:
-        return list(strategy.extended.worker_devices)
-    return ["/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0"]
 
 
 def short_name(device):
@@ -87,16 +84,6 @@ def batch_line(global_batch_size, replicas, gradient_accumulation_steps):
     return line
 
 
-def compute_line(precision, use_xla):
-    """The precision policy and XLA, each where known."""
-    parts = []
-    if precision is not None:
-        parts.append(f"precision {precision}")
-    if use_xla is not None:
-        parts.append(f"XLA {'on' if use_xla else 'off'}")
-    return "Compute: " + ", ".join(parts)
-
-
 def cpu_model():
     """The CPU's model name (/proc/cpuinfo, else `platform`)."""
     try:
@@ -110,15 +97,10 @@ def cpu_model():
     return platform.processor() or platform.machine() or "unknown"
 
 
-def available_cores():
-    """(logical cores this process may run on, the machine's)."""
-    total = os.cpu_count() or 0
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total), total
-
-
 def cpu_line():
     """The host CPU's model and logical cores."""
-    available, total = available_cores()
+    total = os.cpu_count() or 0
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
     return f"CPU: {cpu_model()}, {available} logical core(s) available to this process ({total} on the machine)"
 
 
@@ -160,13 +142,6 @@ def gpu_line(device):
     memory = f"{memory / 2**30:.1f} GiB" if memory else "memory unknown (libcuda did not answer)"
     return (f"{short_name(device)}: {details.get('device_name', 'unknown GPU')}, compute capability {capability}, "
             f"{memory} (CUDA device {ordinal})")
-
-
-def tpu_line(strategy):
-    """A TPUStrategy's cores, hosts and cores per host."""
-    extended = strategy.extended
-    return (f"TPU: {strategy.num_replicas_in_sync} core(s) on {extended.num_hosts} host(s), "
-            f"{extended.num_replicas_per_host} per host")
 
 
 def build_line():

@@ -1,6 +1,5 @@
 """tf.distribute strategy and Keras precision policy for the run settings (bert_tf.tasks.runner.RunConfig)."""
 import contextlib
-import os
 import re
 import subprocess
 import sys
@@ -211,12 +210,10 @@ def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_T
 
 
 def set_precision(policy="float32"):
-    """Sets the global Keras dtype policy (one of PRECISIONS) and returns it."""
+    """Sets the global Keras dtype policy, one of PRECISIONS."""
     if policy not in PRECISIONS:
-        raise ValueError(f"Unknown precision policy {policy!r}; expected {', '.join(PRECISIONS[:-1])} or "
-                         f"{PRECISIONS[-1]}.")
+        raise ValueError(f"Unknown precision policy {policy!r}; expected one of {', '.join(PRECISIONS)}.")
     keras.mixed_precision.set_global_policy(policy)
-    return policy
 
 
 def worker_position(strategy):
@@ -225,13 +222,6 @@ def worker_position(strategy):
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
         return 0, 1
     return cluster_position(resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id)
-
-
-def worker_dir(output_dir, worker_index):
-    """A worker's own directory: output_dir for the chief, else output_dir/workers/worker-<i>."""
-    if worker_index == 0:
-        return output_dir
-    return os.path.join(output_dir, "workers", f"worker-{worker_index}")
 
 
 def cluster_position(cluster, task_type, task_id):

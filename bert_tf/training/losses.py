@@ -22,8 +22,7 @@ class Term(NamedTuple):
 
 
 def as_batch_loss(loss):
-    """`loss` as an object with terms/weights/values: a per-example function becomes one term, `loss`, of weight
-    1 per example."""
+    """`loss` with terms/weights/values: a per-example function becomes one term, `loss`, of weight 1 per example."""
     if hasattr(loss, "terms"):
         return loss
     return types.SimpleNamespace(

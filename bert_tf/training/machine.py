@@ -1,8 +1,5 @@
-"""What this machine has, found without TensorFlow: an NVIDIA driver, a TPU's chips, a GPU's memory.
-
-TensorFlow-free, so that `bert_tf.script_setup` can choose TensorFlow's environment defaults before importing it;
-`bert_tf.training.devices` describes a run's devices with it.
-"""
+"""What this machine has (an NVIDIA driver, a TPU's chips, a GPU's memory), found without TensorFlow so that
+`bert_tf.script_setup` can choose TensorFlow's environment defaults before importing it."""
 import ctypes
 import glob
 import os
@@ -19,19 +16,13 @@ def nvidia_driver_files():
     return [path for path in NVIDIA_DRIVER_FILES if os.path.exists(path)]
 
 
-def tpu_device_files():
-    """The TPU_DEVICE_PATTERNS files that exist here."""
-    return sorted(path for pattern in TPU_DEVICE_PATTERNS for path in glob.glob(pattern))
-
-
 def accelerator_present():
     """Whether this machine has an NVIDIA driver or a TPU's chips."""
-    return bool(nvidia_driver_files() or tpu_device_files())
+    return bool(nvidia_driver_files() or any(glob.glob(pattern) for pattern in TPU_DEVICE_PATTERNS))
 
 
 def gpu_memory_bytes(ordinal):
-    """The total memory in bytes of CUDA device `ordinal` (numbered as TensorFlow's physical GPUs) from libcuda's
-    cuDeviceTotalMem_v2; None where the driver does not load or answer."""
+    """CUDA device `ordinal`'s memory in bytes (cuDeviceTotalMem_v2); None where the driver does not answer."""
     try:
         cuda = ctypes.CDLL(CUDA_DRIVER_LIBRARY)
     except OSError:

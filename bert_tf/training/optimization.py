@@ -51,7 +51,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def matches(variable, patterns):
-    """Whether `variable` (its Keras path or a name) re.search-es any of `patterns`, as the original."""
+    """Whether `variable` (a Keras variable or a name) re.search-es any of `patterns`, as the original."""
     name = variable if isinstance(variable, str) else variable.path
     return any(re.search(p, name) for p in patterns)
 
@@ -87,7 +87,6 @@ class BertOptimizer(keras.optimizers.Optimizer):
         self._multiplier = [float(self.learning_rate_multipliers.get(v.path, 1.0)) for v in var_list]
 
     def decays(self, variable):
-        """Whether weight decay applies to `variable` (a Keras variable or a name)."""
         return bool(self.weight_decay_rate) and not matches(variable, self.exclude_from_weight_decay)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):  # overrides Keras's TensorFlow-backend hook
@@ -159,8 +158,7 @@ class AdamWeightDecay(BertOptimizer):
         self.fused = fused
         self._scalars = None
 
-    def apply(self, grads, trainable_variables=None):
-        """Keras's `apply`, making the fused kernel's scalars once per update and device."""
+    def apply(self, grads, trainable_variables=None):  # Keras's, making the fused kernel's scalars once per update
         self._scalars = {}
         try:
             return super().apply(grads, trainable_variables)
@@ -217,7 +215,7 @@ class Lamb(BertOptimizer):
         self._adapt = [self.adapts(v) for v in var_list]
 
     def adapts(self, variable):
-        """Whether the trust ratio scales the update of `variable` (a Keras variable or a name)."""
+        """Whether the trust ratio scales the update of `variable`."""
         return not matches(variable, self.exclude_from_layer_adaptation)
 
     def update_step(self, gradient, variable, learning_rate):
@@ -237,21 +235,20 @@ def _tf_variable(variable):
     return variable.value if isinstance(variable, keras.Variable) else variable
 
 
-def clip_by_global_norm(grads, norm, clip_norm=CLIP_NORM):
-    """Keras's global-norm clipping of `grads` given their `norm`. Under loss scaling `grads` are scaled and `norm` is
-    not; the power-of-two scale commutes exactly."""
-    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm)
+def clip_by_global_norm(grads, norm):
+    """Keras's global-norm clipping of `grads` to CLIP_NORM given their `norm`. Under loss scaling `grads` are scaled
+    and `norm` is not; the power-of-two scale commutes exactly."""
+    scale = CLIP_NORM * tf.minimum(1.0 / norm, 1.0 / CLIP_NORM)
     scale = scale + (norm - norm)  # NaN for a non-finite norm, as Keras's
     return [tf.convert_to_tensor(g) * scale for g in grads]
 
 
 def learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw"):
     """The schedule `create_optimizer` gives `optimizer` (see the module docstring)."""
-    if optimizer == "adamw":
-        return WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
-    if optimizer == "lamb":
-        return WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps, power=LAMB_DECAY_POWER)
-    raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}.")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}.")
+    return WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps,
+                                 power=LAMB_DECAY_POWER if optimizer == "lamb" else 1.0)
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, bias_correction=False, weight_decay_rate=0.01,

@@ -27,7 +27,14 @@ class Predictor:
     def evaluate(self, dataset):
         """({name: float32}, number of batches) over `dataset`'s (features, labels) batches, streamed as the original's
         tf.metrics: each term's sum(values) / sum(weights), and `loss`, the mean of the batch losses."""
-        batch_figures = self._batch_figures(dataset.element_spec)
+        @tf.function(input_signature=list(dataset.element_spec), jit_compile=self.use_xla, autograph=False)
+        def batch_figures(features, labels):  # each term's sum of values and of weights, the batch's loss
+            outputs = self.model(features)
+            values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
+            sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
+            totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
+            return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
+
         sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
         for features, labels in dataset:
             batch_sums, batch_totals, loss = batch_figures(features, labels)
@@ -39,19 +46,6 @@ class Predictor:
         figures = {name: np.float32(sums[name] / totals[name]) for name in self.loss.terms}
         figures["loss"] = np.float32(np.mean(batch_losses))
         return figures, len(batch_losses)
-
-    def _batch_figures(self, element_spec):
-        """The traced function of one evaluation batch: (each term's sum of values, its sum of weights, the batch's
-        loss)."""
-        @tf.function(input_signature=list(element_spec), jit_compile=self.use_xla, autograph=False)
-        def batch_figures(features, labels):
-            outputs = self.model(features)
-            values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
-            sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
-            totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
-            return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
-
-        return batch_figures
 
     def predict(self, dataset, with_loss=False):
         """Yields the model's outputs per batch as numpy dicts, in dataset order; with labels and `with_loss`, also

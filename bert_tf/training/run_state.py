@@ -6,7 +6,7 @@ A checkpoint `ckpt-<step>` holds, under these names:
   model, and the encoder and each head by its attribute (what `checkpoints.restore` reads)
   optimizer                   its state, once training has built it
   input_iterators             the input iterators' positions, shuffle buffers included
-Each worker keeps its own (bert_tf.training.distribute.worker_dir).
+Each worker keeps its own (`Trainer.work_dir`).
 """
 import concurrent.futures
 import os
@@ -63,7 +63,6 @@ class RunState:
         return int(self.global_step.numpy())
 
     def checkpoint(self):
-        """The tf.train.Checkpoint of the whole state."""
         parts = trackables(self.model)
         if self.optimizer is not None:
             parts["optimizer"] = self.optimizer
@@ -73,7 +72,6 @@ class RunState:
                                    dropout_random_state=random_states(self.model), **parts)
 
     def manager(self):
-        """The CheckpointManager of checkpoint_dir, over `checkpoint()`."""
         return tf.train.CheckpointManager(self.checkpoint(), self.checkpoint_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
@@ -92,11 +90,6 @@ class RunState:
         """Restores global_step alone from the checkpoint `path`."""
         tf.train.Checkpoint(global_step=self.global_step).restore(path).expect_partial()
 
-    def checkpoint_of_step(self, step):
-        """checkpoint_dir's ckpt-<step>, or None."""
-        path = os.path.join(self.checkpoint_dir, f"ckpt-{step}")
-        return path if fileio.exists(path + ".index") else None
-
     def shared_checkpoint(self, latest, steps, worker_index, save_checkpoints_steps):
         """The checkpoint of the latest step every worker has (`steps`: {worker: latest step, 0 for none}); None for
         a new run. ValueError if the steps lie over one checkpoint apart or this worker lacks the shared one."""
@@ -112,8 +105,8 @@ class RunState:
                              f"from the beginning.")
         if step == checkpoint_step(latest):
             return latest
-        shared = self.checkpoint_of_step(step) if step else None
-        if step and shared is None:
+        shared = os.path.join(self.checkpoint_dir, f"ckpt-{step}") if step else None
+        if step and not fileio.exists(shared + ".index"):
             raise ValueError(f"Worker {worker_index} cannot resume step {step}, the latest that worker(s) {behind} "
                              f"have a checkpoint of: {self.checkpoint_dir} no longer holds ckpt-{step} (its latest: "
                              f"{latest}; --keep_checkpoint_max={self.keep_checkpoint_max}). Rerun every worker with "
@@ -136,7 +129,6 @@ class RunState:
                      " (drawn at random; saved with the checkpoints)" if seed is None else "")
 
     def resume(self, manager, latest):
-        """Restores the whole state from `latest` through `manager`."""
         manager.checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
                      "random state and the input position (seed %d)", latest, self.step,

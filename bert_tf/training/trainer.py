@@ -50,7 +50,7 @@ class Trainer:
         self.output_dir = output_dir
         self.pretrained = pretrained
         self.save_checkpoints_steps = max(1, config.save_checkpoints_steps)
-        self.mixed_precision = distribute.set_precision(config.mixed_precision)
+        distribute.set_precision(config.mixed_precision)
         self.loss_fn = loss_fn
         self.loss = losses.as_batch_loss(loss_fn)
         self.strategy = strategy or distribute.get_strategy("auto")
@@ -77,27 +77,18 @@ class Trainer:
     @property
     def work_dir(self):
         """This worker's checkpoint directory: output_dir for the chief, else output_dir/workers/worker-<i>."""
-        return distribute.worker_dir(self.output_dir, self.worker_index)
+        if self.is_chief:
+            return self.output_dir
+        return os.path.join(self.output_dir, "workers", f"worker-{self.worker_index}")
 
-    # --- the run's state and checkpoints (bert_tf.training.run_state) ------------------------------------------
+    # --- the run's state and checkpoints (bert_tf.training.run_state): `step`, `input_seed` and `optimizer` (None
+    # until `train` builds it) are the RunState's.
 
-    @property
-    def step(self):
-        """Updates done so far (restored with a checkpoint of output_dir)."""
-        return self.state.step
-
-    @property
-    def input_seed(self):
-        """The input order's seed (a tf.Variable, checkpointed)."""
-        return self.state.input_seed
-
-    @property
-    def optimizer(self):
-        """The optimizer, once `train` has built it (else None)."""
-        return self.state.optimizer
+    step = property(lambda self: self.state.step)
+    input_seed = property(lambda self: self.state.input_seed)
+    optimizer = property(lambda self: self.state.optimizer)
 
     def latest_checkpoint(self):
-        """The latest checkpoint of work_dir, or None."""
         return self.state.latest_checkpoint()
 
     def wait_for_checkpoint(self):
@@ -127,7 +118,7 @@ class Trainer:
     def train(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed=None, meanwhile=None,
               save_last_in_background=False, evaluate_every=0, on_evaluation=None):
         """Trains until global_step == num_train_steps; returns the last loop's mean loss (None: no update ran), its
-        figures in `self.figures`, TensorBoard and the log.
+        figures in TensorBoard and the log.
 
         `seed`: a new run's input order (None: random). `meanwhile()` runs while the graph is optimized.
         `save_last_in_background`: see `wait_for_checkpoint`. `on_evaluation(step) -> stop` runs on the chief every
@@ -148,7 +139,6 @@ class Trainer:
             logging.info("Training already finished (step %d of %d).", step, num_train_steps)
             return None
         writer = summaries.Writer(os.path.join(self.output_dir, "train")) if self.is_chief else None
-        self.figures = {}
         with tqdm(total=num_train_steps, initial=step, unit="step", desc="train", dynamic_ncols=True,
                   disable=not self.is_chief) as bar, writer or contextlib.nullcontext():
             train_loop = self._prepare_train_loop(input_feed, latest, meanwhile)
@@ -164,7 +154,6 @@ class Trainer:
                 self._check_finite(figures, step)
                 figures["learning_rate"] = float(self.optimizer.learning_rate)
                 figures["examples_per_second"] = chunk * global_batch_size / elapsed
-                self.figures = figures
                 self._report(writer, bar, chunk, step, num_train_steps, figures)
                 if step == num_train_steps and save_last_in_background and not evaluating(step):
                     self.state.save_in_background(manager, step)
@@ -174,7 +163,7 @@ class Trainer:
                     writer.flush()  # the summaries of each checkpoint's span (and at the end, leaving the `with`)
                 if evaluating(step) and self._stops(on_evaluation, step):
                     break
-        return self.figures["loss"]
+        return figures["loss"]
 
     def _stops(self, on_evaluation, step):
         """The chief's `on_evaluation(step)`, which every worker receives (one all-gather): whether to stop."""
@@ -239,9 +228,6 @@ class Trainer:
             optimized.result()
         return train_loop
 
-    def _gradients(self, features, labels, totals):
-        return update.gradients(self.model, self.loss, self.optimizer, features, labels, totals)
-
     def _figure_names(self):
         return ["loss", *(name for name in self.loss.terms if name != "loss")]
 
@@ -249,7 +235,7 @@ class Trainer:
         """`train_loop(steps)`: up to `steps` updates, stopping after one the NaN guard refuses; -> the figures' means.
         Each update runs while the next batches are fetched."""
         names, guarded = self._figure_names(), self._guarded()
-        replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer, self._gradients,
+        replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer,
                                      self.config.gradient_accumulation_steps, self.config.use_xla).replica_step
 
         # A tf.while_loop written out, where AutoGraph would convert a Python loop and its `break` while tracing.
@@ -276,8 +262,7 @@ class Trainer:
         return train_loop
 
     def _guarded(self):
-        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates (loss
-        scaling)."""
+        """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates."""
         return ["loss"] if update.skips_non_finite(self.optimizer) else ["loss", "gradient_norm"]
 
     def _check_finite(self, figures, step):
@@ -298,16 +283,13 @@ class Trainer:
                      " ".join(f"{name} {figures[name]:.4f}" for name in self._figure_names()),
                      figures["examples_per_second"])
 
-    # --- evaluation and prediction (bert_tf.training.prediction) ------------------------------------------------
+    # --- evaluation and prediction: the Predictor's (bert_tf.training.prediction) -----------------------------
 
     def evaluate(self, dataset):
-        """`prediction.Predictor.evaluate`."""
         return self.predictor.evaluate(dataset)
 
     def predict(self, dataset, with_loss=False):
-        """`prediction.Predictor.predict`."""
         return self.predictor.predict(dataset, with_loss)
 
     def prepare_predict(self, element_spec, with_loss=False):
-        """`prediction.Predictor.prepare_predict`."""
         return self.predictor.prepare_predict(element_spec, with_loss)

@@ -4,6 +4,8 @@ Gradients are summed over micro-batches and replicas, then clipped to global nor
 strategy and accumulation computes the whole batch's update. Loss terms are shares of the update's figures
 (bert_tf.training.losses). With `use_xla`, only programs holding no all-reduce compile (`xla_programs`).
 """
+import functools
+
 import keras
 import tensorflow as tf
 from absl import logging
@@ -90,15 +92,14 @@ def gradients(model, loss, optimizer, features, labels, totals):
 
 
 class Update:
-    """The update step of `model` under `strategy`: `replica_step` runs on each replica. `gradients_fn`: `gradients`
-    with its first three arguments bound; `programs` (None: `xla_programs`'s) is for tests."""
+    """The update step of `model` under `strategy`, `replica_step`, run on each replica; `programs` is for tests."""
 
-    def __init__(self, strategy, model, loss, optimizer, gradients_fn, accumulation=1, use_xla=False, programs=None):
+    def __init__(self, strategy, model, loss, optimizer, accumulation=1, use_xla=False, programs=None):
         self.strategy = strategy
         self.model = model
         self.loss = loss
         self.optimizer = optimizer
-        self.gradients_fn = gradients_fn
+        self.gradients_fn = functools.partial(gradients, model, loss, optimizer)
         self.accumulation = accumulation
         replicas = strategy.num_replicas_in_sync
         programs = programs or xla_programs(*describe_strategy(strategy))

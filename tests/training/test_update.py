@@ -35,10 +35,7 @@ def build_update(use_xla, programs=None, accumulation=1, loss_fn=toy_task.loss_f
     settings = RunConfig(use_xla=use_xla, learning_rate=1e-3, mixed_precision=mixed_precision)
     optimizer = update.build_optimizer(strategy, model, settings, 10, 1)
     loss = losses.as_batch_loss(loss_fn)
-    step = update.Update(strategy, model, loss, optimizer,
-                         lambda features, labels, totals: update.gradients(model, loss, optimizer, features, labels,
-                                                                           totals),
-                         accumulation, use_xla=use_xla, programs=programs)
+    step = update.Update(strategy, model, loss, optimizer, accumulation, use_xla=use_xla, programs=programs)
     return strategy, step
 
 
@@ -126,12 +123,12 @@ def test_programs_that_cannot_compile_are_refused():
     """Programs are named as `xla_programs` names them; the optimizer's update compiles for a BertOptimizer only."""
     strategy = distribute.get_strategy("one_device")
     with pytest.raises(ValueError, match="Unknown XLA programs 'all': expected one of whole, gradients, replicas"):
-        update.Update(strategy, None, None, None, None, use_xla=True, programs="all")
+        update.Update(strategy, None, None, None, use_xla=True, programs="all")
     with strategy.scope():
         model = BertClassifier(CONFIG, 2)
         optimizer = keras.optimizers.Adam()
     with pytest.raises(ValueError, match="compiles for a BertOptimizer only, not Adam"):
-        update.Update(strategy, model, None, optimizer, None, use_xla=True, programs="replicas")
+        update.Update(strategy, model, None, optimizer, use_xla=True, programs="replicas")
 
 
 def test_the_optimizers_update_compiled_under_loss_scaling():
@@ -157,7 +154,7 @@ weights, norm = t.train(True, "replicas", strategy_name="mirrored", on_trace=lam
     json.dumps(t.compiled_functions(traced.graph.as_graph_def())), flush=True))
 strategy = distribute.get_strategy("mirrored")
 try:
-    update.Update(strategy, None, None, None, None, use_xla=True, programs="whole")
+    update.Update(strategy, None, None, None, use_xla=True, programs="whole")
     refused = None
 except ValueError as e:
     refused = str(e)
