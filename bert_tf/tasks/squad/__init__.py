@@ -47,7 +47,6 @@ from bert_tf.tasks.squad.postprocess import (
 )
 from bert_tf.tasks.squad.task import (
     SquadTask,
-    evaluate_predictions,
     predict,
 )
 
@@ -58,5 +57,5 @@ __all__ = [
     "feature_to_example", "generate_features", "make_dataset", "name_to_features", "span_loss", "validate_lengths",
     "write_eval_features", "write_train_features", "NBEST_FILE", "NO_ANSWER_SCORE_DIFF", "NULL_ODDS_FILE",
     "PREDICTIONS_FILE", "RawResult", "compute_predictions", "get_final_text", "raw_results", "write_json",
-    "write_predictions", "SquadTask", "evaluate_predictions", "predict",
+    "write_predictions", "SquadTask", "predict",
 ]

@@ -234,12 +234,9 @@ def name_to_features(seq_length, is_training, written=False):
 LABELS = ("start_positions", "end_positions")
 
 
-def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder=None, input_context=None,
-                 shuffle_buffer=100, seed=None):
+def make_dataset(input_file, seq_length, is_training, batch_size, input_context=None, seed=None):
     """The original input_fn: training, shuffled (buffer 100) repeated (features, labels) batches of this worker's
     share; prediction, features in written order, remainder kept."""
-    if drop_remainder is None:
-        drop_remainder = is_training
     spec = name_to_features(seq_length, is_training)
 
     def decode(record):
@@ -250,9 +247,8 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
         return features
 
     if is_training:
-        return records.training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context,
-                                        repeat_first=True, drop_remainder=drop_remainder)
-    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
+        return records.training_dataset(input_file, decode, batch_size, 100, seed, input_context, repeat_first=True)
+    return records.reading_dataset(input_file, decode, batch_size)
 
 
 def span_loss(labels, outputs):
@@ -270,18 +266,15 @@ def span_loss(labels, outputs):
 def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
     """Converts training examples into a TFRecord file; returns its `records.Writer`."""
     with FeatureWriter(output_file, is_training=True) as writer:
-        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                                     is_training=True, output_fn=writer.process_feature)
+        for feature in generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, True):
+            writer.process_feature(feature)
     return writer.written
 
 
 def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
     """Converts prediction examples into a TFRecord file; returns the features."""
-    features = []
+    features = list(generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, False))
     with FeatureWriter(output_file, is_training=False) as writer:
-        def append(feature):
-            features.append(feature)
+        for feature in features:
             writer.process_feature(feature)
-        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                                     is_training=False, output_fn=append)
     return features

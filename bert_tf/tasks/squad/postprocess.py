@@ -16,18 +16,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.text import tokenization
 
-# The null odds written for an example with no non-null candidate at all (the difference is +inf).
-NO_ANSWER_SCORE_DIFF = sys.float_info.max
-
-
+NO_ANSWER_SCORE_DIFF = sys.float_info.max  # the null odds of an example without a non-null candidate
 PREDICTIONS_FILE = "predictions.json"
-
-
 NBEST_FILE = "nbest_predictions.json"
-
-
 NULL_ODDS_FILE = "null_odds.json"
-
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 
@@ -252,14 +244,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
                 best_non_null_entry = entry
 
         probs = _compute_softmax(total_scores)
-        nbest_json = []
-        for i, entry in enumerate(nbest):
-            output = collections.OrderedDict()
-            output["text"] = entry.text
-            output["probability"] = probs[i]
-            output["start_logit"] = entry.start_logit
-            output["end_logit"] = entry.end_logit
-            nbest_json.append(output)
+        nbest_json = [{"text": entry.text, "probability": probability, "start_logit": entry.start_logit,
+                       "end_logit": entry.end_logit} for entry, probability in zip(nbest, probs)]
 
         predicted = nbest[0]
         if not version_2_with_negative:

@@ -1,6 +1,7 @@
-"""run_squad.py's job: `predict` (features, model, the post-processed JSON files), `evaluate_predictions` (the official
-evaluation) and `SquadTask`, which `bert_tf.tasks.runner` runs.
+"""run_squad.py's job: `predict` (features, model, the post-processed JSON files) and `SquadTask`, which
+`bert_tf.tasks.runner` runs.
 """
+import functools
 import os
 import random
 
@@ -54,14 +55,6 @@ def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, do
         os.path.join(output_dir, PREDICTIONS_FILE), os.path.join(output_dir, NBEST_FILE),
         os.path.join(output_dir, NULL_ODDS_FILE), version_2_with_negative, null_score_diff_threshold,
         verbose_logging)
-
-
-def evaluate_predictions(dataset, predictions, null_odds=None, version_2_with_negative=False):
-    """The official evaluation (v2.0 with null_odds as no-answer probabilities, else v1.1) of predictions on a parsed
-    SQuAD file with answers."""
-    if version_2_with_negative:
-        return squad_evaluate.evaluate_v2(dataset["data"], predictions, null_odds)
-    return squad_evaluate.evaluate_v1(dataset["data"], predictions)
 
 
 class SquadTask(Task):
@@ -132,11 +125,7 @@ class SquadTask(Task):
         train_file = os.path.join(trainer.work_dir, TRAIN_RECORD_FILE)
         written = write_train_features(examples, tokenizer, train_file, **self._windows(run))
         logging.info("Training on %d examples split into %d features", len(examples), written.count)
-
-        def dataset_fn(batch_size, input_context=None, seed=None):
-            return make_dataset(train_file, run.max_seq_length, True, batch_size, input_context=input_context,
-                                seed=seed)
-
+        dataset_fn = functools.partial(make_dataset, train_file, run.max_seq_length, True)
         return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
 
     def predict(self, run, tokenizer, trainer):
@@ -150,7 +139,9 @@ class SquadTask(Task):
             null_score_diff_threshold=self.null_score_diff_threshold, verbose_logging=self.verbose_logging,
             fixed_batches=run.fixed_batches, compiled=run.sequence_lengths.compiled)
         if has_answers(self.predict_dataset):
-            results = evaluate_predictions(self.predict_dataset, predictions, null_odds, self.version_2_with_negative)
+            data = self.predict_dataset["data"]
+            results = (squad_evaluate.evaluate_v2(data, predictions, null_odds) if self.version_2_with_negative
+                       else squad_evaluate.evaluate_v1(data, predictions))
             write_json(results, os.path.join(run.output_dir, "eval_results.json"))
             logging.info("***** Eval results (official SQuAD %s evaluation) *****",
                          "v2.0" if self.version_2_with_negative else "v1.1")
