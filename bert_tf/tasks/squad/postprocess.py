@@ -26,21 +26,11 @@ RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "e
 
 def raw_results(features, output_batches):
     """Pairs features (in written order) with per-batch model outputs -> [RawResult] (Python floats)."""
-    results = []
-    batches = iter(output_batches)
-    for outputs in batches:
-        start = np.asarray(outputs["start_logits"], np.float32)
-        end = np.asarray(outputs["end_logits"], np.float32)
-        for row in range(start.shape[0]):
-            if len(results) >= len(features):
-                raise ValueError(f"The model returned more results than the {len(features)} features.")
-            if len(results) % 1000 == 0:
-                logging.info("Processing example: %d", len(results))
-            results.append(RawResult(unique_id=features[len(results)].unique_id,
-                                     start_logits=start[row].tolist(), end_logits=end[row].tolist()))
-    if len(results) != len(features):
-        raise ValueError(f"Got {len(results)} results for {len(features)} features.")
-    return results
+    rows = [row for outputs in output_batches for row in zip(np.asarray(outputs["start_logits"], np.float32),
+                                                              np.asarray(outputs["end_logits"], np.float32))]
+    if len(rows) != len(features):
+        raise ValueError(f"Got {len(rows)} results for {len(features)} features.")
+    return [RawResult(feature.unique_id, start.tolist(), end.tolist()) for feature, (start, end) in zip(features, rows)]
 
 
 _PrelimPrediction = collections.namedtuple(
