@@ -106,10 +106,8 @@ def get_raw_scores(dataset, preds):
         for p in article["paragraphs"]:
             for qa in p["qas"]:
                 qid = qa["id"]
-                gold_answers = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])]
-                if not gold_answers:
-                    # A question without an answer: the only correct prediction is the empty string.
-                    gold_answers = [""]
+                # A question without an answer: the only correct prediction is the empty string.
+                gold_answers = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
                 if qid not in preds:
                     logging.warning("Missing prediction for %s", qid)
                     continue
@@ -120,11 +118,7 @@ def get_raw_scores(dataset, preds):
 
 
 def apply_no_ans_threshold(scores, na_probs, qid_to_has_ans, na_prob_thresh):
-    new_scores = {}
-    for qid, s in scores.items():
-        pred_na = na_probs[qid] > na_prob_thresh
-        new_scores[qid] = float(not qid_to_has_ans[qid]) if pred_na else s
-    return new_scores
+    return {qid: float(not qid_to_has_ans[qid]) if na_probs[qid] > na_prob_thresh else s for qid, s in scores.items()}
 
 
 def make_eval_dict(exact_scores, f1_scores, qid_list=None):
@@ -215,11 +209,9 @@ def detect_version(dataset_json):
     """"2.0" for a SQuAD 2.0 file (version "v2.0" or questions with is_impossible), else "1.1"."""
     if str(dataset_json.get("version", "")).lstrip("v").startswith("2"):
         return "2.0"
-    for article in dataset_json.get("data", []):
-        for p in article.get("paragraphs", []):
-            if any("is_impossible" in qa for qa in p.get("qas", [])):
-                return "2.0"
-    return "1.1"
+    v2 = any("is_impossible" in qa for article in dataset_json.get("data", []) for p in article.get("paragraphs", [])
+             for qa in p.get("qas", []))
+    return "2.0" if v2 else "1.1"
 
 
 def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_prob_thresh=1.0):

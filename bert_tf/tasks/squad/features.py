@@ -134,12 +134,8 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
             tokens.append("[SEP]")
             segment_ids.append(1)
 
-            input_ids = tokenizer.convert_tokens_to_ids(tokens)
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
-            input_ids = input_ids + [0] * padding
-            input_mask += [0] * padding
-            segment_ids += [0] * padding
+            input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens),
+                                                                    segment_ids, max_seq_length)
 
             start_position = end_position = None
             if is_training and not example.is_impossible:

@@ -226,14 +226,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
         if not nbest:
             nbest.append(_NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0))
 
-        total_scores = []
-        best_non_null_entry = None
-        for entry in nbest:
-            total_scores.append(entry.start_logit + entry.end_logit)
-            if not best_non_null_entry and entry.text:
-                best_non_null_entry = entry
-
-        probs = _compute_softmax(total_scores)
+        probs = _compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
+        best_non_null_entry = next((entry for entry in nbest if entry.text), None)
         nbest_json = [{"text": entry.text, "probability": probability, "start_logit": entry.start_logit,
                        "end_logit": entry.end_logit} for entry, probability in zip(nbest, probs)]
 
