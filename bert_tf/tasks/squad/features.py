@@ -12,7 +12,7 @@ from absl import logging
 
 from bert_tf.data import records
 from bert_tf.text import packing, tokenization
-from bert_tf.text.packing import DocSpan, doc_spans_for  # noqa: F401 (the squad package's names for them)
+from bert_tf.text.packing import doc_spans_for
 
 FIRST_UNIQUE_ID = 1000000000
 TRAIN_RECORD_FILE = "train.tf_record"
