@@ -147,12 +147,9 @@ class TextClassifier(_Answerer):
             return [{"score": float(score)} for score in outputs["predictions"]]
         answers = []
         for row in outputs["probabilities"]:
-            probabilities = dict(zip(self.labels, map(float, row)))
-            if self.thresholds is None:
-                answers.append({"label": self.labels[int(np.argmax(row))], "probabilities": probabilities})
-            else:
-                answers.append({"labels": [label for label, p, t in zip(self.labels, row, self.thresholds) if p >= t],
-                                "probabilities": probabilities})
+            answer = ({"label": self.labels[int(np.argmax(row))]} if self.thresholds is None else
+                      {"labels": [label for label, p, t in zip(self.labels, row, self.thresholds) if p >= t]})
+            answers.append({**answer, "probabilities": dict(zip(self.labels, map(float, row)))})
         return answers
 
     def _outputs(self, texts, pairs):
@@ -172,7 +169,7 @@ class TextClassifier(_Answerer):
         if not features:
             return {"probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
         inputs, _ = features_to_arrays(features, self.max_seq_length, regression,
-                                                  (len(self.labels),) if multi_label else ())
+                                       (len(self.labels),) if multi_label else ())
         batches = self._batches(inputs, len(features))
         if self.doc_stride:
             batches = classifier.pool_windows(batches, features, self.batch_size, self.window_pooling, multi_label)

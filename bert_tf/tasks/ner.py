@@ -226,11 +226,9 @@ def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=
     """Runs the model on the windows -> ([each window's predicted label ids per word], the Estimator's losses)."""
     outputs = list(prediction.predict_in_order(trainer, features_to_arrays(features), batch_size, lengths, _FEATURES,
                                                fixed_batches, with_loss=True))
-    predictions = []
-    for batch in outputs:
-        for label_ids in np.argmax(batch["logits"], axis=-1):
-            predictions.append(label_ids[features[len(predictions)].word_positions].tolist())
-    return predictions, prediction.estimator_losses(outputs)
+    label_ids = (row for batch in outputs for row in np.argmax(batch["logits"], axis=-1))
+    return ([ids[feature.word_positions].tolist() for feature, ids in zip(features, label_ids)],
+            prediction.estimator_losses(outputs))
 
 
 def rejoin(examples, features, window_predictions, label_list):

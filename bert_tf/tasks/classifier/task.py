@@ -1,7 +1,6 @@
 """run_classifier.py's task: `ClassifierTask` (run by `bert_tf.tasks.runner`), its losses (--class_weights' is
 run_ner.py's too), evaluation (eval_results.txt, eval_metrics.json) and prediction (test_results.tsv, GLUE submission
-files). Both take `run_model`: the examples go to the original's record file (eval.tf_record, predict.tf_record) and the
-model runs on their features in memory.
+files), each through `run_model`.
 
 Multi-label (--multi_label): an example's label is a list, or a string joined by --label_separator. A label is predicted
 where its probability is >= its threshold: `task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the

@@ -85,12 +85,11 @@ class SquadTask(Task):
         if run.group_by_length:
             raise ValueError("--group_by_length does not apply to run_squad.py: its batches keep max_seq_length "
                              "(the original's span loss and n-best lists take every position, padding included).")
-        for name, wanted in (("train_file", run.do_train), ("predict_file", run.do_predict)):
+        for mode, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
             path = getattr(self, name)
-            if wanted and not path:
-                raise ValueError(f"If `{'do_train' if name == 'train_file' else 'do_predict'}` is True, then "
-                                 f"`{name}` must be specified.")
-            if wanted and not fileio.exists(path):
+            if getattr(run, mode) and not path:
+                raise ValueError(f"If `{mode}` is True, then `{name}` must be specified.")
+            if getattr(run, mode) and not fileio.exists(path):
                 raise FileNotFoundError(f"--{name} not found: {path}")
 
     def read_inputs(self, run, config):
