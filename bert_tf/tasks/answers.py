@@ -17,6 +17,7 @@ import json
 import os
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 from tqdm import tqdm
 
@@ -67,7 +68,9 @@ def load(path, batch_size=32):
     if version:
         meta = fileio.read_json(os.path.join(version, EXPORT_METADATA), "Export metadata")
         vocab_file = os.path.join(version, "assets", VOCAB_FILE)
-        saved = _load_saved_model(version, meta)  # kept by the closure: its signatures read its variables
+        if meta.get("text_ops") == "tf_text":
+            import tensorflow_text  # noqa: F401 (registers the ops its signatures use)
+        saved = tf.saved_model.load(version)  # kept by the closure: its signatures read its variables
         model = lambda inputs: saved.signatures["serving_default"](**inputs)  # noqa: E731
     elif fileio.exists(os.path.join(path, task_models.METADATA_FILE)):
         meta = fileio.read_json(os.path.join(path, task_models.METADATA_FILE), "Model metadata")
@@ -90,16 +93,6 @@ def _export_version(path):
     versions = [int(name) for name in fileio.listdir(path) if name.isdigit()] if fileio.isdir(path) else []
     latest = os.path.join(path, str(max(versions))) if versions else None
     return latest if latest and fileio.exists(os.path.join(latest, EXPORT_METADATA)) else None
-
-
-def _load_saved_model(version, meta):
-    """The SavedModel at `version`, with TensorFlow Text's ops registered first where its signatures use them."""
-    import tensorflow as tf
-
-    if meta.get("text_ops") == "tf_text":
-        import tensorflow_text  # noqa: F401
-
-    return tf.saved_model.load(version)
 
 
 def _restored_run(output_dir, meta):
@@ -154,12 +147,9 @@ class TextClassifier(_Answerer):
             return [{"score": float(score)} for score in outputs["predictions"]]
         answers = []
         for row in outputs["probabilities"]:
-            probabilities = dict(zip(self.labels, map(float, row)))
-            if self.thresholds is None:
-                answers.append({"label": self.labels[int(np.argmax(row))], "probabilities": probabilities})
-            else:
-                answers.append({"labels": [label for label, p, t in zip(self.labels, row, self.thresholds) if p >= t],
-                                "probabilities": probabilities})
+            answer = ({"label": self.labels[int(np.argmax(row))]} if self.thresholds is None else
+                      {"labels": [label for label, p, t in zip(self.labels, row, self.thresholds) if p >= t]})
+            answers.append({**answer, "probabilities": dict(zip(self.labels, map(float, row)))})
         return answers
 
     def _outputs(self, texts, pairs):
@@ -179,7 +169,7 @@ class TextClassifier(_Answerer):
         if not features:
             return {"probabilities": np.zeros((0, len(self.labels or ()))), "predictions": np.zeros(0)}
         inputs, _ = features_to_arrays(features, self.max_seq_length, regression,
-                                                  (len(self.labels),) if multi_label else ())
+                                       (len(self.labels),) if multi_label else ())
         batches = self._batches(inputs, len(features))
         if self.doc_stride:
             batches = classifier.pool_windows(batches, features, self.batch_size, self.window_pooling, multi_label)
@@ -236,19 +226,11 @@ class SpanAnswerer(_Answerer):
 def _context_span(context, span):
     """(start, end) in `context` of a squad.AnswerSpan, whose text joins the context's words with single spaces."""
     words, char_to_word_offset = squad.split_paragraph(context)
-    word_starts = {}  # a word's first character: the first one of its index (the spaces after it share it)
-    for i, word in enumerate(char_to_word_offset):
-        word_starts.setdefault(word, i)
-    lengths = [len(word) for word in words[span.first_word:span.last_word + 1]]
-
-    def at(position):  # a position in the words joined by single spaces, on a word's character
-        for k, length in enumerate(lengths):
-            if position < length:
-                return word_starts[span.first_word + k] + position
-            position -= length + 1
-        raise ValueError(f"No character at {position} in the answer's words.")
-
-    return at(span.start), at(span.end - 1) + 1
+    positions = []  # of each character of those words joined by single spaces, in `context`
+    for word in range(span.first_word, span.last_word + 1):
+        first = char_to_word_offset.index(word)  # the word's first character (the spaces after it share its index)
+        positions += [*range(first, first + len(words[word])), None]
+    return positions[span.start], positions[span.end - 1] + 1
 
 
 class EntityTagger(_Answerer):
@@ -269,18 +251,14 @@ class EntityTagger(_Answerer):
         tags = [[None] * len(example.words) for example in examples]
         scores = [[None] * len(example.words) for example in examples]
         if features:
-            inputs, _ = ner.features_to_arrays(features)
-            done = 0
-            for batch in self._batches(inputs, len(features)):
-                for logits in np.asarray(batch["logits"], np.float32):
-                    feature = features[done]
-                    done += 1
-                    rows = logits[feature.word_positions]  # each word's first wordpiece
-                    probabilities = np.exp(rows - rows.max(-1, keepdims=True))
-                    probabilities /= probabilities.sum(-1, keepdims=True)
-                    for k, row in enumerate(probabilities):
-                        tags[feature.example_index][feature.word_start + k] = self.labels[int(row.argmax())]
-                        scores[feature.example_index][feature.word_start + k] = float(row.max())
+            batches = self._batches(ner.features_to_arrays(features)[0], len(features))
+            for feature, logits in zip(features, (row for batch in batches for row in batch["logits"])):
+                rows = np.asarray(logits, np.float32)[feature.word_positions]  # each word's first wordpiece
+                probabilities = np.exp(rows - rows.max(-1, keepdims=True))
+                probabilities /= probabilities.sum(-1, keepdims=True)
+                for k, row in enumerate(probabilities):
+                    tags[feature.example_index][feature.word_start + k] = self.labels[int(row.argmax())]
+                    scores[feature.example_index][feature.word_start + k] = float(row.max())
         return [{"entities": ner.entities_from_tags(text, text_words, text_tags, text_scores)}
                 for text, text_words, text_tags, text_scores in zip(texts, words, tags, scores)]
 

@@ -75,10 +75,6 @@ def restore_best(trainer, required_heads=()):
     return path
 
 
-def _number(value):
-    return value.item() if hasattr(value, "item") else value
-
-
 class Controls:
     """Evaluates a task during training (`on_evaluation`) and keeps its history, best/ and patience. `results`: (step,
     results) of this process's last evaluation, or None."""
@@ -110,8 +106,9 @@ class Controls:
     def _evaluate(self, step):
         run, start = self.run, time.time()
         results = getattr(self.task, MODE_METHODS[self.task.evaluated_by])(run, self.tokenizer, self.trainer)
-        entry = {"global_step": step, **{key: _number(value) for key, value in
-                                         self.task.flat_results(results).items() if key != "global_step"}}
+        entry = {"global_step": step, **{key: value.item() if hasattr(value, "item") else value  # numpy's as JSON's
+                                         for key, value in self.task.flat_results(results).items()
+                                         if key != "global_step"}}
         if run.best_metric and run.best_metric not in entry:
             raise ValueError(f"--best_metric={run.best_metric} is not a key of the task's eval results: "
                              f"{', '.join(sorted(entry))}.")

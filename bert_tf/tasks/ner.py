@@ -11,6 +11,7 @@ per-window loss.
 """
 import collections
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -44,10 +45,7 @@ InputFeatures = collections.namedtuple("InputFeatures", [
 
 def read_conll(input_file, set_type="data"):
     """Reads a CoNLL-2003 file -> [InputExample]; ValueError naming file and line for malformed input."""
-    if not fileio.exists(input_file):
-        raise FileNotFoundError(f"Input file not found: {input_file}")
-    with fileio.open_file(input_file, "rb", name="") as reader:
-        raw_lines = reader.read().splitlines()
+    text = fileio.read_text(input_file)
     examples, words, labels = [], [], []
     num_columns = first_line = None
     start = 0
@@ -59,17 +57,9 @@ def read_conll(input_file, set_type="data"):
             words.clear()
             labels.clear()
 
-    for lineno, raw in enumerate(raw_lines, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{input_file}:{lineno}: not valid UTF-8 ({err.reason} at byte {err.start}); "
-                             f"convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).") from None
+    for lineno, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):  # as bytes.splitlines splits
         fields = line.split()
-        if not fields:
-            end_sentence()
-            continue
-        if fields[0] == "-DOCSTART-":
+        if not fields or fields[0] == "-DOCSTART-":
             end_sentence()
             continue
         if num_columns is None:
@@ -236,11 +226,9 @@ def predict_windows(trainer, features, batch_size, fixed_batches=False, lengths=
     """Runs the model on the windows -> ([each window's predicted label ids per word], the Estimator's losses)."""
     outputs = list(prediction.predict_in_order(trainer, features_to_arrays(features), batch_size, lengths, _FEATURES,
                                                fixed_batches, with_loss=True))
-    predictions = []
-    for batch in outputs:
-        for label_ids in np.argmax(batch["logits"], axis=-1):
-            predictions.append(label_ids[features[len(predictions)].word_positions].tolist())
-    return predictions, prediction.estimator_losses(outputs)
+    label_ids = (row for batch in outputs for row in np.argmax(batch["logits"], axis=-1))
+    return ([ids[feature.word_positions].tolist() for feature, ids in zip(features, label_ids)],
+            prediction.estimator_losses(outputs))
 
 
 def rejoin(examples, features, window_predictions, label_list):

@@ -3,7 +3,7 @@ share to resume it.
 
 Beside its checkpoints, a run's work_dir holds:
   bert_config.json    the model's config (the chief)
-  run_settings.json   what shapes its input and updates: `training_settings` and `data_settings`
+  run_settings.json   what shapes its input and updates: `training_settings`, the task's data fingerprint and settings
   model_metadata.json what it trains (the chief, `record_model`): task, labels, thresholds, casing, max_seq_length,
   + vocab.txt         bert_config, the task's answer settings; read by bert_tf.load, later runs, exports, conversions
 A resumed input position belongs to one input pipeline: with other settings a rerun would fail deep in training or
@@ -42,19 +42,11 @@ def training_settings(run, strategy):
             "group_by_length": lengths.group_by_length, **optional}
 
 
-# The settings that change a run's result beyond the original's flags (evaluation during training, the best
-# checkpoint, early stopping, class weights, multi-label, which weights train and at which rate, op determinism):
-# recorded where not at RunConfig's default, and a run recorded without one ran at its default (`check`), so that
-# output_dirs of runs made before a setting existed still resume, and adding or dropping it is a difference like
-# any other.
+# The settings beyond the original's flags that change a run's result: recorded where not at RunConfig's default, and
+# a run recorded without one ran at its default (`check`), so adding or dropping one is a difference like any other.
 OPTIONAL_SETTINGS = ("eval_every_steps", "best_metric", "best_metric_mode", "early_stopping_patience",
                      "early_stopping_min_delta", "class_weights", "multi_label", "label_separator", "tune_thresholds",
                      "layerwise_lr_decay", "freeze_layers", "deterministic")
-
-
-def data_settings(train_data):
-    """The training data's (a task.TrainData) settings: its fingerprint and the task's own."""
-    return {**(train_data.settings or {}), "data_fingerprint": train_data.fingerprint}
 
 
 FINGERPRINT_SAMPLE_BYTES = 64 << 10  # a local file is hashed by its size and its first, middle and last this many bytes
@@ -113,14 +105,10 @@ def _differences(previous, current):
             if name in previous and previous[name] != value]
 
 
-def _resumable(output_dir, start_over):
-    return not start_over and bool(checkpoints.latest_checkpoint(output_dir))
-
-
 def check(output_dir, start_over, config=None, settings=None):
     """Refuses to resume output_dir's run with another bert_config or other `settings` (a dict) unless `start_over`; a
     no-op without a checkpoint."""
-    if not _resumable(output_dir, start_over):
+    if start_over or not checkpoints.latest_checkpoint(output_dir):
         return
     config_path, settings_path = os.path.join(output_dir, CONFIG_FILE), os.path.join(output_dir, SETTINGS_FILE)
     if config is not None and fileio.exists(config_path):
@@ -131,19 +119,16 @@ def check(output_dir, start_over, config=None, settings=None):
                              f"--start_over to delete its checkpoints.")
     if settings and fileio.exists(settings_path):
         defaults = {name: getattr(RunConfig, name) for name in OPTIONAL_SETTINGS}
-        differences = _differences({**defaults, **_read_settings(settings_path)}, {**defaults, **settings})
+        try:
+            recorded = json.loads(fileio.read_text(settings_path, "Run settings"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{settings_path}: not valid JSON ({e}); delete it or use --start_over.") from None
+        differences = _differences({**defaults, **recorded}, {**defaults, **settings})
         if differences:
             raise ValueError(f"{output_dir} holds checkpoints of a run with other settings "
                              f"({'; '.join(differences)}; recorded in {settings_path}): resuming it would restore its "
                              f"input position into another input pipeline. Rerun with its settings, use another "
                              f"--output_dir, or --start_over to delete its checkpoints.")
-
-
-def _read_settings(path):
-    try:
-        return json.loads(fileio.read_text(path, "Run settings"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e}); delete it or use --start_over.") from None
 
 
 def delete_checkpoints(directory):

@@ -64,7 +64,8 @@ def train(run, task, tokenizer, trainer, controls=None):
     """Converts the training set and trains for `Task.train_steps`, evaluating with `controls`. The workers first agree
     on the settings and data; a run resumes only with its recorded settings (`run_record`)."""
     data = task.train_data(run, tokenizer, trainer)
-    settings = {**run_record.training_settings(run, trainer.strategy), **run_record.data_settings(data)}
+    settings = {**run_record.training_settings(run, trainer.strategy), **(data.settings or {}),
+                "data_fingerprint": data.fingerprint}
     with distribute.naming_lost_workers(trainer.strategy, run.output_dir):
         run_record.check_workers(trainer.strategy, settings)
     run_record.check(trainer.work_dir, run.start_over, settings=settings)

@@ -41,9 +41,7 @@ def read_swag(input_file, set_type="data", require_label=True):
     label means none."""
     text = fileio.read_text(input_file, encoding="utf-8-sig")
     rows = csv.reader(io.StringIO(text, newline=""))
-    header = next(rows, None)
-    while header is not None and not any(cell.strip() for cell in header):
-        header = next(rows, None)
+    header = next((row for row in rows if any(cell.strip() for cell in row)), None)
     if header is None:
         raise ValueError(f"{input_file}: empty file (expected a SWAG header: "
                          f",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,...,ending3,label).")

@@ -63,11 +63,8 @@ def check_dev_labels(dev_splits, label_list, multi_label=False):
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer, cut=None, multi_label=False):
-    """Packs one `InputExample` into `InputFeatures` exactly as the original.
-
-    Pairs are truncated from the longer side to `max_seq_length - 3`, single texts to `max_seq_length - 2`. `cut`: a
-    Counter of what truncation cut (`packing.pack_tokens`).
-    """
+    """Packs one `InputExample` into `InputFeatures` exactly as the original (a pair cut from its longer text); `cut`:
+    a Counter of what truncation cut (`packing.pack_tokens`)."""
     return convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, cut, multi_label)[0]
 
 
@@ -132,10 +129,7 @@ def feature_to_tf_example(feature, regression=False):
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
                                             multi_label=False, doc_stride=0, fill_batches=1):
     """Writes examples' features (or windows) to a TFRecord file atomically, then padding features up to a multiple of
-    `fill_batches`.
-
-    Returns (the list of `InputFeatures`, the records' `records.Writer`: count and fingerprint).
-    """
+    `fill_batches`; -> (the list of `InputFeatures`, the records' `records.Writer`: count and fingerprint)."""
     regression = label_list is None
     features, cut = [], collections.Counter()
     with records.writer(output_file) as write:

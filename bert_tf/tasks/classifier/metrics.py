@@ -24,12 +24,10 @@ def glue_metrics(metric_names, predictions, labels):
         elif name == "f1":
             from sklearn.metrics import f1_score
             result["eval_f1"] = f1_score(labels, predictions, pos_label=1, zero_division=0.0)
-        elif name == "pearson":
-            from scipy.stats import pearsonr
-            result["eval_pearson"] = pearsonr(predictions, labels)[0] if len(labels) > 1 else float("nan")
-        elif name == "spearman":
-            from scipy.stats import spearmanr
-            result["eval_spearman"] = spearmanr(predictions, labels)[0] if len(labels) > 1 else float("nan")
+        elif name in ("pearson", "spearman"):
+            from scipy import stats
+            correlation = stats.pearsonr if name == "pearson" else stats.spearmanr
+            result[f"eval_{name}"] = correlation(predictions, labels)[0] if len(labels) > 1 else float("nan")
         else:
             raise ValueError(f"Unknown metric {name!r}.")
     return result

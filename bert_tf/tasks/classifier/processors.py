@@ -214,23 +214,18 @@ class MnliProcessor(DataProcessor):
     def get_test_examples(self, data_dir):
         return self._create_examples(read_tsv(os.path.join(data_dir, "test_matched.tsv")), "test")
 
-    def get_dev_mismatched_examples(self, data_dir):
-        return self._create_examples(read_tsv(os.path.join(data_dir, "dev_mismatched.tsv")), "dev_mismatched")
-
-    def get_test_mismatched_examples(self, data_dir):
-        return self._create_examples(read_tsv(os.path.join(data_dir, "test_mismatched.tsv")),
-                                     "test_mismatched")
-
     def dev_splits(self, data_dir):
         splits = [("", self.get_dev_examples(data_dir))]
-        if _exists_or_warn(os.path.join(data_dir, "dev_mismatched.tsv")):
-            splits.append(("_mm", self.get_dev_mismatched_examples(data_dir)))
+        path = os.path.join(data_dir, "dev_mismatched.tsv")
+        if _exists_or_warn(path):
+            splits.append(("_mm", self._create_examples(read_tsv(path), "dev_mismatched")))
         return splits
 
     def test_splits(self, data_dir):
         splits = [("", self.get_test_examples(data_dir), "MNLI-m")]
-        if _exists_or_warn(os.path.join(data_dir, "test_mismatched.tsv")):
-            splits.append(("_mm", self.get_test_mismatched_examples(data_dir), "MNLI-mm"))
+        path = os.path.join(data_dir, "test_mismatched.tsv")
+        if _exists_or_warn(path):
+            splits.append(("_mm", self._create_examples(read_tsv(path), "test_mismatched"), "MNLI-mm"))
         return splits
 
     def get_labels(self):
@@ -262,17 +257,16 @@ def _exists_or_warn(path):
 class _PairProcessor(DataProcessor):
     """Tasks whose files share one layout: a header, then text/label columns at fixed positions.
 
-    Subclasses set `labels`, `text_columns`, `test_text_columns`, `label_column`, `guid_column` (None: the line number)
-    and `has_header`.
+    Subclasses set `labels` (the first: a test example's), `text_columns`, `test_text_columns`, `label_column`,
+    `guid_column` (None: the line number) and `has_header` (of train and dev; a test file has one). A test file's
+    first column is the id its submission file reports.
     """
     labels = ("0", "1")
     text_columns = (3, 4)
     test_text_columns = (3, 4)
     label_column = 0
     guid_column = None
-    id_column = 0  # the test file's id column, reported in the submission file
     has_header = True
-    test_has_header = True
 
     def get_train_examples(self, data_dir):
         return self._create_examples(read_tsv(os.path.join(data_dir, "train.tsv")), "train")
@@ -291,18 +285,17 @@ class _PairProcessor(DataProcessor):
 
     def _create_examples(self, lines, set_type):
         test = set_type == "test"
-        skip_header = self.test_has_header if test else self.has_header
         columns = self.test_text_columns if test else self.text_columns
         examples = []
         for i, line in enumerate(lines):
-            if skip_header and i == 0:
+            if i == 0 and (test or self.has_header):
                 continue
             key = i if self.guid_column is None else tokenization.convert_to_unicode(line.field(self.guid_column))
             text_b = tokenization.convert_to_unicode(line.field(columns[1])) if len(columns) > 1 else None
             examples.append(InputExample(
                 guid="%s-%s" % (set_type, key), text_a=tokenization.convert_to_unicode(line.field(columns[0])),
                 text_b=text_b, label=self.labels[0] if test else self._label(line),
-                example_id=(tokenization.convert_to_unicode(line.field(self.id_column)) if test else None),
+                example_id=tokenization.convert_to_unicode(line.field(0)) if test else None,
                 source=line.source))
         return examples
 
@@ -366,7 +359,7 @@ class StsbProcessor(_PairProcessor):
     """STS-B (GLUE), regression: sentences in columns 7 and 8, the score (0-5) last."""
     is_regression = True
     metrics = ("pearson", "spearman")
-    labels = (None,)
+    labels = (0.0,)
     text_columns = (7, 8)
     test_text_columns = (7, 8)
     label_column = -1
@@ -378,13 +371,6 @@ class StsbProcessor(_PairProcessor):
 
     def _label(self, line):
         return regression_label(line.field(self.label_column), line.source, "STS-B score")
-
-    def _create_examples(self, lines, set_type):
-        examples = super()._create_examples(lines, set_type)
-        if set_type == "test":
-            for example in examples:
-                example.label = 0.0
-        return examples
 
 
 COLUMNS = ("text_a", "text_b", "label", "id")  # the fields of your own data; each one's column is named so by default
@@ -442,12 +428,12 @@ class TsvProcessor(DataProcessor):
         names = self.columns
         return f"{names['text_a']}, {names['label']}, and optionally {names['text_b']} and {names['id']}"
 
+    def _lines(self, path):
+        return read_tsv(path)
+
     def _rows(self, path, required):
         """[(source `file:line`, {field: value})] of `path`; an error unless each has the `required` fields."""
-        return self._table_rows(path, read_tsv(path), required)
-
-    def _table_rows(self, path, lines, required):
-        """`_rows` of a delimited file's `lines`, the first a header."""
+        lines = self._lines(path)
         if not lines:
             raise ValueError(f"{path}: empty file; expected a header line naming the columns ({self._expected()}).")
         header = [name.strip().lower() for name in lines[0]]
@@ -507,8 +493,8 @@ class CsvProcessor(TsvProcessor):
     extension = "csv"
     separator = "comma"
 
-    def _rows(self, path, required):
-        return self._table_rows(path, read_csv(path), required)
+    def _lines(self, path):
+        return read_csv(path)
 
 
 class JsonlProcessor(TsvProcessor):

@@ -1,7 +1,6 @@
 """run_classifier.py's task: `ClassifierTask` (run by `bert_tf.tasks.runner`), its losses (--class_weights' is
 run_ner.py's too), evaluation (eval_results.txt, eval_metrics.json) and prediction (test_results.tsv, GLUE submission
-files). Both take `run_model`: the examples go to the original's record file (eval.tf_record, predict.tf_record) and the
-model runs on their features in memory.
+files), each through `run_model`.
 
 Multi-label (--multi_label): an example's label is a list, or a string joined by --label_separator. A label is predicted
 where its probability is >= its threshold: `task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the
@@ -361,13 +360,13 @@ class ClassifierTask(Task):
             raise ValueError(f"{run.output_dir} holds a {'single' if run.multi_label else 'multi'}-label classifier "
                              f"(its {task_models.METADATA_FILE}), not a {kind} one: "
                              f"{'drop' if run.multi_label else 'add'} --multi_label.")
-        if self.doc_stride is None or self.window_pooling is None:  # not given: the trained run's, else no windows
-            if self.doc_stride is None and recorded.get("doc_stride"):
-                logging.info("--doc_stride=%d, --window_pooling=%s: the training run's (%s)", recorded["doc_stride"],
+        if self.doc_stride is None:  # not given: the trained run's, else no windows
+            self.doc_stride = recorded.get("doc_stride", 0)
+            if self.doc_stride:
+                logging.info("--doc_stride=%d, --window_pooling=%s: the training run's (%s)", self.doc_stride,
                              recorded["window_pooling"], task_models.METADATA_FILE)
-            self.doc_stride = recorded.get("doc_stride", 0) if self.doc_stride is None else self.doc_stride
-            if self.window_pooling is None:
-                self.window_pooling = recorded.get("window_pooling", packing.WINDOW_POOLINGS[0])
+        if self.window_pooling is None:
+            self.window_pooling = recorded.get("window_pooling", packing.WINDOW_POOLINGS[0])
         packing.check_doc_stride(self.doc_stride)
         if self.window_pooling not in packing.WINDOW_POOLINGS:
             raise ValueError(f"--window_pooling={self.window_pooling}: expected "

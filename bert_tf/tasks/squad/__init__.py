@@ -19,11 +19,9 @@ from bert_tf.tasks.squad.features import (
     FIRST_UNIQUE_ID,
     LABELS,
     TRAIN_RECORD_FILE,
-    DocSpan,
     FeatureWriter,
     InputFeatures,
     convert_examples_to_features,
-    doc_spans_for,
     feature_to_example,
     generate_features,
     make_dataset,
@@ -47,16 +45,14 @@ from bert_tf.tasks.squad.postprocess import (
 )
 from bert_tf.tasks.squad.task import (
     SquadTask,
-    evaluate_predictions,
     predict,
 )
 
 __all__ = [
     "SquadExample", "SquadFormatError", "examples_from_json", "has_answers", "load_squad_json", "read_predict_file",
-    "read_squad_examples", "split_paragraph", "DocSpan", "EVAL_RECORD_FILE", "FIRST_UNIQUE_ID", "FeatureWriter",
-    "InputFeatures", "LABELS", "TRAIN_RECORD_FILE", "convert_examples_to_features", "doc_spans_for",
-    "feature_to_example", "generate_features", "make_dataset", "name_to_features", "span_loss", "validate_lengths",
-    "write_eval_features", "write_train_features", "NBEST_FILE", "NO_ANSWER_SCORE_DIFF", "NULL_ODDS_FILE",
-    "PREDICTIONS_FILE", "RawResult", "compute_predictions", "get_final_text", "raw_results", "write_json",
-    "write_predictions", "SquadTask", "evaluate_predictions", "predict",
+    "read_squad_examples", "split_paragraph", "EVAL_RECORD_FILE", "FIRST_UNIQUE_ID", "FeatureWriter", "InputFeatures",
+    "LABELS", "TRAIN_RECORD_FILE", "convert_examples_to_features", "feature_to_example", "generate_features",
+    "make_dataset", "name_to_features", "span_loss", "validate_lengths", "write_eval_features", "write_train_features",
+    "NBEST_FILE", "NO_ANSWER_SCORE_DIFF", "NULL_ODDS_FILE", "PREDICTIONS_FILE", "RawResult", "compute_predictions",
+    "get_final_text", "raw_results", "write_json", "write_predictions", "SquadTask", "predict",
 ]

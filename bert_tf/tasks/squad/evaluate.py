@@ -37,15 +37,10 @@ def get_tokens(s):
 # v1.1
 
 def f1_score_v1(prediction, ground_truth):
-    prediction_tokens = normalize_answer(prediction).split()
-    ground_truth_tokens = normalize_answer(ground_truth).split()
-    common = collections.Counter(prediction_tokens) & collections.Counter(ground_truth_tokens)
-    num_same = sum(common.values())
-    if num_same == 0:
+    """v2.0's `compute_f1`, but 0 where either answer normalizes to nothing."""
+    if not (get_tokens(prediction) and get_tokens(ground_truth)):
         return 0
-    precision = 1.0 * num_same / len(prediction_tokens)
-    recall = 1.0 * num_same / len(ground_truth_tokens)
-    return (2 * precision * recall) / (precision + recall)
+    return compute_f1(ground_truth, prediction)
 
 
 def exact_match_score(prediction, ground_truth):
@@ -111,10 +106,8 @@ def get_raw_scores(dataset, preds):
         for p in article["paragraphs"]:
             for qa in p["qas"]:
                 qid = qa["id"]
-                gold_answers = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])]
-                if not gold_answers:
-                    # A question without an answer: the only correct prediction is the empty string.
-                    gold_answers = [""]
+                # A question without an answer: the only correct prediction is the empty string.
+                gold_answers = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
                 if qid not in preds:
                     logging.warning("Missing prediction for %s", qid)
                     continue
@@ -125,21 +118,11 @@ def get_raw_scores(dataset, preds):
 
 
 def apply_no_ans_threshold(scores, na_probs, qid_to_has_ans, na_prob_thresh):
-    new_scores = {}
-    for qid, s in scores.items():
-        pred_na = na_probs[qid] > na_prob_thresh
-        new_scores[qid] = float(not qid_to_has_ans[qid]) if pred_na else s
-    return new_scores
+    return {qid: float(not qid_to_has_ans[qid]) if na_probs[qid] > na_prob_thresh else s for qid, s in scores.items()}
 
 
 def make_eval_dict(exact_scores, f1_scores, qid_list=None):
-    if qid_list is None:
-        total = len(exact_scores)
-        return collections.OrderedDict([
-            ("exact", 100.0 * sum(exact_scores.values()) / total),
-            ("f1", 100.0 * sum(f1_scores.values()) / total),
-            ("total", total),
-        ])
+    qid_list = list(exact_scores) if qid_list is None else qid_list
     total = len(qid_list)
     return collections.OrderedDict([
         ("exact", 100.0 * sum(exact_scores[k] for k in qid_list) / total),
@@ -174,15 +157,6 @@ def find_best_thresh(preds, scores, na_probs, qid_to_has_ans):
     return 100.0 * best_score / len(scores), best_thresh
 
 
-def find_all_best_thresh(main_eval, preds, exact_raw, f1_raw, na_probs, qid_to_has_ans):
-    best_exact, exact_thresh = find_best_thresh(preds, exact_raw, na_probs, qid_to_has_ans)
-    best_f1, f1_thresh = find_best_thresh(preds, f1_raw, na_probs, qid_to_has_ans)
-    main_eval["best_exact"] = best_exact
-    main_eval["best_exact_thresh"] = exact_thresh
-    main_eval["best_f1"] = best_f1
-    main_eval["best_f1_thresh"] = f1_thresh
-
-
 def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0):
     """The official v2.0 evaluation. `dataset`: the "data" list; `preds` {qid: text}; `na_probs` {qid: float} (optional;
     needed for best_*)."""
@@ -206,7 +180,9 @@ def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0):
     if no_ans_qids:
         merge_eval(out_eval, make_eval_dict(exact_thresh, f1_thresh, qid_list=no_ans_qids), "NoAns")
     if given_na_probs:
-        find_all_best_thresh(out_eval, preds, exact_raw, f1_raw, na_probs, qid_to_has_ans)
+        for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
+            out_eval[f"best_{name}"], out_eval[f"best_{name}_thresh"] = find_best_thresh(preds, raw, na_probs,
+                                                                                      qid_to_has_ans)
     return out_eval
 
 
@@ -233,11 +209,9 @@ def detect_version(dataset_json):
     """"2.0" for a SQuAD 2.0 file (version "v2.0" or questions with is_impossible), else "1.1"."""
     if str(dataset_json.get("version", "")).lstrip("v").startswith("2"):
         return "2.0"
-    for article in dataset_json.get("data", []):
-        for p in article.get("paragraphs", []):
-            if any("is_impossible" in qa for qa in p.get("qas", [])):
-                return "2.0"
-    return "1.1"
+    v2 = any("is_impossible" in qa for article in dataset_json.get("data", []) for p in article.get("paragraphs", [])
+             for qa in p.get("qas", []))
+    return "2.0" if v2 else "1.1"
 
 
 def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_prob_thresh=1.0):

@@ -112,8 +112,7 @@ def examples_from_json(dataset, is_training, version_2_with_negative=False, sour
                             skipped += 1
                             continue
                     else:
-                        start_position = -1
-                        end_position = -1
+                        start_position = end_position = -1
                         orig_answer_text = ""
                 examples.append(SquadExample(
                     qas_id=qas_id, question_text=question_text, doc_tokens=doc_tokens,
@@ -146,9 +145,5 @@ def read_predict_file(input_file, version_2_with_negative=False):
 
 def has_answers(dataset):
     """True if a parsed SQuAD object carries gold answers (a dev set, not a test set)."""
-    for entry in dataset.get("data", []):
-        for paragraph in entry.get("paragraphs", []):
-            for qa in paragraph.get("qas", []):
-                if qa.get("answers") or "is_impossible" in qa:
-                    return True
-    return False
+    return any(qa.get("answers") or "is_impossible" in qa for entry in dataset.get("data", [])
+               for paragraph in entry.get("paragraphs", []) for qa in paragraph.get("qas", []))

@@ -12,7 +12,7 @@ from absl import logging
 
 from bert_tf.data import records
 from bert_tf.text import packing, tokenization
-from bert_tf.text.packing import DocSpan, doc_spans_for  # noqa: F401 (the squad package's names for them)
+from bert_tf.text.packing import doc_spans_for
 
 FIRST_UNIQUE_ID = 1000000000
 TRAIN_RECORD_FILE = "train.tf_record"
@@ -134,12 +134,8 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
             tokens.append("[SEP]")
             segment_ids.append(1)
 
-            input_ids = tokenizer.convert_tokens_to_ids(tokens)
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
-            input_ids = input_ids + [0] * padding
-            input_mask += [0] * padding
-            segment_ids += [0] * padding
+            input_ids, input_mask, segment_ids = packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens),
+                                                                    segment_ids, max_seq_length)
 
             start_position = end_position = None
             if is_training and not example.is_impossible:
@@ -234,12 +230,9 @@ def name_to_features(seq_length, is_training, written=False):
 LABELS = ("start_positions", "end_positions")
 
 
-def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder=None, input_context=None,
-                 shuffle_buffer=100, seed=None):
+def make_dataset(input_file, seq_length, is_training, batch_size, input_context=None, seed=None):
     """The original input_fn: training, shuffled (buffer 100) repeated (features, labels) batches of this worker's
     share; prediction, features in written order, remainder kept."""
-    if drop_remainder is None:
-        drop_remainder = is_training
     spec = name_to_features(seq_length, is_training)
 
     def decode(record):
@@ -250,9 +243,8 @@ def make_dataset(input_file, seq_length, is_training, batch_size, drop_remainder
         return features
 
     if is_training:
-        return records.training_dataset(input_file, decode, batch_size, shuffle_buffer, seed, input_context,
-                                        repeat_first=True, drop_remainder=drop_remainder)
-    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
+        return records.training_dataset(input_file, decode, batch_size, 100, seed, input_context, repeat_first=True)
+    return records.reading_dataset(input_file, decode, batch_size)
 
 
 def span_loss(labels, outputs):
@@ -270,18 +262,15 @@ def span_loss(labels, outputs):
 def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
     """Converts training examples into a TFRecord file; returns its `records.Writer`."""
     with FeatureWriter(output_file, is_training=True) as writer:
-        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                                     is_training=True, output_fn=writer.process_feature)
+        for feature in generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, True):
+            writer.process_feature(feature)
     return writer.written
 
 
 def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
     """Converts prediction examples into a TFRecord file; returns the features."""
-    features = []
+    features = list(generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, False))
     with FeatureWriter(output_file, is_training=False) as writer:
-        def append(feature):
-            features.append(feature)
+        for feature in features:
             writer.process_feature(feature)
-        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                                     is_training=False, output_fn=append)
     return features

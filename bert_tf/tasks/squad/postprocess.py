@@ -16,39 +16,21 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.text import tokenization
 
-# The null odds written for an example with no non-null candidate at all (the difference is +inf).
-NO_ANSWER_SCORE_DIFF = sys.float_info.max
-
-
+NO_ANSWER_SCORE_DIFF = sys.float_info.max  # the null odds of an example without a non-null candidate
 PREDICTIONS_FILE = "predictions.json"
-
-
 NBEST_FILE = "nbest_predictions.json"
-
-
 NULL_ODDS_FILE = "null_odds.json"
-
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 
 
 def raw_results(features, output_batches):
     """Pairs features (in written order) with per-batch model outputs -> [RawResult] (Python floats)."""
-    results = []
-    batches = iter(output_batches)
-    for outputs in batches:
-        start = np.asarray(outputs["start_logits"], np.float32)
-        end = np.asarray(outputs["end_logits"], np.float32)
-        for row in range(start.shape[0]):
-            if len(results) >= len(features):
-                raise ValueError(f"The model returned more results than the {len(features)} features.")
-            if len(results) % 1000 == 0:
-                logging.info("Processing example: %d", len(results))
-            results.append(RawResult(unique_id=features[len(results)].unique_id,
-                                     start_logits=start[row].tolist(), end_logits=end[row].tolist()))
-    if len(results) != len(features):
-        raise ValueError(f"Got {len(results)} results for {len(features)} features.")
-    return results
+    rows = [row for outputs in output_batches for row in zip(np.asarray(outputs["start_logits"], np.float32),
+                                                              np.asarray(outputs["end_logits"], np.float32))]
+    if len(rows) != len(features):
+        raise ValueError(f"Got {len(rows)} results for {len(features)} features.")
+    return [RawResult(feature.unique_id, start.tolist(), end.tolist()) for feature, (start, end) in zip(features, rows)]
 
 
 _PrelimPrediction = collections.namedtuple(
@@ -244,22 +226,10 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
         if not nbest:
             nbest.append(_NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0))
 
-        total_scores = []
-        best_non_null_entry = None
-        for entry in nbest:
-            total_scores.append(entry.start_logit + entry.end_logit)
-            if not best_non_null_entry and entry.text:
-                best_non_null_entry = entry
-
-        probs = _compute_softmax(total_scores)
-        nbest_json = []
-        for i, entry in enumerate(nbest):
-            output = collections.OrderedDict()
-            output["text"] = entry.text
-            output["probability"] = probs[i]
-            output["start_logit"] = entry.start_logit
-            output["end_logit"] = entry.end_logit
-            nbest_json.append(output)
+        probs = _compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
+        best_non_null_entry = next((entry for entry in nbest if entry.text), None)
+        nbest_json = [{"text": entry.text, "probability": probability, "start_logit": entry.start_logit,
+                       "end_logit": entry.end_logit} for entry, probability in zip(nbest, probs)]
 
         predicted = nbest[0]
         if not version_2_with_negative:

@@ -1,6 +1,7 @@
-"""run_squad.py's job: `predict` (features, model, the post-processed JSON files), `evaluate_predictions` (the official
-evaluation) and `SquadTask`, which `bert_tf.tasks.runner` runs.
+"""run_squad.py's job: `predict` (features, model, the post-processed JSON files) and `SquadTask`, which
+`bert_tf.tasks.runner` runs.
 """
+import functools
 import os
 import random
 
@@ -56,14 +57,6 @@ def predict(predict_batches, examples, tokenizer, output_dir, max_seq_length, do
         verbose_logging)
 
 
-def evaluate_predictions(dataset, predictions, null_odds=None, version_2_with_negative=False):
-    """The official evaluation (v2.0 with null_odds as no-answer probabilities, else v1.1) of predictions on a parsed
-    SQuAD file with answers."""
-    if version_2_with_negative:
-        return squad_evaluate.evaluate_v2(dataset["data"], predictions, null_odds)
-    return squad_evaluate.evaluate_v1(dataset["data"], predictions)
-
-
 class SquadTask(Task):
     """run_squad.py's task: SQuAD json files -> BertSpanLabeler. No do_eval: a predict_file with answers is evaluated by
     the official metrics into output_dir/eval_results.json (as is --eval_every_steps)."""
@@ -92,12 +85,11 @@ class SquadTask(Task):
         if run.group_by_length:
             raise ValueError("--group_by_length does not apply to run_squad.py: its batches keep max_seq_length "
                              "(the original's span loss and n-best lists take every position, padding included).")
-        for name, wanted in (("train_file", run.do_train), ("predict_file", run.do_predict)):
+        for mode, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
             path = getattr(self, name)
-            if wanted and not path:
-                raise ValueError(f"If `{'do_train' if name == 'train_file' else 'do_predict'}` is True, then "
-                                 f"`{name}` must be specified.")
-            if wanted and not fileio.exists(path):
+            if getattr(run, mode) and not path:
+                raise ValueError(f"If `{mode}` is True, then `{name}` must be specified.")
+            if getattr(run, mode) and not fileio.exists(path):
                 raise FileNotFoundError(f"--{name} not found: {path}")
 
     def read_inputs(self, run, config):
@@ -132,11 +124,7 @@ class SquadTask(Task):
         train_file = os.path.join(trainer.work_dir, TRAIN_RECORD_FILE)
         written = write_train_features(examples, tokenizer, train_file, **self._windows(run))
         logging.info("Training on %d examples split into %d features", len(examples), written.count)
-
-        def dataset_fn(batch_size, input_context=None, seed=None):
-            return make_dataset(train_file, run.max_seq_length, True, batch_size, input_context=input_context,
-                                seed=seed)
-
+        dataset_fn = functools.partial(make_dataset, train_file, run.max_seq_length, True)
         return TrainData(dataset_fn, len(examples), (train_file,), written.fingerprint)
 
     def predict(self, run, tokenizer, trainer):
@@ -150,7 +138,9 @@ class SquadTask(Task):
             null_score_diff_threshold=self.null_score_diff_threshold, verbose_logging=self.verbose_logging,
             fixed_batches=run.fixed_batches, compiled=run.sequence_lengths.compiled)
         if has_answers(self.predict_dataset):
-            results = evaluate_predictions(self.predict_dataset, predictions, null_odds, self.version_2_with_negative)
+            data = self.predict_dataset["data"]
+            results = (squad_evaluate.evaluate_v2(data, predictions, null_odds) if self.version_2_with_negative
+                       else squad_evaluate.evaluate_v1(data, predictions))
             write_json(results, os.path.join(run.output_dir, "eval_results.json"))
             logging.info("***** Eval results (official SQuAD %s evaluation) *****",
                          "v2.0" if self.version_2_with_negative else "v1.1")
