@@ -1,26 +1,13 @@
-"""One export call for every format: `export(task, export_dir, model | init_checkpoint=..., format=..., **options)`.
-
-    from bert_tf.export import exporter
-    exporter.export("classifier", "gs://bucket/models/mrpc", init_checkpoint="gs://bucket/mrpc_output",
-                    vocab_file="gs://bucket/bert/vocab.txt", label_list="0,1", max_seq_length=128)
-
-| format    | writes `export_dir/<version>/`                 | tasks                             | writer              |
-|-----------|------------------------------------------------|-----------------------------------|---------------------|
-| `serving` | a SavedModel, tensor and raw-text signatures   | every task, preprocessing         | `saved_model.write` |
-| `tfhub`   | the TF Hub formats of Model Garden's export    | encoder, masked_lm, preprocessing | `tfhub.write_*`     |
-| `litert`  | model.tflite                                   | every task                        | `portable.write`    |
-| `onnx`    | model.onnx                                     | every task                        | `portable.write`    |
-
-Every task: `task_models.REGISTRY`'s; preprocessing (no weights) is TF Hub's in either format.
+"""One export call for every format (docs/serving.md): `export(task, export_dir, model | init_checkpoint=...,
+format=..., **options)` writes `export_dir/<version>/` with the writer of `format`: `saved_model.write` ("serving"),
+`tfhub.write_*` ("tfhub": the encoder, masked_lm and preprocessing) or `portable.write` ("litert", "onnx").
 
 - Writers take by name, after `out`: `model`, `spec`, `vocab_file` and `labels_file` (local copies), `do_lower_case`,
-  `max_seq_length` and `labels` (None without).
-- `options`: the writer's keyword-only arguments and, where the export loads the model, `TaskSpec.options`; any other
-  is a TypeError, raised before anything loads.
+  `max_seq_length` and `labels` (None without). `options`: the writer's keyword-only arguments and, where the export
+  loads the model, `TaskSpec.options`; any other is a TypeError, raised before anything loads.
 - A version is staged and committed whole (`fileio.staged_directory`), so TF Serving never loads a half-written one.
-- assets.extra/export_metadata.json records the task, format, casing, max_seq_length, labels, bert_config and settings.
-  An init_checkpoint that is a training run's output_dir gives what the run recorded (`checkpoints.run_record`) where
-  not given.
+- assets.extra/export_metadata.json records the task, format, casing, max_seq_length, labels, bert_config and settings;
+  an init_checkpoint that is a training run's output_dir gives what the run recorded where not given.
 """
 import functools
 import inspect

@@ -1,28 +1,12 @@
 """The format "tfhub" of `exporter.export`: the BERT encoder and its preprocessing as Model Garden's
-`official/nlp/tools/export_tfhub.py` writes them (TF Hub's BERT models), for `hub.load`,
+`official/nlp/tools/export_tfhub.py` writes them (TF Hub's BERT models; their API: docs/serving.md), for `hub.load`,
 `hub.KerasLayer(path, trainable=True)` or `tf.saved_model.load`.
 
-Encoder (task "encoder"; "masked_lm" adds the subobject `mlm`):
-
-    encoder = hub.load(path)
-    outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types), training=False)
-    # int32 [B, S] -> sequence_output [B, S, H], pooled_output [B, H], default (= pooled_output),
-    # encoder_outputs (num_hidden_layers x [B, S, H]); encoder.mlm(... + masked_lm_positions [B, P]) adds
-    # mlm_logits [B, P, V] (the original's cls/predictions logits)
-
-with the Reusable SavedModel attributes, the `vocab_file` asset, `do_lower_case`, a flat `serving_default`, and
-bert_config.json (so the export is an init_checkpoint).
-
-Preprocessing (task "preprocessing"; the original FullTokenizer's ids; loading needs `import tensorflow_text`):
-
-    preprocessor = hub.load(path)
-    preprocessor(sentences)                      # string [B] -> the inputs above at max_seq_length
-    preprocessor.tokenize(sentences)             # int32 RaggedTensor [B, (words), (wordpieces)]
-    preprocessor.tokenize.get_special_tokens_dict()
-    preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)
-
-Packing is the original `convert_single_example`'s where Model Garden's differs; the root call and `tokenize` refuse a
-batch over the text limits.
+The encoder (task "encoder"; "masked_lm" adds the subobject `mlm`) has the Reusable SavedModel attributes, the
+`vocab_file` asset, `do_lower_case`, a flat `serving_default`, and bert_config.json (so the export is an
+init_checkpoint). The preprocessing model (task "preprocessing") gives the original FullTokenizer's ids and packs as
+the original `convert_single_example` where Model Garden's differs; its call and `tokenize` refuse a batch over the
+text limits.
 """
 import os
 

@@ -1,18 +1,8 @@
-"""Task heads on the BERT encoder: small Keras layers with the original scripts' weights and shapes.
-
-| layer            | original variables                                               | input -> output          |
-|------------------|------------------------------------------------------------------|--------------------------|
-| MaskedLMHead     | cls/predictions/transform/{dense,LayerNorm}, .../output_bias      | [B,S,H], positions [B,P] |
-|                  | (logits tied to the word embeddings)                             |   -> [B,P,V]             |
-| OutputProjection | e.g. cls/seq_relationship/output_weights [2,H], output_bias [2]   | [..., H] -> [..., K]     |
-| ClassifierHead   | dropout, then output_weights [L,H], output_bias [L]               | [..., H] -> [..., L]     |
-| SpanHead         | cls/squad/output_weights [2,H], output_bias [2] (run_squad.py)    | [B,S,H] -> start, end    |
-|                  |                                                                  |   [B,S]                  |
-| SentencePooling  | none: the mean of the real tokens or [CLS], L2-normalized         | [B,S,H], mask [B,S]      |
-|                  | (sentence-transformers' Pooling and Normalize)                   |   -> [B,H]               |
+"""Task heads on the BERT encoder: small Keras layers with the original scripts' weights and shapes, which
+`bert_tf.model.task_models` puts on the encoder.
 
 `output_weights` keep the original's [num_outputs, H] layout (a Keras Dense kernel's transpose): logits = x @
-output_weights^T + output_bias. `bert_tf.model.task_models` puts these heads on the encoder.
+output_weights^T + output_bias.
 """
 import tensorflow as tf
 from keras import layers, ops
@@ -46,12 +36,6 @@ class OutputProjection(layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_outputs": self.num_outputs,
                 "initializer_range": self.initializer_range}
-
-
-def logits_against(x, table):
-    """x [N, H], table [V, H] -> x @ table^T [N, V], as one MatMul with transpose_b, so the table's gradient is one
-    [V, N] x [N, H] MatMul with no transpose of the whole table."""
-    return tf.matmul(x, table, transpose_b=True)
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -89,10 +73,10 @@ class MaskedLMHead(layers.Layer):
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
-        # On [B*P, H] as the original: one MatMul, whose gradient for the tied embeddings is one MatMul too.
+        # On [B*P, H] as the original, with transpose_b: the tied table's gradient is one MatMul, no transpose of it.
         x = self.layer_norm(self.transform(gather_indexes(sequence_output, masked_lm_positions)))
         table = ops.cast(self.embedding_layer.word_embeddings, x.dtype)
-        logits = ops.cast(logits_against(x, table), "float32") + ops.cast(self.output_bias, "float32")
+        logits = ops.cast(tf.matmul(x, table, transpose_b=True), "float32") + ops.cast(self.output_bias, "float32")
         return ops.reshape(logits, (-1, ops.shape(masked_lm_positions)[1], self.embedding_layer.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
@@ -100,9 +84,7 @@ class MaskedLMHead(layers.Layer):
 
     def get_config(self):
         # The tied embedding layer is not serialized: BertPretrainer rebuilds the tie.
-        config = {**super().get_config(), "hidden_act": self.hidden_act,
-                  "initializer_range": self.initializer_range}
-        return config
+        return {**super().get_config(), "hidden_act": self.hidden_act, "initializer_range": self.initializer_range}
 
 
 @serializable

@@ -1,16 +1,9 @@
 """Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what the
 Keras model cannot say itself (`TaskSpec`, by task name in `REGISTRY`).
 
-| task model          | heads (attributes)                     | tasks (REGISTRY)       | script              |
-|---------------------|----------------------------------------|------------------------|---------------------|
-| BertModel           | none                                   | encoder                | (the encoder alone) |
-| BertPretrainer      | `.masked_lm`, `.next_sentence`         | pretraining, masked_lm | run_pretraining.py  |
-| BertClassifier      | `.classifier`                          | classifier, regression,| run_classifier.py   |
-|                     |                                        | multi_label            |                     |
-| BertSpanLabeler     | `.span`                                | squad                  | run_squad.py        |
-| BertTokenClassifier | `.tagger` (new)                        | ner                    | run_ner.py          |
-| BertMultipleChoice  | `.choice` (new)                        | swag                   | run_swag.py         |
-| BertSentenceEncoder | none (`.sentence_pooling`, no weights) | embedding              | sentence embeddings |
+Models (heads; tasks): BertModel (none; encoder), BertPretrainer (`.masked_lm`, `.next_sentence`; pretraining,
+masked_lm), BertClassifier (`.classifier`; classifier, regression, multi_label), BertSpanLabeler (`.span`; squad),
+BertTokenClassifier (`.tagger`; ner), BertMultipleChoice (`.choice`; swag), BertSentenceEncoder (none; embedding).
 
 Shapes: B batch, S sequence, H hidden, L labels, C choices, P masked positions, V vocabulary. A task model names its
 heads' original variables in `heads` (what `bert_tf.checkpoints` maps) and has no other variable.
