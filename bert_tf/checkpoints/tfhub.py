@@ -14,7 +14,8 @@ from absl import logging
 from tensorflow.core.protobuf import saved_model_pb2
 
 from bert_tf import fileio
-from bert_tf.checkpoints.model_garden import MASKED_LM_PATHS, encoder_rows, read_object_graph, to_original
+from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints.model_garden import MASKED_LM_PATHS, read_object_graph, to_original
 from bert_tf.checkpoints.original import checkpoint_reader
 from bert_tf.model.config import BertConfig
 
@@ -50,14 +51,6 @@ class HubModel:
         return len({m.group(1) for m in map(pattern.match, self.variables) if m})
 
 
-def _meta_graph(path):
-    """The MetaGraphDef of the SavedModel at `path` (its saved_model.pb)."""
-    proto = saved_model_pb2.SavedModel()
-    with fileio.open_file(os.path.join(path, "saved_model.pb"), "rb", name="") as f:
-        proto.ParseFromString(f.read())
-    return proto.meta_graphs[0]
-
-
 def _checkpoint_keys(saved_graph, checkpoint_graph):
     """SavedObjectGraph node id -> its value's key in the variables/ checkpoint, for every variable node."""
     keys, stack, seen = {}, [(0, 0)], set()
@@ -74,16 +67,13 @@ def _checkpoint_keys(saved_graph, checkpoint_graph):
     return keys
 
 
-def _hidden_act(meta_graph):
-    """"gelu_exact" where the SavedModel's functions compute Erf or Erfc, else "gelu" (the tanh form)."""
-    ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
-    return "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"
-
-
 def read_hub_model(path):
     """A TF Hub BERT SavedModel directory as a HubModel; ValueError (naming `path`, its signatures and variables)
     if it is not a BERT encoder."""
-    meta_graph = _meta_graph(path)
+    proto = saved_model_pb2.SavedModel()
+    with fileio.open_file(os.path.join(path, "saved_model.pb"), "rb", name="") as f:
+        proto.ParseFromString(f.read())
+    meta_graph = proto.meta_graphs[0]
     saved_graph = meta_graph.object_graph_def
     prefix = os.path.join(path, "variables", "variables")
     reader = checkpoint_reader(prefix)
@@ -111,8 +101,10 @@ def read_hub_model(path):
     root = {c.local_name: c.node_id for c in saved_graph.nodes[0].children}
     casing = keys.get(root.get("do_lower_case"))
     do_lower_case = bool(reader.get_tensor(casing)) if casing else None
+    ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
+    hidden_act = "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"  # the exact GELU computes the error function
     return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
-                    _hidden_act(meta_graph), layout)
+                    hidden_act, layout)
 
 
 def _vocab_asset(path, meta_graph, node_id):
@@ -129,7 +121,7 @@ def hub_tensors(hub, keras_paths=None):
     if hub.layout == "bert_tf":
         rows = [(keras_paths[name], name, None) for name in hub.variables if name in (keras_paths or {})]
     else:
-        rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(hub.num_layers)]
+        rows = [(row.original, row.model_garden, row.layout) for row in name_map.encoder_rows(hub.num_layers)]
         rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
     tensors = {orig: (lambda n=name, k=layout: to_original(k, hub.variables[n]()))
                for orig, name, layout in rows if name in hub.variables}
