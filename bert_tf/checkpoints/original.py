@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.checkpoints import name_map
-from bert_tf.model.encoder import BertModel
+from bert_tf.model import task_models
 
 
 def checkpoint_reader(prefix):
@@ -51,7 +51,6 @@ def _write_tensors(tensors, prefix):
                       tensors=[tf.convert_to_tensor(tensors[n], tf.float32) for n in names])
 
 
-
 @contextlib.contextmanager
 def staged_checkpoint(checkpoint_prefix):
     """Yields a staging prefix to write a checkpoint (and other files) to; when the block completes, they and a
@@ -66,8 +65,7 @@ def staged_checkpoint(checkpoint_prefix):
 
 def export_original(model, output_dir, vocab_file=None):
     """Writes a directory like a released BERT (`write_release`)."""
-    bert = model if isinstance(model, BertModel) else model.bert
-    return write_release(_model_tensors(model), bert.config, output_dir, vocab_file)
+    return write_release(_model_tensors(model), task_models.encoder_of(model).config, output_dir, vocab_file)
 
 
 def write_release(tensors, config, output_dir, vocab_file=None):

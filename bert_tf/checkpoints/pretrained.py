@@ -71,7 +71,11 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
         do_lower_case = recorded["do_lower_case"] if do_lower_case is None else do_lower_case
     if own is None:
         return Pretrained(config, vocab_file, True if do_lower_case is None else do_lower_case, init_checkpoint)
-    _check_own_vocab(own, vocab_file)
+    size = len(tokenization.load_vocab(vocab_file)) if vocab_file else own.vocab_size
+    if size != own.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but {own.path} has {own.vocab_size} word embeddings: the "
+                         f"vocab does not belong to this model; leave vocab_file out to use its own "
+                         f"{own.vocab_file or 'vocabulary'}.")
     if do_lower_case is not None and own.do_lower_case is not None and do_lower_case != own.do_lower_case:
         raise ValueError(f"do_lower_case={do_lower_case} contradicts {own.path}, whose "
                          f"{'do_lower_case variable' if hub else 'tokenizer.json (lowercase)'} says "
@@ -97,17 +101,6 @@ def file_beside(init_checkpoint, name="bert_config.json"):
         return None
     path = os.path.join(checkpoint_directory(init_checkpoint), name)
     return path if fileio.exists(path) else None
-
-
-def _check_own_vocab(own, vocab_file):
-    """Raises if `vocab_file` (when given) does not match `own`'s number of word embeddings."""
-    if not vocab_file:
-        return
-    size = len(tokenization.load_vocab(vocab_file))
-    if size != own.vocab_size:
-        raise ValueError(f"{vocab_file} has {size} tokens but {own.path} has {own.vocab_size} word embeddings: the "
-                         f"vocab does not belong to this model; leave vocab_file out to use its own "
-                         f"{own.vocab_file or 'vocabulary'}.")
 
 
 def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,
