@@ -8,12 +8,13 @@ import tensorflow as tf
 from keras import layers, ops
 
 from bert_tf.model import activations
-from bert_tf.model.encoder import SeededDropout, create_initializer, make_layer_norm, serializable
+from bert_tf.model.encoder import ConfigLayer, SeededDropout, create_initializer, make_layer_norm, serializable
 
 
 @serializable
-class OutputProjection(layers.Layer):
+class OutputProjection(ConfigLayer):
     """x [..., H] -> logits [..., num_outputs], `output_weights` [num_outputs, H]."""
+    config_keys = ("num_outputs", "initializer_range")
 
     def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -33,10 +34,6 @@ class OutputProjection(layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.num_outputs,)
 
-    def get_config(self):
-        return {**super().get_config(), "num_outputs": self.num_outputs,
-                "initializer_range": self.initializer_range}
-
 
 def gather_indexes(sequence_tensor, positions):
     """sequence_tensor [B, S, H], positions [B, P] -> [B*P, H], the original's gather of rows."""
@@ -46,12 +43,13 @@ def gather_indexes(sequence_tensor, positions):
 
 
 @serializable
-class MaskedLMHead(layers.Layer):
+class MaskedLMHead(ConfigLayer):
     """The masked LM head: dense + hidden_act + LayerNorm, then logits against the tied word embeddings.
 
     sequence_output [B, S, H], masked_lm_positions [B, P] -> logits [B, P, V] (float32). `embedding_layer`: the
     encoder's BertEmbeddings, whose `word_embeddings` [V, H] the output shares.
     """
+    config_keys = ("hidden_act", "initializer_range")
 
     def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -82,15 +80,12 @@ class MaskedLMHead(layers.Layer):
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
         return tuple(masked_lm_positions_shape) + (self.embedding_layer.vocab_size,)
 
-    def get_config(self):
-        # The tied embedding layer is not serialized: BertPretrainer rebuilds the tie.
-        return {**super().get_config(), "hidden_act": self.hidden_act, "initializer_range": self.initializer_range}
-
 
 @serializable
-class ClassifierHead(layers.Layer):
+class ClassifierHead(ConfigLayer):
     """run_classifier.py's head: dropout, then `output_weights`/`output_bias`. [B, H] (or [B, S, H]) -> logits
     [B, num_labels] ([B, S, num_labels]), float32."""
+    config_keys = ("num_labels", "dropout_rate", "initializer_range")
 
     def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -111,14 +106,11 @@ class ClassifierHead(layers.Layer):
     def compute_output_shape(self, pooled_output_shape):
         return (*pooled_output_shape[:-1], self.num_labels)
 
-    def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels, "dropout_rate": self.dropout_rate,
-                "initializer_range": self.initializer_range}
-
 
 @serializable
-class SpanHead(layers.Layer):
+class SpanHead(ConfigLayer):
     """run_squad.py's head: sequence_output [B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
+    config_keys = ("initializer_range",)
 
     def __init__(self, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -136,9 +128,6 @@ class SpanHead(layers.Layer):
     def compute_output_shape(self, sequence_output_shape):
         return tuple(sequence_output_shape[:2]), tuple(sequence_output_shape[:2])
 
-    def get_config(self):
-        return {**super().get_config(), "initializer_range": self.initializer_range}
-
 
 @serializable
 class FlattenChoices(layers.Layer):
@@ -155,10 +144,11 @@ POOLINGS = ("mean", "cls")
 
 
 @serializable
-class SentencePooling(layers.Layer):
+class SentencePooling(ConfigLayer):
     """A sentence embedding as sentence-transformers computes it, in float32: `pooling` "mean" (over tokens with
     input_mask 1) or "cls"; `normalize_embeddings`: divided by its L2 norm. No weights. sequence_output [B, S, H],
     input_mask [B, S] -> embedding [B, H]."""
+    config_keys = ("pooling", "normalize_embeddings")
 
     def __init__(self, pooling="mean", normalize_embeddings=True, **kwargs):
         super().__init__(**kwargs)
@@ -179,6 +169,3 @@ class SentencePooling(layers.Layer):
 
     def compute_output_shape(self, sequence_output_shape, input_mask_shape):
         return (sequence_output_shape[0], sequence_output_shape[-1])
-
-    def get_config(self):
-        return {**super().get_config(), "pooling": self.pooling, "normalize_embeddings": self.normalize_embeddings}
