@@ -5,7 +5,12 @@
     model.restore("bert_model.ckpt")  # then the getters give the restored weights' outputs
 
 Shapes: B = batch size, S = sequence length (F, T: from and to length of an attention mask), H = hidden_size,
-V = vocab_size, L = num_hidden_layers. Absent: `embedding_lookup`, `embedding_postprocessor` and `attention_layer`,
+V = vocab_size, L = num_hidden_layers.
+
+The original's names, computed by `bert_tf.model`: `BertConfig`, `BertModel`, `gelu`, `get_activation`,
+`get_assignment_map_from_checkpoint`, `dropout`, `layer_norm`, `layer_norm_and_dropout`, `create_initializer`,
+`create_attention_mask_from_input_mask`, `transformer_model`, `get_shape_list`, `reshape_to_matrix`,
+`reshape_from_matrix`, `assert_rank`. Absent: `embedding_lookup`, `embedding_postprocessor` and `attention_layer`,
 whose arithmetic `BertEmbeddings` and `BertAttention` do whole.
 
 TF2 differences: `BertModel`, `transformer_model` and `layer_norm` create variables (no variable scopes), so run them
