@@ -129,8 +129,10 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
                          f"{f' with {spec.kwargs}' if spec.kwargs else ''}, got a {type(model).__name__}"
                          f"{f' with {given}' if spec.kwargs else ''}.")
     do_lower_case = True if do_lower_case is None else bool(do_lower_case)
-    if model is not None:
-        labels = _head_labels(model, spec, labels)
+    if model is not None and spec.labelled:  # a labelled head's labels: "0".."L-1" unless given
+        labels = labels or [str(i) for i in range(model.num_labels)]
+        if len(labels) != model.num_labels:
+            raise ValueError(f"label_list has {len(labels)} labels but the model's head has {model.num_labels}.")
     meta = {"format": format, **task_models.metadata(task, model, labels, do_lower_case, max_seq_length)}
     with fileio.staged_directory(target, key=KEY_FILES[format]) as out, fileio.local_directory() as local:
         sources = dict(model=model, spec=spec, vocab_file=os.path.join(local, "vocab.txt"), do_lower_case=do_lower_case,
@@ -178,13 +180,3 @@ def _given_labels(task, spec, num_labels, label_list):
         raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
     return labels, len(labels)
 
-
-def _head_labels(model, spec, labels):
-    """`model`'s label names: `labels` or "0".."L-1" for a labelled head, else None; ValueError if they do not fit the
-    head."""
-    if not spec.labelled:
-        return None
-    labels = labels or [str(i) for i in range(model.num_labels)]
-    if len(labels) != model.num_labels:
-        raise ValueError(f"label_list has {len(labels)} labels but the model's head has {model.num_labels}.")
-    return labels

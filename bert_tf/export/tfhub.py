@@ -26,10 +26,8 @@ SPECIAL_TOKENS = {"start_of_sequence_id": "[CLS]", "end_of_segment_id": "[SEP]",
 # --- encoder -----------------------------------------------------------------------------------------------
 
 def _input_specs(with_masked_lm):
-    specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in HUB_INPUTS}
-    if with_masked_lm:
-        specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
-    return specs
+    names = (*HUB_INPUTS, "masked_lm_positions") if with_masked_lm else HUB_INPUTS
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
 
 
 def _callable(function):
