@@ -17,7 +17,7 @@ from bert_tf import fileio
 from bert_tf.checkpoints import assign, name_map, original
 from bert_tf.model import task_models
 from bert_tf.model.config import BertConfig, check_exact_vocab_size
-from bert_tf.model.encoder import BertModel
+from bert_tf.model.encoder import LAYER_NORM_EPSILON, BertModel
 from bert_tf.model.task_models import BertPretrainer
 from bert_tf.text import tokenization
 
@@ -52,7 +52,6 @@ _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PA
 _CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
                 "initializer_range")
-LAYER_NORM_EPS = 1e-12  # BERT's (the original's LayerNorm epsilon)
 
 
 def _read_hf_config(path):
@@ -75,8 +74,8 @@ def bert_config_from_hf(hf_config):
     act = hf_config.get("hidden_act", "gelu")
     if act not in _HF_ACTIVATIONS:
         raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of {sorted(_HF_ACTIVATIONS)}.")
-    eps = hf_config.get("layer_norm_eps", LAYER_NORM_EPS)
-    if abs(eps - LAYER_NORM_EPS) > 1e-15:
+    eps = hf_config.get("layer_norm_eps", LAYER_NORM_EPSILON)
+    if abs(eps - LAYER_NORM_EPSILON) > 1e-15:
         raise ValueError(f"{source}: layer_norm_eps={eps}, but BERT uses 1e-12; this model is not a BERT.")
     if hf_config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(f"{source}: only absolute position embeddings are BERT's.")
@@ -89,7 +88,7 @@ def hf_config(config, spec, labels=None):
     in transformers' names, id2label / label2id for a labelled head, problem_type for regression and multi_label."""
     out = {"architectures": [ARCHITECTURES[spec.name]], "model_type": "bert", "dtype": "float32",
            **{key: getattr(config, key) for key in _CONFIG_KEYS},
-           "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPS,
+           "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPSILON,
            "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
     if spec.name in PROBLEM_TYPES:
         out["problem_type"] = PROBLEM_TYPES[spec.name]
@@ -230,11 +229,8 @@ def pretrainer_from_hf_directory(model_dir, heads_seed):
 
 def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
     """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab); returns
-    output_dir.
-
-    pretraining_heads_seed: if set, the encoder and the pretraining heads (`pretrainer_from_hf_directory`); else the
-    encoder and the heads of the class config.json names (`task_model_from_hf_directory`).
-    """
+    output_dir. With `pretraining_heads_seed` the model is `pretrainer_from_hf_directory`'s, else the class config.json
+    names."""
     if pretraining_heads_seed is None:
         model = task_model_from_hf_directory(hf_model_dir)[1]
     else:

@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio
 from bert_tf.checkpoints import assign, keras_hub, model_garden, name_map, original, tfhub
@@ -68,7 +67,7 @@ def resolve_checkpoint(path):
 def _object_graph_tensors(model, reader, source):
     """Original name -> tensor getter for the model's variables in one of our checkpoints, walking its object graph
     beside the model's trackables; others are added under their object path (unused)."""
-    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(model_garden.OBJECT_GRAPH))
+    graph = model_garden.read_object_graph(reader)
     roots = [c.local_name for c in graph.nodes[0].children]
     if "bert" not in roots:
         raise ValueError(f"{source} is a tf.train.Checkpoint without a `bert` object (it holds {roots}); "
@@ -86,16 +85,16 @@ def _object_graph_tensors(model, reader, source):
         if (id(obj), node_id) in seen:
             continue
         seen.add((id(obj), node_id))
-        node = graph.nodes[node_id]
-        keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
-        if keys and id(obj) in names:
-            tensors[names[id(obj)]] = lambda key=keys[0]: reader.get_tensor(key)
+        key = graph.value_key(node_id)
+        if key and id(obj) in names:
+            tensors[names[id(obj)]] = lambda key=key: reader.get_tensor(key)
             paired.add(node_id)
-        elif keys and keys[0] in floating:
-            unpaired.setdefault(node_id, (path, keys[0]))
-        elif not keys:
+        elif key in floating:
+            unpaired.setdefault(node_id, (path, key))
+        elif not key:
             children = tf.train.TrackableView.children(obj) if obj is not None else {}
-            stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}") for c in node.children]
+            stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}")
+                      for c in graph.nodes[node_id].children]
     tensors.update({path: (lambda key=key: reader.get_tensor(key)) for node_id, (path, key) in unpaired.items()
                     if node_id not in paired})
     return tensors
