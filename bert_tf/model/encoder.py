@@ -151,7 +151,6 @@ class BertEmbeddings(ConfigLayer):
             setattr(self, name, self.add_weight(name=name, shape=(rows, self.hidden_size),
                                                 initializer=create_initializer(self.initializer_range)))
         self.layer_norm.build((None, None, self.hidden_size))
-        self.built = True
 
     def call(self, input_ids, segment_ids, training=None):
         seq_length = ops.shape(input_ids)[1]
@@ -202,7 +201,6 @@ class BertAttention(ConfigLayer):
         for dense in (self.query, self.key, self.value, self.output_dense):
             dense.build((None, None, self.hidden_size))
         self.layer_norm.build((None, None, self.hidden_size))
-        self.built = True
 
     def _split_heads(self, x, batch, seq):
         """[B * S, H] -> [B, N, S, D]."""
@@ -271,7 +269,6 @@ class TransformerBlock(ConfigLayer):
         self.intermediate.build((None, None, self.hidden_size))
         self.output_dense.build((None, None, self.intermediate_size))
         self.layer_norm.build((None, None, self.hidden_size))
-        self.built = True
 
     def draw_seeds(self):
         """The next dropout seeds (attention probabilities, attention output, feed-forward output), each [2] int32 or
@@ -315,7 +312,6 @@ class BertPooler(ConfigLayer):
 
     def build(self, sequence_output_shape):
         self.dense.build((None, self.hidden_size))
-        self.built = True
 
     def call(self, sequence_output):
         return self.dense(sequence_output[:, 0, :])

@@ -26,7 +26,6 @@ class OutputProjection(ConfigLayer):
             name="output_weights", shape=(self.num_outputs, input_shape[-1]),
             initializer=create_initializer(self.initializer_range))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,), initializer="zeros")
-        self.built = True
 
     def call(self, x):
         return ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
@@ -68,7 +67,6 @@ class MaskedLMHead(ConfigLayer):
         self.layer_norm.build((None, hidden_size))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.embedding_layer.vocab_size,), initializer="zeros")
-        self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
         # On [B*P, H] as the original, with transpose_b: the tied table's gradient is one MatMul, no transpose of it.
@@ -98,7 +96,6 @@ class ClassifierHead(ConfigLayer):
 
     def build(self, pooled_output_shape):
         self.projection.build(pooled_output_shape)
-        self.built = True
 
     def call(self, pooled_output, training=None):
         return ops.cast(self.projection(self.dropout(pooled_output, training=training)), "float32")
@@ -119,7 +116,6 @@ class SpanHead(ConfigLayer):
 
     def build(self, sequence_output_shape):
         self.projection.build(sequence_output_shape)
-        self.built = True
 
     def call(self, sequence_output):
         logits = ops.cast(self.projection(sequence_output), "float32")
