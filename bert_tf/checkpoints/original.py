@@ -28,7 +28,6 @@ def original_tensors(reader):
 
 
 def _model_tensors(model):
-    """The model's variables as arrays by original TF1 name (`name_map.original_variable_map`)."""
     return {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
 
 
@@ -45,7 +44,6 @@ def save_tensors(tensors, checkpoint_prefix):
 
 
 def _write_tensors(tensors, prefix):
-    """SaveV2 of `tensors` (name -> array) as float32 under `prefix`."""
     names = sorted(tensors)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tf.convert_to_tensor(tensors[n], tf.float32) for n in names])

@@ -91,7 +91,6 @@ def run_record(init_checkpoint):
 
 
 def checkpoint_directory(init_checkpoint):
-    """init_checkpoint if it is a directory, else its prefix's directory."""
     return init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
 
 

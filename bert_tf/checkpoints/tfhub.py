@@ -25,7 +25,6 @@ _HUB_LAYOUTS = {"model_garden": ("word_embeddings/embeddings", "transformer/laye
 
 
 def is_saved_model(path):
-    """Whether `path` is a SavedModel directory (one with a saved_model.pb)."""
     return bool(path) and fileio.exists(os.path.join(path, "saved_model.pb"))
 
 
@@ -46,7 +45,6 @@ class HubModel:
 
     @property
     def num_layers(self):
-        """The number of transformer layers."""
         pattern = re.compile(r"^(?:transformer/)?layer_(\d+)/")
         return len({m.group(1) for m in map(pattern.match, self.variables) if m})
 
@@ -103,16 +101,10 @@ def read_hub_model(path):
     do_lower_case = bool(reader.get_tensor(casing)) if casing else None
     ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
     hidden_act = "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"  # the exact GELU computes the error function
-    return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
-                    hidden_act, layout)
-
-
-def _vocab_asset(path, meta_graph, node_id):
-    """The path of the asset at `node_id` (the root's `vocab_file`), or None."""
-    node = meta_graph.object_graph_def.nodes[node_id] if node_id is not None else None
-    if node is None or node.WhichOneof("kind") != "asset":
-        return None
-    return os.path.join(path, "assets", meta_graph.asset_file_def[node.asset.asset_file_def_index].filename)
+    vocab = saved_graph.nodes[root["vocab_file"]] if "vocab_file" in root else None
+    vocab_file = (os.path.join(path, "assets", meta_graph.asset_file_def[vocab.asset.asset_file_def_index].filename)
+                  if vocab is not None and vocab.WhichOneof("kind") == "asset" else None)
+    return HubModel(path, variables, shapes, vocab_file, do_lower_case, hidden_act, layout)
 
 
 def hub_tensors(hub, keras_paths=None):

@@ -28,7 +28,6 @@ KEY_FILES = {"serving": "saved_model.pb", "tfhub": "saved_model.pb", **portable.
 
 
 def format_tasks(fmt):
-    """The tasks format `fmt` exports."""
     if fmt == "tfhub":
         return tfhub.TASKS
     return (*task_models.REGISTRY, PREPROCESSING) if fmt == "serving" else tuple(task_models.REGISTRY)

@@ -33,8 +33,6 @@ def function_variables(concrete_functions):
     return list({id(v): v for fn in concrete_functions for v in fn.variables}.values())
 
 
-# --- the serving module ------------------------------------------------------------------------------------
-
 class _ServingModule(tf.Module):
     """The signatures' computation: `model`'s outputs by name plus the spec's `label_output`, the argmax's label names
     (a multi-label model's: int32 [B, L], 1 at or above its threshold)."""

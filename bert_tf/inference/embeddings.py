@@ -116,7 +116,6 @@ def unit(x):
 
 
 def check_top_k(top_k):
-    """Raises ValueError unless top_k >= 1."""
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}.")
 

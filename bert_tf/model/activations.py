@@ -33,7 +33,6 @@ NAMES = frozenset(_FUNCTIONS)
 
 
 def is_known(name):
-    """Whether `name` is a supported `hidden_act`."""
     return isinstance(name, str) and name.lower() in _FUNCTIONS
 
 

@@ -106,7 +106,6 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, json_file):
-        """Writes the config atomically (temp name, then rename)."""
         fileio.write_text_atomically(json_file, self.to_json_string())
 
     def __eq__(self, other):

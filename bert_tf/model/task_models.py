@@ -302,7 +302,6 @@ BUILT_IN_HEADS = {**BertPretrainer.heads, **BertClassifier.heads, **BertSpanLabe
 
 
 def build_task_model(task, config, num_labels=None, restored=False, **options):
-    """The Keras model of `task`: `REGISTRY[task].build(...)`."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     return REGISTRY[task].build(config, num_labels, restored, **options)
