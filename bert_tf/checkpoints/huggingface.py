@@ -16,7 +16,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.checkpoints import assign, name_map, original
 from bert_tf.model import task_models
-from bert_tf.model.config import BertConfig, check_exact_vocab_size
+from bert_tf.model.config import DEFAULTS, BertConfig, check_exact_vocab_size
 from bert_tf.model.encoder import LAYER_NORM_EPSILON, BertModel
 from bert_tf.model.task_models import BertPretrainer
 from bert_tf.text import tokenization
@@ -49,9 +49,7 @@ _REPLACED = (r"(model-\d+-of-\d+\.safetensors|model\.safetensors\.index\.json|py
              r"tf_model\.h5|flax_model\.msgpack|tokenizer\.json|added_tokens\.json)")
 _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                    "mask_token": "[MASK]"}
-_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                "initializer_range")
+_CONFIG_KEYS = [key for key in DEFAULTS if key != "hidden_act"]  # the same in config.json (hidden_act: mapped)
 
 
 def _read_hf_config(path):

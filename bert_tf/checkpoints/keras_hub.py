@@ -61,8 +61,6 @@ def head_rows(task_class):
     return [(name, *layers[name]) for head in spec.head_names for name, _ in spec.model.heads[head]]
 
 
-# --- in ----------------------------------------------------------------------------------------------------------
-
 @dataclasses.dataclass
 class Preset:
     """What bert-tf reads from a KerasHub BERT preset's JSON files (`read_preset`)."""
@@ -199,8 +197,6 @@ def preset_tensors(path):
         tensors[f"keras_hub:{TASK_WEIGHTS_FILE} ({preset.task})"] = None
     return tensors
 
-
-# --- out ---------------------------------------------------------------------------------------------------------
 
 def check_preset_writable(config, output_dir, vocab_file=None):
     """`save_preset`'s checks, for a caller to run before its work: keras-hub importable, the activation (gelu_exact:

@@ -55,8 +55,6 @@ def to_model_garden(layout, value, num_heads):
     return value
 
 
-# --- in: through the object graph -------------------------------------------------------------------------------------
-
 class _ObjectGraph:
     """A TrackableObjectGraph walked breadth first: the shortest object path of each node, children by name."""
 
@@ -156,8 +154,6 @@ def checkpoint_tensors(reader, source):
             tensors[f"model_garden:{path}"] = None
     return tensors
 
-
-# --- out --------------------------------------------------------------------------------------------------------------
 
 class _Node(tf.Module):
     """A plain trackable: its children are the attributes set on it, in the order they are set."""

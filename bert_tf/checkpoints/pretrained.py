@@ -51,8 +51,7 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     """A Pretrained without tokenizer and model: the files given, else the model's own (beside init_checkpoint, a
     TF Hub model's or preset's, a run's `run_record`); do_lower_case else True. FileNotFoundError for a missing file;
     ValueError for no config, or one contradicting the model's own."""
-    hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
-        init_checkpoint) else None)
+    hub = tfhub.read_hub_model(init_checkpoint) if tfhub.is_saved_model(init_checkpoint) else None
     own = hub or (keras_hub.read_preset(init_checkpoint) if keras_hub.is_preset(init_checkpoint) else None)
     beside = file_beside(init_checkpoint)
     if bert_config_file or beside:

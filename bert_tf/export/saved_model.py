@@ -16,9 +16,8 @@ from bert_tf.model import task_models
 from bert_tf.text import core_ops, in_graph, packing, preprocessing
 
 TEXT_OPS = ("tf_text", "core", "none")
-# The text signatures' request limits (the defaults of this format's and tfhub's options). Tokenization memory grows
-# with a request's bytes (every byte may be a word); 1 MiB is already hundreds of texts that max_seq_length 512 fills.
-# 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
+# The text signatures' request limits (the defaults of this format's and tfhub's options): tokenization memory grows
+# with a request's bytes (every byte may be a word).
 MAX_TEXTS_PER_REQUEST = 1024
 MAX_REQUEST_BYTES = 1 << 20
 # With doc_stride: the tasks whose text signatures window and pool (`packing.WINDOW_POOLINGS`), and the windows a

@@ -23,8 +23,6 @@ SPECIAL_TOKENS = {"start_of_sequence_id": "[CLS]", "end_of_segment_id": "[SEP]",
                   "mask_id": "[MASK]"}
 
 
-# --- encoder -----------------------------------------------------------------------------------------------
-
 def _input_specs(with_masked_lm):
     names = (*HUB_INPUTS, "masked_lm_positions") if with_masked_lm else HUB_INPUTS
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
@@ -95,8 +93,6 @@ def write_encoder(out, model, vocab_file, do_lower_case):
     bert.config.to_json_file(os.path.join(out, "bert_config.json"))
     return {}
 
-
-# --- preprocessing -----------------------------------------------------------------------------------------
 
 class _Tokenize(tf.train.Checkpoint):
     def __init__(self, tokenizer, special_tokens):

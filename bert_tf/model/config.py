@@ -10,8 +10,7 @@ from bert_tf.model import activations
 
 # Keys a bert_config.json must give: those that shape the weights (the original silently took its defaults).
 REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                  "max_position_embeddings", "type_vocab_size")
+_POSITIVE_INTS = (*REQUIRED, "max_position_embeddings", "type_vocab_size")
 _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 

@@ -230,8 +230,6 @@ class BertPretrainer(TaskModel):
         self.with_next_sentence = with_next_sentence
 
 
-# --- what the Keras model cannot say itself -----------------------------------------------------------------
-
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
     """What one task's model is beyond the Keras model, read by the tasks, the checkpoints and the export. `model` is
