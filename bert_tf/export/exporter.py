@@ -102,7 +102,14 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
     if recorded:  # a training run's output_dir: what it trained gives what is not given
         label_list, model_options, options = _run_defaults(task, format, recorded, init_checkpoint, label_list,
                                                            num_labels, model_options, options)
-    labels, num_labels = _given_labels(task, spec, num_labels, label_list)
+    labels = label_lists.resolve(label_list)
+    if (labels is not None or num_labels is not None) and not (spec and spec.labelled):
+        labelled = " and ".join(name for name, spec in task_models.REGISTRY.items() if spec.labelled)
+        raise ValueError(f"--num_labels / --label_list do not apply to the {task} task (only to {labelled}).")
+    if labels is not None:
+        if num_labels and num_labels != len(labels):
+            raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
+        num_labels = len(labels)
     target = version_dir(export_dir, version, min_version)  # fail before the slow part
     if task == PREPROCESSING:
         if not vocab_file or not fileio.isfile(vocab_file):
@@ -164,18 +171,3 @@ def _run_defaults(task, fmt, recorded, init_checkpoint, label_list, num_labels, 
     options = {**{name: recorded[name] for name in ("doc_stride", "window_pooling") if name in recorded
                   and name in takes}, **options}
     return label_list, model_options, options
-
-
-def _given_labels(task, spec, num_labels, label_list):
-    """(labels, num_labels) from num_labels and label_list (`label_lists.resolve`); ValueError for labels given to a
-    task without, or a count that disagrees with the list."""
-    labels = label_lists.resolve(label_list)
-    if (labels is not None or num_labels is not None) and not (spec and spec.labelled):
-        labelled = " and ".join(name for name, spec in task_models.REGISTRY.items() if spec.labelled)
-        raise ValueError(f"--num_labels / --label_list do not apply to the {task} task (only to {labelled}).")
-    if labels is None:
-        return None, num_labels
-    if num_labels and num_labels != len(labels):
-        raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
-    return labels, len(labels)
-
