@@ -1,26 +1,21 @@
 """The original `modeling.py`'s API, for code written against google-research/bert, on the Keras encoder.
 
-    from bert_tf import modeling
     config = modeling.BertConfig.from_json_file("bert_config.json")
     model = modeling.BertModel(config, is_training=False, input_ids=ids, input_mask=mask, token_type_ids=types)
     model.restore("bert_model.ckpt")  # then the getters give the restored weights' outputs
-    model.get_pooled_output(), model.get_sequence_output(), model.get_all_encoder_layers()
 
 Shapes: B = batch size, S = sequence length (F, T: from and to length of an attention mask), H = hidden_size,
 V = vocab_size, L = num_hidden_layers.
 
-Here, computed by `bert_tf.model`: `BertConfig`, `BertModel`, `gelu`, `get_activation`,
+The original's names, computed by `bert_tf.model`: `BertConfig`, `BertModel`, `gelu`, `get_activation`,
 `get_assignment_map_from_checkpoint`, `dropout`, `layer_norm`, `layer_norm_and_dropout`, `create_initializer`,
 `create_attention_mask_from_input_mask`, `transformer_model`, `get_shape_list`, `reshape_to_matrix`,
-`reshape_from_matrix`, `assert_rank`; and the Keras side (`BertEmbeddings`, `BertAttention`, `TransformerBlock`,
-`BertPooler`, `KerasBertModel`, `attention_mask_adder`, `LAYER_NORM_EPSILON`). Absent: `embedding_lookup`,
-`embedding_postprocessor` and `attention_layer`, whose arithmetic `BertEmbeddings` and `BertAttention` do whole.
+`reshape_from_matrix`, `assert_rank`. Absent: `embedding_lookup`, `embedding_postprocessor` and `attention_layer`,
+whose arithmetic `BertEmbeddings` and `BertAttention` do whole.
 
-TF2 differences: `BertModel`, `transformer_model` and `layer_norm` create variables, so run them eagerly (for
-compiled inference wrap `model.keras_model` in a tf.function). The getters return the outputs of the weights at
-construction, or after `BertModel.restore` (`tf.compat.v1.train.init_from_checkpoint` does not take Keras
-variables). No variable scopes: `transformer_model` and `layer_norm` make new variables at each call that nothing
-collects; to keep or restore weights, build the Keras layers.
+TF2 differences: `BertModel`, `transformer_model` and `layer_norm` create variables (no variable scopes), so run them
+eagerly; the getters return the outputs of the weights at construction, or after `BertModel.restore`
+(`tf.compat.v1.train.init_from_checkpoint` does not take Keras variables).
 """
 import collections
 import copy

@@ -2,8 +2,8 @@
 names: read into our models (`task_model_from_hf_directory`) or into a directory like a released original BERT
 (`convert_hf_to_original`), and written from original tensors as transformers writes its own (`write_hf_directory`).
 
-One table of Hugging Face names (`_HF_LAYER`, `HF_HEADS`) serves both ways, so reading and writing cannot disagree; a
-task's transformers class is in `ARCHITECTURES`. Activations: Hugging Face "gelu" is our `gelu_exact` (erf); "gelu_new"
+One map of Hugging Face names (`hf_name_map`) serves both ways, so reading and writing cannot disagree; a task's
+transformers class is in `ARCHITECTURES`. Activations: Hugging Face "gelu" is our `gelu_exact` (erf); "gelu_new"
 is our (and the original's) `gelu` (tanh).
 """
 import json
@@ -16,8 +16,8 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.checkpoints import assign, name_map, original
 from bert_tf.model import task_models
-from bert_tf.model.config import BertConfig, check_exact_vocab_size
-from bert_tf.model.encoder import BertModel
+from bert_tf.model.config import DEFAULTS, BertConfig, check_exact_vocab_size
+from bert_tf.model.encoder import LAYER_NORM_EPSILON, BertModel
 from bert_tf.model.task_models import BertPretrainer
 from bert_tf.text import tokenization
 
@@ -26,23 +26,6 @@ _HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh"
 # Ours (every `activations.NAMES`) -> transformers' name of the same function.
 _TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_tanh": "gelu_new", "gelu_exact": "gelu",
                      "gelu_erf": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
-_HF_LAYER = [  # (HF module path inside encoder.layer.N, original name inside layer_N, is a Linear weight)
-    ("attention.self.query", "attention/self/query", True),
-    ("attention.self.key", "attention/self/key", True),
-    ("attention.self.value", "attention/self/value", True),
-    ("attention.output.dense", "attention/output/dense", True),
-    ("attention.output.LayerNorm", "attention/output/LayerNorm", False),
-    ("intermediate.dense", "intermediate/dense", True),
-    ("output.dense", "output/dense", True),
-    ("output.LayerNorm", "output/LayerNorm", False),
-]
-
-
-def _linear_head(module):
-    """A head that is one transformers Linear `module`: weight [K, H] = output_weights, bias [K]."""
-    return ((f"{module}.weight", False), (f"{module}.bias", False))
-
-
 # Our task (`task_models.REGISTRY`) -> the transformers class of its model (config.json's `architectures`).
 ARCHITECTURES = {"encoder": "BertModel", "classifier": "BertForSequenceClassification",
                  "regression": "BertForSequenceClassification", "multi_label": "BertForSequenceClassification",
@@ -51,18 +34,13 @@ ARCHITECTURES = {"encoder": "BertModel", "classifier": "BertForSequenceClassific
                  "pretraining": "BertForPreTraining", "masked_lm": "BertForMaskedLM"}
 # The tasks of a BertForSequenceClassification other than the classifier -> its config.json's problem_type.
 PROBLEM_TYPES = {"regression": "regression", "multi_label": "multi_label_classification"}
-# Head attribute -> (Hugging Face name, transposed?) in the order of its task model's `heads`. The masked LM's
-# decoder is the tied word embedding table: transformers writes no cls.predictions.decoder.* tensors.
-HF_HEADS = {
-    "masked_lm": (("cls.predictions.transform.dense.weight", True), ("cls.predictions.transform.dense.bias", False),
-                  ("cls.predictions.transform.LayerNorm.weight", False),
-                  ("cls.predictions.transform.LayerNorm.bias", False), ("cls.predictions.bias", False)),
-    "next_sentence": _linear_head("cls.seq_relationship"),
-    "classifier": _linear_head("classifier"),
-    "tagger": _linear_head("classifier"),
-    "choice": _linear_head("classifier"),
-    "span": _linear_head("qa_outputs"),
-}
+# Head attribute -> the transformers module of its output_weights [K, H] and output_bias [K] (a Linear's weight and
+# bias). The masked LM's decoder is the tied word embedding table: transformers writes no cls.predictions.decoder.*.
+HF_HEADS = {"masked_lm": "cls.predictions", "next_sentence": "cls.seq_relationship", "classifier": "classifier",
+            "tagger": "classifier", "choice": "classifier", "span": "qa_outputs"}
+# The last part of an original name -> (that of its Hugging Face name, transposed?); an embedding table adds "weight".
+_HF_LEAVES = {"kernel": ("weight", True), "bias": ("bias", False), "gamma": ("weight", False), "beta": ("bias", False),
+              "output_weights": ("weight", False), "output_bias": ("bias", False)}
 # The transformers classes built without the pooler: their directories lack bert.pooler.*; bert-tf writes it
 # anyway, so that a round trip keeps every variable.
 _WITHOUT_POOLER = ("BertForMaskedLM", "BertForTokenClassification", "BertForQuestionAnswering")
@@ -71,10 +49,7 @@ _REPLACED = (r"(model-\d+-of-\d+\.safetensors|model\.safetensors\.index\.json|py
              r"tf_model\.h5|flax_model\.msgpack|tokenizer\.json|added_tokens\.json)")
 _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                    "mask_token": "[MASK]"}
-_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                "initializer_range")
-LAYER_NORM_EPS = 1e-12  # BERT's (the original's LayerNorm epsilon)
+_CONFIG_KEYS = [key for key in DEFAULTS if key != "hidden_act"]  # the same in config.json (hidden_act: mapped)
 
 
 def _read_hf_config(path):
@@ -97,8 +72,8 @@ def bert_config_from_hf(hf_config):
     act = hf_config.get("hidden_act", "gelu")
     if act not in _HF_ACTIVATIONS:
         raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one of {sorted(_HF_ACTIVATIONS)}.")
-    eps = hf_config.get("layer_norm_eps", LAYER_NORM_EPS)
-    if abs(eps - LAYER_NORM_EPS) > 1e-15:
+    eps = hf_config.get("layer_norm_eps", LAYER_NORM_EPSILON)
+    if abs(eps - LAYER_NORM_EPSILON) > 1e-15:
         raise ValueError(f"{source}: layer_norm_eps={eps}, but BERT uses 1e-12; this model is not a BERT.")
     if hf_config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(f"{source}: only absolute position embeddings are BERT's.")
@@ -111,7 +86,7 @@ def hf_config(config, spec, labels=None):
     in transformers' names, id2label / label2id for a labelled head, problem_type for regression and multi_label."""
     out = {"architectures": [ARCHITECTURES[spec.name]], "model_type": "bert", "dtype": "float32",
            **{key: getattr(config, key) for key in _CONFIG_KEYS},
-           "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPS,
+           "hidden_act": _TO_HF_ACTIVATION[config.hidden_act.lower()], "layer_norm_eps": LAYER_NORM_EPSILON,
            "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
     if spec.name in PROBLEM_TYPES:
         out["problem_type"] = PROBLEM_TYPES[spec.name]
@@ -126,38 +101,28 @@ def hf_config(config, spec, labels=None):
 
 def hf_name_map(num_layers, heads=None, prefix="bert."):
     """Hugging Face tensor name -> (original name, transposed?) for an encoder of `num_layers` under `prefix` ("bert."
-    in a task model's directory, "" in a BertModel's) and the task model's `heads`."""
-    out = {}
-
-    def norm(hf, orig):
-        out[f"{hf}.weight"], out[f"{hf}.bias"] = (f"{orig}/gamma", False), (f"{orig}/beta", False)
-
-    def linear(hf, orig, transpose=True):
-        out[f"{hf}.weight"], out[f"{hf}.bias"] = (f"{orig}/kernel", transpose), (f"{orig}/bias", False)
-
-    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
-        out[f"{prefix}embeddings.{name}.weight"] = (f"bert/embeddings/{name}", False)
-    norm(f"{prefix}embeddings.LayerNorm", "bert/embeddings/LayerNorm")
-    for i in range(num_layers):
-        for hf, orig, is_linear in _HF_LAYER:
-            (linear if is_linear else norm)(f"{prefix}encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{orig}")
-    linear(f"{prefix}pooler.dense", "bert/pooler/dense")
+    in a task model's directory, "" in a BertModel's) and the task model's `heads`: the original name with "." for "/"
+    and layer.N for layer_N, its last part by `_HF_LEAVES`; a head's output_* are those of its `HF_HEADS` module."""
+    paths = [(row.original, prefix + row.original[len("bert/"):]) for row in name_map.encoder_rows(num_layers)]
     for attribute, rows in (heads or {}).items():
         if attribute not in HF_HEADS:
             raise ValueError(f"The .{attribute} head has no Hugging Face tensor names (huggingface.HF_HEADS has "
                              f"{', '.join(HF_HEADS)}).")
-        out.update({hf: (orig, transpose) for (hf, transpose), (orig, _) in zip(HF_HEADS[attribute], rows,
-                                                                                strict=True)})
+        module = HF_HEADS[attribute].replace(".", "/")
+        paths += [(name, re.sub(r"^(.*/)?(output_\w+)$", module + r"/\2", name)) for name, _ in rows]
+    out = {}
+    for name, path in paths:
+        *module, leaf = re.sub(r"layer_(\d+)", r"layer.\1", path).split("/")
+        hf_leaf, transpose = _HF_LEAVES.get(leaf, (None, False))
+        out[".".join(module + ([hf_leaf] if hf_leaf else [leaf, "weight"]))] = (name, transpose)
     return out
 
 
 def load_hf_safetensors(model, safetensors_file, strict=False):
     """Loads `model.safetensors` into `model` (a BertModel or a task model) by `hf_name_map`; returns a LoadReport (also
     logged). The tied MLM decoder and the position_ids buffer are not reported unused."""
-    try:
-        from safetensors import safe_open
-    except ImportError as e:  # pragma: no cover - safetensors is a core dependency
-        raise ImportError("Importing Hugging Face weights needs `pip install safetensors`.") from e
+    from safetensors import safe_open
+
     parts = name_map.model_parts(model)
     heads = {attribute: model.heads[attribute] for attribute in parts if attribute != "bert"}
     with fileio.local_file(safetensors_file, "safetensors file") as local, safe_open(local, framework="numpy") as f:
@@ -262,11 +227,8 @@ def pretrainer_from_hf_directory(model_dir, heads_seed):
 
 def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
     """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab); returns
-    output_dir.
-
-    pretraining_heads_seed: if set, the encoder and the pretraining heads (`pretrainer_from_hf_directory`); else the
-    encoder and the heads of the class config.json names (`task_model_from_hf_directory`).
-    """
+    output_dir. With `pretraining_heads_seed` the model is `pretrainer_from_hf_directory`'s, else the class config.json
+    names."""
     if pretraining_heads_seed is None:
         model = task_model_from_hf_directory(hf_model_dir)[1]
     else:
@@ -298,25 +260,16 @@ def write_hf_directory(tensors, config, spec, output_dir, vocab_file, do_lower_c
     from safetensors.numpy import save
 
     check_hf_output_dir(output_dir)
-    architecture = ARCHITECTURES.get(spec.name)
-    if not architecture:
-        raise ValueError(f"The {spec.name} task has no Hugging Face class (huggingface.ARCHITECTURES).")
+    architecture = ARCHITECTURES[spec.name]
     check_vocab(vocab_file, config)
     prefix = "" if architecture == "BertModel" else "bert."
     heads = {attribute: spec.model.heads[attribute] for attribute in spec.head_names}
     tensor_map = hf_name_map(config.num_hidden_layers, heads, prefix)
-    missing = sorted(orig for orig, _ in tensor_map.values() if orig not in tensors)
-    if missing:
-        raise ValueError(f"The {architecture} directory needs {assign.describe_variables(missing)}, which the "
-                         f"checkpoint lacks.")
     hf_tensors = {hf: np.ascontiguousarray(np.asarray(tensors[orig], np.float32).T if transpose
                                            else np.asarray(tensors[orig], np.float32))
                   for hf, (orig, transpose) in tensor_map.items()}
-    if spec.labelled:
-        rows = hf_tensors[HF_HEADS[spec.head_names[0]][0][0]].shape[0]
-        labels = labels or [f"LABEL_{i}" for i in range(rows)]
-        if len(labels) != rows:
-            raise ValueError(f"{len(labels)} labels given ({labels}) but the {spec.name} head has {rows} outputs.")
+    if spec.labelled:  # the head's output_weights [num_labels, H]
+        labels = labels or [f"LABEL_{i}" for i in range(len(tensors[heads[spec.head_names[0]][0][0]]))]
     else:
         labels = None
     tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case), "do_basic_tokenize": True,

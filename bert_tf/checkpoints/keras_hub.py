@@ -25,31 +25,11 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILES = ("model.weights.h5", "model.weights.json")  # one file, or the index of sharded weights
 TASK_FILE, TASK_WEIGHTS_FILE, TOKENIZER_FILE = "task.json", "task.weights.h5", "tokenizer.json"
 BACKBONE_CLASS, TOKENIZER_CLASS = "keras_hub>BertBackbone", "keras_hub>BertTokenizer"
-INSTALL = "pip install 'bert-tf[ecosystem]' (or pip install keras-hub)"
 # What the tanh GELU does to a model trained with the exact one (tests/checkpoints/test_keras_hub.py checks it).
 GELU_EXACT_DIFFERENCE = ("on the real MiniLM-L6-H384 over 200 real sentences the tanh form moved the sequence "
                          "outputs by up to 7.9e-3 (3.6e-4 on average), the pooled output by up to 3.0e-4, and its "
                          "sentence embeddings to a cosine of 0.999998 with the exact ones")
 
-# (original name, KerasHub variable path, layout) of the encoder; `{i}` is the layer index.
-_EMBEDDING_ROWS = [
-    ("bert/embeddings/word_embeddings", "token_embedding/embeddings", None),
-    ("bert/embeddings/position_embeddings", "position_embedding/embeddings", None),
-    ("bert/embeddings/token_type_embeddings", "segment_embedding/embeddings", None),
-    ("bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/gamma", None),
-    ("bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/beta", None),
-]
-_LAYER_ROWS = [  # original under bert/encoder/layer_{i}/, KerasHub under transformer_layer_{i}/
-    *[(f"attention/self/{p}/{w}", f"self_attention_layer/{p}/{w}", f"heads_{w}")
-      for p in ("query", "key", "value") for w in ("kernel", "bias")],
-    ("attention/output/dense/kernel", "self_attention_layer/attention_output/kernel", "heads_output"),
-    ("attention/output/dense/bias", "self_attention_layer/attention_output/bias", None),
-    *[(f"attention/output/LayerNorm/{w}", f"self_attention_layer_norm/{w}", None) for w in ("gamma", "beta")],
-    *[(f"intermediate/dense/{w}", f"feedforward_intermediate_dense/{w}", None) for w in ("kernel", "bias")],
-    *[(f"output/dense/{w}", f"feedforward_output_dense/{w}", None) for w in ("kernel", "bias")],
-    *[(f"output/LayerNorm/{w}", f"feedforward_layer_norm/{w}", None) for w in ("gamma", "beta")],
-]
-_POOLER_ROWS = [(f"bert/pooler/dense/{w}", f"pooled_dense/{w}", None) for w in ("kernel", "bias")]
 # KerasHub task class -> (our task, {original head variable: (KerasHub path, layout)}); others: the backbone.
 _TASKS = {
     "BertTextClassifier": ("classifier", {"output_weights": ("logits/kernel", "transpose"),
@@ -62,17 +42,14 @@ def _keras_hub():
     try:
         import keras_hub
     except ImportError as e:
-        raise ImportError(f"KerasHub presets need keras-hub: {INSTALL}.") from e
+        raise ImportError("KerasHub presets need keras-hub: pip install 'bert-tf[ecosystem]' (or pip install "
+                          "keras-hub).") from e
     return keras_hub
 
 
 def encoder_rows(num_layers):
-    """(original name, KerasHub variable path, layout) of every encoder variable of a `num_layers` BERT (layouts:
-    `model_garden.to_original`)."""
-    rows = list(_EMBEDDING_ROWS)
-    for i in range(num_layers):
-        rows += [(f"bert/encoder/layer_{i}/{o}", f"transformer_layer_{i}/{k}", layout) for o, k, layout in _LAYER_ROWS]
-    return rows + _POOLER_ROWS
+    """(original name, KerasHub variable path, layout) of every encoder variable of a `num_layers` BERT."""
+    return [(row.original, row.keras_hub, row.layout) for row in name_map.encoder_rows(num_layers)]
 
 
 def head_rows(task_class):
@@ -84,8 +61,6 @@ def head_rows(task_class):
     return [(name, *layers[name]) for head in spec.head_names for name, _ in spec.model.heads[head]]
 
 
-# --- in ----------------------------------------------------------------------------------------------------------
-
 @dataclasses.dataclass
 class Preset:
     """What bert-tf reads from a KerasHub BERT preset's JSON files (`read_preset`)."""
@@ -94,7 +69,6 @@ class Preset:
     vocab_file: str | None  # assets/tokenizer/vocabulary.txt, if the preset has a tokenizer
     do_lower_case: bool | None  # tokenizer.json's lowercase, if the preset has a tokenizer
     task: str | None  # task.json's class (e.g. "BertTextClassifier"), or None
-    num_classes: int | None = None  # a BertTextClassifier's
 
     @property
     def vocab_size(self):
@@ -183,16 +157,14 @@ def read_preset(path):
                                 f"no backbone weights.")
     config = bert_config_from_keras_hub(backbone.get("config", {}), config_json)
     vocab_file, lowercase = _tokenizer_files(path, config)
-    task, num_classes = None, None
+    task = None
     task_json = os.path.join(path, TASK_FILE)
     if fileio.isfile(task_json):
-        task_config, task_name = _registered(task_json, "KerasHub task config")
-        task = (task_name or "").rpartition(">")[2]
-        num_classes = task_config.get("config", {}).get("num_classes")
+        task = (_registered(task_json, "KerasHub task config")[1] or "").rpartition(">")[2]
         if task in _TASKS and not fileio.isfile(os.path.join(path, TASK_WEIGHTS_FILE)):
             raise FileNotFoundError(f"{os.path.join(path, TASK_WEIGHTS_FILE)} not found: {task_json} is a {task} "
                                     f"whose head weights KerasHub keeps there.")
-    return Preset(path, config, vocab_file, lowercase, task, num_classes)
+    return Preset(path, config, vocab_file, lowercase, task)
 
 
 @contextlib.contextmanager
@@ -206,21 +178,16 @@ def _local_preset(path):
         yield local
 
 
-def _load(preset):
-    """The preset's model by KerasHub's from_preset, in float32: the task of task.json where `_TASKS` has its class,
-    else the backbone."""
-    keras_hub = _keras_hub()
-    with _local_preset(preset.path) as local:
-        if preset.task in _TASKS:
-            return getattr(keras_hub.models, preset.task).from_preset(local, preprocessor=None, dtype="float32")
-        return keras_hub.models.BertBackbone.from_preset(local, dtype="float32")
-
-
 def preset_tensors(path):
     """Original name -> tensor getter of a KerasHub BERT preset's backbone and `_TASKS` head; other variables are added
     as "keras_hub:<name>" without a getter, so they are reported unused."""
     preset = read_preset(path)
-    model = _load(preset)
+    models = _keras_hub().models
+    with _local_preset(preset.path) as local:  # in float32: the task of task.json where `_TASKS` has its class
+        if preset.task in _TASKS:
+            model = getattr(models, preset.task).from_preset(local, preprocessor=None, dtype="float32")
+        else:
+            model = models.BertBackbone.from_preset(local, dtype="float32")
     values = {variable.path: variable.numpy() for variable in model.weights}
     rows = encoder_rows(preset.config.num_hidden_layers) + head_rows(preset.task)
     tensors = {name: (lambda v=values[p], k=layout: to_original(k, v)) for name, p, layout in rows if p in values}
@@ -231,15 +198,10 @@ def preset_tensors(path):
     return tensors
 
 
-# --- out ---------------------------------------------------------------------------------------------------------
-
-def _to_keras_hub(layout, value, num_heads):
-    """The inverse of `to_original` for a KerasHub variable."""
-    return value.T if layout == "transpose" else to_model_garden(layout, value, num_heads)
-
-
-def _check_activation(config, output_dir):
-    """Raises for an activation BertBackbone cannot compute; warns for gelu_exact (`GELU_EXACT_DIFFERENCE`)."""
+def check_preset_writable(config, output_dir, vocab_file=None):
+    """`save_preset`'s checks, for a caller to run before its work: keras-hub importable, the activation (gelu_exact:
+    a warning, `GELU_EXACT_DIFFERENCE`), the vocabulary's size, output_dir (empty or a preset)."""
+    _keras_hub()
     function = activations.get(config.hidden_act)
     if function is activations.gelu_exact:
         logging.warning("%s: the model computes the exact GELU (hidden_act=%s) but KerasHub's BertBackbone computes "
@@ -249,24 +211,12 @@ def _check_activation(config, output_dir):
     elif function is not activations.gelu:
         raise ValueError(f"hidden_act={config.hidden_act!r}: KerasHub's BertBackbone computes the tanh GELU only "
                          f"(bert-tf's 'gelu'), so this model cannot be written as a KerasHub preset ({output_dir}).")
-
-
-def _check_output_dir(output_dir):
-    """Raises if output_dir holds files but is not a KerasHub preset."""
+    if vocab_file:
+        check_exact_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file, "a KerasHub preset")
     if fileio.isdir(output_dir) and fileio.walk_files(output_dir) and not is_preset(output_dir):
         raise ValueError(f"{output_dir} holds files ({sorted(fileio.listdir(output_dir))[:5]}) and is not a KerasHub "
                          f"preset: a preset replaces its directory's content as a whole; choose an empty or new "
                          f"output directory.")
-
-
-def check_preset_writable(config, output_dir, vocab_file=None):
-    """`save_preset`'s checks, for a caller to run before its work: keras-hub importable, the activation, the
-    vocabulary's size, output_dir."""
-    _keras_hub()
-    _check_activation(config, output_dir)
-    if vocab_file:
-        check_exact_vocab_size(config, tokenization.load_vocab(vocab_file), vocab_file, "a KerasHub preset")
-    _check_output_dir(output_dir)
 
 
 def preset_task(heads):
@@ -296,7 +246,7 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
         rows += head_rows(task)
     variables = {variable.path: variable for variable in model.weights}
     for name, path, layout in rows:
-        variables[path].assign(_to_keras_hub(layout, tensors[name], config.num_attention_heads))
+        variables[path].assign(to_model_garden(layout, tensors[name], config.num_attention_heads))
     return model, tokenizer
 
 

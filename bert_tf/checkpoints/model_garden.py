@@ -13,38 +13,13 @@ import collections
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.checkpoints import original
+from bert_tf.checkpoints import name_map, original
 
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VALUE = "VARIABLE_VALUE"
 # Roots of a Model Garden training checkpoint that hold no model weights.
 _TRAINING_STATE = ("optimizer", "global_step", "save_counter")
 
-# (original name, Model Garden variable name, object path inside the BertEncoder, layout); `{i}` is the layer.
-_EMBEDDING_ROWS = [
-    ("bert/embeddings/word_embeddings", "word_embeddings/embeddings", "_embedding_layer/embeddings", None),
-    ("bert/embeddings/position_embeddings", "position_embedding/embeddings",
-     "_position_embedding_layer/embeddings", None),
-    ("bert/embeddings/token_type_embeddings", "type_embeddings/embeddings", "_type_embedding_layer/embeddings",
-     None),
-    ("bert/embeddings/LayerNorm/gamma", "embeddings/layer_norm/gamma", "_embedding_norm_layer/gamma", None),
-    ("bert/embeddings/LayerNorm/beta", "embeddings/layer_norm/beta", "_embedding_norm_layer/beta", None),
-]
-_LAYER_ROWS = [  # original under bert/encoder/layer_{i}/, name under transformer/layer_{i}/, path under the block
-    *[(f"attention/self/{p}/{w}", f"self_attention/{p}/{w}", f"_attention_layer/_{p}_dense/{w}", f"heads_{w}")
-      for p in ("query", "key", "value") for w in ("kernel", "bias")],
-    ("attention/output/dense/kernel", "self_attention/attention_output/kernel", "_attention_layer/_output_dense/kernel",
-     "heads_output"),
-    ("attention/output/dense/bias", "self_attention/attention_output/bias", "_attention_layer/_output_dense/bias",
-     None),
-    *[(f"attention/output/LayerNorm/{w}", f"self_attention_layer_norm/{w}", f"_attention_layer_norm/{w}", None)
-      for w in ("gamma", "beta")],
-    *[(f"intermediate/dense/{w}", f"intermediate/{w}", f"_intermediate_dense/{w}", None) for w in ("kernel", "bias")],
-    *[(f"output/dense/{w}", f"output/{w}", f"_output_dense/{w}", None) for w in ("kernel", "bias")],
-    *[(f"output/LayerNorm/{w}", f"output_layer_norm/{w}", f"_output_layer_norm/{w}", None) for w in ("gamma", "beta")],
-]
-_POOLER_ROWS = [(f"bert/pooler/dense/{w}", f"pooler_transform/{w}", f"_pooler_layer/{w}", None)
-                for w in ("kernel", "bias")]
 # (original name, Model Garden variable name, object path inside the MaskedLM layer); the layer also holds the word
 # embeddings as `embedding_table`, and its bias as `output_bias/bias` too.
 MASKED_LM_PATHS = [
@@ -52,16 +27,6 @@ MASKED_LM_PATHS = [
     for o, p, names in (("dense", "dense", ("kernel", "bias")), ("LayerNorm", "layer_norm", ("gamma", "beta")))
     for w in names
 ] + [("cls/predictions/output_bias", "bert/cls/predictions/output_bias/bias", "bias")]
-
-
-def encoder_rows(num_layers):
-    """(original name, Model Garden name, object path, layout) of every encoder variable of a `num_layers` BERT; layout:
-    None, "heads_kernel", "heads_bias" or "heads_output"."""
-    rows = list(_EMBEDDING_ROWS)
-    for i in range(num_layers):
-        rows += [(f"bert/encoder/layer_{i}/{o}", f"transformer/layer_{i}/{n}", f"_transformer_layers/{i}/{p}", k)
-                 for o, n, p, k in _LAYER_ROWS]
-    return rows + _POOLER_ROWS
 
 
 def to_original(layout, value):
@@ -85,12 +50,10 @@ def to_model_garden(layout, value, num_heads):
         return value.reshape(num_heads, -1)
     if layout == "heads_output":
         return value.reshape(num_heads, -1, value.shape[-1])
+    if layout == "transpose":
+        return value.T
     return value
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# Model Garden TF2 checkpoints, through their object graph
-# ---------------------------------------------------------------------------------------------------------------
 
 class _ObjectGraph:
     """A TrackableObjectGraph walked breadth first: the shortest object path of each node, children by name."""
@@ -168,7 +131,8 @@ def checkpoint_tensors(reader, source):
                          f"`_embedding_layer` and `_transformer_layers`); its root objects: {roots}.")
     layers = graph.child(encoder, "_transformer_layers")
     num_layers = len(graph.nodes[layers].children)
-    rows = [(orig, graph.child(encoder, path), layout) for orig, _, path, layout in encoder_rows(num_layers)]
+    rows = [(row.original, graph.child(encoder, row.model_garden_path), row.layout)
+            for row in name_map.encoder_rows(num_layers)]
     masked_lm = graph.find("masked_lm")
     if masked_lm is not None:
         head = graph.child(masked_lm, "masked_lm")
@@ -179,8 +143,9 @@ def checkpoint_tensors(reader, source):
         rows += [(f"bert/pooler/dense/{w}", graph.child(pooler, w), None) for w in ("kernel", "bias")]
         rows += [("cls/seq_relationship/output_weights", graph.child(logits, "kernel"), "transpose"),
                  ("cls/seq_relationship/output_bias", graph.child(logits, "bias"), None)]
-    tensors = {orig: _getter(reader, graph.value_key(node), layout) for orig, node, layout in rows
-               if node is not None and graph.value_key(node)}
+    keys = {orig: (graph.value_key(node), layout) for orig, node, layout in rows if node is not None}
+    tensors = {orig: (lambda key=key, k=layout: to_original(k, reader.get_tensor(key)))
+               for orig, (key, layout) in keys.items() if key}
     used = {node for _, node, _ in rows}
     floating = {key for key, dtype in reader.get_variable_to_dtype_map().items() if dtype.is_floating}
     for node_id, path in graph.paths.items():
@@ -189,14 +154,6 @@ def checkpoint_tensors(reader, source):
             tensors[f"model_garden:{path}"] = None
     return tensors
 
-
-def _getter(reader, key, layout):
-    return lambda: to_original(layout, reader.get_tensor(key))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Writing a Model Garden checkpoint
-# ---------------------------------------------------------------------------------------------------------------
 
 class _Node(tf.Module):
     """A plain trackable: its children are the attributes set on it, in the order they are set."""
@@ -238,14 +195,9 @@ def _encoder_trackable(variables, num_layers):
     for attr, k, m in _encoder_layers(num_layers):
         setattr(encoder, f"layer_with_weights-{k}", layers[attr])
         setattr(encoder, f"layer-{m}", layers[attr])
-    for attr in ("_pooler_layer", "_transformer_layers", "_embedding_norm_layer", "_embedding_layer",
-                 "_position_embedding_layer", "_type_embedding_layer"):
-        if attr == "_transformer_layers":
-            encoder._transformer_layers = _Node()
-            for i in range(num_layers):
-                setattr(encoder._transformer_layers, str(i), layers[f"_transformer_layers/{i}"])
-        else:
-            setattr(encoder, attr, layers[attr])
+    for attr in ("_pooler_layer", *(f"_transformer_layers/{i}" for i in range(num_layers)), "_embedding_norm_layer",
+                 "_embedding_layer", "_position_embedding_layer", "_type_embedding_layer"):
+        _set_path(encoder, attr, layers[attr])
     return encoder
 
 
@@ -270,7 +222,8 @@ def save_model_garden_checkpoint(original_tensors, config, checkpoint_prefix):
         return {path: tf.Variable(to_model_garden(layout, original_tensors[orig], heads), dtype=tf.float32)
                 for orig, path, layout in rows}
 
-    encoder = variables([(o, p, k) for o, _, p, k in encoder_rows(config.num_hidden_layers)])
+    encoder = variables([(row.original, row.model_garden_path, row.layout)
+                         for row in name_map.encoder_rows(config.num_hidden_layers)])
     objects = {"encoder": _encoder_trackable(encoder, config.num_hidden_layers)}
     if all(orig in original_tensors for orig, _, _ in MASKED_LM_PATHS):
         objects["masked_lm"] = _masked_lm_trackable(variables([(o, p, None) for o, _, p in MASKED_LM_PATHS]),

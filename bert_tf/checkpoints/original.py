@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.checkpoints import name_map
-from bert_tf.model.encoder import BertModel
+from bert_tf.model import task_models
 
 
 def checkpoint_reader(prefix):
@@ -28,7 +28,6 @@ def original_tensors(reader):
 
 
 def _model_tensors(model):
-    """The model's variables as arrays by original TF1 name (`name_map.original_variable_map`)."""
     return {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
 
 
@@ -45,11 +44,9 @@ def save_tensors(tensors, checkpoint_prefix):
 
 
 def _write_tensors(tensors, prefix):
-    """SaveV2 of `tensors` (name -> array) as float32 under `prefix`."""
     names = sorted(tensors)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tf.convert_to_tensor(tensors[n], tf.float32) for n in names])
-
 
 
 @contextlib.contextmanager
@@ -66,8 +63,7 @@ def staged_checkpoint(checkpoint_prefix):
 
 def export_original(model, output_dir, vocab_file=None):
     """Writes a directory like a released BERT (`write_release`)."""
-    bert = model if isinstance(model, BertModel) else model.bert
-    return write_release(_model_tensors(model), bert.config, output_dir, vocab_file)
+    return write_release(_model_tensors(model), task_models.encoder_of(model).config, output_dir, vocab_file)
 
 
 def write_release(tensors, config, output_dir, vocab_file=None):

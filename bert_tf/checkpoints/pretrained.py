@@ -51,8 +51,7 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
     """A Pretrained without tokenizer and model: the files given, else the model's own (beside init_checkpoint, a
     TF Hub model's or preset's, a run's `run_record`); do_lower_case else True. FileNotFoundError for a missing file;
     ValueError for no config, or one contradicting the model's own."""
-    hub = (tfhub.read_hub_model(init_checkpoint) if init_checkpoint and tfhub.is_saved_model(
-        init_checkpoint) else None)
+    hub = tfhub.read_hub_model(init_checkpoint) if tfhub.is_saved_model(init_checkpoint) else None
     own = hub or (keras_hub.read_preset(init_checkpoint) if keras_hub.is_preset(init_checkpoint) else None)
     beside = file_beside(init_checkpoint)
     if bert_config_file or beside:
@@ -71,7 +70,11 @@ def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do
         do_lower_case = recorded["do_lower_case"] if do_lower_case is None else do_lower_case
     if own is None:
         return Pretrained(config, vocab_file, True if do_lower_case is None else do_lower_case, init_checkpoint)
-    _check_own_vocab(own, vocab_file)
+    size = len(tokenization.load_vocab(vocab_file)) if vocab_file else own.vocab_size
+    if size != own.vocab_size:
+        raise ValueError(f"{vocab_file} has {size} tokens but {own.path} has {own.vocab_size} word embeddings: the "
+                         f"vocab does not belong to this model; leave vocab_file out to use its own "
+                         f"{own.vocab_file or 'vocabulary'}.")
     if do_lower_case is not None and own.do_lower_case is not None and do_lower_case != own.do_lower_case:
         raise ValueError(f"do_lower_case={do_lower_case} contradicts {own.path}, whose "
                          f"{'do_lower_case variable' if hub else 'tokenizer.json (lowercase)'} says "
@@ -87,7 +90,6 @@ def run_record(init_checkpoint):
 
 
 def checkpoint_directory(init_checkpoint):
-    """init_checkpoint if it is a directory, else its prefix's directory."""
     return init_checkpoint if fileio.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
 
 
@@ -97,17 +99,6 @@ def file_beside(init_checkpoint, name="bert_config.json"):
         return None
     path = os.path.join(checkpoint_directory(init_checkpoint), name)
     return path if fileio.exists(path) else None
-
-
-def _check_own_vocab(own, vocab_file):
-    """Raises if `vocab_file` (when given) does not match `own`'s number of word embeddings."""
-    if not vocab_file:
-        return
-    size = len(tokenization.load_vocab(vocab_file))
-    if size != own.vocab_size:
-        raise ValueError(f"{vocab_file} has {size} tokens but {own.path} has {own.vocab_size} word embeddings: the "
-                         f"vocab does not belong to this model; leave vocab_file out to use its own "
-                         f"{own.vocab_file or 'vocabulary'}.")
 
 
 def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,

@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio
 from bert_tf.checkpoints import assign, keras_hub, model_garden, name_map, original, tfhub
@@ -56,12 +55,10 @@ def resolve_checkpoint(path):
                                     f"but {path} holds no {os.path.basename(state.model_checkpoint_path)}.index.")
         if fileio.exists(os.path.join(path, "bert_model.ckpt.index")):
             return os.path.join(path, "bert_model.ckpt")
-    if fileio.isdir(path):
         raise FileNotFoundError(
             f"{path} is a directory that is neither a checkpoint nor a SavedModel (nor a KerasHub preset): expected "
             f"a `checkpoint` state file, a bert_model.ckpt.index, a saved_model.pb or a KerasHub config.json in it "
-            f"(it holds "
-            f"{sorted(fileio.listdir(path))[:8]}).")
+            f"(it holds {sorted(fileio.listdir(path))[:8]}).")
     raise FileNotFoundError(
         f"No TensorFlow checkpoint at {path!r}: expected a prefix with a '{os.path.basename(prefix)}.index' file "
         f"beside it (e.g. .../bert_model.ckpt), a directory holding one, or a SavedModel directory.")
@@ -70,7 +67,7 @@ def resolve_checkpoint(path):
 def _object_graph_tensors(model, reader, source):
     """Original name -> tensor getter for the model's variables in one of our checkpoints, walking its object graph
     beside the model's trackables; others are added under their object path (unused)."""
-    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(reader.get_tensor(model_garden.OBJECT_GRAPH))
+    graph = model_garden.read_object_graph(reader)
     roots = [c.local_name for c in graph.nodes[0].children]
     if "bert" not in roots:
         raise ValueError(f"{source} is a tf.train.Checkpoint without a `bert` object (it holds {roots}); "
@@ -88,16 +85,16 @@ def _object_graph_tensors(model, reader, source):
         if (id(obj), node_id) in seen:
             continue
         seen.add((id(obj), node_id))
-        node = graph.nodes[node_id]
-        keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
-        if keys and id(obj) in names:
-            tensors[names[id(obj)]] = lambda key=keys[0]: reader.get_tensor(key)
+        key = graph.value_key(node_id)
+        if key and id(obj) in names:
+            tensors[names[id(obj)]] = lambda key=key: reader.get_tensor(key)
             paired.add(node_id)
-        elif keys and keys[0] in floating:
-            unpaired.setdefault(node_id, (path, keys[0]))
-        elif not keys:
+        elif key in floating:
+            unpaired.setdefault(node_id, (path, key))
+        elif not key:
             children = tf.train.TrackableView.children(obj) if obj is not None else {}
-            stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}") for c in node.children]
+            stack += [(children.get(c.local_name), c.node_id, f"{path}/{c.local_name}")
+                      for c in graph.nodes[node_id].children]
     tensors.update({path: (lambda key=key: reader.get_tensor(key)) for node_id, (path, key) in unpaired.items()
                     if node_id not in paired})
     return tensors
@@ -131,20 +128,6 @@ def checkpoint_heads(path, config):
     return found
 
 
-def _check_encoder(report, config):
-    """Raises if the checkpoint's encoder does not fit the model's: encoder variables missing or unused."""
-    missing = [n for n in report.missing if n.startswith("bert/")]
-    unused = [n for n in report.unused if n.startswith("bert/")]
-    if not (missing or unused):
-        return
-    problems = ([f"the checkpoint has {assign.describe_variables(unused)}, which the model has no place for"]
-                if unused else [])
-    problems += [f"it lacks {assign.describe_variables(missing)}"] if missing else []
-    raise ValueError(f"{report.checkpoint} does not fit the encoder of this bert_config.json (num_hidden_layers="
-                     f"{config.num_hidden_layers}, hidden_size={config.hidden_size}): {'; '.join(problems)}. Use "
-                     f"the bert_config.json the checkpoint was trained with.")
-
-
 def restore(model, path, required_heads=(), strict=False):
     """Loads the checkpoint at `path` (`resolve_checkpoint`) into `model`'s encoder and heads; returns a LoadReport
     (also logged).
@@ -160,7 +143,15 @@ def restore(model, path, required_heads=(), strict=False):
     prefix = resolve_checkpoint(path)
     tensors = _checkpoint_tensors(model, prefix)
     report = assign.assign_by_name(model, tensors, prefix, strict=strict)
-    _check_encoder(report, parts["bert"].config)
+    missing = [n for n in report.missing if n.startswith("bert/")]
+    unused = [n for n in report.unused if n.startswith("bert/")]
+    if missing or unused:  # the checkpoint's encoder does not fit the model's
+        config = parts["bert"].config
+        problems = ([f"the checkpoint has {assign.describe_variables(unused)}, which the model has no place for"]
+                    if unused else []) + ([f"it lacks {assign.describe_variables(missing)}"] if missing else [])
+        raise ValueError(f"{prefix} does not fit the encoder of this bert_config.json (num_hidden_layers="
+                         f"{config.num_hidden_layers}, hidden_size={config.hidden_size}): {'; '.join(problems)}. Use "
+                         f"the bert_config.json the checkpoint was trained with.")
     lacking = [h for h in required_heads if h in report.missing_heads]
     if lacking:
         raise ValueError(f"{prefix} has no trained {' and '.join(lacking)} head (e.g. variable "

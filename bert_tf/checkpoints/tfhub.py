@@ -14,7 +14,8 @@ from absl import logging
 from tensorflow.core.protobuf import saved_model_pb2
 
 from bert_tf import fileio
-from bert_tf.checkpoints.model_garden import MASKED_LM_PATHS, encoder_rows, read_object_graph, to_original
+from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints.model_garden import MASKED_LM_PATHS, read_object_graph, to_original
 from bert_tf.checkpoints.original import checkpoint_reader
 from bert_tf.model.config import BertConfig
 
@@ -24,7 +25,6 @@ _HUB_LAYOUTS = {"model_garden": ("word_embeddings/embeddings", "transformer/laye
 
 
 def is_saved_model(path):
-    """Whether `path` is a SavedModel directory (one with a saved_model.pb)."""
     return bool(path) and fileio.exists(os.path.join(path, "saved_model.pb"))
 
 
@@ -45,17 +45,8 @@ class HubModel:
 
     @property
     def num_layers(self):
-        """The number of transformer layers."""
         pattern = re.compile(r"^(?:transformer/)?layer_(\d+)/")
         return len({m.group(1) for m in map(pattern.match, self.variables) if m})
-
-
-def _meta_graph(path):
-    """The MetaGraphDef of the SavedModel at `path` (its saved_model.pb)."""
-    proto = saved_model_pb2.SavedModel()
-    with fileio.open_file(os.path.join(path, "saved_model.pb"), "rb", name="") as f:
-        proto.ParseFromString(f.read())
-    return proto.meta_graphs[0]
 
 
 def _checkpoint_keys(saved_graph, checkpoint_graph):
@@ -74,16 +65,13 @@ def _checkpoint_keys(saved_graph, checkpoint_graph):
     return keys
 
 
-def _hidden_act(meta_graph):
-    """"gelu_exact" where the SavedModel's functions compute Erf or Erfc, else "gelu" (the tanh form)."""
-    ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
-    return "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"
-
-
 def read_hub_model(path):
     """A TF Hub BERT SavedModel directory as a HubModel; ValueError (naming `path`, its signatures and variables)
     if it is not a BERT encoder."""
-    meta_graph = _meta_graph(path)
+    proto = saved_model_pb2.SavedModel()
+    with fileio.open_file(os.path.join(path, "saved_model.pb"), "rb", name="") as f:
+        proto.ParseFromString(f.read())
+    meta_graph = proto.meta_graphs[0]
     saved_graph = meta_graph.object_graph_def
     prefix = os.path.join(path, "variables", "variables")
     reader = checkpoint_reader(prefix)
@@ -111,16 +99,12 @@ def read_hub_model(path):
     root = {c.local_name: c.node_id for c in saved_graph.nodes[0].children}
     casing = keys.get(root.get("do_lower_case"))
     do_lower_case = bool(reader.get_tensor(casing)) if casing else None
-    return HubModel(path, variables, shapes, _vocab_asset(path, meta_graph, root.get("vocab_file")), do_lower_case,
-                    _hidden_act(meta_graph), layout)
-
-
-def _vocab_asset(path, meta_graph, node_id):
-    """The path of the asset at `node_id` (the root's `vocab_file`), or None."""
-    node = meta_graph.object_graph_def.nodes[node_id] if node_id is not None else None
-    if node is None or node.WhichOneof("kind") != "asset":
-        return None
-    return os.path.join(path, "assets", meta_graph.asset_file_def[node.asset.asset_file_def_index].filename)
+    ops = {node.op for function in meta_graph.graph_def.library.function for node in function.node_def}
+    hidden_act = "gelu_exact" if ops & {"Erf", "Erfc"} else "gelu"  # the exact GELU computes the error function
+    vocab = saved_graph.nodes[root["vocab_file"]] if "vocab_file" in root else None
+    vocab_file = (os.path.join(path, "assets", meta_graph.asset_file_def[vocab.asset.asset_file_def_index].filename)
+                  if vocab is not None and vocab.WhichOneof("kind") == "asset" else None)
+    return HubModel(path, variables, shapes, vocab_file, do_lower_case, hidden_act, layout)
 
 
 def hub_tensors(hub, keras_paths=None):
@@ -129,7 +113,7 @@ def hub_tensors(hub, keras_paths=None):
     if hub.layout == "bert_tf":
         rows = [(keras_paths[name], name, None) for name in hub.variables if name in (keras_paths or {})]
     else:
-        rows = [(orig, name, layout) for orig, name, _, layout in encoder_rows(hub.num_layers)]
+        rows = [(row.original, row.model_garden, row.layout) for row in name_map.encoder_rows(hub.num_layers)]
         rows += [(orig, name, None) for orig, name, _ in MASKED_LM_PATHS]
     tensors = {orig: (lambda n=name, k=layout: to_original(k, hub.variables[n]()))
                for orig, name, layout in rows if name in hub.variables}

@@ -1,26 +1,13 @@
-"""One export call for every format: `export(task, export_dir, model | init_checkpoint=..., format=..., **options)`.
-
-    from bert_tf.export import exporter
-    exporter.export("classifier", "gs://bucket/models/mrpc", init_checkpoint="gs://bucket/mrpc_output",
-                    vocab_file="gs://bucket/bert/vocab.txt", label_list="0,1", max_seq_length=128)
-
-| format    | writes `export_dir/<version>/`                 | tasks                             | writer              |
-|-----------|------------------------------------------------|-----------------------------------|---------------------|
-| `serving` | a SavedModel, tensor and raw-text signatures   | every task, preprocessing         | `saved_model.write` |
-| `tfhub`   | the TF Hub formats of Model Garden's export    | encoder, masked_lm, preprocessing | `tfhub.write_*`     |
-| `litert`  | model.tflite                                   | every task                        | `portable.write`    |
-| `onnx`    | model.onnx                                     | every task                        | `portable.write`    |
-
-Every task: `task_models.REGISTRY`'s; preprocessing (no weights) is TF Hub's in either format.
+"""One export call for every format (docs/serving.md): `export(task, export_dir, model | init_checkpoint=...,
+format=..., **options)` writes `export_dir/<version>/` with the writer of `format`: `saved_model.write` ("serving"),
+`tfhub.write_*` ("tfhub": the encoder, masked_lm and preprocessing) or `portable.write` ("litert", "onnx").
 
 - Writers take by name, after `out`: `model`, `spec`, `vocab_file` and `labels_file` (local copies), `do_lower_case`,
-  `max_seq_length` and `labels` (None without).
-- `options`: the writer's keyword-only arguments and, where the export loads the model, `TaskSpec.options`; any other
-  is a TypeError, raised before anything loads.
+  `max_seq_length` and `labels` (None without). `options`: the writer's keyword-only arguments and, where the export
+  loads the model, `TaskSpec.options`; any other is a TypeError, raised before anything loads.
 - A version is staged and committed whole (`fileio.staged_directory`), so TF Serving never loads a half-written one.
-- assets.extra/export_metadata.json records the task, format, casing, max_seq_length, labels, bert_config and settings.
-  An init_checkpoint that is a training run's output_dir gives what the run recorded (`checkpoints.run_record`) where
-  not given.
+- assets.extra/export_metadata.json records the task, format, casing, max_seq_length, labels, bert_config and settings;
+  an init_checkpoint that is a training run's output_dir gives what the run recorded where not given.
 """
 import functools
 import inspect
@@ -41,7 +28,6 @@ KEY_FILES = {"serving": "saved_model.pb", "tfhub": "saved_model.pb", **portable.
 
 
 def format_tasks(fmt):
-    """The tasks format `fmt` exports."""
     if fmt == "tfhub":
         return tfhub.TASKS
     return (*task_models.REGISTRY, PREPROCESSING) if fmt == "serving" else tuple(task_models.REGISTRY)
@@ -116,7 +102,14 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
     if recorded:  # a training run's output_dir: what it trained gives what is not given
         label_list, model_options, options = _run_defaults(task, format, recorded, init_checkpoint, label_list,
                                                            num_labels, model_options, options)
-    labels, num_labels = _given_labels(task, spec, num_labels, label_list)
+    labels = label_lists.resolve(label_list)
+    if (labels is not None or num_labels is not None) and not (spec and spec.labelled):
+        labelled = " and ".join(name for name, spec in task_models.REGISTRY.items() if spec.labelled)
+        raise ValueError(f"--num_labels / --label_list do not apply to the {task} task (only to {labelled}).")
+    if labels is not None:
+        if num_labels and num_labels != len(labels):
+            raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
+        num_labels = len(labels)
     target = version_dir(export_dir, version, min_version)  # fail before the slow part
     if task == PREPROCESSING:
         if not vocab_file or not fileio.isfile(vocab_file):
@@ -142,8 +135,10 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
                          f"{f' with {spec.kwargs}' if spec.kwargs else ''}, got a {type(model).__name__}"
                          f"{f' with {given}' if spec.kwargs else ''}.")
     do_lower_case = True if do_lower_case is None else bool(do_lower_case)
-    if model is not None:
-        labels = _head_labels(model, spec, labels)
+    if model is not None and spec.labelled:  # a labelled head's labels: "0".."L-1" unless given
+        labels = labels or [str(i) for i in range(model.num_labels)]
+        if len(labels) != model.num_labels:
+            raise ValueError(f"label_list has {len(labels)} labels but the model's head has {model.num_labels}.")
     meta = {"format": format, **task_models.metadata(task, model, labels, do_lower_case, max_seq_length)}
     with fileio.staged_directory(target, key=KEY_FILES[format]) as out, fileio.local_directory() as local:
         sources = dict(model=model, spec=spec, vocab_file=os.path.join(local, "vocab.txt"), do_lower_case=do_lower_case,
@@ -176,28 +171,3 @@ def _run_defaults(task, fmt, recorded, init_checkpoint, label_list, num_labels, 
     options = {**{name: recorded[name] for name in ("doc_stride", "window_pooling") if name in recorded
                   and name in takes}, **options}
     return label_list, model_options, options
-
-
-def _given_labels(task, spec, num_labels, label_list):
-    """(labels, num_labels) from num_labels and label_list (`label_lists.resolve`); ValueError for labels given to a
-    task without, or a count that disagrees with the list."""
-    labels = label_lists.resolve(label_list)
-    if (labels is not None or num_labels is not None) and not (spec and spec.labelled):
-        labelled = " and ".join(name for name, spec in task_models.REGISTRY.items() if spec.labelled)
-        raise ValueError(f"--num_labels / --label_list do not apply to the {task} task (only to {labelled}).")
-    if labels is None:
-        return None, num_labels
-    if num_labels and num_labels != len(labels):
-        raise ValueError(f"--num_labels={num_labels} but the label list has {len(labels)} labels.")
-    return labels, len(labels)
-
-
-def _head_labels(model, spec, labels):
-    """`model`'s label names: `labels` or "0".."L-1" for a labelled head, else None; ValueError if they do not fit the
-    head."""
-    if not spec.labelled:
-        return None
-    labels = labels or [str(i) for i in range(model.num_labels)]
-    if len(labels) != model.num_labels:
-        raise ValueError(f"label_list has {len(labels)} labels but the model's head has {model.num_labels}.")
-    return labels

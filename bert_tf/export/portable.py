@@ -11,9 +11,9 @@ with vocab.txt (and labels.txt for a labelled head) beside it. No text signature
 form): tokenize with the original FullTokenizer. `quantization="dynamic_range"`: int8 matrix weights, activations
 quantized at run time.
 """
-import contextlib
 import functools
 import os
+from unittest import mock
 
 import tensorflow as tf
 from absl import logging
@@ -76,7 +76,9 @@ def write_onnx(function, specs, path, quantization):
     convert = functools.partial(tf2onnx.convert.from_function, positional, input_signature=signature,
                                 opset=ONNX_OPSET, output_path=float_path)
     try:
-        with _onnx_optimized_in_place():
+        # TF2ONNX_CATCH_ERRORS=false (restored after): tf2onnx optimizes in place instead of copying the graph before
+        # each pass, the same model faster; a failing pass then raises, and the model is converted again without it.
+        with mock.patch.dict(os.environ, {"TF2ONNX_CATCH_ERRORS": "false"}):
             convert()
     except Exception:  # noqa: BLE001 (a pass tf2onnx would have skipped: converted again the way that skips it)
         logging.warning("tf2onnx failed optimizing the graph in place; converting again with its roll-back copies",
@@ -85,22 +87,6 @@ def write_onnx(function, specs, path, quantization):
     if quantization == "dynamic_range":
         from onnxruntime.quantization import QuantType, quantize_dynamic
         quantize_dynamic(float_path, path, per_channel=True, weight_type=QuantType.QInt8)
-
-
-@contextlib.contextmanager
-def _onnx_optimized_in_place():
-    """Sets TF2ONNX_CATCH_ERRORS (restored after), so that tf2onnx optimizes in place instead of copying the graph
-    before each pass: the same model, faster (BENCHMARKS.md); a failing pass then raises (`write_onnx` converts again
-    without it)."""
-    before = os.environ.get("TF2ONNX_CATCH_ERRORS")
-    os.environ["TF2ONNX_CATCH_ERRORS"] = "false"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["TF2ONNX_CATCH_ERRORS"]
-        else:
-            os.environ["TF2ONNX_CATCH_ERRORS"] = before
 
 
 @functools.cache  # registered once per process

@@ -1,26 +1,12 @@
-"""The format "serving" of `exporter.export`: a SavedModel for TF Serving with a tensor signature and, for the tasks
-that take text, raw-text signatures; `write` writes it into the directory it is given.
+"""The format "serving" of `exporter.export`: a SavedModel for TF Serving (docs/serving.md); `write` writes it into
+the directory it is given.
 
-| signature           | inputs                                                 | outputs                             |
-|---------------------|--------------------------------------------------------|-------------------------------------|
-| `serving_default`   | the task model's: int32 `input_ids`, `input_mask`,     | the task's (docs/serving.md), and a |
-|                     | `segment_ids` [B, S] (swag [B, 4, S]; pretraining and  | labelled head's label names of its  |
-|                     | masked_lm + `masked_lm_positions` [B, P])              | argmax (multi_label: 0/1 per label) |
-| `serving_text`      | string `text_a` [B]                                    | those + the packed `input_ids`,     |
-| `serving_text_pair` | string `text_a`, `text_b` [B] (an empty `text_b`: one  | `input_mask`, `segment_ids` [B, S]  |
-|                     | segment, as the original)                              |                                     |
-
-- Text signatures (not swag, pretraining, masked_lm) tokenize and pack in graph as the Python pipeline does, to the
-  request's longest text (or max_seq_length: `pad_to_max_seq_length`). `text_ops`: "tf_text" (loading needs
-  `import tensorflow_text`), "core" (stock TF Serving loads it) or "none". They refuse a request over
-  `max_texts_per_request` texts or `max_request_bytes` bytes.
-- `use_xla` compiles the model once per length, so lengths round up to `seq_length_multiple`; TF Serving then needs
-  `--xla_cpu_compilation_enabled=true`.
-- `doc_stride` > 0 (classifier, multi_label, regression, embedding): the text signatures window a longer text and pool
-  its windows' outputs as run_classifier.py does, returning `num_windows` [B] instead of the packed inputs; a request
-  of over `max_windows_per_request` windows is refused.
-- NER: `serving_text` also returns each text's entities (`bert_tf.export.entities`).
-- Assets: vocab.txt, and labels.txt for a labelled head.
+Signatures: `serving_default` takes the task model's int32 inputs and returns its outputs, plus a labelled head's
+label names of its argmax (multi_label: 0/1 per label). `serving_text` (string `text_a` [B]) and `serving_text_pair`
+(`text_a`, `text_b`; an empty `text_b` is one segment, as the original), for the tasks that take text, tokenize and
+pack in graph as the Python pipeline does and also return the packed inputs; with `doc_stride` > 0 they window a
+longer text and pool its windows as run_classifier.py does, returning `num_windows` instead. NER's `serving_text` also
+returns each text's entities (`bert_tf.export.entities`). Assets: vocab.txt, and labels.txt for a labelled head.
 """
 import tensorflow as tf
 
@@ -30,9 +16,8 @@ from bert_tf.model import task_models
 from bert_tf.text import core_ops, in_graph, packing, preprocessing
 
 TEXT_OPS = ("tf_text", "core", "none")
-# The text signatures' request limits (the defaults of this format's and tfhub's options). Tokenization memory grows
-# with a request's bytes (every byte may be a word); 1 MiB is already hundreds of texts that max_seq_length 512 fills.
-# 1024 texts: a large tf.data batch of the TF Hub preprocessing model.
+# The text signatures' request limits (the defaults of this format's and tfhub's options): tokenization memory grows
+# with a request's bytes (every byte may be a word).
 MAX_TEXTS_PER_REQUEST = 1024
 MAX_REQUEST_BYTES = 1 << 20
 # With doc_stride: the tasks whose text signatures window and pool (`packing.WINDOW_POOLINGS`), and the windows a
@@ -47,8 +32,6 @@ def function_variables(concrete_functions):
     return list({id(v): v for fn in concrete_functions for v in fn.variables}.values())
 
 
-# --- the serving module ------------------------------------------------------------------------------------
-
 class _ServingModule(tf.Module):
     """The signatures' computation: `model`'s outputs by name plus the spec's `label_output`, the argmax's label names
     (a multi-label model's: int32 [B, L], 1 at or above its threshold)."""
@@ -57,7 +40,7 @@ class _ServingModule(tf.Module):
                  window_pooling=None):
         super().__init__()
         # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
-        # (see `track_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
+        # (`model_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
         # use restores every variable a signature reads.
         forward = lambda inputs: model(inputs, training=False)
         self._forward = core_ops.Untracked(tf.function(forward, jit_compile=True) if use_xla else forward)
@@ -76,9 +59,6 @@ class _ServingModule(tf.Module):
         self.preprocessor = preprocessor
         self._labels = labels
         self._thresholds = getattr(model, "thresholds", None)  # a multi-label classifier's
-
-    def track_variables(self, concrete_functions):
-        self.model_variables = function_variables(concrete_functions)
 
     def outputs(self, inputs):
         result = self._forward_rounded(inputs) if self.seq_length_multiple > 1 else self._forward.obj(inputs)
@@ -201,7 +181,7 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
     pad = bool(spec.keeps_max_seq_length if pad_to_max_seq_length is None else pad_to_max_seq_length)
     seq_length_multiple = lengths.SequenceLengths.for_run(pad, use_xla, seq_length_multiple).multiple
     has_text = text_ops != "none" and task_models.takes_text(model)
-    windows = window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,
+    windows = window_settings(spec, has_text, doc_stride, window_pooling, max_windows_per_request,
                               max_texts_per_request)
     tokenizer_class = in_graph.InGraphTokenizer if text_ops == "tf_text" else core_ops.CoreWordpieceTokenizer
     preprocessor = preprocessing.InGraphPreprocessor(  # its tokenizer checks each request against the limits first
@@ -213,12 +193,11 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
         module.labels_asset = tf.saved_model.Asset(labels_file)
     signatures = {"serving_default": tf.function(
         lambda **inputs: module.outputs(inputs)).get_concrete_function(**tensor_specs(model))}
-    module.track_variables(signatures.values())  # the text signatures read the same variables
+    module.model_variables = function_variables(signatures.values())  # the text signatures read the same ones
     if has_text:
         # Given as functions with input signatures, not traced here: tf.saved_model.save traces them in its own
         # context, where it also lists the preprocessor's functions (`encode`, `encode_pair`, the tokenizer's),
-        # so each of those is traced, and written, once (traced here, save would trace and write them again: a
-        # third of the export's time and a fifth of saved_model.pb).
+        # so each of those is traced, and written, once.
         text_a, text_b = (tf.TensorSpec([None], tf.string, name=name) for name in ("text_a", "text_b"))
         if windows:  # the tokenizer's function alone is written: the preprocessor's encode functions are not used
             module.tokenizer = tokenizer = preprocessor.tokenizer
@@ -246,8 +225,7 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
             **({"entity_types": module.entities.types} if hasattr(module, "entities") else {})}
 
 
-def window_settings(spec, model, has_text, doc_stride, window_pooling, max_windows_per_request,
-                    max_texts_per_request):
+def window_settings(spec, has_text, doc_stride, window_pooling, max_windows_per_request, max_texts_per_request):
     """`write`'s window metadata ({} for doc_stride 0). ValueError for a setting that does not apply to the task or
     export."""
     packing.check_doc_stride(doc_stride)

@@ -1,28 +1,12 @@
 """The format "tfhub" of `exporter.export`: the BERT encoder and its preprocessing as Model Garden's
-`official/nlp/tools/export_tfhub.py` writes them (TF Hub's BERT models), for `hub.load`,
+`official/nlp/tools/export_tfhub.py` writes them (TF Hub's BERT models; their API: docs/serving.md), for `hub.load`,
 `hub.KerasLayer(path, trainable=True)` or `tf.saved_model.load`.
 
-Encoder (task "encoder"; "masked_lm" adds the subobject `mlm`):
-
-    encoder = hub.load(path)
-    outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types), training=False)
-    # int32 [B, S] -> sequence_output [B, S, H], pooled_output [B, H], default (= pooled_output),
-    # encoder_outputs (num_hidden_layers x [B, S, H]); encoder.mlm(... + masked_lm_positions [B, P]) adds
-    # mlm_logits [B, P, V] (the original's cls/predictions logits)
-
-with the Reusable SavedModel attributes, the `vocab_file` asset, `do_lower_case`, a flat `serving_default`, and
-bert_config.json (so the export is an init_checkpoint).
-
-Preprocessing (task "preprocessing"; the original FullTokenizer's ids; loading needs `import tensorflow_text`):
-
-    preprocessor = hub.load(path)
-    preprocessor(sentences)                      # string [B] -> the inputs above at max_seq_length
-    preprocessor.tokenize(sentences)             # int32 RaggedTensor [B, (words), (wordpieces)]
-    preprocessor.tokenize.get_special_tokens_dict()
-    preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)
-
-Packing is the original `convert_single_example`'s where Model Garden's differs; the root call and `tokenize` refuse a
-batch over the text limits.
+The encoder (task "encoder"; "masked_lm" adds the subobject `mlm`) has the Reusable SavedModel attributes, the
+`vocab_file` asset, `do_lower_case`, a flat `serving_default`, and bert_config.json (so the export is an
+init_checkpoint). The preprocessing model (task "preprocessing") gives the original FullTokenizer's ids and packs as
+the original `convert_single_example` where Model Garden's differs; its call and `tokenize` refuse a batch over the
+text limits.
 """
 import os
 
@@ -39,13 +23,9 @@ SPECIAL_TOKENS = {"start_of_sequence_id": "[CLS]", "end_of_segment_id": "[SEP]",
                   "mask_id": "[MASK]"}
 
 
-# --- encoder -----------------------------------------------------------------------------------------------
-
 def _input_specs(with_masked_lm):
-    specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in HUB_INPUTS}
-    if with_masked_lm:
-        specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
-    return specs
+    names = (*HUB_INPUTS, "masked_lm_positions") if with_masked_lm else HUB_INPUTS
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
 
 
 def _callable(function):
@@ -113,8 +93,6 @@ def write_encoder(out, model, vocab_file, do_lower_case):
     bert.config.to_json_file(os.path.join(out, "bert_config.json"))
     return {}
 
-
-# --- preprocessing -----------------------------------------------------------------------------------------
 
 class _Tokenize(tf.train.Checkpoint):
     def __init__(self, tokenizer, special_tokens):

@@ -115,21 +115,16 @@ def unit(x):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-def cosine_similarities(queries, corpus):
-    """[Q, N] cosine similarities of query embeddings [Q, H] to corpus embeddings [N, H], of any norm."""
-    return unit(np.asarray(queries, np.float32)) @ unit(np.asarray(corpus, np.float32)).T
-
-
 def check_top_k(top_k):
-    """Raises ValueError unless top_k >= 1."""
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}.")
 
 
 def search(queries, corpus, top_k=5):
-    """For each query, the `top_k` corpus rows by cosine: [(corpus index, cosine)], best first (ties: lower index)."""
+    """For each query embedding [Q, H], the `top_k` corpus rows [N, H] by cosine (embeddings of any norm):
+    [(corpus index, cosine)], best first (ties: lower index)."""
     check_top_k(top_k)
-    scores = cosine_similarities(queries, corpus)
+    scores = unit(np.asarray(queries, np.float32)) @ unit(np.asarray(corpus, np.float32)).T
     hits = []
     for row in scores:
         best = np.argsort(-row, kind="stable")[:top_k]

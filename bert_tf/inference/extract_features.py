@@ -133,13 +133,6 @@ def feature_json(feature, layer_indexes, layer_values):
     ])
 
 
-def write_jsonl(output_file, objects):
-    """Writes JSON lines to `output_file` atomically."""
-    with fileio.atomic_write(output_file) as writer:
-        for obj in objects:
-            writer.write(json.dumps(obj) + "\n")
-
-
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4", max_seq_length=128,
                      batch_size=32, jit_compile=False, lengths=None, doc_stride=0):
     """Reads, featurizes, runs the encoder and writes the JSONL; returns the number of examples. ValueError for an
@@ -154,7 +147,9 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     texts = convert_examples_to_texts(examples, max_seq_length, tokenizer, doc_stride)
     results = predict_layers(model, [f for text in texts for f in text.features], layer_indexes, batch_size,
                              jit_compile, lengths)
-    write_jsonl(output_file, (feature_json(text, layer_indexes, values) for text, values in stitch(texts, results)))
+    with fileio.atomic_write(output_file) as writer:
+        for text, values in stitch(texts, results):
+            writer.write(json.dumps(feature_json(text, layer_indexes, values)) + "\n")
     return len(texts)
 
 

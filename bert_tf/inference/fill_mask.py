@@ -64,15 +64,6 @@ def convert_examples(examples, tokenizer, max_seq_length, source="the input"):
     return converted
 
 
-def _model_inputs(batch, cut_positions=True):
-    """The model's inputs of a batch, masked_lm_positions cut to its most masks where `cut_positions` (not under
-    XLA, which needs a static width)."""
-    positions = batch["masked_lm_positions"]
-    if cut_positions:
-        positions = positions[:, :lengths_lib.cut_length(batch["masked_lm_weights"])]
-    return {**{name: batch[name] for name in packing.INPUT_NAMES}, "masked_lm_positions": positions}
-
-
 def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=None):
     """Yields (example, probabilities [num_masks, top_k], ids [num_masks, top_k]) for each MaskedExample, in order.
     `model`: a built BertPretrainer; `lengths` (None: max_seq_length) runs length-sorted batches."""
@@ -86,7 +77,11 @@ def predict(model, examples, top_k=5, batch_size=8, jit_compile=False, lengths=N
         np.int32).reshape(len(examples), most)
 
     def top(batch):
-        logits = model(_model_inputs(batch, cut_positions=not jit_compile), training=False)["masked_lm_logits"]
+        positions = batch["masked_lm_positions"]
+        if not jit_compile:  # cut to the batch's most masks (XLA needs a static width)
+            positions = positions[:, :lengths_lib.cut_length(batch["masked_lm_weights"])]
+        inputs = {**{name: batch[name] for name in packing.INPUT_NAMES}, "masked_lm_positions": positions}
+        logits = model(inputs, training=False)["masked_lm_logits"]
         values, indices = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1), k=top_k)
         return {"values": values, "indices": indices}
 

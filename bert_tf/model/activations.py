@@ -1,13 +1,6 @@
-"""Activation functions by their `hidden_act` name in bert_config.json.
-
-| name                     | computes                                              | who uses it                     |
-|--------------------------|-------------------------------------------------------|---------------------------------|
-| `gelu`                   | 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))        | the original code's "gelu"      |
-| `gelu_new`, `gelu_tanh`  | the same tanh approximation                           | Hugging Face names for it       |
-| `gelu_exact`, `gelu_erf` | 0.5 x (1 + erf(x / sqrt(2)))                          | Hugging Face's "gelu" (!)       |
-| `relu`, `tanh`, `linear` | as named                                              |                                 |
-
-`checkpoints.bert_config_from_hf` maps a Hugging Face "gelu" to `gelu_exact`.
+"""Activation functions by their `hidden_act` name in bert_config.json: `gelu` is the original's tanh approximation
+(Hugging Face's "gelu_new"), `gelu_exact` the GELU with erf, which Hugging Face calls "gelu"
+(`checkpoints.bert_config_from_hf` maps it).
 """
 from keras import ops
 
@@ -40,7 +33,6 @@ NAMES = frozenset(_FUNCTIONS)
 
 
 def is_known(name):
-    """Whether `name` is a supported `hidden_act`."""
     return isinstance(name, str) and name.lower() in _FUNCTIONS
 
 

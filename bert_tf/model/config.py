@@ -1,5 +1,6 @@
 """BertConfig: the original `bert_config.json`, read, validated and written back in the same JSON form."""
 import copy
+import inspect
 import json
 
 from absl import logging
@@ -7,24 +8,9 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.model import activations
 
-# The original's keys with its constructor defaults (vocab_size has none).
-DEFAULTS = {
-    "vocab_size": None,
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
-    "hidden_act": "gelu",
-    "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1,
-    "max_position_embeddings": 512,
-    "type_vocab_size": 16,
-    "initializer_range": 0.02,
-}
 # Keys a bert_config.json must give: those that shape the weights (the original silently took its defaults).
 REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                  "max_position_embeddings", "type_vocab_size")
+_POSITIVE_INTS = (*REQUIRED, "max_position_embeddings", "type_vocab_size")
 _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
@@ -106,7 +92,6 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, json_file):
-        """Writes the config atomically (temp name, then rename)."""
         fileio.write_text_atomically(json_file, self.to_json_string())
 
     def __eq__(self, other):
@@ -114,6 +99,11 @@ class BertConfig:
 
     def __repr__(self):
         return f"BertConfig({self.to_dict()})"
+
+
+# The original's keys with its constructor defaults (vocab_size has none: None), read off BertConfig's signature.
+DEFAULTS = {name: None if parameter.default is parameter.empty else parameter.default
+            for name, parameter in inspect.signature(BertConfig).parameters.items() if name != "extra"}
 
 
 def check_max_seq_length(config, max_seq_length):

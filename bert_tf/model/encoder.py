@@ -27,6 +27,14 @@ def serializable(cls):
     return keras.saving.register_keras_serializable(package="bert_tf")(cls)
 
 
+class ConfigLayer(layers.Layer):
+    """A layer whose config is its `config_keys` attributes: the constructor's arguments of the same names."""
+    config_keys = ()
+
+    def get_config(self):
+        return {**super().get_config(), **{key: getattr(self, key) for key in self.config_keys}}
+
+
 # Set only inside the constructor of a BertModel made with `restored=True`, while it builds its layers.
 _SKIP_INITIAL_VALUES = contextvars.ContextVar("bert_tf_skip_initial_values", default=False)
 
@@ -115,12 +123,14 @@ def attention_mask_adder(input_mask, dtype="float32"):
 
 
 @serializable
-class BertEmbeddings(layers.Layer):
+class BertEmbeddings(ConfigLayer):
     """Word + learned position + token type embeddings, then LayerNorm and dropout.
 
     input_ids, segment_ids [B, S] -> embedding_output [B, S, H]. Weights: word_embeddings [V, H], token_type_embeddings
     [type_vocab_size, H], position_embeddings [max_position_embeddings, H].
     """
+    config_keys = ("vocab_size", "hidden_size", "type_vocab_size", "max_position_embeddings", "initializer_range",
+                   "dropout_rate")
 
     def __init__(self, vocab_size, hidden_size, type_vocab_size=16, max_position_embeddings=512,
                  initializer_range=0.02, dropout_rate=0.1, **kwargs):
@@ -136,17 +146,11 @@ class BertEmbeddings(layers.Layer):
 
     def build(self, input_ids_shape=None, segment_ids_shape=None):
         # One initializer object per variable: a seedless Keras 3 initializer repeats its values per object.
-        def init():
-            return create_initializer(self.initializer_range)
-
-        self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init())
-        self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size), initializer=init())
-        self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size), initializer=init())
+        for name, rows in (("word_embeddings", self.vocab_size), ("token_type_embeddings", self.type_vocab_size),
+                           ("position_embeddings", self.max_position_embeddings)):
+            setattr(self, name, self.add_weight(name=name, shape=(rows, self.hidden_size),
+                                                initializer=create_initializer(self.initializer_range)))
         self.layer_norm.build((None, None, self.hidden_size))
-        self.built = True
 
     def call(self, input_ids, segment_ids, training=None):
         seq_length = ops.shape(input_ids)[1]
@@ -161,19 +165,15 @@ class BertEmbeddings(layers.Layer):
     def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
         return tuple(input_ids_shape) + (self.hidden_size,)
 
-    def get_config(self):
-        return {**super().get_config(), "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                "type_vocab_size": self.type_vocab_size, "max_position_embeddings": self.max_position_embeddings,
-                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
-
 
 @serializable
-class BertAttention(layers.Layer):
+class BertAttention(ConfigLayer):
     """Multi-head self-attention, output projection, residual and LayerNorm (post-LN).
 
     x [B, S, H], mask_adder [B, 1, 1, S], seeds (`draw_seeds()`, None: no dropout) -> [B, S, H]. Sublayers keep the
     original's names (`attention/self/query`, ..., `attention/output/dense`).
     """
+    config_keys = ("hidden_size", "num_attention_heads", "attention_dropout_rate", "dropout_rate", "initializer_range")
 
     def __init__(self, hidden_size, num_attention_heads, attention_dropout_rate=0.1, dropout_rate=0.1,
                  initializer_range=0.02, **kwargs):
@@ -201,7 +201,6 @@ class BertAttention(layers.Layer):
         for dense in (self.query, self.key, self.value, self.output_dense):
             dense.build((None, None, self.hidden_size))
         self.layer_norm.build((None, None, self.hidden_size))
-        self.built = True
 
     def _split_heads(self, x, batch, seq):
         """[B * S, H] -> [B, N, S, D]."""
@@ -231,21 +230,17 @@ class BertAttention(layers.Layer):
     def compute_output_shape(self, x_shape, mask_adder_shape=None, seeds_shape=None):
         return x_shape
 
-    def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size,
-                "num_attention_heads": self.num_attention_heads,
-                "attention_dropout_rate": self.attention_dropout_rate, "dropout_rate": self.dropout_rate,
-                "initializer_range": self.initializer_range}
-
 
 @serializable
-class TransformerBlock(layers.Layer):
+class TransformerBlock(ConfigLayer):
     """One encoder layer (`bert/encoder/layer_N`): attention, then the feed-forward net (dense [H, I] with `hidden_act`,
     dense [I, H]), each post-LN. x [B, S, H] -> [B, S, H].
 
     `gradient_checkpointing` (read when traced): training recomputes the activations in the backward pass, keeping
     [B, S, H] instead of [B, N, S, S] + [B, S, I].
     """
+    config_keys = ("hidden_size", "num_attention_heads", "intermediate_size", "hidden_act", "attention_dropout_rate",
+                   "dropout_rate", "initializer_range", "gradient_checkpointing")
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
                  attention_dropout_rate=0.1, dropout_rate=0.1, initializer_range=0.02, gradient_checkpointing=False,
@@ -274,7 +269,6 @@ class TransformerBlock(layers.Layer):
         self.intermediate.build((None, None, self.hidden_size))
         self.output_dense.build((None, None, self.intermediate_size))
         self.layer_norm.build((None, None, self.hidden_size))
-        self.built = True
 
     def draw_seeds(self):
         """The next dropout seeds (attention probabilities, attention output, feed-forward output), each [2] int32 or
@@ -303,17 +297,11 @@ class TransformerBlock(layers.Layer):
     def compute_output_shape(self, x_shape, mask_adder_shape=None):
         return x_shape
 
-    def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size,
-                "num_attention_heads": self.num_attention_heads, "intermediate_size": self.intermediate_size,
-                "hidden_act": self.hidden_act, "attention_dropout_rate": self.attention_dropout_rate,
-                "dropout_rate": self.dropout_rate, "initializer_range": self.initializer_range,
-                "gradient_checkpointing": self.gradient_checkpointing}
-
 
 @serializable
-class BertPooler(layers.Layer):
+class BertPooler(ConfigLayer):
     """The first token's final hidden state through a tanh dense layer: [B, S, H] -> pooled_output [B, H]."""
+    config_keys = ("hidden_size", "initializer_range")
 
     def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -324,17 +312,12 @@ class BertPooler(layers.Layer):
 
     def build(self, sequence_output_shape):
         self.dense.build((None, self.hidden_size))
-        self.built = True
 
     def call(self, sequence_output):
         return self.dense(sequence_output[:, 0, :])
 
     def compute_output_shape(self, sequence_output_shape):
         return (sequence_output_shape[0], self.hidden_size)
-
-    def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size,
-                "initializer_range": self.initializer_range}
 
 
 @serializable

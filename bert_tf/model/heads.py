@@ -1,29 +1,20 @@
-"""Task heads on the BERT encoder: small Keras layers with the original scripts' weights and shapes.
-
-| layer            | original variables                                               | input -> output          |
-|------------------|------------------------------------------------------------------|--------------------------|
-| MaskedLMHead     | cls/predictions/transform/{dense,LayerNorm}, .../output_bias      | [B,S,H], positions [B,P] |
-|                  | (logits tied to the word embeddings)                             |   -> [B,P,V]             |
-| OutputProjection | e.g. cls/seq_relationship/output_weights [2,H], output_bias [2]   | [..., H] -> [..., K]     |
-| ClassifierHead   | dropout, then output_weights [L,H], output_bias [L]               | [..., H] -> [..., L]     |
-| SpanHead         | cls/squad/output_weights [2,H], output_bias [2] (run_squad.py)    | [B,S,H] -> start, end    |
-|                  |                                                                  |   [B,S]                  |
-| SentencePooling  | none: the mean of the real tokens or [CLS], L2-normalized         | [B,S,H], mask [B,S]      |
-|                  | (sentence-transformers' Pooling and Normalize)                   |   -> [B,H]               |
+"""Task heads on the BERT encoder: small Keras layers with the original scripts' weights and shapes, which
+`bert_tf.model.task_models` puts on the encoder.
 
 `output_weights` keep the original's [num_outputs, H] layout (a Keras Dense kernel's transpose): logits = x @
-output_weights^T + output_bias. `bert_tf.model.task_models` puts these heads on the encoder.
+output_weights^T + output_bias.
 """
 import tensorflow as tf
 from keras import layers, ops
 
 from bert_tf.model import activations
-from bert_tf.model.encoder import SeededDropout, create_initializer, make_layer_norm, serializable
+from bert_tf.model.encoder import ConfigLayer, SeededDropout, create_initializer, make_layer_norm, serializable
 
 
 @serializable
-class OutputProjection(layers.Layer):
+class OutputProjection(ConfigLayer):
     """x [..., H] -> logits [..., num_outputs], `output_weights` [num_outputs, H]."""
+    config_keys = ("num_outputs", "initializer_range")
 
     def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -35,23 +26,12 @@ class OutputProjection(layers.Layer):
             name="output_weights", shape=(self.num_outputs, input_shape[-1]),
             initializer=create_initializer(self.initializer_range))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,), initializer="zeros")
-        self.built = True
 
     def call(self, x):
         return ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.num_outputs,)
-
-    def get_config(self):
-        return {**super().get_config(), "num_outputs": self.num_outputs,
-                "initializer_range": self.initializer_range}
-
-
-def logits_against(x, table):
-    """x [N, H], table [V, H] -> x @ table^T [N, V], as one MatMul with transpose_b, so the table's gradient is one
-    [V, N] x [N, H] MatMul with no transpose of the whole table."""
-    return tf.matmul(x, table, transpose_b=True)
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -62,12 +42,13 @@ def gather_indexes(sequence_tensor, positions):
 
 
 @serializable
-class MaskedLMHead(layers.Layer):
+class MaskedLMHead(ConfigLayer):
     """The masked LM head: dense + hidden_act + LayerNorm, then logits against the tied word embeddings.
 
     sequence_output [B, S, H], masked_lm_positions [B, P] -> logits [B, P, V] (float32). `embedding_layer`: the
     encoder's BertEmbeddings, whose `word_embeddings` [V, H] the output shares.
     """
+    config_keys = ("hidden_act", "initializer_range")
 
     def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -86,29 +67,23 @@ class MaskedLMHead(layers.Layer):
         self.layer_norm.build((None, hidden_size))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.embedding_layer.vocab_size,), initializer="zeros")
-        self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
-        # On [B*P, H] as the original: one MatMul, whose gradient for the tied embeddings is one MatMul too.
+        # On [B*P, H] as the original, with transpose_b: the tied table's gradient is one MatMul, no transpose of it.
         x = self.layer_norm(self.transform(gather_indexes(sequence_output, masked_lm_positions)))
         table = ops.cast(self.embedding_layer.word_embeddings, x.dtype)
-        logits = ops.cast(logits_against(x, table), "float32") + ops.cast(self.output_bias, "float32")
+        logits = ops.cast(tf.matmul(x, table, transpose_b=True), "float32") + ops.cast(self.output_bias, "float32")
         return ops.reshape(logits, (-1, ops.shape(masked_lm_positions)[1], self.embedding_layer.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
         return tuple(masked_lm_positions_shape) + (self.embedding_layer.vocab_size,)
 
-    def get_config(self):
-        # The tied embedding layer is not serialized: BertPretrainer rebuilds the tie.
-        config = {**super().get_config(), "hidden_act": self.hidden_act,
-                  "initializer_range": self.initializer_range}
-        return config
-
 
 @serializable
-class ClassifierHead(layers.Layer):
+class ClassifierHead(ConfigLayer):
     """run_classifier.py's head: dropout, then `output_weights`/`output_bias`. [B, H] (or [B, S, H]) -> logits
     [B, num_labels] ([B, S, num_labels]), float32."""
+    config_keys = ("num_labels", "dropout_rate", "initializer_range")
 
     def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -121,7 +96,6 @@ class ClassifierHead(layers.Layer):
 
     def build(self, pooled_output_shape):
         self.projection.build(pooled_output_shape)
-        self.built = True
 
     def call(self, pooled_output, training=None):
         return ops.cast(self.projection(self.dropout(pooled_output, training=training)), "float32")
@@ -129,14 +103,11 @@ class ClassifierHead(layers.Layer):
     def compute_output_shape(self, pooled_output_shape):
         return (*pooled_output_shape[:-1], self.num_labels)
 
-    def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels, "dropout_rate": self.dropout_rate,
-                "initializer_range": self.initializer_range}
-
 
 @serializable
-class SpanHead(layers.Layer):
+class SpanHead(ConfigLayer):
     """run_squad.py's head: sequence_output [B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
+    config_keys = ("initializer_range",)
 
     def __init__(self, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -145,7 +116,6 @@ class SpanHead(layers.Layer):
 
     def build(self, sequence_output_shape):
         self.projection.build(sequence_output_shape)
-        self.built = True
 
     def call(self, sequence_output):
         logits = ops.cast(self.projection(sequence_output), "float32")
@@ -153,9 +123,6 @@ class SpanHead(layers.Layer):
 
     def compute_output_shape(self, sequence_output_shape):
         return tuple(sequence_output_shape[:2]), tuple(sequence_output_shape[:2])
-
-    def get_config(self):
-        return {**super().get_config(), "initializer_range": self.initializer_range}
 
 
 @serializable
@@ -173,10 +140,11 @@ POOLINGS = ("mean", "cls")
 
 
 @serializable
-class SentencePooling(layers.Layer):
+class SentencePooling(ConfigLayer):
     """A sentence embedding as sentence-transformers computes it, in float32: `pooling` "mean" (over tokens with
     input_mask 1) or "cls"; `normalize_embeddings`: divided by its L2 norm. No weights. sequence_output [B, S, H],
     input_mask [B, S] -> embedding [B, H]."""
+    config_keys = ("pooling", "normalize_embeddings")
 
     def __init__(self, pooling="mean", normalize_embeddings=True, **kwargs):
         super().__init__(**kwargs)
@@ -197,6 +165,3 @@ class SentencePooling(layers.Layer):
 
     def compute_output_shape(self, sequence_output_shape, input_mask_shape):
         return (sequence_output_shape[0], sequence_output_shape[-1])
-
-    def get_config(self):
-        return {**super().get_config(), "pooling": self.pooling, "normalize_embeddings": self.normalize_embeddings}

@@ -1,16 +1,9 @@
 """Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what the
 Keras model cannot say itself (`TaskSpec`, by task name in `REGISTRY`).
 
-| task model          | heads (attributes)                     | tasks (REGISTRY)       | script              |
-|---------------------|----------------------------------------|------------------------|---------------------|
-| BertModel           | none                                   | encoder                | (the encoder alone) |
-| BertPretrainer      | `.masked_lm`, `.next_sentence`         | pretraining, masked_lm | run_pretraining.py  |
-| BertClassifier      | `.classifier`                          | classifier, regression,| run_classifier.py   |
-|                     |                                        | multi_label            |                     |
-| BertSpanLabeler     | `.span`                                | squad                  | run_squad.py        |
-| BertTokenClassifier | `.tagger` (new)                        | ner                    | run_ner.py          |
-| BertMultipleChoice  | `.choice` (new)                        | swag                   | run_swag.py         |
-| BertSentenceEncoder | none (`.sentence_pooling`, no weights) | embedding              | sentence embeddings |
+Models (heads; tasks): BertModel (none; encoder), BertPretrainer (`.masked_lm`, `.next_sentence`; pretraining,
+masked_lm), BertClassifier (`.classifier`; classifier, regression, multi_label), BertSpanLabeler (`.span`; squad),
+BertTokenClassifier (`.tagger`; ner), BertMultipleChoice (`.choice`; swag), BertSentenceEncoder (none; embedding).
 
 Shapes: B batch, S sequence, H hidden, L labels, C choices, P masked positions, V vocabulary. A task model names its
 heads' original variables in `heads` (what `bert_tf.checkpoints` maps) and has no other variable.
@@ -237,8 +230,6 @@ class BertPretrainer(TaskModel):
         self.with_next_sentence = with_next_sentence
 
 
-# --- what the Keras model cannot say itself -----------------------------------------------------------------
-
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
     """What one task's model is beyond the Keras model, read by the tasks, the checkpoints and the export. `model` is
@@ -309,7 +300,6 @@ BUILT_IN_HEADS = {**BertPretrainer.heads, **BertClassifier.heads, **BertSpanLabe
 
 
 def build_task_model(task, config, num_labels=None, restored=False, **options):
-    """The Keras model of `task`: `REGISTRY[task].build(...)`."""
     if task not in REGISTRY:
         raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(REGISTRY)}.")
     return REGISTRY[task].build(config, num_labels, restored, **options)

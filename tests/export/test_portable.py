@@ -145,9 +145,9 @@ def test_every_kind_of_task_runs_without_tensorflow(tiny, tmp_path):
 
 
 def test_a_failing_tf2onnx_pass_is_skipped_as_tf2onnx_skips_it(tiny, tmp_path, monkeypatch, caplog):
-    """tf2onnx optimizes the ONNX graph in place (portable._onnx_optimized_in_place); where one of its passes fails,
-    the model is converted again tf2onnx's own way, which skips that pass: the export succeeds with a warning, equal
-    to the Keras model, and TF2ONNX_CATCH_ERRORS is as it was."""
+    """tf2onnx optimizes the ONNX graph in place (portable.write_onnx's TF2ONNX_CATCH_ERRORS); where one of its passes
+    fails, the model is converted again tf2onnx's own way, which skips that pass: the export succeeds with a warning,
+    equal to the Keras model, and TF2ONNX_CATCH_ERRORS is as it was."""
     from tf2onnx import optimizer
     from tf2onnx.optimizer.optimizer_base import GraphOptimizerBase
 
