@@ -268,8 +268,36 @@ class BasicTokenizer:
         if self.do_lower_case:
             word = word.lower()
             if not word.isascii():  # ASCII has no decompositions or combining marks
-                word = unicodedata.normalize("NFD", word).translate(_ACCENT_TABLE)
+                word = self._run_strip_accents(word)
         return word
+
+    # The original's per-step methods, kept for code written against its BasicTokenizer (subclasses, callers).
+
+    def _run_strip_accents(self, text):
+        return unicodedata.normalize("NFD", text).translate(_ACCENT_TABLE)
+
+    def _run_split_on_punc(self, text):
+        pieces = []
+        start = 0
+        for i, char in enumerate(text):
+            if _is_punctuation(char):
+                if start < i:
+                    pieces.append(text[start:i])
+                pieces.append(char)
+                start = i + 1
+        if start < len(text):
+            pieces.append(text[start:])
+        return pieces
+
+    def _tokenize_chinese_chars(self, text):
+        return "".join(" " + c + " " if _is_chinese_char(ord(c)) else c for c in text)
+
+    def _is_chinese_char(self, cp):
+        return _is_chinese_char(cp)
+
+    def _clean_text(self, text):
+        return "".join("" if ord(c) == 0 or ord(c) == 0xFFFD or _is_control(c)
+                       else " " if _is_whitespace(c) else c for c in text)
 
 
 class WordpieceTokenizer:

@@ -119,6 +119,7 @@ def test_is_punctuation():
 def test_is_chinese_char():
     for cp in (0x4E00, 0x9FFF, 0x3400, 0x20000, 0x2A6DF, 0x2B820, 0xF900, 0x2F800, 0x2FA1F):
         assert tokenization._is_chinese_char(cp), hex(cp)
+        assert tokenization.BasicTokenizer()._is_chinese_char(cp)
     for cp in (0x4DFF, 0x2A6E0, 0x3042, 0xAC00, ord("a"), 0x2FA20):  # hexagrams, gap, kana, hangul
         assert not tokenization._is_chinese_char(cp), hex(cp)
 
@@ -243,21 +244,15 @@ def test_bytes_input(uncased):
 # ------------------------------------------------------------------------------------------------
 
 def _reference_basic(text, do_lower_case):
-    """The original pipeline, spelled out character by character as the original's BasicTokenizer methods."""
-    text = "".join("" if ord(c) == 0 or ord(c) == 0xFFFD or tokenization._is_control(c)
-                   else " " if tokenization._is_whitespace(c) else c for c in tokenization.convert_to_unicode(text))
-    text = "".join(" " + c + " " if tokenization._is_chinese_char(ord(c)) else c for c in text)
+    """The original pipeline, spelled out with the per-character helper methods."""
+    bt = tokenization.BasicTokenizer(do_lower_case)
+    text = bt._tokenize_chinese_chars(bt._clean_text(tokenization.convert_to_unicode(text)))
     pieces = []
     for token in tokenization.whitespace_tokenize(text):
         if do_lower_case:
             token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
                             if unicodedata.category(c) != "Mn")
-        start = 0  # _run_split_on_punc
-        for i, char in enumerate(token):
-            if tokenization._is_punctuation(char):
-                pieces += [token[start:i], char]
-                start = i + 1
-        pieces.append(token[start:])
+        pieces.extend(bt._run_split_on_punc(token))
     return tokenization.whitespace_tokenize(" ".join(pieces))
 
 
@@ -334,8 +329,9 @@ def test_ascii_and_non_ascii_paths_agree(uncased):
     # the same words surrounded by non-ASCII text take the Unicode paths but must tokenize the same
     assert uncased.tokenize("\u00e9 " + base + " \u4e2d") == ["e"] + expected + ["中"]
     assert uncased.tokenize(base.replace(" ", "\u00a0")) == expected
-    for word in base.split():  # accent stripping leaves ASCII as it is
-        assert unicodedata.normalize("NFD", word.lower()).translate(tokenization._ACCENT_TABLE) == word.lower()
+    bt = tokenization.BasicTokenizer()
+    for word in base.split():
+        assert bt._run_strip_accents(word.lower()) == word.lower()
     # precomposed vs decomposed accents are the same once lower-cased
     assert uncased.tokenize("Caf\u00e9 na\u00efve") == uncased.tokenize("Cafe\u0301 nai\u0308ve")
 
