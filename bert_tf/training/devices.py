@@ -1,7 +1,6 @@
 """Where a run runs, logged once by every training and prediction script (`log_devices`): strategy, batch per
 replica, precision, CPU and threads, GPUs or TPU, CUDA build. A CUDA build that finds no GPU says why.
 """
-import collections
 import os
 import platform
 import re
@@ -16,8 +15,6 @@ LISTED_DEVICES = 8  # a TPU pod's strategy has hundreds
 THREAD_VARIABLES = {"intra-op": "TF_NUM_INTRAOP_THREADS", "inter-op": "TF_NUM_INTEROP_THREADS"}
 # A CUDA_VISIBLE_DEVICES entry that names a GPU (index or UUID); CUDA stops at the first that does not.
 _GPU_ENTRY = re.compile(r"\d+|GPU-.+|MIG-.+")
-
-Notice = collections.namedtuple("Notice", ["level", "message"])  # level: absl's logging.INFO or logging.WARNING
 
 
 def describe(strategy=None, global_batch_size=None, gradient_accumulation_steps=1, precision=None, use_xla=None):
@@ -53,7 +50,7 @@ def log_devices(strategy=None, global_batch_size=None, gradient_accumulation_ste
     notice = no_gpu_notice(tf.test.is_built_with_cuda(), len(tf.config.list_physical_devices("GPU")),
                            os.environ.get("CUDA_VISIBLE_DEVICES"), bool(machine.nvidia_driver_files()), num_gpus)
     if notice:
-        logging.log(notice.level, notice.message)
+        logging.log(*notice)
 
 
 def short_name(device):
@@ -159,22 +156,23 @@ def hides_every_gpu(cuda_visible_devices):
 
 
 def no_gpu_notice(built_with_cuda, gpus_found, cuda_visible_devices, driver_present, num_gpus=None):
-    """Why a TensorFlow built with CUDA found no GPU, as a Notice, or None (GPUs found, no CUDA, or `num_gpus` 0):
-    INFO where CUDA_VISIBLE_DEVICES hides them, else a WARNING (no NVIDIA driver, or CUDA libraries not loadable)."""
+    """Why a TensorFlow built with CUDA found no GPU, as (absl's level, message), or None (GPUs found, no CUDA, or
+    `num_gpus` 0): INFO where CUDA_VISIBLE_DEVICES hides them, else a WARNING (no NVIDIA driver, or CUDA libraries
+    not loadable)."""
     if gpus_found or not built_with_cuda or num_gpus == 0:
         return None
     if cuda_visible_devices is not None and hides_every_gpu(cuda_visible_devices):
-        return Notice(logging.INFO, f"No GPU: CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides them; running on "
+        return (logging.INFO, f"No GPU: CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} hides them; running on "
                                     f"the CPU.")
     if not driver_present:
-        return Notice(logging.WARNING, (
+        return (logging.WARNING, (
             "TensorFlow is built with CUDA but found no GPU: this machine has no NVIDIA driver (none of "
             f"{', '.join(machine.NVIDIA_DRIVER_FILES)}). Running on the CPU. On a machine with an NVIDIA GPU, "
             "install its driver; to run on the CPU without this warning, set CUDA_VISIBLE_DEVICES=-1 (or pass "
             "--num_gpus=0 to a training script)."))
     named = "" if cuda_visible_devices is None else (
         f" (or CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} names no GPU of this machine)")
-    return Notice(logging.WARNING, (
+    return (logging.WARNING, (
         f"TensorFlow is built with CUDA and the NVIDIA driver is present, but it found no GPU: its CUDA libraries "
         f"are most likely not loadable{named}. Running on the CPU. Install them with `pip install "
         f"{CUDA_PACKAGE}`; TensorFlow's 'Could not load dynamic library' and 'Cannot dlopen some GPU libraries' "

@@ -103,30 +103,29 @@ def test_nothing_to_say_with_a_gpu_a_cpu_build_or_the_cpu_asked_for(built_with_c
 @pytest.mark.parametrize("value", ["", "-1"])
 def test_gpus_hidden_by_cuda_visible_devices_is_the_users_choice(value):
     for driver_present in (True, False):
-        notice = devices.no_gpu_notice(True, 0, value, driver_present)
-        assert notice.level == logging.INFO
-        assert notice.message == f"No GPU: CUDA_VISIBLE_DEVICES={value!r} hides them; running on the CPU."
+        level, message = devices.no_gpu_notice(True, 0, value, driver_present)
+        assert level == logging.INFO
+        assert message == f"No GPU: CUDA_VISIBLE_DEVICES={value!r} hides them; running on the CPU."
 
 
 def test_no_driver_is_a_warning_naming_the_driver():
-    notice = devices.no_gpu_notice(True, 0, None, False)
-    assert notice.level == logging.WARNING
-    assert notice.message.startswith("TensorFlow is built with CUDA but found no GPU: this machine has no NVIDIA "
+    level, message = devices.no_gpu_notice(True, 0, None, False)
+    assert level == logging.WARNING
+    assert message.startswith("TensorFlow is built with CUDA but found no GPU: this machine has no NVIDIA "
                                      "driver (none of /proc/driver/nvidia/version, /dev/nvidia0, /dev/dxg).")
-    assert "install its driver" in notice.message and "CUDA_VISIBLE_DEVICES=-1" in notice.message
+    assert "install its driver" in message and "CUDA_VISIBLE_DEVICES=-1" in message
 
 
 def test_a_driver_without_loadable_cuda_libraries_is_a_warning_naming_the_package():
-    notice = devices.no_gpu_notice(True, 0, None, True)
-    assert notice.level == logging.WARNING
+    level, message = devices.no_gpu_notice(True, 0, None, True)
+    assert level == logging.WARNING
     assert "the NVIDIA driver is present, but it found no GPU: its CUDA libraries are most likely not loadable. " in (
-        notice.message)
+        message)
     major_minor = ".".join(tf.__version__.split(".")[:2])
-    assert f"`pip install tensorflow[and-cuda]=={major_minor}.*`" in notice.message
-    assert "'Cannot dlopen some GPU libraries'" in notice.message
-    listed = devices.no_gpu_notice(True, 0, "3", True)  # an id this machine may not have: named as a cause too
-    assert listed.level == logging.WARNING and "(or CUDA_VISIBLE_DEVICES='3' names no GPU of this machine)" in (
-        listed.message)
+    assert f"`pip install tensorflow[and-cuda]=={major_minor}.*`" in message
+    assert "'Cannot dlopen some GPU libraries'" in message
+    level, message = devices.no_gpu_notice(True, 0, "3", True)  # an id this machine may not have: named as a cause
+    assert level == logging.WARNING and "(or CUDA_VISIBLE_DEVICES='3' names no GPU of this machine)" in message
 
 
 @pytest.mark.slow
@@ -158,5 +157,5 @@ def test_a_training_script_logs_its_devices(tmp_path, run_main):
     notice = devices.no_gpu_notice(tf.test.is_built_with_cuda(), len(gpus), os.environ.get("CUDA_VISIBLE_DEVICES"),
                                    bool(machine.nvidia_driver_files()))
     if notice:
-        assert notice.message in first
+        assert notice[1] in first
     assert "found no GPU" not in second and "No GPU: " not in second
