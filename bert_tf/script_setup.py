@@ -8,7 +8,6 @@ benchmark's `__main__`; the library never imports it.
 """
 import atexit
 import gc
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -28,22 +27,18 @@ ENVIRONMENT_DEFAULTS = {"TF_ENABLE_ONEDNN_OPTS": "1",
 DEFERRED_MODULES = frozenset({"keras.wrappers", "keras.visualization", "keras.src.visualization"})
 
 
-class DeferredImports(importlib.abc.MetaPathFinder):
-    """Finds the modules in `names` as the import system would, and loads them on their first attribute access."""
-
-    def __init__(self, names):
-        self.names = names
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in self.names:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is not None and spec.loader is not None:
-            spec.loader = importlib.util.LazyLoader(spec.loader)
-        return spec
+def find_spec(fullname, path, target=None):
+    """The import hook (this module, in sys.meta_path): finds DEFERRED_MODULES as the import system would, loaded on
+    their first attribute access; None for the others."""
+    if fullname not in DEFERRED_MODULES:
+        return None
+    spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+    if spec is not None and spec.loader is not None:
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+    return spec
 
 
 os.environ.update({name: value for name, value in ENVIRONMENT_DEFAULTS.items() if name not in os.environ})
 atexit.register(gc.freeze)  # registered before TensorFlow's and Keras' exit handlers, so it runs after them
-if not any(isinstance(finder, DeferredImports) for finder in sys.meta_path):
-    sys.meta_path.insert(0, DeferredImports(DEFERRED_MODULES))
+if sys.modules[__name__] not in sys.meta_path:
+    sys.meta_path.insert(0, sys.modules[__name__])
