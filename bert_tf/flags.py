@@ -20,17 +20,13 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
     "turns the rewrites off, TF_CPP_MIN_LOG_LEVEL=0 shows every message.")
 
 
-# Errors of bad input and a lost worker (WorkerLost, an OSError): a script ends with their message on one line.
-EXPECTED_ERRORS = (ValueError, OSError, FloatingPointError)
-
-
 def run(main, required=(), **kwargs):
-    """absl's app.run for a run script with these `required` flags and ENVIRONMENT_HELP ending its --help. An
-    EXPECTED_ERRORS ends it with `<script>: error: <message>` and status 1 (the traceback with --verbosity=1)."""
+    """absl's app.run for a run script with these `required` flags and ENVIRONMENT_HELP ending its --help. Bad input
+    or a lost worker ends it with `<script>: error: <message>` and status 1 (the traceback with --verbosity=1)."""
     def guarded(argv):
         try:
             return main(argv)
-        except EXPECTED_ERRORS as e:
+        except (ValueError, OSError, FloatingPointError) as e:  # a lost worker: WorkerLost, an OSError
             if flags.FLAGS.verbosity >= 1:
                 raise
             print(f"{os.path.basename(sys.argv[0])}: error: {e} (--verbosity=1 shows the traceback)", file=sys.stderr)
@@ -149,6 +145,8 @@ def define_run_flags():
 
 def define_training_flags():
     """The flags run_pretraining.py shares with the fine-tuning scripts, plus bert-tf's training flags."""
+    from bert_tf.training import distribute, optimization
+
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results are written.")
     run_flag(flags.DEFINE_bool, "do_train", "Whether to run training.")
     run_flag(flags.DEFINE_bool, "do_eval", "Whether to run eval on the dev set.")
@@ -185,13 +183,7 @@ def define_training_flags():
              "improvement of --best_metric (0: never).", lower_bound=0)
     run_flag(flags.DEFINE_float, "early_stopping_min_delta", "An improvement of --best_metric is by more than "
              "this.", lower_bound=0.0)
-    define_distribution_flags()
-
-
-def define_distribution_flags():
-    """Devices, precision and compilation: the original's TPU flags plus bert-tf's tf.distribute flags."""
-    from bert_tf.training import distribute, optimization
-
+    # Devices, precision and compilation: the original's TPU flags plus bert-tf's tf.distribute flags.
     run_flag(flags.DEFINE_bool, "use_tpu", "Whether to use TPU (same as --distribution_strategy=tpu).")
     run_flag(flags.DEFINE_string, "tpu_name", "The Cloud TPU to use for training (name or grpc:// address).")
     run_flag(flags.DEFINE_string, "tpu_zone", "GCE zone of the Cloud TPU.")
@@ -221,8 +213,7 @@ def define_distribution_flags():
     run_flag(flags.DEFINE_integer, "gradient_accumulation_steps", "Micro-batches whose gradients are summed per "
              "update; train_batch_size is the batch of one update and must be divisible by this.", lower_bound=1)
     run_flag(flags.DEFINE_bool, "gradient_checkpointing", "Recompute each transformer layer's activations in the "
-             "backward pass instead of keeping them (same dropout masks, same gradients): BERT-base at 512 tokens "
-             "peaked at half the memory, its steps about 30% slower (BENCHMARKS.md, \"Gradient checkpointing\").")
+             "backward pass instead of keeping them (same dropout masks, same gradients): less memory, slower steps.")
     run_flag(flags.DEFINE_bool, "adam_bias_correction", "Use Adam bias correction. Default False: the original "
              "AdamWeightDecayOptimizer has none.")
     run_flag(flags.DEFINE_bool, "fused_adam", "Apply --optimizer=adamw's update (without --adam_bias_correction) with "
