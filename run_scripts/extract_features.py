@@ -37,8 +37,7 @@ def main(_):
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint, layers=FLAGS.layers,
         max_seq_length=FLAGS.max_seq_length, do_lower_case=bert_flags.given(FLAGS, "do_lower_case"),
-        batch_size=FLAGS.batch_size,
-        use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
+        batch_size=FLAGS.batch_size, use_xla=FLAGS.use_xla, pad_to_max_seq_length=FLAGS.pad_to_max_seq_length,
         seq_length_multiple=FLAGS.seq_length_multiple, doc_stride=FLAGS.doc_stride)
 
 
