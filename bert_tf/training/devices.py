@@ -12,7 +12,6 @@ from bert_tf.training import distribute, machine
 
 CUDA_PACKAGE = "tensorflow[and-cuda]==%s.*" % ".".join(tf.__version__.split(".")[:2])
 LISTED_DEVICES = 8  # a TPU pod's strategy has hundreds
-THREAD_VARIABLES = {"intra-op": "TF_NUM_INTRAOP_THREADS", "inter-op": "TF_NUM_INTEROP_THREADS"}
 # A CUDA_VISIBLE_DEVICES entry that names a GPU (index or UUID); CUDA stops at the first that does not.
 _GPU_ENTRY = re.compile(r"\d+|GPU-.+|MIG-.+")
 
@@ -112,10 +111,11 @@ def thread_setting(value, variable):
 
 def threads_line():
     """TensorFlow's intra-op and inter-op thread settings."""
-    settings = {"intra-op": tf.config.threading.get_intra_op_parallelism_threads(),
-                "inter-op": tf.config.threading.get_inter_op_parallelism_threads()}
-    return "TensorFlow threads: " + ", ".join(f"{pool} {thread_setting(value, THREAD_VARIABLES[pool])}"
-                                              for pool, value in settings.items())
+    threading = tf.config.threading
+    settings = [("intra-op", threading.get_intra_op_parallelism_threads(), "TF_NUM_INTRAOP_THREADS"),
+                ("inter-op", threading.get_inter_op_parallelism_threads(), "TF_NUM_INTEROP_THREADS")]
+    return "TensorFlow threads: " + ", ".join(f"{pool} {thread_setting(value, variable)}"
+                                              for pool, value, variable in settings)
 
 
 def physical_gpu(logical_index):

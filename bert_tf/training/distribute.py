@@ -80,7 +80,16 @@ def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
     if heartbeat_timeout_seconds <= 0:
         raise ValueError(f"--heartbeat_timeout_seconds must be > 0, got {heartbeat_timeout_seconds}.")
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    configure_heartbeats(resolver.cluster_spec(), resolver.task_type, heartbeat_timeout_seconds)
+    # TensorFlow's coordination service with a heartbeat timeout, so that collective ops fail (PEER_ERRORS) rather
+    # than wait forever for a lost worker: the calls of TensorFlow's collective_all_reduce_strategy.py.
+    cluster_spec = resolver.cluster_spec()
+    jobs = [job for job in ("chief", "worker") if job in cluster_spec.jobs]
+    if resolver.task_type in jobs and context.context().coordination_service is None:
+        context.context().configure_coordination_service(
+            service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster_spec),
+            heartbeat_timeout_in_ms=int(heartbeat_timeout_seconds * 1000),
+            coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
+                              for job in jobs])
     try:
         with naming_absent_workers(resolver, heartbeat_timeout_seconds):
             strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
@@ -95,19 +104,6 @@ def multi_worker_strategy(heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S):
         logging.info("Workers' heartbeat timeout: %g s (a worker silent for longer is taken as lost)",
                      service.heartbeat_timeout_in_ms / 1000)
     return strategy
-
-
-def configure_heartbeats(cluster_spec, task_type, timeout_seconds):
-    """Configures TensorFlow's coordination service with a heartbeat timeout, so collective ops fail (PEER_ERRORS)
-    rather than wait forever for a lost worker; the calls of TensorFlow's collective_all_reduce_strategy.py."""
-    jobs = [job for job in ("chief", "worker") if job in cluster_spec.jobs]
-    if task_type not in jobs or context.context().coordination_service is not None:
-        return
-    context.context().configure_coordination_service(
-        service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster_spec),
-        heartbeat_timeout_in_ms=int(timeout_seconds * 1000),
-        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
-                          for job in jobs])
 
 
 @contextlib.contextmanager
@@ -210,7 +206,6 @@ def connect_tpu(tpu=None, tpu_zone=None, gcp_project=None, timeout=TPU_CONNECT_T
 
 
 def set_precision(policy="float32"):
-    """Sets the global Keras dtype policy, one of PRECISIONS."""
     if policy not in PRECISIONS:
         raise ValueError(f"Unknown precision policy {policy!r}; expected one of {', '.join(PRECISIONS)}.")
     keras.mixed_precision.set_global_policy(policy)

@@ -17,10 +17,8 @@ class Feed:
         self.num_workers = num_workers
         local = strategy.num_replicas_in_sync // num_workers
         self.first = worker_index * local  # the replica id of this worker's first replica
-        if isinstance(strategy, tf.distribute.TPUStrategy):
-            self.devices = [None] * local
-        else:
-            self.devices = list(strategy.extended.worker_devices)
+        tpu = isinstance(strategy, tf.distribute.TPUStrategy)  # batches left on the host
+        self.devices = [None] * local if tpu else list(strategy.extended.worker_devices)
 
     def fetch(self):
         """The next update's batches, one per local replica, each copied to its device (TPU: left on the host)."""

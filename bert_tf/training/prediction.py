@@ -5,6 +5,7 @@ A Predictor traces once per dataset element_spec and keeps its traces, so one ma
 each input shape compiles a program, which `predict_in_order` keeps to one per length.
 """
 import collections
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -29,10 +30,9 @@ class Predictor:
         tf.metrics: each term's sum(values) / sum(weights), and `loss`, the mean of the batch losses."""
         @tf.function(input_signature=list(dataset.element_spec), jit_compile=self.use_xla, autograph=False)
         def batch_figures(features, labels):  # each term's sum of values and of weights, the batch's loss
-            outputs = self.model(features)
-            values, weights = self.loss.values(labels, outputs), self.loss.weights(labels)
+            values = self.loss.values(labels, self.model(features))
             sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
-            totals = {name: tf.reduce_sum(weights[name]) for name in self.loss.terms}
+            totals = losses.weight_totals(self.loss, labels)
             return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
 
         sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
@@ -65,7 +65,11 @@ class Predictor:
         key = (repr(element_spec), with_loss)  # the structure, names, shapes and dtypes
         if key not in self._forward_functions:
             signature = list(element_spec) if with_loss else [element_spec[0] if labelled else element_spec]
-            function = self._forward(signature, with_loss)
+            function = tf.function(lambda features: self.model(features), jit_compile=self.use_xla,
+                                   input_signature=signature[:1], autograph=False)
+            if with_loss:
+                function = tf.function(functools.partial(self._with_loss, function), input_signature=signature,
+                                       autograph=False)
             function.get_concrete_function()
             if not self.use_xla and all(spec.shape.rank and spec.shape[0] is None
                                         for spec in tf.nest.flatten(signature)):
@@ -75,18 +79,10 @@ class Predictor:
             self._forward_functions[key] = function
         return self._forward_functions[key]
 
-    def _forward(self, signature, with_loss):
-        """The tf.function of the model's outputs on `signature` (with the loss, also `per_example_loss`)."""
-        forward = tf.function(lambda features: self.model(features), jit_compile=self.use_xla,
-                              input_signature=signature[:1], autograph=False)
-        if not with_loss:
-            return forward
-
-        def forward_with_loss(features, labels):
-            outputs = forward(features)
-            return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
-
-        return tf.function(forward_with_loss, input_signature=signature, autograph=False)
+    def _with_loss(self, forward, features, labels):
+        """`forward`'s outputs and `per_example_loss`."""
+        outputs = forward(features)
+        return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
 
 
 def predict_in_order(predictor, inputs, batch_size, lengths, names, fixed_batches=False, with_loss=False):

@@ -23,14 +23,7 @@ def trackables(model):
     return {"model": model, **checkpoints.model_parts(model)}
 
 
-def random_states(model):
-    """The model's dropout SeedGenerator states (its variables beyond its weights)."""
-    weights = {id(w) for w in model.weights}
-    return [v for v in model.variables if id(v) not in weights]
-
-
 def draw_seed():
-    """An input order's seed drawn at random."""
     return random.randrange(2 ** 31)
 
 
@@ -62,17 +55,17 @@ class RunState:
         """Updates done so far (restored with a checkpoint)."""
         return int(self.global_step.numpy())
 
-    def checkpoint(self):
-        parts = trackables(self.model)
+    def manager(self):
+        """A CheckpointManager of the whole state (the module docstring's) in checkpoint_dir."""
+        weights = {id(w) for w in self.model.weights}  # the dropout SeedGenerators' states: the other variables
+        parts = {"global_step": self.global_step, "input_seed": self.input_seed,
+                 "dropout_random_state": [v for v in self.model.variables if id(v) not in weights],
+                 **trackables(self.model)}
         if self.optimizer is not None:
             parts["optimizer"] = self.optimizer
         if self.input_iterators:
             parts["input_iterators"] = self.input_iterators
-        return tf.train.Checkpoint(global_step=self.global_step, input_seed=self.input_seed,
-                                   dropout_random_state=random_states(self.model), **parts)
-
-    def manager(self):
-        return tf.train.CheckpointManager(self.checkpoint(), self.checkpoint_dir, self.keep_checkpoint_max,
+        return tf.train.CheckpointManager(tf.train.Checkpoint(**parts), self.checkpoint_dir, self.keep_checkpoint_max,
                                           checkpoint_name="ckpt")
 
     def latest_checkpoint(self):
@@ -136,10 +129,8 @@ class RunState:
 
     @staticmethod
     def save(manager, step):
-        """Writes ckpt-<step>; returns its path."""
-        saved = manager.save(checkpoint_number=step)
-        logging.info("Saved %s", saved)
-        return saved
+        """Writes ckpt-<step>."""
+        logging.info("Saved %s", manager.save(checkpoint_number=step))
 
     def save_in_background(self, manager, step):
         """`save` in a thread, returning at once (`wait_for_checkpoint` waits for it)."""

@@ -16,6 +16,7 @@ import functools
 import os
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -51,10 +52,14 @@ class Trainer:
         self.pretrained = pretrained
         self.save_checkpoints_steps = max(1, config.save_checkpoints_steps)
         distribute.set_precision(config.mixed_precision)
-        self.loss_fn = loss_fn
         self.loss = losses.as_batch_loss(loss_fn)
+        self.figure_names = ["loss", *(name for name in self.loss.terms if name != "loss")]
         self.strategy = strategy or distribute.get_strategy("auto")
         self.worker_index, self.num_workers = distribute.worker_position(self.strategy)
+        self.is_chief = self.worker_index == 0  # worker 0 writes the run's shared files
+        # This worker's checkpoint directory: output_dir for the chief, else output_dir/workers/worker-<i>.
+        self.work_dir = (output_dir if self.is_chief
+                         else os.path.join(output_dir, "workers", f"worker-{self.worker_index}"))
         # Across workers, one update per loop call: in a tf.while_loop the updates' collectives share instance keys,
         # and the gather of the embedding gradient's rows fails when two batches differ in length.
         self.iterations_per_loop = 1 if self.num_workers > 1 else max(1, config.iterations_per_loop)
@@ -69,23 +74,9 @@ class Trainer:
         self.predictor = prediction.Predictor(functools.partial(self.model, training=False), loss_fn, config.use_xla)
         fileio.makedirs(self.work_dir)
 
-    @property
-    def is_chief(self):
-        """Whether this process (worker 0) writes the run's shared files."""
-        return self.worker_index == 0
-
-    @property
-    def work_dir(self):
-        """This worker's checkpoint directory: output_dir for the chief, else output_dir/workers/worker-<i>."""
-        if self.is_chief:
-            return self.output_dir
-        return os.path.join(self.output_dir, "workers", f"worker-{self.worker_index}")
-
-    # --- the run's state and checkpoints (bert_tf.training.run_state): `step`, `input_seed` and `optimizer` (None
-    # until `train` builds it) are the RunState's.
+    # --- the run's state and checkpoints: the RunState's (`optimizer`: None until `train` builds it) ---------------
 
     step = property(lambda self: self.state.step)
-    input_seed = property(lambda self: self.state.input_seed)
     optimizer = property(lambda self: self.state.optimizer)
 
     def latest_checkpoint(self):
@@ -94,10 +85,6 @@ class Trainer:
     def wait_for_checkpoint(self):
         """Waits for the checkpoint `train(..., save_last_in_background=True)` writes (its errors raised here)."""
         self.state.wait_for_checkpoint()
-
-    def load_pretrained(self):
-        """Restores the pre-trained model. Returns its LoadReport (None without one)."""
-        return self.pretrained.restore(self.model) if self.pretrained else None
 
     def restore_for_predict(self, required_heads=()):
         """Loads output_dir's latest checkpoint, else the pre-trained model's, and returns the one used; raises if a
@@ -188,31 +175,22 @@ class Trainer:
         self.state.optimizer = update.build_optimizer(self.strategy, self.model, self.config, num_train_steps,
                                                       num_warmup_steps)
         latest = self.state.latest_checkpoint()
-        if self.num_workers > 1:
-            latest, seed = self._agreed_start(latest, seed)
+        if self.num_workers > 1:  # the latest step every worker has a checkpoint of, worker 0's seed
+            shared = distribute.worker_values(self.strategy, [run_state.checkpoint_step(latest),
+                                                               run_state.draw_seed() if seed is None else seed])
+            steps = {worker: step for worker, (step, _) in shared.items()}
+            latest = self.state.shared_checkpoint(latest, steps, self.worker_index, self.save_checkpoints_steps)
+            seed = shared[0][1]
         self.state.restore_input_seed(seed, latest)
-        input_feed = self._input(dataset_fn, global_batch_size // replicas)
+        context = tf.distribute.InputContext(num_input_pipelines=self.num_workers,
+                                             input_pipeline_id=self.worker_index, num_replicas_in_sync=replicas)
+        # This worker's input: one iterator, checkpointed with the run.
+        iterator = iter(dataset_fn(global_batch_size // replicas, context, int(self.state.input_seed.numpy())))
+        self.state.input_iterators = [iterator]
         manager = self.state.manager()
         if latest:
             self.state.resume(manager, latest)
-        return manager, latest, input_feed
-
-    def _agreed_start(self, latest, seed):
-        """Under several workers: (the latest step every worker has a checkpoint of, worker 0's seed)."""
-        shared = distribute.worker_values(self.strategy, [run_state.checkpoint_step(latest),
-                                                           run_state.draw_seed() if seed is None else seed])
-        steps = {worker: step for worker, (step, _) in shared.items()}
-        return (self.state.shared_checkpoint(latest, steps, self.worker_index, self.save_checkpoints_steps),
-                shared[0][1])
-
-    def _input(self, dataset_fn, per_replica):
-        """Opens this worker's input (one iterator, checkpointed with the run). Returns its `feed.Feed`."""
-        replicas = self.strategy.num_replicas_in_sync
-        context = tf.distribute.InputContext(num_input_pipelines=self.num_workers,
-                                             input_pipeline_id=self.worker_index, num_replicas_in_sync=replicas)
-        iterator = iter(dataset_fn(per_replica, context, int(self.input_seed.numpy())))
-        self.state.input_iterators = [iterator]
-        return feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
+        return manager, latest, feed.Feed(self.strategy, iterator, self.worker_index, self.num_workers)
 
     def _prepare_train_loop(self, input_feed, resumed, meanwhile):
         """The training tf.function, optimized in a thread while this one restores `pretrained` (unless `resumed`) and
@@ -222,19 +200,16 @@ class Trainer:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             optimized = pool.submit(train_loop, tf.constant(0))
             if not resumed and self.pretrained:
-                self.load_pretrained()
+                self.pretrained.restore(self.model)
             if meanwhile is not None:
                 meanwhile()
             optimized.result()
         return train_loop
 
-    def _figure_names(self):
-        return ["loss", *(name for name in self.loss.terms if name != "loss")]
-
     def _train_loop(self, input_feed):
         """`train_loop(steps)`: up to `steps` updates, stopping after one the NaN guard refuses; -> the figures' means.
         Each update runs while the next batches are fetched."""
-        names, guarded = self._figure_names(), self._guarded()
+        names, guarded = self.figure_names, self._guarded()
         replica_step = update.Update(self.strategy, self.model, self.loss, self.optimizer,
                                      self.config.gradient_accumulation_steps, self.config.use_xla).replica_step
 
@@ -263,7 +238,8 @@ class Trainer:
 
     def _guarded(self):
         """The figures the NaN guard checks: the gradient norm too unless the optimizer skips non-finite updates."""
-        return ["loss"] if update.skips_non_finite(self.optimizer) else ["loss", "gradient_norm"]
+        skips = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)  # an update with non-finite gradients
+        return ["loss"] if skips else ["loss", "gradient_norm"]
 
     def _check_finite(self, figures, step):
         """The NaN guard: raises, before anything is saved, when a guarded figure of the last loop is not finite."""
@@ -280,7 +256,7 @@ class Trainer:
         bar.update(chunk)
         bar.set_postfix(loss=f"{figures['loss']:.4f}")
         logging.info("step %d/%d %s (%.1f examples/s)", step, num_train_steps,
-                     " ".join(f"{name} {figures[name]:.4f}" for name in self._figure_names()),
+                     " ".join(f"{name} {figures[name]:.4f}" for name in self.figure_names),
                      figures["examples_per_second"])
 
     # --- evaluation and prediction: the Predictor's (bert_tf.training.prediction) -----------------------------

@@ -29,11 +29,6 @@ def build_optimizer(strategy, model, config, num_train_steps, num_warmup_steps):
     return optimizer
 
 
-def skips_non_finite(optimizer):
-    """Whether `optimizer` skips an update with non-finite gradients (LossScaleOptimizer does; others apply it)."""
-    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-
-
 def describe_strategy(strategy):
     """(kind as distribute.STRATEGIES names it, device type or "mixed", replicas in sync)."""
     kinds = ((tf.distribute.TPUStrategy, "tpu"), (tf.distribute.MultiWorkerMirroredStrategy, "multi_worker_mirrored"),
@@ -55,17 +50,6 @@ def xla_programs(kind, device_type, num_replicas):
     if kind == "tpu" or device_type != "GPU":
         return "gradients"
     return "whole" if num_replicas == 1 else "replicas"
-
-
-def describe_programs(programs, num_replicas):
-    """What `programs` (`xla_programs`) compiles and what runs outside XLA, in words."""
-    compiled = {"whole": "the whole update as one program", "gradients": "each micro-batch's gradients",
-                "replicas": "each micro-batch's gradients and the optimizer's update on each device"}
-    if programs not in compiled:
-        raise ValueError(f"Unknown XLA programs {programs!r}: expected one of {', '.join(compiled)}.")
-    outside = ", ".join(["the all-reduce"] * (num_replicas > 1) + ["clipping"]
-                        + ["the optimizer's update"] * (programs == "gradients"))
-    return compiled[programs] if programs == "whole" else f"{compiled[programs]}; outside XLA: {outside}"
 
 
 def add_gradients(a, b):
@@ -103,7 +87,10 @@ class Update:
         self.accumulation = accumulation
         replicas = strategy.num_replicas_in_sync
         programs = programs or xla_programs(*describe_strategy(strategy))
-        description = describe_programs(programs, replicas)
+        compiled = {"whole": "the whole update as one program", "gradients": "each micro-batch's gradients",
+                    "replicas": "each micro-batch's gradients and the optimizer's update on each device"}
+        if programs not in compiled:
+            raise ValueError(f"Unknown XLA programs {programs!r}: expected one of {', '.join(compiled)}.")
         if programs == "whole" and replicas > 1:
             raise ValueError("The whole update compiles as one program on one replica only: with several, the "
                              "all-reduce would run inside it.")
@@ -115,10 +102,12 @@ class Update:
             raise ValueError(f"The optimizer's update compiles for a BertOptimizer only, not {type(inner).__name__}.")
         # The compiled update (None: not compiled as a whole). `reduce_retracing`: batches whose length varies
         # share one trace, compiled once per length.
-        self.compiled_step = None
-        if self.programs == "whole":
-            self.compiled_step = tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
+        self.compiled_step = (tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
+                              if self.programs == "whole" else None)
         if use_xla:
+            outside = ", ".join(["the all-reduce"] * (replicas > 1) + ["clipping"]
+                                + ["the optimizer's update"] * (programs == "gradients"))
+            description = compiled[programs] + ("" if programs == "whole" else f"; outside XLA: {outside}")
             logging.info("XLA compiles %s (%s: %d replica(s) on %s).", description, type(strategy).__name__,
                          replicas, ", ".join(strategy.extended.worker_devices))
 

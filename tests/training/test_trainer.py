@@ -144,7 +144,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     straight = _trainer(tmp_path / "straight", config=config, save_checkpoints_steps=5)
     tf.random.set_seed(None)
     straight.train(toy_task.dataset_fn, 16, 10, 2)
-    seed = int(straight.input_seed.numpy())
+    seed = int(straight.state.input_seed.numpy())
     assert f"Input order seed: {seed} (drawn at random" in caplog.text
     resumed_dir = tmp_path / "resumed"
     _copy_checkpoint(tmp_path / "straight", "ckpt-5", resumed_dir)
@@ -153,7 +153,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     resumed.train(toy_task.dataset_fn, 16, 10, 2)
     assert f"Resuming from {resumed_dir}/ckpt-5 at step 5: restored the model (bert, classifier, model), the " \
            f"optimizer state, the dropout random state and the input position (seed {seed})" in caplog.text
-    assert resumed.step == 10 and int(resumed.input_seed.numpy()) == seed
+    assert resumed.step == 10 and int(resumed.state.input_seed.numpy()) == seed
     predictor = _trainer(resumed_dir, seed=3, config=config)
     predictor.restore_for_predict(("classifier",))
     assert predictor.step == 10
@@ -170,8 +170,8 @@ def test_the_input_order_follows_the_seed(tmp_path, seeded_run):
     From the same initial weights (global seed 1), the two orders give different weights."""
     drawn = _trainer(tmp_path)
     drawn.train(toy_task.dataset_fn, 16, 6, 2)
-    seed = int(drawn.input_seed.numpy())
-    assert int(seeded_run.input_seed.numpy()) == 7 and seed != 7
+    seed = int(drawn.state.input_seed.numpy())
+    assert int(seeded_run.state.input_seed.numpy()) == 7 and seed != 7
     assert _max_diff(_weights(seeded_run), _weights(drawn)) > 0
     assert int(tf.train.load_checkpoint(str(tmp_path / "ckpt-6")).get_tensor(
         "input_seed/.ATTRIBUTES/VARIABLE_VALUE")) == seed
@@ -215,11 +215,11 @@ def test_init_from_original_and_from_ours(tmp_path, seeded_run):
     original = checkpoints.save_original_checkpoint(trained.model, str(tmp_path / "orig" / "bert_model.ckpt"))
     for init in (original, trained.output_dir):
         other = _trainer(tmp_path / f"from_{os.path.basename(os.path.dirname(init))}", pretrained=_pretrained(init))
-        assert other.load_pretrained().missing_heads == []
+        assert other.pretrained.restore(other.model).missing_heads == []
         assert _max_diff(_weights(trained), _weights(other)) == 0.0
         span = Trainer(lambda: BertSpanLabeler(CONFIG), toy_task.loss_fn, str(tmp_path / "span"),
                        pretrained=_pretrained(init))
-        assert span.load_pretrained().missing_heads == ["span"]
+        assert span.pretrained.restore(span.model).missing_heads == ["span"]
         np.testing.assert_array_equal(span.model.bert.get_embedding_table().numpy(),
                                       trained.model.bert.get_embedding_table().numpy())
         with pytest.raises(ValueError, match="has no trained span head .*cls/squad/output_weights"):
@@ -230,7 +230,7 @@ def test_predict_without_any_checkpoint_is_an_error(tmp_path):
     for pretrained in (None, _pretrained(None)):
         with pytest.raises(ValueError, match="Nothing to predict with"):
             _trainer(tmp_path, pretrained=pretrained).restore_for_predict(("classifier",))
-    assert _trainer(tmp_path).load_pretrained() is None
+    assert _trainer(tmp_path).pretrained is None  # nothing to restore before training
 
 
 def _count_calls(layer):
@@ -304,7 +304,7 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     np.testing.assert_allclose(outputs[0]["logits"], trainer.model(features, training=False)["logits"], atol=1e-6)
     assert trainer.latest_checkpoint().endswith("ckpt-6")  # waits for the save
     saved = _trainer(tmp_path / "other", pretrained=_pretrained(str(tmp_path / "run")))
-    saved.load_pretrained()
+    saved.pretrained.restore(saved.model)
     assert _max_diff(_weights(trainer), _weights(saved)) == 0.0
     assert _max_diff(_weights(trainer), _weights(init)) > 0  # trained on
 
