@@ -82,8 +82,7 @@ def define_classifier_flags():
     for field in classifier.processors.COLUMNS:
         flags.DEFINE_string(f"{field}_column", None, f"The tsv, csv and jsonl tasks: the column (tsv, csv: its "
                             f"header's name, any case) or key (jsonl) holding {holding[field]}. Default: {field}.")
-    define_class_weights_flag()
-    define_predict_text_file_flag()
+    define_class_weights_and_predict_text_flags()
     run_flag(flags.DEFINE_bool, "multi_label", "Multi-label classification: an example has any number of the labels "
              "(the label column holds them joined by --label_separator, a JSON list, or a DataProcessor's list); "
              "sigmoid outputs and binary cross-entropy; eval_results.txt: eval_micro_f1, eval_macro_f1, "
@@ -108,28 +107,27 @@ def define_classifier_flags():
                       "sum to 1). eval_loss is each text's loss on them. Default: mean, or as --doc_stride's.")
 
 
-def classifier_columns(values):
-    """The --<field>_column flags given in `values` (FLAGS): ClassifierTask's `columns`."""
-    from bert_tf.tasks.classifier import processors
+def classifier_task(values):
+    """The ClassifierTask of `define_classifier_flags`' values in `values` (FLAGS)."""
+    from bert_tf.tasks import classifier
 
-    return {field: getattr(values, f"{field}_column") for field in processors.COLUMNS
-            if getattr(values, f"{field}_column") is not None}
-
-
-def define_predict_text_file_flag():
-    """--predict_text_file (run_classifier.py, run_ner.py)."""
-    run_flag(flags.DEFINE_string, "predict_text_file", "Plain texts to predict, one per line (run_classifier.py: a tab "
-             "separates a pair's two texts): their answers, one JSON object per line as bert_tf.load(...).predict "
-             "gives them, go to <output_dir>/predictions.jsonl. Needs no labelled test file; runs with or without "
-             "--do_train / --do_eval / --do_predict.")
+    columns = {field: getattr(values, f"{field}_column") for field in classifier.processors.COLUMNS
+               if getattr(values, f"{field}_column") is not None}
+    return classifier.ClassifierTask(task_name=values.task_name, data_dir=values.data_dir,
+                                     xnli_language=values.xnli_language, columns=columns,
+                                     doc_stride=values.doc_stride, window_pooling=values.window_pooling)
 
 
-def define_class_weights_flag():
-    """--class_weights (run_classifier.py, run_ner.py)."""
+def define_class_weights_and_predict_text_flags():
+    """--class_weights and --predict_text_file (run_classifier.py, run_ner.py)."""
     run_flag(flags.DEFINE_string, "class_weights", "Weigh the training loss by the gold label: 'balanced' (n_examples "
              "/ (n_labels * the label's count) in the training set) or a comma list of positive numbers, one per label "
              "in label_list order (run_ner.py: per tag). The loss is then sum(w * loss) / sum(w) over each batch; "
              "eval_loss stays unweighted. Default: unweighted, as the original.")
+    run_flag(flags.DEFINE_string, "predict_text_file", "Plain texts to predict, one per line (run_classifier.py: a tab "
+             "separates a pair's two texts): their answers, one JSON object per line as bert_tf.load(...).predict "
+             "gives them, go to <output_dir>/predictions.jsonl. Needs no labelled test file; runs with or without "
+             "--do_train / --do_eval / --do_predict.")
 
 
 def define_run_flags():

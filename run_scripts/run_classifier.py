@@ -19,7 +19,7 @@ model_metadata.json (what it trains: labels, thresholds, casing, ...) with vocab
 from absl import flags
 
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import classifier, runner
+from bert_tf.tasks import runner
 
 FLAGS = flags.FLAGS
 bert_flags.define_classifier_flags()
@@ -28,10 +28,7 @@ bert_flags.define_run_flags()
 
 
 def main(_):
-    task = classifier.ClassifierTask(task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
-                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS),
-                                     doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling)
-    runner.run(task, bert_flags.run_config(FLAGS))
+    runner.run(bert_flags.classifier_task(FLAGS), bert_flags.run_config(FLAGS))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Example:
 from absl import flags
 
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import classifier, runner
+from bert_tf.tasks import runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_hub_module_handle", None, "Handle for the BERT TF-Hub module: a local TF2 SavedModel "
@@ -27,10 +27,8 @@ def main(_):
     if FLAGS.init_checkpoint:
         raise ValueError("--init_checkpoint: the weights come from --bert_hub_module_handle here; use "
                          "run_classifier.py to start from a checkpoint.")
-    task = classifier.ClassifierTask(task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
-                                     xnli_language=FLAGS.xnli_language, columns=bert_flags.classifier_columns(FLAGS),
-                                     doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling)
-    runner.run(task, bert_flags.run_config(FLAGS, init_checkpoint=FLAGS.bert_hub_module_handle))
+    run = bert_flags.run_config(FLAGS, init_checkpoint=FLAGS.bert_hub_module_handle)
+    runner.run(bert_flags.classifier_task(FLAGS), run)
 
 
 if __name__ == "__main__":

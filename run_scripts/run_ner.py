@@ -23,8 +23,7 @@ flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt (or d
                     "CoNLL-2003 format.")
 flags.DEFINE_string("label_list", None, "Comma-separated labels in the order of the model's outputs (default: "
                     "those the training run recorded in output_dir, else the sorted labels of train.txt).")
-bert_flags.define_class_weights_flag()
-bert_flags.define_predict_text_file_flag()
+bert_flags.define_class_weights_and_predict_text_flags()
 bert_flags.define_model_flags()
 bert_flags.define_run_flags()
 
