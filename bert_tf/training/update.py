@@ -104,16 +104,13 @@ class Update:
         # share one trace, compiled once per length.
         self.compiled_step = (tf.function(self.step, jit_compile=True, reduce_retracing=True, autograph=False)
                               if self.programs == "whole" else None)
+        self.replica_step = self.compiled_step or self.step  # what each replica runs
         if use_xla:
             outside = ", ".join(["the all-reduce"] * (replicas > 1) + ["clipping"]
                                 + ["the optimizer's update"] * (programs == "gradients"))
             description = compiled[programs] + ("" if programs == "whole" else f"; outside XLA: {outside}")
             logging.info("XLA compiles %s (%s: %d replica(s) on %s).", description, type(strategy).__name__,
                          replicas, ", ".join(strategy.extended.worker_devices))
-
-    def replica_step(self, inputs):
-        """`step`, compiled as one XLA program where it can be."""
-        return (self.compiled_step or self.step)(inputs)
 
     # The step, the model and the losses hold no control flow on tensors: traced as plain Python, sooner.
     @tf.autograph.experimental.do_not_convert
