@@ -80,7 +80,6 @@ class Predictor:
         return self._forward_functions[key]
 
     def _with_loss(self, forward, features, labels):
-        """`forward`'s outputs and `per_example_loss`."""
         outputs = forward(features)
         return {**outputs, "per_example_loss": tf.cast(self.loss_fn(labels, outputs), tf.float32)}
 
