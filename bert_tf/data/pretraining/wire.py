@@ -85,6 +85,44 @@ class ExampleEncoder:
         return b"\n" + self._varint_of(len(features)) + features
 
 
+def _read_varint(data, pos):
+    """The varint at data[pos:] -> (value, the position after it)."""
+    value = shift = 0
+    while data[pos] & 0x80:
+        value |= (data[pos] & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+    return value | data[pos] << shift, pos + 1
+
+
+def _fields(message):
+    """(tag, payload) of each field of protobuf `message`, all length-delimited (an Example has no other kind)."""
+    pos = 0
+    while pos < len(message):
+        tag, pos = _read_varint(message, pos)
+        length, pos = _read_varint(message, pos)
+        yield tag, message[pos:pos + length]
+        pos += length
+
+
+def decode_example(data):
+    """The features of tf.train.Example bytes written as ExampleEncoder does -> {name: list of int or float}."""
+    features = {}
+    for _, entries in _fields(data):
+        for _, entry in _fields(entries):
+            (_, key), (_, feature) = _fields(entry)
+            ((kind, values),) = _fields(feature)
+            packed = b"".join(payload for _, payload in _fields(values))
+            if kind == 0x12:  # float_list
+                features[key.decode()] = list(struct.unpack("<%df" % (len(packed) // 4), packed))
+                continue
+            ints, pos = [], 0
+            while pos < len(packed):
+                value, pos = _read_varint(packed, pos)
+                ints.append(value)
+            features[key.decode()] = ints
+    return features
+
+
 @functools.cache
 def _crc32c_table():
     import numpy as np
