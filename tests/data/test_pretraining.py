@@ -132,13 +132,9 @@ def test_tfrecord_writer_equals_tensorflow(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "tf.tfr")) as writer:
         for r in records:
             writer.write(r)
-    with wire.TFRecordWriter(str(tmp_path / "ours.tfr"), batch=32) as writer:
-        for r in records:
-            writer.write(r)
+    assert wire.write_examples(records, [str(tmp_path / "ours.tfr")], batch=32) == [len(records)]
     assert (tmp_path / "ours.tfr").read_bytes() == (tmp_path / "tf.tfr").read_bytes()
-    with wire.TFRecordWriter(str(tmp_path / "ours.gz"), gzip=True) as writer:
-        for r in records:
-            writer.write(r)
+    wire.write_examples(records, [str(tmp_path / "ours.gz")], gzip=True)
     assert read_records(str(tmp_path / "ours.gz"), "GZIP") == records
 
 

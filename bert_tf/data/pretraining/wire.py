@@ -1,8 +1,10 @@
 """The TFRecord files of create_pretraining_data, written without TensorFlow (worker processes fork fast and stay
-small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples` (atomic).
+small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples` (atomic);
+`decode_example` reads an Example back (for the log).
 """
 import contextlib
 import functools
+import gzip as gzip_module
 import struct
 
 from bert_tf import fileio
@@ -165,55 +167,34 @@ def masked_crc32c(records):
     return result.tolist()
 
 
-class TFRecordWriter:
-    """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional)."""
-
-    def __init__(self, path, gzip=False, batch=4096):
-        self._files = contextlib.ExitStack()  # closed by `close`, the gzip stream before its file
-        self._file = self._files.enter_context(fileio.open_file(path, "wb", name=""))
-        if gzip:
-            import gzip as gzip_module
-            self._file = self._files.enter_context(gzip_module.GzipFile(filename="", mode="wb", fileobj=self._file,
-                                                                        mtime=0))
-        self._pending = []
-        self._batch = batch
-
-    def write(self, record):
-        self._pending.append(bytes(record))
-        if len(self._pending) >= self._batch:
-            self.flush()
-
-    def flush(self):
-        records = self._pending
-        if not records:
-            return
-        self._pending = []
-        headers = [struct.pack("<Q", len(r)) for r in records]
-        header_crcs = masked_crc32c(headers)
-        data_crcs = masked_crc32c(records)
-        pack = struct.pack
-        self._file.write(b"".join([h + pack("<I", hc) + r + pack("<I", dc)
-                                   for h, hc, r, dc in zip(headers, header_crcs, records, data_crcs)]))
-
-    def close(self):
-        with self._files:
-            self.flush()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def tfrecords(records):
+    """TFRecord framing of `records` (bytes objects): the bytes tf.io.TFRecordWriter writes for them."""
+    headers = [struct.pack("<Q", len(r)) for r in records]
+    pack = struct.pack
+    return b"".join([h + pack("<I", hc) + r + pack("<I", dc)
+                     for h, hc, r, dc in zip(headers, masked_crc32c(headers), records, masked_crc32c(records))])
 
 
-def write_examples(serialized, output_files, gzip=False):
-    """Writes serialized examples round-robin over `output_files` (the original's order), atomically; returns the
-    count per file."""
+def write_examples(serialized, output_files, gzip=False, batch=4096):
+    """Writes serialized examples round-robin over `output_files` (the original's order) as TFRecord files (GZIP
+    optional), framed `batch` records at a time, atomically; returns the count per file."""
+    pending = [[] for _ in output_files]
     counts = [0] * len(output_files)
-    with contextlib.ExitStack() as stack:
-        writers = [stack.enter_context(TFRecordWriter(stack.enter_context(fileio.written_atomically(path)), gzip))
-                   for path in output_files]
+    with contextlib.ExitStack() as stack:  # a gzip stream closes before its file, each file before its rename
+        files = []
+        for path in output_files:
+            file = stack.enter_context(fileio.open_file(stack.enter_context(fileio.written_atomically(path)), "wb",
+                                                        name=""))
+            if gzip:
+                file = stack.enter_context(gzip_module.GzipFile(filename="", mode="wb", fileobj=file, mtime=0))
+            files.append(file)
         for index, data in enumerate(serialized):
-            writers[index % len(writers)].write(data)
-            counts[index % len(writers)] += 1
+            k = index % len(files)
+            pending[k].append(bytes(data))
+            counts[k] += 1
+            if len(pending[k]) >= batch:
+                files[k].write(tfrecords(pending[k]))
+                pending[k] = []
+        for file, records in zip(files, pending):
+            file.write(tfrecords(records))
     return counts
