@@ -244,11 +244,6 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
     return instances
 
 
-# The features of the original's Examples, in the order it logs them
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels")
-
-
 def log_examples(serialized, id_to_token):
     """Logs serialized Examples as the original's write_instance_to_example_files logs its first 20."""
     for data in serialized:
@@ -256,7 +251,8 @@ def log_examples(serialized, id_to_token):
         tokens = features["input_ids"][:sum(features["input_mask"])]
         logging.info("*** Example ***")
         logging.info("tokens: %s", " ".join(tokenization.printable_text(id_to_token[t]) for t in tokens))
-        for name in FEATURE_NAMES:
+        for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+                     "masked_lm_weights", "next_sentence_labels"):  # the order of the original's features
             logging.info("%s: %s", name, " ".join(str(v) for v in features[name]))
 
 
