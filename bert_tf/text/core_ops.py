@@ -23,8 +23,8 @@ class CoreWordpieceTokenizer(tf.Module):
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
                  name=None, **request_limits):
         super().__init__(name=name)
-        # Only its code-point route (core ops over constant tables) is used: kept as a bound method, which tf.Module
-        # does not track, so that none of its TensorFlow Text functions lands in the SavedModel.
+        # Only its code-point route (core ops over constant tables) is used: kept as a bound plain method, which
+        # tf.Module does not track, so that none of its TensorFlow Text functions lands in the SavedModel.
         basic = in_graph.InGraphTokenizer(vocab_file, do_lower_case, unk_token, max_input_chars_per_word,
                                           **request_limits)
         self.unicode_words = basic.unicode_words
