@@ -118,8 +118,8 @@ def wikitext_to_paragraphs(wikitext):
 
 
 def sentence_splitter_for(kind="pysbd", language="en"):
-    """A function splitting a paragraph into sentences: "pysbd" (rule-based) or "line" (the paragraph is one
-    sentence)."""
+    """A function splitting a paragraph into sentences: "pysbd" (rule-based) or "line" (the
+    paragraph is one sentence)."""
     if kind == "line":
         return lambda paragraph: [paragraph.strip()] if paragraph.strip() else []
     if kind != "pysbd":
@@ -127,7 +127,8 @@ def sentence_splitter_for(kind="pysbd", language="en"):
     try:
         import pysbd
     except ImportError:
-        raise ImportError("The pysbd sentence splitter needs the `corpus` extra: pip install pysbd") from None
+        raise ImportError("The pysbd sentence splitter needs the `corpus` extra: "
+                          "pip install pysbd") from None
     segmenter = pysbd.Segmenter(language=language, clean=False)
 
     def split(paragraph):
@@ -183,8 +184,8 @@ _WORKER = {}
 
 
 def _init_worker(splitter_kind, language, min_sentence_chars, min_document_sentences):
-    _WORKER.update(splitter=sentence_splitter_for(splitter_kind, language), shortest=max(1, min_sentence_chars),
-                   fewest=max(1, min_document_sentences))
+    _WORKER.update(splitter=sentence_splitter_for(splitter_kind, language),
+                   shortest=max(1, min_sentence_chars), fewest=max(1, min_document_sentences))
 
 
 def _process(raw):

@@ -69,9 +69,11 @@ def _dicts(element):
 
 
 def trim(element, names, multiple=1):
-    """A batch with the tensors named in `names` cut to its longest real sequence (`cut_length`) on their last axis."""
+    """A batch, its tensors named in `names` cut on the last axis to its longest real sequence
+    (`cut_length`)."""
     length = cut_length(_dicts(element)[0][MASK], multiple)
-    cut = tuple({name: t[..., :length] if name in names else t for name, t in d.items()} for d in _dicts(element))
+    cut = tuple({name: t[..., :length] if name in names else t for name, t in d.items()}
+                for d in _dicts(element))
     return cut if isinstance(element, tuple) else cut[0]
 
 
@@ -97,7 +99,8 @@ def batched(dataset, batch_size, lengths, names, drop_remainder=True):
 
 def batcher(lengths, names):
     """`batched` as the `batch(dataset, batch_size, drop_remainder)` `bert_tf.data.records.training_dataset` takes."""
-    return lambda dataset, batch_size, drop_remainder=True: batched(dataset, batch_size, lengths, names, drop_remainder)
+    return lambda dataset, batch_size, drop_remainder=True: batched(
+        dataset, batch_size, lengths, names, drop_remainder)
 
 
 def grouped_batches(dataset, batch_size, lengths, names):

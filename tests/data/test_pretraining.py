@@ -192,8 +192,8 @@ def test_max_predictions_warning(tmp_path, caplog):
 
 
 def test_logs_the_first_20_written_examples_as_the_original(tmp_path, caplog, tokenizer):
-    # The original's write_instance_to_example_files: the first 20 instances written (after the shuffle), their
-    # tokens, then each feature in its OrderedDict order.
+    # The original's write_instance_to_example_files: the first 20 instances written (after
+    # the shuffle), their tokens, then each feature in its OrderedDict order.
     out = str(tmp_path / "o")
     with caplog.at_level(logging.INFO):
         instances.run_exact(SAMPLE, out, VOCAB, **GOLDEN_FLAGS)
@@ -210,10 +210,11 @@ def test_logs_the_first_20_written_examples_as_the_original(tmp_path, caplog, to
         tokens = tokenizer.convert_ids_to_tokens(f["input_ids"][:sum(f["input_mask"])])
         expected.append(["tokens: " + " ".join(tokens)] + [
             f"{name}: " + " ".join(str(v) for v in f[name])
-            for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                         "masked_lm_weights", "next_sentence_labels")])
+            for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")])
     assert logged == expected
-    assert expected[0][0].startswith("tokens: [CLS] ") and "masked_lm_weights: 1.0 1.0" in expected[0][6]
+    assert expected[0][0].startswith("tokens: [CLS] ")
+    assert "masked_lm_weights: 1.0 1.0" in expected[0][6]
     assert messages.index("*** Writing to output files ***") < messages.index("*** Example ***")
 
 

@@ -245,14 +245,15 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
 
 
 def log_examples(serialized, id_to_token):
-    """Logs serialized Examples as the original's write_instance_to_example_files logs its first 20."""
+    """Logs serialized Examples as the original's write_instance_to_example_files logs its first
+    20: tokens, then each feature in the order of its OrderedDict."""
     for data in serialized:
         features = wire.decode_example(data)
-        tokens = features["input_ids"][:sum(features["input_mask"])]
+        tokens = [id_to_token[t] for t in features["input_ids"][:sum(features["input_mask"])]]
         logging.info("*** Example ***")
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(id_to_token[t]) for t in tokens))
-        for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                     "masked_lm_weights", "next_sentence_labels"):  # the order of the original's features
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+        for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                     "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"):
             logging.info("%s: %s", name, " ".join(str(v) for v in features[name]))
 
 

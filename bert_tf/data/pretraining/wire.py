@@ -1,6 +1,6 @@
 """The TFRecord files of create_pretraining_data, written without TensorFlow (worker processes fork fast and stay
-small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples` (atomic);
-`decode_example` reads an Example back (for the log).
+small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples`
+(atomic); `decode_example` reads an Example back (for the log).
 """
 import contextlib
 import functools
@@ -97,7 +97,7 @@ def _read_varint(data, pos):
 
 
 def _fields(message):
-    """(tag, payload) of each field of protobuf `message`, all length-delimited (an Example has no other kind)."""
+    """(tag, payload) of each field of `message`, all length-delimited (as in an Example)."""
     pos = 0
     while pos < len(message):
         tag, pos = _read_varint(message, pos)
@@ -107,7 +107,7 @@ def _fields(message):
 
 
 def decode_example(data):
-    """The features of tf.train.Example bytes written as ExampleEncoder does -> {name: list of int or float}."""
+    """tf.train.Example bytes as ExampleEncoder writes them -> {name: list of int or float}."""
     features = {}
     for _, entries in _fields(data):
         for _, entry in _fields(entries):
@@ -168,25 +168,28 @@ def masked_crc32c(records):
 
 
 def tfrecords(records):
-    """TFRecord framing of `records` (bytes objects): the bytes tf.io.TFRecordWriter writes for them."""
+    """`records` (bytes objects) framed as tf.io.TFRecordWriter writes them."""
     headers = [struct.pack("<Q", len(r)) for r in records]
+    crcs = zip(masked_crc32c(headers), masked_crc32c(records))
     pack = struct.pack
     return b"".join([h + pack("<I", hc) + r + pack("<I", dc)
-                     for h, hc, r, dc in zip(headers, masked_crc32c(headers), records, masked_crc32c(records))])
+                     for h, r, (hc, dc) in zip(headers, records, crcs)])
 
 
 def write_examples(serialized, output_files, gzip=False, batch=4096):
-    """Writes serialized examples round-robin over `output_files` (the original's order) as TFRecord files (GZIP
-    optional), framed `batch` records at a time, atomically; returns the count per file."""
+    """Writes serialized examples round-robin over `output_files` (the original's order) as
+    TFRecord files (GZIP optional), framed `batch` records at a time, atomically; returns the
+    count per file."""
     pending = [[] for _ in output_files]
     counts = [0] * len(output_files)
-    with contextlib.ExitStack() as stack:  # a gzip stream closes before its file, each file before its rename
+    with contextlib.ExitStack() as stack:  # gzip stream, then file, then rename
         files = []
         for path in output_files:
-            file = stack.enter_context(fileio.open_file(stack.enter_context(fileio.written_atomically(path)), "wb",
-                                                        name=""))
+            tmp = stack.enter_context(fileio.written_atomically(path))
+            file = stack.enter_context(fileio.open_file(tmp, "wb", name=""))
             if gzip:
-                file = stack.enter_context(gzip_module.GzipFile(filename="", mode="wb", fileobj=file, mtime=0))
+                file = stack.enter_context(
+                    gzip_module.GzipFile(filename="", mode="wb", fileobj=file, mtime=0))
             files.append(file)
         for index, data in enumerate(serialized):
             k = index % len(files)
