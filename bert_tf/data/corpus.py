@@ -117,28 +117,25 @@ def wikitext_to_paragraphs(wikitext):
     return paragraphs
 
 
-class SentenceSplitter:
-    """Splits a paragraph into sentences: "pysbd" (rule-based) or "line" (the paragraph is one sentence)."""
+def sentence_splitter_for(kind="pysbd", language="en"):
+    """A function splitting a paragraph into sentences: "pysbd" (rule-based) or "line" (the
+    paragraph is one sentence)."""
+    if kind == "line":
+        return lambda paragraph: [paragraph.strip()] if paragraph.strip() else []
+    if kind != "pysbd":
+        raise ValueError(f"Unknown sentence splitter {kind!r} (pysbd or line).")
+    try:
+        import pysbd
+    except ImportError:
+        raise ImportError("The pysbd sentence splitter needs the `corpus` extra: "
+                          "pip install pysbd") from None
+    segmenter = pysbd.Segmenter(language=language, clean=False)
 
-    def __init__(self, kind="pysbd", language="en"):
-        self.kind = kind
-        if kind == "pysbd":
-            try:
-                import pysbd
-            except ImportError:
-                raise ImportError("The pysbd sentence splitter needs the `corpus` extra: pip install pysbd") from None
-            self._segmenter = pysbd.Segmenter(language=language, clean=False)
-        elif kind != "line":
-            raise ValueError(f"Unknown sentence splitter {kind!r} (pysbd or line).")
-
-    def __call__(self, paragraph):
+    def split(paragraph):
         paragraph = paragraph.strip()
-        if not paragraph:
-            return []
-        if self.kind == "line":
-            return [paragraph]
-        sentences = (s.strip() for s in self._segmenter.segment(paragraph))
+        sentences = (s.strip() for s in segmenter.segment(paragraph)) if paragraph else ()
         return [_WHITESPACE.sub(" ", s) for s in sentences if s]
+    return split
 
 
 def iter_text_documents(path, document_boundary="blank_line"):
@@ -187,8 +184,8 @@ _WORKER = {}
 
 
 def _init_worker(splitter_kind, language, min_sentence_chars, min_document_sentences):
-    _WORKER.update(splitter=SentenceSplitter(splitter_kind, language), shortest=max(1, min_sentence_chars),
-                   fewest=max(1, min_document_sentences))
+    _WORKER.update(splitter=sentence_splitter_for(splitter_kind, language),
+                   shortest=max(1, min_sentence_chars), fewest=max(1, min_document_sentences))
 
 
 def _process(raw):

@@ -68,16 +68,13 @@ def _dicts(element):
     return element if isinstance(element, tuple) else (element,)
 
 
-def cut(element, names, length):
-    """`element` with the tensors named in `names` cut to `length` on their last axis."""
-    cut_dicts = tuple({name: t[..., :length] if name in names else t for name, t in d.items()}
-                      for d in _dicts(element))
-    return cut_dicts if isinstance(element, tuple) else cut_dicts[0]
-
-
 def trim(element, names, multiple=1):
-    """A batch cut to its longest real sequence (`cut_length`)."""
-    return cut(element, names, cut_length(_dicts(element)[0][MASK], multiple))
+    """A batch, its tensors named in `names` cut on the last axis to its longest real sequence
+    (`cut_length`)."""
+    length = cut_length(_dicts(element)[0][MASK], multiple)
+    cut = tuple({name: t[..., :length] if name in names else t for name, t in d.items()}
+                for d in _dicts(element))
+    return cut if isinstance(element, tuple) else cut[0]
 
 
 def trimmed(dataset, lengths, names):
@@ -102,9 +99,8 @@ def batched(dataset, batch_size, lengths, names, drop_remainder=True):
 
 def batcher(lengths, names):
     """`batched` as the `batch(dataset, batch_size, drop_remainder)` `bert_tf.data.records.training_dataset` takes."""
-    def batch(dataset, batch_size, drop_remainder=True):
-        return batched(dataset, batch_size, lengths, names, drop_remainder)
-    return batch
+    return lambda dataset, batch_size, drop_remainder=True: batched(
+        dataset, batch_size, lengths, names, drop_remainder)
 
 
 def grouped_batches(dataset, batch_size, lengths, names):
@@ -237,7 +233,6 @@ class LengthSorted:
             yield batch if self.structured else batch[0]
 
     def in_input_order(self, outputs):
-        """See the class docstring."""
         pending, received, spans = [], 0, iter(self.windows if self.sorts else ())
         start, end = next(spans, (0, 0))
         for index, batch in enumerate(outputs):

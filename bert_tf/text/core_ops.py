@@ -23,10 +23,14 @@ class CoreWordpieceTokenizer(tf.Module):
     def __init__(self, vocab_file, do_lower_case=True, unk_token="[UNK]", max_input_chars_per_word=200,
                  name=None, **request_limits):
         super().__init__(name=name)
-        # Only its code-point route (core ops over constant tables) is used; kept out of the tracked objects so
-        # that none of its TensorFlow Text functions lands in the SavedModel.
-        self._basic = Untracked(in_graph.InGraphTokenizer(vocab_file, do_lower_case, unk_token,
-                                                       max_input_chars_per_word, **request_limits))
+        # Only its code-point route (core ops over constant tables) is used: kept as a bound
+        # plain method, which tf.Module does not track, so none of its TF Text functions lands
+        # in the SavedModel.
+        basic = in_graph.InGraphTokenizer(vocab_file, do_lower_case, unk_token,
+                                          max_input_chars_per_word, **request_limits)
+        self.unicode_words = basic.unicode_words
+        self.max_texts_per_request = basic.max_texts_per_request
+        self.max_request_bytes = basic.max_request_bytes
         vocab = tokenization.load_vocab(vocab_file)
         self.vocab_file = os.fspath(vocab_file)
         self.unk_id, self.cls_id, self.sep_id = vocab[unk_token], vocab["[CLS]"], vocab["[SEP]"]
@@ -39,15 +43,14 @@ class CoreWordpieceTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
         """WordPiece ids: int32 RaggedTensor [batch, (num_wordpieces)]."""
-        basic = self._basic.obj  # its request limits checked first, as by InGraphTokenizer.tokenize
-        words, word_rows, num_rows = basic.unicode_words(
-            in_graph.checked(strings, basic.max_texts_per_request, basic.max_request_bytes))
+        checked = in_graph.checked(strings, self.max_texts_per_request, self.max_request_bytes)
+        words, word_rows, num_rows = self.unicode_words(checked)  # as InGraphTokenizer.tokenize
         pieces = self._wordpiece(words)
         return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=num_rows, validate=False).merge_dims(1, 2)
 
     def tokenize_words_with_offsets(self, strings):
         """As `InGraphTokenizer.tokenize_words_with_offsets`."""
-        return in_graph.words_with_offsets(self._basic.obj, self._wordpiece, strings)
+        return in_graph.words_with_offsets(self, self._wordpiece, strings)
 
     def _wordpiece(self, words):
         """int32 code points [W, (chars)] -> ids [W, (pieces)], memory linear in the characters (each step looks up at

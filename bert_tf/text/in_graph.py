@@ -489,7 +489,8 @@ class InGraphTokenizer(tf.Module):
 
 
 def words_with_offsets(tokenizer, wordpiece, strings):
-    """`tokenize_words_with_offsets` of `tokenizer` (an InGraphTokenizer) with `wordpiece` (words -> ids)."""
+    """`tokenize_words_with_offsets` of `tokenizer` (its `unicode_words` and request limits)
+    with `wordpiece` (words -> ids)."""
     words, word_rows, num_rows, starts, ends = tokenizer.unicode_words(
         checked(strings, tokenizer.max_texts_per_request, tokenizer.max_request_bytes), with_offsets=True)
     return tuple(tf.RaggedTensor.from_value_rowids(t, word_rows, nrows=num_rows, validate=False)

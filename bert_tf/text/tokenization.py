@@ -277,17 +277,8 @@ class BasicTokenizer:
         return unicodedata.normalize("NFD", text).translate(_ACCENT_TABLE)
 
     def _run_split_on_punc(self, text):
-        pieces = []
-        start = 0
-        for i, char in enumerate(text):
-            if _is_punctuation(char):
-                if start < i:
-                    pieces.append(text[start:i])
-                pieces.append(char)
-                start = i + 1
-        if start < len(text):
-            pieces.append(text[start:])
-        return pieces
+        positions = range(len(text))
+        return [token for token, _, _ in _split_spans(text, positions, positions)]
 
     def _tokenize_chinese_chars(self, text):
         return "".join(" " + c + " " if _is_chinese_char(ord(c)) else c for c in text)

@@ -54,12 +54,12 @@ def test_wikitext_to_paragraphs_keeps_only_text_passages():
 
 
 def test_sentence_splitter():
-    split = corpus.SentenceSplitter("pysbd")
+    split = corpus.sentence_splitter_for("pysbd")
     assert split("Mr. Smith went to Washington, D.C. in 1999. He stayed 2.5 days! Why?") == [
         "Mr. Smith went to Washington, D.C. in 1999.", "He stayed 2.5 days!", "Why?"]
-    assert corpus.SentenceSplitter("line")("  One. Two.  ") == ["One. Two."]
+    assert corpus.sentence_splitter_for("line")("  One. Two.  ") == ["One. Two."]
     with pytest.raises(ValueError):
-        corpus.SentenceSplitter("punkt")
+        corpus.sentence_splitter_for("punkt")
 
 
 def test_iter_wiki_pages_streams_the_real_dump(wiki_dump):

@@ -121,6 +121,7 @@ def test_encoder_equals_tf_example_serialization():
     feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 1.0, 0.0, 0.0]))
     example = tf.train.Example(features=tf.train.Features(feature=feature))
     assert enc.encode(inst) == example.SerializeToString(deterministic=True)
+    assert wire.decode_example(enc.encode(inst)) == features(example.SerializeToString())
     with pytest.raises(ValueError, match="max_seq_length"):
         enc.encode(instances.TrainingInstance(list(range(17)), 2, [], [], False))
 
@@ -131,13 +132,9 @@ def test_tfrecord_writer_equals_tensorflow(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "tf.tfr")) as writer:
         for r in records:
             writer.write(r)
-    with wire.TFRecordWriter(str(tmp_path / "ours.tfr"), batch=32) as writer:
-        for r in records:
-            writer.write(r)
+    assert wire.write_examples(records, [str(tmp_path / "ours.tfr")], batch=32) == [len(records)]
     assert (tmp_path / "ours.tfr").read_bytes() == (tmp_path / "tf.tfr").read_bytes()
-    with wire.TFRecordWriter(str(tmp_path / "ours.gz"), gzip=True) as writer:
-        for r in records:
-            writer.write(r)
+    wire.write_examples(records, [str(tmp_path / "ours.gz")], gzip=True)
     assert read_records(str(tmp_path / "ours.gz"), "GZIP") == records
 
 
@@ -192,6 +189,33 @@ def test_max_predictions_warning(tmp_path, caplog):
         instances.run_exact(SAMPLE, str(tmp_path / "o"), VOCAB, max_predictions_per_seq=5, dupe_factor=1)
     assert any("max_predictions_per_seq=5" in r.getMessage() for r in caplog.records)
     assert max(sum(features(r)["masked_lm_weights"]) for r in read_records(str(tmp_path / "o"))) == 5
+
+
+def test_logs_the_first_20_written_examples_as_the_original(tmp_path, caplog, tokenizer):
+    # The original's write_instance_to_example_files: the first 20 instances written (after
+    # the shuffle), their tokens, then each feature in its OrderedDict order.
+    out = str(tmp_path / "o")
+    with caplog.at_level(logging.INFO):
+        instances.run_exact(SAMPLE, out, VOCAB, **GOLDEN_FLAGS)
+    messages = [r.getMessage() for r in caplog.records]
+    logged = []
+    for message in messages:
+        if message == "*** Example ***":
+            logged.append([])
+        elif logged and re.match(r"[a-z_]+: ", message):
+            logged[-1].append(message)
+    expected = []
+    for record in read_records(out)[:20]:
+        f = features(record)
+        tokens = tokenizer.convert_ids_to_tokens(f["input_ids"][:sum(f["input_mask"])])
+        expected.append(["tokens: " + " ".join(tokens)] + [
+            f"{name}: " + " ".join(str(v) for v in f[name])
+            for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")])
+    assert logged == expected
+    assert expected[0][0].startswith("tokens: [CLS] ")
+    assert "masked_lm_weights: 1.0 1.0" in expected[0][6]
+    assert messages.index("*** Writing to output files ***") < messages.index("*** Example ***")
 
 
 def test_unwritable_output(tmp_path):

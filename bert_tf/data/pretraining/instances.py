@@ -68,11 +68,8 @@ class VocabTables:
                              f"{', '.join(SPECIAL_TOKENS)}.")
         self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIAL_TOKENS)
         self.random_ids = list(vocab.values())
-        size = max(self.random_ids) + 1
-        self.is_subword = bytearray(size)
-        self.id_to_token = [""] * size
+        self.is_subword = bytearray(max(self.random_ids) + 1)
         for token, index in vocab.items():
-            self.id_to_token[index] = token
             if token.startswith("##"):
                 self.is_subword[index] = 1
 
@@ -247,20 +244,24 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
     return instances
 
 
-def _log_instance(tables, instance):
-    logging.info("*** Example ***")
-    logging.info("tokens: %s", " ".join(tokenization.printable_text(tables.id_to_token[t]) for t in instance.tokens))
-    logging.info("masked_lm_positions: %s", " ".join(map(str, instance.masked_lm_positions)))
-    logging.info("masked_lm_labels: %s", " ".join(tables.id_to_token[t] for t in instance.masked_lm_labels))
-    logging.info("next_sentence_labels: %d", int(instance.is_random_next))
+def log_examples(serialized, id_to_token):
+    """Logs serialized Examples as the original's write_instance_to_example_files logs its first
+    20: tokens, then each feature in the order of its OrderedDict."""
+    for data in serialized:
+        features = wire.decode_example(data)
+        tokens = [id_to_token[t] for t in features["input_ids"][:sum(features["input_mask"])]]
+        logging.info("*** Example ***")
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+        for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                     "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"):
+            logging.info("%s: %s", name, " ".join(str(v) for v in features[name]))
 
 
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask=False,
-                              documents=None, log_examples=0):
+                              documents=None):
     """The original's create_training_instances: read, shuffle documents, dupe_factor passes, shuffle. Returns the
-    instances serialized (`wire.ExampleEncoder`). `documents` replaces reading `input_files`; the first `log_examples`
-    are logged."""
+    instances serialized (`wire.ExampleEncoder`). `documents` replaces reading `input_files`."""
     tables = VocabTables(tokenizer.vocab, tokenizer.vocab_file)
     if documents is None:
         documents = read_documents(input_files, tokenizer)
@@ -268,17 +269,14 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
         raise ValueError(f"No text in the input files {', '.join(map(str, input_files or []))}: "
                          "every line is blank or has no tokens.")
     rng.shuffle(documents)
-    encoder = wire.ExampleEncoder(max_seq_length, max_predictions_per_seq, len(tables.id_to_token))
+    encoder = wire.ExampleEncoder(max_seq_length, max_predictions_per_seq, len(tables.is_subword))
     instances = []
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
             for instance in create_instances_from_document(
                     documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
                     max_predictions_per_seq, tables, rng, do_whole_word_mask):
-                data = encoder.encode(instance)
-                if len(instances) < log_examples:
-                    _log_instance(tables, instance)
-                instances.append(data)
+                instances.append(encoder.encode(instance))
     rng.shuffle(instances)
     return instances
 
@@ -308,10 +306,11 @@ def run_exact(input_file, output_file, vocab_file, **options):
     rng = random.Random(options.random_seed)
     instances = create_training_instances(
         input_files, tokenizer, options.max_seq_length, options.dupe_factor, options.short_seq_prob,
-        options.masked_lm_prob, options.max_predictions_per_seq, rng, options.do_whole_word_mask, log_examples=20)
+        options.masked_lm_prob, options.max_predictions_per_seq, rng, options.do_whole_word_mask)
     logging.info("*** Writing to output files ***")
     for path in output_files:
         logging.info("  %s", path)
+    log_examples(instances[:20], tokenizer.inv_vocab)
     wire.write_examples(instances, output_files, options.gzip)
     logging.info("Wrote %d total instances", len(instances))
     return len(instances)

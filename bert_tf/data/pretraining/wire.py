@@ -1,8 +1,10 @@
 """The TFRecord files of create_pretraining_data, written without TensorFlow (worker processes fork fast and stay
-small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples` (atomic).
+small): `tf.train.Example` wire format, TFRecord framing with masked CRC32C, and `write_examples`
+(atomic); `decode_example` reads an Example back (for the log).
 """
 import contextlib
 import functools
+import gzip as gzip_module
 import struct
 
 from bert_tf import fileio
@@ -85,6 +87,44 @@ class ExampleEncoder:
         return b"\n" + self._varint_of(len(features)) + features
 
 
+def _read_varint(data, pos):
+    """The varint at data[pos:] -> (value, the position after it)."""
+    value = shift = 0
+    while data[pos] & 0x80:
+        value |= (data[pos] & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+    return value | data[pos] << shift, pos + 1
+
+
+def _fields(message):
+    """(tag, payload) of each field of `message`, all length-delimited (as in an Example)."""
+    pos = 0
+    while pos < len(message):
+        tag, pos = _read_varint(message, pos)
+        length, pos = _read_varint(message, pos)
+        yield tag, message[pos:pos + length]
+        pos += length
+
+
+def decode_example(data):
+    """tf.train.Example bytes as ExampleEncoder writes them -> {name: list of int or float}."""
+    features = {}
+    for _, entries in _fields(data):
+        for _, entry in _fields(entries):
+            (_, key), (_, feature) = _fields(entry)
+            ((kind, values),) = _fields(feature)
+            packed = b"".join(payload for _, payload in _fields(values))
+            if kind == 0x12:  # float_list
+                features[key.decode()] = list(struct.unpack("<%df" % (len(packed) // 4), packed))
+                continue
+            ints, pos = [], 0
+            while pos < len(packed):
+                value, pos = _read_varint(packed, pos)
+                ints.append(value)
+            features[key.decode()] = ints
+    return features
+
+
 @functools.cache
 def _crc32c_table():
     import numpy as np
@@ -127,55 +167,37 @@ def masked_crc32c(records):
     return result.tolist()
 
 
-class TFRecordWriter:
-    """Writes TFRecord files without TensorFlow (same bytes as tf.io.TFRecordWriter; GZIP optional)."""
-
-    def __init__(self, path, gzip=False, batch=4096):
-        self._files = contextlib.ExitStack()  # closed by `close`, the gzip stream before its file
-        self._file = self._files.enter_context(fileio.open_file(path, "wb", name=""))
-        if gzip:
-            import gzip as gzip_module
-            self._file = self._files.enter_context(gzip_module.GzipFile(filename="", mode="wb", fileobj=self._file,
-                                                                        mtime=0))
-        self._pending = []
-        self._batch = batch
-
-    def write(self, record):
-        self._pending.append(bytes(record))
-        if len(self._pending) >= self._batch:
-            self.flush()
-
-    def flush(self):
-        records = self._pending
-        if not records:
-            return
-        self._pending = []
-        headers = [struct.pack("<Q", len(r)) for r in records]
-        header_crcs = masked_crc32c(headers)
-        data_crcs = masked_crc32c(records)
-        pack = struct.pack
-        self._file.write(b"".join([h + pack("<I", hc) + r + pack("<I", dc)
-                                   for h, hc, r, dc in zip(headers, header_crcs, records, data_crcs)]))
-
-    def close(self):
-        with self._files:
-            self.flush()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def tfrecords(records):
+    """`records` (bytes objects) framed as tf.io.TFRecordWriter writes them."""
+    headers = [struct.pack("<Q", len(r)) for r in records]
+    crcs = zip(masked_crc32c(headers), masked_crc32c(records))
+    pack = struct.pack
+    return b"".join([h + pack("<I", hc) + r + pack("<I", dc)
+                     for h, r, (hc, dc) in zip(headers, records, crcs)])
 
 
-def write_examples(serialized, output_files, gzip=False):
-    """Writes serialized examples round-robin over `output_files` (the original's order), atomically; returns the
+def write_examples(serialized, output_files, gzip=False, batch=4096):
+    """Writes serialized examples round-robin over `output_files` (the original's order) as
+    TFRecord files (GZIP optional), framed `batch` records at a time, atomically; returns the
     count per file."""
+    pending = [[] for _ in output_files]
     counts = [0] * len(output_files)
-    with contextlib.ExitStack() as stack:
-        writers = [stack.enter_context(TFRecordWriter(stack.enter_context(fileio.written_atomically(path)), gzip))
-                   for path in output_files]
+    with contextlib.ExitStack() as stack:  # gzip stream, then file, then rename
+        files = []
+        for path in output_files:
+            tmp = stack.enter_context(fileio.written_atomically(path))
+            file = stack.enter_context(fileio.open_file(tmp, "wb", name=""))
+            if gzip:
+                file = stack.enter_context(
+                    gzip_module.GzipFile(filename="", mode="wb", fileobj=file, mtime=0))
+            files.append(file)
         for index, data in enumerate(serialized):
-            writers[index % len(writers)].write(data)
-            counts[index % len(writers)] += 1
+            k = index % len(files)
+            pending[k].append(bytes(data))
+            counts[k] += 1
+            if len(pending[k]) >= batch:
+                files[k].write(tfrecords(pending[k]))
+                pending[k] = []
+        for file, records in zip(files, pending):
+            file.write(tfrecords(records))
     return counts
