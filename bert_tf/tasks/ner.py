@@ -20,13 +20,12 @@ from seqeval import metrics as seqeval_metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf import fileio
-from bert_tf.data import label_lists, records
-from bert_tf.data import lengths as lengths_lib
+from bert_tf.data import label_lists
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files, run_record
 from bert_tf.tasks.classifier.metrics import class_metrics, write_class_metrics
 from bert_tf.tasks.classifier.task import ClassWeightedLoss, class_weights, parse_class_weights
-from bert_tf.tasks.task import Task, TrainData
+from bert_tf.tasks.task import Task, write_train_records
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
@@ -181,32 +180,7 @@ def features_to_arrays(features):
             {"label_ids": stack("label_ids")})
 
 
-# --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
-
-_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # also the arrays with a sequence axis
-
-
-def record_schema(seq_length):
-    """The training windows' TFRecord schema: int64 [seq_length] per feature."""
-    return {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in _FEATURES}
-
-
-def write_tf_record(features, output_file):
-    """Writes InputFeatures to a TFRecord file atomically; returns its `records.Writer`."""
-    return records.write(output_file, (records.example(f._asdict(), record_schema(len(f.input_ids)))
-                                       .SerializeToString(deterministic=True) for f in features))
-
-
-def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
-    """The Trainer's dataset_fn of the records, cut as `lengths` says."""
-    schema = record_schema(seq_length)
-
-    def decode(record):
-        parsed = records.parse(record, schema)
-        return {k: parsed[k] for k in packing.INPUT_NAMES}, {"label_ids": parsed["label_ids"]}
-
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
-                                       batch=lengths_lib.batcher(lengths, _FEATURES))
+_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # the arrays with a sequence axis
 
 
 # --- model and loss --------------------------------------------------------------------------------------------
@@ -372,14 +346,18 @@ class NerTask(Task):
             self.loss = ClassWeightedLoss(masked_loss, class_weights(run.class_weights, self.label_list, tags))
 
     def train_data(self, run, tokenizer, trainer):
-        """Writes work_dir/train.tf_record (a TrainData counting windows)."""
-        train_file = os.path.join(trainer.work_dir, "train.tf_record")
-        examples = self.examples["train"]
-        written = write_tf_record(
-            convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
-        logging.info("Training on %d sentences in %d windows", len(examples), written.count)
-        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)
-        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
+        """Writes work_dir/train.tf_record: the windows, int64 [max_seq_length] per feature."""
+        schema = {name: tf.io.FixedLenFeature([run.max_seq_length], tf.int64) for name in _FEATURES}
+
+        def decode(parsed):
+            return {k: parsed[k] for k in packing.INPUT_NAMES}, {"label_ids": parsed["label_ids"]}
+
+        features = convert_examples_to_features(self.examples["train"], self.label_list, run.max_seq_length,
+                                                tokenizer)
+        data = write_train_records(trainer, (f._asdict() for f in features), schema, decode, run.sequence_lengths,
+                                   _FEATURES)
+        logging.info("Training on %d sentences in %d windows", len(self.examples["train"]), data.num_examples)
+        return data
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes the dev set's eval_results.txt, eval_report.txt, eval_metrics.json and eval_predictions.txt; -> the

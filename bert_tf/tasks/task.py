@@ -11,8 +11,11 @@ data and outputs, nothing else. The runner calls, in order:
 and reads its attributes; `loss` is per-example [B] float32, or a bert_tf.training.losses batch loss.
 """
 import abc
+import os
 import typing
 
+from bert_tf.data import lengths as lengths_lib
+from bert_tf.data import records
 from bert_tf.model.task_models import TaskSpec
 from bert_tf.training.trainer import compute_train_steps
 
@@ -24,6 +27,21 @@ class TrainData(typing.NamedTuple):
     files: tuple  # the record files this worker's dataset_fn reads (searched for the corrupt one if reading fails)
     fingerprint: str  # the training data's, alike on every worker with the same data (run_record: data_fingerprint)
     settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
+
+
+def write_train_records(trainer, rows, schema, decode, lengths, names):
+    """Writes `rows` (dicts holding `schema`'s values) to work_dir/train.tf_record -> its TrainData: shuffled (a buffer
+    of up to 10,000 records), `decode(parsed record)` -> (features, labels), batches cut by `lengths` (`names`: the
+    arrays with a sequence axis)."""
+    path = os.path.join(trainer.work_dir, "train.tf_record")
+    written = records.write(path, (records.example(row, schema).SerializeToString(deterministic=True) for row in rows))
+
+    def parse(record):
+        return decode(records.parse(record, schema))
+
+    dataset_fn = records.training_dataset_fn(path, parse, min(written.count, 10000),
+                                             batch=lengths_lib.batcher(lengths, names))
+    return TrainData(dataset_fn, written.count, (path,), written.fingerprint)
 
 
 class Task(abc.ABC):
