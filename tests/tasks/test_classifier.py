@@ -2,6 +2,7 @@
 end on a tiny model, and the original's MRPC predictions on the golden checkpoint."""
 import collections
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -849,14 +850,10 @@ def test_stsb_regression_in_process(tmp_path, tokenizer, monkeypatch):
                                                     for i in range(n)])
     _write(f"{d}/data/test.tsv", [_tsv(*header.split("\t")[:9])]
            + [_tsv(i, "g", "f", "y", i, "s", "s", _sentence(rng), _sentence(rng)) for i in range(3)])
-    processor = clf.get_processor("sts-b")
     reads = _count_reads(monkeypatch)
     out = f"{d}/out"
-    trainer = Trainer(lambda: BertClassifier(config, 1, regression=True), clf.loss_fn_for(processor), out,
-                      learning_rate=1e-3)
-    common = dict(trainer=trainer, processor=processor, tokenizer=tokenizer, label_list=None, output_dir=out,
-                  max_seq_length=16)
     task = clf.ClassifierTask("sts-b", f"{d}/data")
+    trainer = Trainer(lambda: BertClassifier(config, 1, regression=True), task.loss, out, learning_rate=1e-3)
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=out, max_seq_length=16,
                            train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1, do_train=True,
                            do_eval=True, do_predict=True)
@@ -864,10 +861,12 @@ def test_stsb_regression_in_process(tmp_path, tokenizer, monkeypatch):
     loss = runner.train(run, task, tokenizer, trainer)
     steps = trainer.step
     assert steps == 4 and np.isfinite(loss)
-    results = clf.evaluate(**common, dev_splits=task.dev_splits, eval_batch_size=3, global_step=steps,
-                           fixed_batches=True)
+    whole_batches = dataclasses.replace(run, eval_batch_size=3, predict_batch_size=2, use_tpu=True)
+    assert whole_batches.fixed_batches
+    results = task.evaluate(whole_batches, tokenizer, trainer)
     assert sorted(results[""]) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
-    rows = clf.predict(**common, test_splits=task.test_splits, predict_batch_size=2, fixed_batches=True)[""]
+    assert results[""]["global_step"] == steps
+    rows = task.predict(whole_batches, tokenizer, trainer)[""]
     assert len(rows) == 3 and reads == {"train.tsv": 1, "dev.tsv": 1, "test.tsv": 1}
     with open(f"{out}/STS-B.tsv") as f:
         submission = f.read().splitlines()

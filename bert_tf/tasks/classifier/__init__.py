@@ -50,13 +50,9 @@ from bert_tf.tasks.classifier.processors import (
 from bert_tf.tasks.classifier.task import (
     ClassifierTask,
     classification_loss,
-    evaluate,
     format_submission,
-    loss_fn_for,
     pool_windows,
-    predict,
     regression_loss,
-    run_model,
 )
 
 __all__ = [
@@ -67,6 +63,5 @@ __all__ = [
     "convert_examples_to_features", "convert_single_example", "decode_record", "example_label_id",
     "feature_to_tf_example", "file_based_convert_examples_to_features", "file_based_dataset",
     "file_based_input_fn_builder", "name_to_features", "classification_loss", "eval_metrics", "glue_metrics",
-    "loss_fn_for", "regression_loss", "ClassifierTask", "evaluate", "format_submission", "pool_windows", "predict",
-    "run_model",
+    "regression_loss", "ClassifierTask", "format_submission", "pool_windows",
 ]
