@@ -107,10 +107,7 @@ class Task(abc.ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        lacking = [method for mode, method in MODE_METHODS.items()
+        lacking = [method for mode, method in (("do_eval", "evaluate"), ("do_predict", "predict"))
                    if mode in cls.modes and getattr(cls, method) is getattr(Task, method)]
         if lacking:
             raise TypeError(f"{cls.__name__}: its modes {cls.modes} need {' and '.join(lacking)}.")
-
-
-MODE_METHODS = {"do_eval": "evaluate", "do_predict": "predict"}  # the Task method the runner calls for each mode

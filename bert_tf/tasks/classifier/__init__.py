@@ -42,7 +42,6 @@ from bert_tf.tasks.classifier.processors import (
     WnliProcessor,
     XnliProcessor,
     get_processor,
-    pad_examples,
     prepare_label_list,
     read_tsv,
     register_processor,
@@ -58,7 +57,7 @@ from bert_tf.tasks.classifier.task import (
 __all__ = [
     "ColaProcessor", "DataProcessor", "InputExample", "MnliProcessor", "MrpcProcessor", "PROCESSORS",
     "PaddingInputExample", "QnliProcessor", "QqpProcessor", "RteProcessor", "Sst2Processor", "StsbProcessor", "TsvLine",
-    "TsvProcessor", "WnliProcessor", "XnliProcessor", "get_processor", "pad_examples", "prepare_label_list", "read_tsv",
+    "TsvProcessor", "WnliProcessor", "XnliProcessor", "get_processor", "prepare_label_list", "read_tsv",
     "register_processor", "InputFeatures", "check_dev_labels", "convert_example_windows",
     "convert_examples_to_features", "convert_single_example", "decode_record", "example_label_id",
     "feature_to_tf_example", "file_based_convert_examples_to_features", "file_based_dataset",

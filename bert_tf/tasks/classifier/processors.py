@@ -583,11 +583,3 @@ def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples
                          f"{label_lists.FILE_NAME} there, one per line.")
     processor.labels = saved
     return saved
-
-
-def pad_examples(examples, batch_size):
-    """Appends PaddingInputExample until the count is a multiple of batch_size."""
-    examples = list(examples)
-    while len(examples) % batch_size:
-        examples.append(PaddingInputExample())
-    return examples
