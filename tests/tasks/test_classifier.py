@@ -463,12 +463,14 @@ def test_convert_single_example_matches_the_original_rule_on_random_pairs(tokeni
         assert len(got.input_ids) == max_len and got.is_real_example
 
 
-def test_pad_examples():
-    examples = [clf.InputExample(str(i), "a") for i in range(5)]
-    padded = clf.pad_examples(examples, 4)
-    assert len(padded) == 8 and padded[:5] == examples
-    assert all(isinstance(e, clf.PaddingInputExample) for e in padded[5:])
-    assert len(clf.pad_examples(examples[:4], 4)) == 4
+def test_whole_batches_are_filled_with_padding_examples(tmp_path, tokenizer):
+    examples = [clf.InputExample(str(i), "a", label="0") for i in range(5)]
+    path = str(tmp_path / "eval.tf_record")
+    padded, written = clf.file_based_convert_examples_to_features(examples, ["0"], 8, tokenizer, path, fill_batches=4)
+    assert written.count == len(padded) == 8 and [f.is_real_example for f in padded] == [True] * 5 + [False] * 3
+    assert padded[5:] == [clf.convert_single_example(0, clf.PaddingInputExample(), ["0"], 8, tokenizer)] * 3
+    assert len(clf.file_based_convert_examples_to_features(examples[:4], ["0"], 8, tokenizer, path,
+                                                           fill_batches=4)[0]) == 4
 
 
 # --- TFRecords --------------------------------------------------------------------------------------------------
@@ -489,10 +491,9 @@ def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
     examples = [clf.InputExample("a", "the cat sat", "a dog", 1.5 if regression else "pos"),
                 clf.InputExample("b", "bad dog", None, 4.0 if regression else "neg"),
                 clf.InputExample("c", "happy", "sad", 0.25 if regression else "pos")]
-    examples = clf.pad_examples(examples, 2)
     (tmp_path / "records").mkdir()
     path = str(tmp_path / "records" / "eval.tf_record")
-    features, _ = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path)
+    features, _ = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path, fill_batches=2)
     assert os.listdir(tmp_path / "records") == ["eval.tf_record"]  # the temporary name is gone
     assert [f.is_real_example for f in features] == [True, True, True, False]
 
