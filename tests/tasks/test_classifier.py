@@ -507,8 +507,8 @@ def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
     assert list(schema["input_ids"].int64_list.value) == features[0].input_ids
     assert list(raw[3].features.feature["is_real_example"].int64_list.value) == [0]
 
-    batches = list(clf.file_based_dataset(path, 9, batch_size=3, is_training=False, drop_remainder=False,
-                                          regression=regression))
+    batches = list(clf.file_based_input_fn_builder(path, 9, is_training=False, drop_remainder=False,
+                                                   regression=regression)(batch_size=3))
     assert [len(b[1]["label_ids"]) for b in batches] == [3, 1]
     feats, labs = batches[0]
     assert sorted(feats) == ["input_ids", "input_mask", "segment_ids"]

@@ -14,9 +14,7 @@ from bert_tf.tasks.classifier.features import (
     convert_single_example,
     decode_record,
     example_label_id,
-    feature_to_tf_example,
     file_based_convert_examples_to_features,
-    file_based_dataset,
     file_based_input_fn_builder,
     name_to_features,
 )
@@ -60,7 +58,6 @@ __all__ = [
     "TsvProcessor", "WnliProcessor", "XnliProcessor", "get_processor", "prepare_label_list", "read_tsv",
     "register_processor", "InputFeatures", "check_dev_labels", "convert_example_windows",
     "convert_examples_to_features", "convert_single_example", "decode_record", "example_label_id",
-    "feature_to_tf_example", "file_based_convert_examples_to_features", "file_based_dataset",
-    "file_based_input_fn_builder", "name_to_features", "classification_loss", "eval_metrics", "glue_metrics",
-    "regression_loss", "ClassifierTask", "format_submission", "pool_windows",
+    "file_based_convert_examples_to_features", "file_based_input_fn_builder", "name_to_features", "classification_loss",
+    "eval_metrics", "glue_metrics", "regression_loss", "ClassifierTask", "format_submission", "pool_windows",
 ]
