@@ -141,7 +141,7 @@ class Controls:
         """After training with --best_metric, loads the best weights and step. -> the eval results if this process last
         evaluated that step, else None (always for a task evaluated by its predictions)."""
         if self.run.best_metric:
-            restore_best(self.trainer, self.task.heads)
+            restore_best(self.trainer, self.task.spec.head_names)
         if self.task.evaluated_by == "do_eval" and self.results and self.results[0] == self.trainer.step:
             return self.results[1]
         return None

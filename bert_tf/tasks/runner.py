@@ -76,7 +76,7 @@ def train(run, task, tokenizer, trainer, controls=None):
             evaluation.delete(run.output_dir)
     run_record.record(trainer.work_dir, trainer.model.bert.config if trainer.is_chief else None, settings)
     if trainer.is_chief and run.vocab_file:  # what it trains, for every later reader
-        run_record.record_model(run.output_dir, trainer.model, task.export_task, task.label_list, run.vocab_file,
+        run_record.record_model(run.output_dir, trainer.model, task.spec.name, task.label_list, run.vocab_file,
                                 run.do_lower_case, run.max_seq_length, task.answer_settings)
     logging.info("***** Running training *****")
     if data.num_examples is not None:
@@ -107,7 +107,7 @@ def export(run, task, trainer):
         from bert_tf.export import exporter
 
         written.append(exporter.export(
-            task.export_task, run.export_dir, trainer.model, min_version=max(trainer.step, 1),
+            task.spec.name, run.export_dir, trainer.model, min_version=max(trainer.step, 1),
             max_seq_length=run.max_seq_length, label_list=task.label_list, vocab_file=run.vocab_file,
             do_lower_case=run.do_lower_case, pad_to_max_seq_length=run.pad_to_max_seq_length or None,
             seq_length_multiple=run.seq_length_multiple, **task.export_options))
@@ -143,8 +143,8 @@ def run(task, run_config):
         if controls and trainer.is_chief:  # the best weights (--best_metric); their evaluation if it ran last
             eval_results = controls.finish()
     elif trainer.is_chief:  # eval / predict / export only: output_dir/best, its latest checkpoint, init_checkpoint
-        if not evaluation.restore_best(trainer, task.heads):
-            trainer.restore_for_predict(required_heads=task.heads)
+        if not evaluation.restore_best(trainer, task.spec.head_names):
+            trainer.restore_for_predict(required_heads=task.spec.head_names)
     if trainer.is_chief:
         if run_config.do_eval and "do_eval" in task.modes and eval_results is None:
             eval_results = task.evaluate(run_config, tokenizer, trainer)

@@ -59,15 +59,6 @@ class Task(abc.ABC):
     def spec(self) -> TaskSpec:
         """A class attribute, or a property where the data decide (the classifier's regression)."""
 
-    @property
-    def heads(self):
-        """The head attributes its model needs to predict and export."""
-        return self.spec.head_names
-
-    @property
-    def export_task(self):
-        return self.spec.name
-
     def check_flags(self, run):
         """ValueError for a bad setting of the task's own."""
         return None
