@@ -173,9 +173,7 @@ class XnliProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         lines = read_tsv(os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
         examples = []
-        for i, line in enumerate(lines):
-            if i == 0:
-                continue
+        for i, line in enumerate(lines[1:], start=1):
             label = tokenization.convert_to_unicode(line.field(2))
             if label == "contradictory":
                 label = "contradiction"
@@ -187,9 +185,7 @@ class XnliProcessor(DataProcessor):
     def get_dev_examples(self, data_dir):
         lines = read_tsv(os.path.join(data_dir, "xnli.dev.tsv"))
         examples = []
-        for i, line in enumerate(lines):
-            if i == 0:
-                continue
+        for i, line in enumerate(lines[1:], start=1):
             if tokenization.convert_to_unicode(line.field(0)) != tokenization.convert_to_unicode(self.language):
                 continue
             examples.append(InputExample(
@@ -234,9 +230,7 @@ class MnliProcessor(DataProcessor):
     def _create_examples(self, lines, set_type):
         test = set_type.startswith("test")
         examples = []
-        for i, line in enumerate(lines):
-            if i == 0:
-                continue
+        for i, line in enumerate(lines[1:], start=1):
             index = tokenization.convert_to_unicode(line.field(0))
             examples.append(InputExample(
                 guid="%s-%s" % (set_type, index),
