@@ -230,7 +230,7 @@ class MnliProcessor(DataProcessor):
     def _create_examples(self, lines, set_type):
         test = set_type.startswith("test")
         examples = []
-        for i, line in enumerate(lines[1:], start=1):
+        for line in lines[1:]:
             index = tokenization.convert_to_unicode(line.field(0))
             examples.append(InputExample(
                 guid="%s-%s" % (set_type, index),
