@@ -28,6 +28,7 @@ from bert_tf.training.trainer import Trainer
 _NO_MODE = {
     ("do_train", "do_eval", "do_predict"): "At least one of `do_train`, `do_eval` or `do_predict' must be True.",
     ("do_train", "do_predict"): "At least one of `do_train` or `do_predict` must be True.",
+    ("do_train", "do_eval"): "At least one of `do_train` or `do_eval` must be True.",
 }
 
 
