@@ -114,12 +114,6 @@ def warn_if_not_bio(label_list):
 
 # --- features --------------------------------------------------------------------------------------------------
 
-def tokenize_words(words, tokenizer):
-    """[word] -> [[sub-token]], each word at least one (unk_token if the tokenizer drops it)."""
-    unk = getattr(tokenizer.wordpiece_tokenizer, "unk_token", "[UNK]")
-    return [tokenizer.tokenize(word) or [unk] for word in words]
-
-
 def split_windows(piece_counts, max_tokens):
     """[(first_word, end_word)]: words of `piece_counts` sub-tokens split greedily into windows of at most `max_tokens`
     (a longer word alone)."""
@@ -138,7 +132,8 @@ def split_windows(piece_counts, max_tokens):
 
 def convert_example(example_index, example, label_map, max_seq_length, tokenizer):
     """One sentence -> [InputFeatures], one per window. `label_map`: label -> id."""
-    pieces = tokenize_words(example.words, tokenizer)
+    unk = getattr(tokenizer.wordpiece_tokenizer, "unk_token", "[UNK]")
+    pieces = [tokenizer.tokenize(word) or [unk] for word in example.words]  # at least one sub-token a word
     max_tokens = max_seq_length - 2
     features = []
     for first, end in split_windows([len(p) for p in pieces], max_tokens):
@@ -277,20 +272,6 @@ def conll_output(examples, predicted):
     return "".join(lines)
 
 
-def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False,
-                      lengths=None):
-    """Featurizes, predicts and rejoins -> (predicted labels per sentence, eval_* results and losses, report)."""
-    features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
-    logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
-    logging.info("  Batch size = %d", batch_size)
-    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths)
-    predicted = rejoin(examples, features, window_predictions, label_list)
-    metrics, report = compute_metrics([e.labels for e in examples], predicted)
-    results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
-    results.update(losses)
-    return predicted, results, report
-
-
 # --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
 def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
@@ -359,14 +340,26 @@ class NerTask(Task):
         logging.info("Training on %d sentences in %d windows", len(self.examples["train"]), data.num_examples)
         return data
 
+    def _evaluate(self, run, tokenizer, trainer, split, batch_size):
+        """Featurizes, predicts and rejoins a split -> (its examples, predicted labels per sentence, eval_* results and
+        losses, report)."""
+        examples = self.examples[split]
+        features = list(convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer))
+        logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
+        logging.info("  Batch size = %d", batch_size)
+        window_predictions, losses = predict_windows(trainer, features, batch_size, run.fixed_batches,
+                                                     run.sequence_lengths)
+        predicted = rejoin(examples, features, window_predictions, self.label_list)
+        metrics, report = compute_metrics([e.labels for e in examples], predicted)
+        results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
+        results.update(losses)
+        return examples, predicted, results, report
+
     def evaluate(self, run, tokenizer, trainer):
         """Writes the dev set's eval_results.txt, eval_report.txt, eval_metrics.json and eval_predictions.txt; -> the
         results."""
         logging.info("***** Running evaluation *****")
-        examples = self.examples["dev"]
-        predicted, results, report = evaluate_examples(trainer, examples, self.label_list, tokenizer,
-                                                       run.max_seq_length, run.eval_batch_size, run.fixed_batches,
-                                                       run.sequence_lengths)
+        examples, predicted, results, report = self._evaluate(run, tokenizer, trainer, "dev", run.eval_batch_size)
         results["global_step"] = trainer.step
         result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
         logging.info("\n%s", report)
@@ -381,10 +374,7 @@ class NerTask(Task):
         """Writes the test set's test_results.txt (`token gold predicted` per word); -> the metrics against its gold
         labels."""
         logging.info("***** Running prediction *****")
-        examples = self.examples["test"]
-        predicted, results, _ = evaluate_examples(trainer, examples, self.label_list, tokenizer,
-                                                  run.max_seq_length, run.predict_batch_size, run.fixed_batches,
-                                                  run.sequence_lengths)
+        examples, predicted, results, _ = self._evaluate(run, tokenizer, trainer, "test", run.predict_batch_size)
         logging.info("Test set (its gold labels): f1 = %.4f, precision = %.4f, recall = %.4f",
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
         fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.txt"),
