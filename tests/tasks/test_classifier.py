@@ -356,7 +356,7 @@ def test_a_run_reads_each_tsv_file_once(tmp_path, tokenizer, monkeypatch):
     task.read_inputs(run, None)
     assert os.listdir(out) == []  # nothing written before the model is built
     chief = types.SimpleNamespace(is_chief=True, work_dir=out)  # what the task reads of its Trainer
-    assert task.train_data(run, tokenizer, chief).num_examples == 4 and task.labels == ["mixed", "neg", "pos"]
+    assert task.train_data(run, tokenizer, chief).num_examples == 4 and task.label_list == ["mixed", "neg", "pos"]
     assert not [n for n in os.listdir(out) if fileio.TEMP_MARK in n]
     assert [len(examples) for _, examples in task.dev_splits] == [1]
     assert [(len(examples), name) for _, examples, name in task.test_splits] == [(1, "predictions")]

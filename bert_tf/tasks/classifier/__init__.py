@@ -3,8 +3,8 @@
 `tsv`/`csv`/`jsonl` tasks for your own data.
 
 Modules: `processors` (examples), `features` (packing, the TFRecords), `metrics` (the Estimator's figures, GLUE
-metrics), `task` (the losses, evaluation, prediction, `ClassifierTask`). Their public names, and
-`bert_tf.training.losses`', are importable from here.
+metrics), `task` (the losses, evaluation, prediction, `ClassifierTask`). Their public names are
+importable from here.
 """
 from bert_tf.tasks.classifier.features import (
     InputFeatures,

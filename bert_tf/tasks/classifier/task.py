@@ -2,14 +2,12 @@
 run_ner.py's too), evaluation (eval_results.txt, eval_metrics.json) and prediction (test_results.tsv, GLUE submission
 files).
 
-Multi-label (--multi_label): an example's label is a list, or a string joined by --label_separator. A label is predicted
-where its probability is >= its threshold: `task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the
-dev set at each evaluation and recorded in output_dir's model_metadata.json (`run_record`) for runs that do not train.
-
-Long texts (--doc_stride=N > 0): a text longer than max_seq_length becomes windows (`features.convert_example_windows`:
-text_a windowed, text_b whole in each). Training takes each window as an example with its text's label
-(--class_weights=balanced counts texts); evaluation and prediction pool each text's windows (`pool_windows`,
---window_pooling), so every result counts texts.
+--multi_label: an example's label is a list, or a string joined by --label_separator; a label is predicted where its
+probability is >= its threshold (`task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the dev set at
+each evaluation and recorded in model_metadata.json for runs that do not train). --doc_stride=N > 0: a longer text
+becomes windows (`features.convert_example_windows`); training takes each window as an example with its text's label
+(--class_weights=balanced counts texts), evaluation and prediction pool each text's windows (`pool_windows`), so every
+result counts texts.
 """
 import collections
 import itertools
@@ -223,7 +221,7 @@ class ClassifierTask(Task):
         self.processor = get_processor(task_name, xnli_language=xnli_language, columns=columns)
         self.data_dir = data_dir
         self.doc_stride, self.window_pooling = doc_stride, window_pooling
-        self.labels = None
+        self.label_list = None  # read_inputs sets it (None for regression)
         self.train_examples, self.dev_splits, self.test_splits = None, (), ()  # read_inputs reads them
         self.loss = regression_loss if self.processor.is_regression else classification_loss
         self.multi_label, self.thresholds = False, None  # read_inputs sets them: the run's
@@ -240,10 +238,6 @@ class ClassifierTask(Task):
         return {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else {}
 
     export_options = answer_settings
-
-    @property
-    def label_list(self):
-        return None if self.processor.is_regression else self.labels
 
     def check_flags(self, run):
         for flag in ("class_weights", "multi_label"):
@@ -286,21 +280,21 @@ class ClassifierTask(Task):
         self.multi_label = run.multi_label
         if run.do_train:
             self.train_examples = self._labelled(run, self.processor.get_train_examples(self.data_dir))
-        self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
+        self.label_list = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
                                          train_examples=self.train_examples)
         loss_fn = multi_label_loss if self.multi_label else classification_loss
         if self.multi_label:
             self.loss = loss_fn
-            saved = None if run.do_train else run_record.recorded_thresholds(run.output_dir, self.labels)
-            self.thresholds = saved or [task_models.DEFAULT_THRESHOLD] * len(self.labels)
+            saved = None if run.do_train else run_record.recorded_thresholds(run.output_dir, self.label_list)
+            self.thresholds = saved or [task_models.DEFAULT_THRESHOLD] * len(self.label_list)
         if run.do_train and run.class_weights:
-            weights = class_weights(run.class_weights, self.labels, [example.label for example in self.train_examples],
-                                    self.multi_label)
+            weights = class_weights(run.class_weights, self.label_list,
+                                    [example.label for example in self.train_examples], self.multi_label)
             self.loss = ClassWeightedLoss(loss_fn, weights, self.multi_label)
         if run.do_eval:
             self.dev_splits = [(suffix, self._labelled(run, examples))
                                for suffix, examples in self.processor.dev_splits(self.data_dir)]
-            check_dev_labels(self.dev_splits, self.labels, self.multi_label)
+            check_dev_labels(self.dev_splits, self.label_list, self.multi_label)
         if run.do_predict:
             self.test_splits = [(suffix, self._labelled(run, examples), submission)
                                 for suffix, examples, submission in self.processor.test_splits(self.data_dir)]
@@ -327,20 +321,20 @@ class ClassifierTask(Task):
                           run.max_seq_length, tokenizer, self.doc_stride)
         examples = self.train_examples
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
-        _, written = file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer,
+        _, written = file_based_convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer,
                                                              train_file, self.multi_label, self.doc_stride)
         if self.doc_stride:
             logging.info("Training on %d examples split into %d windows", len(examples), written.count)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
                                                  lengths=run.sequence_lengths,
-                                                 label_shape=(len(self.labels),) if self.multi_label else ())
+                                                 label_shape=(len(self.label_list),) if self.multi_label else ())
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint, self.answer_settings or None)
 
     def _inputs(self, features, seq_length, with_labels):
         """The prediction loop's inputs of `features`; `with_labels`: (inputs, labels)."""
-        inputs, labels = features_to_arrays(features, seq_length, regression=self.labels is None,
-                                            label_shape=(len(self.labels),) if self.multi_label else ())
+        inputs, labels = features_to_arrays(features, seq_length, regression=self.label_list is None,
+                                            label_shape=(len(self.label_list),) if self.multi_label else ())
         return (inputs, labels) if with_labels else inputs
 
     def prepare_evaluation(self, run, trainer):
@@ -355,7 +349,7 @@ class ClassifierTask(Task):
         TPUs) and runs the model on them. -> (features, [each batch's outputs]); with windows, each text's first window
         and pooled outputs."""
         features, _ = file_based_convert_examples_to_features(
-            examples, self.labels, run.max_seq_length, tokenizer, record_file, self.multi_label, self.doc_stride,
+            examples, self.label_list, run.max_seq_length, tokenizer, record_file, self.multi_label, self.doc_stride,
             batch_size if run.fixed_batches else 1)
         padding = sum(not feature.is_real_example for feature in features)
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples) + padding, len(examples), padding)
@@ -385,12 +379,12 @@ class ClassifierTask(Task):
                 self.thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
                 run_record.record_thresholds(run.output_dir, self.thresholds)
                 logging.info("Thresholds tuned on the dev set: %s", ", ".join(
-                    f"{label} {t:.4g}" for label, t in zip(self.labels, self.thresholds)))
+                    f"{label} {t:.4g}" for label, t in zip(self.label_list, self.thresholds)))
             result = eval_metrics(outputs, features, trainer.step, regression, self.processor.metrics, self.thresholds)
             if not regression:
                 write_class_metrics(os.path.join(run.output_dir, f"eval_metrics{suffix}.json"),
-                                    multi_label_metrics(outputs, features, self.labels, self.thresholds)
-                                    if self.multi_label else label_metrics(outputs, features, self.labels))
+                                    multi_label_metrics(outputs, features, self.label_list, self.thresholds)
+                                    if self.multi_label else label_metrics(outputs, features, self.label_list))
             result_files.write_eval_results(os.path.join(run.output_dir, f"eval_results{suffix}.txt"), result,
                                             f"Eval results{suffix}")
             results[suffix] = result
@@ -421,7 +415,7 @@ class ClassifierTask(Task):
             if submission:
                 ids = [e.example_id if e.example_id is not None else str(i) for i, e in enumerate(examples)]
                 fileio.write_text_atomically(os.path.join(run.output_dir, f"{submission}.tsv"), format_submission(
-                    ids, rows, None if regression else self.labels,
+                    ids, rows, None if regression else self.label_list,
                     getattr(self.processor, "submission_id_header", "index"), self.thresholds, run.label_separator))
             all_rows[suffix] = rows
         return all_rows
