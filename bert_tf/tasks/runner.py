@@ -53,8 +53,8 @@ def prepare(run, task):
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
         needs_vocab=task.needs_vocab)
     run = dataclasses.replace(run, vocab_file=loaded.vocab_file, do_lower_case=loaded.do_lower_case)
-    if run.max_seq_length < task.min_seq_length:
-        raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
+    if run.max_seq_length < 3:  # [CLS], a token, [SEP]
+        raise ValueError(f"max_seq_length must be at least 3, got {run.max_seq_length}.")
     fileio.makedirs(run.output_dir)
     if run.do_train and run.save_keras_hub_preset:  # before training, not after: keras-hub, the activation, the vocab
         checkpoints.check_preset_writable(loaded.config, os.path.join(run.output_dir, "keras_hub"), run.vocab_file)

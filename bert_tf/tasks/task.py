@@ -34,7 +34,8 @@ def write_train_records(trainer, rows, schema, decode, lengths, names):
     of up to 10,000 records), `decode(parsed record)` -> (features, labels), batches cut by `lengths` (`names`: the
     arrays with a sequence axis)."""
     path = os.path.join(trainer.work_dir, "train.tf_record")
-    written = records.write(path, (records.example(row, schema).SerializeToString(deterministic=True) for row in rows))
+    serialized = (records.example(row, schema).SerializeToString(deterministic=True) for row in rows)
+    written = records.write(path, serialized)
 
     def parse(record):
         return decode(records.parse(record, schema))
@@ -49,7 +50,6 @@ class Task(abc.ABC):
     `loss`, and `evaluate` / `predict` for each of its `modes`."""
     modes = ("do_train", "do_eval", "do_predict")
     label_list = None  # the labels of its head, in the order of its outputs (None for tasks without labels)
-    min_seq_length = 3
     needs_vocab = True  # False for a task that reads token ids only (pretraining)
     answer_settings = {}
     export_options = {}  # what its export takes of the run beyond the model (the classifier's windows)

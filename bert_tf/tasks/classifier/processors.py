@@ -23,10 +23,8 @@ from bert_tf.text import tokenization
 
 @dataclasses.dataclass
 class InputExample:
-    """One example: `guid`, `text_a`, optional `text_b`, `label` (None for unlabeled test data).
-
-    bert-tf extras: `example_id` (the id a submission file reports) and `source` (`file:line`, for errors).
-    """
+    """One example: `guid`, `text_a`, optional `text_b`, `label` (None for unlabeled test data); bert-tf's
+    `example_id` (the id a submission file reports) and `source` (`file:line`, for errors)."""
     guid: str
     text_a: str
     text_b: str | None = None
