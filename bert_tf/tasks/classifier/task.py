@@ -344,13 +344,13 @@ class ClassifierTask(Task):
                                       run.sequence_lengths, packing.INPUT_NAMES, run.fixed_batches)
         trainer.prepare_predict(spec, with_loss=True)
 
-    def _run_model(self, run, tokenizer, trainer, examples, record_file, batch_size, with_labels):
-        """Writes `examples` to `record_file` as the original's records (windows with --doc_stride; whole batches for
-        TPUs) and runs the model on them. -> (features, [each batch's outputs]); with windows, each text's first window
-        and pooled outputs."""
+    def _run_model(self, run, tokenizer, trainer, examples, record_name, batch_size, with_labels):
+        """Writes `examples` to output_dir/`record_name` as the original's records (windows with --doc_stride; whole
+        batches for TPUs) and runs the model on them. -> (features, [each batch's outputs]); with windows, each text's
+        first window and pooled outputs."""
         features, _ = file_based_convert_examples_to_features(
-            examples, self.label_list, run.max_seq_length, tokenizer, record_file, self.multi_label, self.doc_stride,
-            batch_size if run.fixed_batches else 1)
+            examples, self.label_list, run.max_seq_length, tokenizer, os.path.join(run.output_dir, record_name),
+            self.multi_label, self.doc_stride, batch_size if run.fixed_batches else 1)
         padding = sum(not feature.is_real_example for feature in features)
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples) + padding, len(examples), padding)
         if self.doc_stride:
@@ -372,8 +372,7 @@ class ClassifierTask(Task):
         results = {}
         for suffix, examples in self.dev_splits:
             logging.info("***** Running evaluation%s *****", suffix)
-            features, outputs = self._run_model(run, tokenizer, trainer, examples,
-                                                os.path.join(run.output_dir, f"eval{suffix}.tf_record"),
+            features, outputs = self._run_model(run, tokenizer, trainer, examples, f"eval{suffix}.tf_record",
                                                 run.eval_batch_size, with_labels=True)
             if run.tune_thresholds and not results:
                 self.thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
@@ -401,13 +400,11 @@ class ClassifierTask(Task):
     def predict(self, run, tokenizer, trainer):
         """Predicts each test set into test_results<suffix>.tsv, its submission file and predict<suffix>.tf_record;
         -> {suffix: rows}."""
-        regression = self.processor.is_regression
-        output_key = "predictions" if regression else "probabilities"
+        output_key = "predictions" if self.processor.is_regression else "probabilities"
         all_rows = {}
         for suffix, examples, submission in self.test_splits:
             logging.info("***** Running prediction%s *****", suffix)
-            _, outputs = self._run_model(run, tokenizer, trainer, examples,
-                                         os.path.join(run.output_dir, f"predict{suffix}.tf_record"),
+            _, outputs = self._run_model(run, tokenizer, trainer, examples, f"predict{suffix}.tf_record",
                                          run.predict_batch_size, with_labels=False)
             rows = [row for batch in outputs for row in np.asarray(batch[output_key], np.float32)][:len(examples)]
             fileio.write_text_atomically(os.path.join(run.output_dir, f"test_results{suffix}.tsv"),
@@ -415,7 +412,7 @@ class ClassifierTask(Task):
             if submission:
                 ids = [e.example_id if e.example_id is not None else str(i) for i, e in enumerate(examples)]
                 fileio.write_text_atomically(os.path.join(run.output_dir, f"{submission}.tsv"), format_submission(
-                    ids, rows, None if regression else self.label_list,
+                    ids, rows, self.label_list,
                     getattr(self.processor, "submission_id_header", "index"), self.thresholds, run.label_separator))
             all_rows[suffix] = rows
         return all_rows
