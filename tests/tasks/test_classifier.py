@@ -58,7 +58,7 @@ def test_read_tsv_has_no_quote_character_and_keeps_line_numbers(tmp_path):
     path = _write(str(tmp_path / "x.tsv"), ['a\t"b\tc"', "", "d\te\r"])
     lines = clf.read_tsv(path)
     assert lines == [["a", '"b', 'c"'], [], ["d", "e"]]  # quotes are plain characters; "\r\n" ends a line
-    assert [line.line_number for line in lines] == [1, 2, 3]
+    assert [line.source for line in lines] == [f"{path}:1", f"{path}:2", f"{path}:3"]
     with pytest.raises(ValueError, match=r"x\.tsv:2: expected at least 1 tab-separated fields, found 0"):
         lines[1].field(0)
     with pytest.raises(ValueError, match=r"x\.tsv:3: expected at least 4 "):

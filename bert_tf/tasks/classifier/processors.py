@@ -39,16 +39,11 @@ class PaddingInputExample:
 
 
 class TsvLine(list):
-    """A row of a TSV or CSV file (a list of fields) that remembers the line it starts on."""
+    """A row of a TSV or CSV file (a list of fields) that remembers where it starts: `source`, `file:line`."""
 
-    def __init__(self, fields, path, line_number):
+    def __init__(self, fields, source):
         super().__init__(fields)
-        self.path = path
-        self.line_number = line_number
-
-    @property
-    def source(self):
-        return f"{self.path}:{self.line_number}"
+        self.source = source
 
     def field(self, index):
         """The field at `index` (negative counts from the end); a clear error when the row is too short."""
@@ -82,7 +77,7 @@ def _read_delimited(input_file, stream, size, **dialect):
     limit = csv.field_size_limit(max(csv.field_size_limit(), size))
     try:
         for fields in reader:
-            lines.append(TsvLine(fields, input_file, start))
+            lines.append(TsvLine(fields, f"{input_file}:{start}"))
             start = reader.line_num + 1
     except csv.Error as e:
         raise ValueError(f"{input_file}:{reader.line_num}: {e}") from None
