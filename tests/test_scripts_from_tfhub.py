@@ -132,4 +132,4 @@ def test_every_training_task_starts_from_the_hub_model_alone(models, tmp_path):
         if name == "pretraining":  # the Hub model's masked-LM head; it has no next-sentence head
             assert report.heads == ["masked_lm"] and report.missing_heads == ["next_sentence"]
         else:
-            assert report.heads == [] and report.missing_heads == list(task.heads), name
+            assert report.heads == [] and report.missing_heads == list(task.spec.head_names), name

@@ -31,7 +31,6 @@ from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
 PREDICTIONS_FILE = "predictions.jsonl"  # --predict_text_file's answers, in output_dir
-VOCAB_FILE = run_record.VOCAB_FILE  # in a training run's output_dir, beside its model_metadata.json
 EXPORT_METADATA = os.path.join("assets.extra", "export_metadata.json")
 
 
@@ -49,7 +48,7 @@ def answer_text_file(run, task, tokenizer, trainer):
     text = fileio.read_text(run.predict_text_file, "--predict_text_file")
     lines = [line.rstrip("\r") for line in text.split("\n")]
     lines = lines[:-1] if lines and not lines[-1] else lines  # the line break that ends the file
-    meta = {**task_models.metadata(task.export_task, trainer.model, task.label_list, run.do_lower_case,
+    meta = {**task_models.metadata(task.spec.name, trainer.model, task.label_list, run.do_lower_case,
                                    run.max_seq_length), **task.answer_settings}
     answerer = ANSWERS[meta["task"]](trainer.predictor, tokenizer, meta, run.predict_batch_size)
     logging.info("***** Answering the %d lines of %s *****", len(lines), run.predict_text_file)
@@ -67,14 +66,14 @@ def load(path, batch_size=32):
     version = _export_version(path)
     if version:
         meta = fileio.read_json(os.path.join(version, EXPORT_METADATA), "Export metadata")
-        vocab_file = os.path.join(version, "assets", VOCAB_FILE)
+        vocab_file = os.path.join(version, "assets", run_record.VOCAB_FILE)
         if meta.get("text_ops") == "tf_text":
             import tensorflow_text  # noqa: F401 (registers the ops its signatures use)
         saved = tf.saved_model.load(version)  # kept by the closure: its signatures read its variables
         model = lambda inputs: saved.signatures["serving_default"](**inputs)  # noqa: E731
     elif fileio.exists(os.path.join(path, task_models.METADATA_FILE)):
         meta = fileio.read_json(os.path.join(path, task_models.METADATA_FILE), "Model metadata")
-        vocab_file = os.path.join(path, VOCAB_FILE)
+        vocab_file = os.path.join(path, run_record.VOCAB_FILE)
         model = _restored_run(path, meta)
     else:
         raise FileNotFoundError(f"{path}: neither a training run's output_dir (no {task_models.METADATA_FILE}: it is "

@@ -17,7 +17,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
-from bert_tf.tasks.task import MODE_METHODS
 from bert_tf.training import run_state, summaries
 
 HISTORY_FILE = "eval_history.jsonl"
@@ -105,7 +104,8 @@ class Controls:
 
     def _evaluate(self, step):
         run, start = self.run, time.time()
-        results = getattr(self.task, MODE_METHODS[self.task.evaluated_by])(run, self.tokenizer, self.trainer)
+        evaluate = self.task.evaluate if self.task.evaluated_by == "do_eval" else self.task.predict
+        results = evaluate(run, self.tokenizer, self.trainer)
         entry = {"global_step": step, **{key: value.item() if hasattr(value, "item") else value  # numpy's as JSON's
                                          for key, value in self.task.flat_results(results).items()
                                          if key != "global_step"}}
@@ -141,7 +141,7 @@ class Controls:
         """After training with --best_metric, loads the best weights and step. -> the eval results if this process last
         evaluated that step, else None (always for a task evaluated by its predictions)."""
         if self.run.best_metric:
-            restore_best(self.trainer, self.task.heads)
+            restore_best(self.trainer, self.task.spec.head_names)
         if self.task.evaluated_by == "do_eval" and self.results and self.results[0] == self.trainer.step:
             return self.results[1]
         return None

@@ -20,13 +20,12 @@ from seqeval import metrics as seqeval_metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf import fileio
-from bert_tf.data import label_lists, records
-from bert_tf.data import lengths as lengths_lib
+from bert_tf.data import label_lists
 from bert_tf.model import task_models
 from bert_tf.tasks import result_files, run_record
 from bert_tf.tasks.classifier.metrics import class_metrics, write_class_metrics
 from bert_tf.tasks.classifier.task import ClassWeightedLoss, class_weights, parse_class_weights
-from bert_tf.tasks.task import Task, TrainData
+from bert_tf.tasks.task import Task, write_train_records
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
@@ -115,12 +114,6 @@ def warn_if_not_bio(label_list):
 
 # --- features --------------------------------------------------------------------------------------------------
 
-def tokenize_words(words, tokenizer):
-    """[word] -> [[sub-token]], each word at least one (unk_token if the tokenizer drops it)."""
-    unk = getattr(tokenizer.wordpiece_tokenizer, "unk_token", "[UNK]")
-    return [tokenizer.tokenize(word) or [unk] for word in words]
-
-
 def split_windows(piece_counts, max_tokens):
     """[(first_word, end_word)]: words of `piece_counts` sub-tokens split greedily into windows of at most `max_tokens`
     (a longer word alone)."""
@@ -139,7 +132,8 @@ def split_windows(piece_counts, max_tokens):
 
 def convert_example(example_index, example, label_map, max_seq_length, tokenizer):
     """One sentence -> [InputFeatures], one per window. `label_map`: label -> id."""
-    pieces = tokenize_words(example.words, tokenizer)
+    unk = getattr(tokenizer.wordpiece_tokenizer, "unk_token", "[UNK]")
+    pieces = [tokenizer.tokenize(word) or [unk] for word in example.words]  # at least one sub-token a word
     max_tokens = max_seq_length - 2
     features = []
     for first, end in split_windows([len(p) for p in pieces], max_tokens):
@@ -181,32 +175,7 @@ def features_to_arrays(features):
             {"label_ids": stack("label_ids")})
 
 
-# --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
-
-_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # also the arrays with a sequence axis
-
-
-def record_schema(seq_length):
-    """The training windows' TFRecord schema: int64 [seq_length] per feature."""
-    return {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in _FEATURES}
-
-
-def write_tf_record(features, output_file):
-    """Writes InputFeatures to a TFRecord file atomically; returns its `records.Writer`."""
-    return records.write(output_file, (records.example(f._asdict(), record_schema(len(f.input_ids)))
-                                       .SerializeToString(deterministic=True) for f in features))
-
-
-def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
-    """The Trainer's dataset_fn of the records, cut as `lengths` says."""
-    schema = record_schema(seq_length)
-
-    def decode(record):
-        parsed = records.parse(record, schema)
-        return {k: parsed[k] for k in packing.INPUT_NAMES}, {"label_ids": parsed["label_ids"]}
-
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
-                                       batch=lengths_lib.batcher(lengths, _FEATURES))
+_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # the arrays with a sequence axis
 
 
 # --- model and loss --------------------------------------------------------------------------------------------
@@ -303,20 +272,6 @@ def conll_output(examples, predicted):
     return "".join(lines)
 
 
-def evaluate_examples(trainer, examples, label_list, tokenizer, max_seq_length, batch_size, fixed_batches=False,
-                      lengths=None):
-    """Featurizes, predicts and rejoins -> (predicted labels per sentence, eval_* results and losses, report)."""
-    features = list(convert_examples_to_features(examples, label_list, max_seq_length, tokenizer))
-    logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
-    logging.info("  Batch size = %d", batch_size)
-    window_predictions, losses = predict_windows(trainer, features, batch_size, fixed_batches, lengths)
-    predicted = rejoin(examples, features, window_predictions, label_list)
-    metrics, report = compute_metrics([e.labels for e in examples], predicted)
-    results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
-    results.update(losses)
-    return predicted, results, report
-
-
 # --- the task (bert_tf.tasks.runner runs it) ------------------------------------------------------------------
 
 def resolve_label_list(output_dir, data_dir, label_list=None, do_train=False):
@@ -372,23 +327,39 @@ class NerTask(Task):
             self.loss = ClassWeightedLoss(masked_loss, class_weights(run.class_weights, self.label_list, tags))
 
     def train_data(self, run, tokenizer, trainer):
-        """Writes work_dir/train.tf_record (a TrainData counting windows)."""
-        train_file = os.path.join(trainer.work_dir, "train.tf_record")
-        examples = self.examples["train"]
-        written = write_tf_record(
-            convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer), train_file)
-        logging.info("Training on %d sentences in %d windows", len(examples), written.count)
-        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)
-        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
+        """Writes work_dir/train.tf_record: the windows, int64 [max_seq_length] per feature."""
+        schema = {name: tf.io.FixedLenFeature([run.max_seq_length], tf.int64) for name in _FEATURES}
+
+        def decode(parsed):
+            return {k: parsed[k] for k in packing.INPUT_NAMES}, {"label_ids": parsed["label_ids"]}
+
+        features = convert_examples_to_features(self.examples["train"], self.label_list, run.max_seq_length,
+                                                tokenizer)
+        data = write_train_records(trainer, (f._asdict() for f in features), schema, decode, run.sequence_lengths,
+                                   _FEATURES)
+        logging.info("Training on %d sentences in %d windows", len(self.examples["train"]), data.num_examples)
+        return data
+
+    def _evaluate(self, run, tokenizer, trainer, split, batch_size):
+        """Featurizes, predicts and rejoins a split -> (its examples, predicted labels per sentence, eval_* results and
+        losses, report)."""
+        examples = self.examples[split]
+        features = list(convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer))
+        logging.info("  Num examples = %d (%d windows)", len(examples), len(features))
+        logging.info("  Batch size = %d", batch_size)
+        window_predictions, losses = predict_windows(trainer, features, batch_size, run.fixed_batches,
+                                                     run.sequence_lengths)
+        predicted = rejoin(examples, features, window_predictions, self.label_list)
+        metrics, report = compute_metrics([e.labels for e in examples], predicted)
+        results = collections.OrderedDict((f"eval_{k}", v) for k, v in metrics.items())
+        results.update(losses)
+        return examples, predicted, results, report
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes the dev set's eval_results.txt, eval_report.txt, eval_metrics.json and eval_predictions.txt; -> the
         results."""
         logging.info("***** Running evaluation *****")
-        examples = self.examples["dev"]
-        predicted, results, report = evaluate_examples(trainer, examples, self.label_list, tokenizer,
-                                                       run.max_seq_length, run.eval_batch_size, run.fixed_batches,
-                                                       run.sequence_lengths)
+        examples, predicted, results, report = self._evaluate(run, tokenizer, trainer, "dev", run.eval_batch_size)
         results["global_step"] = trainer.step
         result_files.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), results)
         logging.info("\n%s", report)
@@ -403,10 +374,7 @@ class NerTask(Task):
         """Writes the test set's test_results.txt (`token gold predicted` per word); -> the metrics against its gold
         labels."""
         logging.info("***** Running prediction *****")
-        examples = self.examples["test"]
-        predicted, results, _ = evaluate_examples(trainer, examples, self.label_list, tokenizer,
-                                                  run.max_seq_length, run.predict_batch_size, run.fixed_batches,
-                                                  run.sequence_lengths)
+        examples, predicted, results, _ = self._evaluate(run, tokenizer, trainer, "test", run.predict_batch_size)
         logging.info("Test set (its gold labels): f1 = %.4f, precision = %.4f, recall = %.4f",
                      results["eval_f1"], results["eval_precision"], results["eval_recall"])
         fileio.write_text_atomically(os.path.join(run.output_dir, "test_results.txt"),

@@ -28,6 +28,7 @@ from bert_tf.training.trainer import Trainer
 _NO_MODE = {
     ("do_train", "do_eval", "do_predict"): "At least one of `do_train`, `do_eval` or `do_predict' must be True.",
     ("do_train", "do_predict"): "At least one of `do_train` or `do_predict` must be True.",
+    ("do_train", "do_eval"): "At least one of `do_train` or `do_eval` must be True.",
 }
 
 
@@ -52,8 +53,8 @@ def prepare(run, task):
         do_lower_case=run.do_lower_case, max_seq_length=run.max_seq_length,
         needs_vocab=task.needs_vocab)
     run = dataclasses.replace(run, vocab_file=loaded.vocab_file, do_lower_case=loaded.do_lower_case)
-    if run.max_seq_length < task.min_seq_length:
-        raise ValueError(f"max_seq_length must be at least {task.min_seq_length}, got {run.max_seq_length}.")
+    if run.max_seq_length < 3:  # [CLS], a token, [SEP]
+        raise ValueError(f"max_seq_length must be at least 3, got {run.max_seq_length}.")
     fileio.makedirs(run.output_dir)
     if run.do_train and run.save_keras_hub_preset:  # before training, not after: keras-hub, the activation, the vocab
         checkpoints.check_preset_writable(loaded.config, os.path.join(run.output_dir, "keras_hub"), run.vocab_file)
@@ -76,7 +77,7 @@ def train(run, task, tokenizer, trainer, controls=None):
             evaluation.delete(run.output_dir)
     run_record.record(trainer.work_dir, trainer.model.bert.config if trainer.is_chief else None, settings)
     if trainer.is_chief and run.vocab_file:  # what it trains, for every later reader
-        run_record.record_model(run.output_dir, trainer.model, task.export_task, task.label_list, run.vocab_file,
+        run_record.record_model(run.output_dir, trainer.model, task.spec.name, task.label_list, run.vocab_file,
                                 run.do_lower_case, run.max_seq_length, task.answer_settings)
     logging.info("***** Running training *****")
     if data.num_examples is not None:
@@ -107,7 +108,7 @@ def export(run, task, trainer):
         from bert_tf.export import exporter
 
         written.append(exporter.export(
-            task.export_task, run.export_dir, trainer.model, min_version=max(trainer.step, 1),
+            task.spec.name, run.export_dir, trainer.model, min_version=max(trainer.step, 1),
             max_seq_length=run.max_seq_length, label_list=task.label_list, vocab_file=run.vocab_file,
             do_lower_case=run.do_lower_case, pad_to_max_seq_length=run.pad_to_max_seq_length or None,
             seq_length_multiple=run.seq_length_multiple, **task.export_options))
@@ -143,8 +144,8 @@ def run(task, run_config):
         if controls and trainer.is_chief:  # the best weights (--best_metric); their evaluation if it ran last
             eval_results = controls.finish()
     elif trainer.is_chief:  # eval / predict / export only: output_dir/best, its latest checkpoint, init_checkpoint
-        if not evaluation.restore_best(trainer, task.heads):
-            trainer.restore_for_predict(required_heads=task.heads)
+        if not evaluation.restore_best(trainer, task.spec.head_names):
+            trainer.restore_for_predict(required_heads=task.spec.head_names)
     if trainer.is_chief:
         if run_config.do_eval and "do_eval" in task.modes and eval_results is None:
             eval_results = task.evaluate(run_config, tokenizer, trainer)

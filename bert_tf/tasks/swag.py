@@ -15,12 +15,10 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data import lengths as lengths_lib
-from bert_tf.data import records
 from bert_tf.model import task_models
 from bert_tf.model.task_models import NUM_CHOICES
 from bert_tf.tasks import result_files
-from bert_tf.tasks.task import Task, TrainData
+from bert_tf.tasks.task import Task, write_train_records
 from bert_tf.text import packing, tokenization
 from bert_tf.training import prediction
 
@@ -124,38 +122,6 @@ def features_to_arrays(features):
     return inputs, {"label": np.array([f.label for f in features], np.int32)}
 
 
-# --- training data (TFRecord, like the original's train.tf_record) ----------------------------------------------
-
-def record_schema(seq_length):
-    """The training TFRecord schema: choices flattened, int64 [NUM_CHOICES * seq_length], then label."""
-    schema = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in packing.INPUT_NAMES}
-    schema["label"] = tf.io.FixedLenFeature([], tf.int64)
-    return schema
-
-
-def write_tf_record(features, output_file):
-    """Writes InputFeatures to a TFRecord file atomically; returns its `records.Writer`."""
-    def serialized(f):
-        values = {name: [x for choice in getattr(f, name) for x in choice] for name in packing.INPUT_NAMES}
-        example = records.example({**values, "label": f.label}, record_schema(len(f.input_ids[0])))
-        return example.SerializeToString(deterministic=True)
-
-    return records.write(output_file, map(serialized, features))
-
-
-def train_dataset_fn(input_file, seq_length, num_records, lengths=None):
-    """The Trainer's dataset_fn of (features [B, C, S], {"label": [B]}) batches, cut as `lengths` says."""
-    schema = record_schema(seq_length)
-
-    def decode(record):
-        parsed = records.parse(record, schema)
-        inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in packing.INPUT_NAMES}
-        return inputs, {"label": parsed["label"]}
-
-    return records.training_dataset_fn(input_file, decode, min(num_records, 10000),
-                                       batch=lengths_lib.batcher(lengths, packing.INPUT_NAMES))
-
-
 # --- model, loss, metrics --------------------------------------------------------------------------------------
 
 def choice_loss(labels, outputs):
@@ -197,13 +163,19 @@ class SwagTask(Task):
                          for split, (wanted, name, labelled) in files.items() if wanted}
 
     def train_data(self, run, tokenizer, trainer):
-        """Writes work_dir/train.tf_record (a TrainData)."""
-        train_file = os.path.join(trainer.work_dir, "train.tf_record")
-        written = write_tf_record(
-            convert_examples_to_features(self.examples["train"], run.max_seq_length, tokenizer, "train.csv"),
-            train_file)
-        dataset_fn = train_dataset_fn(train_file, run.max_seq_length, written.count, run.sequence_lengths)
-        return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint)
+        """Writes work_dir/train.tf_record: the choices flattened, int64 [NUM_CHOICES * max_seq_length], then label."""
+        seq_length = run.max_seq_length
+        schema = {name: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for name in packing.INPUT_NAMES}
+        schema["label"] = tf.io.FixedLenFeature([], tf.int64)
+
+        def decode(parsed):
+            inputs = {name: tf.reshape(parsed[name], [NUM_CHOICES, seq_length]) for name in packing.INPUT_NAMES}
+            return inputs, {"label": parsed["label"]}
+
+        features = convert_examples_to_features(self.examples["train"], seq_length, tokenizer, "train.csv")
+        rows = ({**{name: np.ravel(getattr(f, name)) for name in packing.INPUT_NAMES}, "label": f.label}
+                for f in features)
+        return write_train_records(trainer, rows, schema, decode, run.sequence_lengths, packing.INPUT_NAMES)
 
     def evaluate(self, run, tokenizer, trainer):
         """Writes val.csv's eval_results.txt (eval_accuracy, eval_loss, loss, global_step); -> the results."""

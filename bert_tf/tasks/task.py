@@ -11,8 +11,11 @@ data and outputs, nothing else. The runner calls, in order:
 and reads its attributes; `loss` is per-example [B] float32, or a bert_tf.training.losses batch loss.
 """
 import abc
+import os
 import typing
 
+from bert_tf.data import lengths as lengths_lib
+from bert_tf.data import records
 from bert_tf.model.task_models import TaskSpec
 from bert_tf.training.trainer import compute_train_steps
 
@@ -26,12 +29,27 @@ class TrainData(typing.NamedTuple):
     settings: dict | None = None  # the task's own settings that shape the batches (recorded there too)
 
 
+def write_train_records(trainer, rows, schema, decode, lengths, names):
+    """Writes `rows` (dicts holding `schema`'s values) to work_dir/train.tf_record -> its TrainData: shuffled (a buffer
+    of up to 10,000 records), `decode(parsed record)` -> (features, labels), batches cut by `lengths` (`names`: the
+    arrays with a sequence axis)."""
+    path = os.path.join(trainer.work_dir, "train.tf_record")
+    serialized = (records.example(row, schema).SerializeToString(deterministic=True) for row in rows)
+    written = records.write(path, serialized)
+
+    def parse(record):
+        return decode(records.parse(record, schema))
+
+    dataset_fn = records.training_dataset_fn(path, parse, min(written.count, 10000),
+                                             batch=lengths_lib.batcher(lengths, names))
+    return TrainData(dataset_fn, written.count, (path,), written.fingerprint)
+
+
 class Task(abc.ABC):
     """The base of every task, with a fine-tuning task's defaults. A subclass names its `spec` and defines `train_data`,
     `loss`, and `evaluate` / `predict` for each of its `modes`."""
     modes = ("do_train", "do_eval", "do_predict")
     label_list = None  # the labels of its head, in the order of its outputs (None for tasks without labels)
-    min_seq_length = 3
     needs_vocab = True  # False for a task that reads token ids only (pretraining)
     answer_settings = {}
     export_options = {}  # what its export takes of the run beyond the model (the classifier's windows)
@@ -40,15 +58,6 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def spec(self) -> TaskSpec:
         """A class attribute, or a property where the data decide (the classifier's regression)."""
-
-    @property
-    def heads(self):
-        """The head attributes its model needs to predict and export."""
-        return self.spec.head_names
-
-    @property
-    def export_task(self):
-        return self.spec.name
 
     def check_flags(self, run):
         """ValueError for a bad setting of the task's own."""
@@ -89,10 +98,7 @@ class Task(abc.ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        lacking = [method for mode, method in MODE_METHODS.items()
+        lacking = [method for mode, method in (("do_eval", "evaluate"), ("do_predict", "predict"))
                    if mode in cls.modes and getattr(cls, method) is getattr(Task, method)]
         if lacking:
             raise TypeError(f"{cls.__name__}: its modes {cls.modes} need {' and '.join(lacking)}.")
-
-
-MODE_METHODS = {"do_eval": "evaluate", "do_predict": "predict"}  # the Task method the runner calls for each mode

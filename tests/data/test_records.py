@@ -47,10 +47,10 @@ def test_every_evaluation_reader_runs_without_the_autotuner(tmp_path):
     keep the autotuner (their iterators live as long as the run)."""
     path = str(tmp_path / "empty.tfrecord")
     records.write(path, [])
-    assert features.file_based_dataset(path, 8, 4, is_training=False, drop_remainder=False).options() \
+    assert features.file_based_input_fn_builder(path, 8, is_training=False, drop_remainder=False)(4).options() \
         .autotune.enabled is False
     assert pretraining_dataset.evaluation_dataset([path], 4, 8, 2).options().autotune.enabled is False
-    assert features.file_based_dataset(path, 8, 4, is_training=True, drop_remainder=True).options() \
+    assert features.file_based_input_fn_builder(path, 8, is_training=True, drop_remainder=True)(4).options() \
         .autotune.enabled is not False
 
 
@@ -95,8 +95,7 @@ def test_the_replicas_of_an_update_get_the_rows_of_one_batch_cut_as_one(tmp_path
 
     def classifier(batch_size, pipelines=1, pipeline=0, replicas=1):
         context = tf.distribute.InputContext(pipelines, pipeline, replicas)
-        return features.file_based_dataset(path, 16, batch_size, True, True, input_context=context,
-                                           shuffle_seed=3, lengths=cut)
+        return features.file_based_input_fn_builder(path, 16, True, True, lengths=cut)(batch_size, context, seed=3)
 
     _assert_split(classifier(2, replicas=2), classifier(4), 2)
     _assert_split(classifier(2, 2, 1, 4), classifier(8), 2, rows=slice(4, 8))

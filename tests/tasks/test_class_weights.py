@@ -183,7 +183,8 @@ def test_weights_move_a_classifiers_predictions_to_the_minority_class_and_are_re
     task = ClassifierTask("tsv", str(tmp_path / "data"))
     results, _ = runner.run(task, runner.RunConfig(output_dir=str(out), class_weights="balanced", do_eval=True,
                                                    do_predict=True, gradient_accumulation_steps=2, **settings))
-    assert task.labels == ["no", "yes"] and list(task.loss.class_weights) == pytest.approx([32 / 28 / 2, 32 / 4 / 2])
+    assert task.label_list == ["no", "yes"]
+    assert list(task.loss.class_weights) == pytest.approx([32 / 28 / 2, 32 / 4 / 2])
     unweighted, weighted = (np.loadtxt(tmp_path / name / "test_results.tsv")[:, 1].mean()
                             for name in ("unweighted", "weighted"))
     assert unweighted < 0.3 and weighted > unweighted + 0.2, (unweighted, weighted)

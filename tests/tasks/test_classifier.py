@@ -2,6 +2,7 @@
 end on a tiny model, and the original's MRPC predictions on the golden checkpoint."""
 import collections
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -57,7 +58,7 @@ def test_read_tsv_has_no_quote_character_and_keeps_line_numbers(tmp_path):
     path = _write(str(tmp_path / "x.tsv"), ['a\t"b\tc"', "", "d\te\r"])
     lines = clf.read_tsv(path)
     assert lines == [["a", '"b', 'c"'], [], ["d", "e"]]  # quotes are plain characters; "\r\n" ends a line
-    assert [line.line_number for line in lines] == [1, 2, 3]
+    assert [line.source for line in lines] == [f"{path}:1", f"{path}:2", f"{path}:3"]
     with pytest.raises(ValueError, match=r"x\.tsv:2: expected at least 1 tab-separated fields, found 0"):
         lines[1].field(0)
     with pytest.raises(ValueError, match=r"x\.tsv:3: expected at least 4 "):
@@ -355,7 +356,7 @@ def test_a_run_reads_each_tsv_file_once(tmp_path, tokenizer, monkeypatch):
     task.read_inputs(run, None)
     assert os.listdir(out) == []  # nothing written before the model is built
     chief = types.SimpleNamespace(is_chief=True, work_dir=out)  # what the task reads of its Trainer
-    assert task.train_data(run, tokenizer, chief).num_examples == 4 and task.labels == ["mixed", "neg", "pos"]
+    assert task.train_data(run, tokenizer, chief).num_examples == 4 and task.label_list == ["mixed", "neg", "pos"]
     assert not [n for n in os.listdir(out) if fileio.TEMP_MARK in n]
     assert [len(examples) for _, examples in task.dev_splits] == [1]
     assert [(len(examples), name) for _, examples, name in task.test_splits] == [(1, "predictions")]
@@ -462,12 +463,14 @@ def test_convert_single_example_matches_the_original_rule_on_random_pairs(tokeni
         assert len(got.input_ids) == max_len and got.is_real_example
 
 
-def test_pad_examples():
-    examples = [clf.InputExample(str(i), "a") for i in range(5)]
-    padded = clf.pad_examples(examples, 4)
-    assert len(padded) == 8 and padded[:5] == examples
-    assert all(isinstance(e, clf.PaddingInputExample) for e in padded[5:])
-    assert len(clf.pad_examples(examples[:4], 4)) == 4
+def test_whole_batches_are_filled_with_padding_examples(tmp_path, tokenizer):
+    examples = [clf.InputExample(str(i), "a", label="0") for i in range(5)]
+    path = str(tmp_path / "eval.tf_record")
+    padded, written = clf.file_based_convert_examples_to_features(examples, ["0"], 8, tokenizer, path, fill_batches=4)
+    assert written.count == len(padded) == 8 and [f.is_real_example for f in padded] == [True] * 5 + [False] * 3
+    assert padded[5:] == [clf.convert_single_example(0, clf.PaddingInputExample(), ["0"], 8, tokenizer)] * 3
+    assert len(clf.file_based_convert_examples_to_features(examples[:4], ["0"], 8, tokenizer, path,
+                                                           fill_batches=4)[0]) == 4
 
 
 # --- TFRecords --------------------------------------------------------------------------------------------------
@@ -488,10 +491,9 @@ def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
     examples = [clf.InputExample("a", "the cat sat", "a dog", 1.5 if regression else "pos"),
                 clf.InputExample("b", "bad dog", None, 4.0 if regression else "neg"),
                 clf.InputExample("c", "happy", "sad", 0.25 if regression else "pos")]
-    examples = clf.pad_examples(examples, 2)
     (tmp_path / "records").mkdir()
     path = str(tmp_path / "records" / "eval.tf_record")
-    features, _ = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path)
+    features, _ = clf.file_based_convert_examples_to_features(examples, labels, 9, tokenizer, path, fill_batches=2)
     assert os.listdir(tmp_path / "records") == ["eval.tf_record"]  # the temporary name is gone
     assert [f.is_real_example for f in features] == [True, True, True, False]
 
@@ -505,8 +507,8 @@ def test_tfrecord_schema_round_trip(tmp_path, tokenizer, regression):
     assert list(schema["input_ids"].int64_list.value) == features[0].input_ids
     assert list(raw[3].features.feature["is_real_example"].int64_list.value) == [0]
 
-    batches = list(clf.file_based_dataset(path, 9, batch_size=3, is_training=False, drop_remainder=False,
-                                          regression=regression))
+    batches = list(clf.file_based_input_fn_builder(path, 9, is_training=False, drop_remainder=False,
+                                                   regression=regression)(batch_size=3))
     assert [len(b[1]["label_ids"]) for b in batches] == [3, 1]
     feats, labs = batches[0]
     assert sorted(feats) == ["input_ids", "input_mask", "segment_ids"]
@@ -849,14 +851,10 @@ def test_stsb_regression_in_process(tmp_path, tokenizer, monkeypatch):
                                                     for i in range(n)])
     _write(f"{d}/data/test.tsv", [_tsv(*header.split("\t")[:9])]
            + [_tsv(i, "g", "f", "y", i, "s", "s", _sentence(rng), _sentence(rng)) for i in range(3)])
-    processor = clf.get_processor("sts-b")
     reads = _count_reads(monkeypatch)
     out = f"{d}/out"
-    trainer = Trainer(lambda: BertClassifier(config, 1, regression=True), clf.loss_fn_for(processor), out,
-                      learning_rate=1e-3)
-    common = dict(trainer=trainer, processor=processor, tokenizer=tokenizer, label_list=None, output_dir=out,
-                  max_seq_length=16)
     task = clf.ClassifierTask("sts-b", f"{d}/data")
+    trainer = Trainer(lambda: BertClassifier(config, 1, regression=True), task.loss, out, learning_rate=1e-3)
     run = runner.RunConfig(bert_config_file=config_file, vocab_file=vocab_file, output_dir=out, max_seq_length=16,
                            train_batch_size=4, num_train_epochs=2, warmup_proportion=0.1, do_train=True,
                            do_eval=True, do_predict=True)
@@ -864,10 +862,12 @@ def test_stsb_regression_in_process(tmp_path, tokenizer, monkeypatch):
     loss = runner.train(run, task, tokenizer, trainer)
     steps = trainer.step
     assert steps == 4 and np.isfinite(loss)
-    results = clf.evaluate(**common, dev_splits=task.dev_splits, eval_batch_size=3, global_step=steps,
-                           fixed_batches=True)
+    whole_batches = dataclasses.replace(run, eval_batch_size=3, predict_batch_size=2, use_tpu=True)
+    assert whole_batches.fixed_batches
+    results = task.evaluate(whole_batches, tokenizer, trainer)
     assert sorted(results[""]) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
-    rows = clf.predict(**common, test_splits=task.test_splits, predict_batch_size=2, fixed_batches=True)[""]
+    assert results[""]["global_step"] == steps
+    rows = task.predict(whole_batches, tokenizer, trainer)[""]
     assert len(rows) == 3 and reads == {"train.tsv": 1, "dev.tsv": 1, "test.tsv": 1}
     with open(f"{out}/STS-B.tsv") as f:
         submission = f.read().splitlines()

@@ -77,9 +77,9 @@ def test_csv_quoting_line_breaks_bom_and_blank_lines(tmp_path):
             '"a ""quoted""\r\nline break",neg\r\n'
             'plain,"p,o,s"\n')
     path = _write_bytes(f"{tmp_path}/train.csv", text.encode())
-    assert [(line, line.line_number) for line in processors.read_csv(path)] == [
-        (["Text_A", "label"], 1), (["one, two", "pos"], 2), (['a "quoted"\r\nline break', "neg"], 4),
-        (["plain", "p,o,s"], 6)]
+    assert [(line, line.source) for line in processors.read_csv(path)] == [
+        (["Text_A", "label"], f"{path}:1"), (["one, two", "pos"], f"{path}:2"),
+        (['a "quoted"\r\nline break', "neg"], f"{path}:4"), (["plain", "p,o,s"], f"{path}:6")]
     examples = processors.CsvProcessor().get_train_examples(str(tmp_path))
     assert [(e.text_a, e.label, e.source) for e in examples] == [
         ("one, two", "pos", f"{path}:2"), ('a "quoted"\r\nline break', "neg", f"{path}:4"),

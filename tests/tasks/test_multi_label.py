@@ -23,7 +23,7 @@ from bert_tf.tasks import runner
 from bert_tf.tasks.classifier import ClassifierTask, InputExample, PaddingInputExample, features
 from bert_tf.tasks.classifier.metrics import eval_metrics, multi_label_metrics, tune_thresholds
 from bert_tf.tasks.classifier.task import (
-    PositiveWeightedLoss,
+    ClassWeightedLoss,
     class_weights,
     format_submission,
     multi_label_loss,
@@ -83,7 +83,7 @@ def test_the_loss_is_the_mean_binary_cross_entropy_and_weighs_each_labels_positi
     unweighted = _bce(logits.astype(np.float64), targets).mean(-1)
     np.testing.assert_allclose(multi_label_loss(labels, outputs), unweighted, rtol=1e-5)
     weights = [2.0, 0.5, 3.0]
-    loss = PositiveWeightedLoss(multi_label_loss, weights)
+    loss = ClassWeightedLoss(multi_label_loss, weights, multi_label=True)
     shares = losses.shares(loss, labels, outputs, losses.weight_totals(loss, labels))
     weighted = _bce(logits.astype(np.float64), targets, np.array(weights)).mean()
     assert float(shares["loss"]) == pytest.approx(weighted, rel=1e-5)

@@ -2,6 +2,7 @@ import json
 import os
 import random
 import sys
+import types
 
 import forkserver
 import numpy as np
@@ -339,9 +340,12 @@ def test_conll_output_and_eval_results_files(tmp_path, conll_file):
 def test_train_records_decode_to_the_features(tmp_path, conll_file, tokenizer):
     examples = ner.read_conll(conll_file)
     features = list(ner.convert_examples_to_features(examples, LABELS, 12, tokenizer))
-    path = str(tmp_path / "train.tf_record")
-    assert ner.write_tf_record(iter(features), path).count == len(features)
-    batch_inputs, batch_labels = next(iter(ner.train_dataset_fn(path, 12, len(features))(len(features))))
+    task = ner.NerTask(str(tmp_path))
+    task.label_list, task.examples = LABELS, {"train": examples}
+    run = runner.RunConfig(max_seq_length=12, pad_to_max_seq_length=True)
+    data = task.train_data(run, tokenizer, types.SimpleNamespace(work_dir=str(tmp_path)))
+    assert data.num_examples == len(features) and data.files == (str(tmp_path / "train.tf_record"),)
+    batch_inputs, batch_labels = next(iter(data.dataset_fn(len(features))))
     inputs, labels = ner.features_to_arrays(features)
     order = np.lexsort(inputs["input_ids"].T)
     got = np.lexsort(batch_inputs["input_ids"].numpy().T)

@@ -282,6 +282,13 @@ def test_dynamic_masking_masks_each_epoch_afresh(release, uncased_vocab_file, tm
     np.testing.assert_array_equal(masked["input_mask"], records["input_mask"])  # the same records, in order
 
 
+def test_a_run_without_a_mode_is_the_originals_error(tmp_path):
+    from bert_tf.tasks import runner
+
+    with pytest.raises(ValueError, match=r"^At least one of `do_train` or `do_eval` must be True\.$"):
+        runner.prepare(runner.RunConfig(output_dir=str(tmp_path)), pretraining.PretrainingTask("x"))
+
+
 def test_bad_input_is_an_error_naming_it(runs):
     for error, match in runs.bad_inputs:
         if match is None:

@@ -2,6 +2,7 @@ import csv
 import os
 import random
 import sys
+import types
 
 import forkserver
 import numpy as np
@@ -153,9 +154,12 @@ def test_choice_loss_and_accuracy():
 def test_train_records_decode_to_the_features(tmp_path, tokenizer):
     examples = swag.read_swag(_write(tmp_path / "x.csv", SWAG_HEADER + "".join(SWAG_ROWS)))
     features = list(swag.convert_examples_to_features(examples, 10, tokenizer))
-    path = str(tmp_path / "train.tf_record")
-    assert swag.write_tf_record(iter(features), path).count == 3
-    inputs, labels = next(iter(swag.train_dataset_fn(path, 10, 3)(3)))
+    task = swag.SwagTask(str(tmp_path))
+    task.examples = {"train": examples}
+    run = runner.RunConfig(max_seq_length=10, pad_to_max_seq_length=True)
+    data = task.train_data(run, tokenizer, types.SimpleNamespace(work_dir=str(tmp_path)))
+    assert data.num_examples == 3 and data.files == (str(tmp_path / "train.tf_record"),)
+    inputs, labels = next(iter(data.dataset_fn(3)))
     order = np.argsort(labels["label"].numpy())  # labels 0, 3, 2: distinct
     expected_inputs, expected_labels = swag.features_to_arrays(features)
     expected_order = np.argsort(expected_labels["label"])

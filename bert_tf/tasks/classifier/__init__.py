@@ -3,8 +3,8 @@
 `tsv`/`csv`/`jsonl` tasks for your own data.
 
 Modules: `processors` (examples), `features` (packing, the TFRecords), `metrics` (the Estimator's figures, GLUE
-metrics), `task` (the losses, evaluation, prediction, `ClassifierTask`). Their public names, and
-`bert_tf.training.losses`', are importable from here.
+metrics), `task` (the losses, evaluation, prediction, `ClassifierTask`). Their public names are
+importable from here.
 """
 from bert_tf.tasks.classifier.features import (
     InputFeatures,
@@ -14,9 +14,7 @@ from bert_tf.tasks.classifier.features import (
     convert_single_example,
     decode_record,
     example_label_id,
-    feature_to_tf_example,
     file_based_convert_examples_to_features,
-    file_based_dataset,
     file_based_input_fn_builder,
     name_to_features,
 )
@@ -42,7 +40,6 @@ from bert_tf.tasks.classifier.processors import (
     WnliProcessor,
     XnliProcessor,
     get_processor,
-    pad_examples,
     prepare_label_list,
     read_tsv,
     register_processor,
@@ -50,23 +47,17 @@ from bert_tf.tasks.classifier.processors import (
 from bert_tf.tasks.classifier.task import (
     ClassifierTask,
     classification_loss,
-    evaluate,
     format_submission,
-    loss_fn_for,
     pool_windows,
-    predict,
     regression_loss,
-    run_model,
 )
 
 __all__ = [
     "ColaProcessor", "DataProcessor", "InputExample", "MnliProcessor", "MrpcProcessor", "PROCESSORS",
     "PaddingInputExample", "QnliProcessor", "QqpProcessor", "RteProcessor", "Sst2Processor", "StsbProcessor", "TsvLine",
-    "TsvProcessor", "WnliProcessor", "XnliProcessor", "get_processor", "pad_examples", "prepare_label_list", "read_tsv",
+    "TsvProcessor", "WnliProcessor", "XnliProcessor", "get_processor", "prepare_label_list", "read_tsv",
     "register_processor", "InputFeatures", "check_dev_labels", "convert_example_windows",
     "convert_examples_to_features", "convert_single_example", "decode_record", "example_label_id",
-    "feature_to_tf_example", "file_based_convert_examples_to_features", "file_based_dataset",
-    "file_based_input_fn_builder", "name_to_features", "classification_loss", "eval_metrics", "glue_metrics",
-    "loss_fn_for", "regression_loss", "ClassifierTask", "evaluate", "format_submission", "pool_windows", "predict",
-    "run_model",
+    "file_based_convert_examples_to_features", "file_based_input_fn_builder", "name_to_features", "classification_loss",
+    "eval_metrics", "glue_metrics", "regression_loss", "ClassifierTask", "format_submission", "pool_windows",
 ]

@@ -119,13 +119,6 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
             for i, example in enumerate(examples)]
 
 
-def feature_to_tf_example(feature, regression=False):
-    """The original's tf.train.Example of one feature."""
-    values = {"input_ids": feature.input_ids, "input_mask": feature.input_mask, "segment_ids": feature.segment_ids,
-              "label_ids": feature.label_id, "is_real_example": int(feature.is_real_example)}
-    return records.example(values, name_to_features(len(feature.input_ids), regression, np.shape(feature.label_id)))
-
-
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
                                             multi_label=False, doc_stride=0, fill_batches=1):
     """Writes examples' features (or windows) to a TFRecord file atomically, then padding features up to a multiple of
@@ -134,7 +127,11 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     features, cut = [], collections.Counter()
     with records.writer(output_file) as write:
         def add(feature):
-            write(feature_to_tf_example(feature, regression).SerializeToString(deterministic=True))
+            values = {"input_ids": feature.input_ids, "input_mask": feature.input_mask,
+                      "segment_ids": feature.segment_ids, "label_ids": feature.label_id,
+                      "is_real_example": int(feature.is_real_example)}
+            schema = name_to_features(max_seq_length, regression, np.shape(feature.label_id))
+            write(records.example(values, schema).SerializeToString(deterministic=True))
             features.append(feature)
 
         for ex_index, example in enumerate(examples):
@@ -169,26 +166,20 @@ def decode_record(record, seq_length, regression=False, label_shape=()):
     return features, labels
 
 
-def file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression=False,
-                       input_context=None, shuffle_seed=None, lengths=None, label_shape=()):
-    """The original's input pipeline: training repeats and shuffles (a 100-record buffer, `shuffle_seed`), split into
-    replicas' batches (`lengths`); otherwise file order."""
+def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
+                                shuffle_seed=None, lengths=None, label_shape=()):
+    """The original's input pipeline as a Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)`:
+    training repeats and shuffles (a 100-record buffer), split into replicas' batches (`lengths`); otherwise file
+    order."""
     def decode(record):
         return decode_record(record, seq_length, regression, label_shape)
 
-    if is_training:
-        return records.training_dataset(input_file, decode, batch_size, 100, shuffle_seed, input_context,
-                                        repeat_first=True, drop_remainder=drop_remainder,
-                                        batch=lengths_lib.batcher(lengths, packing.INPUT_NAMES))
-    return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
-
-
-def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder, regression=False,
-                                shuffle_seed=None, lengths=None, label_shape=()):
-    """A Trainer `dataset_fn(batch_size, input_context=None, seed=shuffle_seed)`."""
     def dataset_fn(batch_size, input_context=None, seed=shuffle_seed):
-        return file_based_dataset(input_file, seq_length, batch_size, is_training, drop_remainder, regression,
-                                  input_context, seed, lengths, label_shape)
+        if is_training:
+            return records.training_dataset(input_file, decode, batch_size, 100, seed, input_context,
+                                            repeat_first=True, drop_remainder=drop_remainder,
+                                            batch=lengths_lib.batcher(lengths, packing.INPUT_NAMES))
+        return records.reading_dataset(input_file, decode, batch_size, drop_remainder)
     return dataset_fn
 
 

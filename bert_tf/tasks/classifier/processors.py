@@ -23,10 +23,8 @@ from bert_tf.text import tokenization
 
 @dataclasses.dataclass
 class InputExample:
-    """One example: `guid`, `text_a`, optional `text_b`, `label` (None for unlabeled test data).
-
-    bert-tf extras: `example_id` (the id a submission file reports) and `source` (`file:line`, for errors).
-    """
+    """One example: `guid`, `text_a`, optional `text_b`, `label` (None for unlabeled test data); bert-tf's
+    `example_id` (the id a submission file reports) and `source` (`file:line`, for errors)."""
     guid: str
     text_a: str
     text_b: str | None = None
@@ -41,16 +39,11 @@ class PaddingInputExample:
 
 
 class TsvLine(list):
-    """A row of a TSV or CSV file (a list of fields) that remembers the line it starts on."""
+    """A row of a TSV or CSV file (a list of fields) that remembers where it starts: `source`, `file:line`."""
 
-    def __init__(self, fields, path, line_number):
+    def __init__(self, fields, source):
         super().__init__(fields)
-        self.path = path
-        self.line_number = line_number
-
-    @property
-    def source(self):
-        return f"{self.path}:{self.line_number}"
+        self.source = source
 
     def field(self, index):
         """The field at `index` (negative counts from the end); a clear error when the row is too short."""
@@ -84,7 +77,7 @@ def _read_delimited(input_file, stream, size, **dialect):
     limit = csv.field_size_limit(max(csv.field_size_limit(), size))
     try:
         for fields in reader:
-            lines.append(TsvLine(fields, input_file, start))
+            lines.append(TsvLine(fields, f"{input_file}:{start}"))
             start = reader.line_num + 1
     except csv.Error as e:
         raise ValueError(f"{input_file}:{reader.line_num}: {e}") from None
@@ -173,9 +166,7 @@ class XnliProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         lines = read_tsv(os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
         examples = []
-        for i, line in enumerate(lines):
-            if i == 0:
-                continue
+        for i, line in enumerate(lines[1:], start=1):
             label = tokenization.convert_to_unicode(line.field(2))
             if label == "contradictory":
                 label = "contradiction"
@@ -187,9 +178,7 @@ class XnliProcessor(DataProcessor):
     def get_dev_examples(self, data_dir):
         lines = read_tsv(os.path.join(data_dir, "xnli.dev.tsv"))
         examples = []
-        for i, line in enumerate(lines):
-            if i == 0:
-                continue
+        for i, line in enumerate(lines[1:], start=1):
             if tokenization.convert_to_unicode(line.field(0)) != tokenization.convert_to_unicode(self.language):
                 continue
             examples.append(InputExample(
@@ -234,9 +223,7 @@ class MnliProcessor(DataProcessor):
     def _create_examples(self, lines, set_type):
         test = set_type.startswith("test")
         examples = []
-        for i, line in enumerate(lines):
-            if i == 0:
-                continue
+        for line in lines[1:]:
             index = tokenization.convert_to_unicode(line.field(0))
             examples.append(InputExample(
                 guid="%s-%s" % (set_type, index),
@@ -583,11 +570,3 @@ def prepare_label_list(processor, data_dir, output_dir, do_train, train_examples
                          f"{label_lists.FILE_NAME} there, one per line.")
     processor.labels = saved
     return saved
-
-
-def pad_examples(examples, batch_size):
-    """Appends PaddingInputExample until the count is a multiple of batch_size."""
-    examples = list(examples)
-    while len(examples) % batch_size:
-        examples.append(PaddingInputExample())
-    return examples

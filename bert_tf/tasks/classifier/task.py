@@ -1,15 +1,13 @@
 """run_classifier.py's task: `ClassifierTask` (run by `bert_tf.tasks.runner`), its losses (--class_weights' is
 run_ner.py's too), evaluation (eval_results.txt, eval_metrics.json) and prediction (test_results.tsv, GLUE submission
-files), each through `run_model`.
+files).
 
-Multi-label (--multi_label): an example's label is a list, or a string joined by --label_separator. A label is predicted
-where its probability is >= its threshold: `task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the
-dev set at each evaluation and recorded in output_dir's model_metadata.json (`run_record`) for runs that do not train.
-
-Long texts (--doc_stride=N > 0): a text longer than max_seq_length becomes windows (`features.convert_example_windows`:
-text_a windowed, text_b whole in each). Training takes each window as an example with its text's label
-(--class_weights=balanced counts texts); evaluation and prediction pool each text's windows (`pool_windows`,
---window_pooling), so every result counts texts.
+--multi_label: an example's label is a list, or a string joined by --label_separator; a label is predicted where its
+probability is >= its threshold (`task_models.DEFAULT_THRESHOLD`, or with --tune_thresholds one tuned on the dev set at
+each evaluation and recorded in model_metadata.json for runs that do not train). --doc_stride=N > 0: a longer text
+becomes windows (`features.convert_example_windows`); training takes each window as an example with its text's label
+(--class_weights=balanced counts texts), evaluation and prediction pool each text's windows (`pool_windows`), so every
+result counts texts.
 """
 import collections
 import itertools
@@ -71,10 +69,6 @@ def multi_label_loss(labels, outputs, positive_weights=None):
     return tf.reduce_mean(tf.nn.weighted_cross_entropy_with_logits(targets, logits, positive_weights), -1)
 
 
-def loss_fn_for(processor):
-    return regression_loss if processor.is_regression else classification_loss
-
-
 def split_labels(label, separator):
     """A multi-label example's labels: a list's, or a string's split by `separator`; stripped, empties dropped, each
     once, in order (None: none)."""
@@ -122,12 +116,14 @@ def class_weights(text, label_list, train_labels, multi_label=False):
 class ClassWeightedLoss:
     """Cross-entropy of `logits` with `label_ids` ([B], or [B, S] with -1 unlabelled) weighted per label, as a batch
     loss `sum(w * l) / sum(w)` (CrossEntropyLoss(weight=...)); a position's weight is divided by its example's labelled
-    positions, so equal weights give the original loss. Called: the unweighted `loss_fn`."""
+    positions, so equal weights give the original loss. `multi_label`: `multi_label_loss` with the weights on each
+    label's positives, averaged over the update's batch. Called: the unweighted `loss_fn`."""
     terms = {"loss": losses.Term()}
 
-    def __init__(self, loss_fn, class_weights):
+    def __init__(self, loss_fn, class_weights, multi_label=False):
         self.loss_fn = loss_fn
         self.class_weights = np.asarray(class_weights, np.float32)
+        self.multi_label = multi_label
 
     def __call__(self, labels, outputs):
         return self.loss_fn(labels, outputs)
@@ -143,26 +139,19 @@ class ClassWeightedLoss:
         return tf.gather(self.class_weights, ids) * share, ids
 
     def weights(self, labels):
+        if self.multi_label:
+            return {"loss": tf.ones(tf.shape(labels["label_ids"])[:1], tf.float32)}
         return {"loss": tf.reduce_sum(self._positions(labels)[0], -1)}
 
     def values(self, labels, outputs):
+        if self.multi_label:
+            return {"loss": multi_label_loss(labels, outputs, self.class_weights)}
         weights, ids = self._positions(labels)
         logits = tf.cast(outputs["logits"], tf.float32)
         if logits.shape.rank == 2:
             logits = logits[:, None]
         cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
         return {"loss": tf.reduce_sum(weights * cross_entropy, -1)}
-
-
-class PositiveWeightedLoss(ClassWeightedLoss):
-    """--class_weights with --multi_label: `multi_label_loss` with positive weights, averaged over the update's
-    batch."""
-
-    def weights(self, labels):
-        return {"loss": tf.ones(tf.shape(labels["label_ids"])[:1], tf.float32)}
-
-    def values(self, labels, outputs):
-        return {"loss": multi_label_loss(labels, outputs, self.class_weights)}
 
 
 def format_submission(ids, predictions, label_list, id_header="index", thresholds=None, separator=","):
@@ -178,36 +167,6 @@ def format_submission(ids, predictions, label_list, id_header="index", threshold
             value = label_list[int(np.argmax(output))]
         lines.append(f"{example_id}\t{value}\n")
     return "".join(lines)
-
-
-def _prediction_inputs(features, seq_length, label_list, with_labels, multi_label=False):
-    """The prediction loop's inputs of `features`; `with_labels`: (inputs, labels)."""
-    inputs, labels = features_to_arrays(features, seq_length, regression=label_list is None,
-                                        label_shape=(len(label_list),) if multi_label else ())
-    return (inputs, labels) if with_labels else inputs
-
-
-def run_model(trainer, examples, record_file, tokenizer, label_list, max_seq_length, batch_size, fixed_batches=False,
-              lengths=None, with_labels=False, multi_label=False, doc_stride=0,
-              window_pooling=packing.WINDOW_POOLINGS[0]):
-    """Writes `examples` to `record_file` as the original's records (windows with `doc_stride`; whole batches with
-    `fixed_batches`) and runs the model on them. -> (features, [each batch's outputs]); with `doc_stride`, each text's
-    first window and pooled outputs."""
-    features, _ = file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                                          record_file, multi_label, doc_stride,
-                                                          batch_size if fixed_batches else 1)
-    padding = sum(not feature.is_real_example for feature in features)
-    logging.info("  Num examples = %d (%d actual, %d padding)", len(examples) + padding, len(examples), padding)
-    if doc_stride:
-        logging.info("  Num windows = %d", len(features))
-    logging.info("  Batch size = %d", batch_size)
-    outputs = prediction.predict_in_order(
-        trainer, _prediction_inputs(features, max_seq_length, label_list, with_labels, multi_label), batch_size,
-        lengths, packing.INPUT_NAMES, fixed_batches, with_loss=with_labels)
-    if not doc_stride:
-        return features, list(outputs)
-    return ([feature for feature in features if not feature.window],
-            list(pool_windows(outputs, features, batch_size, window_pooling, multi_label)))
 
 
 def pool_windows(batches, features, batch_size, pooling, multi_label=False):
@@ -254,62 +213,6 @@ def pool_document(rows, label_id, pooling, multi_label=False):
     return {name: np.asarray(value, np.float32) for name, value in pooled.items()}
 
 
-def evaluate(trainer, processor, dev_splits, tokenizer, label_list, output_dir, max_seq_length, eval_batch_size,
-             global_step, fixed_batches=False, lengths=None, thresholds=None, tune=False, doc_stride=0,
-             window_pooling=packing.WINDOW_POOLINGS[0]):
-    """Evaluates each dev set ([(suffix, examples)]) into eval_results<suffix>.txt, eval_metrics<suffix>.json and
-    eval<suffix>.tf_record; -> {suffix: results}. `tune`: multi-label `thresholds` tuned in place on the first dev
-    set and recorded (`run_record.record_thresholds`)."""
-    regression, multi_label = processor.is_regression, thresholds is not None
-    results = {}
-    for suffix, examples in dev_splits:
-        logging.info("***** Running evaluation%s *****", suffix)
-        features, outputs = run_model(trainer, examples, os.path.join(output_dir, f"eval{suffix}.tf_record"),
-                                      tokenizer, label_list, max_seq_length, eval_batch_size, fixed_batches,
-                                      lengths, with_labels=True, multi_label=multi_label, doc_stride=doc_stride,
-                                      window_pooling=window_pooling)
-        if tune and not results:
-            thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
-            run_record.record_thresholds(output_dir, thresholds)
-            logging.info("Thresholds tuned on the dev set: %s", ", ".join(
-                f"{label} {t:.4g}" for label, t in zip(label_list, thresholds)))
-        result = eval_metrics(outputs, features, global_step, regression, processor.metrics, thresholds)
-        if not regression:
-            write_class_metrics(os.path.join(output_dir, f"eval_metrics{suffix}.json"),
-                                multi_label_metrics(outputs, features, label_list, thresholds) if multi_label
-                                else label_metrics(outputs, features, label_list))
-        result_files.write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), result,
-                                        f"Eval results{suffix}")
-        results[suffix] = result
-    return results
-
-
-def predict(trainer, processor, test_splits, tokenizer, label_list, output_dir, max_seq_length, predict_batch_size,
-            fixed_batches=False, lengths=None, thresholds=None, label_separator=",", doc_stride=0,
-            window_pooling=packing.WINDOW_POOLINGS[0]):
-    """Predicts each test set ([(suffix, examples, submission)]) into test_results<suffix>.tsv, the submission file and
-    predict<suffix>.tf_record; -> {suffix: rows}."""
-    output_key = "predictions" if processor.is_regression else "probabilities"
-    all_rows = {}
-    for suffix, examples, submission in test_splits:
-        logging.info("***** Running prediction%s *****", suffix)
-        _, outputs = run_model(trainer, examples, os.path.join(output_dir, f"predict{suffix}.tf_record"), tokenizer,
-                               label_list, max_seq_length, predict_batch_size, fixed_batches, lengths,
-                               multi_label=thresholds is not None, doc_stride=doc_stride,
-                               window_pooling=window_pooling)
-        rows = [row for batch in outputs for row in np.asarray(batch[output_key], np.float32)][:len(examples)]
-        fileio.write_text_atomically(os.path.join(output_dir, f"test_results{suffix}.tsv"),
-                                     result_files.format_probabilities(rows))
-        if submission:
-            ids = [e.example_id if e.example_id is not None else str(i) for i, e in enumerate(examples)]
-            fileio.write_text_atomically(os.path.join(output_dir, f"{submission}.tsv"),
-                                         format_submission(ids, rows, None if processor.is_regression else label_list,
-                                                           getattr(processor, "submission_id_header", "index"),
-                                                           thresholds, label_separator))
-        all_rows[suffix] = rows
-    return all_rows
-
-
 class ClassifierTask(Task):
     """run_classifier.py's task: a processor's data sets (`get_processor`) -> BertClassifier. `doc_stride`,
     `window_pooling` None: the training run's, else 0 and mean."""
@@ -318,9 +221,9 @@ class ClassifierTask(Task):
         self.processor = get_processor(task_name, xnli_language=xnli_language, columns=columns)
         self.data_dir = data_dir
         self.doc_stride, self.window_pooling = doc_stride, window_pooling
-        self.labels = None
+        self.label_list = None  # read_inputs sets it (None for regression)
         self.train_examples, self.dev_splits, self.test_splits = None, (), ()  # read_inputs reads them
-        self.loss = loss_fn_for(self.processor)
+        self.loss = regression_loss if self.processor.is_regression else classification_loss
         self.multi_label, self.thresholds = False, None  # read_inputs sets them: the run's
 
     @property
@@ -335,10 +238,6 @@ class ClassifierTask(Task):
         return {"doc_stride": self.doc_stride, "window_pooling": self.window_pooling} if self.doc_stride else {}
 
     export_options = answer_settings
-
-    @property
-    def label_list(self):
-        return None if self.processor.is_regression else self.labels
 
     def check_flags(self, run):
         for flag in ("class_weights", "multi_label"):
@@ -381,21 +280,21 @@ class ClassifierTask(Task):
         self.multi_label = run.multi_label
         if run.do_train:
             self.train_examples = self._labelled(run, self.processor.get_train_examples(self.data_dir))
-        self.labels = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
+        self.label_list = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
                                          train_examples=self.train_examples)
         loss_fn = multi_label_loss if self.multi_label else classification_loss
         if self.multi_label:
             self.loss = loss_fn
-            saved = None if run.do_train else run_record.recorded_thresholds(run.output_dir, self.labels)
-            self.thresholds = saved or [task_models.DEFAULT_THRESHOLD] * len(self.labels)
+            saved = None if run.do_train else run_record.recorded_thresholds(run.output_dir, self.label_list)
+            self.thresholds = saved or [task_models.DEFAULT_THRESHOLD] * len(self.label_list)
         if run.do_train and run.class_weights:
-            weights = class_weights(run.class_weights, self.labels, [example.label for example in self.train_examples],
-                                    self.multi_label)
-            self.loss = (PositiveWeightedLoss if self.multi_label else ClassWeightedLoss)(loss_fn, weights)
+            weights = class_weights(run.class_weights, self.label_list,
+                                    [example.label for example in self.train_examples], self.multi_label)
+            self.loss = ClassWeightedLoss(loss_fn, weights, self.multi_label)
         if run.do_eval:
             self.dev_splits = [(suffix, self._labelled(run, examples))
                                for suffix, examples in self.processor.dev_splits(self.data_dir)]
-            check_dev_labels(self.dev_splits, self.labels, self.multi_label)
+            check_dev_labels(self.dev_splits, self.label_list, self.multi_label)
         if run.do_predict:
             self.test_splits = [(suffix, self._labelled(run, examples), submission)
                                 for suffix, examples, submission in self.processor.test_splits(self.data_dir)]
@@ -414,11 +313,6 @@ class ClassifierTask(Task):
             model.thresholds = self.thresholds
         return model
 
-    def _common(self, run, tokenizer, trainer):
-        return dict(trainer=trainer, processor=self.processor, tokenizer=tokenizer, label_list=self.labels,
-                    output_dir=run.output_dir, max_seq_length=run.max_seq_length, fixed_batches=run.fixed_batches,
-                    lengths=run.sequence_lengths, doc_stride=self.doc_stride, window_pooling=self.window_pooling)
-
     def train_data(self, run, tokenizer, trainer):
         """Writes work_dir/train.tf_record. With --doc_stride, checks the dev/test windows fit before training and
         records the window settings."""
@@ -427,29 +321,72 @@ class ClassifierTask(Task):
                           run.max_seq_length, tokenizer, self.doc_stride)
         examples = self.train_examples
         train_file = os.path.join(trainer.work_dir, "train.tf_record")
-        _, written = file_based_convert_examples_to_features(examples, self.labels, run.max_seq_length, tokenizer,
+        _, written = file_based_convert_examples_to_features(examples, self.label_list, run.max_seq_length, tokenizer,
                                                              train_file, self.multi_label, self.doc_stride)
         if self.doc_stride:
             logging.info("Training on %d examples split into %d windows", len(examples), written.count)
         dataset_fn = file_based_input_fn_builder(train_file, run.max_seq_length, is_training=True,
                                                  drop_remainder=True, regression=self.processor.is_regression,
                                                  lengths=run.sequence_lengths,
-                                                 label_shape=(len(self.labels),) if self.multi_label else ())
+                                                 label_shape=(len(self.label_list),) if self.multi_label else ())
         return TrainData(dataset_fn, written.count, (train_file,), written.fingerprint, self.answer_settings or None)
+
+    def _inputs(self, features, seq_length, with_labels):
+        """The prediction loop's inputs of `features`; `with_labels`: (inputs, labels)."""
+        inputs, labels = features_to_arrays(features, seq_length, regression=self.label_list is None,
+                                            label_shape=(len(self.label_list),) if self.multi_label else ())
+        return (inputs, labels) if with_labels else inputs
 
     def prepare_evaluation(self, run, trainer):
         """Traces evaluation's forward pass (`Trainer.train`'s `meanwhile`) before the dev set exists, on an empty dev
         set."""
-        spec = lengths_lib.batch_spec(_prediction_inputs([], run.max_seq_length, self.labels, with_labels=True,
-                                                         multi_label=self.multi_label),
-                                      run.eval_batch_size, run.sequence_lengths, packing.INPUT_NAMES, run.fixed_batches)
+        spec = lengths_lib.batch_spec(self._inputs([], run.max_seq_length, with_labels=True), run.eval_batch_size,
+                                      run.sequence_lengths, packing.INPUT_NAMES, run.fixed_batches)
         trainer.prepare_predict(spec, with_loss=True)
 
+    def _run_model(self, run, tokenizer, trainer, examples, record_name, batch_size, with_labels):
+        """Writes `examples` to output_dir/`record_name` as the original's records (windows with --doc_stride; whole
+        batches for TPUs) and runs the model on them. -> (features, [each batch's outputs]); with windows, each text's
+        first window and pooled outputs."""
+        features, _ = file_based_convert_examples_to_features(
+            examples, self.label_list, run.max_seq_length, tokenizer, os.path.join(run.output_dir, record_name),
+            self.multi_label, self.doc_stride, batch_size if run.fixed_batches else 1)
+        padding = sum(not feature.is_real_example for feature in features)
+        logging.info("  Num examples = %d (%d actual, %d padding)", len(examples) + padding, len(examples), padding)
+        if self.doc_stride:
+            logging.info("  Num windows = %d", len(features))
+        logging.info("  Batch size = %d", batch_size)
+        outputs = prediction.predict_in_order(
+            trainer, self._inputs(features, run.max_seq_length, with_labels), batch_size, run.sequence_lengths,
+            packing.INPUT_NAMES, run.fixed_batches, with_loss=with_labels)
+        if not self.doc_stride:
+            return features, list(outputs)
+        return ([feature for feature in features if not feature.window],
+                list(pool_windows(outputs, features, batch_size, self.window_pooling, self.multi_label)))
+
     def evaluate(self, run, tokenizer, trainer):
-        """eval_results.txt of each dev set; --tune_thresholds also sets the model's thresholds."""
-        results = evaluate(**self._common(run, tokenizer, trainer), dev_splits=self.dev_splits,
-                           eval_batch_size=run.eval_batch_size, global_step=trainer.step, thresholds=self.thresholds,
-                           tune=run.tune_thresholds)
+        """Evaluates each dev set into eval_results<suffix>.txt, eval_metrics<suffix>.json and eval<suffix>.tf_record;
+        -> {suffix: results}. --tune_thresholds: the multi-label thresholds tuned on the first dev set, recorded
+        (`run_record.record_thresholds`) and set in the model."""
+        regression = self.processor.is_regression
+        results = {}
+        for suffix, examples in self.dev_splits:
+            logging.info("***** Running evaluation%s *****", suffix)
+            features, outputs = self._run_model(run, tokenizer, trainer, examples, f"eval{suffix}.tf_record",
+                                                run.eval_batch_size, with_labels=True)
+            if run.tune_thresholds and not results:
+                self.thresholds[:] = tune_thresholds(*multi_label_scores(outputs, features))
+                run_record.record_thresholds(run.output_dir, self.thresholds)
+                logging.info("Thresholds tuned on the dev set: %s", ", ".join(
+                    f"{label} {t:.4g}" for label, t in zip(self.label_list, self.thresholds)))
+            result = eval_metrics(outputs, features, trainer.step, regression, self.processor.metrics, self.thresholds)
+            if not regression:
+                write_class_metrics(os.path.join(run.output_dir, f"eval_metrics{suffix}.json"),
+                                    multi_label_metrics(outputs, features, self.label_list, self.thresholds)
+                                    if self.multi_label else label_metrics(outputs, features, self.label_list))
+            result_files.write_eval_results(os.path.join(run.output_dir, f"eval_results{suffix}.txt"), result,
+                                            f"Eval results{suffix}")
+            results[suffix] = result
         if run.tune_thresholds:
             trainer.model.thresholds = self.thresholds
         return results
@@ -461,7 +398,21 @@ class ClassifierTask(Task):
                                      for key, value in results[suffix].items() if key != "global_step"}}
 
     def predict(self, run, tokenizer, trainer):
-        """test_results.tsv and the submission file of every test set."""
-        return predict(**self._common(run, tokenizer, trainer), test_splits=self.test_splits,
-                       predict_batch_size=run.predict_batch_size, thresholds=self.thresholds,
-                       label_separator=run.label_separator)
+        """Predicts each test set into test_results<suffix>.tsv, its submission file and predict<suffix>.tf_record;
+        -> {suffix: rows}."""
+        output_key = "predictions" if self.processor.is_regression else "probabilities"
+        all_rows = {}
+        for suffix, examples, submission in self.test_splits:
+            logging.info("***** Running prediction%s *****", suffix)
+            _, outputs = self._run_model(run, tokenizer, trainer, examples, f"predict{suffix}.tf_record",
+                                         run.predict_batch_size, with_labels=False)
+            rows = [row for batch in outputs for row in np.asarray(batch[output_key], np.float32)][:len(examples)]
+            fileio.write_text_atomically(os.path.join(run.output_dir, f"test_results{suffix}.tsv"),
+                                         result_files.format_probabilities(rows))
+            if submission:
+                ids = [e.example_id if e.example_id is not None else str(i) for i, e in enumerate(examples)]
+                fileio.write_text_atomically(os.path.join(run.output_dir, f"{submission}.tsv"), format_submission(
+                    ids, rows, self.label_list,
+                    getattr(self.processor, "submission_id_header", "index"), self.thresholds, run.label_separator))
+            all_rows[suffix] = rows
+        return all_rows
