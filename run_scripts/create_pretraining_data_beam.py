@@ -26,6 +26,11 @@ flags.DEFINE_string("runner", "DirectRunner", "Beam runner: DirectRunner, Datafl
                     "SparkRunner, ...")
 
 
+def parse_flags(argv):
+    """absl parses its own flags; the rest (Beam pipeline options) is kept for main."""
+    return FLAGS(argv, known_only=True)
+
+
 def main(argv):
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -45,4 +50,4 @@ def main(argv):
 
 if __name__ == "__main__":
     bert_flags.run(main, required=["input_file", "output_file", "vocab_file"], argv=sys.argv,
-                   flags_parser=lambda argv: FLAGS(argv, known_only=True))  # the rest: Beam's options, for main
+                   flags_parser=parse_flags)
