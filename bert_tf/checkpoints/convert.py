@@ -64,9 +64,9 @@ def hf_task_of_heads(heads, task=None):
 
 
 def to_huggingface(init_checkpoint, files, output_dir, task=None):
-    """Writes `init_checkpoint` as a transformers directory of the class of `task`, else the run's recorded task,
-    else `hf_task_of_heads`; label names the run's (else LABEL_i; ValueError for another number). Returns
-    output_dir."""
+    """Writes `init_checkpoint` as a transformers directory of the class of `task`, else the run's
+    recorded task, else `hf_task_of_heads`; label names the run's (else LABEL_i; ValueError for
+    another number). Returns output_dir."""
     huggingface.check_hf_output_dir(output_dir)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
     huggingface.check_vocab(files.vocab_file, files.config)
@@ -76,24 +76,25 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
         task = recorded["task"]
     spec = hf_task_of_heads(heads, task)
     rows = labels = None
-    if spec.labelled:  # the label names the run recorded, or saved beside its checkpoint (`label_lists`)
+    if spec.labelled:  # the label names the run recorded, or saved beside its checkpoint
         rows = heads[spec.head_names[0]]
         directory = checkpoint_directory(init_checkpoint)
         path, labels = label_lists.saved(directory)
         if recorded and recorded.get("labels"):
             path, labels = os.path.join(directory, task_models.METADATA_FILE), recorded["labels"]
         if labels is not None and len(labels) != rows:
-            raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's {spec.head_names[0]} head "
-                             f"has {rows} outputs.")
+            raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's "
+                             f"{spec.head_names[0]} head has {rows} outputs.")
     model = spec.build(files.config, rows, restored=True)
     restore(model, init_checkpoint, spec.head_names, strict=True)
-    return huggingface.write_hf_directory(name_map.model_tensors(model), files.config, spec, output_dir,
-                                          files.vocab_file, files.do_lower_case, labels)
+    tensors = name_map.model_tensors(model)
+    return huggingface.write_hf_directory(tensors, files.config, spec, output_dir, files.vocab_file,
+                                          files.do_lower_case, labels)
 
 
 def to_keras_hub(init_checkpoint, files, output_dir):
-    """The checkpoint as a KerasHub preset: the encoder and a classifier head if it has one, with files' vocabulary
-    and casing; other heads are left out."""
+    """The checkpoint as a KerasHub preset: the encoder and a classifier head if it has one, with
+    files' vocabulary and casing; other heads are left out."""
     if not files.vocab_file:
         raise ValueError(f"A KerasHub preset needs the model's vocab.txt for its tokenizer (and a classifier's "
                          f"preprocessor): pass vocab_file (--vocab_file), or keep it beside {init_checkpoint}.")

@@ -141,19 +141,19 @@ def load_hf_safetensors(model, safetensors_file, strict=False):
     return report
 
 
-def from_hf_directory(model_dir, dtype=None):
+def from_hf_directory(model_dir):
     """Builds a BertModel from a Hugging Face model directory (config.json + model.safetensors)."""
-    config = bert_config_from_hf(os.path.join(model_dir, "config.json"))
-    model = BertModel(config, dtype=dtype)
+    model = BertModel(bert_config_from_hf(os.path.join(model_dir, "config.json")))
     load_hf_safetensors(model, os.path.join(model_dir, "model.safetensors"), strict=True)
     return model
 
 
 def task_model_from_hf_directory(hf_model_dir):
-    """(TaskSpec, the task model with weights loaded, label names or None) of a Hugging Face BERT directory: the
-    class its config.json's `architectures` names (none: the encoder) and problem_type, labels from id2label.
-    ValueError naming config.json for another class; a class without a pooler (`_WITHOUT_POOLER`) may lack
-    bert.pooler.* (a warning), any other missing variable is a ValueError naming the file."""
+    """(TaskSpec, the task model with weights loaded, label names or None) of a Hugging Face BERT
+    directory: the class its config.json's `architectures` names (none: the encoder) and
+    problem_type, labels from id2label. ValueError naming config.json for another class; a class
+    without a pooler (`_WITHOUT_POOLER`) may lack bert.pooler.* (a warning), any other missing
+    variable is a ValueError naming the file."""
     path = os.path.join(hf_model_dir, "config.json")
     hf = _read_hf_config(path)
     architecture = (hf.get("architectures") or ["BertModel"])[0]
@@ -162,9 +162,11 @@ def task_model_from_hf_directory(hf_model_dir):
         known = sorted(set(ARCHITECTURES.values()))
         raise ValueError(f"{path}: architectures names {architecture!r}; bert-tf reads {', '.join(known)}.")
     spec = next((s for s in specs if PROBLEM_TYPES.get(s.name) == hf.get("problem_type")), specs[0])
-    id2label = (hf.get("id2label") or {}) if spec.labelled else {}
-    labels = [id2label[key] for key in sorted(id2label, key=int)] or None
-    num_labels = (len(labels) if labels else int(hf.get("num_labels", 2))) if spec.labelled else None
+    labels = num_labels = None
+    if spec.labelled:
+        id2label = hf.get("id2label") or {}
+        labels = [id2label[key] for key in sorted(id2label, key=int)] or None
+        num_labels = len(labels) if labels else int(hf.get("num_labels", 2))
     model = spec.build(bert_config_from_hf(path), num_labels)
     source = os.path.join(hf_model_dir, "model.safetensors")
     report = load_hf_safetensors(model, source)
@@ -197,9 +199,9 @@ def seeded_pretraining_heads(hidden_size, vocab_size, seed):
 
 
 def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
-    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab); returns
-    output_dir. The model is the class config.json names, or with `pretraining_heads_seed` a BertPretrainer whose
-    missing heads are `seeded_pretraining_heads(..., pretraining_heads_seed)`."""
+    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config,
+    vocab); returns output_dir. The model is the class config.json names, or with a
+    `pretraining_heads_seed` a BertPretrainer, its missing heads `seeded_pretraining_heads`'."""
     if pretraining_heads_seed is None:
         model = task_model_from_hf_directory(hf_model_dir)[1]
     else:
@@ -207,16 +209,17 @@ def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None
         model = BertPretrainer(config)
         source = os.path.join(hf_model_dir, "model.safetensors")
         report = load_hf_safetensors(model, source)
-        seeded = seeded_pretraining_heads(config.hidden_size, config.vocab_size, pretraining_heads_seed)
+        seed = pretraining_heads_seed
+        seeded = seeded_pretraining_heads(config.hidden_size, config.vocab_size, seed)
         lacking = [name for name in report.missing if name not in seeded]
         if lacking:
-            raise ValueError(f"{source} lacks {len(lacking)} encoder variables the model needs, e.g. "
-                             f"{lacking[:3]}.")
+            raise ValueError(f"{source} lacks {len(lacking)} encoder variables the model needs, "
+                             f"e.g. {lacking[:3]}.")
         if report.missing:
-            assign.assign_by_name(model, {name: (lambda v=seeded[name]: v) for name in report.missing},
-                                  f"seeded heads (seed {pretraining_heads_seed})")
-            logging.info("%s has no %s: wrote seeded untrained heads (seed %d) under the original names.",
-                         source, " and ".join(report.missing_heads), pretraining_heads_seed)
+            heads = {name: (lambda v=seeded[name]: v) for name in report.missing}
+            assign.assign_by_name(model, heads, f"seeded heads (seed {seed})")
+            logging.info("%s has no %s: wrote seeded untrained heads (seed %d) under the original "
+                         "names.", source, " and ".join(report.missing_heads), seed)
     vocab = os.path.join(hf_model_dir, "vocab.txt")
     return original.export_original(model, output_dir, vocab_file=vocab if fileio.exists(vocab) else None)
 

@@ -30,10 +30,11 @@ GELU_EXACT_DIFFERENCE = ("on the real MiniLM-L6-H384 over 200 real sentences the
                          "outputs by up to 7.9e-3 (3.6e-4 on average), the pooled output by up to 3.0e-4, and its "
                          "sentence embeddings to a cosine of 0.999998 with the exact ones")
 
-# The KerasHub task whose head bert-tf maps (the classifier's), and that head's (original name, KerasHub path,
-# layout); a preset of another task reads and writes as its backbone.
+# The KerasHub task whose head bert-tf maps (a classifier's), and that head's (original name,
+# KerasHub path, layout); a preset of another task reads and writes as its backbone.
 CLASSIFIER_CLASS = "BertTextClassifier"
-_CLASSIFIER_ROWS = [("output_weights", "logits/kernel", "transpose"), ("output_bias", "logits/bias", None)]
+_CLASSIFIER_ROWS = [("output_weights", "logits/kernel", "transpose"),
+                    ("output_bias", "logits/bias", None)]
 
 
 def _keras_hub():
@@ -169,8 +170,8 @@ def _local_preset(path):
 
 
 def preset_tensors(path):
-    """Original name -> tensor getter of a KerasHub BERT preset's backbone and classifier head; other variables are
-    added as "keras_hub:<name>" without a getter, so they are reported unused."""
+    """Original name -> tensor getter of a KerasHub BERT preset's backbone and classifier head;
+    other variables are added as "keras_hub:<name>" without a getter: reported unused."""
     preset = read_preset(path)
     models = _keras_hub().models
     classifier = preset.task == CLASSIFIER_CLASS
@@ -211,8 +212,8 @@ def check_preset_writable(config, output_dir, vocab_file=None):
 
 
 def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
-    """(KerasHub model, tokenizer or None) of `tensors`: BertBackbone, or a BertTextClassifier where they hold its
-    head."""
+    """(KerasHub model, tokenizer or None) of `tensors`: BertBackbone, or a BertTextClassifier where
+    they hold its head."""
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
@@ -242,10 +243,10 @@ def export_preset(model, output_dir, vocab_file=None, do_lower_case=True):
 
 
 def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True):
-    """Writes `tensors` (original name -> array) as a KerasHub preset: BertBackbone, a BertTokenizer with
-    vocab_file, and a classifier head's BertTextClassifier with its preprocessor; other heads are left out.
-    Checked by `check_preset_writable` first, written locally, then committed (config.json last). Returns
-    output_dir."""
+    """Writes `tensors` (original name -> array) as a KerasHub preset: BertBackbone, a BertTokenizer
+    with vocab_file, and a classifier head's BertTextClassifier with its preprocessor; other heads
+    are left out. Checked by `check_preset_writable` first, written locally, then committed
+    (config.json last). Returns output_dir."""
     check_preset_writable(config, output_dir, vocab_file)
     keras_hub = _keras_hub()
     with fileio.local_directory() as local:

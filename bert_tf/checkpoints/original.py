@@ -59,7 +59,8 @@ def staged_checkpoint(checkpoint_prefix):
 
 def export_original(model, output_dir, vocab_file=None):
     """Writes a directory like a released BERT (`write_release`)."""
-    return write_release(name_map.model_tensors(model), task_models.encoder_of(model).config, output_dir, vocab_file)
+    config = task_models.encoder_of(model).config
+    return write_release(name_map.model_tensors(model), config, output_dir, vocab_file)
 
 
 def write_release(tensors, config, output_dir, vocab_file=None):

@@ -138,7 +138,7 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
         if len(labels) != model.num_labels:
             raise ValueError(f"label_list has {len(labels)} labels but the model's head has {model.num_labels}.")
     meta = {"format": format, **task_models.metadata(task, model, labels, do_lower_case, max_seq_length)}
-    key = portable.FILES.get(format, "saved_model.pb")  # committed last: a reader takes a version only with it
+    key = portable.FILES.get(format, "saved_model.pb")  # committed last: a reader waits for it
     with fileio.staged_directory(target, key=key) as out, fileio.local_directory() as local:
         sources = dict(model=model, spec=spec, vocab_file=os.path.join(local, "vocab.txt"), do_lower_case=do_lower_case,
                        max_seq_length=int(max_seq_length), labels=labels,
