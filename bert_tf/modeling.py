@@ -29,23 +29,14 @@ from bert_tf import checkpoints
 from bert_tf.model import activations, encoder
 from bert_tf.model.activations import gelu
 from bert_tf.model.config import BertConfig
-from bert_tf.model.encoder import (
-    LAYER_NORM_EPSILON,
-    BertAttention,
-    BertEmbeddings,
-    BertPooler,
-    TransformerBlock,
-    attention_mask_adder,
-    create_initializer,
-)
 from bert_tf.model.encoder import BertModel as KerasBertModel
+from bert_tf.model.encoder import TransformerBlock, attention_mask_adder, create_initializer
 
 __all__ = [
     "BertConfig", "BertModel", "gelu", "get_activation", "get_assignment_map_from_checkpoint", "dropout",
     "layer_norm", "layer_norm_and_dropout", "create_initializer", "create_attention_mask_from_input_mask",
     "transformer_model", "get_shape_list", "reshape_to_matrix", "reshape_from_matrix", "assert_rank",
-    "BertEmbeddings", "BertAttention", "TransformerBlock", "BertPooler", "LAYER_NORM_EPSILON",
-    "attention_mask_adder", "KerasBertModel",
+    "TransformerBlock", "attention_mask_adder", "KerasBertModel",
 ]
 
 # The Keras encoders of the live BertModels: get_assignment_map_from_checkpoint names their variables.

@@ -1,23 +1,19 @@
-"""Checkpoints in and out: `name_map` (our models' original variable names), `assign` (name -> tensor maps
-assigned to a model), `original` (TF1 checkpoints), `model_garden` (Model Garden TF2 checkpoints), `tfhub` (TF Hub
-SavedModels in), `keras_hub` (KerasHub presets), `huggingface` (safetensors), `restore` (the one loading path,
-whatever the format), `pretrained` (the model a run starts from: `load_pretrained`) and `convert` (between
-formats).
-
-The public functions are importable from here: `from bert_tf import checkpoints; checkpoints.restore(model, path)`.
+"""Checkpoints in and out: `name_map` (original variable names), `assign` (name -> tensor maps
+into a model), one module per format: `original` (TF1), `model_garden` (TF2), `tfhub`, `keras_hub`,
+`huggingface`; `restore` (the one loading path), `pretrained` (`load_pretrained`: the model a run
+starts from) and `convert` (between formats). Use the public functions from here:
+`checkpoints.restore(model, path)`.
 """
-from bert_tf.checkpoints.assign import LoadReport, assign_by_name
+from bert_tf.checkpoints.assign import assign_by_name
 from bert_tf.checkpoints.convert import CONVERSION_FORMATS, convert_checkpoint
 from bert_tf.checkpoints.huggingface import (
     bert_config_from_hf,
     convert_hf_to_original,
     from_hf_directory,
     load_hf_safetensors,
-    pretrainer_from_hf_directory,
     seeded_pretraining_heads,
 )
-from bert_tf.checkpoints.keras_hub import check_preset_writable, export_preset, read_preset, save_preset
-from bert_tf.checkpoints.model_garden import save_model_garden_checkpoint
+from bert_tf.checkpoints.keras_hub import check_preset_writable, export_preset
 from bert_tf.checkpoints.name_map import model_parts, original_variable_map
 from bert_tf.checkpoints.original import export_original, save_original_checkpoint, save_tensors
 from bert_tf.checkpoints.pretrained import Pretrained, load_pretrained, model_files, run_record
@@ -27,15 +23,12 @@ from bert_tf.checkpoints.restore import (
     resolve_checkpoint,
     restore,
 )
-from bert_tf.checkpoints.tfhub import HubModel, infer_bert_config, read_hub_model
 
 __all__ = [
-    "CONVERSION_FORMATS", "HubModel", "LoadReport", "Pretrained", "assign_by_name",
-    "bert_config_from_hf", "check_preset_writable", "checkpoint_files", "convert_checkpoint",
-    "convert_hf_to_original", "export_original", "export_preset", "from_hf_directory", "infer_bert_config",
-    "run_record",
-    "latest_checkpoint", "load_hf_safetensors", "load_pretrained", "model_files", "model_parts",
-    "original_variable_map", "pretrainer_from_hf_directory", "read_hub_model", "read_preset", "resolve_checkpoint",
-    "restore", "save_model_garden_checkpoint", "save_original_checkpoint", "save_preset", "save_tensors",
+    "CONVERSION_FORMATS", "Pretrained", "assign_by_name", "bert_config_from_hf",
+    "check_preset_writable", "checkpoint_files", "convert_checkpoint", "convert_hf_to_original",
+    "export_original", "export_preset", "from_hf_directory", "latest_checkpoint",
+    "load_hf_safetensors", "load_pretrained", "model_files", "model_parts", "original_variable_map",
+    "resolve_checkpoint", "restore", "run_record", "save_original_checkpoint", "save_tensors",
     "seeded_pretraining_heads",
 ]

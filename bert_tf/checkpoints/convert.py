@@ -31,9 +31,7 @@ def convert_checkpoint(init_checkpoint, output_dir, to="original", bert_config_f
     if to == "keras_hub":
         return to_keras_hub(init_checkpoint, files, output_dir)
     model = task_models.BertPretrainer(files.config)
-    report = restore(model, init_checkpoint)
-    mapping = name_map.original_variable_map(model)
-    tensors = {name: mapping[name].numpy() for name in report.loaded}
+    tensors = name_map.model_tensors(model, restore(model, init_checkpoint).loaded)
     if to == "original":
         return original.write_release(tensors, files.config, output_dir, files.vocab_file)
     model_garden.save_model_garden_checkpoint(tensors, files.config, os.path.join(output_dir, "bert_model.ckpt"))
@@ -65,24 +63,10 @@ def hf_task_of_heads(heads, task=None):
     return fits[0]
 
 
-def _run_labels(init_checkpoint, spec, rows, recorded=None):
-    """The label names of a labelled head of `rows` outputs that the run recorded (`run_record`) or saved beside its
-    checkpoint (`label_lists.FILE_NAME`), else None; ValueError if their number differs."""
-    if not spec.labelled:
-        return None
-    directory = checkpoint_directory(init_checkpoint)
-    path, labels = label_lists.saved(directory)
-    if recorded and recorded.get("labels"):
-        path, labels = os.path.join(directory, task_models.METADATA_FILE), recorded["labels"]
-    if labels is not None and len(labels) != rows:
-        raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's {spec.head_names[0]} head has "
-                         f"{rows} outputs.")
-    return labels
-
-
 def to_huggingface(init_checkpoint, files, output_dir, task=None):
-    """Writes `init_checkpoint` as a transformers directory of the class of `task`, else the run's recorded task,
-    else `hf_task_of_heads`; label names the run's (else LABEL_i). Returns output_dir."""
+    """Writes `init_checkpoint` as a transformers directory of the class of `task`, else the run's
+    recorded task, else `hf_task_of_heads`; label names the run's (else LABEL_i; ValueError for
+    another number). Returns output_dir."""
     huggingface.check_hf_output_dir(output_dir)
     tokenization.validate_case_matches_checkpoint(files.do_lower_case, init_checkpoint)
     huggingface.check_vocab(files.vocab_file, files.config)
@@ -91,27 +75,33 @@ def to_huggingface(init_checkpoint, files, output_dir, task=None):
     if task is None and recorded and recorded["task"] in huggingface.ARCHITECTURES:
         task = recorded["task"]
     spec = hf_task_of_heads(heads, task)
-    rows = heads[spec.head_names[0]] if spec.labelled else None
-    labels = _run_labels(init_checkpoint, spec, rows, recorded)
+    rows = labels = None
+    if spec.labelled:  # the label names the run recorded, or saved beside its checkpoint
+        rows = heads[spec.head_names[0]]
+        directory = checkpoint_directory(init_checkpoint)
+        path, labels = label_lists.saved(directory)
+        if recorded and recorded.get("labels"):
+            path, labels = os.path.join(directory, task_models.METADATA_FILE), recorded["labels"]
+        if labels is not None and len(labels) != rows:
+            raise ValueError(f"{path} lists {len(labels)} labels but the checkpoint's "
+                             f"{spec.head_names[0]} head has {rows} outputs.")
     model = spec.build(files.config, rows, restored=True)
     restore(model, init_checkpoint, spec.head_names, strict=True)
-    tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
+    tensors = name_map.model_tensors(model)
     return huggingface.write_hf_directory(tensors, files.config, spec, output_dir, files.vocab_file,
                                           files.do_lower_case, labels)
 
 
 def to_keras_hub(init_checkpoint, files, output_dir):
-    """The checkpoint as a KerasHub preset: the encoder and any head `keras_hub.preset_task` finds (a classifier),
-    with files' vocabulary and casing; pretraining heads are left out."""
+    """The checkpoint as a KerasHub preset: the encoder and a classifier head if it has one, with
+    files' vocabulary and casing; other heads are left out."""
     if not files.vocab_file:
         raise ValueError(f"A KerasHub preset needs the model's vocab.txt for its tokenizer (and a classifier's "
                          f"preprocessor): pass vocab_file (--vocab_file), or keep it beside {init_checkpoint}.")
     keras_hub.check_preset_writable(files.config, output_dir, files.vocab_file)
     heads = checkpoint_heads(init_checkpoint, files.config)
-    spec = keras_hub.preset_task(heads) or task_models.REGISTRY["encoder"]
+    spec = task_models.REGISTRY["classifier" if "classifier" in heads else "encoder"]
     size = heads[spec.head_names[0]] if spec.head_names else None
     model = spec.build(files.config, num_labels=size, restored=True)
-    report = restore(model, init_checkpoint, spec.head_names)
-    mapping = name_map.original_variable_map(model)
-    tensors = {name: mapping[name].numpy() for name in report.loaded}
+    tensors = name_map.model_tensors(model, restore(model, init_checkpoint, spec.head_names).loaded)
     return keras_hub.save_preset(tensors, files.config, output_dir, files.vocab_file, files.do_lower_case)

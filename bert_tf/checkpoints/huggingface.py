@@ -141,18 +141,19 @@ def load_hf_safetensors(model, safetensors_file, strict=False):
     return report
 
 
-def from_hf_directory(model_dir, dtype=None):
+def from_hf_directory(model_dir):
     """Builds a BertModel from a Hugging Face model directory (config.json + model.safetensors)."""
-    config = bert_config_from_hf(os.path.join(model_dir, "config.json"))
-    model = BertModel(config, dtype=dtype)
+    model = BertModel(bert_config_from_hf(os.path.join(model_dir, "config.json")))
     load_hf_safetensors(model, os.path.join(model_dir, "model.safetensors"), strict=True)
     return model
 
 
-def hf_task(hf_model_dir):
-    """(TaskSpec, num_labels or None, label names or None) of a Hugging Face BERT directory, from its config.json's
-    `architectures` (none: the encoder) and problem_type; labels from id2label. ValueError naming config.json for
-    another class."""
+def task_model_from_hf_directory(hf_model_dir):
+    """(TaskSpec, the task model with weights loaded, label names or None) of a Hugging Face BERT
+    directory: the class its config.json's `architectures` names (none: the encoder) and
+    problem_type, labels from id2label. ValueError naming config.json for another class; a class
+    without a pooler (`_WITHOUT_POOLER`) may lack bert.pooler.* (a warning), any other missing
+    variable is a ValueError naming the file."""
     path = os.path.join(hf_model_dir, "config.json")
     hf = _read_hf_config(path)
     architecture = (hf.get("architectures") or ["BertModel"])[0]
@@ -161,24 +162,15 @@ def hf_task(hf_model_dir):
         known = sorted(set(ARCHITECTURES.values()))
         raise ValueError(f"{path}: architectures names {architecture!r}; bert-tf reads {', '.join(known)}.")
     spec = next((s for s in specs if PROBLEM_TYPES.get(s.name) == hf.get("problem_type")), specs[0])
-    if not spec.labelled:
-        return spec, None, None
-    id2label = hf.get("id2label") or {}
-    labels = [id2label[key] for key in sorted(id2label, key=int)] or None
-    return spec, len(labels) if labels else int(hf.get("num_labels", 2)), labels
-
-
-def task_model_from_hf_directory(hf_model_dir):
-    """(TaskSpec, the task model with weights loaded, label names or None) of a Hugging Face BERT directory. A class
-    without a pooler (`_WITHOUT_POOLER`) may lack bert.pooler.* (a warning); any other missing variable is a ValueError
-    naming the file."""
-    spec, num_labels, labels = hf_task(hf_model_dir)
-    config = bert_config_from_hf(os.path.join(hf_model_dir, "config.json"))
-    model = spec.build(config, num_labels)
+    labels = num_labels = None
+    if spec.labelled:
+        id2label = hf.get("id2label") or {}
+        labels = [id2label[key] for key in sorted(id2label, key=int)] or None
+        num_labels = len(labels) if labels else int(hf.get("num_labels", 2))
+    model = spec.build(bert_config_from_hf(path), num_labels)
     source = os.path.join(hf_model_dir, "model.safetensors")
     report = load_hf_safetensors(model, source)
     pooler = [name for name in report.missing if name.startswith("bert/pooler/")]
-    architecture = ARCHITECTURES[spec.name]
     lacking = [name for name in report.missing if name not in pooler or architecture not in _WITHOUT_POOLER]
     if lacking:
         raise ValueError(f"{source} lacks {assign.describe_variables(lacking)} of the {architecture} model "
@@ -206,33 +198,28 @@ def seeded_pretraining_heads(hidden_size, vocab_size, seed):
     return {name: value.astype(np.float32) for name, value in heads.items()}
 
 
-def pretrainer_from_hf_directory(model_dir, heads_seed):
-    """A BertPretrainer from a Hugging Face directory: its pretraining heads, the missing ones from
-    `seeded_pretraining_heads(..., heads_seed)`."""
-    config = bert_config_from_hf(os.path.join(model_dir, "config.json"))
-    model = BertPretrainer(config)
-    source = os.path.join(model_dir, "model.safetensors")
-    report = load_hf_safetensors(model, source)
-    seeded = seeded_pretraining_heads(config.hidden_size, config.vocab_size, heads_seed)
-    lacking = [name for name in report.missing if name not in seeded]
-    if lacking:
-        raise ValueError(f"{source} lacks {len(lacking)} encoder variables the model needs, e.g. {lacking[:3]}.")
-    if report.missing:
-        assign.assign_by_name(model, {name: (lambda v=seeded[name]: v) for name in report.missing},
-                                f"seeded heads (seed {heads_seed})")
-        logging.info("%s has no %s: wrote seeded untrained heads (seed %d) under the original names.", source,
-                     " and ".join(report.missing_heads), heads_seed)
-    return model
-
-
 def convert_hf_to_original(hf_model_dir, output_dir, pretraining_heads_seed=None):
-    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config, vocab); returns
-    output_dir. With `pretraining_heads_seed` the model is `pretrainer_from_hf_directory`'s, else the class config.json
-    names."""
+    """Hugging Face BERT directory -> a directory like a released original BERT (ckpt, config,
+    vocab); returns output_dir. The model is the class config.json names, or with a
+    `pretraining_heads_seed` a BertPretrainer, its missing heads `seeded_pretraining_heads`'."""
     if pretraining_heads_seed is None:
         model = task_model_from_hf_directory(hf_model_dir)[1]
     else:
-        model = pretrainer_from_hf_directory(hf_model_dir, pretraining_heads_seed)
+        config = bert_config_from_hf(os.path.join(hf_model_dir, "config.json"))
+        model = BertPretrainer(config)
+        source = os.path.join(hf_model_dir, "model.safetensors")
+        report = load_hf_safetensors(model, source)
+        seed = pretraining_heads_seed
+        seeded = seeded_pretraining_heads(config.hidden_size, config.vocab_size, seed)
+        lacking = [name for name in report.missing if name not in seeded]
+        if lacking:
+            raise ValueError(f"{source} lacks {len(lacking)} encoder variables the model needs, "
+                             f"e.g. {lacking[:3]}.")
+        if report.missing:
+            heads = {name: (lambda v=seeded[name]: v) for name in report.missing}
+            assign.assign_by_name(model, heads, f"seeded heads (seed {seed})")
+            logging.info("%s has no %s: wrote seeded untrained heads (seed %d) under the original "
+                         "names.", source, " and ".join(report.missing_heads), seed)
     vocab = os.path.join(hf_model_dir, "vocab.txt")
     return original.export_original(model, output_dir, vocab_file=vocab if fileio.exists(vocab) else None)
 

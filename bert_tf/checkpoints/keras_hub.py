@@ -30,11 +30,11 @@ GELU_EXACT_DIFFERENCE = ("on the real MiniLM-L6-H384 over 200 real sentences the
                          "outputs by up to 7.9e-3 (3.6e-4 on average), the pooled output by up to 3.0e-4, and its "
                          "sentence embeddings to a cosine of 0.999998 with the exact ones")
 
-# KerasHub task class -> (our task, {original head variable: (KerasHub path, layout)}); others: the backbone.
-_TASKS = {
-    "BertTextClassifier": ("classifier", {"output_weights": ("logits/kernel", "transpose"),
-                                          "output_bias": ("logits/bias", None)}),
-}
+# The KerasHub task whose head bert-tf maps (a classifier's), and that head's (original name,
+# KerasHub path, layout); a preset of another task reads and writes as its backbone.
+CLASSIFIER_CLASS = "BertTextClassifier"
+_CLASSIFIER_ROWS = [("output_weights", "logits/kernel", "transpose"),
+                    ("output_bias", "logits/bias", None)]
 
 
 def _keras_hub():
@@ -50,15 +50,6 @@ def _keras_hub():
 def encoder_rows(num_layers):
     """(original name, KerasHub variable path, layout) of every encoder variable of a `num_layers` BERT."""
     return [(row.original, row.keras_hub, row.layout) for row in name_map.encoder_rows(num_layers)]
-
-
-def head_rows(task_class):
-    """(original name, KerasHub variable path, layout) of the head of KerasHub task `task_class`."""
-    if task_class not in _TASKS:
-        return []
-    task, layers = _TASKS[task_class]
-    spec = task_models.REGISTRY[task]
-    return [(name, *layers[name]) for head in spec.head_names for name, _ in spec.model.heads[head]]
 
 
 @dataclasses.dataclass
@@ -161,7 +152,7 @@ def read_preset(path):
     task_json = os.path.join(path, TASK_FILE)
     if fileio.isfile(task_json):
         task = (_registered(task_json, "KerasHub task config")[1] or "").rpartition(">")[2]
-        if task in _TASKS and not fileio.isfile(os.path.join(path, TASK_WEIGHTS_FILE)):
+        if task == CLASSIFIER_CLASS and not fileio.isfile(os.path.join(path, TASK_WEIGHTS_FILE)):
             raise FileNotFoundError(f"{os.path.join(path, TASK_WEIGHTS_FILE)} not found: {task_json} is a {task} "
                                     f"whose head weights KerasHub keeps there.")
     return Preset(path, config, vocab_file, lowercase, task)
@@ -179,21 +170,22 @@ def _local_preset(path):
 
 
 def preset_tensors(path):
-    """Original name -> tensor getter of a KerasHub BERT preset's backbone and `_TASKS` head; other variables are added
-    as "keras_hub:<name>" without a getter, so they are reported unused."""
+    """Original name -> tensor getter of a KerasHub BERT preset's backbone and classifier head;
+    other variables are added as "keras_hub:<name>" without a getter: reported unused."""
     preset = read_preset(path)
     models = _keras_hub().models
-    with _local_preset(preset.path) as local:  # in float32: the task of task.json where `_TASKS` has its class
-        if preset.task in _TASKS:
-            model = getattr(models, preset.task).from_preset(local, preprocessor=None, dtype="float32")
+    classifier = preset.task == CLASSIFIER_CLASS
+    with _local_preset(preset.path) as local:  # in float32
+        if classifier:
+            model = models.BertTextClassifier.from_preset(local, preprocessor=None, dtype="float32")
         else:
             model = models.BertBackbone.from_preset(local, dtype="float32")
     values = {variable.path: variable.numpy() for variable in model.weights}
-    rows = encoder_rows(preset.config.num_hidden_layers) + head_rows(preset.task)
+    rows = encoder_rows(preset.config.num_hidden_layers) + (_CLASSIFIER_ROWS if classifier else [])
     tensors = {name: (lambda v=values[p], k=layout: to_original(k, v)) for name, p, layout in rows if p in values}
     used = {p for _, p, _ in rows}
     tensors.update({f"keras_hub:{p}": None for p in values if p not in used})
-    if preset.task and preset.task not in _TASKS:
+    if preset.task and not classifier:
         tensors[f"keras_hub:{TASK_WEIGHTS_FILE} ({preset.task})"] = None
     return tensors
 
@@ -219,14 +211,9 @@ def check_preset_writable(config, output_dir, vocab_file=None):
                          f"output directory.")
 
 
-def preset_task(heads):
-    """The TaskSpec of the first `_TASKS` task whose heads are among `heads`, or None (the backbone)."""
-    specs = (task_models.REGISTRY[task] for task, _ in _TASKS.values())
-    return next((spec for spec in specs if set(spec.head_names) <= set(heads)), None)
-
-
 def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
-    """(KerasHub model, tokenizer or None) of `tensors`: BertBackbone, or the task whose heads they hold."""
+    """(KerasHub model, tokenizer or None) of `tensors`: BertBackbone, or a BertTextClassifier where
+    they hold its head."""
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
@@ -234,16 +221,15 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
         max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=do_lower_case,
                                                strip_accents=do_lower_case) if vocab_file else None
-    task = next((name for name in _TASKS if all(row[0] in tensors for row in head_rows(name))), None)
     rows = encoder_rows(config.num_hidden_layers)
     model = backbone
-    if task is not None:
-        task_class = getattr(keras_hub.models, task)
+    if all(name in tensors for name, _, _ in _CLASSIFIER_ROWS):
+        task_class = keras_hub.models.BertTextClassifier
         preprocessor = task_class.preprocessor_cls(
             tokenizer, sequence_length=min(512, config.max_position_embeddings)) if tokenizer else None
-        num_classes = tensors[head_rows(task)[-1][0]].shape[0]  # the head's bias: [num_labels]
+        num_classes = tensors["output_bias"].shape[0]  # [num_labels]
         model = task_class(backbone, num_classes, preprocessor=preprocessor, dropout=config.hidden_dropout_prob)
-        rows += head_rows(task)
+        rows += _CLASSIFIER_ROWS
     variables = {variable.path: variable for variable in model.weights}
     for name, path, layout in rows:
         variables[path].assign(to_model_garden(layout, tensors[name], config.num_attention_heads))
@@ -252,14 +238,15 @@ def _build(keras_hub, tensors, config, vocab_file, do_lower_case):
 
 def export_preset(model, output_dir, vocab_file=None, do_lower_case=True):
     """`save_preset` of a model's variables by original name; returns output_dir."""
-    tensors = {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
-    return save_preset(tensors, task_models.encoder_of(model).config, output_dir, vocab_file, do_lower_case)
+    config = task_models.encoder_of(model).config
+    return save_preset(name_map.model_tensors(model), config, output_dir, vocab_file, do_lower_case)
 
 
 def save_preset(tensors, config, output_dir, vocab_file=None, do_lower_case=True):
-    """Writes `tensors` (original name -> array) as a KerasHub preset: BertBackbone, a BertTokenizer with vocab_file,
-    and a `_TASKS` head's task with its preprocessor; other heads are left out. Checked by `check_preset_writable`
-    first, written locally, then committed (config.json last). Returns output_dir."""
+    """Writes `tensors` (original name -> array) as a KerasHub preset: BertBackbone, a BertTokenizer
+    with vocab_file, and a classifier head's BertTextClassifier with its preprocessor; other heads
+    are left out. Checked by `check_preset_writable` first, written locally, then committed
+    (config.json last). Returns output_dir."""
     check_preset_writable(config, output_dir, vocab_file)
     keras_hub = _keras_hub()
     with fileio.local_directory() as local:

@@ -30,29 +30,20 @@ MASKED_LM_PATHS = [
 
 
 def to_original(layout, value):
-    """A Model Garden array in `layout` -> the original's shape."""
-    if layout == "heads_kernel":
-        return value.reshape(value.shape[0], -1)
-    if layout == "heads_bias":
-        return value.reshape(-1)
-    if layout == "heads_output":
-        return value.reshape(-1, value.shape[-1])
-    if layout == "transpose":
-        return value.T
-    return value
+    """A Model Garden array in `layout` (None: the original's) -> the original's shape."""
+    if layout in (None, "transpose"):
+        return value.T if layout else value
+    return value.reshape({"heads_kernel": (value.shape[0], -1), "heads_bias": (-1,),
+                          "heads_output": (-1, value.shape[-1])}[layout])
 
 
 def to_model_garden(layout, value, num_heads):
     """The inverse of `to_original`, for `num_heads` attention heads."""
-    if layout == "heads_kernel":
-        return value.reshape(value.shape[0], num_heads, -1)
-    if layout == "heads_bias":
-        return value.reshape(num_heads, -1)
-    if layout == "heads_output":
-        return value.reshape(num_heads, -1, value.shape[-1])
-    if layout == "transpose":
-        return value.T
-    return value
+    if layout in (None, "transpose"):
+        return value.T if layout else value
+    return value.reshape({"heads_kernel": (value.shape[0], num_heads, -1),
+                          "heads_bias": (num_heads, -1),
+                          "heads_output": (num_heads, -1, value.shape[-1])}[layout])
 
 
 class _ObjectGraph:
@@ -91,12 +82,6 @@ class _ObjectGraph:
         return keys[0] if keys else None
 
 
-def is_model_garden_graph(reader):
-    """Whether a TF2 checkpoint reader holds a Model Garden BERT encoder."""
-    graph = read_object_graph(reader)
-    return graph is not None and graph.find("_embedding_layer", "_transformer_layers") is not None
-
-
 def read_object_graph(reader):
     """The object graph of a TF2 checkpoint reader, or None for a name-based checkpoint."""
     if OBJECT_GRAPH not in reader.get_variable_to_shape_map():
@@ -117,18 +102,18 @@ def _next_sentence_nodes(graph):
     return pooler, None
 
 
-def checkpoint_tensors(reader, source):
-    """Original name -> tensor getter for a Model Garden TF2 checkpoint of a BertEncoder or BertPretrainerV2.
+def checkpoint_tensors(reader):
+    """Original name -> tensor getter for a Model Garden TF2 checkpoint of a BertEncoder or
+    BertPretrainerV2; None for a checkpoint without a Model Garden encoder (an object with
+    `_embedding_layer` and `_transformer_layers`).
 
-    A `next_sentence` head's pooler dense becomes bert/pooler/dense (the encoder's own, untrained pooler is then
-    unused). Other floating-point model variables are added without a getter: reported unused.
-    """
+    A `next_sentence` head's pooler dense becomes bert/pooler/dense (the encoder's own, untrained
+    pooler is then unused). Other floating-point model variables are added without a getter:
+    reported unused."""
     graph = read_object_graph(reader)
     encoder = graph.find("_embedding_layer", "_transformer_layers") if graph else None
     if encoder is None:
-        roots = [c.local_name for c in graph.nodes[0].children] if graph else []
-        raise ValueError(f"{source} is a TF2 checkpoint without a Model Garden BERT encoder (an object with "
-                         f"`_embedding_layer` and `_transformer_layers`); its root objects: {roots}.")
+        return None
     layers = graph.child(encoder, "_transformer_layers")
     num_layers = len(graph.nodes[layers].children)
     rows = [(row.original, graph.child(encoder, row.model_garden_path), row.layout)

@@ -88,3 +88,9 @@ def original_variable_map(model):
     for attr, head in parts.items():
         mapping.update({name: _resolve_attr(head, path) for name, path in model.heads[attr]})
     return mapping
+
+
+def model_tensors(model, names=None):
+    """Original name -> array of `model`'s variables (`names`: of those only)."""
+    mapping = original_variable_map(model)
+    return {name: mapping[name].numpy() for name in (mapping if names is None else names)}

@@ -27,13 +27,9 @@ def original_tensors(reader):
     return {name: (lambda n=name: reader.get_tensor(n)) for name in reader.get_variable_to_shape_map()}
 
 
-def _model_tensors(model):
-    return {name: variable.numpy() for name, variable in name_map.original_variable_map(model).items()}
-
-
 def save_original_checkpoint(model, checkpoint_prefix):
     """Writes the model's variables under the original TF1 names and shapes; returns the prefix."""
-    return save_tensors(_model_tensors(model), checkpoint_prefix)
+    return save_tensors(name_map.model_tensors(model), checkpoint_prefix)
 
 
 def save_tensors(tensors, checkpoint_prefix):
@@ -63,7 +59,8 @@ def staged_checkpoint(checkpoint_prefix):
 
 def export_original(model, output_dir, vocab_file=None):
     """Writes a directory like a released BERT (`write_release`)."""
-    return write_release(_model_tensors(model), task_models.encoder_of(model).config, output_dir, vocab_file)
+    config = task_models.encoder_of(model).config
+    return write_release(name_map.model_tensors(model), config, output_dir, vocab_file)
 
 
 def write_release(tensors, config, output_dir, vocab_file=None):

@@ -110,9 +110,8 @@ def _checkpoint_tensors(model, prefix):
     reader = original.checkpoint_reader(prefix)
     if model_garden.OBJECT_GRAPH not in reader.get_variable_to_shape_map():
         return original.original_tensors(reader)
-    if model_garden.is_model_garden_graph(reader):
-        return model_garden.checkpoint_tensors(reader, prefix)
-    return _object_graph_tensors(model, reader, prefix)
+    tensors = model_garden.checkpoint_tensors(reader)
+    return _object_graph_tensors(model, reader, prefix) if tensors is None else tensors
 
 
 def checkpoint_heads(path, config):

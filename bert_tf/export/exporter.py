@@ -23,8 +23,6 @@ from bert_tf.model import task_models
 
 FORMATS = ("serving", "tfhub", *portable.FORMATS)
 PREPROCESSING = "preprocessing"  # the TF Hub preprocessing model (no weights): a task of "serving" and "tfhub"
-# The file of each format that is committed last: a reader takes a version only with it.
-KEY_FILES = {"serving": "saved_model.pb", "tfhub": "saved_model.pb", **portable.FILES}
 
 
 def format_tasks(fmt):
@@ -140,7 +138,8 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
         if len(labels) != model.num_labels:
             raise ValueError(f"label_list has {len(labels)} labels but the model's head has {model.num_labels}.")
     meta = {"format": format, **task_models.metadata(task, model, labels, do_lower_case, max_seq_length)}
-    with fileio.staged_directory(target, key=KEY_FILES[format]) as out, fileio.local_directory() as local:
+    key = portable.FILES.get(format, "saved_model.pb")  # committed last: a reader waits for it
+    with fileio.staged_directory(target, key=key) as out, fileio.local_directory() as local:
         sources = dict(model=model, spec=spec, vocab_file=os.path.join(local, "vocab.txt"), do_lower_case=do_lower_case,
                        max_seq_length=int(max_seq_length), labels=labels,
                        labels_file=os.path.join(local, "labels.txt") if labels is not None else None)

@@ -1,15 +1,9 @@
-"""The formats "litert" and "onnx" of `exporter.export`, for runtimes without TensorFlow: the SavedModel's tensor
-signature converted; `write` writes one into the directory it is given.
-
-| format   | file           | runs with                                    | inputs, outputs                    |
-|----------|----------------|----------------------------------------------|------------------------------------|
-| `litert` | `model.tflite` | LiteRT's interpreter (`ai_edge_litert`, or   | signature `serving_default`: those |
-|          |                | `tf.lite.Interpreter`); any batch and length | of `saved_model.tensor_specs`, by  |
-| `onnx`   | `model.onnx`   | onnxruntime; batch and length dynamic        | name (string labels included)      |
-
-with vocab.txt (and labels.txt for a labelled head) beside it. No text signatures (TensorFlow Text's ops have no ONNX
-form): tokenize with the original FullTokenizer. `quantization="dynamic_range"`: int8 matrix weights, activations
-quantized at run time.
+"""The formats "litert" (`model.tflite`, for LiteRT's interpreter) and "onnx" (`model.onnx`, for
+onnxruntime) of `exporter.export`, for runtimes without TensorFlow: `write` converts the
+SavedModel's tensor signature (any batch and length, string labels included) into the directory it
+is given, with vocab.txt (and a labelled head's labels.txt) beside it. No text signatures
+(TensorFlow Text's ops have no ONNX form). `quantization="dynamic_range"`: int8 matrix weights,
+activations quantized at run time.
 """
 import functools
 import os

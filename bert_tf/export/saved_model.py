@@ -1,12 +1,8 @@
-"""The format "serving" of `exporter.export`: a SavedModel for TF Serving (docs/serving.md); `write` writes it into
-the directory it is given.
-
-Signatures: `serving_default` takes the task model's int32 inputs and returns its outputs, plus a labelled head's
-label names of its argmax (multi_label: 0/1 per label). `serving_text` (string `text_a` [B]) and `serving_text_pair`
-(`text_a`, `text_b`; an empty `text_b` is one segment, as the original), for the tasks that take text, tokenize and
-pack in graph as the Python pipeline does and also return the packed inputs; with `doc_stride` > 0 they window a
-longer text and pool its windows as run_classifier.py does, returning `num_windows` instead. NER's `serving_text` also
-returns each text's entities (`bert_tf.export.entities`). Assets: vocab.txt, and labels.txt for a labelled head.
+"""The format "serving" of `exporter.export`: `write` writes a SavedModel for TF Serving into the
+directory it is given, with the signatures and assets of docs/serving.md: `serving_default` (the
+model's int32 inputs -> its outputs, and a labelled head's labels), and for the tasks that take text
+`serving_text` and `serving_text_pair`, which tokenize and pack in graph as the Python pipeline does
+(with `doc_stride`, over windows pooled as run_classifier.py pools them; NER: with the entities).
 """
 import tensorflow as tf
 

@@ -1,12 +1,9 @@
-"""Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per task, and what the
-Keras model cannot say itself (`TaskSpec`, by task name in `REGISTRY`).
+"""Task models: the shared `BertModel` encoder (`.bert`) plus named heads, one thin Keras model per
+task, and what the Keras model cannot say itself (`TaskSpec`, by task name in `REGISTRY`: the
+built-in tasks are registered below their models). A task model names its heads' original variables
+in `heads` (what `bert_tf.checkpoints` maps) and has no other variable.
 
-Models (heads; tasks): BertModel (none; encoder), BertPretrainer (`.masked_lm`, `.next_sentence`; pretraining,
-masked_lm), BertClassifier (`.classifier`; classifier, regression, multi_label), BertSpanLabeler (`.span`; squad),
-BertTokenClassifier (`.tagger`; ner), BertMultipleChoice (`.choice`; swag), BertSentenceEncoder (none; embedding).
-
-Shapes: B batch, S sequence, H hidden, L labels, C choices, P masked positions, V vocabulary. A task model names its
-heads' original variables in `heads` (what `bert_tf.checkpoints` maps) and has no other variable.
+Shapes: B batch, S sequence, H hidden, L labels, C choices, P masked positions, V vocabulary.
 """
 import dataclasses
 
