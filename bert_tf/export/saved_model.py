@@ -35,15 +35,16 @@ class _ServingModule(tf.Module):
     def __init__(self, model, spec, vocab_file, labels, preprocessor=None, use_xla=False, seq_length_multiple=1,
                  window_pooling=None):
         super().__init__()
-        # The Keras model is not tracked itself: the tf.Variables its traced functions read are, as a flat list
-        # (`model_variables`, as keras.export does), so that the TF1 loader TF Serving and saved_model_cli
-        # use restores every variable a signature reads.
+        # The Keras model is not tracked itself (lambdas and bound methods are not): the tf.Variables its traced
+        # functions read are, as a flat list (`model_variables`, as keras.export does), so that the TF1 loader TF
+        # Serving and saved_model_cli use restores every variable a signature reads.
         forward = lambda inputs: model(inputs, training=False)
-        self._forward = core_ops.Untracked(tf.function(forward, jit_compile=True) if use_xla else forward)
+        self._forward = tf.function(forward, jit_compile=True).__call__ if use_xla else forward
         if hasattr(model, "sentence_pooling"):  # windows pool the encoder's last layer (`window_outputs`)
             encode = lambda inputs: model.bert(inputs, training=False)["sequence_output"]
-            self._encode = core_ops.Untracked(tf.function(encode, jit_compile=True) if use_xla else encode)
-            self._sentence_pooling = core_ops.Untracked(model.sentence_pooling)
+            self._encode = tf.function(encode, jit_compile=True).__call__ if use_xla else encode
+            self._sentence_pooling = model.sentence_pooling.__call__
+            self._cls_pooling = model.sentence_pooling.pooling == "cls"
         self.window_pooling = window_pooling
         self.seq_length_multiple = seq_length_multiple if use_xla else 1
         self.max_length = task_models.encoder_of(model).config.max_position_embeddings
@@ -57,7 +58,7 @@ class _ServingModule(tf.Module):
         self._thresholds = getattr(model, "thresholds", None)  # a multi-label classifier's
 
     def outputs(self, inputs):
-        result = self._forward_rounded(inputs) if self.seq_length_multiple > 1 else self._forward.obj(inputs)
+        result = self._forward_rounded(inputs) if self.seq_length_multiple > 1 else self._forward(inputs)
         out = {name: tf.identity(result[name], name=name) for name in self.output_names}
         return self._with_labels(out, out.get("logits"))
 
@@ -78,9 +79,9 @@ class _ServingModule(tf.Module):
         text, texts = windows.text, tf.size(windows.num_windows)
         inputs = {name: windows.inputs[name] for name in packing.INPUT_NAMES}
         if hasattr(self, "_encode"):
-            out = {"embedding": self._pooled_embedding(self._encode.obj(inputs), windows, texts)}
+            out = {"embedding": self._pooled_embedding(self._encode(inputs), windows, texts)}
         else:
-            result = {name: t for name, t in self._forward.obj(inputs).items() if name in self.output_names}
+            result = {name: t for name, t in self._forward(inputs).items() if name in self.output_names}
             first = tf.cumsum(windows.num_windows, exclusive=True)  # each text's window 0
             alone = windows.num_windows == 1
             pooled = self._pooled(result, text, texts)
@@ -119,21 +120,21 @@ class _ServingModule(tf.Module):
         """Each text's embedding: mean pooling over its tokens each counted once, or the mean of its windows' [CLS]
         vectors; then the model's own pooling layer."""
         x = tf.cast(sequence_output, tf.float32)
-        if self._sentence_pooling.obj.pooling == "cls":
+        if self._cls_pooling:
             pooled = tf.math.unsorted_segment_mean(x[:, 0], windows.text, texts)
         else:
             mask = tf.cast(windows.inputs["pooling_mask"], tf.float32)[:, :, None]
             sums, counts = (tf.math.unsorted_segment_sum(tf.reduce_sum(t, axis=1), windows.text, texts)
                             for t in (x * mask, mask))
             pooled = sums / tf.maximum(counts, 1e-9)
-        return self._sentence_pooling.obj(pooled[:, None], tf.ones_like(pooled[:, :1]))
+        return self._sentence_pooling(pooled[:, None], tf.ones_like(pooled[:, :1]))
 
     def _forward_rounded(self, inputs):
         """The model on `inputs` zero-padded to a multiple of `seq_length_multiple`, per-token outputs cut back."""
         sequence_inputs = [name for name in packing.INPUT_NAMES if name in inputs]
         length = tf.shape(inputs[sequence_inputs[0]], out_type=tf.int64)[-1]
         rounded = tf.maximum(length, preprocessing.longest_length([length], self.max_length, self.seq_length_multiple))
-        result = self._forward.obj({
+        result = self._forward({
             name: tf.pad(t, [[0, 0]] * (t.shape.rank - 1) + [[0, rounded - length]]) if name in sequence_inputs else t
             for name, t in inputs.items()})
         return {name: t[:, :length] if name in self.sequence_outputs else t

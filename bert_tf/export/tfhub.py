@@ -13,7 +13,7 @@ import os
 import tensorflow as tf
 
 from bert_tf.export import saved_model
-from bert_tf.text import core_ops, in_graph, preprocessing, tokenization
+from bert_tf.text import in_graph, preprocessing, tokenization
 
 TASKS = ("encoder", "masked_lm", "preprocessing")
 # TF Hub input names -> bert-tf's encoder input names.
@@ -48,8 +48,9 @@ class _Encoder(tf.train.Checkpoint):
 
     def __init__(self, bert, masked_lm=None):
         super().__init__()
-        self._bert = core_ops.Untracked(bert)
-        self._masked_lm = core_ops.Untracked(masked_lm)
+        # bound methods: not tracked (the variables are, as the reusable attributes)
+        self._bert = bert.__call__
+        self._masked_lm = masked_lm.__call__ if masked_lm is not None else None
         specs = _input_specs(masked_lm is not None)
         functions = [self.__call__.get_concrete_function(specs, training=t) for t in (False, True)]
         _set_reusable_attributes(self, saved_model.function_variables(functions))
@@ -57,13 +58,13 @@ class _Encoder(tf.train.Checkpoint):
     @tf.function(autograph=False)
     def __call__(self, inputs, training=False):
         """inputs: dict of int32 [B, S] (+ masked_lm_positions [B, P] for `mlm`) -> the dict of outputs."""
-        encoded = self._bert.obj({ours: inputs[hub] for hub, ours in HUB_INPUTS.items()}, training=training)
+        encoded = self._bert({ours: inputs[hub] for hub, ours in HUB_INPUTS.items()}, training=training)
         outputs = {"sequence_output": encoded["sequence_output"], "pooled_output": encoded["pooled_output"],
                    "encoder_outputs": list(encoded["encoder_outputs"])}
-        if self._masked_lm.obj is None:
+        if self._masked_lm is None:
             outputs["default"] = encoded["pooled_output"]
         else:
-            outputs["mlm_logits"] = self._masked_lm.obj(encoded["sequence_output"], inputs["masked_lm_positions"])
+            outputs["mlm_logits"] = self._masked_lm(encoded["sequence_output"], inputs["masked_lm_positions"])
         return outputs
 
     def serving_signature(self):
@@ -74,7 +75,7 @@ class _Encoder(tf.train.Checkpoint):
             outputs.update({"encoder_outputs" + (f"_{i}" if i else ""): t for i, t in enumerate(layers)})
             return outputs
         return tf.function(flat, autograph=False).get_concrete_function(
-            **_input_specs(self._masked_lm.obj is not None))
+            **_input_specs(self._masked_lm is not None))
 
 
 def write_encoder(out, model, vocab_file, do_lower_case):

@@ -77,12 +77,12 @@ class SentenceEncoder:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"Text {i} is a {type(text).__name__}, not a str: {text!r}.")
-            windows = packing.pack_windows(self.tokenizer.tokenize(text), None, self.max_seq_length, self.doc_stride,
-                                           cut)
-            masks = [[int(windows.sources is None)] * len(tokens) for tokens, _ in windows.packed]
-            for window, position in windows.sources or ():
+            packed, sources = packing.pack_windows(self.tokenizer.tokenize(text), None, self.max_seq_length,
+                                                   self.doc_stride, cut)
+            masks = [[int(sources is None)] * len(tokens) for tokens, _ in packed]
+            for window, position in sources or ():
                 masks[window][position] = 1
-            for (tokens, segment_ids), mask in zip(windows.packed, masks):
+            for (tokens, segment_ids), mask in zip(packed, masks):
                 rows.append(packing.pad_inputs(self.tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                                                self.max_seq_length) + (mask + [0] * (self.max_seq_length - len(mask)),))
                 owners.append(i)

@@ -59,14 +59,15 @@ def convert_examples_to_texts(examples, seq_length, tokenizer, doc_stride=0):
     for example in examples:
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
         try:
-            windows = packing.pack_windows(tokenizer.tokenize(example.text_a), tokens_b, seq_length, doc_stride, cut)
+            packed, sources = packing.pack_windows(tokenizer.tokenize(example.text_a), tokens_b, seq_length,
+                                                   doc_stride, cut)
         except ValueError as error:
             raise ValueError(f"Input line {example.unique_id + 1}: {error}") from None
         features = [InputFeatures(example.unique_id, tokens, *packing.pad_inputs(
             tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length))
-            for tokens, segment_ids in windows.packed]
-        whole = features[0].tokens if windows.sources is None else [windows.packed[w][0][p] for w, p in windows.sources]
-        texts.append(Text(example.unique_id, whole, windows.sources, features))
+            for tokens, segment_ids in packed]
+        whole = features[0].tokens if sources is None else [packed[w][0][p] for w, p in sources]
+        texts.append(Text(example.unique_id, whole, sources, features))
         for feature in features[:5 - logged]:
             logging.info("unique_id: %s tokens: %s", example.unique_id,
                          " ".join(tokenization.printable_text(t) for t in feature.tokens))

@@ -9,13 +9,6 @@ import tensorflow as tf
 from bert_tf.text import in_graph, tokenization
 
 
-class Untracked:
-    """Holds an object without tf.Module / SavedModel tracking."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-
 class CoreWordpieceTokenizer(tf.Module):
     """`FullTokenizer` in core ops: `InGraphTokenizer`'s code-point route, then the original greedy WordPiece loop over
     all words at once (a `tf.while_loop` over a vocabulary hash table)."""

@@ -20,7 +20,6 @@ DOC_STRIDE_HELP = (
 # label's max.
 WINDOW_POOLINGS = ("mean", "max")
 DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
-Windows = collections.namedtuple("Windows", ["packed", "sources"])  # what `pack_windows` returns
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -110,13 +109,13 @@ def pack_windows(tokens_a, tokens_b, max_seq_length, doc_stride=0, cut=None):
     """A text packed as `pack_tokens` packs it: `doc_stride` 0, cut in place; else a longer one in run_squad's windows
     over tokens_a, each `[CLS] window [SEP] (b [SEP])` (ValueError where text_b leaves no room).
 
-    -> Windows(packed: [(tokens, segment_ids)] per window, sources: None for one window, else for each position of the
+    -> (packed: [(tokens, segment_ids)] per window, sources: None for one window, else for each position of the
     text packed whole, the (window, position) giving its output: [CLS] from the first window, a's tokens from their
     max-context window, the rest from the last). `cut` also counts windows."""
     tokens_b = tokens_b or None
     room = max_seq_length - (3 + len(tokens_b) if tokens_b else 2)
     if not doc_stride or len(tokens_a) <= room:
-        return Windows([pack_tokens(tokens_a, tokens_b, max_seq_length, cut=cut)], None)
+        return [pack_tokens(tokens_a, tokens_b, max_seq_length, cut=cut)], None
     if room < 1:
         raise ValueError(f"text_b has {len(tokens_b)} tokens, which with [CLS] and two [SEP] leave no room for "
                          f"text_a within max_seq_length {max_seq_length}: --doc_stride windows text_a and keeps "
@@ -130,7 +129,7 @@ def pack_windows(tokens_a, tokens_b, max_seq_length, doc_stride=0, cut=None):
     if cut is not None:
         cut.update(texts=1, windowed_texts=1, windows=len(spans))
         cut["most_windows"] = max(cut["most_windows"], len(spans))
-    return Windows(packed, sources)
+    return packed, sources
 
 
 def round_up(length, multiple):

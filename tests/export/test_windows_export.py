@@ -75,11 +75,11 @@ def test_in_graph_windows_equal_packing_windows():
                    for _ in texts_a]
         rows, owners = [], []
         for i, (a, b) in enumerate(zip(texts_a, texts_b)):
-            windows = packing.pack_windows(list(a), list(b), length, stride)
-            window_masks = [[int(windows.sources is None)] * len(tokens) for tokens, _ in windows.packed]
-            for window, position in windows.sources or ():
+            packed, sources = packing.pack_windows(list(a), list(b), length, stride)
+            window_masks = [[int(sources is None)] * len(tokens) for tokens, _ in packed]
+            for window, position in sources or ():
                 window_masks[window][position] = 1
-            for (tokens, segment_ids), mask in zip(windows.packed, window_masks):
+            for (tokens, segment_ids), mask in zip(packed, window_masks):
                 ids = [{"[CLS]": CLS_ID, "[SEP]": SEP_ID}.get(t, t) for t in tokens]
                 rows.append(packing.pad_inputs(ids, segment_ids, length) + (mask + [0] * (length - len(mask)),))
                 owners.append(i)

@@ -81,16 +81,17 @@ def test_windows_and_max_context_by_hand_and_as_the_original():
 
 def test_pack_windows_by_hand():
     a = [f"t{i}" for i in range(7)]
-    windows = packing.pack_windows(list(a), None, 6, doc_stride=2)  # room 4: windows (0, 4), (2, 4), (4, 3)
-    assert windows.packed == [(["[CLS]", "t0", "t1", "t2", "t3", "[SEP]"], [0] * 6),
-                              (["[CLS]", "t2", "t3", "t4", "t5", "[SEP]"], [0] * 6),
-                              (["[CLS]", "t4", "t5", "t6", "[SEP]"], [0] * 5)]
-    assert windows.sources == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 2), (2, 3), (2, 4)]
-    pair = packing.pack_windows(list(a), ["u0", "u1"], 9, doc_stride=2)  # room 9 - 3 - 2: the same windows
-    assert [tokens for tokens, _ in pair.packed] == [["[CLS]"] + a[s:s + n] + ["[SEP]", "u0", "u1", "[SEP]"]
+    packed, sources = packing.pack_windows(list(a), None, 6, doc_stride=2)  # room 4: windows (0, 4), (2, 4), (4, 3)
+    assert packed == [(["[CLS]", "t0", "t1", "t2", "t3", "[SEP]"], [0] * 6),
+                      (["[CLS]", "t2", "t3", "t4", "t5", "[SEP]"], [0] * 6),
+                      (["[CLS]", "t4", "t5", "t6", "[SEP]"], [0] * 5)]
+    assert sources == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 2), (2, 3), (2, 4)]
+    # room 9 - 3 - 2: the same windows
+    pair_packed, pair_sources = packing.pack_windows(list(a), ["u0", "u1"], 9, doc_stride=2)
+    assert [tokens for tokens, _ in pair_packed] == [["[CLS]"] + a[s:s + n] + ["[SEP]", "u0", "u1", "[SEP]"]
                                                      for s, n in ((0, 4), (2, 4), (4, 3))]
-    assert [segments for _, segments in pair.packed] == [[0] * 6 + [1] * 3, [0] * 6 + [1] * 3, [0] * 5 + [1] * 3]
-    assert pair.sources == windows.sources[:-1] + [(2, 4), (2, 5), (2, 6), (2, 7)]
+    assert [segments for _, segments in pair_packed] == [[0] * 6 + [1] * 3, [0] * 6 + [1] * 3, [0] * 5 + [1] * 3]
+    assert pair_sources == sources[:-1] + [(2, 4), (2, 5), (2, 6), (2, 7)]
     # A text that fits, or doc_stride 0: pack_tokens' packing, truncated as the original (and counted).
     cut = collections.Counter()
     assert packing.pack_windows(a[:4], None, 6, 2, cut) == ([packing.pack_tokens(a[:4], None, 6)], None)

@@ -77,16 +77,16 @@ def convert_example_windows(ex_index, example, label_list, max_seq_length, token
         return [InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
                               segment_ids=[0] * max_seq_length, label_id=label_id, is_real_example=False)]
 
-    windows = _pack(example, max_seq_length, tokenizer, doc_stride, cut)
+    packed, _ = _pack(example, max_seq_length, tokenizer, doc_stride, cut)
     label_id = example_label_id(example, label_list, multi_label)
     features = [InputFeatures(*packing.pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                                                   max_seq_length), label_id=label_id, window=window)
-                for window, (tokens, segment_ids) in enumerate(windows.packed)]
+                for window, (tokens, segment_ids) in enumerate(packed)]
     if ex_index < 5:
         first = features[0]
         logging.info("*** Example ***")
         logging.info("guid: %s", example.guid)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in windows.packed[0][0]))
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in packed[0][0]))
         logging.info("input_ids: %s", " ".join(str(x) for x in first.input_ids))
         logging.info("input_mask: %s", " ".join(str(x) for x in first.input_mask))
         logging.info("segment_ids: %s", " ".join(str(x) for x in first.segment_ids))
