@@ -167,7 +167,7 @@ def dump_one(args, mode, dropout):
         programs = {"whole": (step.compiled_step, (inputs,))}
     else:
         programs = {"gradients": (tf.function(step.gradients_fn, jit_compile=True, autograph=False),
-                                  (*inputs, losses.weight_totals(step.loss, inputs[1])))}
+                                  (*inputs, losses.sums(step.loss, step.loss.weights(inputs[1]))))}
     if mode == "replicas":  # dense gradients, as clipping gives them; the learning rate of the first update
         optimizer = getattr(step.optimizer, "inner_optimizer", step.optimizer)
         variables = step.model.trainable_variables

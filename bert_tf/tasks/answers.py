@@ -50,7 +50,7 @@ def answer_text_file(run, task, tokenizer, trainer):
     lines = lines[:-1] if lines and not lines[-1] else lines  # the line break that ends the file
     meta = {**task_models.metadata(task.spec.name, trainer.model, task.label_list, run.do_lower_case,
                                    run.max_seq_length), **task.answer_settings}
-    answerer = ANSWERS[meta["task"]](trainer.predictor, tokenizer, meta, run.predict_batch_size)
+    answerer = ANSWERS[meta["task"]](trainer, tokenizer, meta, run.predict_batch_size)
     logging.info("***** Answering the %d lines of %s *****", len(lines), run.predict_text_file)
     if isinstance(answerer, TextClassifier):
         pairs = [line.split("\t", 1) + [None] for line in lines]

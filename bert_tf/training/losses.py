@@ -31,16 +31,14 @@ def as_batch_loss(loss):
         values=lambda labels, outputs: {"loss": tf.cast(loss(labels, outputs), tf.float32)})
 
 
-def weight_totals(loss, labels):
-    """Each term's summed weights over `labels` (a batch): dict name -> float32 scalar."""
-    weights = loss.weights(labels)
-    return {name: tf.reduce_sum(weights[name]) for name in loss.terms}
+def sums(loss, tensors):
+    """Each term's sum of `tensors` (by term, e.g. `loss.weights(labels)`): float32 scalars."""
+    return {name: tf.reduce_sum(tensors[name]) for name in loss.terms}
 
 
 def shares(loss, labels, outputs, totals):
     """This batch's share of each term and of `loss` (`ratios`); `totals`: the weights summed over the update."""
-    values = loss.values(labels, outputs)
-    return ratios(loss, {name: tf.reduce_sum(values[name]) for name in loss.terms}, totals)
+    return ratios(loss, sums(loss, loss.values(labels, outputs)), totals)
 
 
 def ratios(loss, sums, totals):

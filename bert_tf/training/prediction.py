@@ -19,7 +19,7 @@ class Predictor:
     (bert_tf.training.losses), None without labels; `use_xla`: compile the traces."""
 
     def __init__(self, model, loss_fn=None, use_xla=False):
-        self.model = model
+        self.infer = model  # not `model`: a Trainer is a Predictor whose `model` is the Keras model
         self.loss_fn = loss_fn
         self.loss = None if loss_fn is None else losses.as_batch_loss(loss_fn)
         self.use_xla = use_xla
@@ -30,9 +30,8 @@ class Predictor:
         tf.metrics: each term's sum(values) / sum(weights), and `loss`, the mean of the batch losses."""
         @tf.function(input_signature=list(dataset.element_spec), jit_compile=self.use_xla, autograph=False)
         def batch_figures(features, labels):  # each term's sum of values and of weights, the batch's loss
-            values = self.loss.values(labels, self.model(features))
-            sums = {name: tf.reduce_sum(values[name]) for name in self.loss.terms}
-            totals = losses.weight_totals(self.loss, labels)
+            sums = losses.sums(self.loss, self.loss.values(labels, self.infer(features)))
+            totals = losses.sums(self.loss, self.loss.weights(labels))
             return sums, totals, losses.ratios(self.loss, sums, totals)["loss"]
 
         sums, totals, batch_losses = collections.Counter(), collections.Counter(), []
@@ -65,7 +64,7 @@ class Predictor:
         key = (repr(element_spec), with_loss)  # the structure, names, shapes and dtypes
         if key not in self._forward_functions:
             signature = list(element_spec) if with_loss else [element_spec[0] if labelled else element_spec]
-            function = tf.function(lambda features: self.model(features), jit_compile=self.use_xla,
+            function = tf.function(lambda features: self.infer(features), jit_compile=self.use_xla,
                                    input_signature=signature[:1], autograph=False)
             if with_loss:
                 function = tf.function(functools.partial(self._with_loss, function), input_signature=signature,

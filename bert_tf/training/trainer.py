@@ -23,7 +23,7 @@ from absl import logging
 from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
-from bert_tf.training import distribute, feed, layers, losses, prediction, run_state, summaries, update
+from bert_tf.training import distribute, feed, layers, prediction, run_state, summaries, update
 from bert_tf.training.config import RunConfig
 
 
@@ -36,8 +36,9 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
     return num_train_steps, int(num_train_steps * warmup_proportion)
 
 
-class Trainer:
-    """Trains and runs one task model under a tf.distribute strategy.
+class Trainer(prediction.Predictor):
+    """Trains one task model under a tf.distribute strategy; a Predictor, it also evaluates and
+    predicts with it.
 
     `config`: a RunConfig (its training fields), fields replaced by keyword `settings`; it sets the Keras global
     precision policy. `pretrained`: the `checkpoints.Pretrained` a new run starts from.
@@ -52,8 +53,6 @@ class Trainer:
         self.pretrained = pretrained
         self.save_checkpoints_steps = max(1, config.save_checkpoints_steps)
         distribute.set_precision(config.mixed_precision)
-        self.loss = losses.as_batch_loss(loss_fn)
-        self.figure_names = ["loss", *(name for name in self.loss.terms if name != "loss")]
         self.strategy = strategy or distribute.get_strategy("auto")
         self.worker_index, self.num_workers = distribute.worker_position(self.strategy)
         self.is_chief = self.worker_index == 0  # worker 0 writes the run's shared files
@@ -71,7 +70,8 @@ class Trainer:
                 logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
                              "backward pass")
             self.state = run_state.RunState(self.model, self.work_dir, config.keep_checkpoint_max)
-        self.predictor = prediction.Predictor(functools.partial(self.model, training=False), loss_fn, config.use_xla)
+        super().__init__(functools.partial(self.model, training=False), loss_fn, config.use_xla)
+        self.figure_names = ["loss", *(name for name in self.loss.terms if name != "loss")]
         fileio.makedirs(self.work_dir)
 
     # --- the run's state and checkpoints: the RunState's (`optimizer`: None until `train` builds it) ---------------
@@ -258,14 +258,3 @@ class Trainer:
         logging.info("step %d/%d %s (%.1f examples/s)", step, num_train_steps,
                      " ".join(f"{name} {figures[name]:.4f}" for name in self.figure_names),
                      figures["examples_per_second"])
-
-    # --- evaluation and prediction: the Predictor's (bert_tf.training.prediction) -----------------------------
-
-    def evaluate(self, dataset):
-        return self.predictor.evaluate(dataset)
-
-    def predict(self, dataset, with_loss=False):
-        return self.predictor.predict(dataset, with_loss)
-
-    def prepare_predict(self, element_spec, with_loss=False):
-        return self.predictor.prepare_predict(element_spec, with_loss)

@@ -120,7 +120,7 @@ class Update:
         features, labels = inputs
         context = tf.distribute.get_replica_context()
         replicated = self.strategy.num_replicas_in_sync > 1
-        totals = losses.weight_totals(self.loss, labels)
+        totals = losses.sums(self.loss, self.loss.weights(labels))
         if replicated:
             totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
         shares, grads = self._accumulate(features, labels, totals)

@@ -66,7 +66,8 @@ def test_bad_class_weights_are_refused_before_any_work(tmp_path):
 
 def _share(loss, labels, outputs):
     """The update's loss of one batch, as the Trainer computes it (bert_tf.training.losses)."""
-    return float(losses.shares(loss, labels, outputs, losses.weight_totals(loss, labels))["loss"])
+    totals = losses.sums(loss, loss.weights(labels))
+    return float(losses.shares(loss, labels, outputs, totals)["loss"])
 
 
 def _cross_entropy(logits, ids):
@@ -106,7 +107,7 @@ def test_micro_batches_and_replicas_add_up_to_the_whole_batch():
     ids = np.array([0, 1, 1, 2, 0, 2, 2, 1])
     labels, outputs = {"label_ids": ids}, {"logits": rng.randn(8, 3).astype(np.float32)}
     loss = ClassWeightedLoss(classification_loss, [1.0, 3.0, 0.5])
-    totals = losses.weight_totals(loss, labels)
+    totals = losses.sums(loss, loss.weights(labels))
     parts = [losses.shares(loss, {"label_ids": ids[k:k + 2]}, {"logits": outputs["logits"][k:k + 2]}, totals)
              for k in range(0, 8, 2)]
     assert float(sum(part["loss"] for part in parts)) == pytest.approx(_share(loss, labels, outputs), rel=1e-6)

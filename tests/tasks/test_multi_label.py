@@ -84,7 +84,7 @@ def test_the_loss_is_the_mean_binary_cross_entropy_and_weighs_each_labels_positi
     np.testing.assert_allclose(multi_label_loss(labels, outputs), unweighted, rtol=1e-5)
     weights = [2.0, 0.5, 3.0]
     loss = ClassWeightedLoss(multi_label_loss, weights, multi_label=True)
-    shares = losses.shares(loss, labels, outputs, losses.weight_totals(loss, labels))
+    shares = losses.shares(loss, labels, outputs, losses.sums(loss, loss.weights(labels)))
     weighted = _bce(logits.astype(np.float64), targets, np.array(weights)).mean()
     assert float(shares["loss"]) == pytest.approx(weighted, rel=1e-5)
     assert weighted != pytest.approx(unweighted.mean(), rel=1e-2)

@@ -78,7 +78,7 @@ def test_the_loss_terms_are_the_originals(release, data_dir):
     r = _records(data_dir, 6)
     features, labels = dataset.split({k: tf.constant(v) for k, v in r.items()})
     loss = pretraining.PretrainingLoss()
-    got = losses.shares(loss, labels, model(features), losses.weight_totals(loss, labels))
+    got = losses.shares(loss, labels, model(features), losses.sums(loss, loss.weights(labels)))
     nll, correct, nsp_nll, nsp_correct = _numpy_batch(weights, config, r)
     w = r["masked_lm_weights"].astype(np.float64)
     expected = {"masked_lm_loss": (w * nll).sum() / (w.sum() + 1e-5), "masked_lm_accuracy": (w * correct).sum()
