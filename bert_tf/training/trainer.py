@@ -37,8 +37,7 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
 
 
 class Trainer(prediction.Predictor):
-    """Trains one task model under a tf.distribute strategy; a Predictor, it also evaluates and
-    predicts with it.
+    """Trains a task model under a tf.distribute strategy; as a Predictor, evaluates and predicts.
 
     `config`: a RunConfig (its training fields), fields replaced by keyword `settings`; it sets the Keras global
     precision policy. `pretrained`: the `checkpoints.Pretrained` a new run starts from.
@@ -79,17 +78,10 @@ class Trainer(prediction.Predictor):
     step = property(lambda self: self.state.step)
     optimizer = property(lambda self: self.state.optimizer)
 
-    def latest_checkpoint(self):
-        return self.state.latest_checkpoint()
-
-    def wait_for_checkpoint(self):
-        """Waits for the checkpoint `train(..., save_last_in_background=True)` writes (its errors raised here)."""
-        self.state.wait_for_checkpoint()
-
     def restore_for_predict(self, required_heads=()):
         """Loads output_dir's latest checkpoint, else the pre-trained model's, and returns the one used; raises if a
         required head is absent."""
-        latest = self.latest_checkpoint()
+        latest = self.state.latest_checkpoint()
         if latest:
             self.state.restore_step(latest)
             logging.info("Restoring %s (step %d)", latest, self.step)
@@ -108,8 +100,9 @@ class Trainer(prediction.Predictor):
         figures in TensorBoard and the log.
 
         `seed`: a new run's input order (None: random). `meanwhile()` runs while the graph is optimized.
-        `save_last_in_background`: see `wait_for_checkpoint`. `on_evaluation(step) -> stop` runs on the chief every
-        `evaluate_every` steps and at the end, after that step's checkpoint; True stops every worker.
+        `save_last_in_background`: `state.wait_for_checkpoint()` waits for the last save.
+        `on_evaluation(step) -> stop` runs on the chief every `evaluate_every` steps and at the end,
+        after that step's checkpoint; True stops every worker.
         """
         with distribute.naming_lost_workers(self.strategy, self.output_dir):
             manager, latest, input_feed = self._start(dataset_fn, global_batch_size, num_train_steps,
@@ -165,7 +158,7 @@ class Trainer(prediction.Predictor):
     def _start(self, dataset_fn, global_batch_size, num_train_steps, num_warmup_steps, seed):
         """Builds the optimizer, seeds and opens the input, resumes the latest checkpoint; returns (CheckpointManager,
         that checkpoint or None, `feed.Feed`)."""
-        self.wait_for_checkpoint()
+        self.state.wait_for_checkpoint()
         replicas = self.strategy.num_replicas_in_sync
         accumulation = self.config.gradient_accumulation_steps
         if global_batch_size % (replicas * accumulation):
@@ -245,9 +238,10 @@ class Trainer(prediction.Predictor):
         """The NaN guard: raises, before anything is saved, when a guarded figure of the last loop is not finite."""
         for name in self._guarded():
             if not np.isfinite(figures[name]):
+                latest = self.state.latest_checkpoint() or "none (no checkpoint yet)"
                 raise FloatingPointError(
-                    f"The {name.replace('_', ' ')} is {figures[name]} at step {step}: stopped without saving. The "
-                    f"last good checkpoint: {self.latest_checkpoint() or 'none (no checkpoint yet)'}.")
+                    f"The {name.replace('_', ' ')} is {figures[name]} at step {step}: "
+                    f"stopped without saving. The last good checkpoint: {latest}.")
 
     def _report(self, writer, bar, chunk, step, num_train_steps, figures):
         """A loop's figures to TensorBoard (the chief's `writer`), the progress bar and the log."""

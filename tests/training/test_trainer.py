@@ -75,7 +75,7 @@ def test_a_loop_stops_after_the_first_non_finite_loss(tmp_path):
     with pytest.raises(FloatingPointError, match=r"The loss is (nan|inf) at step 2: stopped without saving\. "
                                                  r"The last good checkpoint: none"):
         trainer.train(toy_task.dataset_fn, 16, 10, 0)
-    assert trainer.step == 2 and trainer.latest_checkpoint() is None
+    assert trainer.step == 2 and trainer.state.latest_checkpoint() is None
 
 
 @tf.custom_gradient
@@ -98,7 +98,7 @@ def test_a_non_finite_gradient_stops_before_saving(tmp_path):
     with pytest.raises(FloatingPointError, match=r"The gradient norm is (nan|inf) at step 1: stopped without "
                                                  r"saving\. The last good checkpoint: none"):
         trainer.train(toy_task.dataset_fn, 16, 10, 0)
-    assert trainer.step == 1 and trainer.latest_checkpoint() is None
+    assert trainer.step == 1 and trainer.state.latest_checkpoint() is None
 
 
 def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path, seeded_run):
@@ -302,7 +302,7 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     assert calls == {"training": 1, "inference": 1}
     features, _ = next(iter(data))
     np.testing.assert_allclose(outputs[0]["logits"], trainer.model(features, training=False)["logits"], atol=1e-6)
-    assert trainer.latest_checkpoint().endswith("ckpt-6")  # waits for the save
+    assert trainer.state.latest_checkpoint().endswith("ckpt-6")  # waits for the save
     saved = _trainer(tmp_path / "other", pretrained=_pretrained(str(tmp_path / "run")))
     saved.pretrained.restore(saved.model)
     assert _max_diff(_weights(trainer), _weights(saved)) == 0.0
