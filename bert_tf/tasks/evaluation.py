@@ -67,8 +67,7 @@ def restore_best(trainer, required_heads=()):
     """Loads output_dir/best's weights and global_step into the trainer's model if it exists; -> its path or None."""
     path = checkpoints.latest_checkpoint(os.path.join(trainer.output_dir, BEST_DIR))
     if path:
-        # the last checkpoint, written in the background, holds the last weights
-        trainer.state.wait_for_checkpoint()
+        trainer.state.wait_for_checkpoint()  # the last checkpoint, saved in the background
         trainer.state.restore_step(path)
         checkpoints.restore(trainer.model, path, required_heads)
         logging.info("Using the best checkpoint %s (step %d)", path, trainer.step)
