@@ -160,10 +160,10 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
     """What extract_features.py does; returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
     devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
-    build = lambda config, restored: BertModel(config, restored=restored)  # noqa: E731
-    loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file,
+    loaded = checkpoints.load_pretrained(init_checkpoint, bert_config_file, vocab_file,
                                          do_lower_case, max_seq_length)
-    count = extract_features(loaded.model, loaded.tokenizer, input_file, output_file, layers, max_seq_length,
-                             batch_size, use_xla, lengths, doc_stride)
+    model = loaded.build_model(lambda config, restored: BertModel(config, restored=restored))
+    count = extract_features(model, loaded.tokenizer, input_file, output_file, layers,
+                             max_seq_length, batch_size, use_xla, lengths, doc_stride)
     logging.info("Wrote features of %d examples to %s", count, output_file)
     return count
