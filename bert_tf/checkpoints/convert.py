@@ -103,5 +103,5 @@ def to_keras_hub(init_checkpoint, files, output_dir):
     spec = task_models.REGISTRY["classifier" if "classifier" in heads else "encoder"]
     size = heads[spec.head_names[0]] if spec.head_names else None
     model = spec.build(files.config, num_labels=size, restored=True)
-    tensors = name_map.model_tensors(model, restore(model, init_checkpoint, spec.head_names).loaded)
-    return keras_hub.save_preset(tensors, files.config, output_dir, files.vocab_file, files.do_lower_case)
+    restore(model, init_checkpoint, spec.head_names)  # every variable of the model, or a ValueError
+    return keras_hub.export_preset(model, output_dir, files.vocab_file, files.do_lower_case)

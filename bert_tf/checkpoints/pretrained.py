@@ -1,5 +1,6 @@
-"""The pre-trained model a run starts from (`Pretrained`): its config, vocabulary and casing (`model_files`: the
-flags', else the model's own), tokenizer and restored model (`load_pretrained`, the one way scripts load one).
+"""The pre-trained model a run starts from (`Pretrained`): its config, vocabulary and casing
+(`model_files`: the flags', else the model's own) and tokenizer (`load_pretrained`, the one way
+scripts load one); `Pretrained.build_model` makes its model.
 """
 import dataclasses
 import os
@@ -16,14 +17,12 @@ from bert_tf.text import tokenization
 
 @dataclasses.dataclass
 class Pretrained:
-    """The pre-trained model a run starts from: its files, then its tokenizer and model."""
+    """The pre-trained model a run starts from: its files and tokenizer."""
     config: BertConfig
     vocab_file: str | None
     do_lower_case: bool
     init_checkpoint: str | None = None
     tokenizer: tokenization.FullTokenizer | None = None  # None without a vocab_file (a task that reads token ids only)
-    model: object | None = None  # the model `build_model` made, with init_checkpoint's weights
-    report: object | None = None  # the restore's LoadReport (None without init_checkpoint)
 
     @property
     def restored(self):
@@ -32,19 +31,17 @@ class Pretrained:
 
     def restore(self, model, required_heads=()):
         """Restores init_checkpoint into `model` (none: a warning), raising if a `required_heads` head is absent;
-        returns the LoadReport (also `self.report`) or None."""
+        returns the LoadReport or None."""
         if self.init_checkpoint:
-            self.report = restore(model, self.init_checkpoint, required_heads)
-        else:
-            logging.warning("No init_checkpoint: the model has random weights.")
-        return self.report
+            return restore(model, self.init_checkpoint, required_heads)
+        logging.warning("No init_checkpoint: the model has random weights.")
+        return None
 
     def build_model(self, build, required_heads=()):
-        """Builds `build(config, self.restored)` and restores init_checkpoint into it; returns it (also
-        `self.model`)."""
-        self.model = build(self.config, self.restored)
-        self.restore(self.model, required_heads)
-        return self.model
+        """`build(config, self.restored)` with init_checkpoint restored into it."""
+        model = build(self.config, self.restored)
+        self.restore(model, required_heads)
+        return model
 
 
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
@@ -101,10 +98,10 @@ def file_beside(init_checkpoint, name="bert_config.json"):
     return path if fileio.exists(path) else None
 
 
-def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None,
-                    max_seq_length=None, required_heads=(), needs_vocab=True):
-    """A pre-trained model -> Pretrained: `model_files`, checks of casing, max_seq_length and vocabulary, then
-    `build_model` (`build` None: the caller builds later). `needs_vocab`: a vocab_file is required."""
+def load_pretrained(init_checkpoint=None, bert_config_file=None, vocab_file=None,
+                    do_lower_case=None, max_seq_length=None, needs_vocab=True):
+    """A pre-trained model -> Pretrained: `model_files` with its tokenizer, checked for casing,
+    max_seq_length and vocabulary. `needs_vocab`: a vocab_file is required."""
     loaded = model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
     tokenization.validate_case_matches_checkpoint(loaded.do_lower_case, init_checkpoint)
     if max_seq_length is not None:
@@ -116,6 +113,4 @@ def load_pretrained(build=None, init_checkpoint=None, bert_config_file=None, voc
         raise ValueError(f"No vocab_file given, and init_checkpoint={init_checkpoint!r} is not a TF Hub BERT "
                          f"SavedModel with a vocab_file asset: pass --vocab_file (the vocab.txt the model was "
                          f"trained on; a KerasHub preset with a tokenizer has its own).")
-    if build is not None:
-        loaded.build_model(build, required_heads)
     return loaded

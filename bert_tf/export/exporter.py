@@ -119,12 +119,13 @@ def export(task, export_dir, model=None, *, format="serving", version=None, min_
                                              vocab_file=vocab_file, do_lower_case=do_lower_case,
                                              max_seq_length=max_seq_length)
         try:
-            loaded.build_model(lambda config, restored: spec.build(config, num_labels, restored, **model_options),
-                               spec.head_names)
+            model = loaded.build_model(
+                lambda config, restored: spec.build(config, num_labels, restored, **model_options),
+                spec.head_names)
         except ValueError as e:
             given = f" (--num_labels / --label_list gave {num_labels})" if num_labels else ""
             raise ValueError(f"Cannot load {init_checkpoint} into the {task} model{given}: {e}") from e
-        model, vocab_file, do_lower_case = loaded.model, loaded.vocab_file, loaded.do_lower_case
+        vocab_file, do_lower_case = loaded.vocab_file, loaded.do_lower_case
     elif not vocab_file:
         raise ValueError("An export needs the model's vocab_file.")
     elif not spec.describes(model):

@@ -73,23 +73,24 @@ class _ServingModule(tf.Module):
             out[self.spec.label_output] = tf.gather(labels, tf.argmax(scores, axis=-1, output_type=tf.int32))
         return out
 
-    def window_outputs(self, windows):
-        """Each text's outputs from the model on all `windows` (`preprocessing.PackedWindows`) at once, pooled as
-        `pool_document` (embeddings: as `embeddings.SentenceEncoder`), plus `num_windows` int32 [B]."""
-        text, texts = windows.text, tf.size(windows.num_windows)
-        inputs = {name: windows.inputs[name] for name in packing.INPUT_NAMES}
+    def window_outputs(self, windows, text, num_windows):
+        """Each text's outputs of the model on all `windows` at once (`preprocessing.pack_windows`:
+        inputs, text of each window, num_windows of each text), pooled as `pool_document`
+        (embeddings: as `embeddings.SentenceEncoder`), plus `num_windows` int32 [B]."""
+        texts = tf.size(num_windows)
+        inputs = {name: windows[name] for name in packing.INPUT_NAMES}
         if hasattr(self, "_encode"):
-            out = {"embedding": self._pooled_embedding(self._encode(inputs), windows, texts)}
+            out = {"embedding": self._pooled_embedding(self._encode(inputs), windows, text, texts)}
         else:
             result = {name: t for name, t in self._forward(inputs).items() if name in self.output_names}
-            first = tf.cumsum(windows.num_windows, exclusive=True)  # each text's window 0
-            alone = windows.num_windows == 1
+            first = tf.cumsum(num_windows, exclusive=True)  # each text's window 0
+            alone = num_windows == 1
             pooled = self._pooled(result, text, texts)
             out = {name: tf.identity(tf.where(tf.reshape(alone, [-1] + [1] * (t.shape.rank - 1)),
                                               tf.gather(result[name], first), pooled[name]), name=name)
                    for name, t in result.items()}
             out = self._with_labels(out, out.get("logits"))
-        out["num_windows"] = tf.cast(windows.num_windows, tf.int32)
+        out["num_windows"] = tf.cast(num_windows, tf.int32)
         return out
 
     def _pooled(self, result, text, texts):
@@ -116,15 +117,15 @@ class _ServingModule(tf.Module):
         log_p -= tf.reduce_logsumexp(log_p, axis=-1, keepdims=True)
         return {"logits": log_p, "probabilities": tf.exp(log_p)}
 
-    def _pooled_embedding(self, sequence_output, windows, texts):
+    def _pooled_embedding(self, sequence_output, windows, text, texts):
         """Each text's embedding: mean pooling over its tokens each counted once, or the mean of its windows' [CLS]
         vectors; then the model's own pooling layer."""
         x = tf.cast(sequence_output, tf.float32)
         if self._cls_pooling:
-            pooled = tf.math.unsorted_segment_mean(x[:, 0], windows.text, texts)
+            pooled = tf.math.unsorted_segment_mean(x[:, 0], text, texts)
         else:
-            mask = tf.cast(windows.inputs["pooling_mask"], tf.float32)[:, :, None]
-            sums, counts = (tf.math.unsorted_segment_sum(tf.reduce_sum(t, axis=1), windows.text, texts)
+            mask = tf.cast(windows["pooling_mask"], tf.float32)[:, :, None]
+            sums, counts = (tf.math.unsorted_segment_sum(tf.reduce_sum(t, axis=1), text, texts)
                             for t in (x * mask, mask))
             pooled = sums / tf.maximum(counts, 1e-9)
         return self._sentence_pooling(pooled[:, None], tf.ones_like(pooled[:, :1]))
@@ -198,13 +199,13 @@ def write(out, model, spec, vocab_file, do_lower_case, max_seq_length, labels, l
         text_a, text_b = (tf.TensorSpec([None], tf.string, name=name) for name in ("text_a", "text_b"))
         if windows:  # the tokenizer's function alone is written: the preprocessor's encode functions are not used
             module.tokenizer = tokenizer = preprocessor.tokenizer
-            pack = lambda *ids: preprocessing.pack_windows(  # noqa: E731
-                *ids, max_seq_length=max_seq_length, doc_stride=doc_stride, cls_id=tokenizer.cls_id,
-                sep_id=tokenizer.sep_id, max_windows=windows["max_windows_per_request"],
+            pack = lambda *texts: preprocessing.pack_windows(  # noqa: E731
+                *(tokenizer.tokenize(text) for text in texts), max_seq_length=max_seq_length,
+                doc_stride=doc_stride, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                max_windows=windows["max_windows_per_request"],
                 pooling_mask=getattr(model, "pooling", None) == "mean", **preprocessor.padding)
-            single = lambda text_a: module.window_outputs(pack(tokenizer.tokenize(text_a)))  # noqa: E731
-            pair = lambda text_a, text_b: module.window_outputs(  # noqa: E731
-                pack(tokenizer.tokenize(text_a), tokenizer.tokenize(text_b)))
+            single = lambda text_a: module.window_outputs(*pack(text_a))  # noqa: E731
+            pair = lambda text_a, text_b: module.window_outputs(*pack(text_a, text_b))  # noqa: E731
         else:
             single = lambda text_a: module.text_outputs(preprocessor.encode(text_a))  # noqa: E731
             pair = lambda text_a, text_b: module.text_outputs(preprocessor.encode_pair(text_a, text_b))  # noqa: E731

@@ -63,12 +63,14 @@ class SentenceEncoder:
                         pad_to_max_seq_length=False, seq_length_multiple=None, doc_stride=0):
         """The encoder of `init_checkpoint` (any format `checkpoints.load_pretrained` reads) with `pooling` ("mean" or
         "cls") and `normalize_embeddings`."""
-        build = lambda config, restored: task_models.build_task_model(  # noqa: E731
-            "embedding", config, restored=restored, pooling=pooling, normalize_embeddings=normalize_embeddings)
-        loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                                             max_seq_length)
+        loaded = checkpoints.load_pretrained(init_checkpoint, bert_config_file, vocab_file,
+                                             do_lower_case, max_seq_length)
+        model = loaded.build_model(lambda config, restored: task_models.build_task_model(
+            "embedding", config, restored=restored, pooling=pooling,
+            normalize_embeddings=normalize_embeddings))
         lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
-        return cls(loaded.model, loaded.tokenizer, max_seq_length, batch_size, lengths, use_xla, doc_stride)
+        return cls(model, loaded.tokenizer, max_seq_length, batch_size, lengths, use_xla,
+                   doc_stride)
 
     def pack(self, texts):
         """({input_ids, input_mask, segment_ids}: [rows, max_seq_length] int32, [rows] each row's text) of `texts`: a

@@ -24,9 +24,6 @@ from bert_tf.training import devices, prediction
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
     "InputFeatures", ["unique_id", "tokens", "input_ids", "input_mask", "input_type_ids"])
-
-# An example: its whole text's tokens, where each one's values come from (`packing.pack_windows`), its windows.
-Text = collections.namedtuple("Text", ["unique_id", "tokens", "sources", "features"])
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
@@ -46,12 +43,13 @@ def read_examples(input_file):
 
 def convert_examples_to_features(examples, seq_length, tokenizer):
     """Tokenizes and packs examples as the original: [CLS] a [SEP] (b [SEP]), truncated (and says so), zero-padded."""
-    return [feature for text in convert_examples_to_texts(examples, seq_length, tokenizer) for feature in text.features]
+    return [feature for _, _, features in convert_examples_to_texts(examples, seq_length, tokenizer)
+            for feature in features]
 
 
 def convert_examples_to_texts(examples, seq_length, tokenizer, doc_stride=0):
-    """A Text for each example: its InputFeatures (with `doc_stride` > 0 one per window), its whole text's `tokens`
-    and their `sources`."""
+    """(its whole text's tokens, their sources (`packing.pack_windows`': where each one's values
+    come from), its InputFeatures (with `doc_stride` > 0 one per window)) of each example."""
     if seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3 ([CLS], a token, [SEP]); got {seq_length}.")
     packing.check_doc_stride(doc_stride)
@@ -67,7 +65,7 @@ def convert_examples_to_texts(examples, seq_length, tokenizer, doc_stride=0):
             tokenizer.convert_tokens_to_ids(tokens), segment_ids, seq_length))
             for tokens, segment_ids in packed]
         whole = features[0].tokens if sources is None else [packed[w][0][p] for w, p in sources]
-        texts.append(Text(example.unique_id, whole, sources, features))
+        texts.append((whole, sources, features))
         for feature in features[:5 - logged]:
             logging.info("unique_id: %s tokens: %s", example.unique_id,
                          " ".join(tokenization.printable_text(t) for t in feature.tokens))
@@ -111,26 +109,27 @@ def predict_layers(model, features, layer_indexes, batch_size=32, jit_compile=Fa
 
 
 def stitch(texts, results):
-    """(text, [values [T, H] of each layer]) for each of `texts` from `predict_layers`' `results`: each token's
-    values from the window its `sources` name."""
+    """(unique_id, tokens, [values [T, H] of each layer]) for each of `texts` from `predict_layers`'
+    `results`: each token's values from the window its sources name."""
     results = iter(results)
-    for text in texts:
-        windows = [values for _, values in itertools.islice(results, len(text.features))]
-        if text.sources is None:
-            yield text, windows[0]
+    for tokens, sources, features in texts:
+        windows = [values for _, values in itertools.islice(results, len(features))]
+        if sources is None:
+            yield features[0].unique_id, tokens, windows[0]
         else:
-            yield text, [np.stack([windows[w][k][p] for w, p in text.sources]) for k in range(len(windows[0]))]
+            yield features[0].unique_id, tokens, [np.stack([windows[w][k][p] for w, p in sources])
+                                                  for k in range(len(windows[0]))]
 
 
-def feature_json(feature, layer_indexes, layer_values):
-    """One output line's object (`feature`: an InputFeatures or a Text), in the original's form."""
+def feature_json(unique_id, tokens, layer_indexes, layer_values):
+    """One output line's object, in the original's form."""
     return collections.OrderedDict([
-        ("linex_index", feature.unique_id),
+        ("linex_index", unique_id),
         ("features", [collections.OrderedDict([
             ("token", token),
             ("layers", [collections.OrderedDict([("index", index), ("values", [round(float(x), 6) for x in v[i]])])
                         for index, v in zip(layer_indexes, layer_values)]),
-        ]) for i, token in enumerate(feature.tokens)]),
+        ]) for i, token in enumerate(tokens)]),
     ])
 
 
@@ -146,11 +145,11 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
         # The original exits 0 having written nothing.
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
     texts = convert_examples_to_texts(examples, max_seq_length, tokenizer, doc_stride)
-    results = predict_layers(model, [f for text in texts for f in text.features], layer_indexes, batch_size,
-                             jit_compile, lengths)
+    results = predict_layers(model, [f for _, _, features in texts for f in features],
+                             layer_indexes, batch_size, jit_compile, lengths)
     with fileio.atomic_write(output_file) as writer:
-        for text, values in stitch(texts, results):
-            writer.write(json.dumps(feature_json(text, layer_indexes, values)) + "\n")
+        for unique_id, tokens, values in stitch(texts, results):
+            writer.write(json.dumps(feature_json(unique_id, tokens, layer_indexes, values)) + "\n")
     return len(texts)
 
 
@@ -160,10 +159,10 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
     """What extract_features.py does; returns the number of examples written."""
     lengths = lengths_lib.SequenceLengths.for_run(pad_to_max_seq_length, use_xla, seq_length_multiple)
     devices.log_devices(global_batch_size=batch_size, use_xla=use_xla)
-    build = lambda config, restored: BertModel(config, restored=restored)  # noqa: E731
-    loaded = checkpoints.load_pretrained(build, init_checkpoint, bert_config_file, vocab_file,
+    loaded = checkpoints.load_pretrained(init_checkpoint, bert_config_file, vocab_file,
                                          do_lower_case, max_seq_length)
-    count = extract_features(loaded.model, loaded.tokenizer, input_file, output_file, layers, max_seq_length,
-                             batch_size, use_xla, lengths, doc_stride)
+    model = loaded.build_model(lambda config, restored: BertModel(config, restored=restored))
+    count = extract_features(model, loaded.tokenizer, input_file, output_file, layers,
+                             max_seq_length, batch_size, use_xla, lengths, doc_stride)
     logging.info("Wrote features of %d examples to %s", count, output_file)
     return count

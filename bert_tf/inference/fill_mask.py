@@ -120,10 +120,11 @@ def run(input_file, output_file, bert_config_file=None, vocab_file=None, init_ch
                                 input_file)
     if not examples:
         raise ValueError(f"Input file {input_file} is empty: expected one example per line.")
-    loaded.build_model(lambda config, restored: task_models.build_task_model("pretraining", config, restored=restored),
-                       ("masked_lm",))
+    model = loaded.build_model(lambda config, restored: task_models.build_task_model(
+        "pretraining", config, restored=restored), ("masked_lm",))
     with fileio.atomic_write(output_file) as f:
-        for example, probabilities, ids in predict(loaded.model, examples, top_k, batch_size, use_xla, lengths):
+        predictions = predict(model, examples, top_k, batch_size, use_xla, lengths)
+        for example, probabilities, ids in predictions:
             f.write(json.dumps(prediction_json(example, probabilities, ids, loaded.tokenizer.inv_vocab)) + "\n")
     logging.info("Wrote the top %d predictions of %d masks in %d examples to %s", top_k,
                  sum(len(e.positions) for e in examples), len(examples), output_file)

@@ -32,10 +32,6 @@ _FUNCTIONS = {
 NAMES = frozenset(_FUNCTIONS)
 
 
-def is_known(name):
-    return isinstance(name, str) and name.lower() in _FUNCTIONS
-
-
 def get(name):
     """The activation function of a `hidden_act` name (case-insensitive; None or "" mean linear)."""
     if callable(name):

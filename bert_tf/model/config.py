@@ -52,7 +52,7 @@ class BertConfig:
             raise ValueError(
                 f"{source}: hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
                 f"({self.num_attention_heads}).")
-        if not activations.is_known(self.hidden_act):
+        if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in activations.NAMES:
             raise ValueError(
                 f"{source}: unknown hidden_act {self.hidden_act!r}; expected one of {sorted(activations.NAMES)}.")
 

@@ -2,14 +2,10 @@
 `pack_inputs` cuts long texts as the original; `pack_windows` splits them into windows (the exports' `doc_stride`),
 equal to `packing.pack_windows` window for window.
 """
-import collections
-
 import tensorflow as tf
 
 from bert_tf.text import packing
 from bert_tf.text.in_graph import InGraphTokenizer
-
-PackedWindows = collections.namedtuple("PackedWindows", ["inputs", "text", "num_windows"])  # `pack_windows`' result
 
 
 def truncated_pair_lengths(len_a, len_b, max_length):
@@ -58,8 +54,9 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_to_max
 
 def pack_windows(ids_a, ids_b=None, *, max_seq_length, doc_stride, cls_id, sep_id, pad_to_max_seq_length=True,
                  seq_length_multiple=1, max_windows=None, pooling_mask=False):
-    """`packing.pack_windows` of a batch -> PackedWindows: `inputs` [windows, length] (+ `pooling_mask` when asked: 1
-    where a position gives its text's output), `text` int64 [windows] (each window's row), `num_windows` int64 [batch].
+    """`packing.pack_windows` of a batch -> (inputs [windows, length] (+ `pooling_mask` when asked:
+    1 where a position gives its text's output), text int64 [windows] (each window's row),
+    num_windows int64 [batch]).
     InvalidArgumentError where text_b leaves text_a no room, or for over `max_windows` windows (None: no limit)."""
     max_seq_length, doc_stride = int(max_seq_length), int(doc_stride)
     if doc_stride < 1 or max_seq_length < 3:
@@ -102,7 +99,7 @@ def pack_windows(ids_a, ids_b=None, *, max_seq_length, doc_stride, cls_id, sep_i
         mask = _join(first, best, last, seg_b.with_flat_values(tf.gather(last, seg_b.value_rowids())), last, has_b)
         inputs["pooling_mask"] = tf.cast(mask, tf.int32).to_tensor(
             default_value=0, shape=tf.shape(inputs["input_ids"], out_type=tf.int64))
-    return PackedWindows(inputs, text, num_windows)
+    return inputs, text, num_windows
 
 
 def _max_context(windows, offset, num_tokens):

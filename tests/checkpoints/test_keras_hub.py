@@ -121,17 +121,18 @@ def test_minilm_preset_in_equals_keras_hub(minilm_preset):
                                           max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
     assert files.vocab_file == os.path.join(minilm_preset, "assets", "tokenizer", "vocabulary.txt")
     assert files.do_lower_case is True
-    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
-                                         init_checkpoint=minilm_preset, required_heads=("classifier",))
-    assert loaded.report.missing == [] and loaded.report.unused == []
+    loaded = checkpoints.load_pretrained(init_checkpoint=minilm_preset)
+    model = task_models.BertClassifier(loaded.config, 2)
+    report = loaded.restore(model, required_heads=("classifier",))
+    assert report.missing == [] and report.unused == []
     batch = _encode(loaded.tokenizer, _texts())
-    ours = loaded.model(batch)
+    ours = model(batch)
     np.testing.assert_allclose(ours["logits"], theirs(_keras_hub_inputs(batch)), atol=1e-5)
     backbone = theirs.backbone(_keras_hub_inputs(batch))
-    ours = loaded.model.bert(batch)
+    ours = model.bert(batch)
     _assert_close_on_real_tokens(ours["sequence_output"], backbone["sequence_output"], batch["input_mask"], 1e-5)
     np.testing.assert_allclose(ours["pooled_output"], backbone["pooled_output"], atol=1e-5)
-    assert checkpoints.restore(loaded.model.bert, minilm_preset).unused == [
+    assert checkpoints.restore(model.bert, minilm_preset).unused == [
         "output_bias", "output_weights"]  # an encoder has no place for the head, reported by its original names
 
 
@@ -352,10 +353,11 @@ def test_scripts(small_preset, tmp_path):
 
     texts = _texts(8)
     theirs = _at_128(keras_hub.models.BertTextClassifier.from_preset(str(out)))
-    loaded = checkpoints.load_pretrained(lambda config, restored: task_models.BertClassifier(config, 2),
-                                         init_checkpoint=small_preset, required_heads=("classifier",))
+    loaded = checkpoints.load_pretrained(init_checkpoint=small_preset)
+    model = loaded.build_model(lambda config, restored: task_models.BertClassifier(config, 2),
+                               ("classifier",))
     batch = _encode(loaded.tokenizer, texts)
-    np.testing.assert_allclose(theirs.predict(texts, verbose=0), loaded.model(batch)["logits"], atol=1e-5)
+    np.testing.assert_allclose(theirs.predict(texts, verbose=0), model(batch)["logits"], atol=1e-5)
     assert sorted(os.listdir(release)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                            "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
 

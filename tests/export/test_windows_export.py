@@ -85,17 +85,19 @@ def test_in_graph_windows_equal_packing_windows():
                 owners.append(i)
         ragged = [tf.RaggedTensor.from_row_lengths(tf.constant([t for text in texts for t in text], tf.int32),
                                                    [len(text) for text in texts]) for texts in (texts_a, texts_b)]
-        got = preprocessing.pack_windows(*ragged if trial % 2 else ragged[:1], max_seq_length=length,
-                                         doc_stride=stride, cls_id=CLS_ID, sep_id=SEP_ID, pad_to_max_seq_length=pad,
-                                         pooling_mask=True)
-        width = got.inputs["input_ids"].shape[1]
+        got, text, num_windows = preprocessing.pack_windows(
+            *ragged if trial % 2 else ragged[:1], max_seq_length=length, doc_stride=stride,
+            cls_id=CLS_ID, sep_id=SEP_ID, pad_to_max_seq_length=pad, pooling_mask=True)
+        width = got["input_ids"].shape[1]
         assert width == (length if pad else max([sum(row[1]) for row in rows], default=1))
         for k, name in enumerate((*packing.INPUT_NAMES, "pooling_mask")):
             expected = np.array([row[k] for row in rows], np.int32).reshape(-1, length)
             assert not expected[:, width:].any()
-            np.testing.assert_array_equal(got.inputs[name].numpy(), expected[:, :width], err_msg=f"{trial} {name}")
-        np.testing.assert_array_equal(got.text.numpy(), owners)
-        np.testing.assert_array_equal(got.num_windows.numpy(), np.bincount(owners, minlength=len(texts_a)))
+            np.testing.assert_array_equal(got[name].numpy(), expected[:, :width],
+                                          err_msg=f"{trial} {name}")
+        np.testing.assert_array_equal(text.numpy(), owners)
+        np.testing.assert_array_equal(num_windows.numpy(),
+                                      np.bincount(owners, minlength=len(texts_a)))
 
 
 def max_scaled(probabilities):
@@ -178,7 +180,7 @@ def test_every_classifier_task_pools_its_windows_as_run_classifier(tiny):
         for pooling in packing.WINDOW_POOLINGS:
             module = saved_model._ServingModule(model, spec, None, LABELS if spec.labelled else None,
                                                 window_pooling=pooling)
-            out = module.window_outputs(windows)
+            out = module.window_outputs(*windows)
             if task == "regression":
                 expected = by_hand["predictions"].max() if pooling == "max" else by_hand["predictions"].mean()
                 np.testing.assert_allclose(out["predictions"][0], expected, atol=1e-5)
@@ -220,7 +222,8 @@ def test_embedding_export_equals_the_sentence_encoder(tmp_path, tiny):
     ids = tf.ragged.constant([tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) for text in texts])
     windows = preprocessing.pack_windows(ids, max_seq_length=MAX_LEN, doc_stride=STRIDE,
                                          cls_id=tokenizer.vocab["[CLS]"], sep_id=tokenizer.vocab["[SEP]"])
-    got = saved_model._ServingModule(cls, task_models.REGISTRY["embedding"], None, None).window_outputs(windows)
+    module = saved_model._ServingModule(cls, task_models.REGISTRY["embedding"], None, None)
+    got = module.window_outputs(*windows)
     np.testing.assert_allclose(got["embedding"], embeddings.SentenceEncoder(cls, tokenizer, MAX_LEN, doc_stride=STRIDE)
                                .encode(texts), atol=1e-5)
 
