@@ -204,18 +204,19 @@ class MnliProcessor(DataProcessor):
         return self._create_examples(read_tsv(os.path.join(data_dir, "test_matched.tsv")), "test")
 
     def dev_splits(self, data_dir):
-        splits = [("", self.get_dev_examples(data_dir))]
-        path = os.path.join(data_dir, "dev_mismatched.tsv")
-        if _exists_or_warn(path):
-            splits.append(("_mm", self._create_examples(read_tsv(path), "dev_mismatched")))
-        return splits
+        return [("", self.get_dev_examples(data_dir))] + self._mismatched(data_dir, "dev")
 
     def test_splits(self, data_dir):
-        splits = [("", self.get_test_examples(data_dir), "MNLI-m")]
-        path = os.path.join(data_dir, "test_mismatched.tsv")
-        if _exists_or_warn(path):
-            splits.append(("_mm", self._create_examples(read_tsv(path), "test_mismatched"), "MNLI-mm"))
-        return splits
+        return [("", self.get_test_examples(data_dir), "MNLI-m")] + [
+            (*split, "MNLI-mm") for split in self._mismatched(data_dir, "test")]
+
+    def _mismatched(self, data_dir, split):
+        """[("_mm", the examples of data_dir/<split>_mismatched.tsv)], or [] with a warning where it is missing."""
+        path = os.path.join(data_dir, f"{split}_mismatched.tsv")
+        if not fileio.exists(path):
+            logging.warning("%s not found: skipping the MNLI mismatched set.", path)
+            return []
+        return [("_mm", self._create_examples(read_tsv(path), f"{split}_mismatched"))]
 
     def get_labels(self):
         return ["contradiction", "entailment", "neutral"]
@@ -234,23 +235,16 @@ class MnliProcessor(DataProcessor):
         return examples
 
 
-def _exists_or_warn(path):
-    if fileio.exists(path):
-        return True
-    logging.warning("%s not found: skipping the MNLI mismatched set.", path)
-    return False
-
-
 class _PairProcessor(DataProcessor):
     """Tasks whose files share one layout: a header, then text/label columns at fixed positions.
 
-    Subclasses set `labels` (the first: a test example's), `text_columns`, `test_text_columns`, `label_column`,
-    `guid_column` (None: the line number) and `has_header` (of train and dev; a test file has one). A test file's
-    first column is the id its submission file reports.
+    Subclasses set `labels` (the first: a test example's), `text_columns`, `test_text_columns` (None: the same),
+    `label_column`, `guid_column` (None: the line number) and `has_header` (of train and dev; a test file has one).
+    A test file's first column is the id its submission file reports.
     """
     labels = ("0", "1")
     text_columns = (3, 4)
-    test_text_columns = (3, 4)
+    test_text_columns = None
     label_column = 0
     guid_column = None
     has_header = True
@@ -272,7 +266,7 @@ class _PairProcessor(DataProcessor):
 
     def _create_examples(self, lines, set_type):
         test = set_type == "test"
-        columns = self.test_text_columns if test else self.text_columns
+        columns = self.test_text_columns if test and self.test_text_columns else self.text_columns
         examples = []
         for i, line in enumerate(lines):
             if i == 0 and (test or self.has_header):
@@ -313,7 +307,6 @@ class Sst2Processor(_PairProcessor):
 
 class QqpProcessor(_PairProcessor):
     """QQP (GLUE): `id  qid1  qid2  question1  question2  is_duplicate`; test `id  question1  question2`."""
-    text_columns = (3, 4)
     test_text_columns = (1, 2)
     label_column = 5
     guid_column = 0
@@ -325,7 +318,6 @@ class QnliProcessor(_PairProcessor):
     """QNLI (GLUE): `index  question  sentence  label`; test without the label."""
     labels = ("entailment", "not_entailment")
     text_columns = (1, 2)
-    test_text_columns = (1, 2)
     label_column = -1
     guid_column = 0
     submission_name = "QNLI"
@@ -348,7 +340,6 @@ class StsbProcessor(_PairProcessor):
     metrics = ("pearson", "spearman")
     labels = (0.0,)
     text_columns = (7, 8)
-    test_text_columns = (7, 8)
     label_column = -1
     guid_column = 0
     submission_name = "STS-B"
