@@ -80,8 +80,8 @@ def _log_feature(feature, is_training, example):
         logging.info("answer: %s", tokenization.printable_text(answer_text))
 
 
-def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
-                      log_examples=20):
+def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                      is_training):
     """Yields the InputFeatures of `examples` (a feature per window), then logs how many questions max_query_length
     cut."""
     validate_lengths(max_seq_length, max_query_length, doc_stride)
@@ -156,7 +156,7 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
                 token_to_orig_map=token_to_orig_map, token_is_max_context=token_is_max_context,
                 input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
                 start_position=start_position, end_position=end_position, is_impossible=example.is_impossible)
-            if example_index < log_examples:
+            if example_index < 20:
                 _log_feature(feature, is_training, example)
             yield feature
             unique_id += 1
