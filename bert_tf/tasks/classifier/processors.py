@@ -351,10 +351,9 @@ class TsvProcessor(DataProcessor):
     """Your own data: train/dev/test.tsv in data_dir, a header naming the columns `text_a`, `label` (optional in test),
     `text_b`, `id` (optional); others ignored. Labels: the sorted training labels, recorded in output_dir when training
     and read back otherwise. `columns` ({field of COLUMNS: name}) renames the columns; naming text_b makes it
-    required. The csv task differs in `_read_lines`, the jsonl task in `_rows`."""
+    required. The csv and jsonl tasks differ only in `_rows`."""
     extension = "tsv"  # of the files, and the task's name
     separator = "tab"
-    _read_lines = staticmethod(read_tsv)  # a file's TsvLines
     submission_name = "predictions"
     submission_id_header = "id"
 
@@ -400,9 +399,12 @@ class TsvProcessor(DataProcessor):
         names = self.columns
         return f"{names['text_a']}, {names['label']}, and optionally {names['text_b']} and {names['id']}"
 
+    def _lines(self, path):
+        return read_tsv(path)
+
     def _rows(self, path, required):
         """[(source `file:line`, {field: value})] of `path`; an error unless each has the `required` fields."""
-        lines = self._read_lines(path)
+        lines = self._lines(path)
         if not lines:
             raise ValueError(f"{path}: empty file; expected a header line naming the columns ({self._expected()}).")
         header = [name.strip().lower() for name in lines[0]]
@@ -461,7 +463,9 @@ class CsvProcessor(TsvProcessor):
     """Your own data as CSV: train/dev/test.csv, with a header row as the tsv task's."""
     extension = "csv"
     separator = "comma"
-    _read_lines = staticmethod(read_csv)
+
+    def _lines(self, path):
+        return read_csv(path)
 
 
 class JsonlProcessor(TsvProcessor):
