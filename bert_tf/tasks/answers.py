@@ -152,8 +152,7 @@ class TextClassifier(_Answerer):
         return answers
 
     def _outputs(self, texts, pairs):
-        """The model's outputs ({name: [len(texts), ...]}) on the texts as run_classifier.py packs, windows and pools
-        them."""
+        """{name: [len(texts), ...]}: the outputs, as run_classifier.py packs, windows and pools."""
         regression, multi_label = self.task == "regression", self.task == "multi_label"
         label = 0.0 if regression else [] if multi_label else self.labels[0]  # unused: no loss is computed
         label_list = None if regression else self.labels

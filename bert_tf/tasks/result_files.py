@@ -1,5 +1,4 @@
-"""The run scripts' result files, formatted as the original writes them and written atomically (`bert_tf.fileio`).
-"""
+"""The run scripts' result files, formatted as the original writes them, written atomically."""
 import numpy as np
 from absl import logging
 

@@ -1,5 +1,5 @@
 """Sentence (pair) classification: the original run_classifier.py's names, plus the other GLUE tasks
-and the `tsv`/`csv`/`jsonl` tasks for your own data. Modules: `processors` (examples), `features`
+and tasks for your own data (`tsv`, `csv`, `jsonl`). Modules: `processors` (examples), `features`
 (packing, the TFRecords), `metrics`, `task` (losses, evaluation, prediction, `ClassifierTask`);
 their public names are importable from here.
 """

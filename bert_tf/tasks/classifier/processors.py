@@ -351,7 +351,7 @@ class TsvProcessor(DataProcessor):
     """Your own data: train/dev/test.tsv in data_dir, a header naming the columns `text_a`, `label` (optional in test),
     `text_b`, `id` (optional); others ignored. Labels: the sorted training labels, recorded in output_dir when training
     and read back otherwise. `columns` ({field of COLUMNS: name}) renames the columns; naming text_b makes it
-    required. The csv and jsonl tasks differ only in `_rows`."""
+    required. The csv task differs in `_lines`, the jsonl task in `_rows`."""
     extension = "tsv"  # of the files, and the task's name
     separator = "tab"
     submission_name = "predictions"
