@@ -152,8 +152,7 @@ class TextClassifier(_Answerer):
         return answers
 
     def _outputs(self, texts, pairs):
-        """The model's outputs ({name: [len(texts), ...]}) on the texts as run_classifier.py packs, windows and pools
-        them."""
+        """{name: [len(texts), ...]}: the outputs, as run_classifier.py packs, windows and pools."""
         regression, multi_label = self.task == "regression", self.task == "multi_label"
         label = 0.0 if regression else [] if multi_label else self.labels[0]  # unused: no loss is computed
         label_list = None if regression else self.labels
@@ -223,13 +222,15 @@ class SpanAnswerer(_Answerer):
 
 
 def _context_span(context, span):
-    """(start, end) in `context` of a squad.AnswerSpan, whose text joins the context's words with single spaces."""
+    """(start, end) in `context` of an answer's place (`squad.compute_predictions`' answer_spans:
+    first and last word, start and end in those words joined by single spaces)."""
+    first_word, last_word, start, end = span
     words, char_to_word_offset = squad.split_paragraph(context)
     positions = []  # of each character of those words joined by single spaces, in `context`
-    for word in range(span.first_word, span.last_word + 1):
+    for word in range(first_word, last_word + 1):
         first = char_to_word_offset.index(word)  # the word's first character (the spaces after it share its index)
         positions += [*range(first, first + len(words[word])), None]
-    return positions[span.start], positions[span.end - 1] + 1
+    return positions[start], positions[end - 1] + 1
 
 
 class EntityTagger(_Answerer):

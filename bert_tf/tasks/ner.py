@@ -104,14 +104,6 @@ def check_labels(examples, label_list, source="the label list"):
                                  f"{example.words[i]!r}); {source} has {', '.join(label_list)}.")
 
 
-def warn_if_not_bio(label_list):
-    odd = [label for label in label_list if label != "O" and not (len(label) > 2 and label[0] in "BIES"
-                                                                 and label[1] == "-")]
-    if odd:
-        logging.warning("Labels %s are not in the IOB/IOBES form (O, B-X, I-X, ...) seqeval expects; the "
-                        "entity-level metrics will not mean much.", ", ".join(odd))
-
-
 # --- features --------------------------------------------------------------------------------------------------
 
 def split_windows(piece_counts, max_tokens):
@@ -167,15 +159,13 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
             for feature in convert_example(example_index, example, label_map, max_seq_length, tokenizer))
 
 
+_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # the arrays with a sequence axis
+
+
 def features_to_arrays(features):
     """[InputFeatures] -> (features dict, labels dict) of int32 numpy arrays [N, S]."""
-    def stack(name):
-        return np.array([getattr(f, name) for f in features], np.int32)
-    return ({name: stack(name) for name in packing.INPUT_NAMES},
-            {"label_ids": stack("label_ids")})
-
-
-_FEATURES = (*packing.INPUT_NAMES, "label_ids")  # the arrays with a sequence axis
+    arrays = {name: np.array([getattr(f, name) for f in features], np.int32) for name in _FEATURES}
+    return {name: arrays[name] for name in packing.INPUT_NAMES}, {"label_ids": arrays["label_ids"]}
 
 
 # --- model and loss --------------------------------------------------------------------------------------------
@@ -313,7 +303,11 @@ class NerTask(Task):
         --class_weights."""
         self.label_list, source = resolve_label_list(run.output_dir, self.data_dir, self.label_list_arg,
                                                      run.do_train)
-        warn_if_not_bio(self.label_list)
+        odd = [label for label in self.label_list
+               if label != "O" and not (len(label) > 2 and label[0] in "BIES" and label[1] == "-")]
+        if odd:
+            logging.warning("Labels %s are not in the IOB/IOBES form (O, B-X, I-X, ...) seqeval "
+                            "expects; the entity-level metrics will not mean much.", ", ".join(odd))
         logging.info("Labels (%d, from %s): %s", len(self.label_list), source, " ".join(self.label_list))
         files = {"train": (run.do_train, os.path.join(self.data_dir, "train.txt")),
                  "dev": (run.do_eval, None), "test": (run.do_predict, os.path.join(self.data_dir, "test.txt"))}

@@ -1,22 +1,18 @@
-"""The run scripts' result files, formatted as the original writes them and written atomically (`bert_tf.fileio`).
-"""
+"""The run scripts' result files, formatted as the original writes them, written atomically."""
 import numpy as np
 from absl import logging
 
 from bert_tf import fileio
 
 
-def format_eval_results(results):
-    """The original's eval_results.txt: `key = value` lines, keys sorted, values as str() prints them."""
-    return "".join(f"{key} = {str(results[key])}\n" for key in sorted(results))
-
-
 def write_eval_results(path, results, title="Eval results"):
-    """Logs the results (`***** <title> *****`, then the lines) and writes them to `path` as eval_results.txt."""
+    """Logs the results (`***** <title> *****`, then the lines) and writes them to `path` as the
+    original's eval_results.txt: `key = value` lines, keys sorted, values as str() prints them."""
     logging.info("***** %s *****", title)
     for key in sorted(results):
         logging.info("  %s = %s", key, str(results[key]))
-    fileio.write_text_atomically(path, format_eval_results(results))
+    text = "".join(f"{key} = {str(results[key])}\n" for key in sorted(results))
+    fileio.write_text_atomically(path, text)
 
 
 def format_probabilities(rows):

@@ -62,23 +62,19 @@ def read_swag(input_file, set_type="data", require_label=True):
             raise ValueError(f"{where}: {len(row)} fields, the header has {len(header)}{detail}.")
         label = None
         if label_index is not None and (require_label or row[label_index].strip()):
-            label = parse_label(row[label_index], where)
+            try:
+                label = int(row[label_index].strip())
+            except ValueError:
+                raise ValueError(f"{where}: label {row[label_index]!r} is not an integer "
+                                 f"(0..{NUM_CHOICES - 1}).") from None
+            if not 0 <= label < NUM_CHOICES:
+                raise ValueError(f"{where}: label {label} is out of range (0..{NUM_CHOICES - 1}).")
         examples.append(InputExample(
             f"{set_type}-{len(examples)}", row[index["sent1"]], row[index["sent2"]],
             [row[index[name]] for name in ENDING_COLUMNS], label, input_file, rows.line_num))
     if not examples:
         raise ValueError(f"{input_file}: no examples after the header.")
     return examples
-
-
-def parse_label(text, where="label"):
-    try:
-        label = int(text.strip())
-    except ValueError:
-        raise ValueError(f"{where}: label {text!r} is not an integer (0..{NUM_CHOICES - 1}).") from None
-    if not 0 <= label < NUM_CHOICES:
-        raise ValueError(f"{where}: label {label} is out of range (0..{NUM_CHOICES - 1}).")
-    return label
 
 
 # --- features --------------------------------------------------------------------------------------------------

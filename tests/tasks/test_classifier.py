@@ -541,7 +541,7 @@ def test_glue_metrics_known_values():
         clf.glue_metrics(("bleu",), predictions, labels)
 
 
-def test_eval_metrics_weighting_and_keys():
+def test_eval_metrics_weighting_and_keys(tmp_path):
     # 5 examples in batches of 3 and 2, the last one a padding example.
     features = [clf.InputFeatures([0], [0], [0], label, real)
                 for label, real in [(1, True), (0, True), (1, True), (1, True), (0, False)]]
@@ -556,7 +556,8 @@ def test_eval_metrics_weighting_and_keys():
     assert result["global_step"] == 7
     assert result["eval_f1"] == pytest.approx(2 * 2 / (2 * 2 + 1))
     assert isinstance(result["eval_loss"], np.float32)
-    assert result_files.format_eval_results(result).splitlines() == [
+    result_files.write_eval_results(str(tmp_path / "eval_results.txt"), result)
+    assert (tmp_path / "eval_results.txt").read_text().splitlines() == [
         "eval_accuracy = 0.75", "eval_f1 = 0.8", "eval_loss = 2.5", f"eval_mcc = {str(result['eval_mcc'])}",
         "global_step = 7", "loss = 4.5"]
 

@@ -520,8 +520,9 @@ def _assert_answers_are_the_runs(out):
 
 
 def test_answers_lie_where_the_context_holds_them():
-    """A SQuAD answer's words joined by single spaces (postprocess.AnswerSpan) found in the context as written: runs
-    of spaces and line breaks, accents, no-break spaces (inside a word for SQuAD), CJK and emoji."""
+    """A SQuAD answer's words joined by single spaces (compute_predictions' answer_spans) found in
+    the context as written: runs of spaces and line breaks, accents, no-break spaces (inside a word
+    for SQuAD), CJK and emoji."""
     from bert_tf.tasks.answers import _context_span
 
     context = "  Le  café\u00a0noir\n\t😀 中国  ende"
@@ -529,7 +530,7 @@ def test_answers_lie_where_the_context_holds_them():
     assert words == ["Le", "café\u00a0noir", "😀", "中国", "ende"]
     for first, last, start, end, expected in [(0, 0, 0, 2, "Le"), (1, 2, 2, 11, "fé\u00a0noir\n\t😀"),
                                                (3, 4, 1, 6, "国  end"), (0, 4, 0, 22, context.strip())]:
-        begin, stop = _context_span(context, postprocess.AnswerSpan(first, last, start, end))
+        begin, stop = _context_span(context, (first, last, start, end))
         assert context[begin:stop] == expected, (first, last, start, end)
 
 

@@ -1,10 +1,7 @@
-"""Sentence (pair) classification: the original run_classifier.py's data side (processors `cola`, `mnli`, `mrpc`,
-`xnli`, packing, records, result files), plus the other GLUE tasks, their metrics and submission files, and
-`tsv`/`csv`/`jsonl` tasks for your own data.
-
-Modules: `processors` (examples), `features` (packing, the TFRecords), `metrics` (the Estimator's figures, GLUE
-metrics), `task` (the losses, evaluation, prediction, `ClassifierTask`). Their public names are
-importable from here.
+"""Sentence (pair) classification: the original run_classifier.py's names, plus the other GLUE tasks
+and tasks for your own data (`tsv`, `csv`, `jsonl`). Modules: `processors` (examples), `features`
+(packing, the TFRecords), `metrics`, `task` (losses, evaluation, prediction, `ClassifierTask`);
+their public names are importable from here.
 """
 from bert_tf.tasks.classifier.features import (
     InputFeatures,

@@ -18,7 +18,6 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.data import label_lists
 from bert_tf.tasks import run_record
-from bert_tf.text import tokenization
 
 
 @dataclasses.dataclass
@@ -167,24 +166,21 @@ class XnliProcessor(DataProcessor):
         lines = read_tsv(os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
         examples = []
         for i, line in enumerate(lines[1:], start=1):
-            label = tokenization.convert_to_unicode(line.field(2))
+            label = line.field(2)
             if label == "contradictory":
                 label = "contradiction"
-            examples.append(InputExample(
-                guid="train-%d" % i, text_a=tokenization.convert_to_unicode(line.field(0)),
-                text_b=tokenization.convert_to_unicode(line.field(1)), label=label, source=line.source))
+            examples.append(InputExample(guid="train-%d" % i, text_a=line.field(0), text_b=line.field(1),
+                                         label=label, source=line.source))
         return examples
 
     def get_dev_examples(self, data_dir):
         lines = read_tsv(os.path.join(data_dir, "xnli.dev.tsv"))
         examples = []
         for i, line in enumerate(lines[1:], start=1):
-            if tokenization.convert_to_unicode(line.field(0)) != tokenization.convert_to_unicode(self.language):
+            if line.field(0) != self.language:
                 continue
-            examples.append(InputExample(
-                guid="dev-%d" % i, text_a=tokenization.convert_to_unicode(line.field(6)),
-                text_b=tokenization.convert_to_unicode(line.field(7)),
-                label=tokenization.convert_to_unicode(line.field(1)), source=line.source))
+            examples.append(InputExample(guid="dev-%d" % i, text_a=line.field(6), text_b=line.field(7),
+                                         label=line.field(1), source=line.source))
         return examples
 
     def get_labels(self):
@@ -204,18 +200,19 @@ class MnliProcessor(DataProcessor):
         return self._create_examples(read_tsv(os.path.join(data_dir, "test_matched.tsv")), "test")
 
     def dev_splits(self, data_dir):
-        splits = [("", self.get_dev_examples(data_dir))]
-        path = os.path.join(data_dir, "dev_mismatched.tsv")
-        if _exists_or_warn(path):
-            splits.append(("_mm", self._create_examples(read_tsv(path), "dev_mismatched")))
-        return splits
+        return [("", self.get_dev_examples(data_dir))] + self._mismatched(data_dir, "dev")
 
     def test_splits(self, data_dir):
-        splits = [("", self.get_test_examples(data_dir), "MNLI-m")]
-        path = os.path.join(data_dir, "test_mismatched.tsv")
-        if _exists_or_warn(path):
-            splits.append(("_mm", self._create_examples(read_tsv(path), "test_mismatched"), "MNLI-mm"))
-        return splits
+        return [("", self.get_test_examples(data_dir), "MNLI-m")] + [
+            (*split, "MNLI-mm") for split in self._mismatched(data_dir, "test")]
+
+    def _mismatched(self, data_dir, split):
+        """[("_mm", the examples of data_dir/<split>_mismatched.tsv)], or [] (a warning)."""
+        path = os.path.join(data_dir, f"{split}_mismatched.tsv")
+        if not fileio.exists(path):
+            logging.warning("%s not found: skipping the MNLI mismatched set.", path)
+            return []
+        return [("_mm", self._create_examples(read_tsv(path), f"{split}_mismatched"))]
 
     def get_labels(self):
         return ["contradiction", "entailment", "neutral"]
@@ -224,33 +221,24 @@ class MnliProcessor(DataProcessor):
         test = set_type.startswith("test")
         examples = []
         for line in lines[1:]:
-            index = tokenization.convert_to_unicode(line.field(0))
+            index = line.field(0)
             examples.append(InputExample(
-                guid="%s-%s" % (set_type, index),
-                text_a=tokenization.convert_to_unicode(line.field(8)),
-                text_b=tokenization.convert_to_unicode(line.field(9)),
-                label="contradiction" if test else tokenization.convert_to_unicode(line.field(-1)),
-                example_id=index, source=line.source))
+                guid="%s-%s" % (set_type, index), text_a=line.field(8), text_b=line.field(9),
+                label="contradiction" if test else line.field(-1), example_id=index, source=line.source))
         return examples
-
-
-def _exists_or_warn(path):
-    if fileio.exists(path):
-        return True
-    logging.warning("%s not found: skipping the MNLI mismatched set.", path)
-    return False
 
 
 class _PairProcessor(DataProcessor):
     """Tasks whose files share one layout: a header, then text/label columns at fixed positions.
 
-    Subclasses set `labels` (the first: a test example's), `text_columns`, `test_text_columns`, `label_column`,
-    `guid_column` (None: the line number) and `has_header` (of train and dev; a test file has one). A test file's
-    first column is the id its submission file reports.
+    Subclasses set `labels` (the first: a test example's), `text_columns`, `test_text_columns`
+    (None: the same), `label_column`, `guid_column` (None: the line number) and `has_header` (of
+    train and dev; a test file has one). A test file's first column is the id its submission file
+    reports.
     """
     labels = ("0", "1")
     text_columns = (3, 4)
-    test_text_columns = (3, 4)
+    test_text_columns = None
     label_column = 0
     guid_column = None
     has_header = True
@@ -268,22 +256,21 @@ class _PairProcessor(DataProcessor):
         return list(self.labels)
 
     def _label(self, line):
-        return tokenization.convert_to_unicode(line.field(self.label_column))
+        return line.field(self.label_column)
 
     def _create_examples(self, lines, set_type):
         test = set_type == "test"
-        columns = self.test_text_columns if test else self.text_columns
+        columns = self.test_text_columns if test and self.test_text_columns else self.text_columns
         examples = []
         for i, line in enumerate(lines):
             if i == 0 and (test or self.has_header):
                 continue
-            key = i if self.guid_column is None else tokenization.convert_to_unicode(line.field(self.guid_column))
-            text_b = tokenization.convert_to_unicode(line.field(columns[1])) if len(columns) > 1 else None
+            key = i if self.guid_column is None else line.field(self.guid_column)
             examples.append(InputExample(
-                guid="%s-%s" % (set_type, key), text_a=tokenization.convert_to_unicode(line.field(columns[0])),
-                text_b=text_b, label=self.labels[0] if test else self._label(line),
-                example_id=tokenization.convert_to_unicode(line.field(0)) if test else None,
-                source=line.source))
+                guid="%s-%s" % (set_type, key), text_a=line.field(columns[0]),
+                text_b=line.field(columns[1]) if len(columns) > 1 else None,
+                label=self.labels[0] if test else self._label(line),
+                example_id=line.field(0) if test else None, source=line.source))
         return examples
 
 
@@ -313,7 +300,6 @@ class Sst2Processor(_PairProcessor):
 
 class QqpProcessor(_PairProcessor):
     """QQP (GLUE): `id  qid1  qid2  question1  question2  is_duplicate`; test `id  question1  question2`."""
-    text_columns = (3, 4)
     test_text_columns = (1, 2)
     label_column = 5
     guid_column = 0
@@ -325,7 +311,6 @@ class QnliProcessor(_PairProcessor):
     """QNLI (GLUE): `index  question  sentence  label`; test without the label."""
     labels = ("entailment", "not_entailment")
     text_columns = (1, 2)
-    test_text_columns = (1, 2)
     label_column = -1
     guid_column = 0
     submission_name = "QNLI"
@@ -348,7 +333,6 @@ class StsbProcessor(_PairProcessor):
     metrics = ("pearson", "spearman")
     labels = (0.0,)
     text_columns = (7, 8)
-    test_text_columns = (7, 8)
     label_column = -1
     guid_column = 0
     submission_name = "STS-B"
@@ -367,7 +351,7 @@ class TsvProcessor(DataProcessor):
     """Your own data: train/dev/test.tsv in data_dir, a header naming the columns `text_a`, `label` (optional in test),
     `text_b`, `id` (optional); others ignored. Labels: the sorted training labels, recorded in output_dir when training
     and read back otherwise. `columns` ({field of COLUMNS: name}) renames the columns; naming text_b makes it
-    required. The csv and jsonl tasks differ only in `_rows`."""
+    required. The csv task differs in `_lines`, the jsonl task in `_rows`."""
     extension = "tsv"  # of the files, and the task's name
     separator = "tab"
     submission_name = "predictions"

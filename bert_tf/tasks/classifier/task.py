@@ -228,7 +228,6 @@ class ClassifierTask(Task):
 
     @property
     def spec(self):
-        """The regression, multi-label or classifier model spec."""
         return task_models.REGISTRY["regression" if self.processor.is_regression
                                     else "multi_label" if self.multi_label else "classifier"]
 

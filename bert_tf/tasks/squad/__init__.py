@@ -1,9 +1,7 @@
-"""SQuAD v1.1 / v2.0 question answering (the original run_squad.py), each step with the original's rules.
-
-Modules: `examples` (SQuAD json -> SquadExamples), `features` (windows, the original TFRecords, the loss), `postprocess`
-(n-best spans -> the original's JSON files; its one deliberate difference), `evaluate` (the official evaluation), `task`
-(SquadTask). The public names that the original run_squad.py has, and those other modules use, are importable
-from here.
+"""SQuAD v1.1 / v2.0 question answering (the original run_squad.py). Modules: `examples`, `features`
+(windows, the TFRecords, the loss), `postprocess` (n-best spans -> the JSON files; its one
+deliberate difference), `evaluate` (the official evaluation), `task` (SquadTask); the original's
+public names, and those other modules use, are importable from here.
 """
 from bert_tf.tasks.squad.examples import (
     SquadExample,

@@ -80,8 +80,8 @@ def _log_feature(feature, is_training, example):
         logging.info("answer: %s", tokenization.printable_text(answer_text))
 
 
-def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
-                      log_examples=20):
+def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                      is_training):
     """Yields the InputFeatures of `examples` (a feature per window), then logs how many questions max_query_length
     cut."""
     validate_lengths(max_seq_length, max_query_length, doc_stride)
@@ -156,7 +156,7 @@ def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query
                 token_to_orig_map=token_to_orig_map, token_is_max_context=token_is_max_context,
                 input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
                 start_position=start_position, end_position=end_position, is_impossible=example.is_impossible)
-            if example_index < log_examples:
+            if example_index < 20:
                 _log_feature(feature, is_training, example)
             yield feature
             unique_id += 1
@@ -177,16 +177,6 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     return count
 
 
-def feature_to_example(feature, is_training):
-    """InputFeatures -> tf.train.Example with the original run_squad.py schema."""
-    values = {"unique_ids": feature.unique_id, "input_ids": feature.input_ids, "input_mask": feature.input_mask,
-              "segment_ids": feature.segment_ids}
-    if is_training:
-        values.update(start_positions=feature.start_position, end_positions=feature.end_position,
-                      is_impossible=1 if feature.is_impossible else 0)
-    return records.example(values, name_to_features(len(feature.input_ids), is_training, written=True))
-
-
 class FeatureWriter:
     """The original's FeatureWriter, atomic: the file appears on `close()`; an exception in its `with` discards it."""
 
@@ -198,8 +188,16 @@ class FeatureWriter:
         self.written = self._stack.enter_context(records.writer(filename))
 
     def process_feature(self, feature):
+        """Writes `feature` as a tf.train.Example of the original run_squad.py schema."""
         self.num_features += 1
-        self.written(feature_to_example(feature, self.is_training).SerializeToString(deterministic=True))
+        values = {"unique_ids": feature.unique_id, "input_ids": feature.input_ids,
+                  "input_mask": feature.input_mask, "segment_ids": feature.segment_ids}
+        if self.is_training:
+            values.update(start_positions=feature.start_position,
+                          end_positions=feature.end_position,
+                          is_impossible=1 if feature.is_impossible else 0)
+        schema = name_to_features(len(feature.input_ids), self.is_training, written=True)
+        self.written(records.example(values, schema).SerializeToString(deterministic=True))
 
     def close(self):
         self._stack.close()

@@ -123,7 +123,8 @@ def final_span(pred_text, orig_text, do_lower_case, verbose_logging=False):
 
 
 def _span_text(example, feature, pred, do_lower_case, verbose_logging):
-    """(the original text of a non-null candidate span, its AnswerSpan)."""
+    """(the original text of a non-null candidate span, its place: (first word, last word) of the
+    example's doc_tokens, (start, end) of the text in those words joined by single spaces)."""
     tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
     orig_doc_end = feature.token_to_orig_map[pred.end_index]
@@ -133,20 +134,15 @@ def _span_text(example, feature, pred, do_lower_case, verbose_logging):
     tok_text = " ".join(tok_text.strip().split())
     orig_text = " ".join(orig_tokens)
     start, end = final_span(tok_text, orig_text, do_lower_case, verbose_logging)
-    return orig_text[start:end], AnswerSpan(orig_doc_start, orig_doc_end, start, end)
-
-
-# Where an answer lies in its example: its first and last words (doc_tokens indexes) and its characters in those
-# words joined by single spaces (`get_final_text`'s orig_text).
-AnswerSpan = collections.namedtuple("AnswerSpan", ["first_word", "last_word", "start", "end"])
+    return orig_text[start:end], (orig_doc_start, orig_doc_end, start, end)
 
 
 def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
                         version_2_with_negative=False, null_score_diff_threshold=0.0, verbose_logging=False,
                         answer_spans=None):
     """The original write_predictions without the files -> (predictions, nbest, null_odds) by qas_id: the answer text,
-    the n-best dicts, (v2) null minus best non-null score. `answer_spans` gets each (AnswerSpan or None,
-    probability)."""
+    the n-best dicts, (v2) null minus best non-null score.
+    `answer_spans` gets each (`_span_text`'s place or None, probability)."""
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
         example_index_to_features[feature.example_index].append(feature)
