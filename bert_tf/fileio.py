@@ -216,7 +216,8 @@ def read_text(path, what="Input file", encoding="utf-8"):
         return data.decode(encoding)
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason}).") from None
+        raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start}); convert the file to UTF-8 "
+                         "(e.g. iconv -f latin1 -t utf-8).") from None
 
 
 def read_json(path, what="JSON file"):

@@ -73,7 +73,8 @@ def test_read_errors_name_the_file(root):
     with pytest.raises(ValueError, match=rf"^{bad}:3:1: malformed JSON in BERT config file"):
         fileio.read_json(bad, "BERT config file")
     fileio.write_bytes_atomically(os.path.join(root, "latin1.txt"), b"ok\ncaf\xe9\n")
-    with pytest.raises(ValueError, match=r"latin1.txt:2: not valid UTF-8"):
+    with pytest.raises(ValueError, match=r"latin1.txt:2: not valid UTF-8 \(.* at byte 6\); convert the file to UTF-8 "
+                                         r"\(e\.g\. iconv -f latin1 -t utf-8\)"):
         fileio.read_text(os.path.join(root, "latin1.txt"))
     with pytest.raises(IsADirectoryError, match="is a directory"):
         fileio.read_bytes(root, "vocab file")
