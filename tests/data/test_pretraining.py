@@ -246,6 +246,34 @@ def test_interrupted_write_leaves_no_file(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_file_that_fails_to_close_leaves_no_output(tmp_path, monkeypatch):
+    """On gs:// a file uploads when it closes: one failing there leaves none of the outputs, not the others."""
+    open_file = fileio.open_file
+
+    class FailingClose:
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            return self.file.write(data)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            self.file.close()
+            raise OSError("upload failed")
+
+    def failing_open(path, mode, **kwargs):
+        file = open_file(path, mode, **kwargs)
+        return FailingClose(file) if os.path.basename(path).startswith("o1") else file
+
+    monkeypatch.setattr(fileio, "open_file", failing_open)
+    with pytest.raises(OSError, match="upload failed"):
+        wire.write_examples([b"x"] * 6, [str(tmp_path / f"o{i}") for i in range(3)])
+    assert os.listdir(tmp_path) == []
+
+
 # ---------------------------------------------------------------- fast mode
 
 def test_fast_mode_reproducible_resumable(tmp_path):

@@ -182,10 +182,11 @@ def write_examples(serialized, output_files, gzip=False, batch=4096):
     count per file."""
     pending = [[] for _ in output_files]
     counts = [0] * len(output_files)
-    with contextlib.ExitStack() as stack:  # gzip stream, then file, then rename
+    # Every file is closed (on gs://: uploaded) before any is renamed into place: a failure leaves none.
+    with contextlib.ExitStack() as renames, contextlib.ExitStack() as stack:
         files = []
         for path in output_files:
-            tmp = stack.enter_context(fileio.written_atomically(path))
+            tmp = renames.enter_context(fileio.written_atomically(path))
             file = stack.enter_context(fileio.open_file(tmp, "wb", name=""))
             if gzip:
                 file = stack.enter_context(
