@@ -1,4 +1,5 @@
 import json
+import logging
 import math
 import os
 import sys
@@ -62,6 +63,22 @@ def test_split_paragraph_maps_characters_to_words():
     tokens, offsets = squad.split_paragraph(" ab  c\u202fd\te\n")
     assert tokens == ["ab", "c", "d", "e"]
     assert offsets == [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_raw_results_pair_features_with_outputs_and_log_as_the_original(caplog):
+    features = [squad.InputFeatures(unique_id=1000000000 + i, example_index=i, doc_span_index=0, tokens=[],
+                                    token_to_orig_map={}, token_is_max_context={}, input_ids=[], input_mask=[],
+                                    segment_ids=[]) for i in range(2001)]
+    batches = [{"start_logits": np.full([n, 2], i, np.float32), "end_logits": np.zeros([n, 2], np.float32)}
+               for i, n in enumerate((1000, 1001))]
+    with caplog.at_level(logging.INFO):
+        results = postprocess.raw_results(features, batches)
+    assert [(r.unique_id, r.start_logits) for r in results[999:1001]] == [(1000000999, [0.0, 0.0]),
+                                                                          (1000001000, [1.0, 1.0])]
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Processing example")] == [
+        "Processing example: 0", "Processing example: 1000", "Processing example: 2000"]
+    with pytest.raises(ValueError, match="Got 2001 results for 2000 features"):
+        postprocess.raw_results(features[:-1], batches)
 
 
 def test_sliding_windows_and_max_context(tokenizer, caplog):

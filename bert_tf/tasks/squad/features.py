@@ -260,14 +260,14 @@ def span_loss(labels, outputs):
 def write_train_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
     """Converts training examples into a TFRecord file; returns its `records.Writer`."""
     with FeatureWriter(output_file, is_training=True) as writer:
-        for feature in generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, True):
-            writer.process_feature(feature)
+        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, True,
+                                     output_fn=writer.process_feature)
     return writer.written
 
 
 def write_eval_features(examples, tokenizer, output_file, max_seq_length, doc_stride, max_query_length):
     """Converts prediction examples into a TFRecord file; returns the features."""
-    features = list(generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, False))
+    features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, False)
     with FeatureWriter(output_file, is_training=False) as writer:
         for feature in features:
             writer.process_feature(feature)

@@ -30,6 +30,8 @@ def raw_results(features, output_batches):
                                                               np.asarray(outputs["end_logits"], np.float32))]
     if len(rows) != len(features):
         raise ValueError(f"Got {len(rows)} results for {len(features)} features.")
+    for count in range(0, len(rows), 1000):  # the original's progress log
+        logging.info("Processing example: %d", count)
     return [RawResult(feature.unique_id, start.tolist(), end.tolist()) for feature, (start, end) in zip(features, rows)]
 
 
