@@ -305,10 +305,14 @@ class WordpieceTokenizer:
         return [piece for word in convert_to_unicode(text).split() for piece in self._tokenize_word(word)]
 
     def _longest_key(self):
-        """Length of the vocab's longest token, recomputed when the vocab object or its size changes."""
+        """Length of the vocab's longest token, recomputed when the vocab object or its size changes (None for a
+        vocab that supports `in` but not iteration, as the original's takes)."""
         if self._longest is None or self._longest[0] is not self.vocab or self._longest[1] != len(self.vocab):
-            self._longest = (self.vocab, len(self.vocab),
-                             max((len(k) for k in self.vocab if isinstance(k, str)), default=0))
+            try:
+                longest = max((len(k) for k in self.vocab if isinstance(k, str)), default=0)
+            except TypeError:
+                longest = None
+            self._longest = (self.vocab, len(self.vocab), longest)
         return self._longest[2]
 
     def _tokenize_word(self, word):
@@ -319,6 +323,8 @@ class WordpieceTokenizer:
         if word in vocab:
             return [word]
         longest = self._longest_key()
+        if longest is None:
+            longest = n + 2
         pieces = []
         start = 0
         while start < n:

@@ -376,6 +376,24 @@ def test_wordpiece_length_bound_does_not_change_results():
         assert wp.tokenize(word) == _reference_wordpiece(vocab, word), word
 
 
+
+def test_wordpiece_takes_a_vocab_that_only_answers_in():
+    """The original's WordpieceTokenizer needs only `in` of its vocab (a set, a trie, a lookup object)."""
+    class Lookup:
+        def __init__(self, tokens):
+            self.tokens = set(tokens)
+
+        def __contains__(self, token):
+            return token in self.tokens
+
+        def __len__(self):
+            return len(self.tokens)
+
+    vocab = {"a": 0, "ab": 1, "##b": 2, "##bc": 3, "abcd": 4, "##d": 5, "##": 6}
+    wp = tokenization.WordpieceTokenizer(Lookup(vocab))
+    for word in ("abcd", "abbcd", "abd", "dd", "a" * 30):
+        assert wp.tokenize(word) == _reference_wordpiece(vocab, word), word
+
 # ------------------------------------------------------------------------------------------------
 # Vocabulary loading and errors
 # ------------------------------------------------------------------------------------------------
