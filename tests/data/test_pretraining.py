@@ -235,6 +235,16 @@ def test_unwritable_output(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a_file"]  # nothing written
 
 
+def test_a_segment_truncated_to_nothing_is_the_originals_assertion():
+    """max_seq_length 4 leaves one token for two segments: the original asserts both are non-empty (the script's
+    bounds refuse such a length before)."""
+    tokenizer = tokenization.FullTokenizer(VOCAB, True)
+    documents = instances.read_documents([SAMPLE], tokenizer)
+    with pytest.raises(AssertionError, match="empty segment after truncation"):
+        instances.create_instances_from_document(documents, 0, 4, 0.1, 0.15, 20,
+                                                 instances.VocabTables(tokenizer.vocab), random.Random(1))
+
+
 def test_interrupted_write_leaves_no_file(tmp_path):
     def examples():
         yield b"one"

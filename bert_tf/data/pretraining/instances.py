@@ -232,7 +232,9 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
                 i -= len(current_chunk) - a_end
             else:
                 tokens_b = [token for sentence in current_chunk[a_end:] for token in sentence]
-            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)  # leaves both non-empty (Options)
+            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            if not tokens_a or not tokens_b:  # the original's asserts (Options' bounds keep them from firing)
+                raise AssertionError("empty segment after truncation (max_seq_length too small?)")
 
             tokens = [tables.cls_id] + tokens_a + [tables.sep_id] + tokens_b + [tables.sep_id]
             tokens, positions, labels = create_masked_lm_predictions(
