@@ -21,8 +21,9 @@ ENVIRONMENT_HELP = ("Environment (read when TensorFlow starts; a value you set i
 
 
 def run(main, required=(), **kwargs):
-    """absl's app.run for a run script with these `required` flags and ENVIRONMENT_HELP ending its --help. Bad input
-    or a lost worker ends it with `<script>: error: <message>` and status 1 (the traceback with --verbosity=1)."""
+    """absl's app.run for a run script with these `required` flags and ENVIRONMENT_HELP ending its --help. Bad input,
+    a lost worker or a non-finite loss ends it with `<script>: error: <message>` and status 1 (the traceback with
+    --verbosity=1)."""
     def guarded(argv):
         try:
             return main(argv)
