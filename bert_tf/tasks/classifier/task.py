@@ -280,7 +280,7 @@ class ClassifierTask(Task):
         if run.do_train:
             self.train_examples = self._labelled(run, self.processor.get_train_examples(self.data_dir))
         self.label_list = prepare_label_list(self.processor, self.data_dir, run.output_dir, run.do_train,
-                                         train_examples=self.train_examples)
+                                             train_examples=self.train_examples)
         loss_fn = multi_label_loss if self.multi_label else classification_loss
         if self.multi_label:
             self.loss = loss_fn

@@ -80,8 +80,7 @@ def _log_feature(feature, is_training, example):
         logging.info("answer: %s", tokenization.printable_text(answer_text))
 
 
-def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                      is_training):
+def generate_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training):
     """Yields the InputFeatures of `examples` (a feature per window), then logs how many questions max_query_length
     cut."""
     validate_lengths(max_seq_length, max_query_length, doc_stride)
