@@ -11,7 +11,7 @@ The original's names, computed by `bert_tf.model`: `BertConfig`, `BertModel`, `g
 `get_assignment_map_from_checkpoint`, `dropout`, `layer_norm`, `layer_norm_and_dropout`, `create_initializer`,
 `create_attention_mask_from_input_mask`, `transformer_model`, `get_shape_list`, `reshape_to_matrix`,
 `reshape_from_matrix`, `assert_rank`. Absent: `embedding_lookup`, `embedding_postprocessor` and `attention_layer`,
-whose arithmetic `BertEmbeddings` and `BertAttention` do whole.
+whose arithmetic `bert_tf.model.encoder`'s BertEmbeddings and BertAttention do whole.
 
 TF2 differences: `BertModel`, `transformer_model` and `layer_norm` create variables (no variable scopes), so run them
 eagerly; the getters return the outputs of the weights at construction, or after `BertModel.restore`

@@ -45,7 +45,7 @@ class Pretrained:
 
 
 def model_files(init_checkpoint=None, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """A Pretrained without tokenizer and model: the files given, else the model's own (beside init_checkpoint, a
+    """A Pretrained without tokenizer: the files given, else the model's own (beside init_checkpoint, a
     TF Hub model's or preset's, a run's `run_record`); do_lower_case else True. FileNotFoundError for a missing file;
     ValueError for no config, or one contradicting the model's own."""
     hub = tfhub.read_hub_model(init_checkpoint) if tfhub.is_saved_model(init_checkpoint) else None
