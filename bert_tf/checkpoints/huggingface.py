@@ -243,7 +243,8 @@ def check_hf_output_dir(output_dir):
 def write_hf_directory(tensors, config, spec, output_dir, vocab_file, do_lower_case=True, labels=None):
     """Writes `tensors` (original name -> array; every tensor of `spec`'s model, as a strict restore gives them) into
     output_dir as a transformers directory of `spec`'s class (config.json, model.safetensors, vocab.txt, tokenizer
-    files; `labels`: one per head output, as convert checks them, None: LABEL_i), checked before writing, model.safetensors committed last; returns output_dir."""
+    files; `labels`: one per head output, as convert checks them, None: LABEL_i), checked before writing,
+    model.safetensors committed last; returns output_dir."""
     from safetensors.numpy import save
 
     check_hf_output_dir(output_dir)
