@@ -67,8 +67,8 @@ def restore_best(trainer, required_heads=()):
     """Loads output_dir/best's weights and global_step into the trainer's model if it exists; -> its path or None."""
     path = checkpoints.latest_checkpoint(os.path.join(trainer.output_dir, BEST_DIR))
     if path:
-        trainer.state.wait_for_checkpoint()  # the last checkpoint, saved in the background
-        trainer.state.restore_step(path)
+        trainer.wait_for_checkpoint()  # the last checkpoint, saved in the background
+        trainer.restore_step(path)
         checkpoints.restore(trainer.model, path, required_heads)
         logging.info("Using the best checkpoint %s (step %d)", path, trainer.step)
     return path
@@ -131,7 +131,7 @@ class Controls:
     def _save_best(self, step):
         """Saves `step`'s weights to best/, replacing the previous best once complete."""
         model = self.trainer.model
-        checkpoint = tf.train.Checkpoint(global_step=self.trainer.state.global_step, **run_state.trackables(model))
+        checkpoint = tf.train.Checkpoint(global_step=self.trainer.global_step, **run_state.trackables(model))
         manager = tf.train.CheckpointManager(checkpoint, os.path.join(self.run.output_dir, BEST_DIR), max_to_keep=1,
                                              checkpoint_name="ckpt")
         logging.info("New best %s %s: saved %s", self.run.best_metric, self.history[-1][self.run.best_metric],

@@ -156,6 +156,6 @@ def run(task, run_config):
 
             answers.answer_text_file(run_config, task, tokenizer, trainer)
         export(run_config, task, trainer)
-    trainer.state.wait_for_checkpoint()
+    trainer.wait_for_checkpoint()
     logging.info("Done; outputs in %s", trainer.work_dir)
     return eval_results, predict_results

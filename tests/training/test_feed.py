@@ -3,7 +3,7 @@ import tensorflow as tf
 import toy_task
 
 from bert_tf.model.task_models import BertClassifier
-from bert_tf.training import distribute, feed
+from bert_tf.training import distribute
 from bert_tf.training.trainer import Trainer
 
 
@@ -25,7 +25,7 @@ def test_a_loop_reads_the_batches_of_the_updates_it_runs_and_no_more(tmp_path):
     trainer.train(toy_task.dataset_fn, 16, 7, 0, seed=5)
     assert trainer.step == 7
     expected = _batches(iter(toy_task.dataset_fn(16, None, 5)), 8)[7]
-    got = _batches(trainer.state.input_iterators[0], 1)[0]
+    got = _batches(trainer.iterator, 1)[0]
     tf.nest.map_structure(np.testing.assert_array_equal, got, expected)
 
 
@@ -33,8 +33,8 @@ def test_the_next_batches_are_fetched_while_the_update_runs(tmp_path):
     """In the training loop's body the fetch of the next update's batches (a cond holding IteratorGetNext) depends
     on the loop counter, the iterator and the current batches only: nothing orders it after the update."""
     trainer = _trainer(tmp_path)
-    _, _, input_feed = trainer._start(toy_task.dataset_fn, 16, 4, 0, seed=1)
-    graph = trainer._train_loop(input_feed).get_concrete_function(tf.TensorSpec([], tf.int32)).graph
+    trainer._start(toy_task.dataset_fn, 16, 4, 0, seed=1)
+    graph = trainer._train_loop().get_concrete_function(tf.TensorSpec([], tf.int32)).graph
     functions = {f.signature.name: f for f in graph.as_graph_def().library.function}
     fetches = []
     for function in functions.values():
@@ -56,14 +56,15 @@ def test_the_next_batches_are_fetched_while_the_update_runs(tmp_path):
     assert not any(i.startswith("^") for i in fetch.input)
 
 
-def test_empty_batches_have_the_input_structure():
+def test_empty_batches_have_the_input_structure(tmp_path):
     """What a loop of no update carries: the batches' structure and dtypes, unknown dimensions 0."""
     dataset = tf.data.Dataset.from_tensor_slices(({"ids": np.zeros((4, 3), np.int32)},
                                                    {"w": np.ones(4, np.float32)})).batch(2)
-    input_feed = feed.Feed(distribute.get_strategy("one_device"), iter(dataset))
-    (features, labels), = input_feed.empty()
+    trainer = _trainer(tmp_path)
+    trainer.iterator = iter(dataset)
+    (features, labels), = trainer._empty()
     assert features["ids"].shape == (0, 3) and features["ids"].dtype == tf.int32
     assert labels["w"].shape == (0,) and labels["w"].dtype == tf.float32
-    (features, labels), = input_feed.fetch()
+    (features, labels), = trainer._fetch()
     np.testing.assert_array_equal(labels["w"], [1.0, 1.0])
-    assert input_feed.distribute([(features, labels)])[0]["ids"].shape == (2, 3)
+    assert trainer._distribute([(features, labels)])[0]["ids"].shape == (2, 3)

@@ -75,7 +75,7 @@ def test_a_loop_stops_after_the_first_non_finite_loss(tmp_path):
     with pytest.raises(FloatingPointError, match=r"The loss is (nan|inf) at step 2: stopped without saving\. "
                                                  r"The last good checkpoint: none"):
         trainer.train(toy_task.dataset_fn, 16, 10, 0)
-    assert trainer.step == 2 and trainer.state.latest_checkpoint() is None
+    assert trainer.step == 2 and trainer.latest_checkpoint() is None
 
 
 @tf.custom_gradient
@@ -98,7 +98,7 @@ def test_a_non_finite_gradient_stops_before_saving(tmp_path):
     with pytest.raises(FloatingPointError, match=r"The gradient norm is (nan|inf) at step 1: stopped without "
                                                  r"saving\. The last good checkpoint: none"):
         trainer.train(toy_task.dataset_fn, 16, 10, 0)
-    assert trainer.step == 1 and trainer.state.latest_checkpoint() is None
+    assert trainer.step == 1 and trainer.latest_checkpoint() is None
 
 
 def test_a_copied_output_dir_uses_its_own_checkpoints(tmp_path, seeded_run):
@@ -144,7 +144,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     straight = _trainer(tmp_path / "straight", config=config, save_checkpoints_steps=5)
     tf.random.set_seed(None)
     straight.train(toy_task.dataset_fn, 16, 10, 2)
-    seed = int(straight.state.input_seed.numpy())
+    seed = int(straight.input_seed.numpy())
     assert f"Input order seed: {seed} (drawn at random" in caplog.text
     resumed_dir = tmp_path / "resumed"
     _copy_checkpoint(tmp_path / "straight", "ckpt-5", resumed_dir)
@@ -153,7 +153,7 @@ def test_resume_continues_exactly(tmp_path, caplog):
     resumed.train(toy_task.dataset_fn, 16, 10, 2)
     assert f"Resuming from {resumed_dir}/ckpt-5 at step 5: restored the model (bert, classifier, model), the " \
            f"optimizer state, the dropout random state and the input position (seed {seed})" in caplog.text
-    assert resumed.step == 10 and int(resumed.state.input_seed.numpy()) == seed
+    assert resumed.step == 10 and int(resumed.input_seed.numpy()) == seed
     predictor = _trainer(resumed_dir, seed=3, config=config)
     predictor.restore_for_predict(("classifier",))
     assert predictor.step == 10
@@ -170,8 +170,8 @@ def test_the_input_order_follows_the_seed(tmp_path, seeded_run):
     From the same initial weights (global seed 1), the two orders give different weights."""
     drawn = _trainer(tmp_path)
     drawn.train(toy_task.dataset_fn, 16, 6, 2)
-    seed = int(drawn.state.input_seed.numpy())
-    assert int(seeded_run.state.input_seed.numpy()) == 7 and seed != 7
+    seed = int(drawn.input_seed.numpy())
+    assert int(seeded_run.input_seed.numpy()) == 7 and seed != 7
     assert _max_diff(_weights(seeded_run), _weights(drawn)) > 0
     assert int(tf.train.load_checkpoint(str(tmp_path / "ckpt-6")).get_tensor(
         "input_seed/.ATTRIBUTES/VARIABLE_VALUE")) == seed
@@ -301,7 +301,7 @@ def test_meanwhile_runs_on_the_loaded_weights_and_the_last_checkpoint_saves_in_t
     assert calls == {"training": 1, "inference": 1}
     features, _ = next(iter(data))
     np.testing.assert_allclose(outputs[0]["logits"], trainer.model(features, training=False)["logits"], atol=1e-6)
-    assert trainer.state.latest_checkpoint().endswith("ckpt-6")  # waits for the save
+    assert trainer.latest_checkpoint().endswith("ckpt-6")  # waits for the save
     saved = _trainer(tmp_path / "other", pretrained=_pretrained(str(tmp_path / "run")))
     saved.pretrained.restore(saved.model)
     assert _max_diff(_weights(trainer), _weights(saved)) == 0.0
