@@ -133,7 +133,6 @@ class BertEmbeddings(layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.max_position_embeddings = max_position_embeddings
         self.initializer_range = initializer_range
-        self.dropout_rate = dropout_rate
         self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
         self.dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
 
@@ -173,9 +172,6 @@ class BertAttention(layers.Layer):
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.head_size = hidden_size // num_attention_heads
-        self.attention_dropout_rate = attention_dropout_rate
-        self.dropout_rate = dropout_rate
-        self.initializer_range = initializer_range
 
         def dense(name):  # a fresh initializer object each (see BertEmbeddings.build)
             return layers.Dense(hidden_size, name=name, kernel_initializer=create_initializer(initializer_range),
@@ -302,7 +298,6 @@ class BertPooler(layers.Layer):
     def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
-        self.initializer_range = initializer_range
         self.dense = layers.Dense(hidden_size, activation="tanh", name="dense",
                                   kernel_initializer=create_initializer(initializer_range), dtype=self.dtype_policy)
 

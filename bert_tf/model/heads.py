@@ -89,8 +89,6 @@ class ClassifierHead(layers.Layer):
     def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         self.num_labels = num_labels
-        self.dropout_rate = dropout_rate
-        self.initializer_range = initializer_range
         self.dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
         self.projection = OutputProjection(num_labels, initializer_range, name="projection",
                                            dtype=self.dtype_policy.name)
@@ -111,7 +109,6 @@ class SpanHead(layers.Layer):
 
     def __init__(self, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
-        self.initializer_range = initializer_range
         self.projection = OutputProjection(2, initializer_range, name="projection",
                                            dtype=self.dtype_policy.name)
 
