@@ -6,6 +6,9 @@ V = vocab_size.
 Under a `mixed_*` policy matmuls run in float16/bfloat16, softmax and LayerNorm in float32. Dense layers run on [B*S, H]
 (`dense_2d`). Dropout masks are a function of seeds drawn once per training forward, the same with and without XLA, so
 gradient checkpointing's recomputation replays them.
+
+A layer here has Keras' automatic config (its constructor's arguments) unless it defines
+`get_config`; Keras records only plain values, so our layers are given their dtype policy by name.
 """
 import contextvars
 import math
@@ -25,14 +28,6 @@ _MASK_ADDER = -10000.0  # What the original adds to attention scores of masked p
 def serializable(cls):
     """Registers a layer or model class for `.keras` saving under the package name "bert_tf"."""
     return keras.saving.register_keras_serializable(package="bert_tf")(cls)
-
-
-class ConfigLayer(layers.Layer):
-    """A layer whose config is its `config_keys` attributes: the constructor's arguments of the same names."""
-    config_keys = ()
-
-    def get_config(self):
-        return {**super().get_config(), **{key: getattr(self, key) for key in self.config_keys}}
 
 
 # Set only inside the constructor of a BertModel made with `restored=True`, while it builds its layers.
@@ -123,14 +118,12 @@ def attention_mask_adder(input_mask, dtype="float32"):
 
 
 @serializable
-class BertEmbeddings(ConfigLayer):
+class BertEmbeddings(layers.Layer):
     """Word + learned position + token type embeddings, then LayerNorm and dropout.
 
     input_ids, segment_ids [B, S] -> embedding_output [B, S, H]. Weights: word_embeddings [V, H], token_type_embeddings
     [type_vocab_size, H], position_embeddings [max_position_embeddings, H].
     """
-    config_keys = ("vocab_size", "hidden_size", "type_vocab_size", "max_position_embeddings", "initializer_range",
-                   "dropout_rate")
 
     def __init__(self, vocab_size, hidden_size, type_vocab_size=16, max_position_embeddings=512,
                  initializer_range=0.02, dropout_rate=0.1, **kwargs):
@@ -140,7 +133,6 @@ class BertEmbeddings(ConfigLayer):
         self.type_vocab_size = type_vocab_size
         self.max_position_embeddings = max_position_embeddings
         self.initializer_range = initializer_range
-        self.dropout_rate = dropout_rate
         self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
         self.dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
 
@@ -167,13 +159,12 @@ class BertEmbeddings(ConfigLayer):
 
 
 @serializable
-class BertAttention(ConfigLayer):
+class BertAttention(layers.Layer):
     """Multi-head self-attention, output projection, residual and LayerNorm (post-LN).
 
     x [B, S, H], mask_adder [B, 1, 1, S], seeds (`draw_seeds()`, None: no dropout) -> [B, S, H]. Sublayers keep the
     original's names (`attention/self/query`, ..., `attention/output/dense`).
     """
-    config_keys = ("hidden_size", "num_attention_heads", "attention_dropout_rate", "dropout_rate", "initializer_range")
 
     def __init__(self, hidden_size, num_attention_heads, attention_dropout_rate=0.1, dropout_rate=0.1,
                  initializer_range=0.02, **kwargs):
@@ -181,9 +172,6 @@ class BertAttention(ConfigLayer):
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.head_size = hidden_size // num_attention_heads
-        self.attention_dropout_rate = attention_dropout_rate
-        self.dropout_rate = dropout_rate
-        self.initializer_range = initializer_range
 
         def dense(name):  # a fresh initializer object each (see BertEmbeddings.build)
             return layers.Dense(hidden_size, name=name, kernel_initializer=create_initializer(initializer_range),
@@ -232,15 +220,13 @@ class BertAttention(ConfigLayer):
 
 
 @serializable
-class TransformerBlock(ConfigLayer):
+class TransformerBlock(layers.Layer):
     """One encoder layer (`bert/encoder/layer_N`): attention, then the feed-forward net (dense [H, I] with `hidden_act`,
     dense [I, H]), each post-LN. x [B, S, H] -> [B, S, H].
 
     `gradient_checkpointing` (read when traced): training recomputes the activations in the backward pass, keeping
     [B, S, H] instead of [B, N, S, S] + [B, S, I].
     """
-    config_keys = ("hidden_size", "num_attention_heads", "intermediate_size", "hidden_act", "attention_dropout_rate",
-                   "dropout_rate", "initializer_range", "gradient_checkpointing")
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
                  attention_dropout_rate=0.1, dropout_rate=0.1, initializer_range=0.02, gradient_checkpointing=False,
@@ -254,8 +240,9 @@ class TransformerBlock(ConfigLayer):
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
         self.gradient_checkpointing = gradient_checkpointing
-        self.attention = BertAttention(hidden_size, num_attention_heads, attention_dropout_rate, dropout_rate,
-                                       initializer_range, name="attention", dtype=self.dtype_policy)
+        self.attention = BertAttention(hidden_size, num_attention_heads, attention_dropout_rate,
+                                       dropout_rate, initializer_range, name="attention",
+                                       dtype=self.dtype_policy.name)
         self.intermediate = layers.Dense(intermediate_size, activation=activations.get(hidden_act),
                                          name="intermediate", dtype=self.dtype_policy,
                                          kernel_initializer=create_initializer(initializer_range))
@@ -263,6 +250,12 @@ class TransformerBlock(ConfigLayer):
                                          kernel_initializer=create_initializer(initializer_range))
         self.output_dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
         self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
+
+    def get_config(self):  # gradient_checkpointing as now (BertModel.set_gradient_checkpointing)
+        keys = ("hidden_size", "num_attention_heads", "intermediate_size", "hidden_act",
+                "attention_dropout_rate", "dropout_rate", "initializer_range",
+                "gradient_checkpointing")
+        return {**super().get_config(), **{key: getattr(self, key) for key in keys}}
 
     def build(self, x_shape, mask_adder_shape=None):
         self.attention.build(x_shape)
@@ -299,14 +292,12 @@ class TransformerBlock(ConfigLayer):
 
 
 @serializable
-class BertPooler(ConfigLayer):
+class BertPooler(layers.Layer):
     """The first token's final hidden state through a tanh dense layer: [B, S, H] -> pooled_output [B, H]."""
-    config_keys = ("hidden_size", "initializer_range")
 
     def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
-        self.initializer_range = initializer_range
         self.dense = layers.Dense(hidden_size, activation="tanh", name="dense",
                                   kernel_initializer=create_initializer(initializer_range), dtype=self.dtype_policy)
 
@@ -348,7 +339,7 @@ class BertModel(keras.Model):
         kwargs.setdefault("name", "bert")
         dtype = kwargs.pop("dtype", None)
         policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
-        common = dict(initializer_range=config.initializer_range, dtype=policy)
+        common = dict(initializer_range=config.initializer_range, dtype=policy.name)
         self.embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.type_vocab_size, config.max_position_embeddings,
             dropout_rate=config.hidden_dropout_prob, name="embeddings", **common)

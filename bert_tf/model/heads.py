@@ -8,13 +8,12 @@ import tensorflow as tf
 from keras import layers, ops
 
 from bert_tf.model import activations
-from bert_tf.model.encoder import ConfigLayer, SeededDropout, create_initializer, make_layer_norm, serializable
+from bert_tf.model.encoder import SeededDropout, create_initializer, make_layer_norm, serializable
 
 
 @serializable
-class OutputProjection(ConfigLayer):
+class OutputProjection(layers.Layer):
     """x [..., H] -> logits [..., num_outputs], `output_weights` [num_outputs, H]."""
-    config_keys = ("num_outputs", "initializer_range")
 
     def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -42,13 +41,12 @@ def gather_indexes(sequence_tensor, positions):
 
 
 @serializable
-class MaskedLMHead(ConfigLayer):
+class MaskedLMHead(layers.Layer):
     """The masked LM head: dense + hidden_act + LayerNorm, then logits against the tied word embeddings.
 
     sequence_output [B, S, H], masked_lm_positions [B, P] -> logits [B, P, V] (float32). `embedding_layer`: the
     encoder's BertEmbeddings, whose `word_embeddings` [V, H] the output shares.
     """
-    config_keys = ("hidden_act", "initializer_range")
 
     def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -60,6 +58,10 @@ class MaskedLMHead(ConfigLayer):
                                       kernel_initializer=create_initializer(initializer_range),
                                       dtype=self.dtype_policy)
         self.layer_norm = make_layer_norm("LayerNorm", self.dtype_policy)
+
+    def get_config(self):  # without `embedding_layer` (a layer): a config of its own
+        return {**super().get_config(), "hidden_act": self.hidden_act,
+                "initializer_range": self.initializer_range}
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):
         hidden_size = self.embedding_layer.hidden_size
@@ -80,19 +82,16 @@ class MaskedLMHead(ConfigLayer):
 
 
 @serializable
-class ClassifierHead(ConfigLayer):
+class ClassifierHead(layers.Layer):
     """run_classifier.py's head: dropout, then `output_weights`/`output_bias`. [B, H] (or [B, S, H]) -> logits
     [B, num_labels] ([B, S, num_labels]), float32."""
-    config_keys = ("num_labels", "dropout_rate", "initializer_range")
 
     def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         self.num_labels = num_labels
-        self.dropout_rate = dropout_rate
-        self.initializer_range = initializer_range
         self.dropout = SeededDropout(dropout_rate, dtype=self.dtype_policy)
         self.projection = OutputProjection(num_labels, initializer_range, name="projection",
-                                           dtype=self.dtype_policy)
+                                           dtype=self.dtype_policy.name)
 
     def build(self, pooled_output_shape):
         self.projection.build(pooled_output_shape)
@@ -105,14 +104,13 @@ class ClassifierHead(ConfigLayer):
 
 
 @serializable
-class SpanHead(ConfigLayer):
+class SpanHead(layers.Layer):
     """run_squad.py's head: sequence_output [B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
-    config_keys = ("initializer_range",)
 
     def __init__(self, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
-        self.initializer_range = initializer_range
-        self.projection = OutputProjection(2, initializer_range, name="projection", dtype=self.dtype_policy)
+        self.projection = OutputProjection(2, initializer_range, name="projection",
+                                           dtype=self.dtype_policy.name)
 
     def build(self, sequence_output_shape):
         self.projection.build(sequence_output_shape)
@@ -140,11 +138,10 @@ POOLINGS = ("mean", "cls")
 
 
 @serializable
-class SentencePooling(ConfigLayer):
+class SentencePooling(layers.Layer):
     """A sentence embedding as sentence-transformers computes it, in float32: `pooling` "mean" (over tokens with
     input_mask 1) or "cls"; `normalize_embeddings`: divided by its L2 norm. No weights. sequence_output [B, S, H],
     input_mask [B, S] -> embedding [B, H]."""
-    config_keys = ("pooling", "normalize_embeddings")
 
     def __init__(self, pooling="mean", normalize_embeddings=True, **kwargs):
         super().__init__(**kwargs)

@@ -52,12 +52,12 @@ class TaskModel(keras.Model):
                              f"{tuple(self.heads)}: {stray}; name each head's original variables in its `heads`.")
 
     def init_task(self, config, kwargs):
-        """Pops the encoder, dtype and `restored` from kwargs; returns (bert, policy, input dict)."""
+        """Pops the encoder, dtype and `restored` from kwargs; returns (bert, policy name, inputs)."""
         restored = kwargs.pop("restored", False)
         bert = kwargs.pop("bert", None) or BertModel(config, restored=restored, dtype=kwargs.pop("dtype", None))
         self.bert = bert
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
-        return bert, bert.dtype_policy, inputs
+        return bert, bert.dtype_policy.name, inputs
 
     def get_config(self):
         return {"config": self.bert.config.to_dict(), "name": self.name,

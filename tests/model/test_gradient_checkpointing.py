@@ -162,6 +162,9 @@ def test_the_flag_is_in_the_config_and_changes_no_variable(tmp_path):
     assert TransformerBlock.from_config(block.get_config()).gradient_checkpointing
     loaded = keras.saving.load_model(model.save(str(tmp_path / "model.keras")) or str(tmp_path / "model.keras"))
     assert loaded.gradient_checkpointing and loaded.encoder_layers[1].gradient_checkpointing
+    loaded.set_gradient_checkpointing(False)  # a block's config says the flag as set since
+    assert not loaded.get_config()["gradient_checkpointing"]
+    assert not loaded.encoder_layers[1].get_config()["gradient_checkpointing"]
     plain = _model()
     assert [v.path for v in model.weights] == [v.path for v in plain.weights]
     assert len(model.variables) == len(plain.variables)  # the weights and the dropouts' seed states

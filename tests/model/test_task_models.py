@@ -57,6 +57,29 @@ def test_pretrainer_keras_round_trip(tiny_config, tiny_batch, tmp_path):
     np.testing.assert_allclose(loaded(batch)["masked_lm_logits"], model(batch)["masked_lm_logits"], atol=1e-6)
 
 
+@pytest.mark.parametrize("make", [
+    lambda config: BertClassifier(config, 3, dtype="mixed_float16"),
+    lambda config: BertPretrainer(config, dtype="mixed_bfloat16"),
+    BertSpanLabeler,
+    lambda config: BertTokenClassifier(config, 5),
+    lambda config: BertMultipleChoice(config, 2),
+    task_models.BertSentenceEncoder,
+])
+def test_every_layer_rebuilds_from_its_config(tiny_config, make):
+    """Each layer of a task model has a config (Keras' automatic one records only plain values: our layers get their
+    dtype policy by name), its dtype policy included, and rebuilds from it; MaskedLMHead (given the embedding layer)
+    has its own config, without that layer."""
+    for layer in make(tiny_config)._flatten_layers(include_self=False):
+        config = layer.get_config()
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
+        assert keras.dtype_policies.deserialize(config["dtype"]).name == layer.dtype_policy.name
+        if type(layer).__name__ == "MaskedLMHead":
+            assert set(config) == {"name", "trainable", "dtype", "hidden_act", "initializer_range"}
+        else:
+            assert type(layer).from_config(config).get_config() == config
+
+
 def test_classifier_and_span_heads_use_the_original_layout(tiny_config):
     rng = np.random.RandomState(0)
     pooled = rng.normal(size=(4, tiny_config.hidden_size)).astype(np.float32)
