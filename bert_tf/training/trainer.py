@@ -228,7 +228,7 @@ class Trainer(prediction.Predictor):
                              f"gradient_accumulation_steps ({accumulation}).")
         fileio.remove_stale_temporaries(self.work_dir, checkpoints=True)  # this run owns the directory
         self.optimizer = update.build_optimizer(self.strategy, self.model, self.config, num_train_steps,
-                                                      num_warmup_steps)
+                                                num_warmup_steps)
         latest = self.latest_checkpoint()
         if self.num_workers > 1:  # the latest step every worker has a checkpoint of, worker 0's seed
             shared = distribute.worker_values(self.strategy, [run_state.checkpoint_step(latest),
