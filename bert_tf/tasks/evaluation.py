@@ -5,7 +5,7 @@ In output_dir:
   eval_history.jsonl  a JSON object per evaluation (global_step and `Task.flat_results`), rewritten whole each time
                       (gs:// objects cannot be appended to)
   eval/               each evaluation's scalars, for TensorBoard
-  best/               the best evaluation's weights and global_step (a checkpoint of `run_state.trackables`)
+  best/               the best evaluation's weights and global_step (a checkpoint of `training.trainer.trackables`)
 The best and the patience count derive from the history alone, so a resumed run continues them exactly (entries after
 the step resumed are dropped). best/ is written before the history entry naming it.
 """
@@ -17,7 +17,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
-from bert_tf.training import run_state, summaries
+from bert_tf.training import summaries
+from bert_tf.training.trainer import trackables
 
 HISTORY_FILE = "eval_history.jsonl"
 BEST_DIR = "best"
@@ -131,7 +132,7 @@ class Controls:
     def _save_best(self, step):
         """Saves `step`'s weights to best/, replacing the previous best once complete."""
         model = self.trainer.model
-        checkpoint = tf.train.Checkpoint(global_step=self.trainer.global_step, **run_state.trackables(model))
+        checkpoint = tf.train.Checkpoint(global_step=self.trainer.global_step, **trackables(model))
         manager = tf.train.CheckpointManager(checkpoint, os.path.join(self.run.output_dir, BEST_DIR), max_to_keep=1,
                                              checkpoint_name="ckpt")
         logging.info("New best %s %s: saved %s", self.run.best_metric, self.history[-1][self.run.best_metric],

@@ -5,10 +5,15 @@ A task gives:
   loss_fn(labels, outputs)          -> per-example losses [B] float32, or a batch-level loss (bert_tf.training.losses)
   dataset_fn(batch_size, ctx, seed) -> repeated (features, labels) batches, their order a function of `seed`
 
-Checkpoints (`ckpt-<step>`) every save_checkpoints_steps and at the end; a restarted run resumes its last exactly
-(weights, optimizer, input position and seed, dropout state); a worker that stops responding stops the others with a
-`distribute.WorkerLost` naming it. The update step: update; evaluation and prediction: prediction; what a
-checkpoint holds: run_state.
+Checkpoints (`ckpt-<step>`) every save_checkpoints_steps and at the end; a restarted run with the same output_dir
+resumes its last exactly. Each worker keeps its own (`Trainer.work_dir`); one holds, under these names:
+  global_step, input_seed     the updates done; the input order's seed (given, else drawn once)
+  dropout_random_state        each dropout layer's SeedGenerator state
+  model, and the encoder and each head by its attribute (what `checkpoints.restore` reads)
+  optimizer                   its state
+  input_iterators             the input iterator's position, shuffle buffers included
+A worker that stops responding stops the others with a `distribute.WorkerLost` naming it. The update step: update;
+evaluation and prediction: prediction.
 
 The loop's input: this worker's batches dealt to its replicas, the next update's fetched while the current one runs.
 A loop fetches only the batches of the updates it runs (`_fetch_if`), so the checkpointed iterator's position is the
@@ -20,6 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import random
 import time
 
 import keras
@@ -29,7 +35,7 @@ from absl import logging
 from tqdm import tqdm
 
 from bert_tf import checkpoints, fileio
-from bert_tf.training import distribute, layers, prediction, run_state, summaries, update
+from bert_tf.training import distribute, layers, prediction, summaries, update
 from bert_tf.training.config import RunConfig
 
 
@@ -40,6 +46,54 @@ def compute_train_steps(num_examples, train_batch_size, num_train_epochs, warmup
         raise ValueError(f"No training steps: {num_examples} examples, batch size {train_batch_size}, "
                          f"{num_train_epochs} epochs.")
     return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def trackables(model):
+    """The model, and its encoder and heads by attribute (what `checkpoints.restore` reads)."""
+    return {"model": model, **checkpoints.model_parts(model)}
+
+
+def draw_seed():
+    return random.randrange(2 ** 31)
+
+
+def checkpoint_step(path):
+    """The step of checkpoint `path` (ckpt-<step>); 0 for None."""
+    return int(path.rsplit("-", 1)[1]) if path else 0
+
+
+def counter(name):
+    """A step counter of the run (int64, 0), one value across replicas."""
+    return tf.Variable(0, dtype=tf.int64, trainable=False, name=name,
+                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def shared_checkpoint(checkpoint_dir, latest, steps, worker_index, save_checkpoints_steps, keep_checkpoint_max):
+    """The checkpoint in `checkpoint_dir` (this worker's; its latest: `latest`) of the latest step every worker has
+    (`steps`: {worker: latest step, 0 for none}); None for a new run. ValueError if the steps lie over one checkpoint
+    apart or this worker lacks the shared one."""
+    step, newest = min(steps.values()), max(steps.values())
+    behind = ", ".join(str(worker) for worker, worker_step in sorted(steps.items()) if worker_step == step)
+    if newest - step > save_checkpoints_steps:
+        raise ValueError(f"The latest checkpoint of worker(s) {behind} is of step {step} (0: none), another "
+                         f"worker's of step {newest}: more than one checkpoint apart (--save_checkpoints_steps="
+                         f"{save_checkpoints_steps}), which a stopped worker does not leave: their checkpoints are "
+                         f"missing (each worker keeps its own in output_dir/workers/worker-<i>, the chief in "
+                         f"output_dir: a host that takes over a worker needs them, so keep output_dir on storage "
+                         f"every host reaches). Put them back, or rerun every worker with --start_over to train "
+                         f"from the beginning.")
+    if step == checkpoint_step(latest):
+        return latest
+    shared = os.path.join(checkpoint_dir, f"ckpt-{step}") if step else None
+    if step and not fileio.exists(shared + ".index"):
+        raise ValueError(f"Worker {worker_index} cannot resume step {step}, the latest that worker(s) {behind} "
+                         f"have a checkpoint of: {checkpoint_dir} no longer holds ckpt-{step} (its latest: "
+                         f"{latest}; --keep_checkpoint_max={keep_checkpoint_max}). Rerun every worker with "
+                         f"--start_over to train from the beginning.")
+    logging.warning("Worker %d %s: worker(s) %s have %s; its %s is written again when the run gets there.",
+                    worker_index, f"resumes from {shared}" if step else "starts the run afresh", behind,
+                    f"no checkpoint after step {step}" if step else "no checkpoint", latest)
+    return shared
 
 
 class Trainer(prediction.Predictor):
@@ -78,8 +132,8 @@ class Trainer(prediction.Predictor):
             if config.gradient_checkpointing:
                 logging.info("Gradient checkpointing: each transformer layer recomputes its activations in the "
                              "backward pass")
-            self.global_step = run_state.counter("global_step")
-            self.input_seed = run_state.counter("input_seed")
+            self.global_step = counter("global_step")
+            self.input_seed = counter("input_seed")
         self.optimizer = None  # built by `train`
         self.iterator = None  # this worker's input, opened by `train`
         self._pending_save = None  # the checkpoint being saved in the background
@@ -87,7 +141,7 @@ class Trainer(prediction.Predictor):
         self.figure_names = ["loss", *(name for name in self.loss.terms if name != "loss")]
         fileio.makedirs(self.work_dir)
 
-    # --- the run's state and its checkpoints (what they hold: run_state) -----------------------------------------
+    # --- the run's state and its checkpoints (what they hold: the module docstring) -----------------------------
 
     @property
     def step(self):
@@ -110,11 +164,11 @@ class Trainer(prediction.Predictor):
         tf.train.Checkpoint(global_step=self.global_step).restore(path).expect_partial()
 
     def _manager(self):
-        """A CheckpointManager of the whole state (run_state's list) in work_dir."""
+        """A CheckpointManager of the whole state (the module docstring's list) in work_dir."""
         weights = {id(w) for w in self.model.weights}  # the dropout SeedGenerators' states: the other variables
         parts = {"global_step": self.global_step, "input_seed": self.input_seed,
                  "dropout_random_state": [v for v in self.model.variables if id(v) not in weights],
-                 **run_state.trackables(self.model), "optimizer": self.optimizer, "input_iterators": [self.iterator]}
+                 **trackables(self.model), "optimizer": self.optimizer, "input_iterators": [self.iterator]}
         return tf.train.CheckpointManager(tf.train.Checkpoint(**parts), self.work_dir,
                                           self.config.keep_checkpoint_max, checkpoint_name="ckpt")
 
@@ -126,7 +180,7 @@ class Trainer(prediction.Predictor):
                 logging.warning("Ignoring seed %d: the run being resumed was seeded with %d.", seed,
                                 self.input_seed.numpy())
             return
-        self.input_seed.assign(run_state.draw_seed() if seed is None else seed)
+        self.input_seed.assign(draw_seed() if seed is None else seed)
         logging.info("Input order seed: %d%s", self.input_seed.numpy(),
                      " (drawn at random; saved with the checkpoints)" if seed is None else "")
 
@@ -231,10 +285,10 @@ class Trainer(prediction.Predictor):
                                                 num_warmup_steps)
         latest = self.latest_checkpoint()
         if self.num_workers > 1:  # the latest step every worker has a checkpoint of, worker 0's seed
-            shared = distribute.worker_values(self.strategy, [run_state.checkpoint_step(latest),
-                                                               run_state.draw_seed() if seed is None else seed])
+            shared = distribute.worker_values(self.strategy, [checkpoint_step(latest),
+                                                               draw_seed() if seed is None else seed])
             steps = {worker: step for worker, (step, _) in shared.items()}
-            latest = run_state.shared_checkpoint(self.work_dir, latest, steps, self.worker_index,
+            latest = shared_checkpoint(self.work_dir, latest, steps, self.worker_index,
                                                  self.save_checkpoints_steps, self.config.keep_checkpoint_max)
             seed = shared[0][1]
         self._restore_input_seed(seed, latest)
@@ -247,7 +301,7 @@ class Trainer(prediction.Predictor):
             manager.checkpoint.restore(latest).assert_existing_objects_matched()
             logging.info("Resuming from %s at step %d: restored the model (%s), the optimizer state, the dropout "
                          "random state and the input position (seed %d)", latest, self.step,
-                         ", ".join(sorted(run_state.trackables(self.model))), self.input_seed.numpy())
+                         ", ".join(sorted(trackables(self.model))), self.input_seed.numpy())
         return manager, latest
 
     def _prepare_train_loop(self, resumed, meanwhile):

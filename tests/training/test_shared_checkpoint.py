@@ -1,19 +1,19 @@
-"""run_state.shared_checkpoint: the checkpoint each worker of a multi-worker run resumes, from the step of every
+"""trainer.shared_checkpoint: the checkpoint each worker of a multi-worker run resumes, from the step of every
 worker's latest (the workers exchange them when a run starts; tests/training/test_preemption.py runs it across two
 worker processes). Checkpoints stand in as their index files: the choice looks at which steps a directory holds."""
 import logging
 
 import pytest
 
-from bert_tf.training import run_state
+from bert_tf.training import trainer
 
 
 @pytest.fixture
 def shared_checkpoint(tmp_path):
-    """run_state.shared_checkpoint for a worker whose directory holds ckpt-10 and ckpt-20 (its latest), keeping 2."""
+    """trainer.shared_checkpoint for a worker whose directory holds ckpt-10 and ckpt-20 (its latest), keeping 2."""
     for step in (10, 20):
         (tmp_path / f"ckpt-{step}.index").touch()
-    return lambda latest, steps, worker_index, every: run_state.shared_checkpoint(
+    return lambda latest, steps, worker_index, every: trainer.shared_checkpoint(
         str(tmp_path), latest, steps, worker_index, every, keep_checkpoint_max=2)
 
 
