@@ -288,8 +288,8 @@ class Trainer(prediction.Predictor):
             shared = distribute.worker_values(self.strategy, [checkpoint_step(latest),
                                                                draw_seed() if seed is None else seed])
             steps = {worker: step for worker, (step, _) in shared.items()}
-            latest = shared_checkpoint(self.work_dir, latest, steps, self.worker_index,
-                                                 self.save_checkpoints_steps, self.config.keep_checkpoint_max)
+            latest = shared_checkpoint(self.work_dir, latest, steps, self.worker_index, self.save_checkpoints_steps,
+                                       self.config.keep_checkpoint_max)
             seed = shared[0][1]
         self._restore_input_seed(seed, latest)
         context = tf.distribute.InputContext(num_input_pipelines=self.num_workers,
