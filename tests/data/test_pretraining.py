@@ -193,7 +193,8 @@ def test_max_predictions_warning(tmp_path, caplog):
 
 def test_logs_the_first_20_written_examples_as_the_original(tmp_path, caplog, tokenizer):
     # The original's write_instance_to_example_files: the first 20 instances written (after
-    # the shuffle), their tokens, then each feature in its OrderedDict order.
+    # the shuffle), their tokens, then each feature in its OrderedDict order; the records are
+    # the original's own (its golden output of these flags).
     out = str(tmp_path / "o")
     with caplog.at_level(logging.INFO):
         instances.run_exact(SAMPLE, out, VOCAB, **GOLDEN_FLAGS)
@@ -205,7 +206,7 @@ def test_logs_the_first_20_written_examples_as_the_original(tmp_path, caplog, to
         elif logged and re.match(r"[a-z_]+: ", message):
             logged[-1].append(message)
     expected = []
-    for record in read_records(out)[:20]:
+    for record in read_records(os.path.join(DATA, "pretraining_sample_text_seed12345.tfrecord"))[:20]:
         f = features(record)
         tokens = tokenizer.convert_ids_to_tokens(f["input_ids"][:sum(f["input_mask"])])
         expected.append(["tokens: " + " ".join(tokens)] + [
